@@ -1,0 +1,80 @@
+//! The adapter contract: [`Channel`] is implemented by each platform adapter; [`InboundSink`] and
+//! [`StateStore`] are the services the daemon hands to an adapter.
+
+use crate::model::{ChannelKind, InboundEvent, OutboundMessage, SentRef};
+use async_trait::async_trait;
+use std::sync::Arc;
+
+/// Errors an adapter reports. The text is for logs and, shortened, for people.
+#[derive(Debug, thiserror::Error)]
+pub enum ChannelError {
+    /// The platform refused the request (its error code and description).
+    #[error("{platform} API error {code}: {description}")]
+    Api {
+        platform: &'static str,
+        code: i64,
+        description: String,
+    },
+    /// The platform could not be reached or answered with something unreadable.
+    #[error("{platform} transport error: {message}")]
+    Transport {
+        platform: &'static str,
+        message: String,
+    },
+    /// The credentials are missing or rejected; retrying will not help.
+    #[error("{platform} credentials rejected: {message}")]
+    Unauthorized {
+        platform: &'static str,
+        message: String,
+    },
+    /// The daemon's sink or state store failed (e.g. the database is unavailable).
+    #[error("daemon storage error: {0}")]
+    Storage(String),
+}
+
+/// Result of publishing an inbound event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PublishOutcome {
+    /// Persisted for the first time and queued for the agent.
+    Accepted,
+    /// Already known (a platform redelivery); nothing was queued.
+    Duplicate,
+    /// Not for the agent (e.g. a group message not addressed to the bot); nothing was queued.
+    Ignored,
+}
+
+/// Where adapters hand inbound events. `publish` returns only after the event is durably
+/// recorded, so an adapter may acknowledge the platform (advance the Telegram offset, ACK a Lark
+/// frame) as soon as it returns `Ok`.
+#[async_trait]
+pub trait InboundSink: Send + Sync {
+    async fn publish(&self, event: InboundEvent) -> Result<PublishOutcome, ChannelError>;
+}
+
+/// A small durable key/value store for adapter state (Telegram `getUpdates` offset, …).
+pub trait StateStore: Send + Sync {
+    fn get(&self, key: &str) -> Result<Option<String>, ChannelError>;
+    fn set(&self, key: &str, value: &str) -> Result<(), ChannelError>;
+}
+
+/// A chat platform adapter.
+#[async_trait]
+pub trait Channel: Send + Sync {
+    fn kind(&self) -> ChannelKind;
+
+    /// Check the credentials and learn the bot's identity (Telegram `getMe`). Returns a short
+    /// description such as `@my_bot (id 123)`.
+    async fn probe(&self) -> Result<String, ChannelError>;
+
+    /// Receive events until `shutdown` fires, publishing each to `sink`. Transient platform errors
+    /// are retried inside; only a fatal one (rejected credentials) ends the loop with `Err`.
+    async fn run(
+        self: Arc<Self>,
+        sink: Arc<dyn InboundSink>,
+        state: Arc<dyn StateStore>,
+        shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<(), ChannelError>;
+
+    /// Deliver one outbound message (rendered and split as the platform requires).
+    async fn send(&self, msg: &OutboundMessage) -> Result<SentRef, ChannelError>;
+}

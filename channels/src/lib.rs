@@ -1,0 +1,24 @@
+//! `ethan-channels`: the unified message model Ethan's daemon speaks, and one adapter per chat
+//! platform.
+//!
+//! What this crate owns:
+//! - [`InboundEvent`] — a message from a person, normalised from a platform payload (Telegram
+//!   `Update`, later Lark `im.message.receive_v1`), with the platform's native event id
+//!   (Telegram `update_id`) for deduplication and the chat/thread it belongs to;
+//! - [`OutboundMessage`] — what the daemon wants shown in a chat (Markdown text, a typing
+//!   indicator);
+//! - the [`Channel`] trait that every adapter implements, and [`InboundSink`] / [`StateStore`],
+//!   the two services an adapter receives from the daemon (publish an event durably; remember a
+//!   small piece of state such as the Telegram offset).
+//!
+//! What it does not own: sessions, access policy, the agent, tools or storage. Adapters never
+//! decide trust; the daemon derives who is the owner from its own records.
+
+pub mod channel;
+pub mod model;
+pub mod telegram;
+
+pub use channel::{Channel, ChannelError, InboundSink, PublishOutcome, StateStore};
+pub use model::{
+    ChannelKind, ChatKind, ChatRef, InboundEvent, OutboundBody, OutboundMessage, Sender, SentRef,
+};

@@ -1,0 +1,115 @@
+//! The unified message model: what every adapter produces ([`InboundEvent`]) and consumes
+//! ([`OutboundMessage`]). Field names follow the platforms' own terms (Telegram `update_id`,
+//! `message_thread_id`; Lark `message_id`, `open_id`, `chat_id`).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Which platform (or local interface) a message belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChannelKind {
+    Telegram,
+    Lark,
+    Terminal,
+    Web,
+}
+
+impl ChannelKind {
+    /// The lowercase name used in session keys, config sections and the store.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChannelKind::Telegram => "telegram",
+            ChannelKind::Lark => "lark",
+            ChannelKind::Terminal => "terminal",
+            ChannelKind::Web => "web",
+        }
+    }
+}
+
+impl fmt::Display for ChannelKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A direct (one-to-one) chat or a group chat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChatKind {
+    Direct,
+    Group,
+}
+
+/// Where a message lives: the platform chat id and, for real topic threads only, the thread.
+///
+/// Telegram: `chat.id` as a decimal string; `thread` is `message_thread_id` only when
+/// `is_topic_message` is true. Lark: `chat_id` (`oc_…`) and `thread_id` (`omt_…`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatRef {
+    pub id: String,
+    pub kind: ChatKind,
+    pub thread: Option<String>,
+}
+
+/// Who sent a message: the platform user id (Telegram `from.id`, Lark `open_id`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sender {
+    pub id: String,
+    pub display_name: String,
+    pub is_bot: bool,
+}
+
+/// A message from a person, normalised. Trust (owner, unattended) is deliberately absent: a
+/// platform payload cannot set it; the daemon derives it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InboundEvent {
+    pub channel: ChannelKind,
+    /// Platform-native id used for deduplication (Telegram `update_id`, Lark `message_id`).
+    pub event_id: String,
+    /// The platform's id of the message itself (Telegram `message_id`), for replies.
+    pub message_id: Option<String>,
+    pub chat: ChatRef,
+    pub sender: Sender,
+    /// Text with mentions of the bot removed and other mentions resolved to names.
+    pub text: String,
+    /// True for a DM, a mention of the bot, or a reply to one of the bot's messages.
+    pub addressed: bool,
+    /// The platform id of the message this one replies to, if any.
+    pub reply_to: Option<String>,
+    /// Unix seconds at which the platform says the message was sent.
+    pub sent_at: i64,
+}
+
+impl InboundEvent {
+    /// Session key: `{channel}:{chat_id}` plus `:{thread}` for real topic threads (DESIGN §2).
+    pub fn session_key(&self) -> String {
+        match &self.chat.thread {
+            Some(t) => format!("{}:{}:{}", self.channel, self.chat.id, t),
+            None => format!("{}:{}", self.channel, self.chat.id),
+        }
+    }
+}
+
+/// What the daemon asks an adapter to show.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum OutboundBody {
+    /// Markdown from the model (or the daemon); each adapter renders it for its platform.
+    Text(String),
+    /// A "typing…" indicator (Telegram `sendChatAction`), best effort.
+    Typing,
+}
+
+/// A message for one chat (and thread), optionally as a reply to a platform message id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutboundMessage {
+    pub chat: ChatRef,
+    pub reply_to: Option<String>,
+    pub body: OutboundBody,
+}
+
+/// What the platform returned for a delivered message: the ids of every part it was split into.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SentRef {
+    pub message_ids: Vec<String>,
+}

@@ -1,0 +1,142 @@
+//! Telegram Bot API adapter (teloxide types and requests).
+//!
+//! Split by concern: [`normalize`] turns a Bot API `Update` into an [`InboundEvent`]; [`poll`]
+//! runs `getUpdates` long polling with a durable offset; [`send`] delivers replies (Markdown →
+//! HTML, split at 4096 UTF-16 units, plain-text fallback, `retry_after`); [`render`] and
+//! [`chunk`] are the pure text functions behind it.
+//!
+//! The API base URL is configurable (`channels.telegram.api_url`, without `/bot<token>`), which is
+//! how tests point the adapter at a loopback fake and how users reach a self-hosted Bot API server.
+
+pub mod chunk;
+pub mod normalize;
+pub mod poll;
+pub mod render;
+pub mod send;
+
+use crate::channel::{Channel, ChannelError, InboundSink, StateStore};
+use crate::model::{ChannelKind, InboundEvent, OutboundMessage, SentRef};
+use async_trait::async_trait;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use teloxide::prelude::Requester;
+use teloxide::Bot;
+
+pub(crate) const PLATFORM: &str = "telegram";
+
+/// Settings the adapter needs, taken from `channels.telegram` in the daemon config.
+#[derive(Clone)]
+pub struct TelegramConfig {
+    /// Bot token from @BotFather (`123456:ABC…`). Never logged.
+    pub token: String,
+    /// Base URL without `/bot<token>`, e.g. `https://api.telegram.org`.
+    pub api_url: String,
+    /// `getUpdates` long-poll timeout in seconds (the HTTP client waits this + 15 s).
+    pub poll_timeout_secs: u32,
+}
+
+impl std::fmt::Debug for TelegramConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TelegramConfig")
+            .field("token", &"<redacted>")
+            .field("api_url", &self.api_url)
+            .field("poll_timeout_secs", &self.poll_timeout_secs)
+            .finish()
+    }
+}
+
+/// The bot's own identity, learned from `getMe`.
+#[derive(Debug, Clone)]
+pub struct BotIdentity {
+    pub id: u64,
+    pub username: String,
+}
+
+/// The Telegram channel. Cheap to share behind an `Arc`.
+pub struct TelegramChannel {
+    bot: Bot,
+    config: TelegramConfig,
+    me: OnceLock<BotIdentity>,
+}
+
+impl TelegramChannel {
+    /// Build the adapter. Fails only when `api_url` is not a URL.
+    pub fn new(config: TelegramConfig) -> Result<Self, ChannelError> {
+        let url = reqwest::Url::parse(&config.api_url).map_err(|e| ChannelError::Transport {
+            platform: PLATFORM,
+            message: format!(
+                "channels.telegram.api_url {:?} is not a URL: {e}",
+                config.api_url
+            ),
+        })?;
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_secs(
+                u64::from(config.poll_timeout_secs) + 15,
+            ))
+            .build()
+            .map_err(|e| ChannelError::Transport {
+                platform: PLATFORM,
+                message: format!("cannot build the HTTP client: {e}"),
+            })?;
+        let bot = Bot::with_client(config.token.clone(), client).set_api_url(url);
+        Ok(Self {
+            bot,
+            config,
+            me: OnceLock::new(),
+        })
+    }
+
+    /// The bot identity, once `probe` or `run` has called `getMe`.
+    pub fn identity(&self) -> Option<&BotIdentity> {
+        self.me.get()
+    }
+
+    pub(crate) fn bot(&self) -> &Bot {
+        &self.bot
+    }
+
+    async fn get_me(&self) -> Result<BotIdentity, ChannelError> {
+        if let Some(me) = self.me.get() {
+            return Ok(me.clone());
+        }
+        let me = self.bot.get_me().await.map_err(send::map_error)?;
+        let ident = BotIdentity {
+            id: me.user.id.0,
+            username: me.user.username.clone().unwrap_or_default(),
+        };
+        let _ = self.me.set(ident.clone());
+        Ok(ident)
+    }
+
+    /// Normalise one update using the bot identity (for mention detection).
+    pub fn normalize(&self, update: &teloxide::types::Update) -> Option<InboundEvent> {
+        let me = self.me.get()?;
+        normalize::normalize_update(update, me)
+    }
+}
+
+#[async_trait]
+impl Channel for TelegramChannel {
+    fn kind(&self) -> ChannelKind {
+        ChannelKind::Telegram
+    }
+
+    async fn probe(&self) -> Result<String, ChannelError> {
+        let me = self.get_me().await?;
+        Ok(format!("@{} (id {})", me.username, me.id))
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        sink: Arc<dyn InboundSink>,
+        state: Arc<dyn StateStore>,
+        shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<(), ChannelError> {
+        poll::run(self, sink, state, shutdown).await
+    }
+
+    async fn send(&self, msg: &OutboundMessage) -> Result<SentRef, ChannelError> {
+        send::send(self, msg).await
+    }
+}

@@ -1,0 +1,189 @@
+//! Bot API `Update` → [`InboundEvent`]: private and group text messages (captions count as
+//! text). Group messages are marked `addressed` when they mention `@<bot username>` (a `mention`
+//! entity or a `/command@bot`), or reply to one of the bot's messages; the mention is removed from
+//! the text. Entity offsets are UTF-16 code units (Bot API `MessageEntity`).
+
+use super::BotIdentity;
+use crate::model::{ChannelKind, ChatKind, ChatRef, InboundEvent, Sender};
+use teloxide::types::{MessageEntityKind, Update, UpdateKind};
+
+/// Returns `None` for updates the agent does not handle (edits, service messages, media
+/// without a caption, updates teloxide could not parse).
+pub fn normalize_update(update: &Update, me: &BotIdentity) -> Option<InboundEvent> {
+    let UpdateKind::Message(msg) = &update.kind else {
+        return None;
+    };
+    let from = msg.from.as_ref()?;
+    let raw_text = msg.text().or_else(|| msg.caption())?;
+    let entities = msg
+        .entities()
+        .or_else(|| msg.caption_entities())
+        .unwrap_or(&[]);
+
+    let direct = msg.chat.is_private();
+    let mention = format!("@{}", me.username);
+    let mut mentioned = false;
+    let mut cut: Vec<(usize, usize)> = Vec::new(); // byte ranges to remove
+    for e in entities {
+        let Some((start, end)) = utf16_range_to_bytes(raw_text, e.offset, e.length) else {
+            continue;
+        };
+        let piece = &raw_text[start..end];
+        match &e.kind {
+            MessageEntityKind::Mention
+                if !me.username.is_empty() && piece.eq_ignore_ascii_case(&mention) =>
+            {
+                mentioned = true;
+                cut.push((start, end));
+            }
+            MessageEntityKind::BotCommand => {
+                if let Some(at) = piece.find('@') {
+                    if piece[at..].eq_ignore_ascii_case(&mention) {
+                        mentioned = true;
+                        cut.push((start + at, end));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let reply_to_bot = msg
+        .reply_to_message()
+        .and_then(|r| r.from.as_ref())
+        .is_some_and(|u| u.id.0 == me.id);
+
+    let mut text = String::with_capacity(raw_text.len());
+    let mut pos = 0;
+    cut.sort_unstable();
+    for (s, e) in cut {
+        if s >= pos {
+            text.push_str(&raw_text[pos..s]);
+            pos = e;
+        }
+    }
+    text.push_str(&raw_text[pos..]);
+    let text = text.trim().to_string();
+
+    let thread = if msg.is_topic_message {
+        msg.thread_id.map(|t| t.0 .0.to_string())
+    } else {
+        None
+    };
+    let display_name = match &from.last_name {
+        Some(last) => format!("{} {}", from.first_name, last),
+        None => from.first_name.clone(),
+    };
+    Some(InboundEvent {
+        channel: ChannelKind::Telegram,
+        event_id: update.id.0.to_string(),
+        message_id: Some(msg.id.0.to_string()),
+        chat: ChatRef {
+            id: msg.chat.id.0.to_string(),
+            kind: if direct {
+                ChatKind::Direct
+            } else {
+                ChatKind::Group
+            },
+            thread,
+        },
+        sender: Sender {
+            id: from.id.0.to_string(),
+            display_name,
+            is_bot: from.is_bot,
+        },
+        text,
+        addressed: direct || mentioned || reply_to_bot,
+        reply_to: msg.reply_to_message().map(|r| r.id.0.to_string()),
+        sent_at: msg.date.timestamp(),
+    })
+}
+
+/// Convert a UTF-16 `offset`/`length` pair into a byte range of `s`, or `None` when it does not
+/// fall on character boundaries inside the string.
+fn utf16_range_to_bytes(s: &str, offset: usize, length: usize) -> Option<(usize, usize)> {
+    let mut units = 0usize;
+    let mut start = None;
+    let end_units = offset.checked_add(length)?;
+    for (i, ch) in s.char_indices() {
+        if units == offset {
+            start = Some(i);
+        }
+        if units == end_units {
+            return Some((start?, i));
+        }
+        units += ch.len_utf16();
+    }
+    if units == end_units {
+        let start = if offset == units {
+            Some(s.len())
+        } else {
+            start
+        };
+        return Some((start?, s.len()));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn me() -> BotIdentity {
+        BotIdentity {
+            id: 5000,
+            username: "nvt_ssh_bot".into(),
+        }
+    }
+
+    #[test]
+    fn private_text_is_addressed() {
+        let raw = include_str!("../../../tests/fixtures/telegram/update_private_text.json");
+        let update: Update = serde_json::from_str(raw).unwrap();
+        let ev = normalize_update(&update, &me()).unwrap();
+        assert_eq!(ev.event_id, "892252934");
+        assert_eq!(ev.chat.id, "218485655");
+        assert_eq!(ev.chat.kind, ChatKind::Direct);
+        assert_eq!(ev.sender.id, "218485655");
+        assert_eq!(ev.text, "hello there");
+        assert!(ev.addressed);
+        assert_eq!(ev.session_key(), "telegram:218485655");
+    }
+
+    #[test]
+    fn group_command_with_bot_mention_is_addressed_and_stripped() {
+        let raw = include_str!("../../../tests/fixtures/telegram/update_group_bot_mention.json");
+        let update: Update = serde_json::from_str(raw).unwrap();
+        let ev = normalize_update(&update, &me()).unwrap();
+        assert_eq!(ev.chat.kind, ChatKind::Group);
+        assert!(ev.addressed);
+        assert!(!ev.text.contains("@nvt_ssh_bot"), "{}", ev.text);
+        assert!(ev.text.starts_with("/my_id"), "{}", ev.text);
+    }
+
+    #[test]
+    fn group_message_for_another_bot_is_not_addressed() {
+        let raw = include_str!("../../../tests/fixtures/telegram/update_group_bot_mention.json");
+        let update: Update = serde_json::from_str(raw).unwrap();
+        let other = BotIdentity {
+            id: 1,
+            username: "other_bot".into(),
+        };
+        let ev = normalize_update(&update, &other).unwrap();
+        assert!(!ev.addressed);
+    }
+
+    #[test]
+    fn callback_query_is_not_a_message() {
+        let raw = include_str!("../../../tests/fixtures/telegram/update_callback_query.json");
+        let update: Update = serde_json::from_str(raw).unwrap();
+        assert!(normalize_update(&update, &me()).is_none());
+    }
+
+    #[test]
+    fn utf16_ranges() {
+        assert_eq!(utf16_range_to_bytes("a😀b", 1, 2), Some((1, 5)));
+        assert_eq!(utf16_range_to_bytes("a😀b", 2, 1), None); // inside a surrogate pair
+        assert_eq!(utf16_range_to_bytes("ab", 1, 1), Some((1, 2)));
+        assert_eq!(utf16_range_to_bytes("ab", 1, 5), None);
+    }
+}

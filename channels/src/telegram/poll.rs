@@ -1,0 +1,191 @@
+//! `getUpdates` long polling with a durable offset.
+//!
+//! Bot API semantics: an update is confirmed once `getUpdates` is called with an `offset`
+//! higher than its `update_id`. The offset is stored (key [`OFFSET_KEY`]) and advanced only after
+//! the update was handed to the daemon's sink, which records it durably first; so a crash never
+//! loses an update, and a redelivered one is recognised by its `update_id`.
+//!
+//! Errors: 409 Conflict (another poller, or a webhook still set) is logged once with its cause and
+//! retried with a growing delay (1 s doubling to 60 s); 429 waits exactly `retry_after`; a rejected
+//! token ends the loop; anything else is retried with the same growing delay.
+
+use super::{TelegramChannel, PLATFORM};
+use crate::channel::{ChannelError, InboundSink, PublishOutcome, StateStore};
+use std::sync::Arc;
+use std::time::Duration;
+use teloxide::payloads::GetUpdatesSetters;
+use teloxide::prelude::{Request, Requester};
+use teloxide::types::{AllowedUpdate, BotCommand};
+use teloxide::{ApiError, RequestError};
+use tokio::sync::watch;
+
+/// Key of the persisted offset in the daemon's state store.
+pub const OFFSET_KEY: &str = "telegram.offset";
+
+/// The commands shown in Telegram's menu (`setMyCommands`).
+pub fn bot_commands() -> Vec<BotCommand> {
+    vec![
+        BotCommand::new("start", "What this bot can do"),
+        BotCommand::new("help", "What this bot can do"),
+        BotCommand::new("new", "Start a fresh conversation"),
+        BotCommand::new("stop", "Cancel the running answer"),
+    ]
+}
+
+struct Backoff {
+    next: Duration,
+}
+
+impl Backoff {
+    fn new() -> Self {
+        Self {
+            next: Duration::from_secs(1),
+        }
+    }
+    fn step(&mut self) -> Duration {
+        let d = self.next;
+        self.next = (self.next * 2).min(Duration::from_secs(60));
+        d
+    }
+    fn reset(&mut self) {
+        self.next = Duration::from_secs(1);
+    }
+}
+
+/// Sleep `d` unless shutdown fires first; returns false on shutdown.
+async fn pause(d: Duration, shutdown: &mut watch::Receiver<bool>) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(d) => true,
+        _ = shutdown.changed() => false,
+    }
+}
+
+pub(super) async fn run(
+    chan: Arc<TelegramChannel>,
+    sink: Arc<dyn InboundSink>,
+    state: Arc<dyn StateStore>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), ChannelError> {
+    let mut backoff = Backoff::new();
+    // Learn who we are (needed for mention detection); retry transient failures.
+    loop {
+        match chan.get_me().await {
+            Ok(me) => {
+                tracing::info!(target: "ethan_channels::telegram", "connected as @{} (id {})", me.username, me.id);
+                break;
+            }
+            Err(e @ ChannelError::Unauthorized { .. }) => return Err(e),
+            Err(e) => {
+                let d = backoff.step();
+                tracing::warn!("telegram getMe failed: {e}; retrying in {}s", d.as_secs());
+                if !pause(d, &mut shutdown).await {
+                    return Ok(());
+                }
+            }
+        }
+    }
+    backoff.reset();
+    if let Err(e) = chan.bot().set_my_commands(bot_commands()).await {
+        tracing::warn!("telegram setMyCommands failed (the command menu may be stale): {e}");
+    }
+
+    let mut offset: i32 = match state.get(OFFSET_KEY)? {
+        Some(v) => v.trim().parse().unwrap_or_else(|_| {
+            tracing::warn!("ignoring unreadable stored telegram offset {v:?}");
+            0
+        }),
+        None => 0,
+    };
+    let mut conflict_logged = false;
+    loop {
+        if *shutdown.borrow() {
+            return Ok(());
+        }
+        let req = chan
+            .bot()
+            .get_updates()
+            .offset(offset)
+            .timeout(chan.config.poll_timeout_secs)
+            .allowed_updates(vec![
+                AllowedUpdate::Message,
+                AllowedUpdate::EditedMessage,
+                AllowedUpdate::CallbackQuery,
+            ]);
+        let res = tokio::select! {
+            r = req.send() => r,
+            _ = shutdown.changed() => return Ok(()),
+        };
+        match res {
+            Ok(updates) => {
+                backoff.reset();
+                if conflict_logged {
+                    tracing::info!("telegram getUpdates works again");
+                    conflict_logged = false;
+                }
+                for update in updates {
+                    let id = update.id.0 as i32;
+                    if let Some(event) = chan.normalize(&update) {
+                        match sink.publish(event).await {
+                            Ok(PublishOutcome::Duplicate) => {
+                                tracing::debug!("telegram update {id} already handled; skipping")
+                            }
+                            Ok(_) => {}
+                            Err(e) => {
+                                // Not recorded: keep the offset so the update comes again.
+                                tracing::error!("could not record telegram update {id}: {e}");
+                                let d = backoff.step();
+                                if !pause(d, &mut shutdown).await {
+                                    return Ok(());
+                                }
+                                break;
+                            }
+                        }
+                    } else {
+                        tracing::debug!("telegram update {id} is not a message for the agent");
+                    }
+                    offset = id.saturating_add(1);
+                    state.set(OFFSET_KEY, &offset.to_string())?;
+                }
+            }
+            Err(RequestError::RetryAfter(s)) => {
+                tracing::warn!("telegram asks to wait {}s (429)", s.seconds());
+                if !pause(s.duration(), &mut shutdown).await {
+                    return Ok(());
+                }
+            }
+            Err(RequestError::Api(ApiError::InvalidToken)) => {
+                return Err(ChannelError::Unauthorized {
+                    platform: PLATFORM,
+                    message: "getUpdates: the bot token was rejected".into(),
+                });
+            }
+            Err(e) => {
+                let d = backoff.step();
+                let conflict = matches!(
+                    e,
+                    RequestError::Api(ApiError::TerminatedByOtherGetUpdates)
+                        | RequestError::Api(ApiError::CantGetUpdates)
+                );
+                if conflict {
+                    if !conflict_logged {
+                        tracing::warn!(
+                            "telegram 409 Conflict: {e}. Another process is polling this bot, or a webhook \
+                             is set (deleteWebhook or use channels.telegram.mode: webhook). Retrying with a growing delay."
+                        );
+                        conflict_logged = true;
+                    } else {
+                        tracing::debug!("telegram conflict persists; next try in {}s", d.as_secs());
+                    }
+                } else {
+                    tracing::warn!(
+                        "telegram getUpdates failed: {e}; retrying in {}s",
+                        d.as_secs()
+                    );
+                }
+                if !pause(d, &mut shutdown).await {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! Delivering replies: Markdown → Telegram HTML ([`super::render`]), split so that each part is
+//! at most 4096 UTF-16 code units ([`super::chunk`]), sent in order with `sendMessage`
+//! (`parse_mode: HTML`). When Telegram rejects the entities (400 "can't parse entities") the same
+//! part goes out as plain text. 429 waits exactly `retry_after` (at most 5 tries per part).
+
+use super::chunk::{chunk_html, TELEGRAM_TEXT_LIMIT};
+use super::render::{html_to_display_text, markdown_to_html};
+use super::{TelegramChannel, PLATFORM};
+use crate::channel::ChannelError;
+use crate::model::{ChatKind, OutboundBody, OutboundMessage, SentRef};
+use teloxide::payloads::{SendChatActionSetters, SendMessageSetters};
+use teloxide::prelude::Requester;
+use teloxide::types::{
+    ChatAction, ChatId, LinkPreviewOptions, MessageId, ParseMode, ReplyParameters, ThreadId,
+};
+use teloxide::{ApiError, RequestError};
+
+const MAX_TRIES: usize = 5;
+
+/// Map a teloxide error to the adapter's error type.
+pub(crate) fn map_error(e: RequestError) -> ChannelError {
+    match e {
+        RequestError::Api(ApiError::InvalidToken) => ChannelError::Unauthorized {
+            platform: PLATFORM,
+            message: "the bot token was rejected (401/404 from the Bot API)".into(),
+        },
+        RequestError::Api(api) => ChannelError::Api {
+            platform: PLATFORM,
+            code: 400,
+            description: api.to_string(),
+        },
+        RequestError::MigrateToChatId(id) => ChannelError::Api {
+            platform: PLATFORM,
+            code: 400,
+            description: format!("group chat was upgraded to supergroup {id}"),
+        },
+        RequestError::RetryAfter(s) => ChannelError::Api {
+            platform: PLATFORM,
+            code: 429,
+            description: format!("Too Many Requests: retry after {}", s.seconds()),
+        },
+        other => ChannelError::Transport {
+            platform: PLATFORM,
+            message: other.to_string(),
+        },
+    }
+}
+
+fn parse_chat_id(id: &str) -> Result<ChatId, ChannelError> {
+    id.parse::<i64>()
+        .map(ChatId)
+        .map_err(|_| ChannelError::Api {
+            platform: PLATFORM,
+            code: 400,
+            description: format!("not a Telegram chat id: {id:?}"),
+        })
+}
+
+fn parse_i32(id: &Option<String>) -> Option<i32> {
+    id.as_deref().and_then(|s| s.parse().ok())
+}
+
+pub(super) async fn send(
+    chan: &TelegramChannel,
+    msg: &OutboundMessage,
+) -> Result<SentRef, ChannelError> {
+    let chat_id = parse_chat_id(&msg.chat.id)?;
+    let thread = parse_i32(&msg.chat.thread).map(|t| ThreadId(MessageId(t)));
+    match &msg.body {
+        OutboundBody::Typing => {
+            let mut req = chan.bot().send_chat_action(chat_id, ChatAction::Typing);
+            if let Some(t) = thread {
+                req = req.message_thread_id(t);
+            }
+            req.await.map_err(map_error)?;
+            Ok(SentRef::default())
+        }
+        OutboundBody::Text(markdown) => {
+            let html = markdown_to_html(markdown);
+            // Replies are threaded under the asker's message only in groups.
+            let mut reply_to = match msg.chat.kind {
+                ChatKind::Group => parse_i32(&msg.reply_to),
+                ChatKind::Direct => None,
+            };
+            let mut sent = SentRef::default();
+            for part in chunk_html(&html, TELEGRAM_TEXT_LIMIT) {
+                // Telegram refuses a message with no visible text.
+                if html_to_display_text(&part).trim().is_empty() {
+                    continue;
+                }
+                let id = send_part(chan, chat_id, thread, reply_to.take(), &part).await?;
+                sent.message_ids.push(id);
+            }
+            Ok(sent)
+        }
+    }
+}
+
+/// Send one part as HTML, falling back to plain text when Telegram rejects the entities.
+async fn send_part(
+    chan: &TelegramChannel,
+    chat_id: ChatId,
+    thread: Option<ThreadId>,
+    reply_to: Option<i32>,
+    html: &str,
+) -> Result<String, ChannelError> {
+    let mut plain = false;
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let text = if plain {
+            html_to_display_text(html)
+        } else {
+            html.to_string()
+        };
+        let mut req =
+            chan.bot()
+                .send_message(chat_id, text)
+                .link_preview_options(LinkPreviewOptions {
+                    is_disabled: true,
+                    url: None,
+                    prefer_small_media: false,
+                    prefer_large_media: false,
+                    show_above_text: false,
+                });
+        if !plain {
+            req = req.parse_mode(ParseMode::Html);
+        }
+        if let Some(t) = thread {
+            req = req.message_thread_id(t);
+        }
+        if let Some(r) = reply_to {
+            req = req.reply_parameters(ReplyParameters {
+                message_id: MessageId(r),
+                allow_sending_without_reply: Some(true),
+                ..ReplyParameters::new(MessageId(r))
+            });
+        }
+        match req.await {
+            Ok(m) => return Ok(m.id.0.to_string()),
+            Err(RequestError::Api(ApiError::CantParseEntities(why))) if !plain => {
+                tracing::warn!(
+                    "telegram rejected the HTML ({why}); sending this part as plain text"
+                );
+                plain = true;
+            }
+            Err(RequestError::RetryAfter(s)) if tries < MAX_TRIES => {
+                tracing::warn!("telegram 429 on sendMessage; waiting {}s", s.seconds());
+                tokio::time::sleep(s.duration()).await;
+            }
+            Err(e) => return Err(map_error(e)),
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! The agent loop: one turn of a session. Build the messages (system prompt + the history window
+//! from the store + the new input), call the model with the tools exposed to this turn, execute
+//! the tool calls it proposes, feed the results back, and repeat until a final answer or
+//! `model.max_tool_iterations`. The turn's messages are stored when it ends (answered, failed or
+//! stopped), in one transaction, so the history never holds a tool call without its result.
+
+pub mod prompt;
+
+use crate::config::Loaded;
+use crate::provider::types::{ChatMessage, Role};
+use crate::provider::{OpenAiClient, ProviderError};
+use crate::store::Store;
+use crate::tools::executor::Executor;
+use crate::tools::ToolContext;
+use ethan_channels::ChannelKind;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// Who is asking, and where.
+#[derive(Debug, Clone)]
+pub struct TurnInput {
+    pub session_key: String,
+    pub channel: ChannelKind,
+    pub chat_id: String,
+    pub user_id: String,
+    pub is_owner: bool,
+    pub text: String,
+    /// Stable per inbound event (so a re-run after a crash has the same trace), else random.
+    pub trace_id: String,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnOutcome {
+    /// The model's final answer (Markdown).
+    Answer(String),
+    /// The tool-iteration cap was reached; the text says so.
+    IterationCap(String),
+    /// `/stop` cancelled it.
+    Stopped,
+    /// The model endpoint failed for good; `user_message` is for the person, `detail` for logs.
+    Failed {
+        user_message: String,
+        detail: String,
+    },
+}
+
+impl TurnOutcome {
+    /// The text to show the person, if any.
+    pub fn reply_text(&self) -> Option<&str> {
+        match self {
+            TurnOutcome::Answer(t) | TurnOutcome::IterationCap(t) => Some(t),
+            TurnOutcome::Failed { user_message, .. } => Some(user_message),
+            TurnOutcome::Stopped => None,
+        }
+    }
+}
+
+pub struct Agent {
+    pub provider: OpenAiClient,
+    pub executor: Executor,
+    pub store: Store,
+    pub config: Arc<Loaded>,
+}
+
+impl Agent {
+    /// The tools a turn on `channel` may use. Until consent exists, side-effect tools are offered
+    /// on the terminal only.
+    pub fn exposed_tools(&self, channel: ChannelKind) -> BTreeSet<String> {
+        self.executor
+            .registry()
+            .iter()
+            .filter(|t| channel == ChannelKind::Terminal || !t.risk().has_side_effects())
+            .map(|t| t.name().to_string())
+            .collect()
+    }
+
+    /// Run one turn to its end. Never panics on model output; every failure is an outcome.
+    pub async fn run_turn(&self, input: &TurnInput, cancel: &CancellationToken) -> TurnOutcome {
+        let session_id = match self.store.current_session(&input.session_key) {
+            Ok(s) => s,
+            Err(e) => {
+                return TurnOutcome::Failed {
+                    user_message: "My database is unavailable; I can't answer right now.".into(),
+                    detail: e.to_string(),
+                }
+            }
+        };
+        let limit = self.config.config.model.history_messages as usize;
+        let mut history = match self.store.load_window(&session_id, limit) {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::error!("cannot load the history of {}: {e}", input.session_key);
+                Vec::new()
+            }
+        };
+        let exposed = self.exposed_tools(input.channel);
+        let specs = self.executor.registry().specs(&exposed);
+        let system =
+            ChatMessage::system(prompt::system_prompt(&self.config, input.channel, &specs));
+        let base_ctx = ToolContext {
+            execution_id: String::new(),
+            trace_id: input.trace_id.clone(),
+            session_key: input.session_key.clone(),
+            channel: input.channel,
+            chat_id: input.chat_id.clone(),
+            user_id: input.user_id.clone(),
+            is_owner: input.is_owner,
+            attempt: 1,
+            idempotency_key: String::new(),
+            unattended: false,
+            allowed_tools: None,
+            workspace: self.config.workspace(),
+        };
+
+        let mut turn = vec![ChatMessage::user(input.text.clone())];
+        let max_iter = self.config.config.model.max_tool_iterations;
+        let mut trimmed = false;
+        let mut iterations = 0u32;
+        let outcome = loop {
+            if iterations >= max_iter {
+                break TurnOutcome::IterationCap(format!(
+                    "I stopped after {max_iter} tool steps without reaching an answer. \
+                     Tell me to continue, or narrow the request."
+                ));
+            }
+            let mut messages = Vec::with_capacity(1 + history.len() + turn.len());
+            messages.push(system.clone());
+            messages.extend(history.iter().cloned());
+            messages.extend(turn.iter().cloned());
+            let completion = tokio::select! {
+                c = self.provider.complete(&messages, &specs) => c,
+                _ = cancel.cancelled() => break TurnOutcome::Stopped,
+            };
+            let completion = match completion {
+                Ok(c) => c,
+                Err(ProviderError::ContextLength(msg)) if !trimmed && !history.is_empty() => {
+                    trimmed = true;
+                    tracing::warn!("context too long ({msg}); retrying with half the history");
+                    history = trim_history(history);
+                    continue;
+                }
+                Err(e) => {
+                    break TurnOutcome::Failed {
+                        user_message: e.user_message(),
+                        detail: e.to_string(),
+                    }
+                }
+            };
+            iterations += 1;
+            let mut msg = completion.message;
+            msg.role = Role::Assistant;
+            if msg.tool_calls.is_empty() {
+                let text = msg.content.clone().unwrap_or_default();
+                let text = if text.trim().is_empty() {
+                    "(The model returned an empty answer.)".to_string()
+                } else {
+                    text
+                };
+                msg.content = Some(text.clone());
+                turn.push(msg);
+                break TurnOutcome::Answer(text);
+            }
+            let calls = msg.tool_calls.clone();
+            turn.push(msg);
+            let results = tokio::select! {
+                r = self.executor.execute(&calls, &exposed, &base_ctx) => Some(r),
+                _ = cancel.cancelled() => None,
+            };
+            match results {
+                Some(results) => {
+                    for r in results {
+                        tracing::info!(
+                            tool = %r.requested,
+                            ok = r.result.ok,
+                            ms = r.elapsed_ms,
+                            "tool call {}",
+                            r.tool_call_id
+                        );
+                        turn.push(ChatMessage::tool(r.tool_call_id, r.model_text));
+                    }
+                }
+                None => {
+                    for c in &calls {
+                        turn.push(ChatMessage::tool(
+                            c.id.clone(),
+                            "Error (denied): the user stopped this turn",
+                        ));
+                    }
+                    break TurnOutcome::Stopped;
+                }
+            }
+        };
+        match &outcome {
+            TurnOutcome::IterationCap(t) => turn.push(ChatMessage::assistant(t.clone())),
+            TurnOutcome::Stopped => turn.push(ChatMessage::assistant("(Stopped by the user.)")),
+            TurnOutcome::Failed { detail, .. } => {
+                tracing::error!("turn in {} failed: {detail}", input.session_key);
+                // Keep the question so the next turn sees it; no answer is recorded.
+                turn.truncate(1);
+                turn.push(ChatMessage::assistant(
+                    "(No answer: the model endpoint failed.)",
+                ));
+            }
+            TurnOutcome::Answer(_) => {}
+        }
+        if let Err(e) = self.store.append_messages(&session_id, &turn) {
+            tracing::error!("cannot store the turn of {}: {e}", input.session_key);
+        }
+        outcome
+    }
+}
+
+/// Keep the newer half of the history, starting at a user message.
+fn trim_history(history: Vec<ChatMessage>) -> Vec<ChatMessage> {
+    let half = history.len() / 2;
+    match history
+        .iter()
+        .enumerate()
+        .skip(half.max(1))
+        .find(|(_, m)| m.role == Role::User)
+    {
+        Some((i, _)) => history[i..].to_vec(),
+        None => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trimming_starts_at_a_user_message() {
+        let h = vec![
+            ChatMessage::user("1"),
+            ChatMessage::assistant("a"),
+            ChatMessage::user("2"),
+            ChatMessage::assistant("b"),
+            ChatMessage::tool("x", "r"),
+            ChatMessage::user("3"),
+        ];
+        let t = trim_history(h);
+        assert_eq!(t[0].content.as_deref(), Some("3"));
+        assert!(trim_history(vec![ChatMessage::user("only")]).is_empty());
+    }
+}

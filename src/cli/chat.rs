@@ -1,0 +1,113 @@
+//! `ethan chat`: a terminal session. `-m TEXT` sends one message and prints the answer on stdout
+//! (exit 0; exit 1 with a clear message on stderr when the model endpoint fails). Without `-m`,
+//! reads lines from stdin until EOF or `/exit`. A new session each time unless `--session NAME`.
+
+use crate::agent::{TurnInput, TurnOutcome};
+use crate::config::Loaded;
+use crate::daemon::commands::{self, Command};
+use crate::store::Store;
+use anyhow::Context;
+use ethan_channels::ChannelKind;
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+use tokio::io::AsyncBufReadExt;
+use tokio_util::sync::CancellationToken;
+
+pub async fn run(
+    loaded: Arc<Loaded>,
+    message: Option<String>,
+    session: Option<String>,
+) -> anyhow::Result<ExitCode> {
+    let store = Store::open(&loaded.db_path())
+        .with_context(|| format!("opening the database {}", loaded.db_path().display()))?;
+    let agent = crate::daemon::build_agent(loaded.clone(), store.clone())?;
+    let name = session.unwrap_or_else(|| {
+        format!(
+            "{}-{}",
+            chrono::Local::now().format("%Y%m%d-%H%M%S"),
+            &uuid::Uuid::new_v4().simple().to_string()[..6]
+        )
+    });
+    let key = format!("terminal:{name}");
+    let user = std::env::var("USER").unwrap_or_else(|_| "local".into());
+    let input_for = |text: String| TurnInput {
+        session_key: key.clone(),
+        channel: ChannelKind::Terminal,
+        chat_id: name.clone(),
+        user_id: user.clone(),
+        is_owner: true,
+        text,
+        trace_id: uuid::Uuid::new_v4().simple().to_string(),
+    };
+
+    if let Some(text) = message {
+        let cancel = CancellationToken::new();
+        let outcome = agent.run_turn(&input_for(text), &cancel).await;
+        return Ok(match outcome {
+            TurnOutcome::Answer(t) | TurnOutcome::IterationCap(t) => {
+                println!("{t}");
+                ExitCode::SUCCESS
+            }
+            TurnOutcome::Failed {
+                user_message,
+                detail,
+            } => {
+                eprintln!("ethan: {user_message}\n  detail: {detail}");
+                ExitCode::FAILURE
+            }
+            TurnOutcome::Stopped => ExitCode::FAILURE,
+        });
+    }
+
+    eprintln!("Ethan — session {name}. Type a message; /new starts over, /exit or Ctrl-D quits, Ctrl-C stops an answer.");
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    loop {
+        eprint!("you> ");
+        let _ = std::io::stderr().flush();
+        let Some(line) = lines.next_line().await.context("reading stdin")? else {
+            break;
+        };
+        let text = line.trim().to_string();
+        if text.is_empty() {
+            continue;
+        }
+        if text == "/exit" || text == "/quit" {
+            break;
+        }
+        match commands::parse(&text) {
+            Some(Command::Help) => {
+                println!("{}", commands::HELP);
+                continue;
+            }
+            Some(Command::New) => {
+                store.new_session(&key)?;
+                println!("Started a fresh conversation.");
+                continue;
+            }
+            Some(Command::Stop) => {
+                println!("Nothing is running.");
+                continue;
+            }
+            None => {}
+        }
+        let cancel = CancellationToken::new();
+        let c2 = cancel.clone();
+        let ctrl_c = tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                c2.cancel();
+            }
+        });
+        let outcome = agent.run_turn(&input_for(text), &cancel).await;
+        ctrl_c.abort();
+        match outcome {
+            TurnOutcome::Answer(t) | TurnOutcome::IterationCap(t) => println!("{t}\n"),
+            TurnOutcome::Failed {
+                user_message,
+                detail,
+            } => eprintln!("ethan: {user_message} ({detail})"),
+            TurnOutcome::Stopped => eprintln!("(stopped)"),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

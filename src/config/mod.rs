@@ -1,0 +1,488 @@
+//! Configuration: where it lives, how it is read, and what is refused.
+//!
+//! Sources, lowest precedence first: built-in defaults; the well-known environment variables
+//! `OPENAI_API_KEY`, `OPENAI_BASE_URL`, `TELEGRAM_BOT_TOKEN`, `LARK_APP_ID`, `LARK_APP_SECRET`,
+//! `SEARXNG_BASE_URL`; the YAML file (`--config PATH`, else `ETHAN_CONFIG`, else
+//! `$ETHAN_HOME/config.yaml`, `ETHAN_HOME` defaulting to `~/.ethan`); `ETHAN__SECTION__KEY`
+//! overrides (double underscores separate levels: `ETHAN__MODEL__NAME`,
+//! `ETHAN__CHANNELS__TELEGRAM__DM_POLICY`). Read with the `config` crate, then deserialised into
+//! the typed [`Config`] with the failing key's path in every error. Keys are those of DESIGN §7;
+//! unknown keys and bad values stop the start.
+
+mod secret;
+mod types;
+
+pub use secret::Secret;
+pub use types::*;
+
+use std::path::{Path, PathBuf};
+
+/// A configuration error, always naming the key (or the file) at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config file {path}: {message}")]
+    File { path: PathBuf, message: String },
+    #[error("config key `{key}`: {message}")]
+    Key { key: String, message: String },
+    #[error("cannot find the home directory; set ETHAN_HOME")]
+    NoHome,
+}
+
+/// The loaded configuration and where it came from.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub config: Config,
+    /// `$ETHAN_HOME`: config, database, `knowledge/`, `spill/`, `workspace/`.
+    pub home: PathBuf,
+    /// The config file path that was looked at.
+    pub path: PathBuf,
+    /// Whether that file existed.
+    pub file_found: bool,
+    /// One line per key that is accepted but has no effect in this version.
+    pub notices: Vec<String>,
+}
+
+impl Loaded {
+    /// `$ETHAN_HOME/ethan.db`.
+    pub fn db_path(&self) -> PathBuf {
+        self.home.join("ethan.db")
+    }
+
+    /// `tools.workspace`, default `$ETHAN_HOME/workspace`.
+    pub fn workspace(&self) -> PathBuf {
+        if self.config.tools.workspace.trim().is_empty() {
+            self.home.join("workspace")
+        } else {
+            PathBuf::from(&self.config.tools.workspace)
+        }
+    }
+
+    /// Every non-empty secret value of the config, for redaction in logs and audit entries.
+    pub fn secret_values(&self) -> Vec<String> {
+        let c = &self.config;
+        let t = &c.channels.telegram;
+        let l = &c.channels.lark;
+        [
+            &c.model.api_key,
+            &t.token,
+            &t.webhook_secret,
+            &l.app_secret,
+            &l.encrypt_key,
+            &l.verification_token,
+            &l.user_access_token,
+            &l.user_refresh_token,
+            &c.tools.web_search.tavily.api_key,
+            &c.knowledge.embeddings.api_key,
+            &c.gateway.token,
+        ]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .map(|s| s.expose().to_string())
+        .collect()
+    }
+}
+
+/// Where to look: `--config` if given.
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    pub config_path: Option<PathBuf>,
+}
+
+/// `ETHAN_HOME`, else `~/.ethan`.
+pub fn home_dir() -> Result<PathBuf, ConfigError> {
+    if let Some(h) = std::env::var_os("ETHAN_HOME").filter(|h| !h.is_empty()) {
+        return Ok(PathBuf::from(h));
+    }
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|h| PathBuf::from(h).join(".ethan"))
+        .ok_or(ConfigError::NoHome)
+}
+
+const LIST_KEYS: &[&str] = &[
+    "owners",
+    "channels.telegram.allow_from",
+    "channels.telegram.groups",
+    "channels.lark.allow_from",
+    "channels.lark.groups",
+    "tools.allow",
+    "tools.also_allow",
+    "tools.deny",
+    "tools.fast_path",
+    "tools.web_search.fallback",
+    "tools.web_fetch.allow_private",
+];
+
+/// Read, merge and check the configuration.
+pub fn load(opts: &LoadOptions) -> Result<Loaded, ConfigError> {
+    let home = home_dir()?;
+    let (path, explicit) = match (&opts.config_path, std::env::var_os("ETHAN_CONFIG")) {
+        (Some(p), _) => (p.clone(), true),
+        (None, Some(p)) if !p.is_empty() => (PathBuf::from(p), true),
+        _ => (home.join("config.yaml"), false),
+    };
+    let file_found = path.is_file();
+    if explicit && !file_found {
+        return Err(ConfigError::File {
+            path,
+            message: "not found".into(),
+        });
+    }
+    let raw = read_raw(&path, file_found)?;
+    let config = from_value(raw.clone())?;
+    validate(&config)?;
+    Ok(Loaded {
+        notices: notices(&raw),
+        config,
+        home,
+        path,
+        file_found,
+    })
+}
+
+fn read_raw(path: &Path, file_found: bool) -> Result<serde_json::Value, ConfigError> {
+    let file_err = |message: String| ConfigError::File {
+        path: path.to_path_buf(),
+        message,
+    };
+    let mut b = config::Config::builder();
+    for (var, key) in [
+        ("OPENAI_API_KEY", "model.api_key"),
+        ("OPENAI_BASE_URL", "model.base_url"),
+        ("TELEGRAM_BOT_TOKEN", "channels.telegram.token"),
+        ("LARK_APP_ID", "channels.lark.app_id"),
+        ("LARK_APP_SECRET", "channels.lark.app_secret"),
+        ("SEARXNG_BASE_URL", "tools.web_search.searxng.base_url"),
+    ] {
+        if let Ok(v) = std::env::var(var) {
+            if !v.is_empty() {
+                b = b.set_default(key, v).map_err(|e| file_err(e.to_string()))?;
+            }
+        }
+    }
+    if file_found {
+        b = b.add_source(
+            config::File::from(path.to_path_buf())
+                .format(config::FileFormat::Yaml)
+                .required(true),
+        );
+    }
+    let mut env = config::Environment::with_prefix("ETHAN")
+        .prefix_separator("__")
+        .separator("__")
+        .try_parsing(true)
+        .list_separator(",");
+    for k in LIST_KEYS {
+        env = env.with_list_parse_key(k);
+    }
+    b = b.add_source(env);
+    let built = b.build().map_err(|e| file_err(e.to_string()))?;
+    let mut raw: serde_json::Value = built
+        .try_deserialize()
+        .map_err(|e| file_err(e.to_string()))?;
+    strip_nulls(&mut raw);
+    Ok(raw)
+}
+
+/// An empty YAML value (`token:`) means "use the default".
+fn strip_nulls(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            m.retain(|_, v| !v.is_null());
+            m.values_mut().for_each(strip_nulls);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(strip_nulls),
+        _ => {}
+    }
+}
+
+/// Deserialise with the failing key's path in the error.
+pub fn from_value(mut raw: serde_json::Value) -> Result<Config, ConfigError> {
+    // `tools.<name>` sections are read apart, so their errors name `tools.<name>.<key>`.
+    let mut per_tool = std::collections::BTreeMap::new();
+    if let Some(tools) = raw.get_mut("tools").and_then(|t| t.as_object_mut()) {
+        let names: Vec<String> = tools
+            .keys()
+            .filter(|k| !TOOLS_SECTION_KEYS.contains(&k.as_str()))
+            .cloned()
+            .collect();
+        for name in names {
+            let v = tools.remove(&name).unwrap_or_default();
+            let o: ToolOverride = deserialize_at(v, &format!("tools.{name}"))?;
+            per_tool.insert(name, o);
+        }
+    }
+    let mut config: Config = deserialize_at(raw, "")?;
+    config.tools.per_tool = per_tool;
+    Ok(config)
+}
+
+fn deserialize_at<T: serde::de::DeserializeOwned>(
+    raw: serde_json::Value,
+    prefix: &str,
+) -> Result<T, ConfigError> {
+    serde_path_to_error::deserialize::<_, T>(raw).map_err(|e| {
+        let inner_path = e.path().to_string();
+        let path = match (prefix.is_empty(), inner_path == ".") {
+            (true, _) => inner_path,
+            (false, true) => prefix.to_string(),
+            (false, false) => format!("{prefix}.{inner_path}"),
+        };
+        let inner = e.into_inner().to_string();
+        // serde reports an unknown field at its parent's path; name the field itself.
+        let key = match inner
+            .strip_prefix("unknown field `")
+            .and_then(|r| r.split('`').next())
+        {
+            Some(field) if path == "." => field.to_string(),
+            Some(field) if !path.ends_with(field) => format!("{path}.{field}"),
+            _ => path,
+        };
+        let message = if inner.starts_with("unknown field") {
+            format!("unknown key ({inner})")
+        } else {
+            inner
+        };
+        ConfigError::Key { key, message }
+    })
+}
+
+fn key_err(key: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Key {
+        key: key.into(),
+        message: message.into(),
+    }
+}
+
+fn check_url(key: &str, v: &str, allow_empty: bool) -> Result<(), ConfigError> {
+    if v.is_empty() && allow_empty {
+        return Ok(());
+    }
+    match reqwest::Url::parse(v) {
+        Ok(u) if u.scheme() == "http" || u.scheme() == "https" => Ok(()),
+        Ok(_) => Err(key_err(key, format!("{v:?} must be an http(s) URL"))),
+        Err(e) => Err(key_err(key, format!("{v:?} is not a URL: {e}"))),
+    }
+}
+
+/// Checks that serde cannot express.
+fn validate(c: &Config) -> Result<(), ConfigError> {
+    check_url("model.base_url", &c.model.base_url, false)?;
+    check_url(
+        "channels.telegram.api_url",
+        &c.channels.telegram.api_url,
+        false,
+    )?;
+    check_url(
+        "channels.telegram.webhook_url",
+        &c.channels.telegram.webhook_url,
+        true,
+    )?;
+    check_url("channels.lark.base_url", &c.channels.lark.base_url, true)?;
+    check_url(
+        "knowledge.embeddings.base_url",
+        &c.knowledge.embeddings.base_url,
+        true,
+    )?;
+    if c.model.name.trim().is_empty() {
+        return Err(key_err("model.name", "must not be empty"));
+    }
+    if c.model.max_tool_iterations == 0 {
+        return Err(key_err("model.max_tool_iterations", "must be at least 1"));
+    }
+    if c.model.history_messages == 0 {
+        return Err(key_err("model.history_messages", "must be at least 1"));
+    }
+    if c.model.timeout_secs == 0 {
+        return Err(key_err("model.timeout_secs", "must be at least 1"));
+    }
+    for (i, o) in c.owners.iter().enumerate() {
+        match o.split_once(':') {
+            Some(("telegram" | "lark", id)) if !id.trim().is_empty() => {}
+            _ => {
+                return Err(key_err(
+                    &format!("owners[{i}]"),
+                    format!("{o:?} must look like telegram:<user id> or lark:<open_id>"),
+                ))
+            }
+        }
+    }
+    if c.gateway.listen.parse::<std::net::SocketAddr>().is_err() {
+        return Err(key_err(
+            "gateway.listen",
+            format!(
+                "{:?} is not an address like 127.0.0.1:8900",
+                c.gateway.listen
+            ),
+        ));
+    }
+    for (name, _) in c.tools.per_tool.iter() {
+        if !name
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-')
+        {
+            return Err(key_err(&format!("tools.{name}"), "unknown key"));
+        }
+    }
+    Ok(())
+}
+
+/// Keys accepted now whose feature comes in a later version: (key prefix, what is missing).
+const LATER: &[(&str, &str)] = &[
+    ("timezone", "schedules"),
+    ("channels.lark", "the Lark channel"),
+    ("channels.telegram.mode", "Telegram webhook mode"),
+    ("channels.telegram.webhook_url", "Telegram webhook mode"),
+    ("channels.telegram.webhook_secret", "Telegram webhook mode"),
+    (
+        "owners",
+        "consent (owners only matter for dm_policy for now)",
+    ),
+    ("consent", "consent"),
+    ("tools.profile", "tool profiles"),
+    ("tools.allow", "tool policy"),
+    ("tools.also_allow", "tool policy"),
+    ("tools.deny", "tool policy"),
+    ("tools.fast_path", "the fast path"),
+    ("tools.web_search", "the web_search tool"),
+    ("tools.web_fetch", "the web_fetch tool"),
+    ("knowledge", "the knowledge base"),
+    ("scheduler", "scheduled jobs"),
+    ("retention", "spill/audit retention"),
+    ("gateway", "the HTTP gateway"),
+];
+
+fn flatten_keys(prefix: &str, v: &serde_json::Value, out: &mut Vec<String>) {
+    if let serde_json::Value::Object(m) = v {
+        for (k, v) in m {
+            let key = if prefix.is_empty() {
+                k.clone()
+            } else {
+                format!("{prefix}.{k}")
+            };
+            if v.is_object() {
+                flatten_keys(&key, v, out);
+            } else {
+                out.push(key);
+            }
+        }
+    }
+}
+
+fn notices(raw: &serde_json::Value) -> Vec<String> {
+    let mut keys = Vec::new();
+    flatten_keys("", raw, &mut keys);
+    let mut out: Vec<String> = Vec::new();
+    for (prefix, feature) in LATER {
+        let hits: Vec<&String> = keys
+            .iter()
+            .filter(|k| *k == prefix || k.starts_with(&format!("{prefix}.")))
+            .filter(|k| !(*k == "owners" && *prefix == "owners"))
+            .collect();
+        if !hits.is_empty() {
+            out.push(format!(
+                "config: {} accepted but ignored: {feature} is not in this version",
+                hits.iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn defaults_follow_the_design() {
+        let c = from_value(json!({})).unwrap();
+        assert_eq!(c.model.base_url, "https://api.openai.com/v1");
+        assert_eq!(c.model.max_tool_iterations, 20);
+        assert_eq!(c.model.history_messages, 50);
+        assert_eq!(c.channels.telegram.api_url, "https://api.telegram.org");
+        assert_eq!(c.channels.telegram.dm_policy, DmPolicy::Allowlist);
+        assert_eq!(c.tools.profile, Profile::Full);
+        assert_eq!(c.gateway.listen, "127.0.0.1:8900");
+        assert_eq!(c.channels.lark.stale_after_secs, 900);
+    }
+
+    #[test]
+    fn every_design_key_is_accepted() {
+        let yaml = include_str!("../../tests/fixtures/config_all_keys.yaml");
+        let raw: serde_json::Value = serde_json::to_value(serde_yaml_value(yaml)).unwrap();
+        let c = from_value(raw.clone()).unwrap();
+        validate(&c).unwrap();
+        assert_eq!(c.channels.telegram.allow_from, vec!["42".to_string()]);
+        assert_eq!(c.tools.per_tool["shell"].timeout_secs, Some(30));
+        assert!(!notices(&raw).is_empty());
+    }
+
+    /// Parse YAML through the `config` crate, exactly as `load` does.
+    fn serde_yaml_value(yaml: &str) -> serde_json::Value {
+        let c = config::Config::builder()
+            .add_source(config::File::from_str(yaml, config::FileFormat::Yaml))
+            .build()
+            .unwrap();
+        let mut v: serde_json::Value = c.try_deserialize().unwrap();
+        strip_nulls(&mut v);
+        v
+    }
+
+    #[test]
+    fn unknown_key_names_its_path() {
+        let err = from_value(json!({"channels": {"telegram": {"tokn": "x"}}})).unwrap_err();
+        let s = err.to_string();
+        assert!(s.contains("channels.telegram.tokn"), "{s}");
+        assert!(s.contains("unknown key"), "{s}");
+        let err = from_value(json!({"modle": {}})).unwrap_err().to_string();
+        assert!(err.contains("`modle`"), "{err}");
+    }
+
+    #[test]
+    fn bad_value_names_its_path() {
+        let err = from_value(json!({"model": {"timeout_secs": "soon"}})).unwrap_err();
+        assert!(err.to_string().contains("model.timeout_secs"), "{err}");
+        let err = from_value(json!({"channels": {"telegram": {"dm_policy": "everyone"}}}))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("channels.telegram.dm_policy"), "{err}");
+        let err = from_value(json!({"tools": {"shell": {"timeout": 3}}}))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("tools.shell"), "{err}");
+    }
+
+    #[test]
+    fn validation_names_the_key() {
+        let c = from_value(json!({"model": {"base_url": "not a url"}})).unwrap();
+        assert!(validate(&c)
+            .unwrap_err()
+            .to_string()
+            .contains("model.base_url"));
+        let c = from_value(json!({"owners": ["bob"]})).unwrap();
+        assert!(validate(&c).unwrap_err().to_string().contains("owners[0]"));
+        let c = from_value(json!({"gateway": {"listen": "localhost"}})).unwrap();
+        assert!(validate(&c)
+            .unwrap_err()
+            .to_string()
+            .contains("gateway.listen"));
+    }
+
+    #[test]
+    fn secrets_are_redacted_in_debug() {
+        let c = from_value(json!({"model": {"api_key": "sk-very-secret"}})).unwrap();
+        let dbg = format!("{c:?}");
+        assert!(!dbg.contains("sk-very-secret"));
+        assert!(dbg.contains("<redacted>"));
+    }
+
+    #[test]
+    fn numeric_ids_are_strings() {
+        let c = from_value(json!({"owners": ["telegram:1"], "channels": {"telegram": {"allow_from": [123, "456"]}}})).unwrap();
+        assert_eq!(c.channels.telegram.allow_from, vec!["123", "456"]);
+    }
+}

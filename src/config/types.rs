@@ -1,0 +1,391 @@
+//! The typed configuration, key for key as in DESIGN §7. Every struct refuses unknown keys;
+//! defaults are the documented ones.
+
+use super::secret::Secret;
+use serde::{Deserialize, Deserializer};
+use std::collections::BTreeMap;
+
+/// Accept a YAML string or number (ids such as Telegram user ids are often written unquoted).
+pub(crate) fn string_or_number<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum S {
+        Str(String),
+        I(i64),
+        U(u64),
+        F(f64),
+        B(bool),
+    }
+    Ok(match S::deserialize(d)? {
+        S::Str(s) => s,
+        S::I(i) => i.to_string(),
+        S::U(u) => u.to_string(),
+        S::F(f) => f.to_string(),
+        S::B(b) => b.to_string(),
+    })
+}
+
+fn ids<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    struct Id(#[serde(deserialize_with = "string_or_number")] String);
+    Ok(Vec::<Id>::deserialize(d)?
+        .into_iter()
+        .map(|i| i.0)
+        .collect())
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// IANA zone (e.g. `Asia/Shanghai`); default: the system zone.
+    pub timezone: Option<String>,
+    pub model: ModelConfig,
+    pub channels: ChannelsConfig,
+    /// `telegram:<user id>` / `lark:<open_id>`.
+    #[serde(deserialize_with = "ids")]
+    pub owners: Vec<String>,
+    pub consent: ConsentConfig,
+    pub tools: ToolsConfig,
+    pub knowledge: KnowledgeConfig,
+    pub scheduler: SchedulerConfig,
+    pub retention: RetentionConfig,
+    pub gateway: GatewayConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    /// Prefix to which `/chat/completions` is appended, e.g. `https://api.openai.com/v1`.
+    pub base_url: String,
+    pub api_key: Secret,
+    pub name: String,
+    /// Added before the built-in system prompt.
+    pub system_prompt: String,
+    pub max_tool_iterations: u32,
+    /// Messages loaded per turn, cut at user-message boundaries.
+    pub history_messages: u32,
+    /// Per-request timeout in seconds.
+    pub timeout_secs: u64,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        Self {
+            base_url: "https://api.openai.com/v1".into(),
+            api_key: Secret::default(),
+            name: "gpt-4o-mini".into(),
+            system_prompt: String::new(),
+            max_tool_iterations: 20,
+            history_messages: 50,
+            timeout_secs: 120,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ChannelsConfig {
+    pub telegram: TelegramSection,
+    pub lark: LarkSection,
+}
+
+/// Who may talk to the bot in direct messages.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DmPolicy {
+    /// Owners plus `allow_from`.
+    #[default]
+    Allowlist,
+    OwnerOnly,
+    Open,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupMode {
+    #[default]
+    MentionOnly,
+    Always,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TelegramMode {
+    #[default]
+    Polling,
+    Webhook,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelegramSection {
+    /// Bot token; the channel is on when it is set.
+    pub token: Secret,
+    /// Bot API base URL without `/bot<token>`.
+    pub api_url: String,
+    pub mode: TelegramMode,
+    pub webhook_url: String,
+    pub webhook_secret: Secret,
+    pub dm_policy: DmPolicy,
+    #[serde(deserialize_with = "ids")]
+    pub allow_from: Vec<String>,
+    #[serde(deserialize_with = "ids")]
+    pub groups: Vec<String>,
+    pub group_mode: GroupMode,
+}
+
+impl Default for TelegramSection {
+    fn default() -> Self {
+        Self {
+            token: Secret::default(),
+            api_url: "https://api.telegram.org".into(),
+            mode: TelegramMode::Polling,
+            webhook_url: String::new(),
+            webhook_secret: Secret::default(),
+            dm_policy: DmPolicy::Allowlist,
+            allow_from: Vec::new(),
+            groups: Vec::new(),
+            group_mode: GroupMode::MentionOnly,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LarkDomain {
+    #[default]
+    Feishu,
+    Lark,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LarkMode {
+    #[default]
+    Websocket,
+    Webhook,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LarkSection {
+    #[serde(deserialize_with = "string_or_number")]
+    pub app_id: String,
+    pub app_secret: Secret,
+    pub domain: LarkDomain,
+    /// Overrides `domain`; serves `/open-apis` and `/callback`.
+    pub base_url: String,
+    pub mode: LarkMode,
+    pub encrypt_key: Secret,
+    pub verification_token: Secret,
+    pub dm_policy: DmPolicy,
+    #[serde(deserialize_with = "ids")]
+    pub allow_from: Vec<String>,
+    #[serde(deserialize_with = "ids")]
+    pub groups: Vec<String>,
+    pub group_mode: GroupMode,
+    pub stale_after_secs: u64,
+    pub user_access_token: Secret,
+    pub user_refresh_token: Secret,
+}
+
+impl Default for LarkSection {
+    fn default() -> Self {
+        Self {
+            app_id: String::new(),
+            app_secret: Secret::default(),
+            domain: LarkDomain::Feishu,
+            base_url: String::new(),
+            mode: LarkMode::Websocket,
+            encrypt_key: Secret::default(),
+            verification_token: Secret::default(),
+            dm_policy: DmPolicy::Allowlist,
+            allow_from: Vec::new(),
+            groups: Vec::new(),
+            group_mode: GroupMode::MentionOnly,
+            stale_after_secs: 900,
+            user_access_token: Secret::default(),
+            user_refresh_token: Secret::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConsentConfig {
+    /// Seconds after which an unanswered approval is denied.
+    pub timeout_secs: u64,
+}
+
+impl Default for ConsentConfig {
+    fn default() -> Self {
+        Self { timeout_secs: 300 }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Profile {
+    Minimal,
+    Messaging,
+    Coding,
+    #[default]
+    Full,
+}
+
+/// Per-tool overrides: `tools.<name>.timeout_secs` / `tools.<name>.max_retries`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolOverride {
+    pub timeout_secs: Option<u64>,
+    pub max_retries: Option<u32>,
+}
+
+/// Keys of `tools:` that are not tool names.
+pub const TOOLS_SECTION_KEYS: &[&str] = &[
+    "profile",
+    "allow",
+    "also_allow",
+    "deny",
+    "fast_path",
+    "workspace",
+    "web_search",
+    "web_fetch",
+];
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolsConfig {
+    pub profile: Profile,
+    pub allow: Vec<String>,
+    pub also_allow: Vec<String>,
+    pub deny: Vec<String>,
+    pub fast_path: Vec<String>,
+    /// Working directory of tools; empty = `$ETHAN_HOME/workspace`.
+    pub workspace: String,
+    pub web_search: WebSearchConfig,
+    pub web_fetch: WebFetchConfig,
+    /// Every other key is a tool name with its overrides (`shell: { timeout_secs: 30 }`);
+    /// filled by `config::from_value`, which reads them with their own key paths.
+    #[serde(skip)]
+    pub per_tool: BTreeMap<String, ToolOverride>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchProvider {
+    #[default]
+    Duckduckgo,
+    Tavily,
+    Searxng,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BaseUrlSection {
+    pub base_url: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TavilySection {
+    pub api_key: Secret,
+    pub base_url: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebSearchConfig {
+    pub provider: SearchProvider,
+    pub fallback: Vec<SearchProvider>,
+    pub duckduckgo: BaseUrlSection,
+    pub tavily: TavilySection,
+    pub searxng: BaseUrlSection,
+    pub timeout_secs: Option<u64>,
+    pub max_retries: Option<u32>,
+}
+
+impl Default for WebSearchConfig {
+    fn default() -> Self {
+        Self {
+            provider: SearchProvider::Duckduckgo,
+            fallback: vec![SearchProvider::Duckduckgo],
+            duckduckgo: BaseUrlSection::default(),
+            tavily: TavilySection::default(),
+            searxng: BaseUrlSection::default(),
+            timeout_secs: None,
+            max_retries: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebFetchConfig {
+    /// Hosts exempt from the SSRF guard.
+    pub allow_private: Vec<String>,
+    pub timeout_secs: Option<u64>,
+    pub max_retries: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KnowledgeConfig {
+    pub embeddings: EmbeddingsConfig,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EmbeddingsConfig {
+    pub base_url: String,
+    pub api_key: Secret,
+    pub model: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SchedulerConfig {
+    pub misfire_grace_secs: u64,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        Self {
+            misfire_grace_secs: 300,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetentionConfig {
+    pub spill_days: u32,
+    pub audit_days: u32,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        Self {
+            spill_days: 7,
+            audit_days: 90,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GatewayConfig {
+    pub enabled: bool,
+    pub listen: String,
+    pub token: Secret,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            listen: "127.0.0.1:8900".into(),
+            token: Secret::default(),
+        }
+    }
+}

@@ -1,0 +1,17 @@
+//! Ethan: a self-hosted daemon that puts an LLM agent into the chats people already use
+//! (Telegram now; Lark/Feishu next; the terminal), acting through a governed tool system.
+//!
+//! Data path: a channel adapter (crate `ethan-channels`) normalises a platform update into an
+//! `InboundEvent` → [`daemon::router`] records it and queues it on its session's worker →
+//! [`agent`] runs the turn against the model ([`provider`]) and the [`tools`] → the reply goes
+//! back through the adapter. State lives in one SQLite file ([`store`]); settings in
+//! [`config`].
+
+pub mod agent;
+pub mod cli;
+pub mod config;
+pub mod daemon;
+pub mod logging;
+pub mod provider;
+pub mod store;
+pub mod tools;

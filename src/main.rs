@@ -1,0 +1,105 @@
+//! `ethan`: the command line. `run` starts the daemon; `chat` is a terminal session; `doctor`
+//! checks the setup; `tools list` shows the tools. See README.md.
+
+use ethan::{cli, config, daemon, logging};
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "ethan",
+    version,
+    about = "An LLM agent in your chats, with governed tools"
+)]
+struct Cli {
+    /// Config file (default: $ETHAN_CONFIG, else $ETHAN_HOME/config.yaml, ETHAN_HOME defaulting to ~/.ethan)
+    #[arg(long, global = true, value_name = "PATH")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the daemon: every configured channel. Stops on SIGINT/SIGTERM.
+    Run,
+    /// A terminal session with the agent (or one message with -m)
+    Chat {
+        /// Send one message, print the answer on stdout, and exit
+        #[arg(short = 'm', long = "message", value_name = "TEXT")]
+        message: Option<String>,
+        /// Continue (or create) the named session instead of starting a new one
+        #[arg(long, value_name = "NAME")]
+        session: Option<String>,
+    },
+    /// Check the config, the database, the model endpoint and the channel credentials
+    Doctor,
+    /// Inspect the tools
+    Tools {
+        #[command(subcommand)]
+        command: ToolsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ToolsCommand {
+    /// List the registered tools (and skipped ones, with the reason)
+    List {
+        /// Only the tools exposed on this channel (terminal, telegram)
+        #[arg(long)]
+        channel: Option<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let default_filter = match cli.command {
+        Command::Run => "ethan=info,ethan_channels=info,warn",
+        _ => "ethan=warn,ethan_channels=warn,error",
+    };
+    let redactor = logging::init(default_filter);
+    let loaded = match config::load(&config::LoadOptions {
+        config_path: cli.config.clone(),
+    }) {
+        Ok(l) => l,
+        Err(e) => {
+            if matches!(cli.command, Command::Doctor) {
+                println!("FAIL  config: {e}");
+            } else {
+                eprintln!("ethan: {e}");
+            }
+            return ExitCode::from(2);
+        }
+    };
+    redactor.set(loaded.secret_values());
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ethan: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let loaded = std::sync::Arc::new(loaded);
+    let result = rt.block_on(async {
+        match cli.command {
+            Command::Run => daemon::run(loaded).await.map(|_| ExitCode::SUCCESS),
+            Command::Chat { message, session } => cli::chat::run(loaded, message, session).await,
+            Command::Doctor => cli::doctor::run(loaded).await,
+            Command::Tools {
+                command: ToolsCommand::List { channel },
+            } => cli::tools::list(&loaded, channel.as_deref()),
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("ethan: {}", redactor.redact(&format!("{e:#}")));
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! Small durable key/value state (Telegram offset, …).
+
+use super::{Ctx, Store, StoreError};
+use rusqlite::OptionalExtension;
+
+impl Store {
+    pub fn kv_get(&self, key: &str) -> Result<Option<String>, StoreError> {
+        self.conn()
+            .query_row("SELECT value FROM kv WHERE key = ?1", [key], |r| r.get(0))
+            .optional()
+            .op("kv get")
+    }
+
+    pub fn kv_set(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        self.conn()
+            .execute(
+                "INSERT INTO kv(key, value) VALUES (?1, ?2)
+                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                [key, value],
+            )
+            .op("kv set")?;
+        Ok(())
+    }
+}
+
+/// Adapter state for channels, backed by the kv table.
+impl ethan_channels::StateStore for Store {
+    fn get(&self, key: &str) -> Result<Option<String>, ethan_channels::ChannelError> {
+        self.kv_get(key)
+            .map_err(|e| ethan_channels::ChannelError::Storage(e.to_string()))
+    }
+    fn set(&self, key: &str, value: &str) -> Result<(), ethan_channels::ChannelError> {
+        self.kv_set(key, value)
+            .map_err(|e| ethan_channels::ChannelError::Storage(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_get_overwrite() {
+        let s = Store::open_in_memory().unwrap();
+        assert_eq!(s.kv_get("a").unwrap(), None);
+        s.kv_set("a", "1").unwrap();
+        s.kv_set("a", "2").unwrap();
+        assert_eq!(s.kv_get("a").unwrap().as_deref(), Some("2"));
+    }
+}

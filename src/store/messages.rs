@@ -1,0 +1,152 @@
+//! The conversation of each session, exactly as the model saw it: user, assistant (with
+//! `tool_calls`), and tool messages (with `tool_call_id`).
+
+use super::{now, Ctx, Store, StoreError};
+use crate::provider::types::{ChatMessage, Role};
+
+impl Store {
+    /// Append messages to a session in one transaction (an assistant message and its tool results
+    /// land together or not at all).
+    pub fn append_messages(
+        &self,
+        session_id: &str,
+        msgs: &[ChatMessage],
+    ) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().op("append messages")?;
+        {
+            let mut stmt = tx
+                .prepare_cached(
+                    "INSERT INTO messages(session_id, role, content, tool_calls, tool_call_id, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                )
+                .op("append messages")?;
+            let ts = now();
+            for m in msgs {
+                let calls = if m.tool_calls.is_empty() {
+                    None
+                } else {
+                    Some(
+                        serde_json::to_string(&m.tool_calls).map_err(|e| StoreError::Corrupt {
+                            op: "append messages",
+                            message: e.to_string(),
+                        })?,
+                    )
+                };
+                stmt.execute(rusqlite::params![
+                    session_id,
+                    m.role.as_str(),
+                    m.content,
+                    calls,
+                    m.tool_call_id,
+                    ts
+                ])
+                .op("append messages")?;
+            }
+        }
+        tx.commit().op("append messages")
+    }
+
+    /// The last `limit` messages of a session, oldest first, cut so the window starts at a user
+    /// message: no tool result or assistant tool call is left without its partner.
+    pub fn load_window(
+        &self,
+        session_id: &str,
+        limit: usize,
+    ) -> Result<Vec<ChatMessage>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT role, content, tool_calls, tool_call_id FROM messages
+                 WHERE session_id = ?1 ORDER BY id DESC LIMIT ?2",
+            )
+            .op("load history")?;
+        let rows = stmt
+            .query_map(rusqlite::params![session_id, limit as i64], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, Option<String>>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                    r.get::<_, Option<String>>(3)?,
+                ))
+            })
+            .op("load history")?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (role, content, calls, tool_call_id) = row.op("load history")?;
+            let role = Role::parse(&role).ok_or_else(|| StoreError::Corrupt {
+                op: "load history",
+                message: format!("unknown role {role:?}"),
+            })?;
+            let tool_calls = match calls {
+                Some(c) => serde_json::from_str(&c).map_err(|e| StoreError::Corrupt {
+                    op: "load history",
+                    message: e.to_string(),
+                })?,
+                None => Vec::new(),
+            };
+            out.push(ChatMessage {
+                role,
+                content,
+                tool_calls,
+                tool_call_id,
+            });
+        }
+        out.reverse();
+        let first_user = out.iter().position(|m| m.role == Role::User);
+        Ok(match first_user {
+            Some(i) => out.split_off(i),
+            None => Vec::new(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::types::{FunctionCall, ToolCall};
+
+    fn call(id: &str) -> ChatMessage {
+        ChatMessage {
+            role: Role::Assistant,
+            content: None,
+            tool_calls: vec![ToolCall {
+                id: id.into(),
+                kind: "function".into(),
+                function: FunctionCall {
+                    name: "file_read".into(),
+                    arguments: "{}".into(),
+                },
+            }],
+            tool_call_id: None,
+        }
+    }
+
+    #[test]
+    fn round_trip_and_window_cut_at_user() {
+        let s = Store::open_in_memory().unwrap();
+        let sid = s.current_session("t:1").unwrap();
+        s.append_messages(
+            &sid,
+            &[
+                ChatMessage::user("one"),
+                call("c1"),
+                ChatMessage::tool("c1", "result"),
+                ChatMessage::assistant("answer one"),
+                ChatMessage::user("two"),
+                ChatMessage::assistant("answer two"),
+            ],
+        )
+        .unwrap();
+        let all = s.load_window(&sid, 100).unwrap();
+        assert_eq!(all.len(), 6);
+        assert_eq!(all[1].tool_calls[0].id, "c1");
+        assert_eq!(all[2].tool_call_id.as_deref(), Some("c1"));
+        // A window of 4 would start at the tool result: it is cut to the next user message.
+        let w = s.load_window(&sid, 4).unwrap();
+        assert_eq!(w.len(), 2);
+        assert_eq!(w[0].content.as_deref(), Some("two"));
+        let w = s.load_window(&sid, 1).unwrap();
+        assert!(w.is_empty());
+    }
+}

@@ -1,0 +1,105 @@
+//! Storage: one SQLite file (`$ETHAN_HOME/ethan.db`, WAL, `synchronous=NORMAL`, foreign keys on)
+//! whose schema comes from versioned migrations ([`migrations`]). One concern per file:
+//! [`sessions`] (session key → current session), [`messages`] (the full model conversation,
+//! tool calls and results included), [`inbound`] (platform events: dedupe and delivery state),
+//! [`kv`] (small state such as the Telegram offset).
+//!
+//! The connection sits behind a mutex; every call is a short statement or transaction, so the
+//! async callers hold it only briefly.
+
+pub mod inbound;
+pub mod kv;
+pub mod messages;
+mod migrations;
+pub mod sessions;
+
+use rusqlite::Connection;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A storage failure; the text says which operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database {op}: {source}")]
+    Sqlite {
+        op: &'static str,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("database {op}: stored data is unreadable: {message}")]
+    Corrupt { op: &'static str, message: String },
+    #[error("cannot create {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+pub(crate) trait Ctx<T> {
+    fn op(self, op: &'static str) -> Result<T, StoreError>;
+}
+
+impl<T> Ctx<T> for Result<T, rusqlite::Error> {
+    fn op(self, op: &'static str) -> Result<T, StoreError> {
+        self.map_err(|source| StoreError::Sqlite { op, source })
+    }
+}
+
+/// The database handle. Cloning shares the connection.
+#[derive(Clone)]
+pub struct Store {
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl Store {
+    /// Open (creating the file and its directory if needed) and migrate.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+                path: dir.display().to_string(),
+                source,
+            })?;
+        }
+        let conn = Connection::open(path).op("open")?;
+        Self::init(conn)
+    }
+
+    /// An in-memory database (tests, benchmarks).
+    pub fn open_in_memory() -> Result<Self, StoreError> {
+        Self::init(Connection::open_in_memory().op("open")?)
+    }
+
+    fn init(conn: Connection) -> Result<Self, StoreError> {
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .op("busy_timeout")?;
+        conn.pragma_update(None, "journal_mode", "WAL").op("WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .op("synchronous")?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .op("foreign_keys")?;
+        let mut conn = conn;
+        migrations::migrate(&mut conn)?;
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    pub(crate) fn conn(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock cannot leave SQLite inconsistent (statements are
+        // atomic), so a poisoned lock is still usable.
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The schema version (number of applied migrations).
+    pub fn schema_version(&self) -> Result<i64, StoreError> {
+        self.conn()
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .op("schema version")
+    }
+}
+
+/// Unix time in seconds.
+pub(crate) fn now() -> i64 {
+    chrono::Utc::now().timestamp()
+}

@@ -1,0 +1,104 @@
+//! `file_write{path, content, append?}`: writes (or appends) text, creating parent directories.
+
+use super::args::{opt_bool, req_str};
+use super::{paths, ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use tokio::io::AsyncWriteExt;
+
+pub struct FileWrite;
+
+#[async_trait]
+impl Tool for FileWrite {
+    fn name(&self) -> &str {
+        "file_write"
+    }
+    fn description(&self) -> &str {
+        "Write text to a file (relative paths are in the workspace), creating parent directories. \
+         `append: true` adds to the end instead of replacing."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "content": {"type": "string"},
+                "append": {"type": "boolean", "default": false}
+            },
+            "required": ["path", "content"],
+            "additionalProperties": false
+        })
+    }
+    fn risk(&self) -> Risk {
+        Risk::Write
+    }
+
+    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+        let (path, content) = match (req_str(&args, "path"), req_str(&args, "content")) {
+            (Ok(p), Ok(c)) => (paths::resolve(ctx, p), c),
+            (Err(e), _) | (_, Err(e)) => return e,
+        };
+        let append = match opt_bool(&args, "append") {
+            Ok(a) => a.unwrap_or(false),
+            Err(e) => return e,
+        };
+        if let Some(parent) = path.parent() {
+            if let Err(e) = tokio::fs::create_dir_all(parent).await {
+                return ToolResult::err(
+                    ErrorKind::Dependency,
+                    format!("cannot create {}: {e}", parent.display()),
+                );
+            }
+        }
+        let res = async {
+            let mut f = tokio::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .append(append)
+                .truncate(!append)
+                .open(&path)
+                .await?;
+            f.write_all(content.as_bytes()).await?;
+            f.flush().await
+        }
+        .await;
+        match res {
+            Ok(()) => ToolResult::ok(format!(
+                "{} {} bytes to {}",
+                if append { "appended" } else { "wrote" },
+                content.len(),
+                path.display()
+            ))
+            .with_metadata(json!({"path": path.display().to_string(), "bytes": content.len()})),
+            Err(e) => ToolResult::err(ErrorKind::Dependency, format!("{}: {e}", path.display())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::executor::tests::ctx_in;
+
+    #[tokio::test]
+    async fn writes_appends_and_creates_parents() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx_in(dir.path());
+        let r = FileWrite
+            .run(json!({"path": "a/b/c.txt", "content": "x"}), &ctx)
+            .await;
+        assert!(r.ok, "{r:?}");
+        FileWrite
+            .run(
+                json!({"path": "a/b/c.txt", "content": "y", "append": true}),
+                &ctx,
+            )
+            .await;
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a/b/c.txt")).unwrap(),
+            "xy"
+        );
+        let r = FileWrite.run(json!({"path": "a/b/c.txt"}), &ctx).await;
+        assert_eq!(r.error_kind, Some(ErrorKind::Validation));
+    }
+}

@@ -1,0 +1,185 @@
+//! The tool system: what a tool is ([`Tool`]), what it gets ([`ToolContext`]) and returns
+//! ([`ToolResult`]), the [`registry`] of tools, and the [`executor`] that turns the model's
+//! `tool_calls` (proposals) into results. Each builtin tool is a file of its own.
+//!
+//! Every failure is a [`ToolResult`] with an [`ErrorKind`] and a text the model can act on;
+//! nothing a model sends can panic the agent loop.
+
+pub mod args;
+pub mod executor;
+pub mod file_list;
+pub mod file_read;
+pub mod file_write;
+pub mod paths;
+pub mod registry;
+pub mod shell;
+pub mod truncate;
+
+use async_trait::async_trait;
+use ethan_channels::ChannelKind;
+use serde::Serialize;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How much a tool can change the world. A tool has side effects exactly when its risk is not
+/// `ReadOnly`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Risk {
+    ReadOnly,
+    Write,
+    Exec,
+    Dangerous,
+}
+
+impl Risk {
+    pub fn has_side_effects(self) -> bool {
+        self != Risk::ReadOnly
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Risk::ReadOnly => "read_only",
+            Risk::Write => "write",
+            Risk::Exec => "exec",
+            Risk::Dangerous => "dangerous",
+        }
+    }
+}
+
+/// Why a call failed, for the model and the audit log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The arguments were malformed or did not match the schema.
+    Validation,
+    /// Policy, consent or the replay guard refused the call.
+    Denied,
+    /// The call ran out of time.
+    Timeout,
+    /// Something the tool relies on failed (a file system error, a remote service).
+    Dependency,
+    /// A bug or broken invariant inside the daemon.
+    Internal,
+}
+
+impl ErrorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Validation => "validation",
+            ErrorKind::Denied => "denied",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Dependency => "dependency",
+            ErrorKind::Internal => "internal",
+        }
+    }
+}
+
+/// The outcome of one tool call. `output` is the tool's text; `metadata` is structured detail
+/// (exit code, sizes, spill path); `ui` carries a card for the channel to render.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolResult {
+    pub ok: bool,
+    pub output: String,
+    pub error: Option<String>,
+    pub error_kind: Option<ErrorKind>,
+    pub metadata: Value,
+    pub ui: Option<Value>,
+}
+
+impl ToolResult {
+    pub fn ok(output: impl Into<String>) -> Self {
+        Self {
+            ok: true,
+            output: output.into(),
+            error: None,
+            error_kind: None,
+            metadata: Value::Null,
+            ui: None,
+        }
+    }
+
+    pub fn err(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            ok: false,
+            output: String::new(),
+            error: Some(message.into()),
+            error_kind: Some(kind),
+            metadata: Value::Null,
+            ui: None,
+        }
+    }
+
+    pub fn with_metadata(mut self, metadata: Value) -> Self {
+        self.metadata = metadata;
+        self
+    }
+
+    /// The text the model reads as the tool message content.
+    pub fn model_text(&self) -> String {
+        if self.ok {
+            self.output.clone()
+        } else {
+            let kind = self.error_kind.map(ErrorKind::as_str).unwrap_or("internal");
+            let mut s = format!("Error ({kind}): {}", self.error.as_deref().unwrap_or(""));
+            if !self.output.is_empty() {
+                s.push('\n');
+                s.push_str(&self.output);
+            }
+            s
+        }
+    }
+}
+
+/// What a running tool knows about its call. Trust fields (`is_owner`, `unattended`) are set by
+/// the daemon only, never from a platform payload or the model.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// Unique per call.
+    pub execution_id: String,
+    /// One per turn.
+    pub trace_id: String,
+    pub session_key: String,
+    pub channel: ChannelKind,
+    pub chat_id: String,
+    pub user_id: String,
+    pub is_owner: bool,
+    /// 1-based attempt number (retries of read-only tools).
+    pub attempt: u32,
+    pub idempotency_key: String,
+    pub unattended: bool,
+    /// For unattended runs: the side-effect tools the job may use.
+    pub allowed_tools: Option<Vec<String>>,
+    /// Where relative paths resolve and commands run (`tools.workspace`).
+    pub workspace: PathBuf,
+}
+
+/// A tool the model may call.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    /// `^[A-Za-z0-9_-]{1,64}$`.
+    fn name(&self) -> &str;
+    /// One or two sentences the model reads.
+    fn description(&self) -> &str;
+    /// JSON Schema of the arguments object.
+    fn parameters(&self) -> Value;
+    fn risk(&self) -> Risk;
+    /// Sent to the model up front (otherwise found through `find_tools`).
+    fn fast_path(&self) -> bool {
+        false
+    }
+    /// Default time limit of one call.
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+    /// The limit for these arguments (e.g. the shell's own `timeout` argument).
+    fn timeout_for(&self, _args: &Value) -> Duration {
+        self.timeout()
+    }
+    /// Retries after a failure, honoured for read-only tools only.
+    fn max_retries(&self) -> u32 {
+        0
+    }
+    /// Run with already-parsed arguments.
+    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult;
+}

@@ -1,0 +1,106 @@
+//! The command line as a user meets it: `ethan chat -m`, `ethan doctor`, config errors.
+
+mod support;
+
+use serde_json::json;
+use support::{run_cli, ScriptedModel, Step, TestHome};
+
+fn model_config(home: &TestHome, model: &ScriptedModel) {
+    home.write_config(&format!(
+        "model:\n  base_url: {}\n  api_key: sk-cli-test\n  name: test-model\n",
+        model.base_url()
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chat_message_answers_on_stdout_with_a_tool() {
+    let home = TestHome::new();
+    let model = ScriptedModel::start(vec![
+        Step::tool_call(
+            "c1",
+            "bash",
+            &json!({"command": "echo from-the-shell"}).to_string(),
+        ),
+        Step::echo_last_tool_result("shell said: "),
+    ])
+    .await;
+    model_config(&home, &model);
+    let out = tokio::task::spawn_blocking(move || {
+        let o = run_cli(&home, &["chat", "-m", "hi"], None);
+        (o, home)
+    })
+    .await
+    .unwrap()
+    .0;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("shell said: exit code: 0"), "{stdout}");
+    assert!(stdout.contains("from-the-shell"), "{stdout}");
+    model.assert_protocol_ok();
+    // The terminal offers the side-effect tools.
+    let offered = model.requests()[0]["tools"].to_string();
+    assert!(offered.contains("\"shell\"") && offered.contains("\"file_write\""));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chat_message_fails_clearly_when_the_model_endpoint_fails() {
+    let home = TestHome::new();
+    let model = ScriptedModel::start(vec![
+        Step::server_error(),
+        Step::server_error(),
+        Step::server_error(),
+        Step::server_error(),
+    ])
+    .await;
+    model_config(&home, &model);
+    let out = tokio::task::spawn_blocking(move || run_cli(&home, &["chat", "-m", "hi"], None))
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("HTTP 500"), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert_eq!(model.requests().len(), 4, "one try and three retries");
+}
+
+#[test]
+fn doctor_says_what_is_missing() {
+    let home = TestHome::new();
+    let out = run_cli(&home, &["doctor"], None);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{stdout}");
+    assert!(stdout.contains("FAIL  model: no API key"), "{stdout}");
+    assert!(stdout.contains("telegram: not configured"), "{stdout}");
+    assert!(stdout.contains("ok    database"), "{stdout}");
+}
+
+#[test]
+fn config_typo_stops_the_start_with_the_key_path() {
+    let home = TestHome::new();
+    home.write_config("channels:\n  telegram:\n    tokn: abc\n");
+    let out = run_cli(&home, &["run"], None);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("channels.telegram.tokn"), "{stderr}");
+
+    home.write_config("model:\n  timeout_secs: soon\n");
+    let out = run_cli(&home, &["chat", "-m", "x"], None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("model.timeout_secs"), "{stderr}");
+}
+
+#[test]
+fn run_without_a_channel_explains_itself() {
+    let home = TestHome::new();
+    home.write_config("model:\n  api_key: sk-x\n");
+    let out = run_cli(&home, &["run"], None);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no channel is configured"), "{stderr}");
+    assert!(!stderr.contains("sk-x"));
+}

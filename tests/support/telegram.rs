@@ -1,0 +1,644 @@
+//! `FakeTelegram`: an in-process Telegram Bot API server for integration tests.
+//!
+//! It serves `POST /bot{token}/{method}` on `127.0.0.1:0` (GET is accepted too). Method names
+//! are matched case-insensitively, because teloxide sends `GetUpdates`, `SendMessage`, ...
+//! Bodies are parsed as JSON; form-urlencoded bodies become an object of strings (plus `_raw`),
+//! anything else (multipart) is recorded as `{"_raw": ..., "_content_type": ...}`.
+//!
+//! Behaviour in brief:
+//! - `getMe` answers a bot user (`id` 123456, `@ethan_test_bot`);
+//! - `getUpdates` follows the real offset semantics: an update is confirmed (dropped) once a
+//!   `getUpdates` arrives with a higher `offset`. [`FakeTelegram::set_redeliver_all`] makes it
+//!   forget offsets and offer every update ever pushed. With nothing pending, the request is held
+//!   for `min(timeout, 1)` seconds or until [`FakeTelegram::push_update`] is called;
+//! - `sendMessage` / `editMessageText` answer a valid `Message` (ids from 1000 up);
+//! - everything else answers `true`;
+//! - [`FakeTelegram::fail_next`] queues canned error answers per method (FIFO).
+//!
+//! Every call is recorded, including failed ones; [`FakeTelegram::sent_messages`] lists only the
+//! `sendMessage` bodies that were answered successfully.
+
+#![allow(dead_code)]
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// The bot token every [`FakeTelegram`] started with [`FakeTelegram::start`] accepts.
+pub const TEST_TOKEN: &str = "123456:TEST";
+/// The bot's user id (matches the token's numeric prefix).
+pub const BOT_ID: i64 = 123456;
+/// The bot's username.
+pub const BOT_USERNAME: &str = "ethan_test_bot";
+
+/// Longest time a `getUpdates` without pending updates is held, whatever its `timeout`.
+const MAX_HOLD: Duration = Duration::from_secs(1);
+/// Poll period of the `wait_for_*` helpers.
+const POLL: Duration = Duration::from_millis(20);
+
+/// One request received by the fake.
+#[derive(Debug, Clone)]
+pub struct TelegramCall {
+    /// Method name as sent (e.g. `SendMessage`).
+    pub method: String,
+    /// Parsed request body (see the module docs for non-JSON bodies).
+    pub body: Value,
+    /// HTTP status the fake answered with (200 unless an injected failure was used).
+    pub status: u16,
+}
+
+impl TelegramCall {
+    fn is(&self, method: &str) -> bool {
+        self.method.eq_ignore_ascii_case(method)
+    }
+}
+
+#[derive(Default)]
+struct TgState {
+    /// Every update ever pushed, in push order.
+    updates: Vec<Value>,
+    /// Updates with `update_id` below this are confirmed (highest offset seen so far).
+    confirmed_below: i64,
+    redeliver_all: bool,
+    calls: Vec<TelegramCall>,
+    /// Injected failures, keyed by lowercase method name.
+    failures: HashMap<String, VecDeque<(u16, Value)>>,
+    next_message_id: i64,
+    getupdates_offsets: Vec<Option<i64>>,
+    /// Requests refused because of a wrong token or an unknown path (`"METHOD path"`).
+    rejected: Vec<String>,
+}
+
+struct Shared {
+    token: String,
+    state: Mutex<TgState>,
+    pushed: Notify,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, TgState> {
+        // A panicking test thread must not turn every later assertion into a poison error.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Handle to a running fake Bot API server. Dropping it stops the server.
+pub struct FakeTelegram {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    task: JoinHandle<()>,
+}
+
+impl Drop for FakeTelegram {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FakeTelegram {
+    /// Starts a server accepting the token [`TEST_TOKEN`] (`"123456:TEST"`).
+    pub async fn start() -> FakeTelegram {
+        Self::start_with_token(TEST_TOKEN).await
+    }
+
+    /// Starts a server accepting `token`; requests with another token get 401.
+    pub async fn start_with_token(token: &str) -> FakeTelegram {
+        let shared = Arc::new(Shared {
+            token: token.to_string(),
+            state: Mutex::new(TgState {
+                next_message_id: 1000,
+                ..TgState::default()
+            }),
+            pushed: Notify::new(),
+        });
+        let app = Router::new()
+            .fallback(handle)
+            .with_state(Arc::clone(&shared));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("FakeTelegram: bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("FakeTelegram: local_addr");
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        FakeTelegram { shared, addr, task }
+    }
+
+    /// `http://127.0.0.1:PORT` — no trailing slash, no `/bot...`; use as the API URL.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The socket address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The accepted bot token.
+    pub fn token(&self) -> &str {
+        &self.shared.token
+    }
+
+    /// `base_url()/bot{token}/{method}`, handy for driving the fake directly.
+    pub fn method_url(&self, method: &str) -> String {
+        format!("{}/bot{}/{}", self.base_url(), self.shared.token, method)
+    }
+
+    // ----- updates -------------------------------------------------------------------------
+
+    /// Makes `update` (a full Bot API `Update` object with an `update_id`) available to
+    /// `getUpdates` and wakes any held long-poll.
+    pub fn push_update(&self, update: Value) {
+        assert!(
+            update.get("update_id").and_then(Value::as_i64).is_some(),
+            "FakeTelegram::push_update: update has no integer update_id: {update}"
+        );
+        self.shared.lock().updates.push(update);
+        self.shared.pushed.notify_waiters();
+    }
+
+    /// The `update_id` one above the highest pushed so far (1 when none were pushed).
+    pub fn next_update_id(&self) -> i64 {
+        self.shared
+            .lock()
+            .updates
+            .iter()
+            .filter_map(update_id)
+            .max()
+            .map_or(1, |m| m + 1)
+    }
+
+    /// Pushes a private-chat text message from `user_id` in `chat_id` with the next free
+    /// `update_id`, and returns that id.
+    pub fn push_text(&self, chat_id: i64, user_id: i64, text: &str) -> i64 {
+        let id = self.next_update_id();
+        self.push_update(Self::text_update(id, chat_id, user_id, text));
+        id
+    }
+
+    /// A valid `Update` carrying a private-chat text message.
+    pub fn text_update(update_id: i64, chat_id: i64, user_id: i64, text: &str) -> Value {
+        json!({
+            "update_id": update_id,
+            "message": {
+                "message_id": update_id,
+                "date": super::unix_now(),
+                "chat": {"id": chat_id, "type": "private", "first_name": "User"},
+                "from": {"id": user_id, "is_bot": false, "first_name": "User", "language_code": "en"},
+                "text": text,
+            }
+        })
+    }
+
+    /// When `true`, `getUpdates` ignores offsets and offers every update ever pushed, like a
+    /// Bot API that forgot the confirmed offset.
+    pub fn set_redeliver_all(&self, on: bool) {
+        self.shared.lock().redeliver_all = on;
+        self.shared.pushed.notify_waiters();
+    }
+
+    /// Number of `getUpdates` calls received (including failed ones).
+    pub fn getupdates_count(&self) -> usize {
+        self.shared.lock().getupdates_offsets.len()
+    }
+
+    /// The `offset` of every `getUpdates` call, in order (`None` when absent).
+    pub fn getupdates_offsets(&self) -> Vec<Option<i64>> {
+        self.shared.lock().getupdates_offsets.clone()
+    }
+
+    /// Waits until at least `n` `getUpdates` calls arrived; panics after `timeout`.
+    pub async fn wait_for_getupdates(&self, n: usize, timeout: Duration) {
+        self.wait_for_calls("getUpdates", n, timeout).await;
+    }
+
+    // ----- error injection -----------------------------------------------------------------
+
+    /// Queues an error answer (`status`, `body`) for the next call of `method`
+    /// (case-insensitive). Several can be queued; they are used first-in first-out. The failed
+    /// call is recorded (with its status); a failed `getUpdates` confirms nothing.
+    ///
+    /// Helpers for common bodies: [`FakeTelegram::bad_request_entities`],
+    /// [`FakeTelegram::too_many_requests`], [`FakeTelegram::conflict`].
+    pub fn fail_next(&self, method: &str, status: u16, body: Value) {
+        self.shared
+            .lock()
+            .failures
+            .entry(method.to_ascii_lowercase())
+            .or_default()
+            .push_back((status, body));
+    }
+
+    /// Number of injected failures for `method` not used yet.
+    pub fn pending_failures(&self, method: &str) -> usize {
+        self.shared
+            .lock()
+            .failures
+            .get(&method.to_ascii_lowercase())
+            .map_or(0, VecDeque::len)
+    }
+
+    /// 400 body for an HTML parse error.
+    pub fn bad_request_entities() -> Value {
+        json!({
+            "ok": false,
+            "error_code": 400,
+            "description": "Bad Request: can't parse entities: Unsupported start tag \"foo\" at byte offset 0"
+        })
+    }
+
+    /// 429 body with `retry_after`.
+    pub fn too_many_requests(retry_after: u64) -> Value {
+        json!({
+            "ok": false,
+            "error_code": 429,
+            "description": format!("Too Many Requests: retry after {retry_after}"),
+            "parameters": {"retry_after": retry_after}
+        })
+    }
+
+    /// 409 body a second poller gets from `getUpdates`.
+    pub fn conflict() -> Value {
+        json!({
+            "ok": false,
+            "error_code": 409,
+            "description": "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"
+        })
+    }
+
+    // ----- recorded calls ------------------------------------------------------------------
+
+    /// Bodies of every call of `method` (case-insensitive), in arrival order, failed or not.
+    pub fn calls(&self, method: &str) -> Vec<Value> {
+        self.shared
+            .lock()
+            .calls
+            .iter()
+            .filter(|c| c.is(method))
+            .map(|c| c.body.clone())
+            .collect()
+    }
+
+    /// Every call received, in arrival order.
+    pub fn all_calls(&self) -> Vec<TelegramCall> {
+        self.shared.lock().calls.clone()
+    }
+
+    /// Bodies of the `sendMessage` calls that were answered successfully.
+    pub fn sent_messages(&self) -> Vec<Value> {
+        self.shared
+            .lock()
+            .calls
+            .iter()
+            .filter(|c| c.is("sendMessage") && c.status == 200)
+            .map(|c| c.body.clone())
+            .collect()
+    }
+
+    /// The `text` of every successful `sendMessage`.
+    pub fn sent_texts(&self) -> Vec<String> {
+        self.sent_messages()
+            .iter()
+            .map(|b| {
+                b.get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .collect()
+    }
+
+    /// Requests refused because of a wrong token or an unknown path, as `"METHOD path"`.
+    pub fn rejected(&self) -> Vec<String> {
+        self.shared.lock().rejected.clone()
+    }
+
+    /// Waits until at least `n` successful `sendMessage` calls were received and returns their
+    /// bodies; panics after `timeout` listing every call received.
+    pub async fn wait_for_sent(&self, n: usize, timeout: Duration) -> Vec<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let sent = self.sent_messages();
+            if sent.len() >= n {
+                return sent;
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "FakeTelegram: timed out after {timeout:?} waiting for {n} successful \
+                     sendMessage call(s), got {}.\n{}",
+                    sent.len(),
+                    self.describe_calls()
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Waits until at least `n` calls of `method` (any outcome) were received and returns their
+    /// bodies; panics after `timeout` listing every call received.
+    pub async fn wait_for_calls(&self, method: &str, n: usize, timeout: Duration) -> Vec<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let calls = self.calls(method);
+            if calls.len() >= n {
+                return calls;
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "FakeTelegram: timed out after {timeout:?} waiting for {n} {method} call(s), \
+                     got {}.\n{}",
+                    calls.len(),
+                    self.describe_calls()
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Human-readable list of every call received (for panic messages).
+    pub fn describe_calls(&self) -> String {
+        let st = self.shared.lock();
+        let mut out = format!("FakeTelegram received {} call(s):\n", st.calls.len());
+        for (i, c) in st.calls.iter().enumerate() {
+            out.push_str(&format!(
+                "  #{i} {} -> {}: {}\n",
+                c.method, c.status, c.body
+            ));
+        }
+        if !st.rejected.is_empty() {
+            out.push_str(&format!("  rejected: {:?}\n", st.rejected));
+        }
+        out
+    }
+
+    /// The bot user as `getMe` returns it (a `User` plus the `Me`-only fields).
+    pub fn bot_me() -> Value {
+        json!({
+            "id": BOT_ID,
+            "is_bot": true,
+            "first_name": "Ethan",
+            "username": BOT_USERNAME,
+            "can_join_groups": true,
+            "can_read_all_group_messages": false,
+            "supports_inline_queries": false,
+            // Required by teloxide 0.17's `Me` (no serde default).
+            "can_connect_to_business": false,
+            "has_main_web_app": false
+        })
+    }
+
+    /// The bot as a plain `User` (the `from` of messages the bot sends).
+    pub fn bot_user() -> Value {
+        json!({"id": BOT_ID, "is_bot": true, "first_name": "Ethan", "username": BOT_USERNAME})
+    }
+}
+
+// ----- request handling ----------------------------------------------------------------------
+
+fn update_id(u: &Value) -> Option<i64> {
+    u.get("update_id").and_then(Value::as_i64)
+}
+
+/// Reads an integer that may have arrived as a JSON number or a string (form bodies).
+fn int_field(body: &Value, key: &str) -> Option<i64> {
+    match body.get(key)? {
+        Value::Number(n) => n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+fn reply(status: u16, body: Value) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, Json(body)).into_response()
+}
+
+fn ok(result: Value) -> Response {
+    reply(200, json!({"ok": true, "result": result}))
+}
+
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    http_method: axum::http::Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = percent_decode(uri.path(), false);
+    let Some((token, method)) = path
+        .strip_prefix("/bot")
+        .and_then(|rest| rest.split_once('/'))
+        .filter(|(_, m)| !m.is_empty() && !m.contains('/'))
+    else {
+        shared.lock().rejected.push(format!("{http_method} {path}"));
+        return reply(
+            404,
+            json!({"ok": false, "error_code": 404, "description": "Not Found"}),
+        );
+    };
+    if token != shared.token {
+        shared.lock().rejected.push(format!("{http_method} {path}"));
+        return reply(
+            401,
+            json!({"ok": false, "error_code": 401, "description": "Unauthorized"}),
+        );
+    }
+    let method = method.to_string();
+    let lc = method.to_ascii_lowercase();
+    let body = parse_body(&headers, uri.query(), &body);
+
+    // Record the call and decide on an injected failure atomically.
+    let failure = {
+        let mut st = shared.lock();
+        let failure = st.failures.get_mut(&lc).and_then(VecDeque::pop_front);
+        if lc == "getupdates" {
+            let offset = int_field(&body, "offset");
+            st.getupdates_offsets.push(offset);
+        }
+        st.calls.push(TelegramCall {
+            method: method.clone(),
+            body: body.clone(),
+            status: failure.as_ref().map_or(200, |f| f.0),
+        });
+        failure
+    };
+    if let Some((status, fbody)) = failure {
+        return reply(status, fbody);
+    }
+
+    match lc.as_str() {
+        "getme" => ok(FakeTelegram::bot_me()),
+        "getupdates" => get_updates(&shared, &body).await,
+        "sendmessage" => {
+            let mut st = shared.lock();
+            let id = st.next_message_id;
+            st.next_message_id += 1;
+            ok(message_json(id, &body, false))
+        }
+        "editmessagetext" => {
+            if body.get("inline_message_id").is_some() {
+                return ok(json!(true));
+            }
+            let id = match int_field(&body, "message_id") {
+                Some(id) => id,
+                None => {
+                    let mut st = shared.lock();
+                    st.next_message_id += 1;
+                    st.next_message_id - 1
+                }
+            };
+            ok(message_json(id, &body, true))
+        }
+        "getwebhookinfo" => ok(json!({
+            "url": "",
+            "has_custom_certificate": false,
+            "pending_update_count": 0
+        })),
+        "getmycommands" => ok(json!([])),
+        // sendChatAction, setMyCommands, deleteWebhook, setWebhook, answerCallbackQuery and
+        // anything unknown.
+        _ => ok(json!(true)),
+    }
+}
+
+async fn get_updates(shared: &Shared, body: &Value) -> Response {
+    let offset = int_field(body, "offset");
+    let timeout = match body.get("timeout") {
+        Some(Value::Number(n)) => n.as_f64().unwrap_or(0.0),
+        Some(Value::String(s)) => s.trim().parse().unwrap_or(0.0),
+        _ => 0.0,
+    };
+    let hold = Duration::from_secs_f64(timeout.clamp(0.0, MAX_HOLD.as_secs_f64()));
+    let limit = int_field(body, "limit")
+        .filter(|l| (1..=100).contains(l))
+        .unwrap_or(100) as usize;
+    if let Some(o) = offset {
+        let mut st = shared.lock();
+        if o > st.confirmed_below {
+            st.confirmed_below = o;
+        }
+    }
+
+    let deadline = Instant::now() + hold;
+    loop {
+        // Register for wake-ups before looking, so a push in between is not missed.
+        let notified = shared.pushed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+
+        let batch: Vec<Value> = {
+            let st = shared.lock();
+            let mut pending: Vec<&Value> = st
+                .updates
+                .iter()
+                .filter(|u| {
+                    st.redeliver_all || {
+                        let id = update_id(u).unwrap_or(i64::MIN);
+                        id >= st.confirmed_below && offset.is_none_or(|o| id >= o)
+                    }
+                })
+                .collect();
+            pending.sort_by_key(|u| update_id(u));
+            pending.into_iter().take(limit).cloned().collect()
+        };
+        if !batch.is_empty() || Instant::now() >= deadline {
+            return ok(Value::Array(batch));
+        }
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+        }
+    }
+}
+
+/// A `Message` the bot "sent": `text` and `chat_id` come from the request.
+fn message_json(message_id: i64, req: &Value, edited: bool) -> Value {
+    let chat_id = match req.get("chat_id") {
+        Some(Value::Number(n)) => n.as_i64().unwrap_or(0),
+        Some(Value::String(s)) => s.trim().parse().unwrap_or(0),
+        _ => 0,
+    };
+    let now = super::unix_now();
+    let mut msg = json!({
+        "message_id": message_id,
+        "date": now,
+        "chat": {"id": chat_id, "type": "private", "first_name": "User"},
+        "from": FakeTelegram::bot_user(),
+        "text": req.get("text").and_then(Value::as_str).unwrap_or(""),
+    });
+    if edited {
+        msg["edit_date"] = json!(now);
+    }
+    msg
+}
+
+/// JSON bodies as is; form bodies as an object of strings plus `_raw`; anything else raw.
+/// An empty body takes the query string's parameters (GET requests).
+fn parse_body(headers: &HeaderMap, query: Option<&str>, bytes: &[u8]) -> Value {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return match query {
+            Some(q) if !q.is_empty() => parse_form(q),
+            _ => json!({}),
+        };
+    }
+    if let Ok(v) = serde_json::from_slice::<Value>(bytes) {
+        return v;
+    }
+    let raw = String::from_utf8_lossy(bytes).into_owned();
+    if content_type.starts_with("application/x-www-form-urlencoded") {
+        let mut v = parse_form(&raw);
+        v["_raw"] = json!(raw);
+        return v;
+    }
+    json!({"_raw": raw, "_content_type": content_type})
+}
+
+fn parse_form(s: &str) -> Value {
+    let mut obj = serde_json::Map::new();
+    for pair in s.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        obj.insert(percent_decode(k, true), json!(percent_decode(v, true)));
+    }
+    Value::Object(obj)
+}
+
+fn percent_decode(s: &str, plus_as_space: bool) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' if i + 2 < b.len() => {
+                let hex = std::str::from_utf8(&b[i + 1..i + 3]).ok();
+                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    Some(byte) => {
+                        out.push(byte);
+                        i += 3;
+                        continue;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b'+' if plus_as_space => out.push(b' '),
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}

@@ -1,7 +1,9 @@
 //! The adapter contract: [`Channel`] is implemented by each platform adapter; [`InboundSink`] and
 //! [`StateStore`] are the services the daemon hands to an adapter.
 
-use crate::model::{ChannelKind, InboundEvent, OutboundMessage, SentRef};
+use crate::model::{
+    ApprovalAck, ApprovalDecision, ChannelKind, InboundEvent, OutboundMessage, SentRef,
+};
 use async_trait::async_trait;
 use std::sync::Arc;
 
@@ -49,6 +51,17 @@ pub enum PublishOutcome {
 #[async_trait]
 pub trait InboundSink: Send + Sync {
     async fn publish(&self, event: InboundEvent) -> Result<PublishOutcome, ChannelError>;
+
+    /// An approval button was pressed. Answers at once (it only resolves a waiting request), so
+    /// an adapter can put the result in a callback response that is due within 3 s (Lark).
+    async fn decide(&self, decision: ApprovalDecision) -> ApprovalAck {
+        let _ = decision;
+        ApprovalAck {
+            accepted: false,
+            toast: "Approvals are not handled here.".into(),
+            outcome: None,
+        }
+    }
 }
 
 /// A small durable key/value store for adapter state (Telegram `getUpdates` offset, …).

@@ -20,5 +20,6 @@ pub mod telegram;
 
 pub use channel::{Channel, ChannelError, InboundSink, PublishOutcome, StateStore};
 pub use model::{
-    ChannelKind, ChatKind, ChatRef, InboundEvent, OutboundBody, OutboundMessage, Sender, SentRef,
+    ApprovalAck, ApprovalChoice, ApprovalDecision, ApprovalRequest, ChannelKind, ChatKind, ChatRef,
+    InboundEvent, OutboundBody, OutboundMessage, Sender, SentRef,
 };

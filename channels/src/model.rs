@@ -98,6 +98,76 @@ pub enum OutboundBody {
     Text(String),
     /// A "typing…" indicator (Telegram `sendChatAction`), best effort.
     Typing,
+    /// Ask the owner to approve a tool call, with buttons (Telegram inline keyboard, Lark card
+    /// with `behaviors: callback`). The press comes back through [`crate::InboundSink::decide`].
+    Approval(ApprovalRequest),
+}
+
+/// A request for the owner's approval of one tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalRequest {
+    /// Short opaque id (≤ 24 ASCII characters, fits Telegram's 64-byte `callback_data`).
+    pub request_id: String,
+    /// The tool's name, e.g. `shell`.
+    pub tool: String,
+    /// What the call will do, in the tool's words (e.g. the command line).
+    pub description: String,
+    /// A `consent_always` call: only "Approve once" and "Deny" are offered.
+    pub always: bool,
+}
+
+/// The button a person pressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalChoice {
+    /// Allow this call only.
+    Once,
+    /// Allow this call and remember the grant for the session's scope.
+    Session,
+    Deny,
+}
+
+impl ApprovalChoice {
+    /// The short code used in callback payloads (`o`, `s`, `d`).
+    pub fn code(self) -> &'static str {
+        match self {
+            ApprovalChoice::Once => "o",
+            ApprovalChoice::Session => "s",
+            ApprovalChoice::Deny => "d",
+        }
+    }
+
+    pub fn from_code(code: &str) -> Option<Self> {
+        Some(match code {
+            "o" => ApprovalChoice::Once,
+            "s" => ApprovalChoice::Session,
+            "d" => ApprovalChoice::Deny,
+            _ => return None,
+        })
+    }
+}
+
+/// A button press, as the adapter received it. `user_id` is the platform id of whoever pressed
+/// (Telegram `from.id`, Lark `operator.open_id`); the daemon decides whether it counts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalDecision {
+    pub channel: ChannelKind,
+    pub request_id: String,
+    pub choice: ApprovalChoice,
+    pub user_id: String,
+    pub chat_id: String,
+}
+
+/// The daemon's answer to a press, for the adapter to show: a short toast (Telegram
+/// `answerCallbackQuery` text, Lark callback `toast`) and the text that replaces the buttons.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalAck {
+    /// Whether the press counted (the owner, a pending request).
+    pub accepted: bool,
+    pub toast: String,
+    /// The outcome to show in place of the buttons (e.g. "✅ Approved once by the owner"); `None`
+    /// leaves the message as it is (a press that did not count).
+    pub outcome: Option<String>,
 }
 
 /// A message for one chat (and thread), optionally as a reply to a platform message id.

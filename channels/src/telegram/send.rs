@@ -75,6 +75,14 @@ pub(super) async fn send(
             req.await.map_err(map_error)?;
             Ok(SentRef::default())
         }
+        OutboundBody::Approval(req) => {
+            // Inline-keyboard approvals come with consent; until then, show the request as text.
+            let text = format!("Approval needed for {}: {}", req.tool, req.description);
+            let id = send_part(chan, chat_id, thread, None, &markdown_to_html(&text)).await?;
+            Ok(SentRef {
+                message_ids: vec![id],
+            })
+        }
         OutboundBody::Text(markdown) => {
             let html = markdown_to_html(markdown);
             // Replies are threaded under the asker's message only in groups.

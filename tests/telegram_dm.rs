@@ -56,7 +56,9 @@ fn tool_messages(req: &Value) -> Vec<Value> {
 #[tokio::test(flavor = "multi_thread")]
 async fn dm_tool_call_answer_and_no_reanswer_after_restart() {
     let home = TestHome::new();
-    let file = home.write_file("notes/launch.txt", "The launch code is 4242.");
+    let outside = tempfile::tempdir().unwrap();
+    let file = outside.path().join("launch.txt");
+    std::fs::write(&file, "The launch code is 4242.").unwrap();
     let tg = FakeTelegram::start().await;
     let args = json!({ "path": file.display().to_string() }).to_string();
     let model = ScriptedModel::start(vec![

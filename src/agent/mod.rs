@@ -112,6 +112,7 @@ impl Agent {
             unattended: false,
             allowed_tools: None,
             workspace: self.config.workspace(),
+            ethan_home: Some(self.config.home.clone()),
         };
 
         let mut turn = vec![ChatMessage::user(input.text.clone())];

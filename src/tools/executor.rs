@@ -216,6 +216,7 @@ pub(crate) mod tests {
             unattended: false,
             allowed_tools: None,
             workspace: dir.to_path_buf(),
+            ethan_home: None,
         }
     }
 

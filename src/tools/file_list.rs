@@ -35,7 +35,10 @@ impl Tool for FileList {
 
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
         let path = match req_str(&args, "path") {
-            Ok(p) => paths::resolve(ctx, p),
+            Ok(p) => match paths::resolve_checked(ctx, p) {
+                Ok(p) => p,
+                Err(e) => return e,
+            },
             Err(e) => return e,
         };
         let mut rd = match tokio::fs::read_dir(&path).await {

@@ -43,7 +43,10 @@ impl Tool for FileRead {
 
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
         let path = match req_str(&args, "path") {
-            Ok(p) => paths::resolve(ctx, p),
+            Ok(p) => match paths::resolve_checked(ctx, p) {
+                Ok(p) => p,
+                Err(e) => return e,
+            },
             Err(e) => return e,
         };
         let max_lines = match opt_u64(&args, "max_lines") {

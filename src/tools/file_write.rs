@@ -35,7 +35,10 @@ impl Tool for FileWrite {
 
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
         let (path, content) = match (req_str(&args, "path"), req_str(&args, "content")) {
-            (Ok(p), Ok(c)) => (paths::resolve(ctx, p), c),
+            (Ok(p), Ok(c)) => match paths::resolve_checked(ctx, p) {
+                Ok(p) => (p, c),
+                Err(e) => return e,
+            },
             (Err(e), _) | (_, Err(e)) => return e,
         };
         let append = match opt_bool(&args, "append") {

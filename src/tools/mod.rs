@@ -152,6 +152,9 @@ pub struct ToolContext {
     pub allowed_tools: Option<Vec<String>>,
     /// Where relative paths resolve and commands run (`tools.workspace`).
     pub workspace: PathBuf,
+    /// `$ETHAN_HOME`, which tools may not touch outside the workspace (`None` in tests that do
+    /// not care).
+    pub ethan_home: Option<PathBuf>,
 }
 
 /// A tool the model may call.

@@ -10,7 +10,9 @@
 pub mod agent;
 pub mod cli;
 pub mod config;
+pub mod consent;
 pub mod daemon;
+pub mod gateway;
 pub mod logging;
 pub mod provider;
 pub mod store;

@@ -36,6 +36,20 @@ enum Command {
     },
     /// Check the config, the database, the model endpoint and the channel credentials
     Doctor,
+    /// Who owns the bot: claim, list, add, remove
+    Owner {
+        #[command(subcommand)]
+        command: cli::owner::OwnerCommand,
+    },
+    /// Show the newest tool-call audit entries (arguments redacted)
+    Audit {
+        /// How many entries
+        #[arg(short = 'n', default_value_t = 20)]
+        n: usize,
+        /// Only this session key (e.g. telegram:123456)
+        #[arg(long)]
+        session: Option<String>,
+    },
     /// Inspect the tools
     Tools {
         #[command(subcommand)]
@@ -90,6 +104,8 @@ fn main() -> ExitCode {
             Command::Run => daemon::run(loaded).await.map(|_| ExitCode::SUCCESS),
             Command::Chat { message, session } => cli::chat::run(loaded, message, session).await,
             Command::Doctor => cli::doctor::run(loaded).await,
+            Command::Owner { command } => cli::owner::run(&loaded, command),
+            Command::Audit { n, session } => cli::audit::print(&loaded, n, session.as_deref()),
             Command::Tools {
                 command: ToolsCommand::List { channel },
             } => cli::tools::list(&loaded, channel.as_deref()),

@@ -41,9 +41,12 @@ async fn chat_message_answers_on_stdout_with_a_tool() {
     assert!(stdout.contains("shell said: exit code: 0"), "{stdout}");
     assert!(stdout.contains("from-the-shell"), "{stdout}");
     model.assert_protocol_ok();
-    // The terminal offers the side-effect tools.
+    // The terminal offers the fast-path tools (shell included) and find_tools up front.
     let offered = model.requests()[0]["tools"].to_string();
-    assert!(offered.contains("\"shell\"") && offered.contains("\"file_write\""));
+    assert!(
+        offered.contains("\"shell\"") && offered.contains("\"find_tools\""),
+        "{offered}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -101,6 +101,12 @@ pub enum OutboundBody {
     /// Ask the owner to approve a tool call, with buttons (Telegram inline keyboard, Lark card
     /// with `behaviors: callback`). The press comes back through [`crate::InboundSink::decide`].
     Approval(ApprovalRequest),
+    /// A card from the `ui_card` tool, rendered per platform (Lark interactive card, Telegram
+    /// HTML, plain text) by `ethan-cards`.
+    Ui(ethan_cards::Ui),
+    /// Show how an approval request ended (e.g. timed out) in place of its buttons. Adapters
+    /// edit the request message they sent for `request_id`; unknown ids are ignored.
+    ResolveApproval { request_id: String, outcome: String },
 }
 
 /// A request for the owner's approval of one tool call.

@@ -11,7 +11,8 @@ use crate::provider::types::{ChatMessage, Role};
 use crate::provider::{OpenAiClient, ProviderError};
 use crate::store::Store;
 use crate::tools::executor::Executor;
-use crate::tools::ToolContext;
+use crate::tools::policy::{Audience, Policy};
+use crate::tools::{ToolContext, ToolSummary};
 use ethan_channels::ChannelKind;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -28,6 +29,8 @@ pub struct TurnInput {
     pub text: String,
     /// Stable per inbound event (so a re-run after a crash has the same trace), else random.
     pub trace_id: String,
+    /// The chat to answer (and ask approvals) in; `None` for the terminal.
+    pub chat: Option<ethan_channels::ChatRef>,
 }
 
 /// How a turn ended.
@@ -57,33 +60,50 @@ impl TurnOutcome {
     }
 }
 
+/// A finished turn: how it ended and the cards to show.
+#[derive(Debug, Clone)]
+pub struct TurnReply {
+    pub outcome: TurnOutcome,
+    pub cards: Vec<ethan_cards::Ui>,
+}
+
 pub struct Agent {
     pub provider: OpenAiClient,
     pub executor: Executor,
+    pub policy: Policy,
     pub store: Store,
     pub config: Arc<Loaded>,
 }
 
 impl Agent {
-    /// The tools a turn on `channel` may use. Until consent exists, side-effect tools are offered
-    /// on the terminal only.
-    pub fn exposed_tools(&self, channel: ChannelKind) -> BTreeSet<String> {
-        self.executor
-            .registry()
-            .iter()
-            .filter(|t| channel == ChannelKind::Terminal || !t.risk().has_side_effects())
-            .map(|t| t.name().to_string())
-            .collect()
+    /// The tools `audience` may use (the exposure policy, DESIGN §3).
+    pub fn allowed_tools(&self, audience: &Audience) -> BTreeSet<String> {
+        self.policy.allowed(self.executor.registry(), audience)
     }
 
     /// Run one turn to its end. Never panics on model output; every failure is an outcome.
     pub async fn run_turn(&self, input: &TurnInput, cancel: &CancellationToken) -> TurnOutcome {
+        self.run_turn_with_cards(input, cancel).await.outcome
+    }
+
+    /// Run one turn; also returns the cards (`ui_card`) its tools produced, in order, for the
+    /// channel to show before the answer.
+    pub async fn run_turn_with_cards(
+        &self,
+        input: &TurnInput,
+        cancel: &CancellationToken,
+    ) -> TurnReply {
+        let mut cards: Vec<ethan_cards::Ui> = Vec::new();
         let session_id = match self.store.current_session(&input.session_key) {
             Ok(s) => s,
             Err(e) => {
-                return TurnOutcome::Failed {
-                    user_message: "My database is unavailable; I can't answer right now.".into(),
-                    detail: e.to_string(),
+                return TurnReply {
+                    outcome: TurnOutcome::Failed {
+                        user_message: "My database is unavailable; I can't answer right now."
+                            .into(),
+                        detail: e.to_string(),
+                    },
+                    cards,
                 }
             }
         };
@@ -95,10 +115,29 @@ impl Agent {
                 Vec::new()
             }
         };
-        let exposed = self.exposed_tools(input.channel);
-        let specs = self.executor.registry().specs(&exposed);
-        let system =
-            ChatMessage::system(prompt::system_prompt(&self.config, input.channel, &specs));
+        let audience = Audience {
+            channel: input.channel,
+            is_owner: input.is_owner,
+            unattended: false,
+            allowed_tools: None,
+        };
+        let registry = self.executor.registry();
+        let allowed = self.allowed_tools(&audience);
+        // Sent up front: the fast path; the rest is found with find_tools.
+        let mut active = self.policy.initial(registry, &allowed);
+        let catalog: Arc<[ToolSummary]> = allowed
+            .iter()
+            .filter_map(|n| registry.get(n))
+            .map(|t| ToolSummary {
+                name: t.name().to_string(),
+                description: t.description().to_string(),
+            })
+            .collect();
+        let system = ChatMessage::system(prompt::system_prompt(
+            &self.config,
+            input.channel,
+            !allowed.is_empty(),
+        ));
         let base_ctx = ToolContext {
             execution_id: String::new(),
             trace_id: input.trace_id.clone(),
@@ -113,6 +152,9 @@ impl Agent {
             allowed_tools: None,
             workspace: self.config.workspace(),
             ethan_home: Some(self.config.home.clone()),
+            catalog,
+            chat: input.chat.clone(),
+            approved_actions: Vec::new(),
         };
 
         let mut turn = vec![ChatMessage::user(input.text.clone())];
@@ -130,6 +172,7 @@ impl Agent {
             messages.push(system.clone());
             messages.extend(history.iter().cloned());
             messages.extend(turn.iter().cloned());
+            let specs = registry.specs(&active);
             let completion = tokio::select! {
                 c = self.provider.complete(&messages, &specs) => c,
                 _ = cancel.cancelled() => break TurnOutcome::Stopped,
@@ -166,12 +209,29 @@ impl Agent {
             let calls = msg.tool_calls.clone();
             turn.push(msg);
             let results = tokio::select! {
-                r = self.executor.execute(&calls, &exposed, &base_ctx) => Some(r),
+                r = self.executor.execute(&calls, &allowed, &base_ctx) => Some(r),
                 _ = cancel.cancelled() => None,
             };
             match results {
                 Some(results) => {
                     for r in results {
+                        if let Some(ui) = &r.result.ui {
+                            match serde_json::from_value::<ethan_cards::Ui>(ui.clone()) {
+                                Ok(ui) => cards.push(ui),
+                                Err(e) => tracing::warn!("a tool returned an unreadable card: {e}"),
+                            }
+                        }
+                        if let Some(names) =
+                            r.result.metadata.get("activate").and_then(|v| v.as_array())
+                        {
+                            active.extend(
+                                names
+                                    .iter()
+                                    .filter_map(|n| n.as_str())
+                                    .filter(|n| allowed.contains(*n))
+                                    .map(str::to_string),
+                            );
+                        }
                         tracing::info!(
                             tool = %r.requested,
                             ok = r.result.ok,
@@ -209,7 +269,7 @@ impl Agent {
         if let Err(e) = self.store.append_messages(&session_id, &turn) {
             tracing::error!("cannot store the turn of {}: {e}", input.session_key);
         }
-        outcome
+        TurnReply { outcome, cards }
     }
 }
 

@@ -2,10 +2,9 @@
 //! the model where it is and how to answer.
 
 use crate::config::Loaded;
-use crate::provider::types::ToolSpec;
 use ethan_channels::ChannelKind;
 
-pub fn system_prompt(config: &Loaded, channel: ChannelKind, tools: &[ToolSpec]) -> String {
+pub fn system_prompt(config: &Loaded, channel: ChannelKind, has_tools: bool) -> String {
     let mut s = String::new();
     let custom = config.config.model.system_prompt.trim();
     if !custom.is_empty() {
@@ -26,7 +25,11 @@ pub fn system_prompt(config: &Loaded, channel: ChannelKind, tools: &[ToolSpec]) 
          Relative file paths are resolved in the workspace {}.",
         config.workspace().display()
     ));
-    if tools.is_empty() {
+    if has_tools {
+        s.push_str(
+            "\nOnly some tools are listed up front; call find_tools with what you need to get more.",
+        );
+    } else {
         s.push_str("\nNo tools are available in this chat.");
     }
     s

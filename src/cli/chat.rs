@@ -4,6 +4,7 @@
 
 use crate::agent::{TurnInput, TurnOutcome};
 use crate::config::Loaded;
+use crate::consent::terminal::TerminalInput;
 use crate::daemon::commands::{self, Command};
 use crate::store::Store;
 use anyhow::Context;
@@ -11,7 +12,6 @@ use ethan_channels::ChannelKind;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
-use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
 pub async fn run(
@@ -21,7 +21,9 @@ pub async fn run(
 ) -> anyhow::Result<ExitCode> {
     let store = Store::open(&loaded.db_path())
         .with_context(|| format!("opening the database {}", loaded.db_path().display()))?;
-    let agent = crate::daemon::build_agent(loaded.clone(), store.clone())?;
+    let input = TerminalInput::spawn();
+    let consent = crate::daemon::build_consent(&loaded, &store, Some(input.clone()));
+    let agent = crate::daemon::build_agent(loaded.clone(), store.clone(), Some(consent.clone()))?;
     let name = session.unwrap_or_else(|| {
         format!(
             "{}-{}",
@@ -39,12 +41,16 @@ pub async fn run(
         is_owner: true,
         text,
         trace_id: uuid::Uuid::new_v4().simple().to_string(),
+        chat: None,
     };
 
     if let Some(text) = message {
         let cancel = CancellationToken::new();
-        let outcome = agent.run_turn(&input_for(text), &cancel).await;
-        return Ok(match outcome {
+        let reply = agent.run_turn_with_cards(&input_for(text), &cancel).await;
+        for card in &reply.cards {
+            println!("{}\n", ethan_cards::render_text(card));
+        }
+        return Ok(match reply.outcome {
             TurnOutcome::Answer(t) | TurnOutcome::IterationCap(t) => {
                 println!("{t}");
                 ExitCode::SUCCESS
@@ -61,11 +67,10 @@ pub async fn run(
     }
 
     eprintln!("Ethan — session {name}. Type a message; /new starts over, /exit or Ctrl-D quits, Ctrl-C stops an answer.");
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     loop {
         eprint!("you> ");
         let _ = std::io::stderr().flush();
-        let Some(line) = lines.next_line().await.context("reading stdin")? else {
+        let Some(line) = input.next_line().await else {
             break;
         };
         let text = line.trim().to_string();
@@ -82,11 +87,18 @@ pub async fn run(
             }
             Some(Command::New) => {
                 store.new_session(&key)?;
+                consent.grants.clear(&key);
                 println!("Started a fresh conversation.");
                 continue;
             }
             Some(Command::Stop) => {
                 println!("Nothing is running.");
+                continue;
+            }
+            Some(_) => {
+                println!(
+                    "That command works in chats; here, approvals are asked on this terminal."
+                );
                 continue;
             }
             None => {}
@@ -98,9 +110,12 @@ pub async fn run(
                 c2.cancel();
             }
         });
-        let outcome = agent.run_turn(&input_for(text), &cancel).await;
+        let reply = agent.run_turn_with_cards(&input_for(text), &cancel).await;
         ctrl_c.abort();
-        match outcome {
+        for card in &reply.cards {
+            println!("{}\n", ethan_cards::render_text(card));
+        }
+        match reply.outcome {
             TurnOutcome::Answer(t) | TurnOutcome::IterationCap(t) => println!("{t}\n"),
             TurnOutcome::Failed {
                 user_message,

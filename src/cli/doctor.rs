@@ -103,6 +103,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
             );
         }
     }
+    lark_checks(&mut r, &loaded).await;
     if tg.token.is_empty() && c.channels.lark.app_id.is_empty() {
         r.warn(
             "channels",
@@ -114,4 +115,99 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+fn when(unix: i64) -> String {
+    chrono::DateTime::from_timestamp(unix, 0)
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .unwrap_or_else(|| unix.to_string())
+}
+
+/// Lark: credentials (a `tenant_access_token`), the bot identity (`/open-apis/bot/v3/info`),
+/// webhook secrets, and whether events arrive (from `lark.started_at` / `lark.last_event_at`,
+/// which `ethan run` keeps in the state store).
+async fn lark_checks(r: &mut Report, loaded: &Loaded) {
+    use ethan_channels::lark::{LarkChannel, LAST_EVENT_AT_KEY, STARTED_AT_KEY};
+    let c = &loaded.config;
+    let lk = &c.channels.lark;
+    let (has_id, has_secret) = (!lk.app_id.trim().is_empty(), !lk.app_secret.is_empty());
+    if !has_id && !has_secret {
+        r.warn(
+            "lark",
+            "not configured: set channels.lark.app_id and app_secret (or LARK_APP_ID / LARK_APP_SECRET) from a self-built app",
+        );
+        return;
+    }
+    if !(has_id && has_secret) {
+        r.fail(
+            "lark",
+            "channels.lark.app_id and channels.lark.app_secret are both needed",
+        );
+        return;
+    }
+    if lk.mode == crate::config::LarkMode::Webhook
+        && lk.encrypt_key.is_empty()
+        && lk.verification_token.is_empty()
+    {
+        r.fail(
+            "lark",
+            "mode webhook needs channels.lark.encrypt_key or verification_token (Events & Callbacks page of the app)",
+        );
+    }
+    let ch = match LarkChannel::new(crate::daemon::lark_config(c)) {
+        Ok(ch) => ch,
+        Err(e) => return r.fail("lark", e.to_string()),
+    };
+    match ch.api().tenant_access_token().await {
+        Ok(_) => r.ok(
+            "lark",
+            format!(
+                "tenant_access_token: ok (app {} at {})",
+                lk.app_id.trim(),
+                ch.api().base_url()
+            ),
+        ),
+        Err(e) => return r.fail("lark", format!("tenant_access_token: {e}")),
+    }
+    match ch.probe().await {
+        Ok(me) => r.ok("lark", format!("bot info: {me}")),
+        Err(e) => r.fail(
+            "lark",
+            format!(
+                "bot info: {e}. Enable the bot capability (Features → Bot) and publish a version of the app"
+            ),
+        ),
+    }
+    let kv = Store::open(&loaded.db_path()).ok().map(|s| {
+        let get = |k: &str| {
+            s.kv_get(k)
+                .ok()
+                .flatten()
+                .and_then(|v| v.trim().parse::<i64>().ok())
+        };
+        (get(STARTED_AT_KEY), get(LAST_EVENT_AT_KEY))
+    });
+    match kv {
+        Some((Some(started), last)) if last.is_none_or(|l| l < started) => r.warn(
+            "lark",
+            format!(
+                "no event has arrived since the daemon started at {}. If you have messaged the bot, \
+                 check that the app subscribes to the im.message.receive_v1 event (Events & Callbacks; \
+                 \"receive events through persistent connection\" for mode: websocket), has the bot \
+                 capability and the im:message scopes, and that a version with these settings is published",
+                when(started)
+            ),
+        ),
+        Some((Some(_), Some(last))) => r.ok("lark", format!("last event received at {}", when(last))),
+        _ => {}
+    }
+    if c.owners.is_empty()
+        && lk.dm_policy != crate::config::DmPolicy::Open
+        && lk.allow_from.is_empty()
+    {
+        r.warn(
+            "lark",
+            "no owners and no allow_from: nobody may talk to the bot in DMs (add owners: [\"lark:<your open_id>\"])",
+        );
+    }
 }

@@ -15,8 +15,13 @@ pub fn list(loaded: &std::sync::Arc<Loaded>, channel: Option<&str>) -> anyhow::R
         Some("web") => ChannelKind::Web,
         Some(other) => anyhow::bail!("unknown channel {other:?} (terminal, telegram, lark, web)"),
     };
-    let agent = build_agent(loaded.clone(), Store::open_in_memory()?)?;
-    let exposed = agent.exposed_tools(channel);
+    let agent = build_agent(loaded.clone(), Store::open_in_memory()?, None)?;
+    let exposed = agent.allowed_tools(&crate::tools::policy::Audience {
+        channel,
+        is_owner: true,
+        unattended: false,
+        allowed_tools: None,
+    });
     println!(
         "{:<12} {:<10} {:<8} description",
         "tool",

@@ -17,19 +17,11 @@ pub enum Access {
     Ignore,
 }
 
-pub const NOT_ALLOWED: &str =
-    "Sorry, I only answer people on my allow list. Ask my owner to add your user id.";
+pub const NOT_ALLOWED: &str = "Sorry, I only answer people on my allow list. Ask my owner to add your \
+user id — or, if you own this bot, run `ethan owner claim` on its machine and send me /claim <code> here.";
 
-/// Whether `user_id` on `channel` is a configured owner.
-pub fn is_owner(config: &Config, channel: ChannelKind, user_id: &str) -> bool {
-    config
-        .owners
-        .iter()
-        .filter_map(|o| o.split_once(':'))
-        .any(|(ch, id)| ch == channel.as_str() && id.trim() == user_id)
-}
-
-pub fn check(config: &Config, ev: &InboundEvent) -> Access {
+/// Decide for `ev`; `is_owner` comes from the daemon's owner records.
+pub fn check(config: &Config, ev: &InboundEvent, is_owner: bool) -> Access {
     let (policy, allow_from, groups, group_mode) = match ev.channel {
         ChannelKind::Telegram => {
             let t = &config.channels.telegram;
@@ -44,7 +36,7 @@ pub fn check(config: &Config, ev: &InboundEvent) -> Access {
     if ev.sender.is_bot {
         return Access::Ignore;
     }
-    let owner = is_owner(config, ev.channel, &ev.sender.id);
+    let owner = is_owner;
     match ev.chat.kind {
         ChatKind::Group => {
             if !groups.is_empty() && !groups.contains(&ev.chat.id) {
@@ -100,6 +92,11 @@ mod tests {
 
     fn cfg(v: serde_json::Value) -> Config {
         crate::config::from_value(v).unwrap()
+    }
+
+    /// The owner is user "1" in these tests.
+    fn check(c: &Config, ev: &InboundEvent) -> Access {
+        super::check(c, ev, ev.sender.id == "1")
     }
 
     #[test]

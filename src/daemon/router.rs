@@ -10,11 +10,12 @@
 use super::access::{self, Access};
 use super::commands::{self, Command};
 use crate::agent::{Agent, TurnInput, TurnOutcome};
+use crate::consent::Consent;
 use crate::store::Store;
 use async_trait::async_trait;
 use ethan_channels::{
-    Channel, ChannelError, ChannelKind, InboundEvent, InboundSink, OutboundBody, OutboundMessage,
-    PublishOutcome,
+    ApprovalAck, ApprovalChoice, ApprovalDecision, Channel, ChannelError, ChannelKind, ChatKind,
+    InboundEvent, InboundSink, OutboundBody, OutboundMessage, PublishOutcome,
 };
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -37,6 +38,7 @@ struct SessionWorker {
 pub struct Router {
     store: Store,
     agent: Arc<Agent>,
+    consent: Arc<Consent>,
     channels: HashMap<ChannelKind, Arc<dyn Channel>>,
     workers: Mutex<HashMap<String, SessionWorker>>,
     running: Mutex<HashMap<String, CancellationToken>>,
@@ -48,12 +50,14 @@ impl Router {
     pub fn new(
         store: Store,
         agent: Arc<Agent>,
+        consent: Arc<Consent>,
         channels: HashMap<ChannelKind, Arc<dyn Channel>>,
         max_turns: usize,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
             agent,
+            consent,
             channels,
             workers: Mutex::new(HashMap::new()),
             running: Mutex::new(HashMap::new()),
@@ -170,11 +174,15 @@ impl Router {
         Err(last.unwrap_or_else(|| ChannelError::Storage("send failed".into())))
     }
 
+    fn access(&self, ev: &InboundEvent) -> Access {
+        let owner = self.consent.owners.is_owner(ev.channel, &ev.sender.id);
+        access::check(&self.agent.config.config, ev, owner)
+    }
+
     /// Handle one event of a session (called by its worker, in order).
     async fn handle(self: &Arc<Self>, ev: InboundEvent) {
         self.mark(&ev, "processing");
-        let config = &self.agent.config.config;
-        let is_owner = match access::check(config, &ev) {
+        let is_owner = match self.access(&ev) {
             Access::Ignore => {
                 self.mark(&ev, "ignored");
                 return;
@@ -195,13 +203,19 @@ impl Router {
         let reply_text = match commands::parse(&ev.text) {
             Some(Command::Help) => Some(commands::HELP.to_string()),
             Some(Command::New) => Some(match self.store.new_session(&key) {
-                Ok(_) => "Started a fresh conversation.".to_string(),
+                Ok(_) => {
+                    self.consent.grants.clear(&key);
+                    "Started a fresh conversation.".to_string()
+                }
                 Err(e) => {
                     tracing::error!("/new failed: {e}");
                     "I couldn't start a new conversation (database error).".to_string()
                 }
             }),
             Some(Command::Stop) => Some("Nothing is running.".to_string()),
+            Some(c @ (Command::Approve(_) | Command::Deny(_) | Command::Claim(_))) => {
+                Some(self.out_of_band(&ev, &c))
+            }
             None => self.run_turn(&ev, is_owner).await,
         };
         let state = match reply_text {
@@ -234,8 +248,23 @@ impl Router {
             is_owner,
             text: ev.text.clone(),
             trace_id: trace_id_for(ev),
+            chat: Some(ev.chat.clone()),
         };
-        let outcome = self.agent.run_turn(&input, &cancel).await;
+        let reply = self.agent.run_turn_with_cards(&input, &cancel).await;
+        let outcome = reply.outcome;
+        // Cards go out as their own messages, before the answer.
+        if let Some(ch) = self.channels.get(&ev.channel) {
+            for ui in reply.cards {
+                let msg = OutboundMessage {
+                    chat: ev.chat.clone(),
+                    reply_to: ev.message_id.clone(),
+                    body: OutboundBody::Ui(ui),
+                };
+                if let Err(e) = ch.send(&msg).await {
+                    tracing::warn!("could not show a card in {key}: {e}");
+                }
+            }
+        }
         typing.abort();
         self.running
             .lock()
@@ -263,6 +292,63 @@ impl Router {
                 tokio::time::sleep(TYPING_EVERY).await;
             }
         })
+    }
+
+    /// `/approve`, `/deny`, `/claim`: handled at once (a turn may be waiting for them); the reply.
+    fn out_of_band(&self, ev: &InboundEvent, cmd: &Command) -> String {
+        match cmd {
+            Command::Claim(code) => {
+                if ev.chat.kind != ChatKind::Direct {
+                    return "Send /claim <code> to me in a direct message.".into();
+                }
+                self.consent.owners.claim(ev.channel, &ev.sender.id, code)
+            }
+            Command::Approve(id) | Command::Deny(id) => {
+                let choice = if matches!(cmd, Command::Approve(_)) {
+                    ApprovalChoice::Once
+                } else {
+                    ApprovalChoice::Deny
+                };
+                let id = match id {
+                    Some(id) => id.clone(),
+                    None => {
+                        let waiting = self.consent.pending_in_chat(ev.channel, &ev.chat.id);
+                        match waiting.as_slice() {
+                            [one] => one.clone(),
+                            [] => return "No approval is waiting here.".into(),
+                            _ => {
+                                return "Several approvals are waiting; give the id: /approve <id>."
+                                    .into()
+                            }
+                        }
+                    }
+                };
+                let ack = self.consent.decide(&ApprovalDecision {
+                    channel: ev.channel,
+                    request_id: id.clone(),
+                    choice,
+                    user_id: ev.sender.id.clone(),
+                    chat_id: ev.chat.id.clone(),
+                });
+                if let (Some(outcome), Some(ch)) =
+                    (&ack.outcome, self.channels.get(&ev.channel).cloned())
+                {
+                    let msg = OutboundMessage {
+                        chat: ev.chat.clone(),
+                        reply_to: None,
+                        body: OutboundBody::ResolveApproval {
+                            request_id: id,
+                            outcome: outcome.clone(),
+                        },
+                    };
+                    tokio::spawn(async move {
+                        let _ = ch.send(&msg).await;
+                    });
+                }
+                ack.toast
+            }
+            _ => String::new(),
+        }
     }
 
     /// Cancel the running turn of `key`; true when there was one.
@@ -295,12 +381,7 @@ pub struct RouterSink(pub Arc<Router>);
 impl InboundSink for RouterSink {
     async fn publish(&self, ev: InboundEvent) -> Result<PublishOutcome, ChannelError> {
         let router = &self.0;
-        if !ev.addressed
-            && matches!(
-                access::check(&router.agent.config.config, &ev),
-                Access::Ignore
-            )
-        {
+        if !ev.addressed && matches!(router.access(&ev), Access::Ignore) {
             return Ok(PublishOutcome::Ignored);
         }
         let new = router
@@ -310,18 +391,37 @@ impl InboundSink for RouterSink {
         if !new {
             return Ok(PublishOutcome::Duplicate);
         }
-        // /stop must not wait behind the turn it is meant to stop.
-        if commands::parse(&ev.text) == Some(Command::Stop)
-            && matches!(
-                access::check(&router.agent.config.config, &ev),
-                Access::Allowed { .. }
-            )
-            && router.stop(&ev.session_key())
-        {
-            router.mark(&ev, "done");
-            return Ok(PublishOutcome::Accepted);
+        // These must not wait behind the turn they act on.
+        match commands::parse(&ev.text) {
+            Some(Command::Stop) => {
+                if matches!(router.access(&ev), Access::Allowed { .. })
+                    && router.stop(&ev.session_key())
+                {
+                    router.mark(&ev, "done");
+                    return Ok(PublishOutcome::Accepted);
+                }
+            }
+            Some(cmd) if cmd.bypasses_queue() => {
+                // /claim works for people not yet allowed; /approve and /deny check the owner.
+                router.mark(&ev, "processing");
+                let reply = router.out_of_band(&ev, &cmd);
+                let state = match router.reply(&ev, &reply).await {
+                    Ok(()) => "done",
+                    Err(e) => {
+                        tracing::error!("could not answer a command: {e}");
+                        "failed"
+                    }
+                };
+                router.mark(&ev, state);
+                return Ok(PublishOutcome::Accepted);
+            }
+            _ => {}
         }
         router.enqueue(ev).await;
         Ok(PublishOutcome::Accepted)
+    }
+
+    async fn decide(&self, decision: ApprovalDecision) -> ApprovalAck {
+        self.0.consent.decide(&decision)
     }
 }

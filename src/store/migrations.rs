@@ -42,6 +42,46 @@ const STEPS: &[&str] = &[
         value  TEXT NOT NULL
     );
     "#,
+    // 2: tool audit log and replay-guard keys
+    r#"
+    CREATE TABLE audit (
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
+        execution_id  TEXT NOT NULL,
+        trace_id      TEXT NOT NULL,
+        session_key   TEXT NOT NULL,
+        user_id       TEXT NOT NULL,
+        channel       TEXT NOT NULL,
+        tool          TEXT NOT NULL,
+        args          TEXT NOT NULL,
+        started_ms    INTEGER NOT NULL,
+        ended_ms      INTEGER NOT NULL,
+        ok            INTEGER NOT NULL,
+        attempt       INTEGER NOT NULL,
+        error_kind    TEXT,
+        error         TEXT,
+        output_bytes  INTEGER NOT NULL,
+        spill_path    TEXT
+    );
+    CREATE INDEX audit_session ON audit(session_key, id);
+    CREATE INDEX audit_started ON audit(started_ms);
+    CREATE TABLE replay_keys (
+        key         TEXT PRIMARY KEY,
+        trace_id    TEXT NOT NULL,
+        tool        TEXT NOT NULL,
+        created_at  INTEGER NOT NULL
+    );
+    CREATE INDEX replay_created ON replay_keys(created_at);
+    "#,
+    // 3: owners claimed at run time or added by hand
+    r#"
+    CREATE TABLE owners (
+        channel   TEXT NOT NULL,
+        user_id   TEXT NOT NULL,
+        source    TEXT NOT NULL,
+        added_at  INTEGER NOT NULL,
+        PRIMARY KEY (channel, user_id)
+    );
+    "#,
 ];
 
 pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {

@@ -7,10 +7,12 @@
 //! The connection sits behind a mutex; every call is a short statement or transaction, so the
 //! async callers hold it only briefly.
 
+pub mod audit;
 pub mod inbound;
 pub mod kv;
 pub mod messages;
 mod migrations;
+pub mod owners;
 pub mod sessions;
 
 use rusqlite::Connection;

@@ -34,6 +34,14 @@ impl Tool for FileRead {
     fn risk(&self) -> Risk {
         Risk::ReadOnly
     }
+    /// Read-only, so no consent, except a protected path: an always-ask call for the owner.
+    fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
+        let raw = args.get("path").and_then(Value::as_str)?;
+        paths::protected_description(ctx, raw, "read")
+    }
+    fn consent_always(&self, _args: &Value, _ctx: &ToolContext) -> bool {
+        true
+    }
     fn fast_path(&self) -> bool {
         true
     }

@@ -32,6 +32,39 @@ impl Tool for FileWrite {
     fn risk(&self) -> Risk {
         Risk::Write
     }
+    /// No consent inside the system temp directory; a protected path is an always-ask call.
+    fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
+        let raw = args.get("path").and_then(Value::as_str)?;
+        if let Some(d) = paths::protected_description(ctx, raw, "write") {
+            return Some(d);
+        }
+        let path = paths::real_path(&paths::resolve(ctx, raw));
+        let tmp = paths::real_path(&std::env::temp_dir());
+        if path.starts_with(&tmp) {
+            return None;
+        }
+        let bytes = args
+            .get("content")
+            .and_then(Value::as_str)
+            .map_or(0, str::len);
+        let verb = if args.get("append").and_then(Value::as_bool) == Some(true) {
+            "append"
+        } else {
+            "write"
+        };
+        Some(format!("{verb} {bytes} bytes to {}", path.display()))
+    }
+    /// The parent directory: approving it for the session covers its subtree.
+    fn consent_scope(&self, args: &Value, ctx: &ToolContext) -> String {
+        let raw = args.get("path").and_then(Value::as_str).unwrap_or("");
+        let path = paths::real_path(&paths::resolve(ctx, raw));
+        path.parent().unwrap_or(&path).display().to_string()
+    }
+    fn consent_always(&self, args: &Value, ctx: &ToolContext) -> bool {
+        args.get("path")
+            .and_then(Value::as_str)
+            .is_some_and(|p| paths::protection(ctx, &paths::resolve(ctx, p)).is_some())
+    }
 
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
         let (path, content) = match (req_str(&args, "path"), req_str(&args, "content")) {

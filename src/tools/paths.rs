@@ -153,13 +153,28 @@ pub fn protection(ctx: &ToolContext, path: &Path) -> Option<Protected> {
     None
 }
 
-/// Resolve and refuse protected paths: the one call file and search tools make.
+/// Resolve and refuse protected paths: the one call file and search tools make. A protected path
+/// passes only when the owner approved this call as an always-ask call (consent).
 pub fn resolve_checked(ctx: &ToolContext, path: &str) -> Result<PathBuf, ToolResult> {
     let p = resolve(ctx, path);
     match protection(ctx, &p) {
         None => Ok(p),
+        Some(_)
+            if ctx
+                .approved_actions
+                .iter()
+                .any(|a| a == crate::consent::PROTECTED_PATHS_APPROVED) =>
+        {
+            Ok(p)
+        }
         Some(why) => Err(ToolResult::err(ErrorKind::Denied, why.describe(&p))),
     }
+}
+
+/// Consent hooks shared by file tools: a protected path is an always-ask call (owner only).
+pub fn protected_description(ctx: &ToolContext, path: &str, verb: &str) -> Option<String> {
+    let p = resolve(ctx, path);
+    protection(ctx, &p).map(|why| format!("{verb} {} — {}", p.display(), why.describe(&p)))
 }
 
 #[cfg(test)]

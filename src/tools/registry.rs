@@ -1,7 +1,11 @@
-//! The registry: every tool the daemon knows, by name, with its aliases. Registration checks the
-//! name (`^[A-Za-z0-9_-]{1,64}$`); a bad tool is skipped with a logged error and never reaches
-//! the model.
+//! The registry: every tool the daemon knows, by name, with its compiled argument validator.
+//!
+//! Registration checks the name (`^[A-Za-z0-9_-]{1,64}$`, not an alias, not taken) and the
+//! `parameters` schema ([`super::schema::check_parameters`]: a valid JSON Schema whose arrays all
+//! have `items`). A tool that fails is skipped with one logged error, never sent to the model,
+//! and listed with its reason by `ethan tools list`. Validators are compiled once, here.
 
+use super::schema::{check_parameters, ArgsValidator};
 use super::Tool;
 use crate::config::Config;
 use crate::provider::types::ToolSpec;
@@ -24,9 +28,15 @@ pub struct Skipped {
     pub reason: String,
 }
 
+struct Entry {
+    tool: Arc<dyn Tool>,
+    validator: ArgsValidator,
+    spec: ToolSpec,
+}
+
 #[derive(Default)]
 pub struct Registry {
-    tools: BTreeMap<String, Arc<dyn Tool>>,
+    tools: BTreeMap<String, Entry>,
     skipped: Vec<Skipped>,
 }
 
@@ -39,25 +49,40 @@ pub fn valid_name(name: &str) -> bool {
 }
 
 impl Registry {
-    /// Add a tool, or record why it was skipped.
+    /// Add a tool, or record (and log) why it was skipped.
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
         let name = tool.name().to_string();
-        let reason = if !valid_name(&name) {
-            Some("the name must match ^[A-Za-z0-9_-]{1,64}$".to_string())
+        let parameters = tool.parameters();
+        let checked = if !valid_name(&name) {
+            Err("the name must match ^[A-Za-z0-9_-]{1,64}$".to_string())
         } else if ALIASES.iter().any(|(a, _)| *a == name) {
-            Some("the name is reserved as an alias".to_string())
+            Err("the name is reserved as an alias".to_string())
         } else if self.tools.contains_key(&name) {
-            Some("a tool with this name is already registered".to_string())
+            Err("a tool with this name is already registered".to_string())
         } else {
-            None
+            check_parameters(&parameters)
+                .map_err(|e| format!("bad parameters schema: {e}"))
+                .and_then(|()| ArgsValidator::compile(&parameters))
         };
-        match reason {
-            Some(reason) => {
+        match checked {
+            Err(reason) => {
                 tracing::error!("tool {name:?} skipped: {reason}");
                 self.skipped.push(Skipped { name, reason });
             }
-            None => {
-                self.tools.insert(name, tool);
+            Ok(validator) => {
+                let spec = ToolSpec {
+                    name: name.clone(),
+                    description: tool.description().to_string(),
+                    parameters,
+                };
+                self.tools.insert(
+                    name,
+                    Entry {
+                        tool,
+                        validator,
+                        spec,
+                    },
+                );
             }
         }
     }
@@ -72,11 +97,16 @@ impl Registry {
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools.get(name)
+        self.tools.get(name).map(|e| &e.tool)
+    }
+
+    /// The compiled validator of a registered tool.
+    pub fn validator(&self, name: &str) -> Option<&ArgsValidator> {
+        self.tools.get(name).map(|e| &e.validator)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
-        self.tools.values()
+        self.tools.values().map(|e| &e.tool)
     }
 
     pub fn skipped(&self) -> &[Skipped] {
@@ -88,11 +118,7 @@ impl Registry {
         let mut out: Vec<ToolSpec> = names
             .into_iter()
             .filter_map(|n| self.tools.get(n))
-            .map(|t| ToolSpec {
-                name: t.name().to_string(),
-                description: t.description().to_string(),
-                parameters: t.parameters(),
-            })
+            .map(|e| e.spec.clone())
             .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
         out
@@ -111,6 +137,80 @@ impl Registry {
         r.register(Arc::new(super::file_read::FileRead));
         r.register(Arc::new(super::file_write::FileWrite));
         r.register(Arc::new(super::file_list::FileList));
+        r.register(Arc::new(super::find_tools::FindTools));
+        r.register(Arc::new(super::ui_card::UiCard));
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::{Risk, ToolContext, ToolResult};
+    use async_trait::async_trait;
+    use serde_json::{json, Value};
+
+    struct Fake(&'static str, Value);
+
+    #[async_trait]
+    impl Tool for Fake {
+        fn name(&self) -> &str {
+            self.0
+        }
+        fn description(&self) -> &str {
+            "fake"
+        }
+        fn parameters(&self) -> Value {
+            self.1.clone()
+        }
+        fn risk(&self) -> Risk {
+            Risk::ReadOnly
+        }
+        async fn run(&self, _: Value, _: &ToolContext) -> ToolResult {
+            ToolResult::ok("")
+        }
+    }
+
+    #[test]
+    fn bad_tools_are_skipped_with_a_reason() {
+        let mut r = Registry::default();
+        let ok = json!({"type": "object", "properties": {}});
+        r.register(Arc::new(Fake("good", ok.clone())));
+        r.register(Arc::new(Fake("bad name!", ok.clone())));
+        r.register(Arc::new(Fake("bash", ok.clone())));
+        r.register(Arc::new(Fake("good", ok.clone())));
+        r.register(Arc::new(Fake(
+            "no_items",
+            json!({"type": "object", "properties": {"xs": {"type": "array"}}}),
+        )));
+        r.register(Arc::new(Fake("bad_schema", json!({"type": 12}))));
+        assert_eq!(r.iter().count(), 1);
+        let reasons: Vec<String> = r
+            .skipped()
+            .iter()
+            .map(|s| format!("{}: {}", s.name, s.reason))
+            .collect();
+        assert_eq!(reasons.len(), 5, "{reasons:?}");
+        assert!(reasons[0].contains("must match"));
+        assert!(reasons[1].contains("alias"));
+        assert!(reasons[2].contains("already registered"));
+        assert!(reasons[3].contains("has no `items`"), "{reasons:?}");
+        assert!(
+            reasons[4].contains("not a valid JSON Schema"),
+            "{reasons:?}"
+        );
+        assert!(r.specs(&["no_items".to_string()]).is_empty());
+    }
+
+    #[test]
+    fn builtins_register_cleanly_and_aliases_resolve() {
+        let r = Registry::builtin(&Config::default());
+        assert!(r.skipped().is_empty(), "{:?}", r.skipped());
+        assert_eq!(r.resolve("bash"), Some("shell"));
+        assert_eq!(r.resolve("exec"), Some("shell"));
+        assert_eq!(r.resolve("read_file"), Some("file_read"));
+        assert_eq!(r.resolve("write_file"), Some("file_write"));
+        assert_eq!(r.resolve("list_dir"), Some("file_list"));
+        assert_eq!(r.resolve("nope"), None);
     }
 }

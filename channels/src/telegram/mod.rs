@@ -8,6 +8,7 @@
 //! The API base URL is configurable (`channels.telegram.api_url`, without `/bot<token>`), which is
 //! how tests point the adapter at a loopback fake and how users reach a self-hosted Bot API server.
 
+pub mod approval;
 pub mod chunk;
 pub mod normalize;
 pub mod poll;
@@ -17,7 +18,8 @@ pub mod send;
 use crate::channel::{Channel, ChannelError, InboundSink, StateStore};
 use crate::model::{ChannelKind, InboundEvent, OutboundMessage, SentRef};
 use async_trait::async_trait;
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 use teloxide::prelude::Requester;
 use teloxide::Bot;
@@ -57,6 +59,7 @@ pub struct TelegramChannel {
     bot: Bot,
     config: TelegramConfig,
     me: OnceLock<BotIdentity>,
+    approvals: Mutex<HashMap<String, approval::SentApproval>>,
 }
 
 impl TelegramChannel {
@@ -84,6 +87,7 @@ impl TelegramChannel {
             bot,
             config,
             me: OnceLock::new(),
+            approvals: Mutex::new(HashMap::new()),
         })
     }
 
@@ -94,6 +98,11 @@ impl TelegramChannel {
 
     pub(crate) fn bot(&self) -> &Bot {
         &self.bot
+    }
+
+    /// Approval messages sent and not yet resolved, by request id.
+    fn approvals(&self) -> MutexGuard<'_, HashMap<String, approval::SentApproval>> {
+        self.approvals.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     async fn get_me(&self) -> Result<BotIdentity, ChannelError> {

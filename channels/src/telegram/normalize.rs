@@ -14,7 +14,11 @@ pub fn normalize_update(update: &Update, me: &BotIdentity) -> Option<InboundEven
         return None;
     };
     let from = msg.from.as_ref()?;
-    let raw_text = msg.text().or_else(|| msg.caption())?;
+    let placeholder = media_placeholder(msg);
+    let raw_text = match msg.text().or_else(|| msg.caption()) {
+        Some(t) => t,
+        None => placeholder.as_deref()?,
+    };
     let entities = msg
         .entities()
         .or_else(|| msg.caption_entities())
@@ -62,7 +66,13 @@ pub fn normalize_update(update: &Update, me: &BotIdentity) -> Option<InboundEven
         }
     }
     text.push_str(&raw_text[pos..]);
-    let text = text.trim().to_string();
+    let mut text = text.trim().to_string();
+    // A caption keeps a note of the media it came with.
+    if msg.caption().is_some() {
+        if let Some(p) = &placeholder {
+            text = format!("{p} {text}");
+        }
+    }
 
     let thread = if msg.is_topic_message {
         msg.thread_id.map(|t| t.0 .0.to_string())
@@ -98,6 +108,43 @@ pub fn normalize_update(update: &Update, me: &BotIdentity) -> Option<InboundEven
     })
 }
 
+/// A short text standing for a message's media (`[photo]`, `[sticker 😀]`, `[voice message]`…),
+/// so the mention gate and the agent treat every message kind alike.
+fn media_placeholder(msg: &teloxide::types::Message) -> Option<String> {
+    if msg.photo().is_some() {
+        return Some("[photo]".into());
+    }
+    if let Some(s) = msg.sticker() {
+        return Some(
+            format!("[sticker {}]", s.emoji.clone().unwrap_or_default()).replace(" ]", "]"),
+        );
+    }
+    if msg.voice().is_some() {
+        return Some("[voice message]".into());
+    }
+    if msg.audio().is_some() {
+        return Some("[audio]".into());
+    }
+    if msg.video().is_some() || msg.video_note().is_some() {
+        return Some("[video]".into());
+    }
+    if msg.animation().is_some() {
+        return Some("[animation]".into());
+    }
+    if let Some(d) = msg.document() {
+        return Some(
+            format!("[file {}]", d.file_name.clone().unwrap_or_default()).replace(" ]", "]"),
+        );
+    }
+    if msg.location().is_some() {
+        return Some("[location]".into());
+    }
+    if msg.contact().is_some() {
+        return Some("[contact]".into());
+    }
+    None
+}
+
 /// Convert a UTF-16 `offset`/`length` pair into a byte range of `s`, or `None` when it does not
 /// fall on character boundaries inside the string.
 fn utf16_range_to_bytes(s: &str, offset: usize, length: usize) -> Option<(usize, usize)> {
@@ -127,6 +174,11 @@ fn utf16_range_to_bytes(s: &str, offset: usize, length: usize) -> Option<(usize,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// teloxide parses updates from text (as they arrive); `from_value` takes another path.
+    fn parse(v: serde_json::Value) -> Update {
+        serde_json::from_str(&v.to_string()).unwrap()
+    }
 
     fn me() -> BotIdentity {
         BotIdentity {
@@ -177,6 +229,67 @@ mod tests {
         let raw = include_str!("../../../tests/fixtures/telegram/update_callback_query.json");
         let update: Update = serde_json::from_str(raw).unwrap();
         assert!(normalize_update(&update, &me()).is_none());
+    }
+
+    #[test]
+    fn mention_after_emoji_uses_utf16_offsets() {
+        // "😀😀 @nvt_ssh_bot hi": the mention starts at UTF-16 offset 5, code-point offset 3.
+        let update: Update = parse(serde_json::json!({
+            "update_id": 1,
+            "message": {
+                "message_id": 2, "date": 0,
+                "chat": {"id": -100, "type": "supergroup", "title": "g"},
+                "from": {"id": 7, "is_bot": false, "first_name": "A"},
+                "text": "😀😀 @nvt_ssh_bot hi",
+                "entities": [{"type": "mention", "offset": 5, "length": 12}]
+            }
+        }));
+        let ev = normalize_update(&update, &me()).unwrap_or_else(|| panic!("{update:?}"));
+        assert!(ev.addressed);
+        assert_eq!(ev.text, "😀😀  hi");
+    }
+
+    #[test]
+    fn stickers_and_photos_are_gated_like_text() {
+        let sticker: Update = parse(serde_json::json!({
+            "update_id": 3,
+            "message": {
+                "message_id": 4, "date": 0,
+                "chat": {"id": -100, "type": "supergroup", "title": "g"},
+                "from": {"id": 7, "is_bot": false, "first_name": "A"},
+                "sticker": {"file_id": "f", "file_unique_id": "u", "type": "regular", "width": 1, "height": 1,
+                            "is_animated": false, "is_video": false, "emoji": "👍"},
+                "reply_to_message": {"message_id": 1, "date": 0, "chat": {"id": -100, "type": "supergroup", "title": "g"},
+                                     "from": {"id": 5000, "is_bot": true, "first_name": "Bot"}, "text": "earlier answer"}
+            }
+        }));
+        let ev = normalize_update(&sticker, &me()).unwrap();
+        assert_eq!(ev.text, "[sticker 👍]");
+        assert!(ev.addressed, "a reply to the bot is addressed");
+        let photo: Update = parse(serde_json::json!({
+            "update_id": 5,
+            "message": {
+                "message_id": 6, "date": 0,
+                "chat": {"id": -100, "type": "supergroup", "title": "g"},
+                "from": {"id": 7, "is_bot": false, "first_name": "A"},
+                "photo": [{"file_id": "p", "file_unique_id": "q", "width": 1, "height": 1}],
+                "caption": "look"
+            }
+        }));
+        let ev = normalize_update(&photo, &me()).unwrap();
+        assert_eq!(ev.text, "[photo] look");
+        assert!(!ev.addressed);
+    }
+
+    #[test]
+    fn topic_messages_get_a_thread_but_plain_replies_do_not() {
+        let raw =
+            include_str!("../../../tests/fixtures/telegram/update_supergroup_reply_command.json");
+        let update: Update = serde_json::from_str(raw).unwrap();
+        let ev = normalize_update(&update, &me()).unwrap();
+        let v: serde_json::Value = serde_json::from_str(raw).unwrap();
+        let is_topic = v["message"]["is_topic_message"].as_bool().unwrap_or(false);
+        assert_eq!(ev.chat.thread.is_some(), is_topic, "{:?}", ev.chat);
     }
 
     #[test]

@@ -124,6 +124,12 @@ pub(super) async fn run(
                 }
                 for update in updates {
                     let id = update.id.0 as i32;
+                    if let teloxide::types::UpdateKind::CallbackQuery(q) = &update.kind {
+                        super::approval::on_callback(&chan, sink.as_ref(), q).await;
+                        offset = id.saturating_add(1);
+                        state.set(OFFSET_KEY, &offset.to_string())?;
+                        continue;
+                    }
                     if let Some(event) = chan.normalize(&update) {
                         match sink.publish(event).await {
                             Ok(PublishOutcome::Duplicate) => {

@@ -76,12 +76,22 @@ pub(super) async fn send(
             Ok(SentRef::default())
         }
         OutboundBody::Approval(req) => {
-            // Inline-keyboard approvals come with consent; until then, show the request as text.
-            let text = format!("Approval needed for {}: {}", req.tool, req.description);
-            let id = send_part(chan, chat_id, thread, None, &markdown_to_html(&text)).await?;
-            Ok(SentRef {
-                message_ids: vec![id],
-            })
+            super::approval::send_request(chan, chat_id, thread, req).await
+        }
+        OutboundBody::Ui(ui) => {
+            let mut sent = SentRef::default();
+            for part in ethan_cards::render_telegram(ui) {
+                sent.message_ids
+                    .push(send_part(chan, chat_id, thread, None, &part).await?);
+            }
+            Ok(sent)
+        }
+        OutboundBody::ResolveApproval {
+            request_id,
+            outcome,
+        } => {
+            super::approval::resolve(chan, request_id, outcome).await;
+            Ok(SentRef::default())
         }
         OutboundBody::Text(markdown) => {
             let html = markdown_to_html(markdown);
@@ -105,7 +115,7 @@ pub(super) async fn send(
 }
 
 /// Send one part as HTML, falling back to plain text when Telegram rejects the entities.
-async fn send_part(
+pub(super) async fn send_part(
     chan: &TelegramChannel,
     chat_id: ChatId,
     thread: Option<ThreadId>,

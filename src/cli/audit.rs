@@ -1,0 +1,55 @@
+//! `ethan audit [-n N] [--session S]`: the newest tool-call audit entries (arguments redacted).
+
+use crate::config::Loaded;
+use crate::store::Store;
+use anyhow::Context;
+use std::process::ExitCode;
+
+pub fn print(loaded: &Loaded, n: usize, session: Option<&str>) -> anyhow::Result<ExitCode> {
+    let store = Store::open(&loaded.db_path())
+        .with_context(|| format!("opening the database {}", loaded.db_path().display()))?;
+    let rows = store.recent_audit(n, session)?;
+    if rows.is_empty() {
+        println!(
+            "no tool calls recorded{}",
+            session.map(|s| format!(" for {s}")).unwrap_or_default()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    for e in rows.iter().rev() {
+        let when = chrono::DateTime::from_timestamp_millis(e.started_ms)
+            .map(|t| {
+                t.with_timezone(&chrono::Local)
+                    .format("%Y-%m-%d %H:%M:%S")
+                    .to_string()
+            })
+            .unwrap_or_default();
+        let outcome = if e.ok {
+            "ok".to_string()
+        } else {
+            e.error_kind.clone().unwrap_or_else(|| "error".into())
+        };
+        let mut args: String = e.args.chars().take(100).collect();
+        if args.len() < e.args.len() {
+            args.push('…');
+        }
+        println!(
+            "{when}  {:<10} {:<12} {:<10} try {} {:>6} ms {:>8} B  {}  [{}]",
+            e.channel,
+            e.tool,
+            outcome,
+            e.attempt,
+            e.ended_ms - e.started_ms,
+            e.output_bytes,
+            args,
+            e.session_key
+        );
+        if let Some(err) = &e.error {
+            println!("    error: {}", err.lines().next().unwrap_or(""));
+        }
+        if let Some(p) = &e.spill_path {
+            println!("    full output: {p}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

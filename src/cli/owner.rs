@@ -1,0 +1,73 @@
+//! `ethan owner claim|list|add|remove`: who owns the bot. `claim` prints a one-time code (valid
+//! 10 minutes) that the owner sends to the bot in a direct message as `/claim <code>`.
+
+use crate::config::Loaded;
+use crate::consent::owners::{Owners, CLAIM_TTL_SECS};
+use crate::store::Store;
+use anyhow::{bail, Context};
+use std::process::ExitCode;
+
+/// The subcommands.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum OwnerCommand {
+    /// Print a one-time code to send to the bot as `/claim <code>` in a DM
+    Claim,
+    /// List the owners (from the config and claimed)
+    List,
+    /// Add an owner, e.g. `telegram:123456789` or `lark:ou_xxx`
+    Add { owner: String },
+    /// Remove a claimed or added owner
+    Remove { owner: String },
+}
+
+fn split(owner: &str) -> anyhow::Result<(&str, &str)> {
+    match owner.split_once(':') {
+        Some((c @ ("telegram" | "lark"), id)) if !id.trim().is_empty() => Ok((c, id.trim())),
+        _ => bail!("{owner:?} must look like telegram:<user id> or lark:<open_id>"),
+    }
+}
+
+pub fn run(loaded: &Loaded, cmd: OwnerCommand) -> anyhow::Result<ExitCode> {
+    let store = Store::open(&loaded.db_path())
+        .with_context(|| format!("opening the database {}", loaded.db_path().display()))?;
+    match cmd {
+        OwnerCommand::Claim => {
+            let code = Owners::new(&loaded.config, store).new_claim_code()?;
+            println!("{code}");
+            eprintln!(
+                "Send `/claim {code}` to the bot in a direct message within {} minutes (works once).",
+                CLAIM_TTL_SECS / 60
+            );
+        }
+        OwnerCommand::List => {
+            for o in &loaded.config.owners {
+                println!("{o}  (config)");
+            }
+            for (channel, id, source, added) in store.list_owners()? {
+                let when = chrono::DateTime::from_timestamp(added, 0)
+                    .map(|t| t.format("%Y-%m-%d %H:%M").to_string())
+                    .unwrap_or_default();
+                println!("{channel}:{id}  ({source}, {when})");
+            }
+        }
+        OwnerCommand::Add { owner } => {
+            let (c, id) = split(&owner)?;
+            if store.add_owner(c, id, "cli")? {
+                println!("added {c}:{id}");
+            } else {
+                println!("{c}:{id} is already an owner");
+            }
+        }
+        OwnerCommand::Remove { owner } => {
+            let (c, id) = split(&owner)?;
+            if store.remove_owner(c, id)? {
+                println!("removed {c}:{id}");
+            } else if loaded.config.owners.iter().any(|o| o == &owner) {
+                bail!("{owner} is an owner in the config file; remove it there");
+            } else {
+                bail!("{owner} is not an owner");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

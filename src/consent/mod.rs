@@ -1,0 +1,326 @@
+//! Consent: a tool call with side effects needs a yes, and only the owner can say it in a chat
+//! (DESIGN §4). This is step 6 of the executor ([`crate::tools::executor::ConsentGate`]).
+//!
+//! For each call the tool's hooks say whether consent is needed (`consent_check`), for which
+//! scope (`consent_scope`: the tool name, or a directory for file tools) and whether the call
+//! must be asked every time (`consent_always`: dangerous shell commands, secret files). Then, by
+//! where the turn runs:
+//! - **unattended** (scheduled jobs): allowed only if the job was authorised for the tool when
+//!   the owner created it; a `consent_always` call never runs;
+//! - **ChannelGuard** (Telegram, Lark): before any owner exists nothing runs; a non-owner is
+//!   refused; the owner is asked with buttons (or `/approve <id>` / `/deny <id>`), and an
+//!   unanswered request is denied after `consent.timeout_secs`;
+//! - **terminal**: a y/N question on stderr, answered on stdin.
+//!
+//! "Approve for this session" remembers the scope in [`grants`] (never for `consent_always`).
+//! Every denial says which case happened, so the model can tell "the user said no" from "nobody
+//! answered".
+
+pub mod grants;
+pub mod owners;
+// The shell classifier lands in shell.rs / shell_corpus.rs; enable these two lines with it:
+// pub mod shell;
+// #[cfg(test)] mod shell_corpus;
+pub mod terminal;
+
+use crate::tools::executor::ConsentGate;
+use crate::tools::{ErrorKind, Tool, ToolContext, ToolResult};
+use async_trait::async_trait;
+use ethan_channels::{
+    ApprovalAck, ApprovalChoice, ApprovalDecision, ApprovalRequest, Channel, ChannelKind,
+    OutboundBody, OutboundMessage,
+};
+use grants::Grants;
+use owners::Owners;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use terminal::{TerminalAnswer, TerminalInput};
+use tokio::sync::oneshot;
+
+/// The `approved_actions` entry set when the owner approved an always-ask call on a protected
+/// path (`$ETHAN_HOME`, secret-looking files); file tools then let it through.
+pub const PROTECTED_PATHS_APPROVED: &str = "protected_paths";
+
+/// Why a call was refused; each has its own text for the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Denial {
+    RefusedByUser,
+    TimedOut(u64),
+    NotOwner,
+    NoOwner,
+    Unattended { always: bool },
+    NoProvider,
+}
+
+impl Denial {
+    pub fn result(&self, tool: &str) -> ToolResult {
+        let text = match self {
+            Denial::RefusedByUser => format!(
+                "the user refused this {tool} call. Do not retry it; ask what they want instead."
+            ),
+            Denial::TimedOut(s) => format!(
+                "nobody answered the approval request for this {tool} call within {s} s, so it did not run \
+                 (the user did not refuse). You may ask whether to try again."
+            ),
+            Denial::NotOwner => format!(
+                "only the bot's owner may use {tool} (a tool that changes things) here, and this user is not \
+                 the owner. Help with what you can do without it."
+            ),
+            Denial::NoOwner => format!(
+                "this bot has no owner yet, so no tool that changes things ({tool} included) may run. The \
+                 owner claims the bot by running `ethan owner claim` and sending /claim <code> in a DM."
+            ),
+            Denial::Unattended { always: true } => format!(
+                "this {tool} call needs the owner's approval every time, and it never runs in an unattended job."
+            ),
+            Denial::Unattended { always: false } => format!(
+                "{tool} is not among the tools this unattended job was authorised to use."
+            ),
+            Denial::NoProvider => format!(
+                "{tool} needs approval, and nobody can be asked in this interface."
+            ),
+        };
+        ToolResult::err(ErrorKind::Denied, text)
+    }
+}
+
+struct Pending {
+    channel: ChannelKind,
+    chat_id: String,
+    tool: String,
+    tx: oneshot::Sender<ApprovalChoice>,
+}
+
+/// The consent service: grants, owners, and approvals waiting for an answer.
+pub struct Consent {
+    pub grants: Grants,
+    pub owners: Owners,
+    pending: Mutex<HashMap<String, Pending>>,
+    channels: OnceLock<HashMap<ChannelKind, Arc<dyn Channel>>>,
+    terminal: Option<TerminalInput>,
+    timeout: Duration,
+}
+
+impl Consent {
+    /// `terminal`: stdin for terminal questions (`ethan chat`); `None` in the daemon.
+    pub fn new(owners: Owners, timeout: Duration, terminal: Option<TerminalInput>) -> Self {
+        Self {
+            grants: Grants::default(),
+            owners,
+            pending: Mutex::new(HashMap::new()),
+            channels: OnceLock::new(),
+            terminal,
+            timeout,
+        }
+    }
+
+    /// The chat channels used to ask (set once, when they are built).
+    pub fn set_channels(&self, channels: HashMap<ChannelKind, Arc<dyn Channel>>) {
+        let _ = self.channels.set(channels);
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The ids of requests waiting in a chat (for `/approve` without an id).
+    pub fn pending_in_chat(&self, channel: ChannelKind, chat_id: &str) -> Vec<String> {
+        self.pending()
+            .iter()
+            .filter(|(_, p)| p.channel == channel && p.chat_id == chat_id)
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// A button press or `/approve`/`/deny`. Only the owner's answer counts.
+    pub fn decide(&self, d: &ApprovalDecision) -> ApprovalAck {
+        let mut pending = self.pending();
+        let known = pending
+            .get(&d.request_id)
+            .is_some_and(|p| p.channel == d.channel);
+        if !known {
+            return ApprovalAck {
+                accepted: false,
+                toast: "This request is no longer waiting (answered or expired).".into(),
+                outcome: None,
+            };
+        }
+        if !self.owners.is_owner(d.channel, &d.user_id) {
+            tracing::info!(
+                "{} user {} pressed an approval button but is not the owner",
+                d.channel,
+                d.user_id
+            );
+            return ApprovalAck {
+                accepted: false,
+                toast: "Not allowed: only the bot's owner can answer this.".into(),
+                outcome: None,
+            };
+        }
+        let Some(p) = pending.remove(&d.request_id) else {
+            return ApprovalAck {
+                accepted: false,
+                toast: "This request is no longer waiting.".into(),
+                outcome: None,
+            };
+        };
+        let _ = p.tx.send(d.choice);
+        let (toast, outcome) = match d.choice {
+            ApprovalChoice::Once => ("Approved", format!("✅ Approved once: {}", p.tool)),
+            ApprovalChoice::Session => (
+                "Approved for this session",
+                format!("✅ Approved for this session: {}", p.tool),
+            ),
+            ApprovalChoice::Deny => ("Denied", format!("❌ Denied: {}", p.tool)),
+        };
+        ApprovalAck {
+            accepted: true,
+            toast: toast.into(),
+            outcome: Some(outcome),
+        }
+    }
+
+    async fn ask_in_chat(
+        &self,
+        ctx: &ToolContext,
+        tool: &str,
+        description: &str,
+        always: bool,
+    ) -> Result<ApprovalChoice, Denial> {
+        let channel = self
+            .channels
+            .get()
+            .and_then(|m| m.get(&ctx.channel))
+            .cloned()
+            .ok_or(Denial::NoProvider)?;
+        let Some(chat) = ctx.chat.clone() else {
+            return Err(Denial::NoProvider);
+        };
+        let request_id = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
+        let (tx, rx) = oneshot::channel();
+        self.pending().insert(
+            request_id.clone(),
+            Pending {
+                channel: ctx.channel,
+                chat_id: chat.id.clone(),
+                tool: tool.to_string(),
+                tx,
+            },
+        );
+        let msg = OutboundMessage {
+            chat: chat.clone(),
+            reply_to: None,
+            body: OutboundBody::Approval(ApprovalRequest {
+                request_id: request_id.clone(),
+                tool: tool.to_string(),
+                description: description.to_string(),
+                always,
+            }),
+        };
+        if let Err(e) = channel.send(&msg).await {
+            tracing::error!("cannot send the approval request: {e}");
+            self.pending().remove(&request_id);
+            return Err(Denial::NoProvider);
+        }
+        match tokio::time::timeout(self.timeout, rx).await {
+            Ok(Ok(choice)) => Ok(choice),
+            Ok(Err(_)) | Err(_) => {
+                self.pending().remove(&request_id);
+                let secs = self.timeout.as_secs();
+                let resolve = OutboundMessage {
+                    chat,
+                    reply_to: None,
+                    body: OutboundBody::ResolveApproval {
+                        request_id,
+                        outcome: format!("⌛ No answer within {secs} s: denied."),
+                    },
+                };
+                if let Err(e) = channel.send(&resolve).await {
+                    tracing::debug!("cannot mark the approval as timed out: {e}");
+                }
+                Err(Denial::TimedOut(secs))
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl ConsentGate for Consent {
+    async fn check(
+        &self,
+        tool: &dyn Tool,
+        args: &Value,
+        ctx: &mut ToolContext,
+    ) -> Result<(), ToolResult> {
+        let name = tool.name().to_string();
+        let Some(description) = tool.consent_check(args, ctx) else {
+            return Ok(());
+        };
+        let always = tool.consent_always(args, ctx);
+        let scope = tool.consent_scope(args, ctx);
+        let approve = |ctx: &mut ToolContext| {
+            if always {
+                ctx.approved_actions
+                    .push(PROTECTED_PATHS_APPROVED.to_string());
+            }
+        };
+        if ctx.unattended {
+            let authorised = ctx
+                .allowed_tools
+                .as_ref()
+                .is_some_and(|a| a.iter().any(|t| *t == name));
+            return if always {
+                Err(Denial::Unattended { always: true }.result(&name))
+            } else if authorised {
+                Ok(())
+            } else {
+                Err(Denial::Unattended { always: false }.result(&name))
+            };
+        }
+        let chat_platform = matches!(ctx.channel, ChannelKind::Telegram | ChannelKind::Lark);
+        if chat_platform {
+            if !self.owners.has_owner(ctx.channel) {
+                return Err(Denial::NoOwner.result(&name));
+            }
+            if !ctx.is_owner {
+                return Err(Denial::NotOwner.result(&name));
+            }
+        }
+        if !always && self.grants.is_granted(&ctx.session_key, &scope) {
+            return Ok(());
+        }
+        let choice = match ctx.channel {
+            ChannelKind::Terminal => match &self.terminal {
+                Some(input) => match terminal::ask(input, &name, &description, always).await {
+                    TerminalAnswer::Once => ApprovalChoice::Once,
+                    TerminalAnswer::Session => ApprovalChoice::Session,
+                    TerminalAnswer::No => ApprovalChoice::Deny,
+                },
+                None => return Err(Denial::NoProvider.result(&name)),
+            },
+            ChannelKind::Telegram | ChannelKind::Lark => {
+                match self.ask_in_chat(ctx, &name, &description, always).await {
+                    Ok(c) => c,
+                    Err(d) => return Err(d.result(&name)),
+                }
+            }
+            ChannelKind::Web => return Err(Denial::NoProvider.result(&name)),
+        };
+        match choice {
+            ApprovalChoice::Once => {
+                approve(ctx);
+                Ok(())
+            }
+            ApprovalChoice::Session => {
+                if !always {
+                    self.grants.grant(&ctx.session_key, &scope);
+                }
+                approve(ctx);
+                Ok(())
+            }
+            ApprovalChoice::Deny => Err(Denial::RefusedByUser.result(&name)),
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! The terminal's consent provider: a y/N question on stderr, the answer read from stdin — also
+//! when stdin is not a terminal, so `yes | ethan chat -m …` works. EOF, Ctrl-C or anything but
+//! y/yes/a/always means no; `a`/`always` grants the scope for the session.
+//!
+//! Stdin is read by one thread feeding a channel ([`TerminalInput`]), shared by the chat prompt
+//! and the consent question so they never compete for the same bytes.
+
+use std::io::BufRead;
+use std::sync::Arc;
+use tokio::sync::{mpsc, Mutex};
+
+/// Lines from stdin, read on a dedicated thread. `None` = EOF.
+#[derive(Clone)]
+pub struct TerminalInput {
+    rx: Arc<Mutex<mpsc::Receiver<String>>>,
+}
+
+impl TerminalInput {
+    pub fn spawn() -> Self {
+        let (tx, rx) = mpsc::channel(16);
+        std::thread::spawn(move || {
+            let stdin = std::io::stdin();
+            for line in stdin.lock().lines() {
+                let Ok(line) = line else { break };
+                if tx.blocking_send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            rx: Arc::new(Mutex::new(rx)),
+        }
+    }
+
+    /// The next line, or `None` at EOF.
+    pub async fn next_line(&self) -> Option<String> {
+        self.rx.lock().await.recv().await
+    }
+}
+
+/// The person's answer at the terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TerminalAnswer {
+    Once,
+    Session,
+    No,
+}
+
+/// Interpret an answer line.
+pub fn parse_answer(line: &str) -> TerminalAnswer {
+    match line.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => TerminalAnswer::Once,
+        "a" | "always" | "s" | "session" => TerminalAnswer::Session,
+        _ => TerminalAnswer::No,
+    }
+}
+
+/// Ask on stderr and wait for a line (or EOF / Ctrl-C = no).
+pub async fn ask(
+    input: &TerminalInput,
+    tool: &str,
+    description: &str,
+    always: bool,
+) -> TerminalAnswer {
+    let choices = if always {
+        "[y/N]"
+    } else {
+        "[y/a(lways this session)/N]"
+    };
+    eprintln!("\nEthan wants to run {tool}: {description}\nAllow? {choices} ");
+    let answer = tokio::select! {
+        line = input.next_line() => line.map(|l| parse_answer(&l)).unwrap_or(TerminalAnswer::No),
+        _ = tokio::signal::ctrl_c() => TerminalAnswer::No,
+    };
+    match (answer, always) {
+        (TerminalAnswer::Session, true) => TerminalAnswer::Once,
+        (a, _) => a,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers() {
+        assert_eq!(parse_answer("y"), TerminalAnswer::Once);
+        assert_eq!(parse_answer(" YES "), TerminalAnswer::Once);
+        assert_eq!(parse_answer("a"), TerminalAnswer::Session);
+        assert_eq!(parse_answer(""), TerminalAnswer::No);
+        assert_eq!(parse_answer("n"), TerminalAnswer::No);
+        assert_eq!(parse_answer("sure"), TerminalAnswer::No);
+    }
+}

@@ -15,6 +15,7 @@
 //! decide trust; the daemon derives who is the owner from its own records.
 
 pub mod channel;
+pub mod lark;
 pub mod model;
 pub mod telegram;
 

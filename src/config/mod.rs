@@ -11,6 +11,7 @@
 
 mod secret;
 mod types;
+pub mod watch;
 
 pub use secret::Secret;
 pub use types::*;
@@ -46,6 +47,11 @@ impl Loaded {
     /// `$ETHAN_HOME/ethan.db`.
     pub fn db_path(&self) -> PathBuf {
         self.home.join("ethan.db")
+    }
+
+    /// `$ETHAN_HOME/spill`: full outputs of tool calls cut for the model.
+    pub fn spill_dir(&self) -> PathBuf {
+        self.home.join("spill")
     }
 
     /// `tools.workspace`, default `$ETHAN_HOME/workspace`.
@@ -330,7 +336,6 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
 /// Keys accepted now whose feature comes in a later version: (key prefix, what is missing).
 const LATER: &[(&str, &str)] = &[
     ("timezone", "schedules"),
-    ("channels.lark", "the Lark channel"),
     ("channels.telegram.mode", "Telegram webhook mode"),
     ("channels.telegram.webhook_url", "Telegram webhook mode"),
     ("channels.telegram.webhook_secret", "Telegram webhook mode"),
@@ -339,16 +344,10 @@ const LATER: &[(&str, &str)] = &[
         "consent (owners only matter for dm_policy for now)",
     ),
     ("consent", "consent"),
-    ("tools.profile", "tool profiles"),
-    ("tools.allow", "tool policy"),
-    ("tools.also_allow", "tool policy"),
-    ("tools.deny", "tool policy"),
-    ("tools.fast_path", "the fast path"),
     ("tools.web_search", "the web_search tool"),
     ("tools.web_fetch", "the web_fetch tool"),
     ("knowledge", "the knowledge base"),
     ("scheduler", "scheduled jobs"),
-    ("retention", "spill/audit retention"),
     ("gateway", "the HTTP gateway"),
 ];
 

@@ -7,11 +7,16 @@ pub mod router;
 
 use crate::agent::Agent;
 use crate::config::Loaded;
+use crate::consent::owners::Owners;
+use crate::consent::terminal::TerminalInput;
+use crate::consent::Consent;
 use crate::provider::OpenAiClient;
 use crate::store::Store;
-use crate::tools::executor::Executor;
+use crate::tools::executor::{Executor, ExecutorOptions};
+use crate::tools::policy::Policy;
 use crate::tools::registry::Registry;
 use anyhow::{bail, Context};
+use ethan_channels::lark::{LarkChannel, LarkConfig, LarkMode};
 use ethan_channels::telegram::{TelegramChannel, TelegramConfig};
 use ethan_channels::{Channel, ChannelKind, InboundSink, StateStore};
 use std::collections::HashMap;
@@ -20,16 +25,80 @@ use std::sync::Arc;
 /// Turns in flight across all sessions.
 pub const MAX_CONCURRENT_TURNS: usize = 8;
 
-/// Build the agent shared by `run` and `chat`.
-pub fn build_agent(loaded: Arc<Loaded>, store: Store) -> anyhow::Result<Arc<Agent>> {
+/// The consent service (`terminal`: stdin for `ethan chat`; `None` in the daemon).
+pub fn build_consent(
+    loaded: &Loaded,
+    store: &Store,
+    terminal: Option<TerminalInput>,
+) -> Arc<Consent> {
+    Arc::new(Consent::new(
+        Owners::new(&loaded.config, store.clone()),
+        std::time::Duration::from_secs(loaded.config.consent.timeout_secs),
+        terminal,
+    ))
+}
+
+/// Build the agent shared by `run` and `chat`; `consent` becomes the executor's consent step.
+pub fn build_agent(
+    loaded: Arc<Loaded>,
+    store: Store,
+    consent: Option<Arc<Consent>>,
+) -> anyhow::Result<Arc<Agent>> {
     let provider = OpenAiClient::new(&loaded.config.model).context("model client")?;
     let registry = Arc::new(Registry::builtin(&loaded.config));
+    let mut executor = Executor::new(
+        registry,
+        ExecutorOptions {
+            store: Some(store.clone()),
+            secrets: loaded.secret_values(),
+            spill_dir: Some(loaded.spill_dir()),
+            overrides: loaded.config.tools.per_tool.clone(),
+            policy: Some(Policy::from_config(&loaded.config.tools)),
+        },
+    );
+    if let Some(c) = consent {
+        executor = executor.with_gate(c);
+    }
     Ok(Arc::new(Agent {
         provider,
-        executor: Executor::new(registry),
+        executor,
+        policy: Policy::from_config(&loaded.config.tools),
         store,
         config: loaded,
     }))
+}
+
+/// Remove spill files, audit rows and replay keys past `retention.*` (at start, then daily).
+pub fn prune_retention(loaded: &Loaded, store: &Store) {
+    let r = &loaded.config.retention;
+    let files = crate::tools::spill::prune(&loaded.spill_dir(), r.spill_days);
+    match store.prune_audit(r.audit_days) {
+        Ok(rows) if rows + files > 0 => {
+            tracing::info!("retention: removed {files} spill file(s) and {rows} audit row(s)")
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!("retention: {e}"),
+    }
+}
+
+/// The Lark adapter settings from `channels.lark` (base URL resolved from `domain`).
+pub fn lark_config(config: &crate::config::Config) -> LarkConfig {
+    let l = &config.channels.lark;
+    LarkConfig {
+        app_id: l.app_id.trim().to_string(),
+        app_secret: l.app_secret.expose().to_string(),
+        base_url: ethan_channels::lark::resolve_base_url(
+            l.domain == crate::config::LarkDomain::Lark,
+            &l.base_url,
+        ),
+        mode: match l.mode {
+            crate::config::LarkMode::Websocket => LarkMode::Websocket,
+            crate::config::LarkMode::Webhook => LarkMode::Webhook,
+        },
+        encrypt_key: l.encrypt_key.expose().to_string(),
+        verification_token: l.verification_token.expose().to_string(),
+        stale_after_secs: l.stale_after_secs,
+    }
 }
 
 pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
@@ -38,7 +107,8 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
     }
     let store = Store::open(&loaded.db_path())
         .with_context(|| format!("opening the database {}", loaded.db_path().display()))?;
-    let agent = build_agent(loaded.clone(), store.clone())?;
+    let consent = build_consent(&loaded, &store, None);
+    let agent = build_agent(loaded.clone(), store.clone(), Some(consent.clone()))?;
 
     let mut channels: HashMap<ChannelKind, Arc<dyn Channel>> = HashMap::new();
     let mut telegram: Option<Arc<TelegramChannel>> = None;
@@ -52,19 +122,53 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
         channels.insert(ChannelKind::Telegram, ch.clone());
         telegram = Some(ch);
     }
+    let mut lark: Option<Arc<LarkChannel>> = None;
+    let lk = &loaded.config.channels.lark;
+    if !lk.app_id.trim().is_empty() && !lk.app_secret.is_empty() {
+        if lk.mode == crate::config::LarkMode::Webhook
+            && lk.encrypt_key.is_empty()
+            && lk.verification_token.is_empty()
+        {
+            bail!(
+                "channels.lark.mode is webhook, but neither channels.lark.encrypt_key nor \
+                 channels.lark.verification_token is set, so forged events could not be told \
+                 apart. Copy them from the app's Events & Callbacks page, or use mode: websocket."
+            );
+        }
+        let ch = Arc::new(LarkChannel::new(lark_config(&loaded.config))?);
+        channels.insert(ChannelKind::Lark, ch.clone());
+        lark = Some(ch);
+    }
     if channels.is_empty() {
         bail!(
-            "no channel is configured: set channels.telegram.token in {} (or TELEGRAM_BOT_TOKEN). \
+            "no channel is configured: set channels.telegram.token (or TELEGRAM_BOT_TOKEN), or \
+             channels.lark.app_id and app_secret (or LARK_APP_ID / LARK_APP_SECRET), in {}. \
              For a terminal session use `ethan chat`.",
             loaded.path.display()
         );
     }
 
-    let router = router::Router::new(store.clone(), agent, channels, MAX_CONCURRENT_TURNS);
+    consent.set_channels(channels.clone());
+    let router = router::Router::new(
+        store.clone(),
+        agent,
+        consent,
+        channels,
+        MAX_CONCURRENT_TURNS,
+    );
     let sink: Arc<dyn InboundSink> = Arc::new(router::RouterSink(router.clone()));
     let state: Arc<dyn StateStore> = Arc::new(store.clone());
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
 
+    {
+        let (loaded, store) = (loaded.clone(), store.clone());
+        tokio::spawn(async move {
+            loop {
+                prune_retention(&loaded, &store);
+                tokio::time::sleep(std::time::Duration::from_secs(86_400)).await;
+            }
+        });
+    }
     let resumed = router.resume_unfinished().await;
     if resumed > 0 {
         tracing::info!("resumed {resumed} unfinished event(s)");
@@ -76,6 +180,32 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
         tasks.push(tokio::spawn(async move {
             if let Err(e) = ch.run(sink, state, rx).await {
                 tracing::error!("telegram channel stopped: {e}");
+            }
+        }));
+    }
+    if let Some(ch) = lark {
+        if ch.config().mode == LarkMode::Webhook {
+            let listen: std::net::SocketAddr = loaded
+                .config
+                .gateway
+                .listen
+                .parse()
+                .context("gateway.listen")?;
+            let listener = crate::gateway::bind(listen)
+                .await
+                .with_context(|| format!("binding gateway.listen {listen} for the Lark webhook"))?;
+            let app = ch.webhook_router(sink.clone(), state.clone());
+            let rx = shutdown_rx.clone();
+            tasks.push(tokio::spawn(async move {
+                if let Err(e) = crate::gateway::serve_listener(listener, app, rx).await {
+                    tracing::error!("the gateway stopped: {e}");
+                }
+            }));
+        }
+        let (sink, state, rx) = (sink.clone(), state.clone(), shutdown_rx.clone());
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = ch.run(sink, state, rx).await {
+                tracing::error!("lark channel stopped: {e}");
             }
         }));
     }

@@ -7,13 +7,25 @@
 
 pub mod args;
 pub mod executor;
+pub mod fd_find;
 pub mod file_list;
 pub mod file_read;
 pub mod file_write;
+pub mod find_tools;
 pub mod paths;
+pub mod policy;
+pub mod redact;
 pub mod registry;
+pub mod replay;
+pub mod rg_search;
+pub mod schema;
 pub mod shell;
+pub mod spill;
+pub mod ssrf;
 pub mod truncate;
+pub mod ui_card;
+pub mod web_fetch;
+pub mod web_search;
 
 use async_trait::async_trait;
 use ethan_channels::ChannelKind;
@@ -155,7 +167,29 @@ pub struct ToolContext {
     /// `$ETHAN_HOME`, which tools may not touch outside the workspace (`None` in tests that do
     /// not care).
     pub ethan_home: Option<PathBuf>,
+    /// The tools this turn may use (for `find_tools`).
+    pub catalog: std::sync::Arc<[ToolSummary]>,
+    /// The chat the turn answers in (where approvals are asked); `None` off-chat.
+    pub chat: Option<ethan_channels::ChatRef>,
+    /// What consent approved beyond the call itself (e.g. `protected_paths` after an always-ask
+    /// approval of a secret file). Set by the consent step only.
+    pub approved_actions: Vec<String>,
 }
+
+/// A tool's name and description, as `find_tools` lists them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolSummary {
+    pub name: String,
+    pub description: String,
+}
+
+/// Every interface; the default of [`Tool::interfaces`].
+pub const ALL_INTERFACES: &[ChannelKind] = &[
+    ChannelKind::Terminal,
+    ChannelKind::Web,
+    ChannelKind::Telegram,
+    ChannelKind::Lark,
+];
 
 /// A tool the model may call.
 #[async_trait]
@@ -182,6 +216,25 @@ pub trait Tool: Send + Sync {
     /// Retries after a failure, honoured for read-only tools only.
     fn max_retries(&self) -> u32 {
         0
+    }
+    /// The interfaces on which this tool exists at all.
+    fn interfaces(&self) -> &'static [ChannelKind] {
+        ALL_INTERFACES
+    }
+    /// Whether this call needs consent: `Some(description of what it will do)` or `None`.
+    /// Default: side-effect tools ask, read-only tools do not.
+    fn consent_check(&self, args: &Value, _ctx: &ToolContext) -> Option<String> {
+        self.risk()
+            .has_side_effects()
+            .then(|| format!("{} {}", self.name(), args))
+    }
+    /// What an "approve for this session" grant covers. Default: the tool name.
+    fn consent_scope(&self, _args: &Value, _ctx: &ToolContext) -> String {
+        self.name().to_string()
+    }
+    /// Ask every time and never remember (dangerous commands, secret files). Default: no.
+    fn consent_always(&self, _args: &Value, _ctx: &ToolContext) -> bool {
+        false
     }
     /// Run with already-parsed arguments.
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult;

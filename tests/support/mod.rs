@@ -6,6 +6,8 @@
 //!
 //! - [`telegram::FakeTelegram`]: a Telegram Bot API server (`/bot{token}/{method}`) with
 //!   long-polling `getUpdates`, recorded calls and error injection.
+//! - [`lark::FakeLark`]: a Lark/Feishu Open API (token, send/reply, bot info) plus the event
+//!   long connection speaking real pbbp2 frames, with ACK capture and fault injection.
 //! - [`model::ScriptedModel`]: an OpenAI-compatible Chat Completions server answering from a
 //!   script of [`model::Step`]s, which also checks the tool-call protocol of every request.
 //! - [`daemon`]: [`daemon::TestHome`] (a temporary `ETHAN_HOME`), [`daemon::Daemon`] (the real
@@ -14,7 +16,9 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod daemon;
+pub mod lark;
 pub mod model;
+pub mod search_fakes;
 pub mod telegram;
 
 pub use daemon::{run_cli, run_cli_with_env, wait_until, Daemon, TestHome};

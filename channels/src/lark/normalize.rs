@@ -1,0 +1,609 @@
+//! Lark event payloads → [`InboundEvent`].
+//!
+//! Source: the `im.message.receive_v1` event (PROTOCOLS §3; Go SDK `service/im/v1`
+//! `P2MessageReceiveV1Data`; the open.feishu.cn "receive message" event doc) and the schema-2.0
+//! envelope (Go `event/model.go` `EventHeader`).
+//!
+//! What happens here:
+//! - `text` content (`{"text":"@_user_1 hello"}`) and `post` rich text (paragraphs of `text`,
+//!   `a`, `at`, `img`, `code_block`, `md`, … elements) become Markdown-ish text; other message
+//!   types become a placeholder such as `[image]` or `[file: report.pdf]`.
+//! - `@_user_N` placeholders are resolved from `mentions[]`: the bot's own mention is removed
+//!   (and makes the message *addressed*), other people become `@Name`, `@_all` becomes `@all`.
+//!   The bot is recognised by its open_id (from `/open-apis/bot/v3/info`); before that is known,
+//!   by `mentioned_type == "bot"`.
+//! - `addressed` = a p2p chat or a mention of the bot; "a reply to the bot's message" needs the
+//!   sender of `parent_id` and is decided by the caller ([`super::inbound`]).
+//! - `event_id` is the `message_id` (`om_…`) so that dedupe survives restarts and both modes;
+//!   the chat is `chat_id` with `thread_id` (`omt_…`) as its thread, so a topic gets its own
+//!   session while a plain reply (`root_id`/`parent_id` only) stays in the chat's session.
+
+use crate::model::{ChannelKind, ChatKind, ChatRef, InboundEvent, Sender};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// The schema-2.0 envelope header.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct EnvelopeHeader {
+    pub event_id: String,
+    pub event_type: String,
+    /// Milliseconds (events) or microseconds (card callbacks), as a string.
+    pub create_time: String,
+    /// The app's Verification Token (`""` over the long connection).
+    pub token: String,
+    pub app_id: String,
+    pub tenant_key: String,
+}
+
+/// An event envelope as it arrives (webhook body after decryption, or a long-connection
+/// payload). Also covers `url_verification` (`type`, `challenge`, `token`) and schema-1.0
+/// events (`type: event_callback`, top-level `token`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Envelope {
+    pub schema: String,
+    pub header: Option<EnvelopeHeader>,
+    pub event: Value,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub challenge: String,
+    pub token: String,
+}
+
+impl Envelope {
+    /// Parse a payload; `None` when it is not a JSON object.
+    pub fn parse(payload: &[u8]) -> Option<Envelope> {
+        let v: Value = serde_json::from_slice(payload).ok()?;
+        if !v.is_object() {
+            return None;
+        }
+        serde_json::from_value(v).ok()
+    }
+
+    /// `header.event_type` (schema 2.0), or `event.type` (schema 1.0), or `""`.
+    pub fn event_type(&self) -> &str {
+        match &self.header {
+            Some(h) if !h.event_type.is_empty() => &h.event_type,
+            _ => self.event.get("type").and_then(Value::as_str).unwrap_or(""),
+        }
+    }
+
+    /// The verification token the sender put in the envelope (`header.token` for schema 2.0,
+    /// the top-level `token` for schema 1.0 and url_verification).
+    pub fn verification_token(&self) -> &str {
+        match &self.header {
+            Some(h) if !h.token.is_empty() => &h.token,
+            _ => &self.token,
+        }
+    }
+}
+
+/// A mention in `message.mentions[]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Mention {
+    /// The placeholder in the text, e.g. `@_user_1`.
+    pub key: String,
+    pub id: UserId,
+    pub name: String,
+    /// `user` or `bot` (may be absent).
+    pub mentioned_type: String,
+}
+
+/// The ids of a user (`user_id` may be null without the scope).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct UserId {
+    pub open_id: Option<String>,
+    pub union_id: Option<String>,
+    pub user_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+struct MessageBody {
+    message_id: String,
+    parent_id: Option<String>,
+    thread_id: Option<String>,
+    create_time: Option<String>,
+    chat_id: String,
+    chat_type: String,
+    message_type: String,
+    content: String,
+    mentions: Option<Vec<Mention>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+struct SenderBody {
+    sender_id: UserId,
+    sender_type: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+struct ReceiveV1 {
+    sender: SenderBody,
+    message: MessageBody,
+}
+
+/// Why an `im.message.receive_v1` event gives no [`InboundEvent`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NormalizeError {
+    #[error("the event has no message_id or chat_id")]
+    Incomplete,
+    #[error("the event body is not an im.message.receive_v1 object")]
+    Malformed,
+}
+
+/// Normalise the `event` object of an `im.message.receive_v1` envelope. `bot_open_id` is the
+/// bot's own open_id when known. `header_create_time_ms` (the envelope's) is used when the
+/// message carries none.
+pub fn normalize_message(
+    event: &Value,
+    bot_open_id: Option<&str>,
+    header_create_time_ms: Option<i64>,
+) -> Result<InboundEvent, NormalizeError> {
+    if !event.is_object() {
+        return Err(NormalizeError::Malformed);
+    }
+    let ev: ReceiveV1 =
+        serde_json::from_value(event.clone()).map_err(|_| NormalizeError::Malformed)?;
+    let msg = &ev.message;
+    if msg.message_id.is_empty() || msg.chat_id.is_empty() {
+        return Err(NormalizeError::Incomplete);
+    }
+    let mentions = msg.mentions.as_deref().unwrap_or(&[]);
+    let content: Value = serde_json::from_str(&msg.content).unwrap_or(Value::Null);
+    let (text, mentioned) = match msg.message_type.as_str() {
+        "text" => {
+            let raw = content.get("text").and_then(Value::as_str).unwrap_or("");
+            resolve_mentions(raw, mentions, bot_open_id)
+        }
+        "post" => post_to_text(&content, mentions, bot_open_id),
+        other => (placeholder(other, &content), false),
+    };
+    let direct = msg.chat_type == "p2p";
+    let sender_open_id = ev.sender.sender_id.open_id.clone().unwrap_or_default();
+    let is_bot = (ev.sender.sender_type != "user" && !ev.sender.sender_type.is_empty())
+        || bot_open_id.is_some_and(|b| b == sender_open_id);
+    let sent_ms = msg
+        .create_time
+        .as_deref()
+        .and_then(|t| t.trim().parse::<i64>().ok())
+        .or(header_create_time_ms)
+        .unwrap_or(0);
+    let non_empty = |s: &Option<String>| s.clone().filter(|s| !s.trim().is_empty());
+    Ok(InboundEvent {
+        channel: ChannelKind::Lark,
+        event_id: msg.message_id.clone(),
+        message_id: Some(msg.message_id.clone()),
+        chat: ChatRef {
+            id: msg.chat_id.clone(),
+            kind: if direct {
+                ChatKind::Direct
+            } else {
+                ChatKind::Group
+            },
+            thread: non_empty(&msg.thread_id),
+        },
+        sender: Sender {
+            id: sender_open_id.clone(),
+            display_name: sender_open_id,
+            is_bot,
+        },
+        text,
+        addressed: direct || mentioned,
+        reply_to: non_empty(&msg.parent_id),
+        sent_at: sent_ms.div_euclid(1000),
+    })
+}
+
+/// Is this mention the bot?
+fn is_bot_mention(m: &Mention, bot_open_id: Option<&str>) -> bool {
+    match bot_open_id {
+        Some(b) => m.id.open_id.as_deref() == Some(b),
+        None => m.mentioned_type == "bot",
+    }
+}
+
+/// Replace `@_user_N` placeholders: the bot's own mention is removed, others become `@Name`;
+/// `@_all` becomes `@all`. Returns the text (trimmed) and whether the bot was mentioned.
+pub fn resolve_mentions(
+    raw: &str,
+    mentions: &[Mention],
+    bot_open_id: Option<&str>,
+) -> (String, bool) {
+    let mut sorted: Vec<&Mention> = mentions.iter().filter(|m| !m.key.is_empty()).collect();
+    // Longest keys first, so `@_user_1` does not eat the front of `@_user_10`.
+    sorted.sort_by_key(|m| std::cmp::Reverse(m.key.len()));
+    let mut text = raw.to_string();
+    let mut mentioned = false;
+    for m in sorted {
+        if !text.contains(&m.key) {
+            continue;
+        }
+        let with = if is_bot_mention(m, bot_open_id) {
+            mentioned = true;
+            String::new()
+        } else {
+            format!("@{}", m.name)
+        };
+        text = text.replace(&m.key, &with);
+    }
+    let text = text.replace("@_all", "@all");
+    (tidy(&text), mentioned)
+}
+
+/// Trim, and collapse the double spaces a removed mention leaves inside a line (not inside
+/// code fences, where spacing matters).
+fn tidy(s: &str) -> String {
+    let mut in_fence = false;
+    let lines: Vec<String> = s
+        .lines()
+        .map(|l| {
+            if l.trim_start().starts_with("```") {
+                in_fence = !in_fence;
+                return l.trim_end().to_string();
+            }
+            if in_fence {
+                return l.to_string();
+            }
+            let mut out = String::with_capacity(l.len());
+            let mut prev_space = false;
+            for (i, ch) in l.char_indices() {
+                let space = ch == ' ';
+                // Keep leading indentation (lists) as it is.
+                if space && prev_space && !l[..i].trim().is_empty() {
+                    continue;
+                }
+                out.push(ch);
+                prev_space = space;
+            }
+            out.trim_end().to_string()
+        })
+        .collect();
+    lines.join("\n").trim().to_string()
+}
+
+/// `post` content → Markdown-ish text. Received posts have no locale wrapper; a wrapped one
+/// (`{"zh_cn":{...}}`) is unwrapped too.
+pub fn post_to_text(
+    content: &Value,
+    mentions: &[Mention],
+    bot_open_id: Option<&str>,
+) -> (String, bool) {
+    let body = if content.get("content").is_some() {
+        content
+    } else {
+        content
+            .as_object()
+            .and_then(|o| o.values().find(|v| v.get("content").is_some()))
+            .unwrap_or(content)
+    };
+    let mut mentioned = false;
+    let mut out: Vec<String> = Vec::new();
+    if let Some(title) = body.get("title").and_then(Value::as_str) {
+        if !title.trim().is_empty() {
+            out.push(format!("**{}**", title.trim()));
+            out.push(String::new());
+        }
+    }
+    let paragraphs = body
+        .get("content")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    for para in paragraphs {
+        let mut line = String::new();
+        for el in para.as_array().map(Vec::as_slice).unwrap_or(&[]) {
+            let s = |k: &str| el.get(k).and_then(Value::as_str).unwrap_or("");
+            match s("tag") {
+                "text" => line.push_str(&styled(s("text"), el.get("style"))),
+                "a" => {
+                    let label = if s("text").is_empty() {
+                        s("href")
+                    } else {
+                        s("text")
+                    };
+                    if s("href").is_empty() {
+                        line.push_str(label);
+                    } else {
+                        line.push_str(&format!("[{label}]({})", s("href")));
+                    }
+                }
+                "at" => {
+                    let uid = s("user_id");
+                    if uid == "all" || uid == "@_all" {
+                        line.push_str("@all");
+                        continue;
+                    }
+                    let m = mentions.iter().find(|m| m.key == uid);
+                    let is_bot = match m {
+                        Some(m) => is_bot_mention(m, bot_open_id),
+                        None => bot_open_id.is_some_and(|b| b == uid),
+                    };
+                    if is_bot {
+                        mentioned = true;
+                    } else {
+                        let name = m
+                            .map(|m| m.name.as_str())
+                            .filter(|n| !n.is_empty())
+                            .unwrap_or(s("user_name"));
+                        line.push_str(&format!("@{name}"));
+                    }
+                }
+                "img" => line.push_str("[image]"),
+                "media" => line.push_str("[video]"),
+                "emotion" => line.push_str(&format!(":{}:", s("emoji_type"))),
+                "hr" => line.push_str("---"),
+                "code_block" => {
+                    line.push_str(&format!(
+                        "\n```{}\n{}\n```\n",
+                        s("language").to_lowercase(),
+                        s("text").trim_end_matches('\n')
+                    ));
+                }
+                "md" => line.push_str(s("text")),
+                _ => line.push_str(s("text")),
+            }
+        }
+        out.push(line);
+    }
+    (tidy(&out.join("\n")), mentioned)
+}
+
+/// Wrap text in Markdown for its `style` list (`bold`, `italic`, `lineThrough`; `underline`
+/// has no Markdown form), keeping surrounding spaces outside the markers.
+fn styled(text: &str, style: Option<&Value>) -> String {
+    let styles: Vec<&str> = style
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let core = text.trim();
+    if styles.is_empty() || core.is_empty() {
+        return text.to_string();
+    }
+    let mut marker = String::new();
+    if styles.contains(&"bold") {
+        marker.push_str("**");
+    }
+    if styles.contains(&"italic") {
+        marker.push('*');
+    }
+    let strike = styles.contains(&"lineThrough");
+    let lead = &text[..text.len() - text.trim_start().len()];
+    let trail = &text[text.trim_end().len()..];
+    let mut inner = format!("{marker}{core}{}", marker.chars().rev().collect::<String>());
+    if strike {
+        inner = format!("~~{inner}~~");
+    }
+    format!("{lead}{inner}{trail}")
+}
+
+/// The text shown to the agent for a message it cannot read.
+pub fn placeholder(message_type: &str, content: &Value) -> String {
+    let name = content
+        .get("file_name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty());
+    match (message_type, name) {
+        ("image", _) => "[image]".into(),
+        ("file", Some(n)) => format!("[file: {n}]"),
+        ("file", None) => "[file]".into(),
+        ("audio", _) => "[audio]".into(),
+        ("media", Some(n)) => format!("[video: {n}]"),
+        ("media", None) => "[video]".into(),
+        ("sticker", _) => "[sticker]".into(),
+        ("interactive", _) => "[card]".into(),
+        ("share_chat", _) => "[shared chat]".into(),
+        ("share_user", _) => "[shared contact]".into(),
+        ("merge_forward", _) => "[forwarded messages]".into(),
+        ("location", _) => "[location]".into(),
+        ("", _) => "[message]".into(),
+        (other, _) => format!("[{other} message]"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const BOT: &str = "ou_27ade7346f1dc5a485d4de0c5944dd13";
+
+    fn fixture(name: &str) -> Value {
+        let path = format!(
+            "{}/../tests/fixtures/lark/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+    }
+
+    fn normalize_fixture(name: &str, bot: Option<&str>) -> InboundEvent {
+        let v = fixture(name);
+        let env: Envelope = serde_json::from_value(v).unwrap();
+        assert_eq!(env.event_type(), "im.message.receive_v1");
+        normalize_message(&env.event, bot, None).unwrap()
+    }
+
+    #[test]
+    fn p2p_text_is_addressed() {
+        let ev = normalize_fixture("im_message_receive_v1_text_p2p.json", Some(BOT));
+        assert_eq!(ev.channel, ChannelKind::Lark);
+        assert_eq!(ev.event_id, "om_5ce6d572455d361153b7cb51da133945");
+        assert_eq!(
+            ev.message_id.as_deref(),
+            Some("om_5ce6d572455d361153b7cb51da133945")
+        );
+        assert_eq!(ev.chat.id, "oc_5ce6d572455d361153b7xx51da133945");
+        assert_eq!(ev.chat.kind, ChatKind::Direct);
+        assert_eq!(ev.chat.thread, None);
+        assert_eq!(ev.sender.id, "ou_84aad35d084aa403a838cf73ee18467");
+        assert!(!ev.sender.is_bot);
+        assert_eq!(ev.text, "hello, what is on my calendar today?");
+        assert!(ev.addressed);
+        assert_eq!(ev.sent_at, 1609073151);
+        assert_eq!(ev.session_key(), "lark:oc_5ce6d572455d361153b7xx51da133945");
+    }
+
+    #[test]
+    fn group_mention_of_the_bot_is_removed_and_addresses() {
+        let ev = normalize_fixture("im_message_receive_v1_text_group_at_bot.json", Some(BOT));
+        assert_eq!(ev.chat.kind, ChatKind::Group);
+        assert_eq!(ev.text, "hello");
+        assert!(ev.addressed);
+        // A plain reply stays in the chat's session; parent_id is the reply reference.
+        assert_eq!(ev.chat.thread, None);
+        assert_eq!(
+            ev.reply_to.as_deref(),
+            Some("om_5ce6d572455d361153b7cb5xxfsdfsdfdsf")
+        );
+        // Without the bot's open_id the mention type decides.
+        let ev = normalize_fixture("im_message_receive_v1_text_group_at_bot.json", None);
+        assert!(ev.addressed);
+    }
+
+    #[test]
+    fn mention_of_someone_else_is_not_addressed() {
+        let ev = normalize_fixture(
+            "im_message_receive_v1_text_group_at_bot.json",
+            Some("ou_other"),
+        );
+        assert!(!ev.addressed);
+        assert_eq!(ev.text, "@Sophia hello");
+    }
+
+    #[test]
+    fn post_with_image_becomes_text() {
+        let ev = normalize_fixture("im_message_receive_v1_post_group_at_bot_ws.json", Some(BOT));
+        assert!(ev.addressed);
+        assert_eq!(ev.text, "你能看到这个图片吗？\n\n[image]");
+        assert_eq!(ev.event_id, "om_x100b517979b120a0b4afbe6ae3d697c");
+    }
+
+    #[test]
+    fn thread_id_makes_its_own_session() {
+        let mut v = fixture("im_message_receive_v1_text_group_at_bot.json");
+        v["event"]["message"]["thread_id"] = json!("omt_1a2b");
+        let ev = normalize_message(&v["event"], Some(BOT), None).unwrap();
+        assert_eq!(ev.chat.thread.as_deref(), Some("omt_1a2b"));
+        assert_eq!(
+            ev.session_key(),
+            "lark:oc_5ce6d572455d361153b7xx51da133945:omt_1a2b"
+        );
+    }
+
+    #[test]
+    fn mentions_resolve_longest_key_first_and_all() {
+        let m = |key: &str, open: &str, name: &str| Mention {
+            key: key.into(),
+            id: UserId {
+                open_id: Some(open.into()),
+                ..UserId::default()
+            },
+            name: name.into(),
+            mentioned_type: "user".into(),
+        };
+        let ms = vec![m("@_user_1", "ou_a", "Ann"), m("@_user_10", BOT, "Ethan")];
+        let (t, hit) = resolve_mentions("@_user_10 ask @_user_1 and  @_all", &ms, Some(BOT));
+        assert!(hit);
+        assert_eq!(t, "ask @Ann and @all");
+    }
+
+    #[test]
+    fn post_elements_render() {
+        let content = json!({"title": "Plan", "content": [
+            [{"tag": "text", "text": "bold ", "style": ["bold"]}, {"tag": "a", "text": "link", "href": "https://x.y"}],
+            [{"tag": "code_block", "language": "RUST", "text": "fn main() {}\n"}],
+            [{"tag": "emotion", "emoji_type": "SMILE"}, {"tag": "at", "user_id": "@_all"}],
+            [{"tag": "md", "text": "- item"}]
+        ]});
+        let (t, hit) = post_to_text(&content, &[], Some(BOT));
+        assert!(!hit);
+        assert_eq!(
+            t,
+            "**Plan**\n\n**bold** [link](https://x.y)\n\n```rust\nfn main() {}\n```\n\n:SMILE:@all\n- item"
+        );
+        // A locale wrapper is unwrapped.
+        let wrapped = json!({"zh_cn": {"title": "", "content": [[{"tag": "text", "text": "hi"}]]}});
+        assert_eq!(post_to_text(&wrapped, &[], None).0, "hi");
+    }
+
+    #[test]
+    fn other_types_are_placeholders() {
+        let mut v = fixture("im_message_receive_v1_text_p2p.json");
+        v["event"]["message"]["message_type"] = json!("file");
+        v["event"]["message"]["content"] =
+            json!("{\"file_key\":\"file_x\",\"file_name\":\"a.pdf\"}");
+        let ev = normalize_message(&v["event"], Some(BOT), None).unwrap();
+        assert_eq!(ev.text, "[file: a.pdf]");
+        v["event"]["message"]["message_type"] = json!("image");
+        v["event"]["message"]["content"] = json!("{\"image_key\":\"img_x\"}");
+        assert_eq!(
+            normalize_message(&v["event"], Some(BOT), None)
+                .unwrap()
+                .text,
+            "[image]"
+        );
+    }
+
+    #[test]
+    fn the_bots_own_message_is_flagged() {
+        let mut v = fixture("im_message_receive_v1_text_p2p.json");
+        v["event"]["sender"]["sender_id"]["open_id"] = json!(BOT);
+        assert!(
+            normalize_message(&v["event"], Some(BOT), None)
+                .unwrap()
+                .sender
+                .is_bot
+        );
+        v["event"]["sender"]["sender_type"] = json!("app");
+        assert!(
+            normalize_message(&v["event"], None, None)
+                .unwrap()
+                .sender
+                .is_bot
+        );
+    }
+
+    #[test]
+    fn malformed_events_are_errors() {
+        assert_eq!(
+            normalize_message(&json!("x"), None, None),
+            Err(NormalizeError::Malformed)
+        );
+        assert_eq!(
+            normalize_message(&json!({}), None, None),
+            Err(NormalizeError::Incomplete)
+        );
+        assert_eq!(
+            normalize_message(&json!({"message": {"message_id": 5}}), None, None),
+            Err(NormalizeError::Malformed)
+        );
+        // Unreadable content is not fatal.
+        let ev = normalize_message(
+            &json!({"message": {"message_id": "om_1", "chat_id": "oc_1", "chat_type": "p2p", "message_type": "text", "content": "{not json"}}),
+            None,
+            Some(5_000),
+        )
+        .unwrap();
+        assert_eq!(ev.text, "");
+        assert_eq!(ev.sent_at, 5);
+    }
+
+    #[test]
+    fn envelope_accessors() {
+        let env =
+            Envelope::parse(br#"{"challenge":"c","token":"t","type":"url_verification"}"#).unwrap();
+        assert_eq!(env.kind, "url_verification");
+        assert_eq!(env.verification_token(), "t");
+        assert_eq!(env.event_type(), "");
+        assert!(Envelope::parse(b"[1,2]").is_none());
+        assert!(Envelope::parse(b"nope").is_none());
+        let env: Envelope = serde_json::from_value(fixture("card_action_trigger.json")).unwrap();
+        assert_eq!(env.event_type(), "card.action.trigger");
+        assert_eq!(env.verification_token(), "066zT6pS4QCbgj5Do145GfDbbag*****");
+    }
+}

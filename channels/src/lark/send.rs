@@ -1,0 +1,219 @@
+//! Delivering an [`OutboundMessage`] to Lark.
+//!
+//! Protocol: `POST /open-apis/im/v1/messages/{message_id}/reply` when the message answers one
+//! (so the answer is threaded under it; `reply_in_thread` inside a topic), otherwise
+//! `POST /open-apis/im/v1/messages?receive_id_type=chat_id` (PROTOCOLS §5.1, Go SDK
+//! `service/im/v1/resource.go`).
+//!
+//! - Text is rendered as one or more cards ([`render`]); when Lark refuses a card
+//!   ([`codes::CARD_REJECTED`], e.g. 230099 or 11310) the same part goes out as a `post` with an
+//!   `md` element, and if that is refused too, as plain `text`.
+//! - Every request carries a `uuid` derived from the chat, the replied message, the part and
+//!   the content, so a send retried after a lost answer is not shown twice (Lark keeps a `uuid`
+//!   for an hour). Sends without a replied message also include the current 10-minute window,
+//!   so the same digest can be posted again later.
+//! - At most 5 messages per second go to one chat ([`super::api::Pacer`]); rate-limit answers
+//!   are waited out by the API client.
+//! - `Typing` is a no-op: Lark has no typing indicator for bots.
+//! - `ResolveApproval` replaces the approval card sent for that request with its outcome
+//!   (`PATCH /open-apis/im/v1/messages/{message_id}`); an unknown request id is ignored.
+
+use super::api::ApiError;
+use super::render::{
+    approval_card, outcome_card, post_content, reply_card, split_markdown, text_content,
+};
+use super::{codes, render, LarkChannel};
+use crate::channel::ChannelError;
+use crate::model::{OutboundBody, OutboundMessage, SentRef};
+use sha2::{Digest, Sha256};
+
+const TARGET: &str = "ethan_channels::lark";
+
+pub(super) async fn send(
+    chan: &LarkChannel,
+    msg: &OutboundMessage,
+) -> Result<SentRef, ChannelError> {
+    let mut sent = SentRef::default();
+    match &msg.body {
+        OutboundBody::Typing => {}
+        OutboundBody::Text(markdown) => {
+            for (i, part) in split_markdown(markdown, render::CARD_TEXT_LIMIT)
+                .into_iter()
+                .enumerate()
+            {
+                let card = reply_card(&render::hard_breaks(&part));
+                let id = deliver(chan, msg, i, &card, &part).await?;
+                sent.message_ids.push(id);
+            }
+        }
+        OutboundBody::Approval(req) => {
+            let fallback = format!(
+                "**Approval needed** for `{}`:\n\n{}\n\n(The buttons could not be shown.)",
+                req.tool, req.description
+            );
+            let id = deliver(chan, msg, 0, &approval_card(req), &fallback).await?;
+            chan.remember_approval(req, &id);
+            sent.message_ids.push(id);
+        }
+        OutboundBody::Ui(ui) => {
+            let text = ethan_cards::render_text(ui);
+            let card = match ethan_cards::render_lark(ui) {
+                Ok(card) => card,
+                Err(e) => {
+                    tracing::warn!(target: TARGET, "card not renderable for Lark ({e}); sending text");
+                    reply_card(&render::hard_breaks(&text))
+                }
+            };
+            let id = deliver(chan, msg, 0, &card, &text).await?;
+            sent.message_ids.push(id);
+        }
+        OutboundBody::ResolveApproval {
+            request_id,
+            outcome,
+        } => {
+            let Some((req, message_id)) = chan.approval(request_id) else {
+                tracing::debug!(target: TARGET, "no approval card known for {request_id}; nothing to update");
+                return Ok(sent);
+            };
+            let card = outcome_card(Some(&req), None, outcome).to_string();
+            match chan.api().update_card(&message_id, &card).await {
+                Ok(()) => sent.message_ids.push(message_id),
+                Err(e) => {
+                    tracing::warn!(target: TARGET, "could not update the approval card {message_id}: {e}");
+                    return Err(e.into());
+                }
+            }
+        }
+    }
+    Ok(sent)
+}
+
+/// Send one card, falling back to `post` and then `text` when the card is refused.
+async fn deliver(
+    chan: &LarkChannel,
+    msg: &OutboundMessage,
+    index: usize,
+    card: &serde_json::Value,
+    markdown: &str,
+) -> Result<String, ChannelError> {
+    let card_json = card.to_string();
+    let err = match post_one(chan, msg, index, "interactive", &card_json).await {
+        Ok(id) => return Ok(id),
+        Err(ApiError::Api { code, msg: m, .. }) if codes::is_card_rejected(code) => {
+            tracing::warn!(
+                target: TARGET,
+                "lark refused the card (code {code}: {m}; {}); sending it as a post",
+                codes::meaning(code)
+            );
+            match post_one(chan, msg, index, "post", &post_content(markdown)).await {
+                Ok(id) => return Ok(id),
+                Err(e @ ApiError::Api { .. }) => {
+                    tracing::warn!(target: TARGET, "lark refused the post too ({e}); sending plain text");
+                    post_one(chan, msg, index, "text", &text_content(markdown)).await
+                }
+                Err(e) => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    };
+    match err {
+        Ok(id) => Ok(id),
+        Err(e) => {
+            tracing::warn!(target: TARGET, "lark send to {} failed: {e}", msg.chat.id);
+            Err(e.into())
+        }
+    }
+}
+
+/// One create/reply request (paced per chat).
+async fn post_one(
+    chan: &LarkChannel,
+    msg: &OutboundMessage,
+    index: usize,
+    msg_type: &str,
+    content: &str,
+) -> Result<String, ApiError> {
+    chan.pacer.wait(&msg.chat.id).await;
+    let uuid = uuid_for(msg, index, msg_type, content, super::unix_now());
+    let id = match msg.reply_to.as_deref().filter(|r| !r.is_empty()) {
+        Some(parent) => {
+            chan.api()
+                .reply_message(parent, msg_type, content, msg.chat.thread.is_some(), &uuid)
+                .await?
+        }
+        None => {
+            chan.api()
+                .send_message("chat_id", &msg.chat.id, msg_type, content, &uuid)
+                .await?
+        }
+    };
+    chan.remember_sent(&id);
+    Ok(id)
+}
+
+/// The idempotency `uuid` of one request (32 hex chars; see the module docs).
+pub fn uuid_for(
+    msg: &OutboundMessage,
+    index: usize,
+    msg_type: &str,
+    content: &str,
+    now: i64,
+) -> String {
+    let mut h = Sha256::new();
+    h.update(msg.chat.id.as_bytes());
+    h.update([0]);
+    h.update(msg.chat.thread.as_deref().unwrap_or("").as_bytes());
+    h.update([0]);
+    match msg.reply_to.as_deref().filter(|r| !r.is_empty()) {
+        Some(r) => h.update(r.as_bytes()),
+        None => h.update(format!("window:{}", now.div_euclid(600)).as_bytes()),
+    }
+    h.update([0]);
+    h.update(index.to_le_bytes());
+    h.update(msg_type.as_bytes());
+    h.update([0]);
+    h.update(content.as_bytes());
+    hex::encode(&h.finalize()[..16])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ChatKind, ChatRef};
+
+    fn msg(reply_to: Option<&str>) -> OutboundMessage {
+        OutboundMessage {
+            chat: ChatRef {
+                id: "oc_1".into(),
+                kind: ChatKind::Group,
+                thread: None,
+            },
+            reply_to: reply_to.map(String::from),
+            body: OutboundBody::Text("hi".into()),
+        }
+    }
+
+    #[test]
+    fn uuids_are_stable_per_request_and_distinct_otherwise() {
+        let m = msg(Some("om_1"));
+        let a = uuid_for(&m, 0, "interactive", "{}", 1000);
+        assert_eq!(a.len(), 32);
+        assert_eq!(a, uuid_for(&m, 0, "interactive", "{}", 999_999));
+        assert_ne!(a, uuid_for(&m, 1, "interactive", "{}", 1000));
+        assert_ne!(a, uuid_for(&m, 0, "post", "{}", 1000));
+        assert_ne!(
+            a,
+            uuid_for(&msg(Some("om_2")), 0, "interactive", "{}", 1000)
+        );
+        // Without a replied message the 10-minute window counts.
+        let n = msg(None);
+        assert_eq!(
+            uuid_for(&n, 0, "text", "x", 600),
+            uuid_for(&n, 0, "text", "x", 1199)
+        );
+        assert_ne!(
+            uuid_for(&n, 0, "text", "x", 600),
+            uuid_for(&n, 0, "text", "x", 1200)
+        );
+    }
+}

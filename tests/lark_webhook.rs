@@ -1,0 +1,187 @@
+//! The Lark channel in webhook mode, end to end: the real `ethan run` serving
+//! `POST /lark/events` on its gateway, `FakeLark` as the Open API, a scripted model, and requests
+//! encrypted and signed the way Lark does (`tests/fixtures/lark/webhook_crypto_vectors.json`).
+
+mod support;
+
+use ethan_channels::lark::webhook::{encrypt, signature};
+use serde_json::{json, Value};
+use std::time::Duration;
+use support::daemon::wait_for_log;
+use support::lark::{self, FakeLark};
+use support::{Daemon, ScriptedModel, Step, TestHome};
+
+const ENCRYPT_KEY: &str = "test key";
+const TOKEN: &str = "xxxxxx";
+const GROUP: &str = "oc_5ce6d572455d361153b7xx51da133945";
+const WAIT: Duration = Duration::from_secs(30);
+
+fn vectors() -> Value {
+    let path = format!(
+        "{}/tests/fixtures/lark/webhook_crypto_vectors.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).expect("vectors")).expect("vectors JSON")
+}
+
+/// The gateway address the daemon logged (`gateway listening on http://ADDR`).
+async fn gateway_url(home: &TestHome) -> String {
+    const NEEDLE: &str = "gateway listening on http://";
+    wait_for_log(home, NEEDLE, WAIT).await;
+    let log = home.log();
+    let rest = &log[log.find(NEEDLE).unwrap() + NEEDLE.len()..];
+    let addr: String = rest.chars().take_while(|c| !c.is_whitespace()).collect();
+    format!("http://{addr}/lark/events")
+}
+
+/// An encrypted body for `plaintext` and its signature headers.
+fn sealed(plaintext: &Value, ts: &str, nonce: &str) -> (String, Vec<(&'static str, String)>) {
+    let enc = encrypt(ENCRYPT_KEY, plaintext.to_string().as_bytes(), [7u8; 16]);
+    let body = json!({ "encrypt": enc }).to_string();
+    let sig = signature(ts, nonce, ENCRYPT_KEY, body.as_bytes());
+    (
+        body,
+        vec![
+            ("X-Lark-Request-Timestamp", ts.to_string()),
+            ("X-Lark-Request-Nonce", nonce.to_string()),
+            ("X-Lark-Signature", sig),
+        ],
+    )
+}
+
+async fn post(url: &str, body: &str, headers: &[(&str, String)]) -> (u16, Value) {
+    let mut req = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.to_string());
+    for (k, v) in headers {
+        req = req.header(*k, v);
+    }
+    let resp = tokio::time::timeout(Duration::from_secs(10), req.send())
+        .await
+        .expect("the gateway answered in time")
+        .expect("request");
+    let status = resp.status().as_u16();
+    let body = resp.json().await.unwrap_or(Value::Null);
+    (status, body)
+}
+
+fn with_token(mut envelope: Value) -> Value {
+    envelope["header"]["token"] = json!(TOKEN);
+    envelope
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn encrypted_verification_signed_event_and_forgeries() {
+    let home = TestHome::new();
+    let fake = FakeLark::start().await;
+    let model = ScriptedModel::start(vec![Step::text("webhook answer")]).await;
+    home.write_config(&format!(
+        "model:\n  base_url: {}\n  api_key: sk-test\n  name: test-model\n\
+         channels:\n{}\
+         gateway:\n  listen: 127.0.0.1:0\n",
+        model.base_url(),
+        fake.channel_yaml(&format!(
+            "    mode: webhook\n    encrypt_key: \"{ENCRYPT_KEY}\"\n    verification_token: \"{TOKEN}\"\n"
+        )),
+    ));
+    let mut daemon = Daemon::start(&home);
+    let url = gateway_url(&home).await;
+
+    // 1. The encrypted, signed url_verification of the shared vectors.
+    let v = vectors();
+    let uv = &v["url_verification"];
+    let headers: Vec<(&str, String)> = uv["headers"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str().unwrap().to_string()))
+        .collect();
+    let (status, body) = post(&url, uv["raw_body"].as_str().unwrap(), &headers).await;
+    assert_eq!(status, 200);
+    assert_eq!(body, json!({"challenge": "ajls384kdjx98XX"}));
+
+    // 2. An encrypted and signed group mention: 200 at once, then a threaded reply.
+    let event = with_token(lark::group_mention(GROUP, "ou_someone", "via webhook"));
+    let msg_id = lark::message_id(&event);
+    let (body, headers) = sealed(&event, "1700000001", "nonce-1");
+    let started = std::time::Instant::now();
+    let (status, answer) = post(&url, &body, &headers).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer, json!({"msg": "success"}));
+    assert!(started.elapsed() < Duration::from_secs(3));
+    let sent = fake.wait_for_messages(1, WAIT).await;
+    assert_eq!(sent[0].reply_to.as_deref(), Some(msg_id.as_str()));
+    assert!(sent[0].card_markdown().contains("webhook answer"));
+
+    // 3. A redelivery of the same event is answered 200 but not replied to again.
+    let (status, _) = post(&url, &body, &headers).await;
+    assert_eq!(status, 200);
+
+    // 4. Forgeries: a bad signature, a signature for another body, a plaintext body, a wrong
+    //    token inside a correctly signed body.
+    let other = with_token(lark::group_mention(GROUP, "ou_evil", "forged"));
+    let (forged_body, mut forged_headers) = sealed(&other, "1700000002", "nonce-2");
+    forged_headers[2].1 = "0".repeat(64);
+    let (status, _) = post(&url, &forged_body, &forged_headers).await;
+    assert_eq!(status, 401);
+    let (status, _) = post(&url, &forged_body, &headers).await;
+    assert_eq!(status, 401);
+    let (status, _) = post(&url, &other.to_string(), &[]).await;
+    assert_eq!(status, 400);
+    let mut wrong_token = other.clone();
+    wrong_token["header"]["token"] = json!("not-the-token");
+    let (b, h) = sealed(&wrong_token, "1700000003", "nonce-3");
+    let (status, _) = post(&url, &b, &h).await;
+    assert_eq!(status, 401);
+
+    // 5. A card button press comes back with the callback answer as the body.
+    let press = with_token(lark::card_action(
+        json!({"ethan_approval": "req-webhook", "choice": "d"}),
+        "ou_someone",
+        GROUP,
+    ));
+    let (b, h) = sealed(&press, "1700000004", "nonce-4");
+    let (status, answer) = post(&url, &b, &h).await;
+    assert_eq!(status, 200);
+    assert!(
+        answer["toast"]["content"]
+            .as_str()
+            .is_some_and(|c| !c.is_empty()),
+        "{answer}"
+    );
+
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(fake.messages().len(), 1, "{}", fake.describe());
+    assert_eq!(model.requests().len(), 1);
+    assert_eq!(
+        fake.endpoint_calls(),
+        0,
+        "webhook mode must not open the long connection"
+    );
+    let log = home.log();
+    assert!(
+        log.contains("refused a request to /lark/events"),
+        "forgeries were not logged"
+    );
+    assert!(log.contains("missing or wrong X-Lark-Signature"));
+    daemon.stop();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn webhook_mode_without_secrets_refuses_to_start() {
+    let home = TestHome::new();
+    let fake = FakeLark::start().await;
+    home.write_config(&format!(
+        "model:\n  base_url: http://127.0.0.1:9/v1\n  api_key: sk-test\n  name: m\n\
+         channels:\n{}gateway:\n  listen: 127.0.0.1:0\n",
+        fake.channel_yaml("    mode: webhook\n"),
+    ));
+    let out = support::run_cli(&home, &["run"], None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("encrypt_key") && stderr.contains("verification_token"),
+        "{stderr}"
+    );
+}

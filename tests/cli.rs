@@ -107,3 +107,40 @@ fn run_without_a_channel_explains_itself() {
     assert!(stderr.contains("no channel is configured"), "{stderr}");
     assert!(!stderr.contains("sk-x"));
 }
+
+/// `ethan chat -m` asks on the terminal: "y" on stdin approves, "n" or EOF refuses.
+#[tokio::test(flavor = "multi_thread")]
+async fn terminal_consent_reads_the_answer_from_stdin() {
+    for (stdin, expect_written) in [(Some("y\n"), true), (Some("n\n"), false), (None, false)] {
+        let home = TestHome::new();
+        let tmp = home.path().join("tmpdir");
+        std::fs::create_dir_all(&tmp).unwrap();
+        let model = ScriptedModel::start(vec![
+            Step::tool_call("w1", "file_write", r#"{"path": "note.txt", "content": "hello"}"#),
+            Step::echo_last_tool_result("result: "),
+        ])
+        .await;
+        model_config(&home, &model);
+        let (out, home) = tokio::task::spawn_blocking(move || {
+            let tmp = home.path().join("tmpdir");
+            let o = support::run_cli_with_env(
+                &home,
+                &["chat", "-m", "write a note"],
+                stdin,
+                &[("TMPDIR", tmp.to_str().unwrap())],
+            );
+            (o, home)
+        })
+        .await
+        .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert!(stderr.contains("Allow?"), "the question is asked on stderr: {stderr}");
+        let written = home.path().join("workspace/note.txt").exists();
+        assert_eq!(written, expect_written, "stdin {stdin:?}: {stdout}");
+        if !expect_written {
+            assert!(stdout.contains("the user refused"), "{stdout}");
+        }
+    }
+}

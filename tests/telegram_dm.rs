@@ -267,3 +267,32 @@ async fn strangers_get_a_note_and_commands_work() {
     assert_eq!(names, ["start", "help", "new", "stop"]);
     daemon.stop();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ui_card_reaches_telegram_as_an_html_table() {
+    let home = TestHome::new();
+    let tg = FakeTelegram::start().await;
+    let card = json!({"card": {"type": "compare", "title": "Phones", "columns": ["Model", "Price", "Battery"],
+        "rows": [{"values": ["Alpha", "$399", "4500 mAh"]}, {"values": ["Beta", "$499", "5000 mAh"]}]}});
+    let model = ScriptedModel::start(vec![
+        Step::tool_call("u1", "ui_card", &card.to_string()),
+        Step::text("Beta has the bigger battery."),
+    ])
+    .await;
+    write_config(&home, &tg, &model, "");
+    tg.push_text(OWNER, OWNER, "compare the phones");
+    let mut daemon = Daemon::start(&home);
+    let sent = tg.wait_for_sent(2, WAIT).await;
+    let card_text = sent[0]["text"].as_str().unwrap();
+    assert_eq!(sent[0]["parse_mode"], "HTML");
+    assert!(card_text.contains("<pre>"), "{card_text}");
+    for name in ["Model", "Price", "Battery", "Alpha", "Beta"] {
+        assert!(card_text.contains(name), "{name} missing: {card_text}");
+    }
+    assert_eq!(sent[1]["text"], "Beta has the bigger battery.");
+    // The model was told the card is already shown.
+    let reqs = model.requests();
+    let result = tool_messages(&reqs[1]);
+    assert!(result[0]["content"].as_str().unwrap().contains("already shown"));
+    daemon.stop();
+}

@@ -31,6 +31,10 @@ pub struct TurnInput {
     pub trace_id: String,
     /// The chat to answer (and ask approvals) in; `None` for the terminal.
     pub chat: Option<ethan_channels::ChatRef>,
+    /// A scheduled job's run: no person to ask; read-only tools plus `allowed_tools`.
+    pub unattended: bool,
+    /// For unattended runs: the side-effect tools the job was authorised to use.
+    pub allowed_tools: Option<Vec<String>>,
 }
 
 /// How a turn ended.
@@ -118,8 +122,8 @@ impl Agent {
         let audience = Audience {
             channel: input.channel,
             is_owner: input.is_owner,
-            unattended: false,
-            allowed_tools: None,
+            unattended: input.unattended,
+            allowed_tools: input.allowed_tools.clone(),
         };
         let registry = self.executor.registry();
         let allowed = self.allowed_tools(&audience);
@@ -148,8 +152,8 @@ impl Agent {
             is_owner: input.is_owner,
             attempt: 1,
             idempotency_key: String::new(),
-            unattended: false,
-            allowed_tools: None,
+            unattended: input.unattended,
+            allowed_tools: input.allowed_tools.clone(),
             workspace: self.config.workspace(),
             ethan_home: Some(self.config.home.clone()),
             catalog,

@@ -42,6 +42,8 @@ pub async fn run(
         text,
         trace_id: uuid::Uuid::new_v4().simple().to_string(),
         chat: None,
+        unattended: false,
+        allowed_tools: None,
     };
 
     if let Some(text) = message {

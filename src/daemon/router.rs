@@ -249,6 +249,8 @@ impl Router {
             text: ev.text.clone(),
             trace_id: trace_id_for(ev),
             chat: Some(ev.chat.clone()),
+            unattended: false,
+            allowed_tools: None,
         };
         let reply = self.agent.run_turn_with_cards(&input, &cancel).await;
         let outcome = reply.outcome;

@@ -116,7 +116,11 @@ async fn terminal_consent_reads_the_answer_from_stdin() {
         let tmp = home.path().join("tmpdir");
         std::fs::create_dir_all(&tmp).unwrap();
         let model = ScriptedModel::start(vec![
-            Step::tool_call("w1", "file_write", r#"{"path": "note.txt", "content": "hello"}"#),
+            Step::tool_call(
+                "w1",
+                "file_write",
+                r#"{"path": "note.txt", "content": "hello"}"#,
+            ),
             Step::echo_last_tool_result("result: "),
         ])
         .await;
@@ -136,11 +140,62 @@ async fn terminal_consent_reads_the_answer_from_stdin() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{stderr}");
-        assert!(stderr.contains("Allow?"), "the question is asked on stderr: {stderr}");
+        assert!(
+            stderr.contains("Allow?"),
+            "the question is asked on stderr: {stderr}"
+        );
         let written = home.path().join("workspace/note.txt").exists();
         assert_eq!(written, expect_written, "stdin {stdin:?}: {stdout}");
         if !expect_written {
             assert!(stdout.contains("the user refused"), "{stdout}");
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn context_length_error_trims_the_history_and_retries_once() {
+    let home = TestHome::new();
+    let model = ScriptedModel::start(vec![
+        Step::text("first answer"),
+        Step::context_length_exceeded(),
+        Step::text("second answer"),
+    ])
+    .await;
+    model_config(&home, &model);
+    let home = tokio::task::spawn_blocking(move || {
+        let a = run_cli(&home, &["chat", "--session", "s", "-m", "first"], None);
+        assert!(a.status.success());
+        let b = run_cli(&home, &["chat", "--session", "s", "-m", "second"], None);
+        assert!(b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));
+        assert_eq!(String::from_utf8_lossy(&b.stdout).trim(), "second answer");
+        home
+    })
+    .await
+    .unwrap();
+    let reqs = model.requests();
+    let len = |i: usize| reqs[i]["messages"].as_array().unwrap().len();
+    assert_eq!(len(1), 4, "system + first turn + new question");
+    assert!(len(2) < len(1), "the retry sends a shorter history");
+    drop(home);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tool_iteration_cap_ends_a_runaway_loop() {
+    let home = TestHome::new();
+    let model = ScriptedModel::start(vec![
+        Step::tool_call("a", "file_list", r#"{"path": "."}"#),
+        Step::tool_call("b", "file_list", r#"{"path": "."}"#),
+        Step::tool_call("c", "file_list", r#"{"path": "."}"#),
+    ])
+    .await;
+    home.write_config(&format!(
+        "model:\n  base_url: {}\n  api_key: k\n  name: m\n  max_tool_iterations: 2\n",
+        model.base_url()
+    ));
+    let out = tokio::task::spawn_blocking(move || run_cli(&home, &["chat", "-m", "loop"], None))
+        .await
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("stopped after 2 tool steps"));
+    assert_eq!(model.requests().len(), 2);
 }

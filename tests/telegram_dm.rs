@@ -89,18 +89,14 @@ async fn dm_tool_call_answer_and_no_reanswer_after_restart() {
     assert_eq!(tools.len(), 1, "{tools:?}");
     assert_eq!(tools[0]["tool_call_id"], "call_1");
     model.assert_protocol_ok();
-    // Only read-only tools are offered on Telegram before consent exists.
+    // The owner is offered the fast-path tools up front (side effects ask for approval).
     let offered: Vec<&str> = reqs[0]["tools"]
         .as_array()
         .unwrap()
         .iter()
         .map(|t| t["function"]["name"].as_str().unwrap())
         .collect();
-    assert!(offered.contains(&"file_read"), "{offered:?}");
-    assert!(
-        !offered.contains(&"shell") && !offered.contains(&"file_write"),
-        "{offered:?}"
-    );
+    assert_eq!(offered, ["file_read", "find_tools", "shell"]);
 
     support::wait_until("the update is marked done", WAIT, || {
         inbound_state(&home, "892252934").as_deref() == Some("done")
@@ -293,6 +289,71 @@ async fn ui_card_reaches_telegram_as_an_html_table() {
     // The model was told the card is already shown.
     let reqs = model.requests();
     let result = tool_messages(&reqs[1]);
-    assert!(result[0]["content"].as_str().unwrap().contains("already shown"));
+    assert!(result[0]["content"]
+        .as_str()
+        .unwrap()
+        .contains("already shown"));
     daemon.stop();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stop_cancels_the_running_turn() {
+    let home = TestHome::new();
+    let tg = FakeTelegram::start().await;
+    let model = ScriptedModel::start(vec![Step::delay(
+        Duration::from_secs(4),
+        Step::text("too late"),
+    )])
+    .await;
+    write_config(&home, &tg, &model, "");
+    tg.push_text(OWNER, OWNER, "think hard");
+    let mut daemon = Daemon::start(&home);
+    model.wait_for_requests(1, WAIT).await;
+    tg.push_text(OWNER, OWNER, "/stop");
+    let sent = tg.wait_for_sent(1, WAIT).await;
+    assert_eq!(sent[0]["text"], "Stopped.");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let texts = tg.sent_texts();
+    assert!(!texts.iter().any(|t| t.contains("too late")), "{texts:?}");
+    daemon.stop();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turn_killed_midway_is_answered_once_after_restart() {
+    let home = TestHome::new();
+    let tg = FakeTelegram::start().await;
+    let model = ScriptedModel::start(vec![
+        Step::delay(Duration::from_secs(30), Step::text("never delivered")),
+        Step::text("answer after restart"),
+    ])
+    .await;
+    write_config(&home, &tg, &model, "");
+    tg.push_text(OWNER, OWNER, "question");
+    let mut daemon = Daemon::start(&home);
+    model.wait_for_requests(1, WAIT).await;
+    daemon.kill();
+    let mut daemon = Daemon::start(&home);
+    let sent = tg.wait_for_sent(1, WAIT).await;
+    assert_eq!(sent[0]["text"], "answer after restart");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(tg.sent_messages().len(), 1);
+    daemon.stop();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn conflict_is_logged_once_and_polling_recovers() {
+    let home = TestHome::new();
+    let tg = FakeTelegram::start().await;
+    let model = ScriptedModel::start(vec![Step::text("back online")]).await;
+    write_config(&home, &tg, &model, "");
+    for _ in 0..3 {
+        tg.fail_next("getUpdates", 409, FakeTelegram::conflict());
+    }
+    tg.push_text(OWNER, OWNER, "hello?");
+    let mut daemon = Daemon::start(&home);
+    let sent = tg.wait_for_sent(1, WAIT).await;
+    assert_eq!(sent[0]["text"], "back online");
+    daemon.stop();
+    let log = home.log();
+    assert_eq!(log.matches("409 Conflict").count(), 1, "{log}");
 }

@@ -10,8 +10,7 @@ use ethan::provider::types::{FunctionCall, ToolCall};
 use ethan::store::Store;
 use ethan::tools::executor::{Executor, ExecutorOptions};
 use ethan::tools::registry::Registry;
-use ethan::tools::{Risk, Tool, ToolContext, ToolResult, ToolSummary};
-use ethan_channels::ChannelKind;
+use ethan::tools::{Risk, Tool, ToolContext, ToolResult};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -78,19 +77,10 @@ fn main() {
         execution_id: String::new(),
         trace_id: "bench".into(),
         session_key: "terminal:bench".into(),
-        channel: ChannelKind::Terminal,
         chat_id: "bench".into(),
         user_id: "bench".into(),
-        is_owner: true,
-        attempt: 1,
         idempotency_key: String::new(),
-        unattended: false,
-        allowed_tools: None,
-        workspace: dir.path().to_path_buf(),
-        ethan_home: None,
-        catalog: Arc::from(Vec::<ToolSummary>::new()),
-        chat: None,
-        approved_actions: Vec::new(),
+        ..ToolContext::local(dir.path().to_path_buf())
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -18,7 +18,6 @@ use ethan::tools::{Tool, ToolContext};
 use serde_json::json;
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
 use std::time::Duration;
 
 const WORDS: &[&str] = &[
@@ -59,7 +58,7 @@ fn generate(root: &Path) {
                 if (d * 40 + f).is_multiple_of(20) && l == 7 {
                     body.push_str("needle_marker");
                 }
-                if rng.next().is_multiple_of(500) {
+                if rng.next().is_multiple_of(2000) {
                     body.push_str(&format!("Handler{}Error", rng.next() % 100));
                 }
                 body.push('\n');
@@ -81,24 +80,7 @@ fn generate(root: &Path) {
 }
 
 fn ctx(dir: &Path) -> ToolContext {
-    ToolContext {
-        execution_id: "bench".into(),
-        trace_id: "bench".into(),
-        session_key: "terminal:bench".into(),
-        channel: ethan_channels::ChannelKind::Terminal,
-        chat_id: "bench".into(),
-        user_id: "local".into(),
-        is_owner: true,
-        attempt: 1,
-        idempotency_key: "bench".into(),
-        unattended: false,
-        allowed_tools: None,
-        workspace: dir.to_path_buf(),
-        ethan_home: None,
-        catalog: Arc::from(Vec::<ethan::tools::ToolSummary>::new()),
-        chat: None,
-        approved_actions: Vec::new(),
-    }
+    ToolContext::local(dir.to_path_buf())
 }
 
 fn have_rg() -> bool {

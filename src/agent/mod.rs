@@ -35,6 +35,43 @@ pub struct TurnInput {
     pub unattended: bool,
     /// For unattended runs: the side-effect tools the job was authorised to use.
     pub allowed_tools: Option<Vec<String>>,
+    /// Where to report progress as it happens (the gateway's event stream); `None` = nobody.
+    pub events: Option<EventSink>,
+}
+
+/// Progress of a turn, for a live view (the gateway's SSE stream).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnEvent {
+    /// Answer text (the whole answer when the endpoint does not stream).
+    Text(String),
+    ToolStart {
+        id: String,
+        name: String,
+    },
+    ToolEnd {
+        id: String,
+        name: String,
+        ms: u64,
+        ok: bool,
+    },
+    /// A consent question for the person watching (web consent).
+    ConsentRequest {
+        request_id: String,
+        tool: String,
+        description: String,
+        always: bool,
+    },
+    /// A card as A2UI messages.
+    Ui(Vec<serde_json::Value>),
+}
+
+/// A sender of [`TurnEvent`]s; sending never blocks and a gone receiver is ignored.
+pub type EventSink = tokio::sync::mpsc::UnboundedSender<TurnEvent>;
+
+fn emit(events: &Option<EventSink>, e: TurnEvent) {
+    if let Some(tx) = events {
+        let _ = tx.send(e);
+    }
 }
 
 /// How a turn ended.
@@ -159,6 +196,7 @@ impl Agent {
             catalog,
             chat: input.chat.clone(),
             approved_actions: Vec::new(),
+            events: input.events.clone(),
         };
 
         let mut turn = vec![ChatMessage::user(input.text.clone())];
@@ -208,10 +246,20 @@ impl Agent {
                 };
                 msg.content = Some(text.clone());
                 turn.push(msg);
+                emit(&input.events, TurnEvent::Text(text.clone()));
                 break TurnOutcome::Answer(text);
             }
             let calls = msg.tool_calls.clone();
             turn.push(msg);
+            for c in &calls {
+                emit(
+                    &input.events,
+                    TurnEvent::ToolStart {
+                        id: c.id.clone(),
+                        name: c.function.name.clone(),
+                    },
+                );
+            }
             let results = tokio::select! {
                 r = self.executor.execute(&calls, &allowed, &base_ctx) => Some(r),
                 _ = cancel.cancelled() => None,
@@ -219,9 +267,24 @@ impl Agent {
             match results {
                 Some(results) => {
                     for r in results {
+                        emit(
+                            &input.events,
+                            TurnEvent::ToolEnd {
+                                id: r.tool_call_id.clone(),
+                                name: r.tool.clone().unwrap_or_else(|| r.requested.clone()),
+                                ms: r.elapsed_ms,
+                                ok: r.result.ok,
+                            },
+                        );
                         if let Some(ui) = &r.result.ui {
                             match serde_json::from_value::<ethan_cards::Ui>(ui.clone()) {
-                                Ok(ui) => cards.push(ui),
+                                Ok(ui) => {
+                                    emit(
+                                        &input.events,
+                                        TurnEvent::Ui(ethan_cards::render_a2ui(&ui)),
+                                    );
+                                    cards.push(ui)
+                                }
                                 Err(e) => tracing::warn!("a tool returned an unreadable card: {e}"),
                             }
                         }

@@ -44,6 +44,7 @@ pub async fn run(
         chat: None,
         unattended: false,
         allowed_tools: None,
+        events: None,
     };
 
     if let Some(text) = message {

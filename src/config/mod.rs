@@ -65,27 +65,31 @@ impl Loaded {
 
     /// Every non-empty secret value of the config, for redaction in logs and audit entries.
     pub fn secret_values(&self) -> Vec<String> {
-        let c = &self.config;
-        let t = &c.channels.telegram;
-        let l = &c.channels.lark;
-        [
-            &c.model.api_key,
-            &t.token,
-            &t.webhook_secret,
-            &l.app_secret,
-            &l.encrypt_key,
-            &l.verification_token,
-            &l.user_access_token,
-            &l.user_refresh_token,
-            &c.tools.web_search.tavily.api_key,
-            &c.knowledge.embeddings.api_key,
-            &c.gateway.token,
-        ]
-        .into_iter()
-        .filter(|s| !s.is_empty())
-        .map(|s| s.expose().to_string())
-        .collect()
+        secret_values(&self.config)
     }
+}
+
+/// Every non-empty secret value of `c`.
+pub fn secret_values(c: &Config) -> Vec<String> {
+    let t = &c.channels.telegram;
+    let l = &c.channels.lark;
+    [
+        &c.model.api_key,
+        &t.token,
+        &t.webhook_secret,
+        &l.app_secret,
+        &l.encrypt_key,
+        &l.verification_token,
+        &l.user_access_token,
+        &l.user_refresh_token,
+        &c.tools.web_search.tavily.api_key,
+        &c.knowledge.embeddings.api_key,
+        &c.gateway.token,
+    ]
+    .into_iter()
+    .filter(|s| !s.is_empty())
+    .map(|s| s.expose().to_string())
+    .collect()
 }
 
 /// Where to look: `--config` if given.
@@ -346,7 +350,6 @@ const LATER: &[(&str, &str)] = &[
     ("consent", "consent"),
     ("tools.web_search", "the web_search tool"),
     ("tools.web_fetch", "the web_fetch tool"),
-    ("knowledge", "the knowledge base"),
     ("scheduler", "scheduled jobs"),
     ("gateway", "the HTTP gateway"),
 ];

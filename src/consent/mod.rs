@@ -18,9 +18,9 @@
 
 pub mod grants;
 pub mod owners;
-// The shell classifier lands in shell.rs / shell_corpus.rs; enable these two lines with it:
-// pub mod shell;
-// #[cfg(test)] mod shell_corpus;
+pub mod shell;
+#[cfg(test)]
+mod shell_corpus;
 pub mod terminal;
 
 use crate::tools::executor::ConsentGate;
@@ -182,6 +182,61 @@ impl Consent {
         }
     }
 
+    /// Web consent: a `consent_request` event on the turn's stream, answered by
+    /// `POST /api/consent/{request_id}` (the gateway calls [`Consent::decide`]).
+    async fn ask_on_stream(
+        &self,
+        ctx: &ToolContext,
+        tool: &str,
+        description: &str,
+        always: bool,
+    ) -> Result<ApprovalChoice, Denial> {
+        let Some(events) = &ctx.events else {
+            return Err(Denial::NoProvider);
+        };
+        let request_id = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
+        let (tx, rx) = oneshot::channel();
+        self.pending().insert(
+            request_id.clone(),
+            Pending {
+                channel: ChannelKind::Web,
+                chat_id: ctx.session_key.clone(),
+                tool: tool.to_string(),
+                tx,
+            },
+        );
+        let _ = events.send(crate::agent::TurnEvent::ConsentRequest {
+            request_id: request_id.clone(),
+            tool: tool.to_string(),
+            description: description.to_string(),
+            always,
+        });
+        match tokio::time::timeout(self.timeout, rx).await {
+            Ok(Ok(choice)) => Ok(choice),
+            Ok(Err(_)) | Err(_) => {
+                self.pending().remove(&request_id);
+                Err(Denial::TimedOut(self.timeout.as_secs()))
+            }
+        }
+    }
+
+    /// Count a denial and turn it into the model's result.
+    fn deny(&self, d: Denial, tool: &str) -> ToolResult {
+        let outcome = match &d {
+            Denial::RefusedByUser => "refused",
+            Denial::TimedOut(_) => "timed_out",
+            Denial::NotOwner => "not_owner",
+            Denial::NoOwner => "no_owner",
+            Denial::Unattended { .. } => "unattended",
+            Denial::NoProvider => "no_provider",
+        };
+        crate::metrics::METRICS
+            .consent
+            .with_label_values(&[outcome])
+            .inc();
+        d.result(tool)
+    }
+
     async fn ask_in_chat(
         &self,
         ctx: &ToolContext,
@@ -272,20 +327,20 @@ impl ConsentGate for Consent {
                 .as_ref()
                 .is_some_and(|a| a.iter().any(|t| *t == name));
             return if always {
-                Err(Denial::Unattended { always: true }.result(&name))
+                Err(self.deny(Denial::Unattended { always: true }, &name))
             } else if authorised {
                 Ok(())
             } else {
-                Err(Denial::Unattended { always: false }.result(&name))
+                Err(self.deny(Denial::Unattended { always: false }, &name))
             };
         }
         let chat_platform = matches!(ctx.channel, ChannelKind::Telegram | ChannelKind::Lark);
         if chat_platform {
             if !self.owners.has_owner(ctx.channel) {
-                return Err(Denial::NoOwner.result(&name));
+                return Err(self.deny(Denial::NoOwner, &name));
             }
             if !ctx.is_owner {
-                return Err(Denial::NotOwner.result(&name));
+                return Err(self.deny(Denial::NotOwner, &name));
             }
         }
         if !always && self.grants.is_granted(&ctx.session_key, &scope) {
@@ -298,16 +353,30 @@ impl ConsentGate for Consent {
                     TerminalAnswer::Session => ApprovalChoice::Session,
                     TerminalAnswer::No => ApprovalChoice::Deny,
                 },
-                None => return Err(Denial::NoProvider.result(&name)),
+                None => return Err(self.deny(Denial::NoProvider, &name)),
             },
             ChannelKind::Telegram | ChannelKind::Lark => {
                 match self.ask_in_chat(ctx, &name, &description, always).await {
                     Ok(c) => c,
-                    Err(d) => return Err(d.result(&name)),
+                    Err(d) => return Err(self.deny(d, &name)),
                 }
             }
-            ChannelKind::Web => return Err(Denial::NoProvider.result(&name)),
+            ChannelKind::Web => match self.ask_on_stream(ctx, &name, &description, always).await {
+                Ok(c) => c,
+                Err(d) => return Err(self.deny(d, &name)),
+            },
         };
+        let outcome = match choice {
+            ApprovalChoice::Once => "approved_once",
+            ApprovalChoice::Session => "approved_session",
+            ApprovalChoice::Deny => "refused",
+        };
+        if choice != ApprovalChoice::Deny {
+            crate::metrics::METRICS
+                .consent
+                .with_label_values(&[outcome])
+                .inc();
+        }
         match choice {
             ApprovalChoice::Once => {
                 approve(ctx);
@@ -320,7 +389,7 @@ impl ConsentGate for Consent {
                 approve(ctx);
                 Ok(())
             }
-            ApprovalChoice::Deny => Err(Denial::RefusedByUser.result(&name)),
+            ApprovalChoice::Deny => Err(self.deny(Denial::RefusedByUser, &name)),
         }
     }
 }

@@ -27,7 +27,12 @@ impl Owners {
         Self { configured, store }
     }
 
+    /// Whether `user_id` owns the bot on `channel`. The terminal user and the gateway token holder
+    /// (`Web`) are owners by construction.
     pub fn is_owner(&self, channel: ChannelKind, user_id: &str) -> bool {
+        if matches!(channel, ChannelKind::Terminal | ChannelKind::Web) {
+            return true;
+        }
         if self
             .configured
             .iter()

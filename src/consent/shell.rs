@@ -38,8 +38,18 @@
 //! The class of the whole command is the worst class of any part ("worst wins"); the reasons
 //! given are those of the parts that reached that class.
 //!
-//! The classifier never panics on any input. Parsing runs on a dedicated thread with a large
-//! stack, behind a length cap, a cap on the number of nesting constructs (the parser is
+//! Where brush-parser is known to read a command differently from bash, the classifier either
+//! takes both readings or gives up with "cannot parse" (always-ask): `( ( cmd ) )` and
+//! `((cmd) )` are subshells, and `((…))` is also walked as commands because dash runs it that way;
+//! words must match their source text (the tokenizer mangles substitutions on the line of a
+//! pending here-document); a here-document body must start on a later line; `$(` left as literal
+//! text, or closed inside a comment, is not trusted; backquoted code gets bash's unescaping; and
+//! single quotes are not treated as quoting inside arithmetic or inside `"${x:-'…'}"`. The test
+//! corpus checks the classification against bash itself on generated commands.
+//!
+//! [`classify`] never panics on any input (a panic inside the parser, which happens on some
+//! malformed input, is caught and counts as always-ask). Parsing runs on a dedicated thread with
+//! a large stack, behind a length cap, a cap on the number of nesting constructs (the parser is
 //! recursive), a nesting depth cap for the walk, a work budget and a time limit; whatever goes
 //! past a cap, fails to parse, or is empty is always-ask.
 
@@ -49,7 +59,9 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use brush_parser::ast;
-use brush_parser::word::{self, Parameter, ParameterExpr, TildeExpr, WordPiece, WordPieceWithSource};
+use brush_parser::word::{
+    self, Parameter, ParameterExpr, TildeExpr, WordPiece, WordPieceWithSource,
+};
 use brush_parser::{Parser, ParserOptions};
 
 /// The consent class of a shell command. Ordered: the worst sub-command wins.
@@ -146,6 +158,7 @@ fn classify_here(command: &str, secrets: &[String]) -> Classification {
         deferred: Vec::new(),
         commands_seen: 0,
         guessing: false,
+        source: Vec::new(),
     };
     walker.walk_script(command, 0, Stdin::Inherited);
     if walker.commands_seen == 0 && walker.notes.is_empty() {
@@ -345,6 +358,15 @@ fn unescape_backquoted(s: &str, in_double_quotes: bool) -> String {
         out.push(c);
     }
     out
+}
+
+/// Whether the last line of some code is a comment, so that a `)` right after it would be part
+/// of the comment for bash.
+fn ends_in_comment(code: &str) -> bool {
+    let last: Vec<char> = code.rsplit('\n').next().unwrap_or(code).chars().collect();
+    last.iter().enumerate().any(|(i, &c)| {
+        c == '#' && (i == 0 || last[i - 1].is_whitespace() || ";&|(<>".contains(last[i - 1]))
+    })
 }
 
 fn tilde_text(t: &TildeExpr) -> String {
@@ -596,7 +618,9 @@ fn brace_sequence(inner: &str) -> Option<Vec<String>> {
             let mut a = parts[0].chars();
             let mut b = parts[1].chars();
             match (a.next(), a.next(), b.next(), b.next()) {
-                (Some(x), None, Some(y), None) if x.is_ascii_alphabetic() && y.is_ascii_alphabetic() => {
+                (Some(x), None, Some(y), None)
+                    if x.is_ascii_alphabetic() && y.is_ascii_alphabetic() =>
+                {
                     (x as i64, y as i64, true)
                 }
                 _ => return None,
@@ -615,7 +639,11 @@ fn brace_sequence(inner: &str) -> Option<Vec<String>> {
         } else {
             out.push(v.to_string());
         }
-        v = if from <= to { v + step } else { v - step };
+        v = if from <= to {
+            v.saturating_add(step)
+        } else {
+            v.saturating_sub(step)
+        };
     }
     Some(out)
 }
@@ -695,7 +723,12 @@ fn secret_path(arg: &Arg) -> Option<String> {
     if lower.contains("/proc/") && lower.split(is_component_separator).any(|c| c == "environ") {
         return Some("/proc/*/environ".to_owned());
     }
-    for sys in ["/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh/ssh_host_"] {
+    for sys in [
+        "/etc/shadow",
+        "/etc/gshadow",
+        "/etc/sudoers",
+        "/etc/ssh/ssh_host_",
+    ] {
         if lower.contains(sys) {
             return Some(sys.to_owned());
         }
@@ -895,7 +928,10 @@ fn normalize_path(path: &str) -> String {
 }
 
 fn under(path: &str, dir: &str) -> bool {
-    path == dir || path.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'))
+    path == dir
+        || path
+            .strip_prefix(dir)
+            .is_some_and(|rest| rest.starts_with('/'))
 }
 
 const HARMLESS_DEVICES: &[&str] = &[
@@ -1029,11 +1065,31 @@ const CODE_VARIABLES: &[&str] = &[
     "PERL5OPT",
     "PERL5LIB",
     "RUBYOPT",
+    "RIPGREP_CONFIG_PATH",
+    "GIT_DIR",
+    "GIT_WORK_TREE",
 ];
 
 /// Environment variables that are harmless to use in arguments of read-only commands, as long as
 /// the command does not set them itself.
 const BENIGN_VARIABLES: &[&str] = &["HOME", "PWD", "OLDPWD", "USER", "LOGNAME", "TMPDIR"];
+
+/// An environment variable (upper case by convention) whose name suggests a secret value.
+fn secret_variable(name: &str) -> bool {
+    name.chars()
+        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        && [
+            "KEY",
+            "TOKEN",
+            "SECRET",
+            "PASSWORD",
+            "PASSWD",
+            "CREDENTIAL",
+            "PRIVATE",
+        ]
+        .iter()
+        .any(|w| name.contains(w))
+}
 
 fn mentions_ethan_dir(lower: &str) -> bool {
     let bytes = lower.as_bytes();
@@ -1072,7 +1128,10 @@ enum Input {
     Inherited,
     Piped,
     /// A here-document or here-string; `is_static` is false when it has expansions.
-    Text { text: String, is_static: bool },
+    Text {
+        text: String,
+        is_static: bool,
+    },
     /// `< file`.
     File(Arg),
 }
@@ -1120,35 +1179,93 @@ struct Walker<'a> {
     commands_seen: usize,
     /// Inside a guess at commands embedded in an unknown command's arguments (no nested guesses).
     guessing: bool,
+    /// The characters of the script being walked (source spans index into it).
+    source: Vec<char>,
 }
 
 const SHELLS: &[&str] = &[
-    "sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "yash", "rbash", "fish", "tcsh", "csh",
-    "pwsh", "powershell",
+    "sh",
+    "bash",
+    "zsh",
+    "dash",
+    "ksh",
+    "mksh",
+    "ash",
+    "yash",
+    "rbash",
+    "fish",
+    "tcsh",
+    "csh",
+    "pwsh",
+    "powershell",
 ];
 
 const SAFE_COMMANDS: &[&str] = &[
-    "ls", "pwd", "echo", "printf", "cat", "head", "tail", "wc", "stat", "file", "du", "df",
-    "date", "whoami", "id", "uname", "hostname", "uptime", "which", "type", "grep", "egrep",
-    "fgrep", "rg", "sort", "uniq", "cut", "tr", "diff", "tree", "cd", "true", "false", ":", "test",
-    "[", "basename", "dirname", "realpath", "readlink", "nl", "seq", "sleep", "cmp", "read",
-    "unset", "shift", "wait", "exit", "return", "break", "continue", "let", "pushd", "popd",
-    "dirs", "hash",
+    "ls", "pwd", "echo", "printf", "cat", "head", "tail", "wc", "stat", "file", "du", "df", "date",
+    "whoami", "id", "uname", "hostname", "uptime", "which", "type", "grep", "egrep", "fgrep", "rg",
+    "sort", "uniq", "cut", "tr", "diff", "tree", "cd", "true", "false", ":", "test", "[",
+    "basename", "dirname", "realpath", "readlink", "nl", "seq", "sleep", "cmp", "read", "unset",
+    "shift", "wait", "exit", "return", "break", "continue", "let", "pushd", "popd", "dirs",
 ];
 
 /// Safe commands that may take dynamic arguments: they neither read files nor run anything.
 const DYNAMIC_ARGS_OK: &[&str] = &[
-    "echo", "printf", "true", "false", ":", "test", "[", "sleep", "read", "unset", "shift",
-    "wait", "exit", "return", "break", "continue", "let", "seq",
+    "echo", "printf", "true", "false", ":", "test", "[", "sleep", "read", "unset", "shift", "wait",
+    "exit", "return", "break", "continue", "let", "seq",
 ];
 
 /// Names that, found among the arguments of an unknown command, suggest it runs them.
 const EMBEDDED_TRIGGERS: &[&str] = &[
-    "rm", "dd", "shred", "wipefs", "fdisk", "sfdisk", "parted", "mkfs", "sudo", "doas", "su",
-    "pkexec", "eval", "sh", "bash", "zsh", "dash", "ksh", "python", "python3", "perl", "ruby",
-    "node", "php", "chmod", "chown", "git", "find", "xargs", "env", "kill", "shutdown", "reboot",
-    "halt", "poweroff", "crontab", "systemctl", "iptables", "userdel", "passwd", "source", "awk",
-    "printenv", "tee", "nohup", "timeout", "nice", "exec", "command", "setsid",
+    "rm",
+    "dd",
+    "shred",
+    "wipefs",
+    "fdisk",
+    "sfdisk",
+    "parted",
+    "mkfs",
+    "sudo",
+    "doas",
+    "su",
+    "pkexec",
+    "eval",
+    "sh",
+    "bash",
+    "zsh",
+    "dash",
+    "ksh",
+    "python",
+    "python3",
+    "perl",
+    "ruby",
+    "node",
+    "php",
+    "chmod",
+    "chown",
+    "git",
+    "find",
+    "xargs",
+    "env",
+    "kill",
+    "shutdown",
+    "reboot",
+    "halt",
+    "poweroff",
+    "crontab",
+    "systemctl",
+    "iptables",
+    "userdel",
+    "passwd",
+    "source",
+    "awk",
+    "printenv",
+    "tee",
+    "nohup",
+    "timeout",
+    "nice",
+    "exec",
+    "command",
+    "setsid",
 ];
 
 impl<'a> Walker<'a> {
@@ -1244,7 +1361,10 @@ impl<'a> Walker<'a> {
             self.note(ShellClass::Always, "too complex to analyse");
             return;
         }
-        let mut parser = Parser::new(std::io::Cursor::new(src.as_bytes()), &ParserOptions::default());
+        let mut parser = Parser::new(
+            std::io::Cursor::new(src.as_bytes()),
+            &ParserOptions::default(),
+        );
         let program = match parser.parse_program() {
             Ok(program) => program,
             Err(_) => {
@@ -1253,9 +1373,11 @@ impl<'a> Walker<'a> {
             }
         };
         let ctx = Ctx::nested(stdin);
+        let outer = std::mem::replace(&mut self.source, src.chars().collect());
         for list in &program.complete_commands {
             self.walk_list(list, ctx, depth);
         }
+        self.source = outer;
     }
 
     fn walk_list(&mut self, list: &ast::CompoundList, ctx: Ctx, depth: usize) {
@@ -1346,9 +1468,49 @@ impl<'a> Walker<'a> {
         }
         let plain = Ctx::nested(ctx.stdin);
         match compound {
-            ast::CompoundCommand::Arithmetic(a) => self.walk_arithmetic(&a.expr.value, plain, depth),
+            ast::CompoundCommand::Arithmetic(a) => {
+                // brush-parser reads `( ( cmd ) )` and `((cmd) )` as arithmetic; bash reads them
+                // as nested subshells. Only adjacent `((` … `))` is arithmetic in bash, and even
+                // that is two subshells in a POSIX shell such as dash (the shell tool's fallback
+                // and what `sh -c` runs on many systems), so that reading is walked too.
+                let span = self
+                    .source
+                    .get(a.loc.start.index..a.loc.end.index)
+                    .map(|chars| chars.iter().collect::<String>().trim().to_owned());
+                let squeeze =
+                    |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+                match span {
+                    Some(text)
+                        if text.starts_with("((") && text.ends_with("))") && text.len() >= 4 =>
+                    {
+                        if squeeze(&text[2..text.len() - 2]) != squeeze(&a.expr.value) {
+                            self.note(
+                                ShellClass::Always,
+                                "cannot parse (arithmetic changed by the parser)",
+                            );
+                        }
+                        self.walk_arithmetic(&a.expr.value, plain, depth);
+                        let mut inner = self.sub_walker();
+                        inner.walk_script(&text[2..text.len() - 2], depth + 1, ctx.stdin);
+                        self.absorb(inner, |r| !r.starts_with("cannot parse"));
+                    }
+                    Some(text)
+                        if text.starts_with('(') && text.ends_with(')') && text.len() >= 2 =>
+                    {
+                        let inner = &text[1..text.len() - 1];
+                        self.walk_script(inner, depth + 1, ctx.stdin);
+                    }
+                    _ => {
+                        self.walk_arithmetic(&a.expr.value, plain, depth);
+                        self.walk_script(&a.expr.value, depth + 1, ctx.stdin);
+                    }
+                }
+            }
             ast::CompoundCommand::ArithmeticForClause(f) => {
-                for e in [&f.initializer, &f.condition, &f.updater].into_iter().flatten() {
+                for e in [&f.initializer, &f.condition, &f.updater]
+                    .into_iter()
+                    .flatten()
+                {
                     self.walk_arithmetic(&e.value, plain, depth);
                 }
                 self.walk_list(&f.body.list, ctx, depth + 1);
@@ -1359,17 +1521,17 @@ impl<'a> Walker<'a> {
                 self.assigned.insert(f.variable_name.clone());
                 if let Some(values) = &f.values {
                     for w in values {
-                        let arg = self.word(&w.value, plain, depth);
+                        let arg = self.ast_word(w, plain, depth);
                         self.check_text(&arg.text());
                     }
                 }
                 self.walk_list(&f.body.list, ctx, depth + 1);
             }
             ast::CompoundCommand::CaseClause(c) => {
-                self.word(&c.value.value, plain, depth);
+                self.ast_word(&c.value, plain, depth);
                 for item in &c.cases {
                     for p in &item.patterns {
-                        self.word(&p.value, plain, depth);
+                        self.ast_word(p, plain, depth);
                     }
                     if let Some(list) = &item.cmd {
                         self.walk_list(list, ctx, depth + 1);
@@ -1392,7 +1554,7 @@ impl<'a> Walker<'a> {
             }
             ast::CompoundCommand::Coprocess(c) => {
                 if let Some(name) = &c.name {
-                    self.word(&name.value, plain, depth);
+                    self.ast_word(name, plain, depth);
                 }
                 let ctx = Ctx {
                     background: true,
@@ -1416,13 +1578,13 @@ impl<'a> Walker<'a> {
                 self.walk_extended_test(a, ctx, depth + 1);
             }
             ast::ExtendedTestExpr::UnaryTest(_, w) => {
-                let arg = self.word(&w.value, Ctx::nested(ctx.stdin), depth);
+                let arg = self.ast_word(w, Ctx::nested(ctx.stdin), depth);
                 self.check_arg_common(&arg);
                 self.check_arith_injection(&arg, depth);
             }
             ast::ExtendedTestExpr::BinaryTest(_, a, b) => {
                 for w in [a, b] {
-                    let arg = self.word(&w.value, Ctx::nested(ctx.stdin), depth);
+                    let arg = self.ast_word(w, Ctx::nested(ctx.stdin), depth);
                     self.check_arg_common(&arg);
                     self.check_arith_injection(&arg, depth);
                 }
@@ -1436,7 +1598,10 @@ impl<'a> Walker<'a> {
             return;
         }
         self.check_text(text);
-        match word::parse(text, &ParserOptions::default()) {
+        // Quotes do not quote inside arithmetic: `$(( '$(cmd)' ))` runs cmd.
+        let parsed = word::parse_heredoc(text, &ParserOptions::default())
+            .or_else(|_| word::parse(text, &ParserOptions::default()));
+        match parsed {
             Ok(pieces) => {
                 let mut arg = Arg::default();
                 self.pieces(&pieces, false, &mut arg, ctx, depth + 1);
@@ -1447,10 +1612,7 @@ impl<'a> Walker<'a> {
                     .map(|(c, _)| *c)
                     .collect();
                 if literal.contains("$(") || literal.contains('`') {
-                    self.note(
-                        ShellClass::Always,
-                        "command substitution inside arithmetic",
-                    );
+                    self.note(ShellClass::Always, "command substitution inside arithmetic");
                 }
             }
             Err(_) => {
@@ -1476,6 +1638,51 @@ impl<'a> Walker<'a> {
 
     // --- words ---------------------------------------------------------------------------------
 
+    /// [`Self::word`] for a word of the syntax tree, after checking that the parser kept it as
+    /// written: a word that differs from its source text was mangled by the tokenizer (it does so
+    /// with substitutions on the line of a pending here-document), so what bash runs is unknown.
+    fn ast_word(&mut self, w: &ast::Word, ctx: Ctx, depth: usize) -> Arg {
+        self.verify_word(w);
+        self.word(&w.value, ctx, depth)
+    }
+
+    fn verify_word(&mut self, w: &ast::Word) {
+        let Some(loc) = &w.loc else {
+            return;
+        };
+        let source: Option<String> = self
+            .source
+            .get(loc.start.index..loc.end.index)
+            .map(|chars| chars.iter().collect());
+        // Positions after a pending here-document can be one off, hence the trimming.
+        let matches = source.is_some_and(|text| {
+            let text = text.trim();
+            text == w.value || text.replace("\\\n", "") == w.value
+        });
+        if !matches {
+            self.note(
+                ShellClass::Always,
+                "cannot parse (word changed by the parser)",
+            );
+        }
+    }
+
+    /// A here-document body starts on a line after its `<<` operator; brush-parser sometimes
+    /// loses tokens around here-documents inside `((…) )`, which shows up as a body on the same
+    /// line.
+    fn verify_here_document(&mut self, doc: &ast::IoHereDocument) {
+        let (Some(end), Some(body)) = (&doc.here_end.loc, &doc.doc.loc) else {
+            return;
+        };
+        if doc.doc.value.is_empty() {
+            return;
+        }
+        let between = self.source.get(end.end.index..body.start.index);
+        if !between.is_some_and(|chars| chars.contains(&'\n')) {
+            self.note(ShellClass::Always, "cannot parse (here-document)");
+        }
+    }
+
     /// Parses a word, walks the commands it runs, and returns it after quote removal.
     fn word(&mut self, raw: &str, ctx: Ctx, depth: usize) -> Arg {
         let mut arg = Arg::default();
@@ -1490,7 +1697,7 @@ impl<'a> Walker<'a> {
         match word::parse(raw, &ParserOptions::default()) {
             Ok(pieces) => self.pieces(&pieces, false, &mut arg, ctx, depth),
             Err(_) => {
-                self.note(ShellClass::Always, "cannot parse");
+                self.note(ShellClass::Always, "cannot parse (word)");
                 arg.push_str(raw, Kind::Dynamic);
                 arg.opaque = true;
             }
@@ -1510,7 +1717,22 @@ impl<'a> Walker<'a> {
             return;
         }
         let literal = if quoted { Kind::Quoted } else { Kind::Unquoted };
+        // Literal text (unquoted or double-quoted) just before the current piece.
+        let mut text_before = String::new();
         for p in pieces {
+            if let WordPiece::Text(s) = &p.piece {
+                // brush-parser keeps a substitution it cannot parse as literal text (`$`,
+                // `(cmd …`); bash would run it. Such text means the word was not understood.
+                text_before.push_str(s);
+                if ["$(", "${", "$[", "`"]
+                    .iter()
+                    .any(|m| text_before.contains(m))
+                {
+                    self.note(ShellClass::Always, "cannot parse (substitution)");
+                }
+            } else {
+                text_before.clear();
+            }
             match &p.piece {
                 WordPiece::Text(s) => arg.push_str(s, literal),
                 WordPiece::SingleQuotedText(s) => arg.push_str(s, Kind::Quoted),
@@ -1522,6 +1744,11 @@ impl<'a> Walker<'a> {
                 WordPiece::TildeExpansion(t) => arg.push_str(&tilde_text(t), Kind::Quoted),
                 WordPiece::ParameterExpansion(e) => self.parameter(e, arg, ctx, depth),
                 WordPiece::CommandSubstitution(s) => {
+                    if ends_in_comment(s) {
+                        // bash does not close `$(` inside a comment; brush-parser's word parser
+                        // does, so the text after it would be misread as literal.
+                        self.note(ShellClass::Always, "cannot parse (comment in substitution)");
+                    }
                     self.walk_script(s, depth + 1, ctx.stdin);
                     arg.push_str("$(…)", Kind::Dynamic);
                     arg.cmdsub = true;
@@ -1567,11 +1794,25 @@ impl<'a> Walker<'a> {
             if s.contains('$') || s.contains('`') || s.contains('<') || s.contains('>') {
                 let inner = self.word(s, ctx, depth + 1);
                 self.check_text(&inner.text());
+                // Inside double quotes, single quotes in these operands do not quote: bash runs
+                // the `$(…)` in `"${x:-'$(cmd)'}"`. Walk that reading too.
+                if s.contains('\'') {
+                    if let Ok(pieces) = word::parse_heredoc(s, &ParserOptions::default()) {
+                        let mut ignored = Arg::default();
+                        self.pieces(&pieces, true, &mut ignored, ctx, depth + 1);
+                    }
+                }
             }
         }
         let name = param.and_then(parameter_name);
         if let Some(name) = name {
             self.check_text(name);
+            if secret_variable(name) {
+                self.note(
+                    ShellClass::Always,
+                    format!("uses a secret-looking variable (${name})"),
+                );
+            }
         }
         match (e, name) {
             (
@@ -1603,7 +1844,7 @@ impl<'a> Walker<'a> {
         match r {
             ast::IoRedirect::File(fd, kind, target) => match target {
                 ast::IoFileRedirectTarget::Filename(w) => {
-                    let arg = self.word(&w.value, plain, depth);
+                    let arg = self.ast_word(w, plain, depth);
                     self.check_arg_common(&arg);
                     match kind {
                         ast::IoFileRedirectKind::Read => {
@@ -1617,10 +1858,14 @@ impl<'a> Walker<'a> {
                 }
                 ast::IoFileRedirectTarget::Fd(_) => {}
                 ast::IoFileRedirectTarget::Duplicate(w) => {
-                    let arg = self.word(&w.value, plain, depth);
+                    let arg = self.ast_word(w, plain, depth);
                     let text = arg.text();
                     let is_fd = arg.is_static()
-                        && (text == "-" || text.trim_end_matches('-').chars().all(|c| c.is_ascii_digit()));
+                        && (text == "-"
+                            || text
+                                .trim_end_matches('-')
+                                .chars()
+                                .all(|c| c.is_ascii_digit()));
                     if matches!(kind, ast::IoFileRedirectKind::DuplicateOutput) && !is_fd {
                         self.check_arg_common(&arg);
                         self.write_target(&arg);
@@ -1638,6 +1883,7 @@ impl<'a> Walker<'a> {
                 }
             },
             ast::IoRedirect::HereDocument(fd, doc) => {
+                self.verify_here_document(doc);
                 let mut is_static = true;
                 if doc.requires_expansion {
                     match word::parse_heredoc(&doc.doc.value, &ParserOptions::default()) {
@@ -1647,7 +1893,7 @@ impl<'a> Walker<'a> {
                             is_static = arg.is_static();
                         }
                         Err(_) => {
-                            self.note(ShellClass::Always, "cannot parse");
+                            self.note(ShellClass::Always, "cannot parse (here-document)");
                             is_static = false;
                         }
                     }
@@ -1660,7 +1906,7 @@ impl<'a> Walker<'a> {
                 }
             }
             ast::IoRedirect::HereString(fd, w) => {
-                let arg = self.word(&w.value, plain, depth);
+                let arg = self.ast_word(w, plain, depth);
                 self.check_text(&arg.text());
                 if is_stdin(fd) {
                     *input = Input::Text {
@@ -1670,7 +1916,7 @@ impl<'a> Walker<'a> {
                 }
             }
             ast::IoRedirect::OutputAndError(w, _) => {
-                let arg = self.word(&w.value, plain, depth);
+                let arg = self.ast_word(w, plain, depth);
                 self.check_arg_common(&arg);
                 self.write_target(&arg);
             }
@@ -1716,7 +1962,10 @@ impl<'a> Walker<'a> {
                 ));
             }
         }
-        self.note(ShellClass::Ask, format!("writes to a file ({})", shorten(&text)));
+        self.note(
+            ShellClass::Ask,
+            format!("writes to a file ({})", shorten(&text)),
+        );
     }
 
     /// Checks every argument gets: the daemon's secrets and secret-looking paths.
@@ -1734,14 +1983,22 @@ impl<'a> Walker<'a> {
             Stdin::Piped => Input::Piped,
         };
         let mut words: Vec<Arg> = Vec::new();
-        let prefix = cmd.prefix.iter().flat_map(|p| p.0.iter()).map(|item| (true, item));
-        let suffix = cmd.suffix.iter().flat_map(|s| s.0.iter()).map(|item| (false, item));
+        let prefix = cmd
+            .prefix
+            .iter()
+            .flat_map(|p| p.0.iter())
+            .map(|item| (true, item));
+        let suffix = cmd
+            .suffix
+            .iter()
+            .flat_map(|s| s.0.iter())
+            .map(|item| (false, item));
         let mut name_done = false;
         for (in_prefix, item) in prefix.chain(suffix) {
             if !in_prefix && !name_done {
                 name_done = true;
                 if let Some(name) = &cmd.word_or_name {
-                    words.push(self.word(&name.value, plain, depth));
+                    words.push(self.ast_word(name, plain, depth));
                 }
             }
             match item {
@@ -1749,14 +2006,15 @@ impl<'a> Walker<'a> {
                     self.walk_redirect(r, ctx, depth, &mut input);
                 }
                 ast::CommandPrefixOrSuffixItem::Word(w) => {
-                    words.push(self.word(&w.value, plain, depth));
+                    words.push(self.ast_word(w, plain, depth));
                 }
                 ast::CommandPrefixOrSuffixItem::AssignmentWord(a, w) => {
+                    self.verify_word(w);
                     if in_prefix {
                         self.assignment(a, plain, depth);
                     } else {
                         // An argument of a declaration builtin (`export X=…`).
-                        words.push(self.word(&w.value, plain, depth));
+                        words.push(self.ast_word(w, plain, depth));
                     }
                 }
                 ast::CommandPrefixOrSuffixItem::ProcessSubstitution(kind, sub) => {
@@ -1774,13 +2032,18 @@ impl<'a> Walker<'a> {
         }
         if !name_done {
             if let Some(name) = &cmd.word_or_name {
-                words.push(self.word(&name.value, plain, depth));
+                words.push(self.ast_word(name, plain, depth));
             }
         }
         let mut argv = Vec::new();
         for (i, w) in words.into_iter().enumerate() {
-            let braces = w.chars.iter().any(|&(c, k)| c == '{' && k == Kind::Unquoted)
-                && w.chars.iter().any(|&(c, k)| c == '}' && k == Kind::Unquoted);
+            let braces = w
+                .chars
+                .iter()
+                .any(|&(c, k)| c == '{' && k == Kind::Unquoted)
+                && w.chars
+                    .iter()
+                    .any(|&(c, k)| c == '}' && k == Kind::Unquoted);
             let expanded = brace_expand(w);
             if i == 0 && (expanded.len() > 1 || braces) {
                 self.note(ShellClass::Always, "command name uses brace expansion");
@@ -1807,19 +2070,22 @@ impl<'a> Walker<'a> {
                 .collect(),
         };
         for w in values {
-            let arg = self.word(&w.value, ctx, depth);
+            let arg = self.ast_word(w, ctx, depth);
             self.check_arg_common(&arg);
         }
     }
 
     fn assigned_name(&mut self, name: &str) {
         self.check_text(name);
-        if CODE_VARIABLES.contains(&name) || name.starts_with("BASH_FUNC_") {
+        if CODE_VARIABLES.contains(&name)
+            || name.starts_with("BASH_FUNC_")
+            || name.starts_with("GIT_CONFIG")
+        {
             self.note(
                 ShellClass::Always,
                 format!("sets {name}, which makes programs run other code"),
             );
-        } else if matches!(name, "PATH" | "IFS" | "HOME" | "CDPATH") {
+        } else if matches!(name, "PATH" | "IFS" | "HOME" | "CDPATH" | "GLOBIGNORE") {
             self.note(ShellClass::Ask, format!("changes {name}"));
         }
         self.assigned.insert(name.to_owned());
@@ -1927,7 +2193,11 @@ impl<'a> Walker<'a> {
             "env" => self.env_command(argv, input, ctx, depth),
             "command" => {
                 let texts = texts(args);
-                if texts.iter().take_while(|t| t.starts_with('-')).any(|t| t.contains('v') || t.contains('V')) {
+                if texts
+                    .iter()
+                    .take_while(|t| t.starts_with('-'))
+                    .any(|t| t.contains('v') || t.contains('V'))
+                {
                     return;
                 }
                 let i = skip_options(argv, 1, "", &[]);
@@ -1977,7 +2247,12 @@ impl<'a> Walker<'a> {
             "flock" => self.flock_command(argv, input, ctx, depth),
             "ionice" => {
                 let texts = texts(args);
-                if texts.iter().any(|t| matches!(t.as_str(), "-p" | "-P" | "-u" | "--pid" | "--pgid" | "--uid")) {
+                if texts.iter().any(|t| {
+                    matches!(
+                        t.as_str(),
+                        "-p" | "-P" | "-u" | "--pid" | "--pgid" | "--uid"
+                    )
+                }) {
                     self.note(ShellClass::Ask, "ionice changes other processes");
                     return;
                 }
@@ -2017,14 +2292,17 @@ impl<'a> Walker<'a> {
                 let code: Vec<String> = args.iter().map(Arg::text).collect();
                 let mut inner = self.sub_walker();
                 inner.walk_script(&code.join(" "), depth + 1, input.as_stdin());
-                self.absorb(inner, |r| r != "cannot parse");
+                self.absorb(inner, |r| !r.starts_with("cannot parse"));
             }
-            "source" | "." => self.source_command(args, input),
+            "source" | "." => self.source_command(args),
 
             // Destructive commands.
             "rm" => self.rm_command(args),
             "dd" => {
-                if args.iter().any(|a| a.text().starts_with("of=") || a.is_dynamic()) {
+                if args
+                    .iter()
+                    .any(|a| a.text().starts_with("of=") || a.is_dynamic())
+                {
                     self.note(ShellClass::Always, "dd with of=");
                 } else {
                     self.note(ShellClass::Ask, "runs dd");
@@ -2079,7 +2357,9 @@ impl<'a> Walker<'a> {
                 for (i, t) in texts.iter().enumerate() {
                     if t == "-t" || t == "--target-directory" {
                         targets.extend(args.get(i + 1));
-                    } else if t.starts_with("--target-directory=") || (t.starts_with("-t") && t.len() > 2 && !t.starts_with("--")) {
+                    } else if t.starts_with("--target-directory=")
+                        || (t.starts_with("-t") && t.len() > 2 && !t.starts_with("--"))
+                    {
                         targets.push(&args[i]);
                     }
                 }
@@ -2100,7 +2380,10 @@ impl<'a> Walker<'a> {
             }
 
             // Environment dumps and shell state.
-            "printenv" => self.note(ShellClass::Always, "prints environment variables (printenv)"),
+            "printenv" => self.note(
+                ShellClass::Always,
+                "prints environment variables (printenv)",
+            ),
             "export" | "declare" | "typeset" | "local" | "readonly" => {
                 self.declaration_command(&name, args, depth)
             }
@@ -2126,7 +2409,9 @@ impl<'a> Walker<'a> {
                 let texts = texts(args);
                 if let Some(first) = args.first() {
                     let t = &texts[0];
-                    if !matches!(t.as_str(), "-l" | "-p" | "--" | "-") && !t.chars().all(|c| c.is_ascii_digit()) {
+                    if !matches!(t.as_str(), "-l" | "-p" | "--" | "-")
+                        && !t.chars().all(|c| c.is_ascii_digit())
+                    {
                         self.code_string(first, Stdin::Inherited, depth);
                     }
                 }
@@ -2134,7 +2419,10 @@ impl<'a> Walker<'a> {
 
             // System administration.
             "crontab" => {
-                if args.iter().any(|a| short_cluster(&a.text()).is_some_and(|c| c.contains('r'))) {
+                if args
+                    .iter()
+                    .any(|a| short_cluster(&a.text()).is_some_and(|c| c.contains('r')))
+                {
                     self.note(ShellClass::Always, "crontab -r");
                 } else {
                     self.note(ShellClass::Ask, "runs crontab");
@@ -2147,7 +2435,10 @@ impl<'a> Walker<'a> {
                 let mut i = 0;
                 if matches!(texts.first().map(String::as_str), Some("-s" | "-n")) {
                     i = 2;
-                } else if texts.first().is_some_and(|t| t.starts_with('-') && t != "--") {
+                } else if texts
+                    .first()
+                    .is_some_and(|t| t.starts_with('-') && t != "--")
+                {
                     i = 1;
                 }
                 if texts.get(i).is_some_and(|t| t == "--") {
@@ -2163,7 +2454,10 @@ impl<'a> Walker<'a> {
                 self.note(ShellClass::Always, name.clone());
             }
             "init" | "telinit" => {
-                if args.iter().any(|a| matches!(a.text().as_str(), "0" | "6" | "1" | "s" | "S")) {
+                if args
+                    .iter()
+                    .any(|a| matches!(a.text().as_str(), "0" | "6" | "1" | "s" | "S"))
+                {
                     self.note(ShellClass::Always, format!("{name} changes the runlevel"));
                 } else {
                     self.note(ShellClass::Ask, format!("runs {name}"));
@@ -2201,7 +2495,8 @@ impl<'a> Walker<'a> {
                 if args.iter().any(|a| {
                     let t = a.text();
                     matches!(t.as_str(), "--flush" | "--delete-chain")
-                        || short_cluster(&t).is_some_and(|c| c.starts_with('F') || c.starts_with('X'))
+                        || short_cluster(&t)
+                            .is_some_and(|c| c.starts_with('F') || c.starts_with('X'))
                 }) {
                     self.note(ShellClass::Always, format!("{name} -F"));
                 } else {
@@ -2216,7 +2511,10 @@ impl<'a> Walker<'a> {
                 }
             }
             "userdel" | "deluser" | "passwd" | "chpasswd" | "usermod" | "groupdel" | "delgroup" => {
-                self.note(ShellClass::Always, format!("changes user accounts ({name})"));
+                self.note(
+                    ShellClass::Always,
+                    format!("changes user accounts ({name})"),
+                );
             }
             "ps" => {
                 if args.iter().any(|a| {
@@ -2268,7 +2566,7 @@ impl<'a> Walker<'a> {
             // Still walk what is known, for the reasons; the parse may fail on placeholders.
             let mut inner = self.sub_walker();
             inner.walk_script(&code.text(), depth + 1, stdin);
-            self.absorb(inner, |r| r != "cannot parse");
+            self.absorb(inner, |r| !r.starts_with("cannot parse"));
         }
     }
 
@@ -2282,6 +2580,7 @@ impl<'a> Walker<'a> {
             deferred: Vec::new(),
             commands_seen: 0,
             guessing: self.guessing,
+            source: Vec::new(),
         }
     }
 
@@ -2311,12 +2610,15 @@ impl<'a> Walker<'a> {
                 i += 2;
                 continue;
             }
-            if matches!(t.as_str(), "-S" | "--split-string") || t.starts_with("--split-string=") || (t.starts_with("-S") && t.len() > 2) {
+            if matches!(t.as_str(), "-S" | "--split-string")
+                || t.starts_with("--split-string=")
+                || (t.starts_with("-S") && t.len() > 2)
+            {
                 // `env -S 'cmd args'` splits a string into a command line.
-                let mut code = if t.starts_with("--split-string=") {
-                    t["--split-string=".len()..].to_owned()
-                } else if t.len() > 2 && t.starts_with("-S") {
-                    t[2..].to_owned()
+                let mut code = if let Some(code) = t.strip_prefix("--split-string=") {
+                    code.to_owned()
+                } else if let Some(code) = t.strip_prefix("-S").filter(|c| !c.is_empty()) {
+                    code.to_owned()
                 } else {
                     i += 1;
                     argv.get(i).map(Arg::text).unwrap_or_default()
@@ -2377,7 +2679,10 @@ impl<'a> Walker<'a> {
                 replace = Some(r.to_owned());
             } else if t == "-i" || t == "--replace" {
                 replace = Some("{}".to_owned());
-            } else if let Some(r) = t.strip_prefix("--replace=").or_else(|| t.strip_prefix("-i")) {
+            } else if let Some(r) = t
+                .strip_prefix("--replace=")
+                .or_else(|| t.strip_prefix("-i"))
+            {
                 replace = Some(r.to_owned());
             }
             let long_with_arg = [
@@ -2390,7 +2695,9 @@ impl<'a> Walker<'a> {
                 "--process-slot-var",
                 "--eof",
             ];
-            if long_with_arg.contains(&t.as_str()) || matches!(t.as_str(), "-a" | "-d" | "-E" | "-L" | "-n" | "-P" | "-s") {
+            if long_with_arg.contains(&t.as_str())
+                || matches!(t.as_str(), "-a" | "-d" | "-E" | "-L" | "-n" | "-P" | "-s")
+            {
                 i += 2;
             } else {
                 i += 1;
@@ -2398,9 +2705,17 @@ impl<'a> Walker<'a> {
         }
         let rest = argv.get(i..).unwrap_or(&[]);
         if let (Some(r), Some(first)) = (&replace, rest.first()) {
+            if !r.is_empty() && first.text().contains(r.as_str()) {
+                self.note(ShellClass::Always, "xargs runs its input as commands");
+            }
             let inner = basename(&first.text()).to_owned();
-            let runs_code = SHELLS.contains(&inner.as_str()) || interpreter_family(&inner).is_some() || inner == "eval";
-            if runs_code && !r.is_empty() && rest.iter().skip(1).any(|a| a.text().contains(r.as_str())) {
+            let runs_code = SHELLS.contains(&inner.as_str())
+                || interpreter_family(&inner).is_some()
+                || inner == "eval";
+            if runs_code
+                && !r.is_empty()
+                && rest.iter().skip(1).any(|a| a.text().contains(r.as_str()))
+            {
                 self.note(ShellClass::Always, "xargs substitutes its input into code");
             }
         }
@@ -2421,7 +2736,9 @@ impl<'a> Walker<'a> {
             .iter()
             .skip(1)
             .take_while(|t| t.starts_with('-'))
-            .any(|t| t == "-x" || t == "--exec" || short_cluster(t).is_some_and(|c| c.contains('x')));
+            .any(|t| {
+                t == "-x" || t == "--exec" || short_cluster(t).is_some_and(|c| c.contains('x'))
+            });
         let i = skip_options(argv, 1, "nq", &["--interval", "--equexit"]);
         let rest = argv.get(i..).unwrap_or(&[]);
         if exec {
@@ -2455,7 +2772,10 @@ impl<'a> Walker<'a> {
                 return;
             }
             if a.is_static() && t.starts_with('-') && t != "-" {
-                if matches!(t.as_str(), "-w" | "-E" | "--timeout" | "--wait" | "--conflict-exit-code") {
+                if matches!(
+                    t.as_str(),
+                    "-w" | "-E" | "--timeout" | "--wait" | "--conflict-exit-code"
+                ) {
                     i += 2;
                 } else {
                     i += 1;
@@ -2501,7 +2821,11 @@ impl<'a> Walker<'a> {
             }
             if (t.starts_with('-') || t.starts_with('+')) && t.len() > 1 {
                 let flags = &t[1..];
-                if t.starts_with('-') && (flags.contains('c') || (matches!(name.as_str(), "pwsh" | "powershell") && flags.eq_ignore_ascii_case("command"))) {
+                if t.starts_with('-')
+                    && (flags.contains('c')
+                        || (matches!(name.as_str(), "pwsh" | "powershell")
+                            && flags.eq_ignore_ascii_case("command")))
+                {
                     code_flag = true;
                 }
                 if flags.contains('s') {
@@ -2521,7 +2845,10 @@ impl<'a> Walker<'a> {
             return;
         }
         if ctx.args_from_input {
-            self.note(ShellClass::Always, format!("runs its input as shell code (xargs {name})"));
+            self.note(
+                ShellClass::Always,
+                format!("runs its input as shell code (xargs {name})"),
+            );
             return;
         }
         if let (Some(script), false) = (argv.get(i), stdin_flag) {
@@ -2532,7 +2859,10 @@ impl<'a> Walker<'a> {
                     format!("{name} runs code from a process substitution"),
                 );
             } else if script.is_dynamic() {
-                self.note(ShellClass::Always, format!("{name} runs a non-literal script"));
+                self.note(
+                    ShellClass::Always,
+                    format!("{name} runs a non-literal script"),
+                );
             } else if is_stdin_path(&t) {
                 self.shell_reads_stdin(&name, input, depth);
             } else {
@@ -2556,7 +2886,10 @@ impl<'a> Walker<'a> {
             Input::File(path) => {
                 let t = path.text();
                 if path.is_dynamic() || is_stdin_path(&t) {
-                    self.note(ShellClass::Always, format!("{name} reads code from a non-literal source"));
+                    self.note(
+                        ShellClass::Always,
+                        format!("{name} reads code from a non-literal source"),
+                    );
                 } else {
                     self.note(ShellClass::Ask, format!("runs a {name} script"));
                 }
@@ -2603,22 +2936,34 @@ impl<'a> Walker<'a> {
                 continue;
             }
             if family == Family::Deno && matches!(t.as_str(), "eval" | "repl") {
-                self.note(ShellClass::Always, format!("interpreter with inline code ({name} {t})"));
+                self.note(
+                    ShellClass::Always,
+                    format!("interpreter with inline code ({name} {t})"),
+                );
                 return;
             }
             script = Some(i);
             break;
         }
         if ctx.args_from_input {
-            self.note(ShellClass::Always, format!("runs its input as code (xargs {name})"));
+            self.note(
+                ShellClass::Always,
+                format!("runs its input as code (xargs {name})"),
+            );
             return;
         }
         if let Some(s) = script {
             let arg = &argv[s];
             if arg.procsub {
-                self.note(ShellClass::Always, format!("{name} runs code from a process substitution"));
+                self.note(
+                    ShellClass::Always,
+                    format!("{name} runs code from a process substitution"),
+                );
             } else if arg.is_dynamic() {
-                self.note(ShellClass::Always, format!("{name} runs a non-literal script"));
+                self.note(
+                    ShellClass::Always,
+                    format!("{name} runs a non-literal script"),
+                );
             } else if is_stdin_path(&arg.text()) {
                 self.interpreter_reads_stdin(&name, input);
             } else {
@@ -2631,14 +2976,20 @@ impl<'a> Walker<'a> {
 
     fn interpreter_reads_stdin(&mut self, name: &str, input: &Input) {
         match input {
-            Input::Piped => self.note(ShellClass::Always, format!("pipes into an interpreter ({name})")),
+            Input::Piped => self.note(
+                ShellClass::Always,
+                format!("pipes into an interpreter ({name})"),
+            ),
             Input::Text { .. } => self.note(
                 ShellClass::Always,
                 format!("interpreter with inline code ({name} here-document)"),
             ),
             Input::File(path) => {
                 if path.is_dynamic() || is_stdin_path(&path.text()) {
-                    self.note(ShellClass::Always, format!("{name} reads code from a non-literal source"));
+                    self.note(
+                        ShellClass::Always,
+                        format!("{name} reads code from a non-literal source"),
+                    );
                 } else {
                     self.note(ShellClass::Ask, format!("runs a {name} script"));
                 }
@@ -2667,7 +3018,16 @@ impl<'a> Walker<'a> {
                 i += 2;
                 continue;
             }
-            if matches!(t.as_str(), "-F" | "-v" | "-i" | "-l" | "--include" | "--load" | "--assign" | "--field-separator") {
+            if matches!(
+                t.as_str(),
+                "-F" | "-v"
+                    | "-i"
+                    | "-l"
+                    | "--include"
+                    | "--load"
+                    | "--assign"
+                    | "--field-separator"
+            ) {
                 i += 2;
                 continue;
             }
@@ -2690,7 +3050,10 @@ impl<'a> Walker<'a> {
             } else if text.contains("system") || text.contains('|') {
                 self.note(ShellClass::Always, "awk program runs commands");
             } else if text.contains('>') || text.contains("ENVIRON") {
-                self.note(ShellClass::Ask, "awk program may write files or read the environment");
+                self.note(
+                    ShellClass::Ask,
+                    "awk program may write files or read the environment",
+                );
             }
         }
         self.note(ShellClass::Ask, "runs awk");
@@ -2735,7 +3098,7 @@ impl<'a> Walker<'a> {
         self.note(ShellClass::Ask, "runs sed");
     }
 
-    fn source_command(&mut self, args: &[Arg], input: &Input) {
+    fn source_command(&mut self, args: &[Arg]) {
         let Some(first) = args.first() else {
             self.note(ShellClass::Ask, "source without a file");
             return;
@@ -2745,8 +3108,10 @@ impl<'a> Walker<'a> {
             self.note(ShellClass::Always, "sources a process substitution");
         } else if first.is_dynamic() {
             self.note(ShellClass::Always, "sources a non-literal path");
-        } else if is_stdin_path(&t) || t.starts_with("/dev/fd/") || (t.starts_with("/proc/") && t.contains("/fd/")) {
-            let _ = input;
+        } else if is_stdin_path(&t)
+            || t.starts_with("/dev/fd/")
+            || (t.starts_with("/proc/") && t.contains("/fd/"))
+        {
             self.note(ShellClass::Always, "sources standard input");
         } else {
             self.note(ShellClass::Ask, format!("sources {}", shorten(&t)));
@@ -2804,10 +3169,18 @@ impl<'a> Walker<'a> {
         if recursive {
             let top_level = texts.iter().filter(|t| !t.starts_with('-')).any(|t| {
                 let n = normalize_path(t);
-                n == "/" || n == "/*" || t == "~" || t == "~/" || t == "$HOME" || (n.starts_with('/') && n.matches('/').count() == 1)
+                n == "/"
+                    || n == "/*"
+                    || t == "~"
+                    || t == "~/"
+                    || t == "$HOME"
+                    || (n.starts_with('/') && n.matches('/').count() == 1)
             });
             if top_level {
-                self.note(ShellClass::Always, "recursive chmod of a top-level directory");
+                self.note(
+                    ShellClass::Always,
+                    "recursive chmod of a top-level directory",
+                );
                 return;
             }
         }
@@ -2834,6 +3207,9 @@ impl<'a> Walker<'a> {
                         end += 1;
                     }
                     let inner = argv.get(start..end).unwrap_or(&[]);
+                    if inner.first().is_some_and(|a| a.text().contains("{}")) {
+                        self.note(ShellClass::Always, "find runs the files it finds");
+                    }
                     let inner_ctx = Ctx {
                         args_from_input: false,
                         ..ctx
@@ -2865,11 +3241,15 @@ impl<'a> Walker<'a> {
                 return;
             }
             match t.as_str() {
-                "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--super-prefix" | "--config-env" => i += 2,
+                "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--super-prefix"
+                | "--config-env" => i += 2,
                 "-c" => {
                     if let Some(config) = texts.get(i + 1) {
                         if git_config_runs_code(config) {
-                            self.note(ShellClass::Always, "git -c with a setting that runs a command");
+                            self.note(
+                                ShellClass::Always,
+                                "git -c with a setting that runs a command",
+                            );
                         }
                     }
                     i += 2;
@@ -2888,14 +3268,28 @@ impl<'a> Walker<'a> {
         };
         let rest = &texts[i + 1..];
         let rest_args = &argv[i + 1..];
-        if rest_args.iter().any(Arg::is_dynamic) && matches!(sub.as_str(), "push" | "reset" | "clean" | "checkout" | "branch") {
-            self.note(ShellClass::Always, format!("git {sub} with a non-literal argument"));
+        if rest_args.iter().any(Arg::is_dynamic)
+            && matches!(
+                sub.as_str(),
+                "push" | "reset" | "clean" | "checkout" | "branch"
+            )
+        {
+            self.note(
+                ShellClass::Always,
+                format!("git {sub} with a non-literal argument"),
+            );
             return;
         }
-        let has_short = |c: char| rest.iter().any(|t| short_cluster(t).is_some_and(|s| s.contains(c)));
+        let has_short = |c: char| {
+            rest.iter()
+                .any(|t| short_cluster(t).is_some_and(|s| s.contains(c)))
+        };
         match sub.as_str() {
             "reset" => {
-                if rest.iter().any(|t| matches!(t.as_str(), "--hard" | "--merge" | "--keep")) {
+                if rest
+                    .iter()
+                    .any(|t| matches!(t.as_str(), "--hard" | "--merge" | "--keep"))
+                {
                     self.note(ShellClass::Always, "git reset --hard");
                 } else {
                     self.note(ShellClass::Ask, "git reset");
@@ -2914,7 +3308,8 @@ impl<'a> Walker<'a> {
                     || rest.iter().any(|t| {
                         t.starts_with("--force")
                             || matches!(t.as_str(), "--mirror" | "--delete" | "--prune")
-                            || (!t.starts_with('-') && (t.starts_with('+') || t.starts_with(':') || t.contains(":+")))
+                            || (!t.starts_with('-')
+                                && (t.starts_with('+') || t.starts_with(':') || t.contains(":+")))
                             || t.contains(" +")
                     });
                 if forced {
@@ -2923,15 +3318,23 @@ impl<'a> Walker<'a> {
                     self.note(ShellClass::Ask, "git push");
                 }
             }
-            "status" | "log" | "diff" | "show" | "blame" | "shortlog" | "describe" | "rev-parse"
-            | "ls-files" | "ls-tree" | "cat-file" | "rev-list" | "show-ref" | "merge-base"
-            | "version" | "whatchanged" | "grep" => {
-                let writes = rest.iter().any(|t| t == "--output" || t.starts_with("--output="));
+            "status" | "log" | "diff" | "show" | "blame" | "shortlog" | "describe"
+            | "rev-parse" | "ls-files" | "ls-tree" | "cat-file" | "rev-list" | "show-ref"
+            | "merge-base" | "version" | "whatchanged" | "grep" => {
+                let writes = rest
+                    .iter()
+                    .any(|t| t == "--output" || t.starts_with("--output="));
                 let runs = rest.iter().any(|t| {
-                    t == "--ext-diff" || t.starts_with("--open-files-in-pager") || t == "-O" || t.starts_with("-O")
+                    t == "--ext-diff"
+                        || t.starts_with("--open-files-in-pager")
+                        || t == "-O"
+                        || t.starts_with("-O")
                 });
                 if runs {
-                    self.note(ShellClass::Always, format!("git {sub} runs an external program"));
+                    self.note(
+                        ShellClass::Always,
+                        format!("git {sub} runs an external program"),
+                    );
                 } else if writes {
                     self.note(ShellClass::Ask, format!("git {sub} --output writes a file"));
                 } else {
@@ -2942,7 +3345,16 @@ impl<'a> Walker<'a> {
                 let listing = rest.iter().all(|t| {
                     matches!(
                         t.as_str(),
-                        "-a" | "-r" | "-v" | "-vv" | "-l" | "--list" | "--all" | "--remotes" | "--show-current" | "--verbose" | "--no-color"
+                        "-a" | "-r"
+                            | "-v"
+                            | "-vv"
+                            | "-l"
+                            | "--list"
+                            | "--all"
+                            | "--remotes"
+                            | "--show-current"
+                            | "--verbose"
+                            | "--no-color"
                     ) || t.starts_with("--color")
                         || t.starts_with("--sort=")
                         || t.starts_with("--format=")
@@ -2971,17 +3383,24 @@ impl<'a> Walker<'a> {
 
     fn declaration_command(&mut self, name: &str, args: &[Arg], depth: usize) {
         let texts = texts(args);
-        let options: Vec<&String> = texts.iter().filter(|t| t.starts_with('-') || t.starts_with('+')).collect();
+        let options: Vec<&String> = texts
+            .iter()
+            .filter(|t| t.starts_with('-') || t.starts_with('+'))
+            .collect();
         let operands: Vec<(&Arg, &String)> = args
             .iter()
             .zip(&texts)
             .filter(|(_, t)| !(t.starts_with('-') || t.starts_with('+')))
             .collect();
-        let prints = options.iter().any(|o| o.starts_with('-') && o.contains('p'));
+        let prints = options
+            .iter()
+            .any(|o| o.starts_with('-') && o.contains('p'));
         if prints || operands.is_empty() {
             let only_functions = !options.is_empty()
-                && options.iter().all(|o| o.chars().skip(1).all(|c| c == 'f' || c == 'F'));
-            if !(only_functions && !prints) {
+                && options
+                    .iter()
+                    .all(|o| o.chars().skip(1).all(|c| c == 'f' || c == 'F'));
+            if !only_functions || prints {
                 self.note(ShellClass::Always, format!("prints variables ({name})"));
                 return;
             }
@@ -3003,7 +3422,9 @@ impl<'a> Walker<'a> {
         let texts = texts(argv);
         let mut i = 1;
         while let Some(t) = texts.get(i) {
-            if t.to_lowercase().contains("proxycommand") || t.to_lowercase().contains("localcommand") {
+            if t.to_lowercase().contains("proxycommand")
+                || t.to_lowercase().contains("localcommand")
+            {
                 self.note(ShellClass::Always, "ssh option that runs a local command");
             }
             if t == "--" {
@@ -3014,7 +3435,9 @@ impl<'a> Walker<'a> {
                 let last = cluster.chars().last().unwrap_or(' ');
                 if "BbcDEeFIiJLlmOopQRSWw".contains(last) {
                     if let Some(v) = texts.get(i + 1) {
-                        if v.to_lowercase().contains("proxycommand") || v.to_lowercase().contains("localcommand") {
+                        if v.to_lowercase().contains("proxycommand")
+                            || v.to_lowercase().contains("localcommand")
+                        {
                             self.note(ShellClass::Always, "ssh option that runs a local command");
                         }
                     }
@@ -3045,59 +3468,55 @@ impl<'a> Walker<'a> {
         let texts = texts(argv);
         let args = &texts[1.min(texts.len())..];
         let has = |opts: &[&str]| {
-            args.iter()
-                .any(|t| opts.iter().any(|o| t == o || (o.starts_with("--") && t.starts_with(&format!("{o}=")))))
+            args.iter().any(|t| {
+                opts.iter()
+                    .any(|o| t == o || (o.starts_with("--") && t.starts_with(&format!("{o}="))))
+            })
         };
         match name {
-            "printf" => {
-                if args.first().is_some_and(|t| t.starts_with("-v")) {
-                    if let Some(var) = args.get(1) {
-                        self.assigned_name(var.split('[').next().unwrap_or(var));
-                    }
-                    for a in &argv[1..] {
-                        self.check_arith_injection(a, depth);
-                    }
-                    self.note(ShellClass::Ask, "printf -v sets a variable");
+            "printf" if args.first().is_some_and(|t| t.starts_with("-v")) => {
+                if let Some(var) = args.get(1) {
+                    self.assigned_name(var.split('[').next().unwrap_or(var));
                 }
+                for a in &argv[1..] {
+                    self.check_arith_injection(a, depth);
+                }
+                self.note(ShellClass::Ask, "printf -v sets a variable");
             }
             "sort" => {
-                if has(&["-o", "--output"]) || args.iter().any(|t| short_cluster(t).is_some_and(|c| c.contains('o'))) {
+                if has(&["-o", "--output"])
+                    || args
+                        .iter()
+                        .any(|t| short_cluster(t).is_some_and(|c| c.contains('o')))
+                {
                     self.note(ShellClass::Ask, "sort -o writes a file");
                 }
                 if has(&["--compress-program"]) {
                     self.note(ShellClass::Always, "sort runs a compression program");
                 }
             }
-            "tree" => {
-                if has(&["-o"]) {
-                    self.note(ShellClass::Ask, "tree -o writes a file");
-                }
+            "tree" if has(&["-o", "-R"]) => self.note(ShellClass::Ask, "tree -o/-R writes files"),
+            "date"
+                if has(&["-s", "--set"])
+                    || args
+                        .iter()
+                        .any(|t| short_cluster(t).is_some_and(|c| c.contains('s'))) =>
+            {
+                self.note(ShellClass::Ask, "date -s sets the clock");
             }
-            "date" => {
-                if has(&["-s", "--set"]) || args.iter().any(|t| short_cluster(t).is_some_and(|c| c.contains('s'))) {
-                    self.note(ShellClass::Ask, "date -s sets the clock");
-                }
+            "hostname"
+                if args.iter().any(|t| !t.starts_with('-'))
+                    || has(&["-F", "--file", "-b", "--boot"]) =>
+            {
+                self.note(ShellClass::Ask, "hostname sets the host name");
             }
-            "hostname" => {
-                if args.iter().any(|t| !t.starts_with('-')) || has(&["-F", "--file", "-b", "--boot"]) {
-                    self.note(ShellClass::Ask, "hostname sets the host name");
-                }
+            "uniq" if args.iter().filter(|t| !t.starts_with('-')).count() > 1 => {
+                self.note(ShellClass::Ask, "uniq writes an output file");
             }
-            "uniq" => {
-                if args.iter().filter(|t| !t.starts_with('-')).count() > 1 {
-                    self.note(ShellClass::Ask, "uniq writes an output file");
-                }
+            "file" if has(&["-C", "--compile"]) => {
+                self.note(ShellClass::Ask, "file -C writes a file");
             }
-            "file" => {
-                if has(&["-C", "--compile"]) {
-                    self.note(ShellClass::Ask, "file -C writes a file");
-                }
-            }
-            "rg" => {
-                if has(&["--pre"]) {
-                    self.note(ShellClass::Always, "rg --pre runs a command");
-                }
-            }
+            "rg" if has(&["--pre"]) => self.note(ShellClass::Always, "rg --pre runs a command"),
             "read" | "unset" => {
                 for t in args.iter().filter(|t| !t.starts_with('-')) {
                     self.assigned_name(t.split('[').next().unwrap_or(t));
@@ -3127,7 +3546,10 @@ impl<'a> Walker<'a> {
                 );
             }
             if a.opaque {
-                self.note(ShellClass::Ask, format!("{name} argument uses an expansion"));
+                self.note(
+                    ShellClass::Ask,
+                    format!("{name} argument uses an expansion"),
+                );
             }
             for v in &a.vars {
                 if BENIGN_VARIABLES.contains(&v.as_str()) {
@@ -3172,12 +3594,17 @@ impl<'a> Walker<'a> {
             if t.contains(char::is_whitespace) {
                 inner.walk_script(&t, depth + 1, Stdin::Inherited);
             } else {
-                inner.command(&argv[i..], &Input::Inherited, Ctx::nested(ctx.stdin), depth + 1);
+                inner.command(
+                    &argv[i..],
+                    &Input::Inherited,
+                    Ctx::nested(ctx.stdin),
+                    depth + 1,
+                );
             }
             self.steps = inner.steps;
             let mut found = false;
             for (c, r) in inner.notes {
-                if c == ShellClass::Always && r != "cannot parse" {
+                if c == ShellClass::Always && !r.starts_with("cannot parse") {
                     self.note(c, format!("{r} (in the arguments of {})", shorten(outer)));
                     found = true;
                 }
@@ -3254,7 +3681,9 @@ fn interpreter_family(name: &str) -> Option<Family> {
         "ruby" | "jruby" | "truffleruby" => Family::Ruby,
         "node" | "nodejs" | "bun" | "ts-node" | "tsx" => Family::Node,
         "deno" => Family::Deno,
-        n if n == "php" || (n.starts_with("php") && n[3..].chars().all(|c| c.is_ascii_digit() || c == '.')) => {
+        n if n == "php"
+            || (n.starts_with("php") && n[3..].chars().all(|c| c.is_ascii_digit() || c == '.')) =>
+        {
             Family::Php
         }
         n if n == "lua" || n == "luajit" || n.starts_with("lua5") => Family::Lua,
@@ -3270,7 +3699,12 @@ fn interpreter_family(name: &str) -> Option<Family> {
 fn inline_code_flag(family: Family, t: &str) -> bool {
     if t.starts_with("--") {
         return match family {
-            Family::Node => t == "--eval" || t.starts_with("--eval=") || t == "--print" || t.starts_with("--print="),
+            Family::Node => {
+                t == "--eval"
+                    || t.starts_with("--eval=")
+                    || t == "--print"
+                    || t.starts_with("--print=")
+            }
             Family::R => t.starts_with("--expr"),
             _ => false,
         };
@@ -3302,7 +3736,10 @@ fn dangerous_mode(t: &str) -> Option<String> {
         }
         return None;
     }
-    if t.starts_with('-') && !t.contains(['+', '=']) && !t.chars().skip(1).all(|c| "rwxXst".contains(c)) {
+    if t.starts_with('-')
+        && !t.contains(['+', '='])
+        && !t.chars().skip(1).all(|c| "rwxXst".contains(c))
+    {
         return None;
     }
     for clause in t.split(',') {
@@ -3362,7 +3799,9 @@ fn sed_executes(script: &str) -> bool {
         // Skip an address: line numbers, `$`, `/regex/`, ranges and `!`.
         loop {
             let before = rest.len();
-            rest = rest.trim_start_matches(|c: char| c.is_ascii_digit() || matches!(c, '$' | ',' | '~' | '!' | '+' | ' '));
+            rest = rest.trim_start_matches(|c: char| {
+                c.is_ascii_digit() || matches!(c, '$' | ',' | '~' | '!' | '+' | ' ')
+            });
             if let Some(after) = rest.strip_prefix('/') {
                 match find_unescaped(after, '/') {
                     Some(end) => rest = &after[end + 1..],
@@ -3394,7 +3833,10 @@ fn sed_executes(script: &str) -> bool {
                 continue;
             };
             let flags = &after_pattern[p2 + delim.len_utf8()..];
-            let flags: String = flags.chars().take_while(|c| !c.is_whitespace() && *c != '}').collect();
+            let flags: String = flags
+                .chars()
+                .take_while(|c| !c.is_whitespace() && *c != '}')
+                .collect();
             // `w file` ends the flags; anything before it counts.
             let flags = flags.split('w').next().unwrap_or("");
             if flags.contains('e') {
@@ -3429,7 +3871,15 @@ fn count_openers(src: &str) -> usize {
     for word in src.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
         if matches!(
             word,
-            "if" | "while" | "until" | "for" | "select" | "case" | "function" | "coproc" | "do" | "then"
+            "if" | "while"
+                | "until"
+                | "for"
+                | "select"
+                | "case"
+                | "function"
+                | "coproc"
+                | "do"
+                | "then"
         ) {
             n += 1;
         }
@@ -3449,11 +3899,20 @@ mod tests {
 
     #[test]
     fn brace_expansion_follows_bash() {
-        let words: Vec<String> = brace_expand(lit("{rm,-rf,/}")).iter().map(Arg::text).collect();
+        let words: Vec<String> = brace_expand(lit("{rm,-rf,/}"))
+            .iter()
+            .map(Arg::text)
+            .collect();
         assert_eq!(words, ["rm", "-rf", "/"]);
-        let words: Vec<String> = brace_expand(lit("a{1..3}b")).iter().map(Arg::text).collect();
+        let words: Vec<String> = brace_expand(lit("a{1..3}b"))
+            .iter()
+            .map(Arg::text)
+            .collect();
         assert_eq!(words, ["a1b", "a2b", "a3b"]);
-        let words: Vec<String> = brace_expand(lit("x{a,b{c,d}}")).iter().map(Arg::text).collect();
+        let words: Vec<String> = brace_expand(lit("x{a,b{c,d}}"))
+            .iter()
+            .map(Arg::text)
+            .collect();
         assert_eq!(words, ["xa", "xbc", "xbd"]);
         // Too many words: left as it is.
         assert_eq!(brace_expand(lit("{1..100000}")).len(), 1);

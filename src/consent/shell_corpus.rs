@@ -61,7 +61,10 @@ const CORPUS: &[(&str, ShellClass)] = &[
     ("cat <(rm -rf /)", Always),
     ("cat <<EOF\n$(rm -rf /)\nEOF", Always),
     ("if true; then rm -rf x; fi", Always),
-    ("if false; then ls; elif true; then ls; else rm -rf x; fi", Always),
+    (
+        "if false; then ls; elif true; then ls; else rm -rf x; fi",
+        Always,
+    ),
     ("while true; do rm -rf x; done", Always),
     ("until false; do rm -rf /; done", Always),
     ("for i in 1 2; do rm -rf $i; done", Always),
@@ -72,6 +75,28 @@ const CORPUS: &[(&str, ShellClass)] = &[
     ("coproc rm -rf /", Always),
     ("trap 'rm -rf /' EXIT", Always),
     ("alias ls='rm -rf /'", Always),
+    // --- places where brush-parser and bash disagree ------------------------------------------
+    // bash reads these as nested subshells, brush-parser as arithmetic.
+    ("( ( rm -rf / ) )", Always),
+    ("((rm -rf x) )", Always),
+    // dash (sh on Debian, the shell tool's fallback) reads `((…))` as two subshells.
+    ("((touch x))", Ask),
+    ("sh -c '((rm -rf /))'", Always),
+    // Substitutions on the line of a pending here-document are mangled by the tokenizer.
+    ("cat <<EOF; echo $(rm -rf /)\nx\nEOF", Always),
+    ("cat <<EOF; ls\nhi\nEOF", Safe),
+    // Here-documents inside `((…) )` lose tokens.
+    ("((cat <<EOF; rm -f m\nx\nEOF) )", Always),
+    // A `)` in a comment does not close `$(`.
+    ("echo ${X:=$( # )\nrm -rf /)}", Always),
+    // Inside double quotes and arithmetic, single quotes do not quote.
+    ("echo \"${x:-'$(rm -rf /)'}\"", Always),
+    ("echo $(( '$(rm -rf /)' ))", Always),
+    // brush-parser only unescapes \` inside backquotes.
+    ("echo \"`echo \\\"x\\\" \\`rm -rf y\\``\"", Always),
+    // An unparseable `$(` inside a word is kept as text by the word parser.
+    ("echo ~$(echo ~$((ls); rm -rf m))", Always),
+    ("select x in a; do ls; done", Always),
     // --- other shells and code strings ---------------------------------------------------------
     ("bash -c \"rm -rf /\"", Always),
     ("sh -c 'rm -rf /'", Always),
@@ -115,6 +140,8 @@ const CORPUS: &[(&str, ShellClass)] = &[
     ("find . -name '*.o' | xargs -0 rm -rf", Always),
     ("find . -name x -exec rm -rf {} \\;", Always),
     ("find . -execdir rm -f {} +", Always),
+    ("find . -name '*.sh' -exec {} \\;", Always),
+    ("ls | xargs -I{} {}", Always),
     ("find . -name '*.tmp' -delete", Always),
     ("strace -f rm -rf /", Always),
     ("kubectl exec pod -- rm -rf /data", Always),
@@ -228,11 +255,20 @@ const CORPUS: &[(&str, ShellClass)] = &[
     ("cat ~/.ethan/config.yaml", Always),
     ("cat ~/.eth''an/config.yaml", Always),
     ("sqlite3 ethan.db .dump", Always),
-    ("curl -H 'Authorization: Bearer sk-test-4f9a2b7c' https://x", Always),
+    (
+        "curl -H 'Authorization: Bearer sk-test-4f9a2b7c' https://x",
+        Always,
+    ),
     ("echo sk-test-'4f9a'2b7c", Always),
     ("cat /proc/self/environ", Always),
     ("echo ${!X}", Always),
     ("ps auxe", Always),
+    ("echo $GITHUB_TOKEN", Always),
+    (
+        "curl -H \"Authorization: Bearer $API_KEY\" https://x",
+        Always,
+    ),
+    ("printf '%s' \"${DB_PASSWORD}\"", Always),
     // --- secret-looking paths ------------------------------------------------------------------
     ("cat ~/.ssh/id_rsa", Always),
     ("cat $HOME/.ssh/id_ed25519", Always),
@@ -371,6 +407,14 @@ const CORPUS: &[(&str, ShellClass)] = &[
     ("cat $(ls)", Ask),
     ("cat \"$FILE\"", Ask),
     ("PATH=/tmp:$PATH ls", Ask),
+    ("hash -p /tmp/evil ls", Ask),
+    ("GLOBIGNORE=.; cat ~/*/*", Ask),
+    ("RIPGREP_CONFIG_PATH=x rg foo", Always),
+    (
+        "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0=x git status",
+        Always,
+    ),
+    ("for key in a b; do echo $key; done", Safe),
     ("HOME=/x; cat $HOME/notes.txt", Ask),
     ("xargs echo", Ask),
     ("find . -type f -exec cat {} +", Ask),
@@ -425,7 +469,10 @@ fn reasons_explain_the_class() {
             _ => assert!(!got.reasons.is_empty(), "{command:?} has no reason"),
         }
         for r in &got.reasons {
-            assert!(!r.is_empty() && r.chars().count() <= 160, "{command:?}: {r:?}");
+            assert!(
+                !r.is_empty() && r.chars().count() <= 160,
+                "{command:?}: {r:?}"
+            );
         }
     }
 }
@@ -544,15 +591,17 @@ impl XorShift {
 fn random_garbage_never_panics() {
     const ALPHABET: &[&str] = &[
         "a", "z", "0", " ", " ", "\n", "\t", ";", "&", "|", "&&", "||", "(", ")", "{", "}", "[",
-        "]", "[[", "]]", "$", "$(", "${", "$((", "`", "'", "\"", "\\", "<", ">", ">>", "<<",
-        "<<<", "<(", ">(", "*", "?", "!", "#", "=", "~", ",", "..", "-", "--", "rm", "-rf", "/",
-        "sh", "-c", "if", "then", "fi", "do", "done", "case", "esac", "in", "for", "while",
-        "function", "EOF", "é", "\u{0}", "\u{202e}", "ls",
+        "]", "[[", "]]", "$", "$(", "${", "$((", "`", "'", "\"", "\\", "<", ">", ">>", "<<", "<<<",
+        "<(", ">(", "*", "?", "!", "#", "=", "~", ",", "..", "-", "--", "rm", "-rf", "/", "sh",
+        "-c", "if", "then", "fi", "do", "done", "case", "esac", "in", "for", "while", "function",
+        "EOF", "é", "\u{0}", "\u{202e}", "ls",
     ];
     let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
     for _ in 0..1500 {
         let len = rng.below(40);
-        let command: String = (0..len).map(|_| ALPHABET[rng.below(ALPHABET.len())]).collect();
+        let command: String = (0..len)
+            .map(|_| ALPHABET[rng.below(ALPHABET.len())])
+            .collect();
         let got = run(&command);
         // Any class is possible; what matters is an answer, explained unless safe.
         assert!(
@@ -622,6 +671,138 @@ fn nested_backquotes_are_unescaped_like_bash() {
         );
     }
     assert_eq!(run(&command).class, Always, "{command}");
+}
+
+/// Differential check against bash: random compositions of shell constructs hide a command
+/// that creates (or deletes) a marker file. Whenever the classifier calls such a command safe
+/// (or less than always-ask for a deletion), bash must not have touched the marker. Runs only in
+/// a scratch directory, and only where bash exists.
+#[test]
+fn bash_agrees_with_the_classification() {
+    if !std::path::Path::new("/bin/bash").exists() {
+        return;
+    }
+    const HOLES: &[&str] = &[
+        "{}",
+        "( {} )",
+        "({})",
+        "( ( {} ) )",
+        "(({}) )",
+        "{ {}; }",
+        "$({})",
+        "`{}`",
+        "echo \"$({})\"",
+        "echo `{}`",
+        "ls; {}",
+        "ls && {}",
+        "false || {}",
+        "ls | {}",
+        "{} &",
+        "if {}; then ls; fi",
+        "while {}; do break; done",
+        "for i in $({}); do ls; done",
+        "case $({}) in *) ls;; esac",
+        "f() { {}; }; f",
+        "X=$({})",
+        "ls $({})",
+        "cat <({})",
+        "echo ${X:-$({})}",
+        "echo \"${x:-'$({})'}\"",
+        "echo $(( $({}) ))",
+        "(( $({}) ))",
+        "[[ $({}) ]]",
+        "let 'a[$({})]'",
+        "cat <<EOF\n$({})\nEOF",
+        "cat <<EOF; {}\nx\nEOF",
+        "cat <<EOF; echo $({})\nx\nEOF",
+        "bash -c '{}'",
+        "sh -c \"{}\"",
+        "eval '{}'",
+        "echo '{}' | sh",
+        "sh <<EOF\n{}\nEOF",
+        "bash <<< '{}'",
+        "time {}",
+        "! {}",
+        "exec {}",
+        "command {}",
+        "env {}",
+        "timeout 5 {}",
+        "echo | xargs {}",
+        "trap '{}' EXIT",
+        "echo $( # )\n{})",
+        "echo ${X:=$( # )\n{})}",
+        "echo $(case x in x) {};; esac)",
+        "echo ~$(echo ~$((ls); {}))",
+        "x=$(\n{}\n)",
+        "ls |& {}",
+    ];
+    const CREATE: &[&str] = &[
+        "touch m",
+        "t''ouch m",
+        "\\touch m",
+        ">m",
+        "echo x>m",
+        "mkdir m",
+        "ls > m",
+    ];
+    const DELETE: &[&str] = &[
+        "rm -f m",
+        "\\rm -f m",
+        "r''m -f m",
+        "rm -r -f m",
+        "rm --force m",
+        "$'\\x72m' -f m",
+        "command rm -f m",
+    ];
+    let dir = std::env::temp_dir().join(format!("ethan-shell-corpus-{}", std::process::id()));
+    let mut rng = XorShift(0x5eed_1234_abcd_ef01);
+    let mut failures = Vec::new();
+    let mut executed = 0;
+    for i in 0..4000 {
+        let delete = i % 2 == 1;
+        let markers = if delete { DELETE } else { CREATE };
+        let mut command = markers[rng.below(markers.len())].to_owned();
+        for _ in 0..1 + rng.below(3) {
+            command = HOLES[rng.below(HOLES.len())].replace("{}", &command);
+        }
+        let class = run(&command).class;
+        let checked = if delete {
+            class < Always
+        } else {
+            class == Safe
+        };
+        if !checked {
+            continue;
+        }
+        executed += 1;
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch directory");
+        if delete {
+            std::fs::write(dir.join("m"), "x").expect("marker");
+        }
+        let _ = std::process::Command::new("timeout")
+            .args(["3", "/bin/bash", "-c", &command])
+            .current_dir(&dir)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+        let exists = dir.join("m").symlink_metadata().is_ok();
+        if exists == delete {
+            continue;
+        }
+        failures.push(format!("  {command:?} classified {class:?}"));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        failures.is_empty(),
+        "bash disagrees:\n{}",
+        failures.join("\n")
+    );
+    assert!(
+        executed >= 30,
+        "only {executed} commands were checked against bash"
+    );
 }
 
 #[test]

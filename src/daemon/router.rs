@@ -251,6 +251,7 @@ impl Router {
             chat: Some(ev.chat.clone()),
             unattended: false,
             allowed_tools: None,
+            events: None,
         };
         let reply = self.agent.run_turn_with_cards(&input, &cancel).await;
         let outcome = reply.outcome;

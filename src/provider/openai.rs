@@ -77,11 +77,21 @@ impl OpenAiClient {
                 })
                 .collect();
         }
+        let started = std::time::Instant::now();
+        let observe = |outcome: &str| {
+            crate::metrics::METRICS
+                .model_latency
+                .with_label_values(&[outcome])
+                .observe(started.elapsed().as_secs_f64());
+        };
         let mut attempt = 0;
         loop {
             let (result, retry_after) = self.complete_once(&body).await;
             match result {
-                Ok(c) => return Ok(c),
+                Ok(c) => {
+                    observe("ok");
+                    return Ok(c);
+                }
                 Err(e) if e.is_transient() && attempt < MAX_RETRIES => {
                     let wait = retry_after
                         .unwrap_or(self.backoff * 2u32.pow(attempt))
@@ -94,7 +104,10 @@ impl OpenAiClient {
                     tokio::time::sleep(wait).await;
                     attempt += 1;
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    observe("error");
+                    return Err(e);
+                }
             }
         }
     }

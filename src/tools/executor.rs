@@ -303,6 +303,10 @@ impl Executor {
             output_bytes: full.len() as u64,
             spill_path,
         };
+        crate::metrics::METRICS
+            .tool_calls
+            .with_label_values(&[&entry.tool, entry.error_kind.as_deref().unwrap_or("ok")])
+            .inc();
         if let Some(store) = &self.store {
             if let Err(e) = store.insert_audit(&entry) {
                 tracing::error!("audit write failed: {e}");
@@ -387,29 +391,15 @@ async fn run_with_retries(
 pub(crate) mod tests {
     use super::*;
     use crate::provider::types::FunctionCall;
-    use crate::tools::{Risk, ToolSummary};
-    use ethan_channels::ChannelKind;
+    use crate::tools::Risk;
     use std::path::Path;
     use std::sync::atomic::{AtomicU32, Ordering};
 
     pub(crate) fn ctx_in(dir: &Path) -> ToolContext {
         ToolContext {
-            execution_id: "e".into(),
             trace_id: "t".into(),
             session_key: "terminal:test".into(),
-            channel: ChannelKind::Terminal,
-            chat_id: "test".into(),
-            user_id: "local".into(),
-            is_owner: true,
-            attempt: 1,
-            idempotency_key: "k".into(),
-            unattended: false,
-            allowed_tools: None,
-            workspace: dir.to_path_buf(),
-            ethan_home: None,
-            catalog: Arc::from(Vec::<ToolSummary>::new()),
-            chat: None,
-            approved_actions: Vec::new(),
+            ..ToolContext::local(dir.to_path_buf())
         }
     }
 

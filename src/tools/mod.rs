@@ -12,12 +12,20 @@ pub mod file_list;
 pub mod file_read;
 pub mod file_write;
 pub mod find_tools;
+pub mod knowledge_add;
+pub mod knowledge_edit;
+pub mod knowledge_read;
+pub mod knowledge_search;
 pub mod paths;
 pub mod policy;
 pub mod redact;
 pub mod registry;
 pub mod replay;
 pub mod rg_search;
+pub mod schedule_create;
+pub mod schedule_list;
+pub mod schedule_pause;
+pub mod schedule_remove;
 pub mod schema;
 pub mod shell;
 pub mod spill;
@@ -174,6 +182,34 @@ pub struct ToolContext {
     /// What consent approved beyond the call itself (e.g. `protected_paths` after an always-ask
     /// approval of a secret file). Set by the consent step only.
     pub approved_actions: Vec<String>,
+    /// The turn's live event stream (web consent asks there); `None` elsewhere.
+    pub events: Option<crate::agent::EventSink>,
+}
+
+impl ToolContext {
+    /// A context for the local owner at the terminal, working in `workspace` (tests, benchmarks,
+    /// one-off runs). Every id is fresh; nothing is approved beyond the call itself.
+    pub fn local(workspace: PathBuf) -> Self {
+        Self {
+            execution_id: uuid::Uuid::new_v4().to_string(),
+            trace_id: uuid::Uuid::new_v4().simple().to_string(),
+            session_key: "terminal:local".into(),
+            channel: ChannelKind::Terminal,
+            chat_id: "local".into(),
+            user_id: "local".into(),
+            is_owner: true,
+            attempt: 1,
+            idempotency_key: String::new(),
+            unattended: false,
+            allowed_tools: None,
+            workspace,
+            ethan_home: None,
+            catalog: std::sync::Arc::from(Vec::<ToolSummary>::new()),
+            chat: None,
+            approved_actions: Vec::new(),
+            events: None,
+        }
+    }
 }
 
 /// A tool's name and description, as `find_tools` lists them.

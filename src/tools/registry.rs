@@ -133,12 +133,37 @@ impl Registry {
             .and_then(|o| o.timeout_secs)
             .unwrap_or(super::shell::DEFAULT_TIMEOUT_SECS);
         let mut r = Registry::default();
-        r.register(Arc::new(super::shell::Shell::new(shell_timeout)));
+        r.register(Arc::new(
+            super::shell::Shell::new(shell_timeout)
+                .with_secrets(crate::config::secret_values(config)),
+        ));
         r.register(Arc::new(super::file_read::FileRead));
         r.register(Arc::new(super::file_write::FileWrite));
         r.register(Arc::new(super::file_list::FileList));
         r.register(Arc::new(super::find_tools::FindTools));
         r.register(Arc::new(super::ui_card::UiCard));
+        let tz = config.timezone.clone();
+        r.register(Arc::new(super::schedule_create::ScheduleCreate::new(
+            tz.clone(),
+        )));
+        r.register(Arc::new(super::schedule_list::ScheduleList::new(
+            tz.clone(),
+        )));
+        r.register(Arc::new(super::schedule_pause::SchedulePause::new(
+            tz.clone(),
+        )));
+        r.register(Arc::new(super::schedule_remove::ScheduleRemove::new(tz)));
+        let knowledge = Arc::new(crate::knowledge::KnowledgeHub::new(&config.knowledge));
+        r.register(Arc::new(super::knowledge_search::KnowledgeSearch(
+            knowledge.clone(),
+        )));
+        r.register(Arc::new(super::knowledge_read::KnowledgeRead(
+            knowledge.clone(),
+        )));
+        r.register(Arc::new(super::knowledge_add::KnowledgeAdd(
+            knowledge.clone(),
+        )));
+        r.register(Arc::new(super::knowledge_edit::KnowledgeEdit(knowledge)));
         r
     }
 }

@@ -4,6 +4,7 @@
 
 use super::args::{opt_u64, req_str};
 use super::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::consent::shell::{classify, Classification, ShellClass};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::process::Stdio;
@@ -18,12 +19,28 @@ const STREAM_CAP: usize = 1024 * 1024;
 
 pub struct Shell {
     default_timeout: u64,
+    /// The config's secret values: a command that mentions one always asks.
+    secrets: Vec<String>,
 }
 
 impl Shell {
     /// `default_timeout`: seconds, from `tools.shell.timeout_secs` (default 30).
     pub fn new(default_timeout: u64) -> Self {
-        Self { default_timeout }
+        Self {
+            default_timeout,
+            secrets: Vec::new(),
+        }
+    }
+
+    /// With the config's secret values, for the classifier.
+    pub fn with_secrets(mut self, secrets: Vec<String>) -> Self {
+        self.secrets = secrets;
+        self
+    }
+
+    fn classify(&self, args: &Value) -> Option<(String, Classification)> {
+        let command = args.get("command").and_then(Value::as_str)?;
+        Some((command.to_string(), classify(command, &self.secrets)))
     }
 
     fn effective_timeout(&self, args: &Value) -> u64 {
@@ -89,6 +106,20 @@ impl Tool for Shell {
     }
     fn risk(&self) -> Risk {
         Risk::Exec
+    }
+    /// The shell classifier decides: safe commands run without asking; others ask once per
+    /// session (scope `shell`); dangerous ones ask every time.
+    fn consent_check(&self, args: &Value, _ctx: &ToolContext) -> Option<String> {
+        let (command, c) = self.classify(args)?;
+        match c.class {
+            ShellClass::Safe => None,
+            ShellClass::Ask => Some(command),
+            ShellClass::Always => Some(format!("{command}\n(dangerous: {})", c.reasons.join("; "))),
+        }
+    }
+    fn consent_always(&self, args: &Value, _ctx: &ToolContext) -> bool {
+        self.classify(args)
+            .is_none_or(|(_, c)| c.class == ShellClass::Always)
     }
     fn fast_path(&self) -> bool {
         true

@@ -402,21 +402,8 @@ impl FakeSite {
 /// A context for calling a tool directly, working in `dir`.
 pub fn tool_ctx(dir: &Path) -> ToolContext {
     ToolContext {
-        execution_id: "e".into(),
         trace_id: "t".into(),
         session_key: "terminal:test".into(),
-        channel: ethan_channels::ChannelKind::Terminal,
-        chat_id: "test".into(),
-        user_id: "local".into(),
-        is_owner: true,
-        attempt: 1,
-        idempotency_key: "k".into(),
-        unattended: false,
-        allowed_tools: None,
-        workspace: dir.to_path_buf(),
-        ethan_home: None,
-        catalog: Arc::from(Vec::<ethan::tools::ToolSummary>::new()),
-        chat: None,
-        approved_actions: Vec::new(),
+        ..ToolContext::local(dir.to_path_buf())
     }
 }

@@ -36,6 +36,11 @@ enum Command {
     },
     /// Check the config, the database, the model endpoint and the channel credentials
     Doctor,
+    /// The HTTP gateway's API token
+    Gateway {
+        #[command(subcommand)]
+        command: GatewayCommand,
+    },
     /// Who owns the bot: claim, list, add, remove
     Owner {
         #[command(subcommand)]
@@ -50,11 +55,22 @@ enum Command {
         #[arg(long)]
         session: Option<String>,
     },
+    /// Scheduled jobs: list, remove, run now
+    Jobs {
+        #[command(subcommand)]
+        command: cli::jobs::JobsCommand,
+    },
     /// Inspect the tools
     Tools {
         #[command(subcommand)]
         command: ToolsCommand,
     },
+}
+
+#[derive(Subcommand)]
+enum GatewayCommand {
+    /// Print the bearer token for /api/* (created and stored on first use)
+    Token,
 }
 
 #[derive(Subcommand)]
@@ -104,8 +120,12 @@ fn main() -> ExitCode {
             Command::Run => daemon::run(loaded).await.map(|_| ExitCode::SUCCESS),
             Command::Chat { message, session } => cli::chat::run(loaded, message, session).await,
             Command::Doctor => cli::doctor::run(loaded).await,
+            Command::Gateway {
+                command: GatewayCommand::Token,
+            } => cli::gateway_token(&loaded),
             Command::Owner { command } => cli::owner::run(&loaded, command),
             Command::Audit { n, session } => cli::audit::print(&loaded, n, session.as_deref()),
+            Command::Jobs { command } => cli::jobs::run(loaded, command).await,
             Command::Tools {
                 command: ToolsCommand::List { channel },
             } => cli::tools::list(&loaded, channel.as_deref()),

@@ -100,7 +100,7 @@ fn config_typo_stops_the_start_with_the_key_path() {
 #[test]
 fn run_without_a_channel_explains_itself() {
     let home = TestHome::new();
-    home.write_config("model:\n  api_key: sk-x\n");
+    home.write_config("model:\n  api_key: sk-x\ngateway:\n  enabled: false\n");
     let out = run_cli(&home, &["run"], None);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);

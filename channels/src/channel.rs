@@ -90,4 +90,9 @@ pub trait Channel: Send + Sync {
 
     /// Deliver one outbound message (rendered and split as the platform requires).
     async fn send(&self, msg: &OutboundMessage) -> Result<SentRef, ChannelError>;
+
+    /// Whether the adapter is connected and receiving (for `GET /healthz`). Default: up.
+    fn is_up(&self) -> bool {
+        true
+    }
 }

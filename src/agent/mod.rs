@@ -91,6 +91,16 @@ pub enum TurnOutcome {
 }
 
 impl TurnOutcome {
+    /// A short name for metrics and logs.
+    pub fn label(&self) -> &'static str {
+        match self {
+            TurnOutcome::Answer(_) => "answer",
+            TurnOutcome::IterationCap(_) => "iteration_cap",
+            TurnOutcome::Stopped => "stopped",
+            TurnOutcome::Failed { .. } => "failed",
+        }
+    }
+
     /// The text to show the person, if any.
     pub fn reply_text(&self) -> Option<&str> {
         match self {

@@ -52,6 +52,8 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
         Err(e) => r.fail("database", e.to_string()),
     }
 
+    knowledge_check(&mut r, &loaded).await;
+
     let default_endpoint = c.model.base_url.starts_with("https://api.openai.com");
     if c.model.api_key.is_empty() && default_endpoint {
         r.fail(
@@ -83,9 +85,9 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
         );
     } else {
         match TelegramChannel::new(TelegramConfig {
-            token: tg.token.expose().to_string(),
-            api_url: tg.api_url.clone(),
             poll_timeout_secs: 1,
+            webhook_url: None,
+            ..crate::daemon::telegram_config(c)
         }) {
             Err(e) => r.fail("telegram", e.to_string()),
             Ok(ch) => match ch.probe().await {
@@ -115,6 +117,46 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The knowledge base: how many notes, and keyword-only or semantic search (probing the
+/// embeddings endpoint when one is configured).
+async fn knowledge_check(r: &mut Report, loaded: &Loaded) {
+    use crate::knowledge::embed::Embedder;
+    let c = &loaded.config.knowledge.embeddings;
+    let notes = Store::open(&loaded.db_path())
+        .and_then(|s| s.knowledge_count())
+        .map(|n| {
+            format!(
+                "{n} indexed note(s) in {}",
+                loaded.home.join("knowledge").display()
+            )
+        })
+        .unwrap_or_else(|e| format!("index unreadable ({e})"));
+    match Embedder::from_config(c) {
+        None => r.ok(
+            "knowledge",
+            format!(
+                "{notes}; keyword search only (set knowledge.embeddings.base_url, api_key and \
+                 model for semantic search)"
+            ),
+        ),
+        Some(e) => match e.embed(&["ethan doctor".to_string()]).await {
+            Ok(v) => r.ok(
+                "knowledge",
+                format!(
+                    "{notes}; semantic + keyword search ({} at {}, {} dimensions)",
+                    e.model(),
+                    e.url(),
+                    v.first().map_or(0, Vec::len)
+                ),
+            ),
+            Err(err) => r.fail(
+                "knowledge",
+                format!("{notes}; semantic search is configured but fails: {err}"),
+            ),
+        },
+    }
 }
 
 fn when(unix: i64) -> String {

@@ -1,7 +1,18 @@
-//! Subcommands other than `run`: the terminal chat, `doctor`, `tools list`, `audit`.
+//! Subcommands other than `run`: the terminal chat, `doctor`, `tools list`, `audit`, `jobs`.
 
 pub mod audit;
 pub mod chat;
 pub mod doctor;
+pub mod jobs;
 pub mod owner;
 pub mod tools;
+
+/// `ethan gateway token`: print the gateway's bearer token (the configured one, else the stored
+/// one, created now if there is none).
+pub fn gateway_token(loaded: &crate::config::Loaded) -> anyhow::Result<std::process::ExitCode> {
+    use anyhow::Context;
+    let store = crate::store::Store::open(&loaded.db_path())
+        .with_context(|| format!("opening the database {}", loaded.db_path().display()))?;
+    println!("{}", crate::gateway::auth::ensure_token(loaded, &store)?);
+    Ok(std::process::ExitCode::SUCCESS)
+}

@@ -1,5 +1,6 @@
-//! `ethan run`: the daemon. Opens the store, builds the agent, starts every configured channel,
-//! resumes events a crash left unfinished, and runs until SIGINT/SIGTERM. Never reads stdin.
+//! `ethan run`: the daemon. Opens the store, builds the agent, starts every configured channel and
+//! the scheduler, resumes events a crash left unfinished, and runs until SIGINT/SIGTERM. Never
+//! reads stdin.
 
 pub mod access;
 pub mod commands;
@@ -46,6 +47,7 @@ pub fn build_agent(
 ) -> anyhow::Result<Arc<Agent>> {
     let provider = OpenAiClient::new(&loaded.config.model).context("model client")?;
     let registry = Arc::new(Registry::builtin(&loaded.config));
+    crate::knowledge::spawn_start_sync(&loaded.home, store.clone(), &loaded.config.knowledge);
     let mut executor = Executor::new(
         registry,
         ExecutorOptions {
@@ -78,6 +80,19 @@ pub fn prune_retention(loaded: &Loaded, store: &Store) {
         }
         Ok(_) => {}
         Err(e) => tracing::warn!("retention: {e}"),
+    }
+}
+
+/// The Telegram adapter settings from `channels.telegram` (webhook mode when `mode: webhook`).
+pub fn telegram_config(config: &crate::config::Config) -> TelegramConfig {
+    let t = &config.channels.telegram;
+    TelegramConfig {
+        token: t.token.expose().to_string(),
+        api_url: t.api_url.clone(),
+        poll_timeout_secs: 25,
+        webhook_url: (t.mode == crate::config::TelegramMode::Webhook)
+            .then(|| t.webhook_url.clone()),
+        webhook_secret: t.webhook_secret.expose().to_string(),
     }
 }
 
@@ -114,11 +129,16 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
     let mut telegram: Option<Arc<TelegramChannel>> = None;
     let tg = &loaded.config.channels.telegram;
     if !tg.token.is_empty() {
-        let ch = Arc::new(TelegramChannel::new(TelegramConfig {
-            token: tg.token.expose().to_string(),
-            api_url: tg.api_url.clone(),
-            poll_timeout_secs: 25,
-        })?);
+        if tg.mode == crate::config::TelegramMode::Webhook
+            && (tg.webhook_url.is_empty() || tg.webhook_secret.is_empty())
+        {
+            bail!(
+                "channels.telegram.mode is webhook, so channels.telegram.webhook_url (the public \
+                 URL that reaches this gateway's /telegram/webhook) and channels.telegram.webhook_secret \
+                 (1-256 characters A-Z a-z 0-9 _ -) must both be set"
+            );
+        }
+        let ch = Arc::new(TelegramChannel::new(telegram_config(&loaded.config))?);
         channels.insert(ChannelKind::Telegram, ch.clone());
         telegram = Some(ch);
     }
@@ -140,15 +160,27 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
         lark = Some(ch);
     }
     if channels.is_empty() {
-        bail!(
+        let hint = format!(
             "no channel is configured: set channels.telegram.token (or TELEGRAM_BOT_TOKEN), or \
              channels.lark.app_id and app_secret (or LARK_APP_ID / LARK_APP_SECRET), in {}. \
              For a terminal session use `ethan chat`.",
             loaded.path.display()
         );
+        if !loaded.config.gateway.enabled {
+            bail!("{hint}");
+        }
+        tracing::warn!("{hint} Only the HTTP gateway (/api/chat) is served.");
     }
 
     consent.set_channels(channels.clone());
+    let for_scheduler = (agent.clone(), channels.clone());
+    let gateway_state = Arc::new(crate::gateway::GatewayState {
+        agent: agent.clone(),
+        consent: consent.clone(),
+        store: store.clone(),
+        token: crate::gateway::auth::ensure_token(&loaded, &store).context("gateway token")?,
+        channels: channels.clone(),
+    });
     let router = router::Router::new(
         store.clone(),
         agent,
@@ -175,6 +207,51 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
     }
 
     let mut tasks = Vec::new();
+    let (agent, channels) = for_scheduler;
+    tasks.push(crate::scheduler::start(
+        &loaded,
+        store.clone(),
+        agent,
+        channels,
+        shutdown_rx.clone(),
+    ));
+    // One HTTP server: the gateway's routes plus the webhook routes of channels in webhook mode.
+    let mut app = crate::gateway::router(gateway_state);
+    let mut needs_gateway = None;
+    if let Some(ch) = &telegram {
+        if loaded.config.channels.telegram.mode == crate::config::TelegramMode::Webhook {
+            app = app.merge(ethan_channels::telegram::webhook::router(
+                ch.clone(),
+                sink.clone(),
+            ));
+            needs_gateway = Some("channels.telegram.mode: webhook");
+        }
+    }
+    if let Some(ch) = &lark {
+        if ch.config().mode == LarkMode::Webhook {
+            app = app.merge(ch.webhook_router(sink.clone(), state.clone()));
+            needs_gateway = Some("channels.lark.mode: webhook");
+        }
+    }
+    if loaded.config.gateway.enabled {
+        let listen: std::net::SocketAddr = loaded
+            .config
+            .gateway
+            .listen
+            .parse()
+            .context("gateway.listen")?;
+        let listener = crate::gateway::bind(listen).await.with_context(|| {
+            format!("binding gateway.listen {listen} (is another ethan running?)")
+        })?;
+        let rx = shutdown_rx.clone();
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = crate::gateway::serve_listener(listener, app, rx).await {
+                tracing::error!("the gateway stopped: {e}");
+            }
+        }));
+    } else if let Some(why) = needs_gateway {
+        bail!("{why} needs the HTTP gateway, but gateway.enabled is false");
+    }
     if let Some(ch) = telegram {
         let (sink, state, rx) = (sink.clone(), state.clone(), shutdown_rx.clone());
         tasks.push(tokio::spawn(async move {
@@ -184,24 +261,6 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
         }));
     }
     if let Some(ch) = lark {
-        if ch.config().mode == LarkMode::Webhook {
-            let listen: std::net::SocketAddr = loaded
-                .config
-                .gateway
-                .listen
-                .parse()
-                .context("gateway.listen")?;
-            let listener = crate::gateway::bind(listen)
-                .await
-                .with_context(|| format!("binding gateway.listen {listen} for the Lark webhook"))?;
-            let app = ch.webhook_router(sink.clone(), state.clone());
-            let rx = shutdown_rx.clone();
-            tasks.push(tokio::spawn(async move {
-                if let Err(e) = crate::gateway::serve_listener(listener, app, rx).await {
-                    tracing::error!("the gateway stopped: {e}");
-                }
-            }));
-        }
         let (sink, state, rx) = (sink.clone(), state.clone(), shutdown_rx.clone());
         tasks.push(tokio::spawn(async move {
             if let Err(e) = ch.run(sink, state, rx).await {
@@ -210,6 +269,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
         }));
     }
     tracing::info!("ethan is running (database {})", loaded.db_path().display());
+    notify_systemd("READY=1");
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("installing the SIGTERM handler")?;
@@ -217,10 +277,51 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
         _ = tokio::signal::ctrl_c() => {},
         _ = term.recv() => {},
     }
-    tracing::info!("shutting down");
+    notify_systemd("STOPPING=1");
+    tracing::info!(
+        "shutting down: no new events; waiting up to {SHUTDOWN_GRACE_SECS} s for turns in flight"
+    );
     let _ = shutdown_tx.send(true);
+    let deadline =
+        tokio::time::Instant::now() + std::time::Duration::from_secs(SHUTDOWN_GRACE_SECS);
+    while router.turns_in_flight() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let left = router.turns_in_flight();
+    if left > 0 {
+        tracing::info!("{left} turn(s) still running; they will be answered after the restart");
+    }
     for t in tasks {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), t).await;
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(3), t).await;
+    }
+    if let Err(e) = store.checkpoint() {
+        tracing::warn!("final database checkpoint failed: {e}");
     }
     Ok(())
+}
+
+/// Seconds `ethan run` waits for turns in flight on SIGTERM; unfinished ones are resumed at
+/// the next start (their inbound events stay recorded as unfinished).
+pub const SHUTDOWN_GRACE_SECS: u64 = 5;
+
+/// `sd_notify(3)` for `Type=notify` units: a datagram to `$NOTIFY_SOCKET` (a path, or an
+/// abstract name starting with `@`). Does nothing outside systemd.
+fn notify_systemd(state: &str) {
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    let Ok(sock) = std::os::unix::net::UnixDatagram::unbound() else {
+        return;
+    };
+    let path = path.to_string_lossy().into_owned();
+    let sent = if let Some(name) = path.strip_prefix('@') {
+        use std::os::linux::net::SocketAddrExt;
+        std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())
+            .and_then(|addr| sock.send_to_addr(state.as_bytes(), &addr))
+    } else {
+        sock.send_to(state.as_bytes(), &path)
+    };
+    if let Err(e) = sent {
+        tracing::debug!("sd_notify failed: {e}");
+    }
 }

@@ -158,7 +158,13 @@ impl Router {
         let mut last = None;
         for attempt in 0..3 {
             match ch.send(&msg).await {
-                Ok(_) => return Ok(()),
+                Ok(_) => {
+                    crate::metrics::METRICS
+                        .messages_out
+                        .with_label_values(&[ev.channel.as_str()])
+                        .inc();
+                    return Ok(());
+                }
                 Err(e @ ChannelError::Transport { .. }) => {
                     tracing::warn!(
                         "reply to {} failed (try {}): {e}",
@@ -255,6 +261,10 @@ impl Router {
         };
         let reply = self.agent.run_turn_with_cards(&input, &cancel).await;
         let outcome = reply.outcome;
+        crate::metrics::METRICS
+            .turns
+            .with_label_values(&[ev.channel.as_str(), outcome.label()])
+            .inc();
         // Cards go out as their own messages, before the answer.
         if let Some(ch) = self.channels.get(&ev.channel) {
             for ui in reply.cards {
@@ -354,6 +364,11 @@ impl Router {
         }
     }
 
+    /// How many turns are running now.
+    pub fn turns_in_flight(&self) -> usize {
+        self.running.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
     /// Cancel the running turn of `key`; true when there was one.
     fn stop(&self, key: &str) -> bool {
         match self
@@ -420,6 +435,10 @@ impl InboundSink for RouterSink {
             }
             _ => {}
         }
+        crate::metrics::METRICS
+            .messages_in
+            .with_label_values(&[ev.channel.as_str()])
+            .inc();
         router.enqueue(ev).await;
         Ok(PublishOutcome::Accepted)
     }

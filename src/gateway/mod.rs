@@ -1,12 +1,46 @@
-//! The HTTP gateway (DESIGN §8): one axum server on `gateway.listen`.
+//! The HTTP gateway (DESIGN §8): one axum server on `gateway.listen` (default 127.0.0.1:8900;
+//! port 0 takes a free port, which is logged), started by `ethan run` unless
+//! `gateway.enabled: false`.
 //!
-//! For now it serves the routes channels contribute — `POST /lark/events` in Lark webhook mode;
-//! `/healthz`, `/api/*` and the Telegram webhook come later. The daemon binds first (so a port
-//! already in use stops the start with a clear error), then serves until shutdown.
+//! Routes: `GET /healthz` and `GET /metrics` (no auth); `POST /api/chat` (a turn as a
+//! Server-Sent Events stream) and `POST /api/consent/{request_id}` (web consent), both behind
+//! `Authorization: Bearer <gateway.token>` ([`auth`]); the webhook routes channels contribute
+//! (`POST /telegram/webhook`, `POST /lark/events`), which check their platform's secret instead.
 
+pub mod auth;
+pub mod chat;
+pub mod health;
+
+use crate::agent::Agent;
+use crate::consent::Consent;
+use crate::store::Store;
+use axum::routing::{get, post};
+use ethan_channels::{Channel, ChannelKind};
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+
+/// What the gateway's handlers share.
+pub struct GatewayState {
+    pub agent: Arc<Agent>,
+    pub consent: Arc<Consent>,
+    pub store: Store,
+    /// The bearer token for `/api/*`.
+    pub token: String,
+    pub channels: HashMap<ChannelKind, Arc<dyn Channel>>,
+}
+
+/// The gateway's own routes (channels' webhook routes are merged in by the daemon).
+pub fn router(state: Arc<GatewayState>) -> axum::Router {
+    axum::Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/metrics", get(health::metrics))
+        .route("/api/chat", post(chat::chat))
+        .route("/api/consent/{request_id}", post(chat::consent))
+        .with_state(state)
+}
 
 /// Bind `listen` (port 0 = any free port; the chosen address is logged).
 pub async fn bind(listen: SocketAddr) -> std::io::Result<TcpListener> {
@@ -27,14 +61,4 @@ pub async fn serve_listener(
             let _ = shutdown.changed().await;
         })
         .await
-}
-
-/// [`bind`] then [`serve_listener`].
-pub async fn serve(
-    listen: SocketAddr,
-    router: axum::Router,
-    shutdown: watch::Receiver<bool>,
-) -> std::io::Result<()> {
-    let listener = bind(listen).await?;
-    serve_listener(listener, router, shutdown).await
 }

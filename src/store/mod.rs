@@ -9,6 +9,8 @@
 
 pub mod audit;
 pub mod inbound;
+pub mod jobs;
+pub mod knowledge;
 pub mod kv;
 pub mod messages;
 mod migrations;
@@ -91,6 +93,13 @@ impl Store {
         // A panic while holding the lock cannot leave SQLite inconsistent (statements are
         // atomic), so a poisoned lock is still usable.
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Write the WAL back into the database file (at shutdown).
+    pub fn checkpoint(&self) -> Result<(), StoreError> {
+        self.conn()
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .op("checkpoint")
     }
 
     /// The schema version (number of applied migrations).

@@ -100,6 +100,7 @@ impl Policy {
             // The web interface gets side effects with its consent flow (the gateway).
             side_effect_channels: vec![
                 ChannelKind::Terminal,
+                ChannelKind::Web,
                 ChannelKind::Telegram,
                 ChannelKind::Lark,
             ],
@@ -221,7 +222,13 @@ mod tests {
         let p = Policy::from_config(&cfg);
         assert_eq!(
             names(&p.allowed(&r, &aud(ChannelKind::Terminal, true))),
-            ["file_list", "file_read", "find_tools"]
+            [
+                "file_list",
+                "file_read",
+                "find_tools",
+                "knowledge_read",
+                "knowledge_search"
+            ]
         );
         cfg.also_allow = vec!["shell".into()];
         let p = Policy::from_config(&cfg);

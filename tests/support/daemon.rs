@@ -144,6 +144,8 @@ pub fn child_env(
         set(&mut env, "RUST_LOG", l.into());
     }
     set(&mut env, "NO_COLOR", "1".into());
+    // Daemons run side by side: the gateway takes a free port (logged) unless a test says otherwise.
+    set(&mut env, "ETHAN__GATEWAY__LISTEN", "127.0.0.1:0".into());
     for key in ["NO_PROXY", "no_proxy"] {
         let old = env
             .iter()
@@ -474,6 +476,19 @@ pub async fn wait_until<F: FnMut() -> bool>(what: &str, timeout: Duration, mut f
 
 /// Waits until `<home>/daemon.log` contains `needle`; panics with the log's tail after
 /// `timeout`.
+/// The gateway address a daemon logged (`gateway listening on http://ADDR`), waiting for it.
+pub async fn gateway_addr(home: &TestHome, timeout: Duration) -> String {
+    const NEEDLE: &str = "gateway listening on http://";
+    wait_for_log(home, NEEDLE, timeout).await;
+    let log = home.log();
+    let at = log.find(NEEDLE).map(|i| i + NEEDLE.len()).unwrap_or(0);
+    log[at..]
+        .split(|c: char| c.is_whitespace())
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
 pub async fn wait_for_log(home: &TestHome, needle: &str, timeout: Duration) {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {

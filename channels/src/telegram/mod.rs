@@ -14,6 +14,7 @@ pub mod normalize;
 pub mod poll;
 pub mod render;
 pub mod send;
+pub mod webhook;
 
 use crate::channel::{Channel, ChannelError, InboundSink, StateStore};
 use crate::model::{ChannelKind, InboundEvent, OutboundMessage, SentRef};
@@ -35,6 +36,10 @@ pub struct TelegramConfig {
     pub api_url: String,
     /// `getUpdates` long-poll timeout in seconds (the HTTP client waits this + 15 s).
     pub poll_timeout_secs: u32,
+    /// Webhook mode: the public URL Telegram posts to (`setWebhook`); `None` = long polling.
+    pub webhook_url: Option<String>,
+    /// `X-Telegram-Bot-Api-Secret-Token` sent with `setWebhook` and required on every post.
+    pub webhook_secret: String,
 }
 
 impl std::fmt::Debug for TelegramConfig {
@@ -43,6 +48,8 @@ impl std::fmt::Debug for TelegramConfig {
             .field("token", &"<redacted>")
             .field("api_url", &self.api_url)
             .field("poll_timeout_secs", &self.poll_timeout_secs)
+            .field("webhook_url", &self.webhook_url)
+            .field("webhook_secret", &"<redacted>")
             .finish()
     }
 }
@@ -60,6 +67,7 @@ pub struct TelegramChannel {
     config: TelegramConfig,
     me: OnceLock<BotIdentity>,
     approvals: Mutex<HashMap<String, approval::SentApproval>>,
+    up: std::sync::atomic::AtomicBool,
 }
 
 impl TelegramChannel {
@@ -88,6 +96,7 @@ impl TelegramChannel {
             config,
             me: OnceLock::new(),
             approvals: Mutex::new(HashMap::new()),
+            up: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -100,12 +109,16 @@ impl TelegramChannel {
         &self.bot
     }
 
+    pub(crate) fn set_up(&self, up: bool) {
+        self.up.store(up, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Approval messages sent and not yet resolved, by request id.
     fn approvals(&self) -> MutexGuard<'_, HashMap<String, approval::SentApproval>> {
         self.approvals.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    async fn get_me(&self) -> Result<BotIdentity, ChannelError> {
+    pub(crate) async fn get_me(&self) -> Result<BotIdentity, ChannelError> {
         if let Some(me) = self.me.get() {
             return Ok(me.clone());
         }
@@ -142,7 +155,15 @@ impl Channel for TelegramChannel {
         state: Arc<dyn StateStore>,
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> Result<(), ChannelError> {
-        poll::run(self, sink, state, shutdown).await
+        if self.config.webhook_url.is_some() {
+            webhook::run(self, shutdown).await
+        } else {
+            poll::run(self, sink, state, shutdown).await
+        }
+    }
+
+    fn is_up(&self) -> bool {
+        self.up.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     async fn send(&self, msg: &OutboundMessage) -> Result<SentRef, ChannelError> {

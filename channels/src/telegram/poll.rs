@@ -60,12 +60,38 @@ async fn pause(d: Duration, shutdown: &mut watch::Receiver<bool>) -> bool {
     }
 }
 
-pub(super) async fn run(
-    chan: Arc<TelegramChannel>,
-    sink: Arc<dyn InboundSink>,
-    state: Arc<dyn StateStore>,
-    mut shutdown: watch::Receiver<bool>,
+/// Hand one update to the daemon: a `callback_query` to the approval handler, a message to the
+/// sink. `Err` only when the event could not be recorded (the caller must not acknowledge it).
+pub(super) async fn dispatch(
+    chan: &TelegramChannel,
+    sink: &dyn InboundSink,
+    update: &teloxide::types::Update,
 ) -> Result<(), ChannelError> {
+    let id = update.id.0;
+    if let teloxide::types::UpdateKind::CallbackQuery(q) = &update.kind {
+        super::approval::on_callback(chan, sink, q).await;
+        return Ok(());
+    }
+    match chan.normalize(update) {
+        Some(event) => match sink.publish(event).await? {
+            PublishOutcome::Duplicate => {
+                tracing::debug!("telegram update {id} already handled; skipping");
+                Ok(())
+            }
+            _ => Ok(()),
+        },
+        None => {
+            tracing::debug!("telegram update {id} is not a message for the agent");
+            Ok(())
+        }
+    }
+}
+
+/// `getMe` (retried while transient) and `setMyCommands`. `Ok(false)` on shutdown.
+pub(super) async fn start(
+    chan: &TelegramChannel,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<bool, ChannelError> {
     let mut backoff = Backoff::new();
     // Learn who we are (needed for mention detection); retry transient failures.
     loop {
@@ -78,16 +104,40 @@ pub(super) async fn run(
             Err(e) => {
                 let d = backoff.step();
                 tracing::warn!("telegram getMe failed: {e}; retrying in {}s", d.as_secs());
-                if !pause(d, &mut shutdown).await {
-                    return Ok(());
+                if !pause(d, shutdown).await {
+                    return Ok(false);
                 }
             }
         }
     }
-    backoff.reset();
     if let Err(e) = chan.bot().set_my_commands(bot_commands()).await {
         tracing::warn!("telegram setMyCommands failed (the command menu may be stale): {e}");
     }
+    Ok(true)
+}
+
+/// Long polling until shutdown.
+pub(super) async fn run(
+    chan: Arc<TelegramChannel>,
+    sink: Arc<dyn InboundSink>,
+    state: Arc<dyn StateStore>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), ChannelError> {
+    if !start(&chan, &mut shutdown).await? {
+        return Ok(());
+    }
+    // Switching back from webhook mode: a webhook still set would make getUpdates fail (409).
+    match chan.bot().get_webhook_info().await {
+        Ok(info) if info.url.is_some() => {
+            tracing::info!("telegram: removing the webhook left from webhook mode (deleteWebhook)");
+            if let Err(e) = chan.bot().delete_webhook().await {
+                tracing::warn!("telegram deleteWebhook failed: {e}");
+            }
+        }
+        Ok(_) => {}
+        Err(e) => tracing::debug!("telegram getWebhookInfo failed: {e}"),
+    }
+    let mut backoff = Backoff::new();
 
     let mut offset: i32 = match state.get(OFFSET_KEY)? {
         Some(v) => v.trim().parse().unwrap_or_else(|_| {
@@ -122,32 +172,17 @@ pub(super) async fn run(
                     tracing::info!("telegram getUpdates works again");
                     conflict_logged = false;
                 }
+                chan.set_up(true);
                 for update in updates {
                     let id = update.id.0 as i32;
-                    if let teloxide::types::UpdateKind::CallbackQuery(q) = &update.kind {
-                        super::approval::on_callback(&chan, sink.as_ref(), q).await;
-                        offset = id.saturating_add(1);
-                        state.set(OFFSET_KEY, &offset.to_string())?;
-                        continue;
-                    }
-                    if let Some(event) = chan.normalize(&update) {
-                        match sink.publish(event).await {
-                            Ok(PublishOutcome::Duplicate) => {
-                                tracing::debug!("telegram update {id} already handled; skipping")
-                            }
-                            Ok(_) => {}
-                            Err(e) => {
-                                // Not recorded: keep the offset so the update comes again.
-                                tracing::error!("could not record telegram update {id}: {e}");
-                                let d = backoff.step();
-                                if !pause(d, &mut shutdown).await {
-                                    return Ok(());
-                                }
-                                break;
-                            }
+                    if let Err(e) = dispatch(&chan, sink.as_ref(), &update).await {
+                        // Not recorded: keep the offset so the update comes again.
+                        tracing::error!("could not record telegram update {id}: {e}");
+                        let d = backoff.step();
+                        if !pause(d, &mut shutdown).await {
+                            return Ok(());
                         }
-                    } else {
-                        tracing::debug!("telegram update {id} is not a message for the agent");
+                        break;
                     }
                     offset = id.saturating_add(1);
                     state.set(OFFSET_KEY, &offset.to_string())?;
@@ -166,6 +201,7 @@ pub(super) async fn run(
                 });
             }
             Err(e) => {
+                chan.set_up(false);
                 let d = backoff.step();
                 let conflict = matches!(
                     e,

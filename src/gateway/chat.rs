@@ -1,0 +1,215 @@
+//! `POST /api/chat {session?, message}` → a Server-Sent Events stream of the turn:
+//! `text` {text}, `tool_start` {id, name}, `tool_end` {id, name, ms, ok}, `consent_request`
+//! {request_id, tool, description, always}, `ui` {messages: [A2UI]}, then `done`
+//! {session, outcome} or `error` {message}. The session key is `web:<session>` (a new one when
+//! none is given). Closing the stream cancels the turn.
+//!
+//! `POST /api/consent/{request_id} {allowed, message?}` → `{ok}`: `ok: false` for an unknown or
+//! expired id. The token holder counts as the owner for web consent.
+
+use super::auth::authorized;
+use super::GatewayState;
+use crate::agent::{TurnEvent, TurnInput, TurnOutcome};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use ethan_channels::{ApprovalChoice, ApprovalDecision, ChannelKind};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::convert::Infallible;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+fn unauthorized() -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        Json(json!({"error": "missing or wrong `Authorization: Bearer <token>` (see `ethan gateway token`)"})),
+    )
+        .into_response()
+}
+
+fn bad_request(msg: String) -> Response {
+    (StatusCode::BAD_REQUEST, Json(json!({"error": msg}))).into_response()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChatRequest {
+    #[serde(default)]
+    session: Option<String>,
+    message: String,
+}
+
+fn event(name: &str, data: Value) -> Event {
+    Event::default().event(name).data(data.to_string())
+}
+
+fn turn_event(e: TurnEvent) -> Event {
+    match e {
+        TurnEvent::Text(text) => event("text", json!({"text": text})),
+        TurnEvent::ToolStart { id, name } => event("tool_start", json!({"id": id, "name": name})),
+        TurnEvent::ToolEnd { id, name, ms, ok } => event(
+            "tool_end",
+            json!({"id": id, "name": name, "ms": ms, "ok": ok}),
+        ),
+        TurnEvent::ConsentRequest {
+            request_id,
+            tool,
+            description,
+            always,
+        } => event(
+            "consent_request",
+            json!({"request_id": request_id, "tool": tool, "description": description, "always": always}),
+        ),
+        TurnEvent::Ui(messages) => event("ui", json!({"messages": messages})),
+    }
+}
+
+pub async fn chat(
+    State(s): State<Arc<GatewayState>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if !authorized(&headers, &s.token) {
+        return unauthorized();
+    }
+    let req: ChatRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return bad_request(format!(
+                "expected {{\"message\": \"…\", \"session\"?: \"…\"}}: {e}"
+            ))
+        }
+    };
+    if req.message.trim().is_empty() {
+        return bad_request("`message` is empty".into());
+    }
+    let session = req
+        .session
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let cancel = CancellationToken::new();
+    let input = TurnInput {
+        session_key: format!("web:{session}"),
+        channel: ChannelKind::Web,
+        chat_id: session.clone(),
+        user_id: "gateway".into(),
+        is_owner: true,
+        text: req.message,
+        trace_id: uuid::Uuid::new_v4().simple().to_string(),
+        chat: None,
+        unattended: false,
+        allowed_tools: None,
+        events: Some(tx),
+    };
+    let agent = s.agent.clone();
+    let c2 = cancel.clone();
+    let turn = tokio::spawn(async move { agent.run_turn_with_cards(&input, &c2).await });
+    let guard = cancel.drop_guard();
+    let stream = async_stream(move |yield_| async move {
+        let _guard = guard; // dropping the stream cancels the turn
+        while let Some(e) = rx.recv().await {
+            yield_(turn_event(e));
+        }
+        match turn.await {
+            Ok(reply) => match reply.outcome {
+                TurnOutcome::Answer(_) | TurnOutcome::IterationCap(_) | TurnOutcome::Stopped => {
+                    let outcome = reply.outcome.label();
+                    crate::metrics::METRICS
+                        .turns
+                        .with_label_values(&["web", outcome])
+                        .inc();
+                    yield_(event(
+                        "done",
+                        json!({"session": session, "outcome": outcome}),
+                    ));
+                }
+                TurnOutcome::Failed {
+                    user_message,
+                    detail,
+                } => {
+                    tracing::error!("web turn failed: {detail}");
+                    crate::metrics::METRICS
+                        .turns
+                        .with_label_values(&["web", "failed"])
+                        .inc();
+                    yield_(event("error", json!({"message": user_message})));
+                }
+            },
+            Err(e) => yield_(event(
+                "error",
+                json!({"message": format!("the turn crashed: {e}")}),
+            )),
+        }
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+/// A tiny generator: `f` gets a `yield_` callback; the events it yields form the stream.
+fn async_stream<F, Fut>(f: F) -> impl futures::Stream<Item = Result<Event, Infallible>>
+where
+    F: FnOnce(Box<dyn Fn(Event) + Send + Sync>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
+    let fut = f(Box::new(move |e| {
+        let _ = tx.send(e);
+    }));
+    let task = tokio::spawn(fut);
+    futures::stream::unfold((rx, Some(AbortOnDrop(task))), |(mut rx, task)| async move {
+        rx.recv().await.map(|e| (Ok(e), (rx, task)))
+    })
+}
+
+/// Aborts the producer when the stream (the client connection) goes away.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct ConsentAnswer {
+    allowed: bool,
+    #[serde(default)]
+    #[allow(dead_code)]
+    message: Option<String>,
+}
+
+pub async fn consent(
+    State(s): State<Arc<GatewayState>>,
+    Path(request_id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if !authorized(&headers, &s.token) {
+        return unauthorized();
+    }
+    let answer: ConsentAnswer = match serde_json::from_slice(&body) {
+        Ok(a) => a,
+        Err(e) => {
+            return bad_request(format!(
+                "expected {{\"allowed\": true|false, \"message\"?: \"…\"}}: {e}"
+            ))
+        }
+    };
+    let ack = s.consent.decide(&ApprovalDecision {
+        channel: ChannelKind::Web,
+        request_id,
+        choice: if answer.allowed {
+            ApprovalChoice::Once
+        } else {
+            ApprovalChoice::Deny
+        },
+        user_id: "gateway".into(),
+        chat_id: String::new(),
+    });
+    Json(json!({"ok": ack.accepted, "message": ack.toast})).into_response()
+}

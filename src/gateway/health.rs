@@ -1,0 +1,44 @@
+//! `GET /healthz`: 200 when the store and every enabled channel are up, else 503; the JSON body
+//! gives each part's state. `GET /metrics`: Prometheus text ([`crate::metrics`]).
+
+use super::GatewayState;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::Json;
+use serde_json::json;
+use std::sync::Arc;
+
+pub async fn healthz(State(s): State<Arc<GatewayState>>) -> impl IntoResponse {
+    let store_ok = s.store.schema_version().is_ok();
+    let mut channels = serde_json::Map::new();
+    let mut all_up = store_ok;
+    for (kind, ch) in &s.channels {
+        let up = ch.is_up();
+        all_up &= up;
+        channels.insert(kind.as_str().into(), json!(if up { "up" } else { "down" }));
+    }
+    let status = if all_up {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        Json(json!({
+            "status": if all_up { "ok" } else { "degraded" },
+            "store": if store_ok { "up" } else { "down" },
+            "channels": channels,
+        })),
+    )
+}
+
+pub async fn metrics() -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        crate::metrics::METRICS.render(),
+    )
+}

@@ -16,7 +16,7 @@ fn write_config(home: &TestHome, fake: &FakeLark, model: &ScriptedModel, extra: 
     home.write_config(&format!(
         "model:\n  base_url: {}\n  api_key: sk-test-secret-value\n  name: test-model\n\
          channels:\n{}\
-         owners: [\"lark:{OWNER}\"]\n{extra}",
+         owners: [\"lark:{OWNER}\"]\ngateway:\n  listen: 127.0.0.1:0\n{extra}",
         model.base_url(),
         fake.channel_yaml(""),
     ));
@@ -427,4 +427,84 @@ async fn doctor_checks_lark_and_hints_when_no_event_arrived() {
         stdout.contains("FAIL  lark: tenant_access_token"),
         "{stdout}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_owner_approves_a_shell_call_by_button_and_a_strangers_press_does_not_count() {
+    let home = TestHome::new();
+    let fake = FakeLark::start().await;
+    let model = ScriptedModel::start(vec![
+        Step::tool_call(
+            "call_1",
+            "shell",
+            r#"{"command":"touch lark-approved.txt && echo approved-run-42"}"#,
+        ),
+        Step::echo_last_tool_result("Result: "),
+    ])
+    .await;
+    write_config(&home, &fake, &model, "");
+    let mut daemon = Daemon::start(&home);
+    fake.wait_connections(1, WAIT).await;
+
+    let event = lark::p2p_text(OWNER, "please create the marker file");
+    let chat = event["event"]["message"]["chat_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    fake.push_event(&event);
+    let sent = fake.wait_for_messages(1, WAIT).await;
+    let card = &sent[0];
+    assert_eq!(card.msg_type, "interactive", "{card:?}");
+    assert_eq!(
+        card.content["header"]["title"]["content"],
+        "Approval needed"
+    );
+    let buttons: Vec<Value> = card.content["body"]["elements"][1]["columns"]
+        .as_array()
+        .expect("a row of buttons")
+        .iter()
+        .map(|c| c["elements"][0]["behaviors"][0]["value"].clone())
+        .collect();
+    assert!(buttons.len() >= 2, "{buttons:?}");
+    let request_id = buttons[0]["ethan_approval"].as_str().unwrap().to_string();
+    assert_eq!(buttons[0]["choice"], "o");
+    let marker = home.path().join("workspace").join("lark-approved.txt");
+
+    // Someone else presses "Approve once": refused, the card stays, nothing runs.
+    let seq = fake.push_card_action(
+        json!({"ethan_approval": request_id, "choice": "o"}),
+        "ou_stranger",
+        &chat,
+    );
+    let ack = fake.wait_ack(seq, WAIT).await;
+    let data = ack.data.expect("callback data");
+    assert_eq!(data["toast"]["type"], "error", "{data}");
+    assert!(data.get("card").is_none(), "{data}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!marker.exists(), "the command ran after a stranger's press");
+    assert_eq!(model.requests().len(), 1);
+
+    // The owner presses it: the card shows the outcome and the command runs.
+    let seq = fake.push_card_action(
+        json!({"ethan_approval": request_id, "choice": "o"}),
+        OWNER,
+        &chat,
+    );
+    let ack = fake.wait_ack(seq, WAIT).await;
+    assert!(ack.latency.unwrap() < Duration::from_secs(3));
+    let data = ack.data.expect("callback data");
+    assert_eq!(data["toast"]["type"], "success", "{data}");
+    assert_eq!(data["card"]["type"], "raw");
+    let new_card = data["card"]["data"].to_string();
+    assert!(!new_card.contains("\"button\""), "{new_card}");
+    assert!(new_card.contains("Approved"), "{new_card}");
+    let sent = fake.wait_for_messages(2, WAIT).await;
+    assert!(
+        sent[1].card_markdown().contains("approved-run-42"),
+        "{:?}",
+        sent[1]
+    );
+    assert!(marker.exists());
+    model.assert_protocol_ok();
+    daemon.stop();
 }

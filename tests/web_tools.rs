@@ -157,7 +157,7 @@ async fn falls_back_and_puts_a_failing_provider_aside() {
     cfg.tavily.base_url = tavily.base_url();
     cfg.tavily.api_key = Secret::new(TAVILY_KEY);
     cfg.duckduckgo.base_url = ddg.base_url();
-    let tool = search_tool(cfg).with_cooldown(2, Duration::from_millis(600));
+    let tool = search_tool(cfg).with_cooldown(2, Duration::from_secs(2));
 
     // Failure 1 and 2: Tavily is asked, DuckDuckGo answers.
     for n in 1..=2 {
@@ -177,7 +177,7 @@ async fn falls_back_and_puts_a_failing_provider_aside() {
 
     // After the cooldown it is tried again, and a success clears its record.
     tavily.set(Behaviour::Answer);
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    tokio::time::sleep(Duration::from_millis(2300)).await;
     let r = call(&tool, json!({"query": "fallback"})).await;
     assert!(r.output.contains("(Tavily)"), "{}", r.output);
     assert_eq!(tavily.hits(), 3);

@@ -317,6 +317,9 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
             }
         }
     }
+    if let Some(tz) = c.timezone.as_deref().filter(|t| !t.trim().is_empty()) {
+        crate::scheduler::tz::parse_zone(tz).map_err(|e| key_err("timezone", e.to_string()))?;
+    }
     if c.gateway.listen.parse::<std::net::SocketAddr>().is_err() {
         return Err(key_err(
             "gateway.listen",
@@ -339,7 +342,6 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
 
 /// Keys accepted now whose feature comes in a later version: (key prefix, what is missing).
 const LATER: &[(&str, &str)] = &[
-    ("timezone", "schedules"),
     ("channels.telegram.mode", "Telegram webhook mode"),
     ("channels.telegram.webhook_url", "Telegram webhook mode"),
     ("channels.telegram.webhook_secret", "Telegram webhook mode"),
@@ -350,7 +352,6 @@ const LATER: &[(&str, &str)] = &[
     ("consent", "consent"),
     ("tools.web_search", "the web_search tool"),
     ("tools.web_fetch", "the web_fetch tool"),
-    ("scheduler", "scheduled jobs"),
     ("gateway", "the HTTP gateway"),
 ];
 

@@ -44,13 +44,19 @@ impl std::fmt::Debug for ConfigWatch {
 impl ConfigWatch {
     /// Watch the file `loaded` came from, starting with `loaded.config`.
     pub fn new(loaded: &Loaded) -> Self {
+        Self::at(loaded.path.clone(), &loaded.config)
+    }
+
+    /// Watch the config file at `path` (`Loaded::path`), starting with `config` as loaded from
+    /// it.
+    pub fn at(path: PathBuf, config: &Config) -> Self {
         Self {
-            path: loaded.path.clone(),
             state: Mutex::new(State {
-                stamp: stamp(&loaded.path),
-                current: Arc::new(loaded.config.clone()),
+                stamp: stamp(&path),
+                current: Arc::new(config.clone()),
                 last_error: None,
             }),
+            path,
         }
     }
 

@@ -82,6 +82,112 @@ const STEPS: &[&str] = &[
         PRIMARY KEY (channel, user_id)
     );
     "#,
+    // 4: scheduled jobs and their runs (a run is claimed by UNIQUE(job_id, scheduled_for))
+    r#"
+    CREATE TABLE jobs (
+        id             TEXT PRIMARY KEY,
+        title          TEXT NOT NULL,
+        prompt         TEXT NOT NULL,
+        kind           TEXT NOT NULL,
+        spec           TEXT NOT NULL,
+        timezone       TEXT,
+        anchor         INTEGER NOT NULL,
+        end_at         INTEGER,
+        allowed_tools  TEXT NOT NULL DEFAULT '[]',
+        channel        TEXT NOT NULL,
+        chat_id        TEXT NOT NULL,
+        chat_kind      TEXT NOT NULL,
+        thread         TEXT,
+        creator        TEXT NOT NULL,
+        created_in     TEXT NOT NULL,
+        next_run       INTEGER,
+        paused         INTEGER NOT NULL DEFAULT 0,
+        state          TEXT NOT NULL DEFAULT 'active',
+        created_at     INTEGER NOT NULL,
+        updated_at     INTEGER NOT NULL
+    );
+    CREATE INDEX jobs_due ON jobs(state, paused, next_run);
+    CREATE TABLE job_runs (
+        id                    INTEGER PRIMARY KEY AUTOINCREMENT,
+        job_id                TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+        scheduled_for         INTEGER NOT NULL,
+        trigger_kind          TEXT NOT NULL,
+        claimed_by            TEXT NOT NULL,
+        status                TEXT NOT NULL,
+        started_at            INTEGER NOT NULL,
+        finished_at           INTEGER,
+        output                TEXT,
+        error                 TEXT,
+        delivery              TEXT NOT NULL DEFAULT 'pending',
+        delivery_attempts     INTEGER NOT NULL DEFAULT 0,
+        delivered_message_id  TEXT,
+        delivery_error        TEXT,
+        UNIQUE (job_id, scheduled_for)
+    );
+    CREATE INDEX job_runs_job ON job_runs(job_id, id);
+    CREATE INDEX job_runs_status ON job_runs(status);
+    "#,
+    // 5: knowledge index: one row per note file (path relative to $ETHAN_HOME/knowledge); FTS5
+    // over title, tags and body with the trigram tokenizer (any substring of 3+ characters, in
+    // any script); a second FTS5 table over the CJK bigrams of the same fields, for two-character
+    // Chinese/Japanese/Korean words; both kept in step by triggers; one embedding per note (valid
+    // while its hash matches the note's)
+    r#"
+    CREATE TABLE knowledge_notes (
+        id         INTEGER PRIMARY KEY,
+        path       TEXT NOT NULL UNIQUE,
+        title      TEXT NOT NULL,
+        tags       TEXT NOT NULL,
+        body       TEXT NOT NULL,
+        created    TEXT NOT NULL,
+        updated    TEXT NOT NULL,
+        mtime_ns   INTEGER NOT NULL,
+        size       INTEGER NOT NULL,
+        hash       TEXT NOT NULL,
+        cjk_title  TEXT NOT NULL,
+        cjk_tags   TEXT NOT NULL,
+        cjk_body   TEXT NOT NULL
+    );
+    CREATE VIRTUAL TABLE knowledge_fts USING fts5(
+        title, tags, body,
+        content = 'knowledge_notes', content_rowid = 'id',
+        tokenize = 'trigram remove_diacritics 1'
+    );
+    CREATE VIRTUAL TABLE knowledge_cjk USING fts5(
+        cjk_title, cjk_tags, cjk_body,
+        content = 'knowledge_notes', content_rowid = 'id',
+        tokenize = 'unicode61'
+    );
+    CREATE TRIGGER knowledge_notes_ai AFTER INSERT ON knowledge_notes BEGIN
+        INSERT INTO knowledge_fts(rowid, title, tags, body)
+        VALUES (new.id, new.title, new.tags, new.body);
+        INSERT INTO knowledge_cjk(rowid, cjk_title, cjk_tags, cjk_body)
+        VALUES (new.id, new.cjk_title, new.cjk_tags, new.cjk_body);
+    END;
+    CREATE TRIGGER knowledge_notes_ad AFTER DELETE ON knowledge_notes BEGIN
+        INSERT INTO knowledge_fts(knowledge_fts, rowid, title, tags, body)
+        VALUES ('delete', old.id, old.title, old.tags, old.body);
+        INSERT INTO knowledge_cjk(knowledge_cjk, rowid, cjk_title, cjk_tags, cjk_body)
+        VALUES ('delete', old.id, old.cjk_title, old.cjk_tags, old.cjk_body);
+    END;
+    CREATE TRIGGER knowledge_notes_au AFTER UPDATE OF title, tags, body ON knowledge_notes BEGIN
+        INSERT INTO knowledge_fts(knowledge_fts, rowid, title, tags, body)
+        VALUES ('delete', old.id, old.title, old.tags, old.body);
+        INSERT INTO knowledge_fts(rowid, title, tags, body)
+        VALUES (new.id, new.title, new.tags, new.body);
+        INSERT INTO knowledge_cjk(knowledge_cjk, rowid, cjk_title, cjk_tags, cjk_body)
+        VALUES ('delete', old.id, old.cjk_title, old.cjk_tags, old.cjk_body);
+        INSERT INTO knowledge_cjk(rowid, cjk_title, cjk_tags, cjk_body)
+        VALUES (new.id, new.cjk_title, new.cjk_tags, new.cjk_body);
+    END;
+    CREATE TABLE knowledge_vectors (
+        note_id  INTEGER PRIMARY KEY REFERENCES knowledge_notes(id) ON DELETE CASCADE,
+        model    TEXT NOT NULL,
+        hash     TEXT NOT NULL,
+        dim      INTEGER NOT NULL,
+        vec      BLOB NOT NULL
+    );
+    "#,
 ];
 
 pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {

@@ -119,6 +119,7 @@ pub struct Ack {
 }
 
 impl Ack {
+    /// The value of header `key` in the ACK frame.
     pub fn header(&self, key: &str) -> Option<&str> {
         self.headers
             .iter()
@@ -126,6 +127,9 @@ impl Ack {
             .map(|(_, v)| v.as_str())
     }
 }
+
+/// A canned HTTP answer: status, JSON body, extra headers.
+type Answer = (u16, Value, Vec<(String, String)>);
 
 enum WsCommand {
     Send(Vec<u8>),
@@ -136,7 +140,7 @@ struct LarkState {
     calls: Vec<LarkCall>,
     issued_tokens: Vec<String>,
     valid_tokens: HashSet<String>,
-    failures: HashMap<String, VecDeque<(u16, Value, Vec<(String, String)>)>>,
+    failures: HashMap<String, VecDeque<Answer>>,
     messages: Vec<SentMessage>,
     uuids: HashMap<String, String>,
     patches: Vec<(String, Value)>,
@@ -736,8 +740,6 @@ async fn handle_http(
     answer(status, resp_body, &resp_headers)
 }
 
-type Answer = (u16, Value, Vec<(String, String)>);
-
 fn ok(body: Value) -> Answer {
     (200, body, Vec::new())
 }
@@ -874,6 +876,8 @@ fn created(message_id: &str, req: &Value) -> Value {
 
 // ----- websocket handling ------------------------------------------------------------------
 
+// The handshake callback's signature (with its large error type) is tungstenite's.
+#[allow(clippy::result_large_err)]
 async fn serve_ws(shared: Arc<Shared>, stream: tokio::net::TcpStream) {
     let check_shared = Arc::clone(&shared);
     let callback = move |req: &tungstenite::handshake::server::Request,

@@ -154,6 +154,8 @@ pub struct LarkChannel {
     sent: Mutex<Recent<String>>,
     /// Approval requests sent as cards, with the card's message id, to show the outcome.
     approvals: Mutex<Recent<(ApprovalRequest, String)>>,
+    /// Whether the long connection is up (always true in webhook mode).
+    connected: std::sync::atomic::AtomicBool,
 }
 
 impl LarkChannel {
@@ -188,6 +190,7 @@ impl LarkChannel {
             pacer: Pacer::default(),
             sent: Mutex::new(Recent::new(4096)),
             approvals: Mutex::new(Recent::new(256)),
+            connected: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -212,6 +215,11 @@ impl LarkChannel {
             .get_or_try_init(|| async { self.api.bot_info().await.map_err(ChannelError::from) })
             .await
             .cloned()
+    }
+
+    pub(crate) fn set_connected(&self, up: bool) {
+        self.connected
+            .store(up, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub(crate) fn remember_sent(&self, message_id: &str) {
@@ -340,6 +348,12 @@ impl Channel for LarkChannel {
     async fn send(&self, msg: &OutboundMessage) -> Result<SentRef, ChannelError> {
         send::send(self, msg).await
     }
+
+    /// Webhook mode: always; long connection: while a connection is established.
+    fn is_up(&self) -> bool {
+        self.config.mode == LarkMode::Webhook
+            || self.connected.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 #[cfg(test)]
@@ -386,6 +400,22 @@ mod tests {
             LarkChannel::new(c),
             Err(ChannelError::Unauthorized { .. })
         ));
+    }
+
+    #[test]
+    fn is_up_follows_the_connection() {
+        let mut c = LarkConfig {
+            app_id: "cli_1".into(),
+            app_secret: "s".into(),
+            base_url: FEISHU_BASE_URL.into(),
+            ..LarkConfig::default()
+        };
+        let ch = LarkChannel::new(c.clone()).unwrap();
+        assert!(!ch.is_up());
+        ch.set_connected(true);
+        assert!(ch.is_up());
+        c.mode = LarkMode::Webhook;
+        assert!(LarkChannel::new(c).unwrap().is_up());
     }
 
     #[test]

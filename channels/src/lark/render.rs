@@ -38,12 +38,14 @@ pub const CHOICE_KEY: &str = "choice";
 
 /// Card JSON 2.0 for one part of a reply.
 pub fn reply_card(markdown: &str) -> Value {
+    let mut config = json!({"update_multi": true});
+    let preview = summary(markdown);
+    if !preview.is_empty() {
+        config["summary"] = json!({ "content": preview });
+    }
     json!({
         "schema": "2.0",
-        "config": {
-            "update_multi": true,
-            "summary": {"content": summary(markdown)},
-        },
+        "config": config,
         "body": {
             "elements": [
                 {"tag": "markdown", "content": markdown},
@@ -823,6 +825,12 @@ mod tests {
             r#"{"toast":{"type":"error","content":"Only the owner can approve."}}"#
         );
         assert_eq!(CallbackResponse::default().to_bytes(), b"{}");
+    }
+
+    #[test]
+    fn no_empty_summary() {
+        let c = reply_card("---");
+        assert!(c["config"].get("summary").is_none(), "{c}");
     }
 
     #[test]

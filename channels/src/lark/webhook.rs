@@ -156,6 +156,7 @@ pub struct WebhookSecrets {
 }
 
 impl WebhookSecrets {
+    /// The secrets of `channels.lark`.
     pub fn from_config(c: &LarkConfig) -> Self {
         Self {
             encrypt_key: c.encrypt_key.clone(),

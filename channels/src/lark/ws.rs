@@ -151,7 +151,10 @@ pub(super) async fn run(
             conn.device_id,
             conn.service_id
         );
-        match session(conn, &inbound, &mut cfg, &mut shutdown).await {
+        chan.set_connected(true);
+        let end = session(conn, &inbound, &mut cfg, &mut shutdown).await;
+        chan.set_connected(false);
+        match end {
             End::Shutdown => return Ok(()),
             End::Lost(why) => {
                 tracing::warn!(target: TARGET, "lark long connection lost: {why}");

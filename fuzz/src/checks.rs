@@ -1,0 +1,239 @@
+//! The fuzzed entry points and the invariants each must keep.
+//!
+//! Shared by the `cargo fuzz` targets (through the `ethan_fuzz` library) and by the ordinary
+//! crash-regression tests in `tests/fuzz_regressions.rs` (through `#[path]`), so CI checks exactly
+//! what the fuzzer checks. Every function takes arbitrary bytes and panics only when an invariant
+//! is broken. Only crates that both the fuzz crate and the main package depend on are used here.
+
+use axum::http::{HeaderMap, HeaderValue};
+use ethan_channels::lark::frame::{self, Frame};
+use ethan_channels::lark::webhook;
+use ethan_channels::telegram::chunk::{chunk_html, utf16_len, TELEGRAM_TEXT_LIMIT};
+use ethan_channels::telegram::normalize::normalize_update;
+use ethan_channels::telegram::render::{html_to_display_text, markdown_to_html};
+use ethan_channels::telegram::BotIdentity;
+
+/// Tags the Bot API accepts with `parse_mode = "HTML"`.
+pub const TELEGRAM_TAGS: &[&str] = &[
+    "b",
+    "strong",
+    "i",
+    "em",
+    "u",
+    "ins",
+    "s",
+    "strike",
+    "del",
+    "span",
+    "tg-spoiler",
+    "a",
+    "tg-emoji",
+    "code",
+    "pre",
+    "blockquote",
+];
+
+/// A teloxide `Update` (JSON) → the unified inbound event: no panic.
+pub fn telegram_update(data: &[u8]) {
+    let me = BotIdentity {
+        id: 7_000_000_001,
+        username: "ethan_test_bot".into(),
+    };
+    if let Ok(update) = serde_json::from_slice(data) {
+        let _ = normalize_update(&update, &me);
+    }
+}
+
+/// Markdown → Telegram HTML → chunks: every chunk within 4096 UTF-16 units (and within a small
+/// limit chosen by the input), only accepted tags, balanced, display text preserved.
+pub fn telegram_render(data: &[u8]) {
+    let md = String::from_utf8_lossy(data);
+    let html = markdown_to_html(&md);
+    check_html(&html, "markdown_to_html output");
+    check_chunks(&html, TELEGRAM_TEXT_LIMIT);
+    // A small limit makes short inputs split too (the chunker promises its guarantees for
+    // limits of 5 and more).
+    let small = 5 + data.first().map_or(0, |b| *b as usize % 64);
+    check_chunks(&html, small);
+}
+
+fn check_chunks(html: &str, limit: usize) {
+    let chunks = chunk_html(html, limit);
+    let mut shown = String::new();
+    for chunk in &chunks {
+        let len = utf16_len(chunk);
+        assert!(
+            len <= limit,
+            "chunk of {len} UTF-16 units over the limit {limit}: {chunk:?}"
+        );
+        check_html(chunk, "chunk");
+        shown.push_str(&html_to_display_text(chunk));
+    }
+    assert_eq!(
+        shown,
+        html_to_display_text(html),
+        "chunks (limit {limit}) changed the display text of {html:?}: {chunks:?}"
+    );
+}
+
+/// Every `<…>` in `html` is an accepted tag and they are balanced.
+pub fn check_html(html: &str, what: &str) {
+    let mut stack: Vec<&str> = Vec::new();
+    let mut rest = html;
+    while let Some(lt) = rest.find('<') {
+        let after = &rest[lt + 1..];
+        let Some(gt) = after.find('>') else {
+            panic!("{what}: unterminated tag in {html:?}");
+        };
+        let inner = &after[..gt];
+        let (closing, body) = match inner.strip_prefix('/') {
+            Some(b) => (true, b),
+            None => (false, inner),
+        };
+        let name = body
+            .split(|c: char| c.is_ascii_whitespace())
+            .next()
+            .unwrap_or("");
+        assert!(
+            TELEGRAM_TAGS.contains(&name),
+            "{what}: tag <{inner}> not accepted by Telegram in {html:?}"
+        );
+        if closing {
+            assert_eq!(
+                stack.pop(),
+                Some(name),
+                "{what}: unbalanced </{name}> in {html:?}"
+            );
+        } else {
+            stack.push(name);
+        }
+        rest = &after[gt + 1..];
+    }
+    assert!(stack.is_empty(), "{what}: unclosed {stack:?} in {html:?}");
+}
+
+/// A pbbp2 frame: decoding never panics, a decoded frame re-encodes to an equal frame, the
+/// accessors and the ACK payload parser never panic.
+pub fn lark_frame(data: &[u8]) {
+    let _ = frame::parse_ack_payload(data);
+    let Ok(f) = Frame::decode_bytes(data) else {
+        return;
+    };
+    let again = Frame::decode_bytes(&f.to_bytes()).expect("a re-encoded frame decodes");
+    assert_eq!(again, f, "frame changed on re-encoding");
+    let _ = f.frame_type();
+    let _ = f.payload_bytes();
+    for key in [
+        frame::HEADER_MESSAGE_ID,
+        frame::HEADER_SUM,
+        frame::HEADER_SEQ,
+        frame::HEADER_TYPE,
+    ] {
+        let _ = f.header(key);
+    }
+    let _ = f
+        .ack(1, frame::ack_payload(200, Some(f.payload_bytes())))
+        .to_bytes();
+}
+
+/// Webhook decryption and signature check: no panic on any key or ciphertext; encrypt → decrypt
+/// round-trips JSON-shaped plaintexts; a correct signature is accepted and a wrong one refused.
+pub fn lark_webhook(data: &[u8]) {
+    let split = data.first().map_or(0, |b| *b as usize).min(data.len());
+    let (key_bytes, rest) = data.split_at(split);
+    let key = String::from_utf8_lossy(key_bytes.get(1..).unwrap_or_default());
+    let text = String::from_utf8_lossy(rest);
+    let _ = webhook::decrypt(&key, &text);
+
+    let mut iv = [0u8; 16];
+    for (d, s) in iv.iter_mut().zip(rest.iter()) {
+        *d = *s;
+    }
+    let plain = format!("{{\"x\":{}}}", serde_json::Value::String(text.to_string()));
+    let sealed = webhook::encrypt(&key, plain.as_bytes(), iv);
+    assert_eq!(
+        webhook::decrypt(&key, &sealed).as_deref(),
+        Ok(plain.as_str()),
+        "encrypt/decrypt round trip"
+    );
+
+    let (ts, nonce) = text.split_at(text.char_indices().nth(4).map_or(text.len(), |(i, _)| i));
+    let sig = webhook::signature(ts, nonce, &key, rest);
+    let mut headers = HeaderMap::new();
+    let (Ok(t), Ok(n), Ok(s)) = (
+        HeaderValue::from_str(ts),
+        HeaderValue::from_str(nonce),
+        HeaderValue::from_str(&sig),
+    ) else {
+        return;
+    };
+    headers.insert(webhook::TIMESTAMP_HEADER, t);
+    headers.insert(webhook::NONCE_HEADER, n);
+    headers.insert(webhook::SIGNATURE_HEADER, s);
+    // Header values are trimmed by the HTTP layer's view; only check exact values.
+    if headers
+        .get(webhook::TIMESTAMP_HEADER)
+        .and_then(|v| v.to_str().ok())
+        != Some(ts)
+        || headers
+            .get(webhook::NONCE_HEADER)
+            .and_then(|v| v.to_str().ok())
+            != Some(nonce)
+    {
+        return;
+    }
+    assert!(
+        webhook::signature_valid(&headers, &key, rest),
+        "a correct signature was refused"
+    );
+    let mut tampered = rest.to_vec();
+    tampered.push(b'!');
+    assert!(
+        !webhook::signature_valid(&headers, &key, &tampered),
+        "a signature for another body was accepted"
+    );
+}
+
+/// `ui_card` arguments → Lark card: either an error or valid JSON of at most 30 KB; the other
+/// renderers never panic.
+pub fn lark_card(data: &[u8]) {
+    let Ok(args) = serde_json::from_slice::<serde_json::Value>(data) else {
+        return;
+    };
+    let Ok(ui) = ethan_cards::Ui::from_tool_args(&args) else {
+        return;
+    };
+    if let Ok(card) = ethan_cards::render_lark(&ui) {
+        let json = serde_json::to_string(&card).expect("card serialises");
+        assert!(
+            json.len() <= ethan_cards::LARK_CARD_LIMIT,
+            "Lark card of {} bytes",
+            json.len()
+        );
+        serde_json::from_str::<serde_json::Value>(&json).expect("card JSON parses");
+    }
+    let _ = ethan_cards::render_telegram(&ui);
+    let _ = ethan_cards::render_text(&ui);
+    let _ = ethan_cards::render_a2ui(&ui);
+}
+
+/// The shell classifier: no panic; a command containing a configured secret always asks.
+pub fn shell_classifier(data: &[u8]) {
+    let command = String::from_utf8_lossy(data);
+    let secrets = vec!["hunter2-secret".to_string()];
+    let c = ethan::consent::shell::classify(&command, &secrets);
+    if command.contains("hunter2-secret") {
+        assert_eq!(
+            c.class,
+            ethan::consent::shell::ShellClass::Always,
+            "a command with a secret in it: {command:?} → {c:?}"
+        );
+    }
+}
+
+/// Configuration from arbitrary JSON: an error or a config, never a panic.
+pub fn config(data: &[u8]) {
+    if let Ok(raw) = serde_json::from_slice::<serde_json::Value>(data) {
+        let _ = ethan::config::from_value(raw);
+    }
+}

@@ -1,0 +1,563 @@
+//! The knowledge base: notes as Markdown files under `$ETHAN_HOME/knowledge/`, found by keyword
+//! and, when `knowledge.embeddings` is configured, by meaning.
+//!
+//! - [`notes`]: the file format (front matter + body), slugs, and the checks that keep a
+//!   `source` inside the knowledge folder.
+//! - [`index`]: the SQLite FTS5 index (trigram tokenizer, BM25), kept in step with the files —
+//!   re-read by mtime and hash at start ([`Knowledge::sync`]), updated on every tool write.
+//! - [`embed`]: vectors from an OpenAI-compatible `/embeddings` endpoint, cosine similarity, and
+//!   reciprocal rank fusion with the keyword results.
+//! - [`hub`]: how the tools reach the knowledge base of their `$ETHAN_HOME`.
+//!
+//! The files are the source of truth; the index (tables in `ethan.db`, see
+//! `crate::store::knowledge`) can always be rebuilt from them.
+
+pub mod embed;
+pub mod hub;
+pub mod index;
+pub mod notes;
+
+pub use hub::KnowledgeHub;
+
+use crate::store::knowledge::{IndexChange, IndexHit};
+use crate::store::{Store, StoreError};
+use crate::tools::ErrorKind;
+use embed::{EmbedError, Embedder};
+use index::{Query, SyncReport};
+use notes::Note;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Most results of one search.
+pub const MAX_LIMIT: usize = 50;
+/// Notes without a current vector embedded before a semantic search (the rest wait for the
+/// next start).
+const BACKFILL_ON_SEARCH: usize = 64;
+
+/// A knowledge-base failure, phrased so the model can act on it.
+#[derive(Debug, thiserror::Error)]
+pub enum KnowledgeError {
+    #[error("{given:?} is not a valid note source: {reason}. A source is a path relative to the knowledge folder, like `ops/deploying-the-server.md`, as knowledge_search returns it")]
+    BadSource { given: String, reason: String },
+    #[error("{0:?} is a symbolic link; the knowledge base does not follow links")]
+    Symlink(String),
+    #[error("no note at {0:?}; use knowledge_search to find the right source")]
+    NotFound(String),
+    #[error("{given:?} is {bytes} bytes, over the 1 MB limit for a note")]
+    TooLarge { given: String, bytes: u64 },
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the knowledge index: {0}")]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Embed(#[from] EmbedError),
+    #[error("the knowledge base is not available: {0}")]
+    Unavailable(String),
+}
+
+impl KnowledgeError {
+    /// How a tool reports this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            KnowledgeError::BadSource { .. }
+            | KnowledgeError::NotFound(_)
+            | KnowledgeError::TooLarge { .. }
+            | KnowledgeError::Invalid(_) => ErrorKind::Validation,
+            KnowledgeError::Symlink(_) => ErrorKind::Denied,
+            KnowledgeError::Io { .. }
+            | KnowledgeError::Store(_)
+            | KnowledgeError::Embed(_)
+            | KnowledgeError::Unavailable(_) => ErrorKind::Dependency,
+        }
+    }
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> KnowledgeError + '_ {
+    move |source| KnowledgeError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// One search result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    pub source: String,
+    pub title: String,
+    pub tags: Vec<String>,
+    pub snippet: String,
+    /// Higher is better: BM25 (negated) for keyword search, the fused reciprocal-rank score
+    /// when semantic search took part.
+    pub score: f64,
+    /// Cosine similarity to the query, when semantic search took part and ranked this note.
+    pub similarity: Option<f32>,
+}
+
+/// How a search was answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SearchMode {
+    Keyword,
+    /// Keyword and semantic results fused by reciprocal rank.
+    Hybrid,
+}
+
+/// The results of [`Knowledge::search`].
+#[derive(Debug, Clone)]
+pub struct SearchOutcome {
+    pub hits: Vec<Hit>,
+    pub mode: SearchMode,
+    /// Set when semantic search was configured but failed (keyword results only then).
+    pub warning: Option<String>,
+}
+
+/// A note just written, and anything the caller should know.
+#[derive(Debug, Clone)]
+pub struct Saved {
+    pub note: Note,
+    /// Set when the embedding of the note failed (it is retried at the next start).
+    pub warning: Option<String>,
+}
+
+/// How `edit` changes the body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EditMode {
+    /// Add the content as a new paragraph at the end; title and tags stay.
+    Append,
+    /// Replace the body; title and tags stay unless given.
+    Replace,
+}
+
+/// A knowledge folder and its index.
+pub struct Knowledge {
+    root: PathBuf,
+    store: Store,
+    embedder: Option<Embedder>,
+    /// Serialises tool writes.
+    write_lock: tokio::sync::Mutex<()>,
+    /// Decoded vectors of the current model; `None` until loaded or after a change.
+    vectors: Mutex<Option<Arc<Vec<(i64, Vec<f32>)>>>>,
+}
+
+impl std::fmt::Debug for Knowledge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Knowledge")
+            .field("root", &self.root)
+            .field("embedder", &self.embedder)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Knowledge {
+    /// Use `root` (created if missing) with the index in `store`. Does not scan: call
+    /// [`Knowledge::sync`] for that.
+    pub fn open(
+        root: impl Into<PathBuf>,
+        store: Store,
+        embedder: Option<Embedder>,
+    ) -> Result<Knowledge, KnowledgeError> {
+        let root = root.into();
+        std::fs::create_dir_all(&root).map_err(io_err(&root))?;
+        Ok(Knowledge {
+            root,
+            store,
+            embedder,
+            write_lock: tokio::sync::Mutex::new(()),
+            vectors: Mutex::new(None),
+        })
+    }
+
+    /// The knowledge folder.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn embedder(&self) -> Option<&Embedder> {
+        self.embedder.as_ref()
+    }
+
+    /// Re-index the files that changed since the index last saw them (blocking).
+    pub fn sync(&self) -> Result<SyncReport, KnowledgeError> {
+        let report = index::sync(&self.root, &self.store)?;
+        if report.indexed + report.removed > 0 {
+            self.forget_vectors();
+        }
+        Ok(report)
+    }
+
+    /// Embed every note without a current vector. Returns how many were embedded.
+    pub async fn embed_missing(&self) -> Result<usize, KnowledgeError> {
+        self.embed_up_to(usize::MAX).await
+    }
+
+    async fn embed_up_to(&self, most: usize) -> Result<usize, KnowledgeError> {
+        let Some(e) = &self.embedder else {
+            return Ok(0);
+        };
+        let mut done = 0;
+        while done < most {
+            let batch = self
+                .store
+                .knowledge_unembedded(e.model(), embed::BATCH.min(most - done))?;
+            if batch.is_empty() {
+                break;
+            }
+            let texts: Vec<String> = batch.iter().map(|b| b.2.clone()).collect();
+            let vecs = e.embed(&texts).await?;
+            let rows: Vec<(i64, String, Vec<u8>)> = batch
+                .into_iter()
+                .zip(vecs)
+                .map(|((id, hash, _), v)| (id, hash, embed::to_bytes(&v)))
+                .collect();
+            self.store.knowledge_put_vectors(e.model(), &rows)?;
+            self.forget_vectors();
+            done += rows.len();
+        }
+        Ok(done)
+    }
+
+    fn forget_vectors(&self) {
+        *self.vectors.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    fn vectors(&self, model: &str) -> Result<Arc<Vec<(i64, Vec<f32>)>>, KnowledgeError> {
+        let mut cache = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(v) = cache.as_ref() {
+            return Ok(v.clone());
+        }
+        let loaded: Vec<(i64, Vec<f32>)> = self
+            .store
+            .knowledge_vectors(model)?
+            .into_iter()
+            .filter_map(|(id, b)| embed::from_bytes(&b).map(|v| (id, v)))
+            .collect();
+        let loaded = Arc::new(loaded);
+        *cache = Some(loaded.clone());
+        Ok(loaded)
+    }
+
+    /// Keyword search only (blocking; a few milliseconds).
+    pub fn keyword_search(&self, query: &str, limit: usize) -> Result<Vec<Hit>, KnowledgeError> {
+        let q = Query::parse(query);
+        let limit = limit.clamp(1, MAX_LIMIT);
+        let hits = index::keyword(&self.store, &q, limit)?;
+        Ok(hits.into_iter().map(|h| to_hit(h, &q, None)).collect())
+    }
+
+    /// Search by keyword and, when embeddings are configured, by meaning (fused by reciprocal
+    /// rank). An embeddings failure degrades to keyword results with a warning.
+    pub async fn search(&self, query: &str, limit: usize) -> Result<SearchOutcome, KnowledgeError> {
+        let q = Query::parse(query);
+        let limit = limit.clamp(1, MAX_LIMIT);
+        let Some(e) = &self.embedder else {
+            let hits = index::keyword(&self.store, &q, limit)?;
+            return Ok(SearchOutcome {
+                hits: hits.into_iter().map(|h| to_hit(h, &q, None)).collect(),
+                mode: SearchMode::Keyword,
+                warning: None,
+            });
+        };
+        let pool = (limit * 4).max(20);
+        let keyword = index::keyword(&self.store, &q, pool)?;
+        let semantic = async {
+            self.embed_up_to(BACKFILL_ON_SEARCH).await?;
+            let qv = e
+                .embed(&[query.to_string()])
+                .await?
+                .into_iter()
+                .next()
+                .unwrap_or_default();
+            let vectors = self.vectors(e.model())?;
+            Ok::<_, KnowledgeError>(embed::nearest(&qv, &vectors, pool))
+        }
+        .await;
+        let near = match semantic {
+            Ok(n) => n,
+            Err(err) => {
+                tracing::warn!("knowledge: semantic search failed: {err}");
+                let mut hits: Vec<Hit> = keyword.into_iter().map(|h| to_hit(h, &q, None)).collect();
+                hits.truncate(limit);
+                return Ok(SearchOutcome {
+                    hits,
+                    mode: SearchMode::Keyword,
+                    warning: Some(format!(
+                        "semantic search is unavailable ({err}); these are keyword results only"
+                    )),
+                });
+            }
+        };
+        let similarity: HashMap<i64, f32> = near.iter().copied().collect();
+        let fused = embed::rrf(&[
+            keyword.iter().map(|h| h.id).collect(),
+            near.iter().map(|n| n.0).collect(),
+        ]);
+        let mut by_id: HashMap<i64, IndexHit> = keyword.into_iter().map(|h| (h.id, h)).collect();
+        let top: Vec<(i64, f64)> = fused.into_iter().take(limit).collect();
+        let missing: Vec<i64> = top
+            .iter()
+            .map(|t| t.0)
+            .filter(|id| !by_id.contains_key(id))
+            .collect();
+        by_id.extend(
+            self.store
+                .knowledge_by_ids(&missing)?
+                .into_iter()
+                .map(|h| (h.id, h)),
+        );
+        let hits = top
+            .into_iter()
+            .filter_map(|(id, score)| {
+                let mut h = by_id.remove(&id)?;
+                h.score = score;
+                Some(to_hit(h, &q, similarity.get(&id).copied()))
+            })
+            .collect();
+        Ok(SearchOutcome {
+            hits,
+            mode: SearchMode::Hybrid,
+            warning: None,
+        })
+    }
+
+    /// The note at `source`, read from its file (the index entry is refreshed if the file
+    /// changed by hand).
+    pub fn read(&self, source: &str) -> Result<Note, KnowledgeError> {
+        let path = notes::resolve_source(&self.root, source)?;
+        let source = notes::source_of(&self.root, &path).unwrap_or_else(|| source.to_string());
+        let (note, ..) = index::read_file(&path, &source)?;
+        match index::refresh_one(&self.root, &self.store, &source) {
+            Ok(true) => self.forget_vectors(),
+            Ok(false) => {}
+            Err(e) => tracing::warn!("knowledge: re-indexing {source}: {e}"),
+        }
+        Ok(note)
+    }
+
+    /// Save a new note: `<first tag>/<slug of the title>.md` (a number is added to the slug if
+    /// taken). Without a title, the first line of the content is used.
+    pub async fn add(
+        &self,
+        content: &str,
+        title: Option<&str>,
+        tags: &[String],
+    ) -> Result<Saved, KnowledgeError> {
+        let body = content.trim();
+        if body.is_empty() {
+            return Err(KnowledgeError::Invalid("content is empty".into()));
+        }
+        let title = match title.map(notes::clean_title) {
+            Some(t) if !t.is_empty() => t,
+            Some(_) => return Err(KnowledgeError::Invalid("title is empty".into())),
+            None => notes::title_from_content(body),
+        };
+        let tags = notes::clean_tags(tags)?;
+        let _guard = self.write_lock.lock().await;
+        let folder = notes::folder_for(&tags);
+        notes::check_no_symlinks(&self.root, Path::new(&folder))?;
+        let dir = self.root.join(&folder);
+        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        let base = match notes::slug(&title) {
+            s if s.is_empty() => "note".to_string(),
+            s => s,
+        };
+        let mut name = None;
+        for n in 1..10_000 {
+            let candidate = if n == 1 {
+                format!("{base}.md")
+            } else {
+                format!("{base}-{n}.md")
+            };
+            if std::fs::symlink_metadata(dir.join(&candidate)).is_err() {
+                name = Some(candidate);
+                break;
+            }
+        }
+        let name = name.ok_or_else(|| {
+            KnowledgeError::Invalid(format!("too many notes named {base:?} in {folder}/"))
+        })?;
+        let now = notes::now_stamp();
+        let note = Note {
+            source: format!("{folder}/{name}"),
+            title,
+            tags,
+            created: now.clone(),
+            updated: now,
+            body: body.to_string(),
+        };
+        self.save(note).await
+    }
+
+    /// Change the note at `source` (see [`EditMode`]). `title` and `tags` are for `Replace`.
+    pub async fn edit(
+        &self,
+        source: &str,
+        content: &str,
+        mode: EditMode,
+        title: Option<&str>,
+        tags: Option<&[String]>,
+    ) -> Result<Saved, KnowledgeError> {
+        if content.trim().is_empty() {
+            return Err(KnowledgeError::Invalid("content is empty".into()));
+        }
+        if mode == EditMode::Append && (title.is_some() || tags.is_some()) {
+            return Err(KnowledgeError::Invalid(
+                "append keeps the title and tags; to change them use mode \"replace\"".into(),
+            ));
+        }
+        let title = match title.map(notes::clean_title) {
+            Some(t) if t.is_empty() => {
+                return Err(KnowledgeError::Invalid("title is empty".into()))
+            }
+            t => t,
+        };
+        let tags = tags.map(notes::clean_tags).transpose()?;
+        let _guard = self.write_lock.lock().await;
+        let path = notes::resolve_source(&self.root, source)?;
+        let source = notes::source_of(&self.root, &path).unwrap_or_else(|| source.to_string());
+        let (mut note, ..) = index::read_file(&path, &source)?;
+        match mode {
+            EditMode::Append => {
+                let old = note.body.trim_end();
+                note.body = if old.is_empty() {
+                    content.trim().to_string()
+                } else {
+                    format!("{old}\n\n{}", content.trim())
+                };
+            }
+            EditMode::Replace => {
+                note.body = content.trim().to_string();
+                if let Some(t) = title {
+                    note.title = t;
+                }
+                if let Some(t) = tags {
+                    note.tags = t;
+                }
+            }
+        }
+        note.updated = notes::now_stamp();
+        self.save(note).await
+    }
+
+    /// Write the file (atomically: a temporary file renamed over it), index it, embed it.
+    async fn save(&self, note: Note) -> Result<Saved, KnowledgeError> {
+        let path = self.root.join(&note.source);
+        let text = note.render();
+        if text.len() > notes::MAX_NOTE_BYTES {
+            return Err(KnowledgeError::TooLarge {
+                given: note.source.clone(),
+                bytes: text.len() as u64,
+            });
+        }
+        let dir = path.parent().unwrap_or(&self.root);
+        let tmp = dir.join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
+        let written = std::fs::write(&tmp, text.as_bytes())
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .and_then(|()| std::fs::metadata(&path));
+        let meta = match written {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(io_err(&path)(e));
+            }
+        };
+        let (mtime, size) = index::stamp(&meta);
+        let hash = index::hash(text.as_bytes());
+        self.store
+            .knowledge_apply(&[IndexChange::Upsert(index::indexed(
+                note.clone(),
+                mtime,
+                size,
+                hash.clone(),
+            ))])?;
+        self.forget_vectors();
+        let mut warning = None;
+        if let Some(e) = &self.embedder {
+            let done = async {
+                let v = e.embed(&[note.embedding_text()]).await?;
+                let id = self.store.knowledge_id(&note.source)?;
+                if let (Some(id), Some(v)) = (id, v.first()) {
+                    self.store.knowledge_put_vectors(
+                        e.model(),
+                        &[(id, hash.clone(), embed::to_bytes(v))],
+                    )?;
+                }
+                Ok::<_, KnowledgeError>(())
+            }
+            .await;
+            if let Err(err) = done {
+                tracing::warn!("knowledge: embedding {}: {err}", note.source);
+                warning = Some(format!(
+                    "the note is saved and keyword search finds it, but its embedding failed \
+                     ({err}); it is retried later"
+                ));
+            }
+        }
+        Ok(Saved { note, warning })
+    }
+
+    /// `(notes, notes with a current vector)` — vectors are 0 without embeddings.
+    pub fn counts(&self) -> Result<(i64, i64), KnowledgeError> {
+        match &self.embedder {
+            Some(e) => Ok(self.store.knowledge_vector_counts(e.model())?),
+            None => Ok((self.store.knowledge_count()?, 0)),
+        }
+    }
+}
+
+fn to_hit(h: IndexHit, q: &Query, similarity: Option<f32>) -> Hit {
+    Hit {
+        snippet: index::snippet(&h.body, &q.all),
+        source: h.path,
+        title: h.title,
+        tags: h.tags,
+        score: h.score,
+        similarity,
+    }
+}
+
+/// At start: re-index changed files and embed notes without vectors, in the background.
+/// `home` is `$ETHAN_HOME`; the notes are in `home/knowledge`.
+pub fn spawn_start_sync(home: &Path, store: Store, config: &crate::config::KnowledgeConfig) {
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let root = home.join("knowledge");
+    let embedder = Embedder::from_config(&config.embeddings);
+    rt.spawn(async move {
+        let k = match Knowledge::open(root, store, embedder) {
+            Ok(k) => Arc::new(k),
+            Err(e) => return tracing::warn!("knowledge: {e}"),
+        };
+        let k2 = k.clone();
+        match tokio::task::spawn_blocking(move || k2.sync()).await {
+            Ok(Ok(r)) => {
+                for s in &r.skipped {
+                    tracing::warn!("knowledge: skipped {s}");
+                }
+                tracing::info!(
+                    "knowledge: {} note file(s); {} re-indexed, {} removed",
+                    r.files,
+                    r.indexed,
+                    r.removed
+                );
+            }
+            Ok(Err(e)) => return tracing::warn!("knowledge: indexing at start: {e}"),
+            Err(e) => return tracing::warn!("knowledge: indexing at start: {e}"),
+        }
+        match k.embed_missing().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!("knowledge: embedded {n} note(s)"),
+            Err(e) => tracing::warn!("knowledge: embedding at start: {e}"),
+        }
+    });
+}

@@ -1,0 +1,689 @@
+//! The scheduler loop and the execution of one run.
+//!
+//! [`Scheduler::tick_at`] is the whole decision, given the time: for each active, unpaused job
+//! whose next slot has come, find the latest slot that is not older than
+//! `scheduler.misfire_grace_secs`, **claim** it in SQLite (`UNIQUE(job_id, scheduled_for)`, so
+//! one claimant per slot across connections, processes and restarts), then move the job's next
+//! slot past now (or mark it done: a one-shot that fired, a job past its `end_date`). Slots
+//! older than the grace (the daemon was down) are not run; the first of them is recorded as
+//! `missed` and logged. Claiming comes before advancing, so a crash in between leaves a slot
+//! that is re-found and recognised as claimed.
+//!
+//! [`Scheduler::run`] calls it on a [`Clock`] (injectable: tests drive a [`ManualClock`]),
+//! sleeping until the next slot (at most `poll`), and hands each claim to an [`Execute`]. The
+//! real one, [`JobExecutor`], runs the agent unattended in the session `schedule:<job_id>` —
+//! read-only tools plus the job's `allowed_tools`, never a `consent_always` call — with a note
+//! telling the model its final answer is delivered for it, records the result, and posts the
+//! digest ([`super::delivery`]). Runs of one job are serialised within a process.
+//!
+//! At start, runs left `running` by a dead process on this host are marked `interrupted`.
+
+use super::delivery::{self, RetryPolicy};
+use super::job::{next_slot, schedule_of, target_label, zone_of, Target};
+use crate::agent::{Agent, TurnInput, TurnOutcome};
+use crate::config::Config;
+use crate::store::jobs::{Delivery, JobRecord, JobState, RunStatus};
+use crate::store::{Store, StoreError};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use ethan_channels::{Channel, ChannelKind, OutboundBody, OutboundMessage};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{watch, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+/// Where the scheduler gets the time.
+pub trait Clock: Send + Sync {
+    fn now(&self) -> DateTime<Utc>;
+}
+
+/// The real clock.
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+}
+
+/// A clock that moves only when told (tests).
+pub struct ManualClock(Mutex<DateTime<Utc>>);
+
+impl ManualClock {
+    pub fn new(t: DateTime<Utc>) -> Self {
+        Self(Mutex::new(t))
+    }
+    pub fn set(&self, t: DateTime<Utc>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = t;
+    }
+    pub fn advance(&self, d: chrono::Duration) {
+        let mut t = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        *t += d;
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> DateTime<Utc> {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Scheduler settings.
+#[derive(Debug, Clone)]
+pub struct SchedulerOptions {
+    /// A slot this late or less still runs (`scheduler.misfire_grace_secs`).
+    pub misfire_grace_secs: u64,
+    /// `timezone` from the config.
+    pub config_timezone: Option<String>,
+    /// The longest sleep between looks at the database (new jobs are noticed within it).
+    pub poll: Duration,
+    /// Runs executing at once.
+    pub max_concurrent_runs: usize,
+}
+
+impl SchedulerOptions {
+    pub fn from_config(c: &Config) -> Self {
+        Self {
+            misfire_grace_secs: c.scheduler.misfire_grace_secs,
+            config_timezone: c.timezone.clone().filter(|t| !t.trim().is_empty()),
+            poll: Duration::from_secs(1),
+            max_concurrent_runs: 4,
+        }
+    }
+}
+
+/// What started a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// The scheduler, at the slot's time.
+    Schedule,
+    /// `ethan jobs run`.
+    Manual,
+}
+
+impl Trigger {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Schedule => "schedule",
+            Trigger::Manual => "manual",
+        }
+    }
+}
+
+/// A claimed slot, ready to run.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    pub run_id: i64,
+    pub job: JobRecord,
+    pub scheduled_for: DateTime<Utc>,
+    pub trigger: Trigger,
+}
+
+/// Why `ethan jobs run` could not claim a run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunNowError {
+    #[error("there is no job {0:?} (`ethan jobs list` shows the ids)")]
+    NotFound(String),
+    #[error("the run of job {job} for {slot} is already claimed (by the daemon or another `ethan jobs run`)")]
+    AlreadyClaimed { job: String, slot: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// `<host>:<pid>`: who claimed a run.
+pub fn process_identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    format!("{host}:{}", std::process::id())
+}
+
+/// Whether process `pid` is gone (this host only).
+fn process_gone(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 only checks whether the process exists; it sends nothing.
+    let r = unsafe { libc::kill(pid, 0) };
+    r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+}
+
+fn at(ts: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp(ts, 0).unwrap_or_default()
+}
+
+/// The scheduler: decides which slots run, claims them, and (in [`Scheduler::run`]) starts them.
+pub struct Scheduler {
+    store: Store,
+    clock: Arc<dyn Clock>,
+    opts: SchedulerOptions,
+    identity: String,
+}
+
+impl Scheduler {
+    pub fn new(store: Store, clock: Arc<dyn Clock>, opts: SchedulerOptions) -> Self {
+        Self {
+            store,
+            clock,
+            opts,
+            identity: process_identity(),
+        }
+    }
+
+    /// Use another claimant name (tests that play two schedulers in one process).
+    pub fn with_identity(mut self, identity: impl Into<String>) -> Self {
+        self.identity = identity.into();
+        self
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// [`Scheduler::tick_at`] the clock's time.
+    pub fn tick(&self) -> Vec<Claim> {
+        self.tick_at(self.clock.now())
+    }
+
+    /// Claim every slot due at `now`; see the module docs. Database errors are logged and the
+    /// job is tried again at the next tick.
+    pub fn tick_at(&self, now: DateTime<Utc>) -> Vec<Claim> {
+        let jobs = match self.store.due_jobs(now.timestamp()) {
+            Ok(j) => j,
+            Err(e) => {
+                tracing::error!("scheduler: cannot read due jobs: {e}");
+                return Vec::new();
+            }
+        };
+        jobs.into_iter()
+            .filter_map(|job| match self.claim_due(&job, now, Trigger::Schedule) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!("scheduler: job {}: {e}", job.id);
+                    None
+                }
+            })
+            .collect()
+    }
+
+    /// For a job whose next slot is at or before `now`: claim the latest slot within the grace
+    /// (if any), record missed ones, and advance the job.
+    fn claim_due(
+        &self,
+        job: &JobRecord,
+        now: DateTime<Utc>,
+        trigger: Trigger,
+    ) -> Result<Option<Claim>, StoreError> {
+        let Some(next) = job.next_run else {
+            return Ok(None);
+        };
+        let schedule = match schedule_of(job) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(
+                    "scheduler: job {} has an unreadable schedule ({e}); it will not run again",
+                    job.id
+                );
+                self.store.advance_job(&job.id, Some(next), None)?;
+                return Ok(None);
+            }
+        };
+        let zone = zone_of(job, self.opts.config_timezone.as_deref());
+        let now_s = now.timestamp();
+        let window_start = now_s.saturating_sub(self.opts.misfire_grace_secs as i64);
+        // The slots in [max(next, window_start), now]: run the latest of them.
+        let mut cursor = if next >= window_start {
+            Some(next)
+        } else {
+            next_slot(job, &schedule, &zone, at(window_start - 1)).map(|t| t.timestamp())
+        };
+        let mut slot = None;
+        while let Some(t) = cursor {
+            if t > now_s {
+                break;
+            }
+            slot = Some(t);
+            cursor = next_slot(job, &schedule, &zone, at(t)).map(|t| t.timestamp());
+        }
+        if slot != Some(next) {
+            let note = match slot {
+                Some(s) => format!(
+                    "slots from {} to before {} passed while no scheduler ran; only the latest runs",
+                    at(next),
+                    at(s)
+                ),
+                None => format!(
+                    "slots from {} on passed more than {} s ago while no scheduler ran; skipped \
+                     (scheduler.misfire_grace_secs)",
+                    at(next),
+                    self.opts.misfire_grace_secs
+                ),
+            };
+            if self
+                .store
+                .record_missed_run(&job.id, next, &self.identity, &note)?
+                .is_some()
+            {
+                tracing::warn!("scheduler: job {}: {note}", job.id);
+            }
+        }
+        let claim = match slot {
+            Some(s) => match self
+                .store
+                .claim_run(&job.id, s, trigger.as_str(), &self.identity)?
+            {
+                Some(run_id) => Some(Claim {
+                    run_id,
+                    job: job.clone(),
+                    scheduled_for: at(s),
+                    trigger,
+                }),
+                None => {
+                    tracing::debug!("scheduler: job {} slot {} claimed elsewhere", job.id, at(s));
+                    None
+                }
+            },
+            None => None,
+        };
+        let new_next = cursor;
+        if self.store.advance_job(&job.id, Some(next), new_next)? {
+            match new_next {
+                Some(n) => tracing::debug!("scheduler: job {} next at {}", job.id, at(n)),
+                None => tracing::info!("scheduler: job {} is done (no slots left)", job.id),
+            }
+        }
+        Ok(claim)
+    }
+
+    /// Claim a run of `job_id` now (`ethan jobs run`): its due slot if it has one within the
+    /// grace (so the scheduler does not run that slot too), else the current second.
+    pub fn claim_now(&self, job_id: &str) -> Result<Claim, RunNowError> {
+        let job = self
+            .store
+            .get_job(job_id)?
+            .ok_or_else(|| RunNowError::NotFound(job_id.to_string()))?;
+        let now = at(self.clock.now().timestamp());
+        let due = job.state == JobState::Active
+            && !job.paused
+            && job.next_run.is_some_and(|n| n <= now.timestamp());
+        if due {
+            if let Some(c) = self.claim_due(&job, now, Trigger::Manual)? {
+                return Ok(c);
+            }
+        }
+        match self.store.claim_run(
+            &job.id,
+            now.timestamp(),
+            Trigger::Manual.as_str(),
+            &self.identity,
+        )? {
+            Some(run_id) => Ok(Claim {
+                run_id,
+                job,
+                scheduled_for: now,
+                trigger: Trigger::Manual,
+            }),
+            None => Err(RunNowError::AlreadyClaimed {
+                job: job.id,
+                slot: now.to_rfc3339(),
+            }),
+        }
+    }
+
+    /// Mark runs left `running` by a process of this host that no longer exists as
+    /// `interrupted`; returns how many.
+    pub fn reap_interrupted(&self) -> usize {
+        let (host, _) = self
+            .identity
+            .rsplit_once(':')
+            .unwrap_or((self.identity.as_str(), ""));
+        let runs = match self.store.running_runs() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!("scheduler: cannot read running runs: {e}");
+                return 0;
+            }
+        };
+        let mut n = 0;
+        for r in runs {
+            let Some((h, pid)) = r.claimed_by.rsplit_once(':') else {
+                continue;
+            };
+            let pid: i32 = pid.parse().unwrap_or(0);
+            if h == host && pid as u32 != std::process::id() && process_gone(pid) {
+                let why = format!("the process running it (pid {pid}) ended before it finished");
+                if let Err(e) =
+                    self.store
+                        .finish_run(r.id, RunStatus::Interrupted, None, Some(&why))
+                {
+                    tracing::error!("scheduler: {e}");
+                } else {
+                    tracing::warn!(
+                        "scheduler: run {} of job {} (slot {}) was interrupted: {why}",
+                        r.id,
+                        r.job_id,
+                        at(r.scheduled_for)
+                    );
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    /// How long to sleep: until the next slot, at most `poll`.
+    fn sleep_for(&self) -> Duration {
+        let now = self.clock.now().timestamp_millis();
+        match self.store.next_due_at() {
+            Ok(Some(next)) => {
+                let ms = (next * 1000).saturating_sub(now).max(0) as u64;
+                Duration::from_millis(ms).clamp(Duration::from_millis(10), self.opts.poll)
+            }
+            _ => self.opts.poll,
+        }
+    }
+
+    /// Run until `shutdown` turns true: claim due slots and hand each to `exec` (at most
+    /// `max_concurrent_runs` at once).
+    pub async fn run(self: Arc<Self>, exec: Arc<dyn Execute>, mut shutdown: watch::Receiver<bool>) {
+        let reaped = self.reap_interrupted();
+        if reaped > 0 {
+            tracing::info!("scheduler: {reaped} interrupted run(s) recorded");
+        }
+        match self.store.list_jobs() {
+            Ok(jobs) => {
+                let active = jobs
+                    .iter()
+                    .filter(|j| j.state == JobState::Active && !j.paused)
+                    .count();
+                tracing::info!("scheduler: {active} active job(s) of {}", jobs.len());
+            }
+            Err(e) => tracing::error!("scheduler: cannot list jobs: {e}"),
+        }
+        let slots = Arc::new(Semaphore::new(self.opts.max_concurrent_runs.max(1)));
+        loop {
+            if *shutdown.borrow() {
+                break;
+            }
+            for claim in self.tick() {
+                tracing::info!(
+                    "scheduler: running job {} (slot {}, run {})",
+                    claim.job.id,
+                    claim.scheduled_for,
+                    claim.run_id
+                );
+                let (exec, slots) = (exec.clone(), slots.clone());
+                tokio::spawn(async move {
+                    let Ok(_permit) = slots.acquire_owned().await else {
+                        return;
+                    };
+                    exec.execute(claim).await;
+                });
+            }
+            let wait = self.sleep_for();
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                r = shutdown.changed() => if r.is_err() { break },
+            }
+        }
+        tracing::debug!("scheduler stopped");
+    }
+}
+
+/// How a run went, as recorded.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    pub run_id: i64,
+    pub status: RunStatus,
+    /// The digest posted (or that would have been).
+    pub digest: Option<String>,
+    pub delivery: Delivery,
+    pub message_id: Option<String>,
+    pub error: Option<String>,
+}
+
+/// Executes claimed runs.
+#[async_trait]
+pub trait Execute: Send + Sync {
+    async fn execute(&self, claim: Claim) -> RunReport;
+}
+
+/// The real executor: the agent, unattended, and the chat adapters to post with.
+pub struct JobExecutor {
+    agent: Arc<Agent>,
+    channels: HashMap<ChannelKind, Arc<dyn Channel>>,
+    store: Store,
+    retry: RetryPolicy,
+    config_timezone: Option<String>,
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// The session of a job's runs.
+pub fn session_key(job_id: &str) -> String {
+    format!("schedule:{job_id}")
+}
+
+/// The turn's text: a note on how the run works, then the job's prompt.
+pub fn run_text(job: &JobRecord, slot: DateTime<Utc>, zone: &chrono_tz::Tz) -> String {
+    let tools = if job.allowed_tools.is_empty() {
+        "read-only tools only".to_string()
+    } else {
+        format!("read-only tools plus {}", job.allowed_tools.join(", "))
+    };
+    format!(
+        "[System note: this is a run of the scheduled job `{id}` (\"{title}\") for {when}. Nobody is \
+         watching and nothing can be approved; you may use {tools}. Your final answer is posted \
+         for you to {target} as the digest titled \"{title}\": write it for the people in that \
+         chat, do not send it yourself with a messaging tool, and leave out raw tool output, JSON \
+         and message ids. If there is nothing to report, say so in one line.]\n\n{prompt}",
+        id = job.id,
+        title = job.title,
+        when = super::tz::display(zone, slot),
+        target = target_label(job),
+        prompt = job.prompt,
+    )
+}
+
+fn trace_id(job_id: &str, slot: DateTime<Utc>) -> String {
+    let d = Sha256::digest(format!("schedule:{job_id}:{}", slot.timestamp()).as_bytes());
+    hex::encode(&d[..12])
+}
+
+impl JobExecutor {
+    pub fn new(
+        agent: Arc<Agent>,
+        channels: HashMap<ChannelKind, Arc<dyn Channel>>,
+        store: Store,
+        retry: RetryPolicy,
+    ) -> Self {
+        let config_timezone = agent
+            .config
+            .config
+            .timezone
+            .clone()
+            .filter(|t| !t.trim().is_empty());
+        Self {
+            agent,
+            channels,
+            store,
+            retry,
+            config_timezone,
+            locks: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn job_lock(&self, id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.locks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(id.to_string())
+            .or_default()
+            .clone()
+    }
+
+    async fn post(
+        &self,
+        target: &Target,
+        body: OutboundBody,
+    ) -> Result<(u32, Option<String>), delivery::DeliveryError> {
+        let Some(ch) = self.channels.get(&target.channel) else {
+            return Err(delivery::DeliveryError {
+                attempts: 0,
+                error: format!(
+                    "no {} channel is configured to post to {}",
+                    target.channel,
+                    target.label()
+                ),
+            });
+        };
+        let msg = OutboundMessage {
+            chat: target.chat.clone(),
+            reply_to: None,
+            body,
+        };
+        delivery::send_with_retry(ch.as_ref(), &msg, &self.retry)
+            .await
+            .map(|(tries, sent)| (tries, sent.message_ids.first().cloned()))
+    }
+}
+
+#[async_trait]
+impl Execute for JobExecutor {
+    async fn execute(&self, claim: Claim) -> RunReport {
+        let lock = self.job_lock(&claim.job.id);
+        let _serial = lock.lock().await;
+        let job = &claim.job;
+        let zone = zone_of(job, self.config_timezone.as_deref());
+        let target = Target::of(job);
+        let input = TurnInput {
+            session_key: session_key(&job.id),
+            channel: target.as_ref().map_or(ChannelKind::Terminal, |t| t.channel),
+            chat_id: job.chat_id.clone(),
+            user_id: job
+                .creator
+                .split_once(':')
+                .map_or(job.creator.as_str(), |(_, u)| u)
+                .to_string(),
+            // Only the owner can create a job (a consented side effect).
+            is_owner: true,
+            text: run_text(job, claim.scheduled_for, &zone),
+            trace_id: trace_id(&job.id, claim.scheduled_for),
+            chat: None,
+            unattended: true,
+            allowed_tools: Some(job.allowed_tools.clone()),
+            events: None,
+        };
+        let reply = self
+            .agent
+            .run_turn_with_cards(&input, &CancellationToken::new())
+            .await;
+        let (status, answer, error) = match reply.outcome {
+            TurnOutcome::Answer(t) => (RunStatus::Ok, t, None),
+            TurnOutcome::IterationCap(t) => {
+                (RunStatus::Failed, t, Some("tool-iteration cap".to_string()))
+            }
+            TurnOutcome::Failed {
+                user_message,
+                detail,
+            } => (
+                RunStatus::Failed,
+                format!("This run failed: {user_message}"),
+                Some(detail),
+            ),
+            TurnOutcome::Stopped => (
+                RunStatus::Failed,
+                "This run was stopped.".to_string(),
+                Some("stopped".to_string()),
+            ),
+        };
+        if let Err(e) = self
+            .store
+            .finish_run(claim.run_id, status, Some(&answer), error.as_deref())
+        {
+            tracing::error!("scheduler: cannot record run {}: {e}", claim.run_id);
+        }
+        let mut report = RunReport {
+            run_id: claim.run_id,
+            status,
+            digest: delivery::digest(&job.title, &answer),
+            delivery: Delivery::Skipped,
+            message_id: None,
+            error,
+        };
+        let (result, attempts) = match (&target, &report.digest) {
+            (_, None) => {
+                tracing::info!(
+                    "scheduler: job {} run {} produced nothing to post",
+                    job.id,
+                    claim.run_id
+                );
+                (Ok(None), 0)
+            }
+            (None, Some(_)) => (
+                Err(format!(
+                    "the job's target {} is not a chat",
+                    target_label(job)
+                )),
+                0,
+            ),
+            (Some(t), Some(digest)) => {
+                for ui in reply.cards {
+                    if let Err(e) = self.post(t, OutboundBody::Ui(ui)).await {
+                        tracing::warn!(
+                            "scheduler: a card of job {} was not posted: {}",
+                            job.id,
+                            e.error
+                        );
+                    }
+                }
+                match self.post(t, OutboundBody::Text(digest.clone())).await {
+                    Ok((tries, id)) => (Ok(id), tries),
+                    Err(e) => (Err(e.error), e.attempts),
+                }
+            }
+        };
+        let (delivery, message_id, derr) = match result {
+            Ok(None) if report.digest.is_none() => (Delivery::Skipped, None, None),
+            Ok(id) => (Delivery::Delivered, id, None),
+            Err(e) => (Delivery::Failed, None, Some(e)),
+        };
+        match &derr {
+            Some(e) => tracing::error!(
+                "scheduler: the digest of job {} (run {}) was not delivered to {}: {e}",
+                job.id,
+                claim.run_id,
+                target_label(job)
+            ),
+            None if delivery == Delivery::Delivered => tracing::info!(
+                "scheduler: job {} run {} delivered to {}",
+                job.id,
+                claim.run_id,
+                target_label(job)
+            ),
+            None => {}
+        }
+        if let Err(e) = self.store.record_delivery(
+            claim.run_id,
+            delivery,
+            attempts,
+            message_id.as_deref(),
+            derr.as_deref(),
+        ) {
+            tracing::error!(
+                "scheduler: cannot record the delivery of run {}: {e}",
+                claim.run_id
+            );
+        }
+        report.delivery = delivery;
+        report.message_id = message_id;
+        if report.error.is_none() {
+            report.error = derr;
+        }
+        report
+    }
+}

@@ -1,0 +1,592 @@
+//! The knowledge index: one row per note file (`knowledge_notes`); an FTS5 table over title,
+//! tags and body with the trigram tokenizer (`knowledge_fts`); an FTS5 table over the CJK
+//! bigrams of the same fields (`knowledge_cjk`), because trigrams cannot match a two-character
+//! Chinese word; both kept in step by triggers; and one embedding per note
+//! (`knowledge_vectors`). The Markdown files are the source of truth; these tables are rebuilt
+//! from them (see `crate::knowledge`).
+//!
+//! BM25 is computed for at most [`RANK_CAP`] matches: when a query matches more notes than that
+//! (a very common word), the most recently added [`RANK_CAP`] of them are ranked. Scoring every
+//! match would cost tens of milliseconds per query on a large knowledge base, for a word too
+//! common to tell notes apart anyway.
+
+use super::{Ctx, Store, StoreError};
+use rusqlite::{params, params_from_iter, OptionalExtension};
+
+/// A note as indexed. `tags` are kept one per line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexedNote {
+    pub path: String,
+    pub title: String,
+    pub tags: Vec<String>,
+    pub body: String,
+    pub created: String,
+    pub updated: String,
+    pub mtime_ns: i64,
+    pub size: i64,
+    pub hash: String,
+}
+
+/// What the index knows about a file, for change detection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileState {
+    pub mtime_ns: i64,
+    pub size: i64,
+    pub hash: String,
+}
+
+/// One change to the index.
+#[derive(Debug, Clone)]
+pub enum IndexChange {
+    /// Insert or replace the note (unless the index already has a newer version of the file).
+    Upsert(IndexedNote),
+    /// The file's content is unchanged; only its mtime and size moved.
+    Touch {
+        path: String,
+        mtime_ns: i64,
+        size: i64,
+    },
+    /// The file is gone.
+    Remove(String),
+}
+
+/// A note found by a search, with its rank (higher is better).
+#[derive(Debug, Clone)]
+pub struct IndexHit {
+    pub id: i64,
+    pub path: String,
+    pub title: String,
+    pub tags: Vec<String>,
+    pub body: String,
+    pub score: f64,
+}
+
+/// Most matches ranked by BM25 in one query (see the module docs).
+pub const RANK_CAP: usize = 1000;
+
+/// Which full-text index a query goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FtsIndex {
+    /// `knowledge_fts`: trigrams of the text (phrases of three characters or more).
+    Trigram,
+    /// `knowledge_cjk`: CJK bigrams (two-character CJK words).
+    CjkBigram,
+}
+
+impl FtsIndex {
+    fn table(self) -> &'static str {
+        match self {
+            FtsIndex::Trigram => "knowledge_fts",
+            FtsIndex::CjkBigram => "knowledge_cjk",
+        }
+    }
+}
+
+/// Whether `c` is a CJK ideograph, kana or hangul syllable.
+pub fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x30ff | 0x3400..=0x4dbf | 0x4e00..=0x9fff | 0xf900..=0xfaff
+        | 0xac00..=0xd7af | 0x20000..=0x2ffff)
+}
+
+/// The CJK bigrams of `text`, space-separated, for `knowledge_cjk`: every two adjacent CJK
+/// characters, and a lone CJK character as itself.
+pub fn cjk_grams(text: &str) -> String {
+    let mut out = String::new();
+    let mut run: Vec<char> = Vec::new();
+    let flush = |run: &mut Vec<char>, out: &mut String| {
+        let pieces: Vec<String> = if run.len() == 1 {
+            vec![run[0].to_string()]
+        } else {
+            run.windows(2).map(|w| w.iter().collect()).collect()
+        };
+        for p in pieces {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            out.push_str(&p);
+        }
+        run.clear();
+    };
+    for c in text.chars() {
+        if is_cjk(c) {
+            run.push(c);
+        } else if !run.is_empty() {
+            flush(&mut run, &mut out);
+        }
+    }
+    if !run.is_empty() {
+        flush(&mut run, &mut out);
+    }
+    out
+}
+
+/// Columns of `knowledge_notes` selected for an [`IndexHit`] (score appended by the caller).
+const HIT_COLUMNS: &str = "n.id, n.path, n.title, n.tags, n.body";
+
+fn hit(r: &rusqlite::Row<'_>) -> rusqlite::Result<IndexHit> {
+    let tags: String = r.get(3)?;
+    Ok(IndexHit {
+        id: r.get(0)?,
+        path: r.get(1)?,
+        title: r.get(2)?,
+        tags: split_tags(&tags),
+        body: r.get(4)?,
+        score: r.get(5)?,
+    })
+}
+
+fn split_tags(s: &str) -> Vec<String> {
+    s.lines()
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Escape `%`, `_` and `\` for a `LIKE … ESCAPE '\'` pattern.
+fn like_pattern(term: &str) -> String {
+    let mut p = String::with_capacity(term.len() + 2);
+    p.push('%');
+    for c in term.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            p.push('\\');
+        }
+        p.push(c);
+    }
+    p.push('%');
+    p
+}
+
+fn upsert(tx: &rusqlite::Transaction<'_>, n: &IndexedNote) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO knowledge_notes(path, title, tags, body, created, updated, mtime_ns, size,
+                                     hash, cjk_title, cjk_tags, cjk_body)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+         ON CONFLICT(path) DO UPDATE SET
+             title = excluded.title, tags = excluded.tags, body = excluded.body,
+             created = excluded.created, updated = excluded.updated,
+             mtime_ns = excluded.mtime_ns, size = excluded.size, hash = excluded.hash,
+             cjk_title = excluded.cjk_title, cjk_tags = excluded.cjk_tags,
+             cjk_body = excluded.cjk_body",
+        params![
+            n.path,
+            n.title,
+            n.tags.join("\n"),
+            n.body,
+            n.created,
+            n.updated,
+            n.mtime_ns,
+            n.size,
+            n.hash,
+            cjk_grams(&n.title),
+            cjk_grams(&n.tags.join("\n")),
+            cjk_grams(&n.body),
+        ],
+    )?;
+    Ok(())
+}
+
+impl Store {
+    /// Path → state of every indexed file.
+    pub fn knowledge_files(
+        &self,
+    ) -> Result<std::collections::HashMap<String, FileState>, StoreError> {
+        let conn = self.conn();
+        let mut st = conn
+            .prepare("SELECT path, mtime_ns, size, hash FROM knowledge_notes")
+            .op("knowledge files")?;
+        let rows = st
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    FileState {
+                        mtime_ns: r.get(1)?,
+                        size: r.get(2)?,
+                        hash: r.get(3)?,
+                    },
+                ))
+            })
+            .op("knowledge files")?;
+        rows.collect::<Result<_, _>>().op("knowledge files")
+    }
+
+    /// The state of one indexed file.
+    pub fn knowledge_file(&self, path: &str) -> Result<Option<FileState>, StoreError> {
+        self.conn()
+            .query_row(
+                "SELECT mtime_ns, size, hash FROM knowledge_notes WHERE path = ?1",
+                [path],
+                |r| {
+                    Ok(FileState {
+                        mtime_ns: r.get(0)?,
+                        size: r.get(1)?,
+                        hash: r.get(2)?,
+                    })
+                },
+            )
+            .optional()
+            .op("knowledge file")
+    }
+
+    /// The row id of an indexed note.
+    pub fn knowledge_id(&self, path: &str) -> Result<Option<i64>, StoreError> {
+        self.conn()
+            .query_row(
+                "SELECT id FROM knowledge_notes WHERE path = ?1",
+                [path],
+                |r| r.get(0),
+            )
+            .optional()
+            .op("knowledge note")
+    }
+
+    /// Apply changes in one transaction.
+    pub fn knowledge_apply(&self, changes: &[IndexChange]) -> Result<(), StoreError> {
+        self.knowledge_apply_if(changes, &|_| true)
+    }
+
+    /// Apply the changes for which `still_current` holds, in one transaction. `still_current`
+    /// runs while the database is locked, so a scan can re-check that a file has not been
+    /// rewritten (and indexed) by a tool since the scan read it.
+    pub fn knowledge_apply_if(
+        &self,
+        changes: &[IndexChange],
+        still_current: &dyn Fn(&IndexChange) -> bool,
+    ) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().op("knowledge index")?;
+        for c in changes.iter().filter(|c| still_current(c)) {
+            match c {
+                IndexChange::Upsert(n) => upsert(&tx, n),
+                IndexChange::Touch {
+                    path,
+                    mtime_ns,
+                    size,
+                } => tx
+                    .execute(
+                        "UPDATE knowledge_notes SET mtime_ns = ?2, size = ?3 WHERE path = ?1",
+                        params![path, mtime_ns, size],
+                    )
+                    .map(drop),
+                IndexChange::Remove(path) => tx
+                    .execute("DELETE FROM knowledge_notes WHERE path = ?1", [path])
+                    .map(drop),
+            }
+            .op("knowledge index")?;
+        }
+        tx.commit().op("knowledge index")
+    }
+
+    /// Number of indexed notes.
+    pub fn knowledge_count(&self) -> Result<i64, StoreError> {
+        self.conn()
+            .query_row("SELECT count(*) FROM knowledge_notes", [], |r| r.get(0))
+            .op("knowledge count")
+    }
+
+    /// Full-text search: `expr` is an FTS5 query over `index`; ranked by BM25 (negated, so
+    /// higher is better) with title and tags weighted above the body, over at most
+    /// [`RANK_CAP`] matches (see the module docs).
+    pub fn knowledge_fts(
+        &self,
+        index: FtsIndex,
+        expr: &str,
+        limit: usize,
+    ) -> Result<Vec<IndexHit>, StoreError> {
+        let t = index.table();
+        let conn = self.conn();
+        let cut: Option<i64> = conn
+            .prepare_cached(&format!(
+                "SELECT rowid FROM {t} WHERE {t} MATCH ?1 ORDER BY rowid DESC LIMIT 1 OFFSET {}",
+                RANK_CAP - 1
+            ))
+            .and_then(|mut st| st.query_row([expr], |r| r.get(0)).optional())
+            .op("knowledge search")?;
+        let mut st = conn
+            .prepare_cached(&format!(
+                "SELECT {HIT_COLUMNS}, -m.r FROM (
+                     SELECT rowid AS id, bm25({t}, 8.0, 4.0, 1.0) AS r FROM {t}
+                     WHERE {t} MATCH ?1 AND rowid >= ?2 ORDER BY r LIMIT ?3
+                 ) m JOIN knowledge_notes n ON n.id = m.id ORDER BY m.r"
+            ))
+            .op("knowledge search")?;
+        let rows = st
+            .query_map(params![expr, cut.unwrap_or(i64::MIN), limit as i64], hit)
+            .op("knowledge search")?;
+        rows.collect::<Result<_, _>>().op("knowledge search")
+    }
+
+    /// Substring search for terms too short for the trigram index: a note scores 2 per term in
+    /// its title or tags and 1 per term in its body; notes that match no term are left out.
+    pub fn knowledge_like(
+        &self,
+        terms: &[String],
+        limit: usize,
+    ) -> Result<Vec<IndexHit>, StoreError> {
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let parts: Vec<String> = (1..=terms.len())
+            .map(|i| {
+                format!(
+                    "((n.title LIKE ?{i} ESCAPE '\\' OR n.tags LIKE ?{i} ESCAPE '\\') * 2 \
+                     + (n.body LIKE ?{i} ESCAPE '\\'))"
+                )
+            })
+            .collect();
+        let sql = format!(
+            "SELECT * FROM (SELECT {HIT_COLUMNS}, CAST({} AS REAL) AS score
+             FROM knowledge_notes n) WHERE score > 0
+             ORDER BY score DESC, id DESC LIMIT {limit}",
+            parts.join(" + ")
+        );
+        let conn = self.conn();
+        let mut st = conn.prepare(&sql).op("knowledge search")?;
+        let rows = st
+            .query_map(params_from_iter(terms.iter().map(|t| like_pattern(t))), hit)
+            .op("knowledge search")?;
+        rows.collect::<Result<_, _>>().op("knowledge search")
+    }
+
+    /// Notes by id (any order), score 0.
+    pub fn knowledge_by_ids(&self, ids: &[i64]) -> Result<Vec<IndexHit>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let marks = vec!["?"; ids.len()].join(",");
+        let conn = self.conn();
+        let mut st = conn
+            .prepare(&format!(
+                "SELECT {HIT_COLUMNS}, 0.0 FROM knowledge_notes n WHERE n.id IN ({marks})"
+            ))
+            .op("knowledge notes")?;
+        let rows = st
+            .query_map(params_from_iter(ids.iter()), hit)
+            .op("knowledge notes")?;
+        rows.collect::<Result<_, _>>().op("knowledge notes")
+    }
+
+    /// Up to `limit` notes without a current vector for `model`: `(id, hash, text for the
+    /// embedding)` where the text is title, tags and body.
+    pub fn knowledge_unembedded(
+        &self,
+        model: &str,
+        limit: usize,
+    ) -> Result<Vec<(i64, String, String)>, StoreError> {
+        let conn = self.conn();
+        let mut st = conn
+            .prepare_cached(
+                "SELECT n.id, n.hash, n.title || char(10) || replace(n.tags, char(10), ', ')
+                        || char(10) || char(10) || n.body
+                 FROM knowledge_notes n
+                 LEFT JOIN knowledge_vectors v
+                   ON v.note_id = n.id AND v.model = ?1 AND v.hash = n.hash
+                 WHERE v.note_id IS NULL ORDER BY n.id LIMIT ?2",
+            )
+            .op("knowledge vectors")?;
+        let rows = st
+            .query_map(params![model, limit as i64], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .op("knowledge vectors")?;
+        rows.collect::<Result<_, _>>().op("knowledge vectors")
+    }
+
+    /// Store vectors `(note id, content hash, little-endian f32 bytes)` for `model`.
+    pub fn knowledge_put_vectors(
+        &self,
+        model: &str,
+        vectors: &[(i64, String, Vec<u8>)],
+    ) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().op("knowledge vectors")?;
+        for (id, hash, bytes) in vectors {
+            // The note may have been removed meanwhile; then there is nothing to attach to.
+            tx.execute(
+                "INSERT INTO knowledge_vectors(note_id, model, hash, dim, vec)
+                 SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM knowledge_notes WHERE id = ?1)
+                 ON CONFLICT(note_id) DO UPDATE SET
+                     model = excluded.model, hash = excluded.hash, dim = excluded.dim,
+                     vec = excluded.vec",
+                params![id, model, hash, (bytes.len() / 4) as i64, bytes],
+            )
+            .op("knowledge vectors")?;
+        }
+        tx.commit().op("knowledge vectors")
+    }
+
+    /// Every current vector for `model`: `(note id, little-endian f32 bytes)`.
+    pub fn knowledge_vectors(&self, model: &str) -> Result<Vec<(i64, Vec<u8>)>, StoreError> {
+        let conn = self.conn();
+        let mut st = conn
+            .prepare_cached(
+                "SELECT v.note_id, v.vec FROM knowledge_vectors v
+                 JOIN knowledge_notes n ON n.id = v.note_id AND n.hash = v.hash
+                 WHERE v.model = ?1",
+            )
+            .op("knowledge vectors")?;
+        let rows = st
+            .query_map([model], |r| Ok((r.get(0)?, r.get(1)?)))
+            .op("knowledge vectors")?;
+        rows.collect::<Result<_, _>>().op("knowledge vectors")
+    }
+
+    /// `(notes, notes with a current vector for model)`.
+    pub fn knowledge_vector_counts(&self, model: &str) -> Result<(i64, i64), StoreError> {
+        self.conn()
+            .query_row(
+                "SELECT (SELECT count(*) FROM knowledge_notes),
+                        (SELECT count(*) FROM knowledge_vectors v
+                           JOIN knowledge_notes n ON n.id = v.note_id AND n.hash = v.hash
+                          WHERE v.model = ?1)",
+                [model],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .op("knowledge vectors")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn note(path: &str, body: &str, mtime: i64) -> IndexedNote {
+        IndexedNote {
+            path: path.into(),
+            title: "T".into(),
+            tags: vec!["a".into(), "b".into()],
+            body: body.into(),
+            created: "c".into(),
+            updated: "u".into(),
+            mtime_ns: mtime,
+            size: body.len() as i64,
+            hash: format!("h{mtime}"),
+        }
+    }
+
+    #[test]
+    fn fts5_trigram_is_available_and_kept_in_step() {
+        let s = Store::open_in_memory().unwrap();
+        s.knowledge_apply(&[IndexChange::Upsert(note(
+            "a.md",
+            "部署服务器 deployment",
+            1,
+        ))])
+        .unwrap();
+        assert_eq!(
+            s.knowledge_fts(FtsIndex::Trigram, "\"服务器\"", 5)
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(
+            s.knowledge_fts(FtsIndex::CjkBigram, "\"部署\"", 5)
+                .unwrap()
+                .len(),
+            1
+        );
+        assert!(s
+            .knowledge_fts(FtsIndex::CjkBigram, "\"署部\"", 5)
+            .unwrap()
+            .is_empty());
+        assert_eq!(
+            s.knowledge_fts(FtsIndex::Trigram, "\"PLOYM\"", 5)
+                .unwrap()
+                .len(),
+            1
+        );
+        // A change that is no longer current is skipped.
+        s.knowledge_apply_if(
+            &[IndexChange::Upsert(note("a.md", "stale words", 0))],
+            &|_| false,
+        )
+        .unwrap();
+        assert!(s
+            .knowledge_fts(FtsIndex::Trigram, "\"stale\"", 5)
+            .unwrap()
+            .is_empty());
+        s.knowledge_apply(&[IndexChange::Upsert(note("a.md", "fresh words", 2))])
+            .unwrap();
+        assert!(s
+            .knowledge_fts(FtsIndex::Trigram, "\"服务器\"", 5)
+            .unwrap()
+            .is_empty());
+        let hits = s.knowledge_fts(FtsIndex::Trigram, "\"fresh\"", 5).unwrap();
+        assert_eq!(hits[0].tags, ["a", "b"]);
+        assert!(hits[0].score > 0.0);
+        assert_eq!(
+            s.knowledge_like(&["fr".into(), "%".into()], 5)
+                .unwrap()
+                .len(),
+            1
+        );
+        assert!(s.knowledge_like(&["%".into()], 5).unwrap().is_empty());
+        s.knowledge_apply(&[IndexChange::Remove("a.md".into())])
+            .unwrap();
+        assert!(s
+            .knowledge_fts(FtsIndex::Trigram, "\"fresh\"", 5)
+            .unwrap()
+            .is_empty());
+        assert_eq!(s.knowledge_count().unwrap(), 0);
+    }
+
+    #[test]
+    fn cjk_bigrams() {
+        assert_eq!(
+            cjk_grams("部署服务器 and 猫, ok 日志"),
+            "部署 署服 服务 务器 猫 日志"
+        );
+        assert_eq!(cjk_grams("plain"), "");
+    }
+
+    #[test]
+    fn ranking_is_capped_to_the_newest_matches() {
+        let s = Store::open_in_memory().unwrap();
+        let changes: Vec<IndexChange> = (0..RANK_CAP + 10)
+            .map(|i| {
+                let mut n = note(&format!("{i}.md"), "common word", 1);
+                if i == 0 {
+                    // The oldest note has the word twice: best BM25, but outside the cap.
+                    n.body = "common common word".into();
+                }
+                IndexChange::Upsert(n)
+            })
+            .collect();
+        s.knowledge_apply(&changes).unwrap();
+        let hits = s.knowledge_fts(FtsIndex::Trigram, "\"common\"", 5).unwrap();
+        assert_eq!(hits.len(), 5);
+        assert!(hits.iter().all(|h| h.path != "0.md"));
+        s.knowledge_apply(&[IndexChange::Remove("5.md".into())])
+            .unwrap();
+        let hits = s
+            .knowledge_fts(FtsIndex::Trigram, "\"twice\" OR \"common\"", 3)
+            .unwrap();
+        assert_eq!(hits.len(), 3);
+    }
+
+    #[test]
+    fn vectors_follow_the_content_hash() {
+        let s = Store::open_in_memory().unwrap();
+        s.knowledge_apply(&[IndexChange::Upsert(note("a.md", "x", 1))])
+            .unwrap();
+        let missing = s.knowledge_unembedded("m", 10).unwrap();
+        assert_eq!(missing.len(), 1);
+        assert!(
+            missing[0].2.starts_with("T\na, b\n\nx"),
+            "{:?}",
+            missing[0].2
+        );
+        s.knowledge_put_vectors("m", &[(missing[0].0, "h1".into(), vec![0; 8])])
+            .unwrap();
+        assert_eq!(s.knowledge_vectors("m").unwrap().len(), 1);
+        assert_eq!(s.knowledge_vector_counts("m").unwrap(), (1, 1));
+        assert!(s.knowledge_unembedded("m", 10).unwrap().is_empty());
+        assert_eq!(s.knowledge_unembedded("other", 10).unwrap().len(), 1);
+        s.knowledge_apply(&[IndexChange::Upsert(note("a.md", "y", 2))])
+            .unwrap();
+        assert!(s.knowledge_vectors("m").unwrap().is_empty());
+        s.knowledge_apply(&[IndexChange::Remove("a.md".into())])
+            .unwrap();
+        assert_eq!(s.knowledge_vector_counts("m").unwrap(), (0, 0));
+    }
+}

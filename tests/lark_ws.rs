@@ -508,3 +508,34 @@ async fn the_owner_approves_a_shell_call_by_button_and_a_strangers_press_does_no
     model.assert_protocol_ok();
     daemon.stop();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ui_card_reaches_lark_as_an_interactive_reply() {
+    let home = TestHome::new();
+    let fake = FakeLark::start().await;
+    let card = json!({"card": {"type": "compare", "title": "Phones", "columns": ["Model", "Price"],
+        "rows": [{"values": ["Alpha", "$399"]}, {"values": ["Beta", "$499"]}]}});
+    let model = ScriptedModel::start(vec![
+        Step::tool_call("u1", "ui_card", &card.to_string()),
+        Step::text("Beta costs more."),
+    ])
+    .await;
+    write_config(&home, &fake, &model, "");
+    let mut daemon = Daemon::start(&home);
+    fake.wait_connections(1, WAIT).await;
+    let event = lark::group_mention(GROUP, OWNER, "compare the phones");
+    let asked = lark::message_id(&event);
+    fake.push_event(&event);
+    let sent = fake.wait_for_messages(2, WAIT).await;
+    let card_msg = &sent[0];
+    assert_eq!(card_msg.msg_type, "interactive");
+    assert_eq!(card_msg.kind, "reply");
+    assert_eq!(card_msg.reply_to.as_deref(), Some(asked.as_str()));
+    assert_eq!(card_msg.content["schema"], "2.0");
+    let text = card_msg.content.to_string();
+    for name in ["Phones", "Model", "Price", "Alpha", "Beta"] {
+        assert!(text.contains(name), "{name} missing: {text}");
+    }
+    assert!(sent[1].card_markdown().contains("Beta costs more."));
+    daemon.stop();
+}

@@ -325,7 +325,7 @@ impl ConsentGate for Consent {
             let authorised = ctx
                 .allowed_tools
                 .as_ref()
-                .is_some_and(|a| a.iter().any(|t| *t == name));
+                .is_some_and(|a| a.contains(&name));
             return if always {
                 Err(self.deny(Denial::Unattended { always: true }, &name))
             } else if authorised {

@@ -411,13 +411,12 @@ impl InboundSink for RouterSink {
         }
         // These must not wait behind the turn they act on.
         match commands::parse(&ev.text) {
-            Some(Command::Stop) => {
+            Some(Command::Stop)
                 if matches!(router.access(&ev), Access::Allowed { .. })
-                    && router.stop(&ev.session_key())
-                {
-                    router.mark(&ev, "done");
-                    return Ok(PublishOutcome::Accepted);
-                }
+                    && router.stop(&ev.session_key()) =>
+            {
+                router.mark(&ev, "done");
+                return Ok(PublishOutcome::Accepted);
             }
             Some(cmd) if cmd.bypasses_queue() => {
                 // /claim works for people not yet allowed; /approve and /deny check the owner.

@@ -530,9 +530,9 @@ pub(crate) mod tests {
             "file_write",
             r#"{"path":"f","content":"x","append":true}"#,
         );
-        let first = e.execute(&[c.clone()], &all(&e), &ctx).await;
+        let first = e.execute(std::slice::from_ref(&c), &all(&e), &ctx).await;
         assert!(first[0].result.ok);
-        let again = e.execute(&[c.clone()], &all(&e), &ctx).await;
+        let again = e.execute(std::slice::from_ref(&c), &all(&e), &ctx).await;
         assert_eq!(again[0].result.error_kind, Some(ErrorKind::Denied));
         assert!(again[0].model_text.contains("replay refused"));
         assert_eq!(std::fs::read_to_string(dir.path().join("f")).unwrap(), "x");
@@ -542,7 +542,7 @@ pub(crate) mod tests {
             Some(store.clone()),
             None,
         );
-        let after_restart = e2.execute(&[c.clone()], &all(&e2), &ctx).await;
+        let after_restart = e2.execute(std::slice::from_ref(&c), &all(&e2), &ctx).await;
         assert_eq!(after_restart[0].result.error_kind, Some(ErrorKind::Denied));
         // Another turn (trace) may do the same thing again.
         let mut other = ctx.clone();

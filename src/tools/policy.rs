@@ -217,8 +217,10 @@ mod tests {
     #[test]
     fn allow_replaces_also_allow_adds_deny_wins() {
         let r = registry();
-        let mut cfg = ToolsConfig::default();
-        cfg.profile = Profile::Minimal;
+        let mut cfg = ToolsConfig {
+            profile: Profile::Minimal,
+            ..Default::default()
+        };
         let p = Policy::from_config(&cfg);
         assert_eq!(
             names(&p.allowed(&r, &aud(ChannelKind::Terminal, true))),
@@ -290,8 +292,10 @@ mod tests {
     #[test]
     fn fast_path_and_configured_extras_go_up_front() {
         let r = registry();
-        let mut cfg = ToolsConfig::default();
-        cfg.fast_path = vec!["file_list".into()];
+        let cfg = ToolsConfig {
+            fast_path: vec!["file_list".into()],
+            ..Default::default()
+        };
         let p = Policy::from_config(&cfg);
         let allowed = p.allowed(&r, &aud(ChannelKind::Terminal, true));
         assert_eq!(

@@ -169,6 +169,16 @@ impl LarkApi {
         &self.app_id
     }
 
+    /// The shared HTTP client (for calls made with a user token, see `user_api`).
+    pub(crate) fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// The app secret (for the user-token refresh, see `user_api`). Never logged.
+    pub(crate) fn app_secret(&self) -> &str {
+        &self.app_secret
+    }
+
     fn url(&self, path: &str) -> String {
         format!("{}{}", self.base_url, path)
     }

@@ -28,6 +28,7 @@ pub mod inbound;
 pub mod normalize;
 pub mod render;
 pub mod send;
+pub mod user_api;
 pub mod webhook;
 pub mod ws;
 

@@ -29,8 +29,9 @@ WORK="$(mktemp -d -t ethan-bench.XXXXXX)"
 FAKES_PID=""
 DAEMON_PID=""
 cleanup() {
-    [[ -n "$DAEMON_PID" ]] && kill "$DAEMON_PID" 2>/dev/null && wait "$DAEMON_PID" 2>/dev/null
-    [[ -n "$FAKES_PID" ]] && kill "$FAKES_PID" 2>/dev/null && wait "$FAKES_PID" 2>/dev/null
+    set +e
+    if [[ -n "$DAEMON_PID" ]]; then kill "$DAEMON_PID" 2>/dev/null; wait "$DAEMON_PID" 2>/dev/null; fi
+    if [[ -n "$FAKES_PID" ]]; then kill "$FAKES_PID" 2>/dev/null; wait "$FAKES_PID" 2>/dev/null; fi
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -157,7 +158,7 @@ if command -v file >/dev/null && file "$BIN" | grep -q ', stripped'; then STRIPP
 GOV=""
 if [[ "${BENCH_GOVERNANCE:-1}" != 0 ]]; then
     log "cargo bench --bench governance"
-    GOV="$(cargo bench --bench governance 2>/dev/null | grep -E '^[a-z_/ -]+time:|^[^ ].*$' | grep -B1 'time:' || true)"
+    GOV="$(cargo bench --bench governance 2>/dev/null | grep -A20 '^call ' || true)"
 fi
 
 # ---- table -----------------------------------------------------------------------------------------

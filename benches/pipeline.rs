@@ -98,6 +98,10 @@ fn main() {
         .unwrap_or(100_000);
     println!("startup pieces (first call in this process):");
     let schema = serde_json::json!({"type": "object", "properties": {"x": {"type": "string"}}});
+    let first = startup_piece("ArgsValidator::compile (first in process)", || {
+        ethan::tools::schema::ArgsValidator::compile(&schema)
+    });
+    drop(first);
     startup_piece("jsonschema::meta::validate (first call)", || {
         jsonschema::meta::validate(&schema).is_ok()
     });
@@ -105,7 +109,32 @@ fn main() {
     let registry = startup_piece("Registry::builtin (all tools)", || {
         ethan::tools::registry::Registry::builtin(&config)
     });
+    let again = startup_piece("Registry::builtin (second time)", || {
+        ethan::tools::registry::Registry::builtin(&config)
+    });
+    drop(again);
+    // Attribute the registry's heap: each tool's compiled argument validator on its own, and the
+    // tool objects themselves.
+    let tools: Vec<_> = registry.iter().cloned().collect();
     drop(registry);
+    for tool in &tools {
+        let params = tool.parameters();
+        let v = startup_piece(
+            &format!("  ArgsValidator::compile({})", tool.name()),
+            || ethan::tools::schema::ArgsValidator::compile(&params),
+        );
+        std::mem::forget(v);
+    }
+    for tool in &tools {
+        let params = tool.parameters();
+        startup_piece(&format!("  check_parameters({})", tool.name()), || {
+            ethan::tools::schema::check_parameters(&params).is_ok()
+        });
+    }
+    drop(tools);
+    startup_piece("  Shell::new (shell tool object)", || {
+        std::mem::forget(ethan::tools::shell::Shell::new(30))
+    });
     println!();
 
     let dir = tempfile::tempdir().expect("tempdir");

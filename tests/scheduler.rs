@@ -259,3 +259,69 @@ async fn a_job_created_in_a_lark_group_posts_its_digest_there() {
     assert_eq!((status.as_str(), delivery.as_str()), ("ok", "delivered"));
     assert_eq!(message_id.as_deref(), Some(digest.message_id.as_str()));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_daemon_fires_a_one_shot_job_at_its_time() {
+    let home = TestHome::new();
+    let tg = FakeTelegram::start().await;
+    // Far enough ahead for the approval round trip; the daemon fires it within a second of it.
+    let at = (chrono::Utc::now() + chrono::Duration::seconds(6))
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let model = ScriptedModel::start(vec![
+        Step::tool_call(
+            "c1",
+            "schedule_create",
+            &json!({"job_id": "soon", "prompt": "Say hello", "at": at, "title": "Hello"})
+                .to_string(),
+        ),
+        Step::echo_last_tool_result("done: "),
+        Step::text("Hello from the scheduler."),
+    ])
+    .await;
+    home.write_config(&format!(
+        "model:\n  base_url: {}\n  api_key: sk-test\n  name: m\n\
+         channels:\n  telegram:\n    token: \"{}\"\n    api_url: {}\n\
+         owners: [\"telegram:{OWNER}\"]\n",
+        model.base_url(),
+        tg.token(),
+        tg.base_url()
+    ));
+    tg.push_text(OWNER, OWNER, "in a few seconds, say hello");
+    let mut daemon = Daemon::start(&home);
+    let sent = tg.wait_for_sent(1, WAIT).await;
+    let approve = sent[0]["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    tg.push_update(callback(900, OWNER, OWNER, &approve));
+    tg.wait_for_sent(2, WAIT).await;
+    let sent = tg.wait_for_sent(3, WAIT).await;
+    let html = sent[2]["text"].as_str().unwrap();
+    assert!(
+        html.contains("<b>Hello</b>") && html.contains("Hello from the scheduler."),
+        "{html}"
+    );
+    assert_eq!(sent[2]["chat_id"], json!(OWNER));
+    // The run is recorded right after the send returns.
+    support::wait_until(
+        "the run is recorded as delivered and the job done",
+        WAIT,
+        || {
+            let (status, delivery, _) = last_run(&home, "soon");
+            let state: String = db(&home)
+                .query_row("SELECT state FROM jobs WHERE id = 'soon'", [], |r| r.get(0))
+                .unwrap_or_default();
+            (status.as_str(), delivery.as_str(), state.as_str()) == ("ok", "delivered", "done")
+        },
+    )
+    .await;
+    let state: String = db(&home)
+        .query_row("SELECT state FROM jobs WHERE id = 'soon'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(state, "done", "a one-shot job is done after it fired");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(tg.sent_messages().len(), 3, "it fired once");
+    model.assert_protocol_ok();
+    daemon.stop();
+}

@@ -46,7 +46,10 @@ pub fn build_agent(
     consent: Option<Arc<Consent>>,
 ) -> anyhow::Result<Arc<Agent>> {
     let provider = OpenAiClient::new(&loaded.config.model).context("model client")?;
-    let registry = Arc::new(Registry::builtin(&loaded.config));
+    let registry = Arc::new(Registry::builtin_at(
+        &loaded.config,
+        loaded.file_found.then_some(loaded.path.as_path()),
+    ));
     crate::knowledge::spawn_start_sync(&loaded.home, store.clone(), &loaded.config.knowledge);
     let mut executor = Executor::new(
         registry,

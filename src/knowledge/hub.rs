@@ -40,16 +40,15 @@ impl KnowledgeHub {
         let h = home.clone();
         let k = tokio::task::spawn_blocking(move || {
             let store = Store::open(&h.join("ethan.db"))?;
-            let k = Knowledge::open(h.join("knowledge"), store, embedder)?;
-            let report = k.sync()?;
-            for s in &report.skipped {
-                tracing::warn!("knowledge: skipped {s}");
-            }
-            Ok::<_, KnowledgeError>(k)
+            Knowledge::open(h.join("knowledge"), store, embedder)
         })
         .await
         .map_err(|e| KnowledgeError::Unavailable(format!("opening the index: {e}")))??;
         let k = Arc::new(k);
+        let report = k.clone().sync_shared().await?;
+        for s in &report.skipped {
+            tracing::warn!("knowledge: skipped {s}");
+        }
         open.insert(home, k.clone());
         Ok(k)
     }

@@ -4,8 +4,9 @@
 //! only) and compares each file with what the index holds: the same mtime and size → nothing to
 //! do; otherwise the file is read and hashed (SHA-256) — the same hash → only the mtime is
 //! recorded, a new hash → the note is parsed and re-indexed. Indexed files that are gone are
-//! removed. All changes go in one transaction, each re-checked against the file right before it
-//! is applied so a tool write that raced the scan is never overwritten by older content.
+//! removed. Changes go in short transactions, each change re-checked against the file right
+//! before it is applied so a tool write that raced the scan is never overwritten by older
+//! content.
 //!
 //! **Search.** The query is split into terms (runs of letters and digits; a run of CJK
 //! characters is a term of its own, so `Rust部署` is `rust` + `部署`), and each term goes where
@@ -30,6 +31,8 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
+/// Changes applied per transaction by [`sync`].
+const SYNC_CHUNK: usize = 256;
 /// Most terms taken from one query.
 const MAX_TERMS: usize = 24;
 /// Characters of body shown around a match.
@@ -460,7 +463,7 @@ pub fn sync(root: &Path, store: &Store) -> Result<SyncReport, KnowledgeError> {
             .map(|m| stamp(&m) == (mtime, size))
             .unwrap_or(false)
     };
-    store.knowledge_apply_if(&changes, &|c| match c {
+    let still_current = |c: &IndexChange| match c {
         IndexChange::Upsert(n) => current(&n.path, n.mtime_ns, n.size),
         IndexChange::Touch {
             path,
@@ -468,7 +471,11 @@ pub fn sync(root: &Path, store: &Store) -> Result<SyncReport, KnowledgeError> {
             size,
         } => current(path, *mtime_ns, *size),
         IndexChange::Remove(path) => std::fs::symlink_metadata(root.join(path)).is_err(),
-    })?;
+    };
+    // Short transactions, so a tool write on another connection never waits long.
+    for chunk in changes.chunks(SYNC_CHUNK) {
+        store.knowledge_apply_if(chunk, &still_current)?;
+    }
     Ok(report)
 }
 

@@ -134,6 +134,9 @@ pub enum EditMode {
     Replace,
 }
 
+/// Decoded vectors: `(note id, normalised vector)`.
+type Vectors = Arc<Vec<(i64, Vec<f32>)>>;
+
 /// A knowledge folder and its index.
 pub struct Knowledge {
     root: PathBuf,
@@ -142,7 +145,7 @@ pub struct Knowledge {
     /// Serialises tool writes.
     write_lock: tokio::sync::Mutex<()>,
     /// Decoded vectors of the current model; `None` until loaded or after a change.
-    vectors: Mutex<Option<Arc<Vec<(i64, Vec<f32>)>>>>,
+    vectors: Mutex<Option<Vectors>>,
 }
 
 impl std::fmt::Debug for Knowledge {
@@ -184,6 +187,16 @@ impl Knowledge {
 
     pub fn embedder(&self) -> Option<&Embedder> {
         self.embedder.as_ref()
+    }
+
+    /// [`Knowledge::sync`] on a blocking thread, one scan at a time in this process (the
+    /// start-up scan and a tool's first use would otherwise read the same files twice).
+    pub async fn sync_shared(self: Arc<Self>) -> Result<SyncReport, KnowledgeError> {
+        static SCAN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+        let _one_at_a_time = SCAN.lock().await;
+        tokio::task::spawn_blocking(move || self.sync())
+            .await
+            .map_err(|e| KnowledgeError::Unavailable(format!("indexing stopped: {e}")))?
     }
 
     /// Re-index the files that changed since the index last saw them (blocking).
@@ -230,7 +243,7 @@ impl Knowledge {
         *self.vectors.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
-    fn vectors(&self, model: &str) -> Result<Arc<Vec<(i64, Vec<f32>)>>, KnowledgeError> {
+    fn vectors(&self, model: &str) -> Result<Vectors, KnowledgeError> {
         let mut cache = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(v) = cache.as_ref() {
             return Ok(v.clone());
@@ -538,9 +551,8 @@ pub fn spawn_start_sync(home: &Path, store: Store, config: &crate::config::Knowl
             Ok(k) => Arc::new(k),
             Err(e) => return tracing::warn!("knowledge: {e}"),
         };
-        let k2 = k.clone();
-        match tokio::task::spawn_blocking(move || k2.sync()).await {
-            Ok(Ok(r)) => {
+        match k.clone().sync_shared().await {
+            Ok(r) => {
                 for s in &r.skipped {
                     tracing::warn!("knowledge: skipped {s}");
                 }
@@ -551,7 +563,6 @@ pub fn spawn_start_sync(home: &Path, store: Store, config: &crate::config::Knowl
                     r.removed
                 );
             }
-            Ok(Err(e)) => return tracing::warn!("knowledge: indexing at start: {e}"),
             Err(e) => return tracing::warn!("knowledge: indexing at start: {e}"),
         }
         match k.embed_missing().await {

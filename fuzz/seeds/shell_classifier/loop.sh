@@ -1,0 +1,1 @@
+for f in *.txt; do wc -l "$f"; done > out 2>&1 &

@@ -199,3 +199,23 @@ async fn tool_iteration_cap_ends_a_runaway_loop() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("stopped after 2 tool steps"));
     assert_eq!(model.requests().len(), 2);
 }
+
+#[test]
+fn empty_messages_missing_keys_and_bad_owners_are_refused_up_front() {
+    let home = TestHome::new();
+    home.write_config("model:\n  base_url: http://127.0.0.1:9/v1\n  api_key: k\n");
+    let out = run_cli(&home, &["chat", "-m", "   "], None);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("empty"));
+
+    home.write_config("model:\n  name: m\n");
+    let out = run_cli(&home, &["chat", "-m", "hi"], None);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no API key"));
+
+    let out = run_cli(&home, &["owner", "add", "telegram:abc"], None);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("numeric"));
+    let out = run_cli(&home, &["owner", "add", "telegram:12345"], None);
+    assert!(out.status.success());
+}

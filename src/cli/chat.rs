@@ -19,6 +19,17 @@ pub async fn run(
     message: Option<String>,
     session: Option<String>,
 ) -> anyhow::Result<ExitCode> {
+    let model = &loaded.config.model;
+    if model.api_key.is_empty() && model.base_url.starts_with("https://api.openai.com") {
+        anyhow::bail!(
+            "no API key: set model.api_key in {} or OPENAI_API_KEY (or point model.base_url at a \
+             local OpenAI-compatible endpoint)",
+            loaded.path.display()
+        );
+    }
+    if message.as_deref().is_some_and(|m| m.trim().is_empty()) {
+        anyhow::bail!("the message given with -m is empty");
+    }
     let store = Store::open(&loaded.db_path())
         .with_context(|| format!("opening the database {}", loaded.db_path().display()))?;
     let input = TerminalInput::spawn();

@@ -22,8 +22,9 @@ pub enum OwnerCommand {
 
 fn split(owner: &str) -> anyhow::Result<(&str, &str)> {
     match owner.split_once(':') {
-        Some((c @ ("telegram" | "lark"), id)) if !id.trim().is_empty() => Ok((c, id.trim())),
-        _ => bail!("{owner:?} must look like telegram:<user id> or lark:<open_id>"),
+        Some(("telegram", id)) if id.trim().parse::<i64>().is_ok() => Ok(("telegram", id.trim())),
+        Some(("lark", id)) if !id.trim().is_empty() => Ok(("lark", id.trim())),
+        _ => bail!("{owner:?} must look like telegram:<numeric user id> or lark:<open_id>"),
     }
 }
 

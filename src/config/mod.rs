@@ -308,11 +308,12 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
     }
     for (i, o) in c.owners.iter().enumerate() {
         match o.split_once(':') {
-            Some(("telegram" | "lark", id)) if !id.trim().is_empty() => {}
+            Some(("telegram", id)) if id.trim().parse::<i64>().is_ok() => {}
+            Some(("lark", id)) if !id.trim().is_empty() => {}
             _ => {
                 return Err(key_err(
                     &format!("owners[{i}]"),
-                    format!("{o:?} must look like telegram:<user id> or lark:<open_id>"),
+                    format!("{o:?} must look like telegram:<numeric user id> or lark:<open_id>"),
                 ))
             }
         }
@@ -457,6 +458,8 @@ mod tests {
             .contains("model.base_url"));
         let c = from_value(json!({"owners": ["bob"]})).unwrap();
         assert!(validate(&c).unwrap_err().to_string().contains("owners[0]"));
+        let c = from_value(json!({"owners": ["telegram:1", "telegram:abc"]})).unwrap();
+        assert!(validate(&c).unwrap_err().to_string().contains("owners[1]"));
         let c = from_value(json!({"gateway": {"listen": "localhost"}})).unwrap();
         assert!(validate(&c)
             .unwrap_err()

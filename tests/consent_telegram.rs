@@ -53,25 +53,6 @@ fn mention(text: &str) -> Value {
     json!([{"type": "mention", "offset": offset, "length": 15}])
 }
 
-fn callback(update_id: i64, user: i64, chat: i64, data: &str) -> Value {
-    json!({
-        "update_id": update_id,
-        "callback_query": {
-            "id": format!("cbq{update_id}"),
-            "from": {"id": user, "is_bot": false, "first_name": "U"},
-            "message": {
-                "message_id": 1000,
-                "from": {"id": 123456, "is_bot": true, "first_name": "Ethan", "username": "ethan_test_bot"},
-                "chat": {"id": chat, "type": "private", "first_name": "U"},
-                "date": 1700000000,
-                "text": "approval"
-            },
-            "chat_instance": "1",
-            "data": data,
-        }
-    })
-}
-
 /// The approve/deny callback data of the newest approval keyboard sent.
 fn approval_buttons(tg: &FakeTelegram) -> Vec<String> {
     tg.sent_messages()
@@ -162,7 +143,12 @@ async fn owner_approves_with_the_keyboard_and_only_the_owner_counts() {
     assert!(buttons[0].starts_with("ap:o:"));
 
     // Someone else presses Approve: nothing happens, they are told so.
-    tg.push_update(callback(900, STRANGER, OWNER, &buttons[0]));
+    tg.push_update(FakeTelegram::callback_update(
+        900,
+        STRANGER,
+        OWNER,
+        &buttons[0],
+    ));
     let answers = tg.wait_for_calls("answerCallbackQuery", 1, WAIT).await;
     assert!(
         answers[0]["text"].as_str().unwrap().contains("Not allowed"),
@@ -172,7 +158,12 @@ async fn owner_approves_with_the_keyboard_and_only_the_owner_counts() {
     assert!(!marker.exists());
 
     // The owner presses Approve: the command runs and the prompt shows the outcome.
-    tg.push_update(callback(901, OWNER, OWNER, &buttons[0]));
+    tg.push_update(FakeTelegram::callback_update(
+        901,
+        OWNER,
+        OWNER,
+        &buttons[0],
+    ));
     let sent = tg.wait_for_sent(2, WAIT).await;
     assert!(marker.exists(), "the approved command did not run");
     assert!(

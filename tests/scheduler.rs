@@ -79,25 +79,6 @@ fn assert_unattended_request(model: &ScriptedModel) {
     model.assert_protocol_ok();
 }
 
-fn callback(update_id: i64, user: i64, chat: i64, data: &str) -> Value {
-    json!({
-        "update_id": update_id,
-        "callback_query": {
-            "id": format!("cbq{update_id}"),
-            "from": {"id": user, "is_bot": false, "first_name": "U"},
-            "message": {
-                "message_id": 1000,
-                "from": {"id": 123456, "is_bot": true, "first_name": "Ethan", "username": "ethan_test_bot"},
-                "chat": {"id": chat, "type": "private", "first_name": "U"},
-                "date": 1700000000,
-                "text": "approval"
-            },
-            "chat_instance": "1",
-            "data": data,
-        }
-    })
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_created_in_a_telegram_dm_posts_its_digest_there() {
     let home = TestHome::new();
@@ -129,7 +110,7 @@ async fn a_job_created_in_a_telegram_dm_posts_its_digest_there() {
         .unwrap()
         .to_string();
     assert!(approve.starts_with("ap:o:"), "{approve}");
-    tg.push_update(callback(900, OWNER, OWNER, &approve));
+    tg.push_update(FakeTelegram::callback_update(900, OWNER, OWNER, &approve));
     let sent = tg.wait_for_sent(2, WAIT).await;
     let confirm = sent[1]["text"].as_str().unwrap();
     assert!(
@@ -294,7 +275,7 @@ async fn the_daemon_fires_a_one_shot_job_at_its_time() {
         .as_str()
         .unwrap()
         .to_string();
-    tg.push_update(callback(900, OWNER, OWNER, &approve));
+    tg.push_update(FakeTelegram::callback_update(900, OWNER, OWNER, &approve));
     tg.wait_for_sent(2, WAIT).await;
     let sent = tg.wait_for_sent(3, WAIT).await;
     let html = sent[2]["text"].as_str().unwrap();

@@ -187,6 +187,27 @@ impl FakeTelegram {
         id
     }
 
+    /// A `callback_query` update: `user` pressed an inline button carrying `data` on a bot message
+    /// in the private chat `chat`.
+    pub fn callback_update(update_id: i64, user: i64, chat: i64, data: &str) -> Value {
+        json!({
+            "update_id": update_id,
+            "callback_query": {
+                "id": format!("cbq{update_id}"),
+                "from": {"id": user, "is_bot": false, "first_name": "U"},
+                "message": {
+                    "message_id": 1000,
+                    "from": {"id": BOT_ID, "is_bot": true, "first_name": "Ethan", "username": BOT_USERNAME},
+                    "chat": {"id": chat, "type": "private", "first_name": "U"},
+                    "date": 1700000000,
+                    "text": "approval"
+                },
+                "chat_instance": "1",
+                "data": data,
+            }
+        })
+    }
+
     /// A valid `Update` carrying a private-chat text message.
     pub fn text_update(update_id: i64, chat_id: i64, user_id: i64, text: &str) -> Value {
         json!({

@@ -74,8 +74,10 @@ impl<'a> MakeWriter<'a> for Redactor {
 pub fn init(default: &str) -> Redactor {
     let redactor = Redactor::default();
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    use std::io::IsTerminal;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(redactor.clone())
         .with_target(false)
         .try_init();

@@ -109,7 +109,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
     if tg.token.is_empty() && c.channels.lark.app_id.is_empty() {
         r.warn(
             "channels",
-            "no chat channel is configured; `ethan run` needs one (`ethan chat` works without)",
+            "no chat channel is configured: `ethan run` serves only the HTTP gateway (`ethan chat` works without)",
         );
     }
     Ok(if r.failed {

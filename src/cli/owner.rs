@@ -41,10 +41,14 @@ pub fn run(loaded: &Loaded, cmd: OwnerCommand) -> anyhow::Result<ExitCode> {
             );
         }
         OwnerCommand::List => {
+            let stored = store.list_owners()?;
+            if loaded.config.owners.is_empty() && stored.is_empty() {
+                println!("no owners yet: run `ethan owner claim`, or add owners: in the config");
+            }
             for o in &loaded.config.owners {
                 println!("{o}  (config)");
             }
-            for (channel, id, source, added) in store.list_owners()? {
+            for (channel, id, source, added) in stored {
                 let when = chrono::DateTime::from_timestamp(added, 0)
                     .map(|t| t.format("%Y-%m-%d %H:%M").to_string())
                     .unwrap_or_default();

@@ -53,6 +53,35 @@ pub struct Hit {
     pub snippet: String,
 }
 
+/// The hits of a JSON answer whose `results` list holds `{title, url, content}` objects (Tavily,
+/// SearXNG): entries without a URL are dropped, text goes through `clean`, at most `max` kept.
+pub(super) fn hits_from_results(
+    v: &Value,
+    max: usize,
+    clean: fn(&str) -> String,
+) -> Result<Vec<Hit>, ProviderFailure> {
+    let results = v
+        .get("results")
+        .and_then(Value::as_array)
+        .ok_or_else(|| ProviderFailure::new("the answer has no `results` list"))?;
+    Ok(results
+        .iter()
+        .filter_map(|r| {
+            let url = r.get("url").and_then(Value::as_str)?.trim().to_string();
+            if url.is_empty() {
+                return None;
+            }
+            let s = |k: &str| clean(r.get(k).and_then(Value::as_str).unwrap_or(""));
+            Some(Hit {
+                title: s("title"),
+                url,
+                snippet: s("content"),
+            })
+        })
+        .take(max)
+        .collect())
+}
+
 /// Why a provider request failed (the text follows the provider's name).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderFailure {

@@ -62,33 +62,9 @@ pub fn parse(body: &str, max: usize) -> Result<Vec<Hit>, ProviderFailure> {
              format enabled?)",
         )
     })?;
-    let results = v
-        .get("results")
-        .and_then(Value::as_array)
-        .ok_or_else(|| ProviderFailure::new("the answer has no `results` list"))?;
-    Ok(results
-        .iter()
-        .filter_map(|r| {
-            let url = r.get("url").and_then(Value::as_str)?.trim().to_string();
-            if url.is_empty() {
-                return None;
-            }
-            let s = |k: &str| {
-                r.get(k)
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            };
-            Some(Hit {
-                title: s("title"),
-                url,
-                snippet: s("content"),
-            })
-        })
-        .take(max)
-        .collect())
+    super::hits_from_results(&v, max, |t| {
+        t.split_whitespace().collect::<Vec<_>>().join(" ")
+    })
 }
 
 #[cfg(test)]

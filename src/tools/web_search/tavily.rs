@@ -78,32 +78,7 @@ pub async fn search(
 pub fn parse(body: &str, max: usize) -> Result<Vec<Hit>, ProviderFailure> {
     let v: Value = serde_json::from_str(body)
         .map_err(|e| ProviderFailure::new(format!("the answer is not JSON: {e}")))?;
-    let results = v
-        .get("results")
-        .and_then(Value::as_array)
-        .ok_or_else(|| ProviderFailure::new("the answer has no `results` list"))?;
-    Ok(results
-        .iter()
-        .filter_map(|r| {
-            let url = r.get("url").and_then(Value::as_str)?.trim().to_string();
-            if url.is_empty() {
-                return None;
-            }
-            let s = |k: &str| {
-                r.get(k)
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .trim()
-                    .to_string()
-            };
-            Some(Hit {
-                title: s("title"),
-                url,
-                snippet: s("content"),
-            })
-        })
-        .take(max)
-        .collect())
+    super::hits_from_results(&v, max, |t| t.trim().to_string())
 }
 
 #[cfg(test)]

@@ -6,12 +6,16 @@
 //! is broken. Only crates that both the fuzz crate and the main package depend on are used here.
 
 use axum::http::{HeaderMap, HeaderValue};
+use ethan_channels::lark::fragments::{
+    Fragments, FRAGMENT_TTL, MAX_FRAGMENTS, MAX_PENDING_BYTES, MAX_PENDING_MESSAGES,
+};
 use ethan_channels::lark::frame::{self, Frame};
 use ethan_channels::lark::webhook;
 use ethan_channels::telegram::chunk::{chunk_html, utf16_len, TELEGRAM_TEXT_LIMIT};
 use ethan_channels::telegram::normalize::normalize_update;
 use ethan_channels::telegram::render::{html_to_display_text, markdown_to_html};
 use ethan_channels::telegram::BotIdentity;
+use std::time::{Duration, Instant};
 
 /// Tags the Bot API accepts with `parse_mode = "HTML"`.
 pub const TELEGRAM_TAGS: &[&str] = &[
@@ -112,15 +116,107 @@ pub fn check_html(html: &str, what: &str) {
     assert!(stack.is_empty(), "{what}: unclosed {stack:?} in {html:?}");
 }
 
-/// A pbbp2 frame: decoding never panics, a decoded frame re-encodes to an equal frame, the
-/// accessors and the ACK payload parser never panic.
+/// A pbbp2 frame and fragment reassembly.
+///
+/// The whole input as one frame: decoding never panics, a decoded frame re-encodes to an equal
+/// frame, the accessors and the ACK payload parser never panic. Then the input as a stream of
+/// frames (each record a length byte and that many bytes) fed through [`Fragments`] as the long
+/// connection does, with a clock that the records advance (so fragments expire): no panic, the
+/// buffered messages and bytes stay within their bounds, an unsplit frame comes back as its own
+/// payload. Last, the first frame's payload (or the input) split into fragments delivered out of
+/// order between those frames: the completed message is exactly the concatenation of its parts,
+/// and nothing completes early.
 pub fn lark_frame(data: &[u8]) {
     let _ = frame::parse_ack_payload(data);
-    let Ok(f) = Frame::decode_bytes(data) else {
-        return;
-    };
+    if let Ok(f) = Frame::decode_bytes(data) {
+        check_frame(&f);
+    }
+
+    let frames: Vec<(u8, Frame)> = records(data)
+        .filter_map(|r| {
+            Some((
+                r.first().copied().unwrap_or(0),
+                Frame::decode_bytes(r).ok()?,
+            ))
+        })
+        .collect();
+    let mut frags = Fragments::default();
+    let mut now = Instant::now();
+    for (tick, f) in &frames {
+        check_frame(f);
+        // Up to 2.55 s per frame: a few frames let pending fragments expire.
+        now += Duration::from_millis(u64::from(*tick) * 10);
+        let unsplit = f
+            .header(frame::HEADER_SUM)
+            .map(|s| s.trim().parse::<usize>());
+        match frags.add(f, now) {
+            Ok(Some(p)) if matches!(unsplit, None | Some(Ok(0 | 1))) => {
+                assert_eq!(p, f.payload_bytes(), "an unsplit frame changed")
+            }
+            _ => {}
+        }
+        check_bounds(&frags);
+    }
+
+    // A message of our own, split and shuffled between the same frames.
+    let whole: Vec<u8> = frames
+        .first()
+        .map_or(data, |(_, f)| f.payload_bytes())
+        .to_vec();
+    let parts_n = 2 + data.last().map_or(0, |b| *b as usize) % (MAX_FRAGMENTS - 1);
+    let step = whole.len().div_ceil(parts_n).max(1);
+    let mut parts: Vec<(usize, &[u8])> = (0..parts_n)
+        .map(|i| {
+            let a = (i * step).min(whole.len());
+            let b = ((i + 1) * step).min(whole.len());
+            (i, &whole[a..b])
+        })
+        .collect();
+    // A deterministic shuffle driven by the input.
+    for i in (1..parts.len()).rev() {
+        let j = data.get(i % data.len().max(1)).map_or(0, |b| *b as usize) % (i + 1);
+        parts.swap(i, j);
+    }
+    let id = "fuzz-own-message";
+    // Fragments of that id among the frames above expire first.
+    now += FRAGMENT_TTL + Duration::from_millis(1);
+    let mut others = frames
+        .iter()
+        .filter(|(_, f)| f.header(frame::HEADER_MESSAGE_ID) != Some(id));
+    // Eviction (by count) could legitimately drop our message when the other frames fill the
+    // buffer; the input is far too short for that, but say so rather than assume it.
+    let can_evict = frames.len() + 1 >= MAX_PENDING_MESSAGES || 2 * data.len() >= MAX_PENDING_BYTES;
+    let mut completed = None;
+    for (n, (seq, part)) in parts.iter().enumerate() {
+        if let Some((_, other)) = others.next() {
+            let _ = frags.add(other, now);
+            check_bounds(&frags);
+        }
+        let f = fragment(id, parts_n, *seq, part);
+        let got = frags.add(&f, now).expect("well-formed fragment refused");
+        check_bounds(&frags);
+        if n + 1 < parts.len() {
+            assert_eq!(got, None, "a message completed before its last fragment");
+        } else {
+            completed = got;
+        }
+    }
+    if !can_evict {
+        assert_eq!(
+            completed.as_deref(),
+            Some(whole.as_slice()),
+            "the reassembled message is not the concatenation of its parts"
+        );
+    }
+    // Long after, everything incomplete is forgotten.
+    let _ = frags.add(&fragment("late", 2, 0, b""), now + FRAGMENT_TTL * 2);
+    assert!(frags.pending_messages() <= 1 && frags.pending_bytes() == 0);
+}
+
+/// Checks on one decoded frame.
+fn check_frame(f: &Frame) {
     let again = Frame::decode_bytes(&f.to_bytes()).expect("a re-encoded frame decodes");
-    assert_eq!(again, f, "frame changed on re-encoding");
+    assert_eq!(&again, f, "frame changed on re-encoding");
     let _ = f.frame_type();
     let _ = f.payload_bytes();
     for key in [
@@ -134,6 +230,49 @@ pub fn lark_frame(data: &[u8]) {
     let _ = f
         .ack(1, frame::ack_payload(200, Some(f.payload_bytes())))
         .to_bytes();
+}
+
+fn check_bounds(frags: &Fragments) {
+    assert!(
+        frags.pending_messages() <= MAX_PENDING_MESSAGES,
+        "{} incomplete messages kept",
+        frags.pending_messages()
+    );
+    assert!(
+        frags.pending_bytes() <= MAX_PENDING_BYTES,
+        "{} bytes of fragments kept",
+        frags.pending_bytes()
+    );
+}
+
+/// `data` as records: a length byte, then that many bytes (the last may be shorter).
+fn records(mut data: &[u8]) -> impl Iterator<Item = &[u8]> {
+    std::iter::from_fn(move || {
+        let (&len, rest) = data.split_first()?;
+        let (r, tail) = rest.split_at((len as usize).min(rest.len()));
+        data = tail;
+        Some(r)
+    })
+}
+
+/// A data frame carrying fragment `seq` of `sum` of message `id`.
+fn fragment(id: &str, sum: usize, seq: usize, payload: &[u8]) -> Frame {
+    Frame {
+        seq_id: seq as u64,
+        log_id: 0,
+        service: 1,
+        method: frame::METHOD_DATA,
+        headers: vec![
+            frame::header(frame::HEADER_TYPE, "event"),
+            frame::header(frame::HEADER_MESSAGE_ID, id),
+            frame::header(frame::HEADER_SUM, &sum.to_string()),
+            frame::header(frame::HEADER_SEQ, &seq.to_string()),
+        ],
+        payload_encoding: None,
+        payload_type: None,
+        payload: Some(payload.to_vec()),
+        log_id_new: None,
+    }
 }
 
 /// Webhook decryption and signature check: no panic on any key or ciphertext; encrypt → decrypt

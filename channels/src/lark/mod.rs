@@ -7,6 +7,7 @@
 //! in `../shared/reference/PROTOCOLS.md`. Split by concern:
 //!
 //! - [`frame`]: the pbbp2 protobuf frame codec (ping, ACK);
+//! - [`fragments`]: reassembly of data frames split into fragments (bounded, 5 s TTL);
 //! - [`ws`]: the long connection (endpoint, dial, ping, fragments, ACK within 3 s, reconnect);
 //! - [`webhook`]: the `POST /lark/events` route (url_verification, AES-256-CBC decryption,
 //!   signature and token checks);
@@ -23,6 +24,7 @@
 
 pub mod api;
 pub mod codes;
+pub mod fragments;
 pub mod frame;
 pub mod inbound;
 pub mod normalize;

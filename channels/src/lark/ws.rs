@@ -14,9 +14,9 @@
 //!    `ClientConfig`, which is applied. Any received message (frame, websocket ping/pong) counts
 //!    as liveness; with nothing for three ping intervals the connection is considered dead.
 //! 4. Data frames (`type: event` or `card`) are reassembled when split (`sum`/`seq`, by
-//!    `message_id`, fragments kept 5 s), handed to [`Inbound`], and ACKed: the same frame
-//!    with a `biz_rt` header and payload `{"code":200}` (a card callback's ACK carries its
-//!    answer as base64 `data`, at least `e30=` = `{}`) — always within
+//!    `message_id`, fragments kept 5 s: [`Fragments`]), handed to [`Inbound`], and ACKed: the
+//!    same frame with a `biz_rt` header and payload `{"code":200}` (a card callback's ACK
+//!    carries its answer as base64 `data`, at least `e30=` = `{}`) — always within
 //!    [`ACK_DEADLINE`], before the agent runs.
 //! 5. When the connection ends: wait a random time up to `ReconnectNonce`, then try to connect
 //!    (from step 1), every `ReconnectInterval` until it works (at most `ReconnectCount` tries
@@ -25,10 +25,9 @@
 
 use super::api::endpoint_retryable;
 use super::codes;
-use super::frame::{
-    ack_payload, ClientConfig, Frame, HEADER_MESSAGE_ID, HEADER_SEQ, HEADER_SUM, METHOD_CONTROL,
-    METHOD_DATA,
-};
+use super::fragments::Fragments;
+pub use super::fragments::FRAGMENT_TTL;
+use super::frame::{ack_payload, ClientConfig, Frame, METHOD_CONTROL, METHOD_DATA};
 use super::inbound::{Inbound, Reply, CARD_ACTION};
 use super::normalize::Envelope;
 use super::{LarkChannel, PLATFORM};
@@ -44,10 +43,6 @@ use tokio_tungstenite::tungstenite::Message;
 
 /// The platform wants an ACK within 3 s; the handler gets at most this long.
 pub const ACK_DEADLINE: Duration = Duration::from_secs(2);
-/// How long fragments of an incomplete message are kept (SDKs: 5 s).
-pub const FRAGMENT_TTL: Duration = Duration::from_secs(5);
-/// Most fragments of one message accepted.
-const MAX_FRAGMENTS: usize = 256;
 /// Bound of the websocket handshake.
 const DIAL_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -342,7 +337,7 @@ fn on_frame(
         }
         METHOD_DATA => {
             let kind = frame.frame_type().to_string();
-            let payload = match fragments.add(&frame, received) {
+            let payload = match fragments.add(&frame, received.into_std()) {
                 Ok(Some(p)) => p,
                 Ok(None) => return None, // waiting for the other fragments
                 Err(why) => {
@@ -406,144 +401,5 @@ fn send_ack(
     let ack = frame.ack(biz_rt, ack_payload(code, data));
     if out.send(Message::Binary(ack.to_bytes().into())).is_err() {
         tracing::warn!(target: TARGET, "could not ACK lark frame {}: the connection is gone", frame.seq_id);
-    }
-}
-
-/// Fragments of split messages, by `message_id` header.
-#[derive(Default)]
-struct Fragments {
-    pending: HashMap<String, Partial>,
-}
-
-struct Partial {
-    slots: Vec<Option<Vec<u8>>>,
-    touched: Instant,
-}
-
-impl Fragments {
-    /// Add one data frame. `Ok(Some(payload))` when the message is complete, `Ok(None)` while
-    /// fragments are missing, `Err` for inconsistent headers.
-    fn add(&mut self, frame: &Frame, now: Instant) -> Result<Option<Vec<u8>>, &'static str> {
-        let sum = match frame.header(HEADER_SUM) {
-            None => 1,
-            Some(s) => s
-                .trim()
-                .parse::<usize>()
-                .map_err(|_| "sum is not a number")?,
-        };
-        if sum <= 1 {
-            return Ok(Some(frame.payload_bytes().to_vec()));
-        }
-        if sum > MAX_FRAGMENTS {
-            return Err("too many fragments");
-        }
-        let seq = frame
-            .header(HEADER_SEQ)
-            .unwrap_or("0")
-            .trim()
-            .parse::<usize>()
-            .map_err(|_| "seq is not a number")?;
-        if seq >= sum {
-            return Err("seq is not below sum");
-        }
-        let id = frame
-            .header(HEADER_MESSAGE_ID)
-            .filter(|m| !m.is_empty())
-            .ok_or("a fragment without message_id")?
-            .to_string();
-        self.pending
-            .retain(|_, p| now.duration_since(p.touched) < FRAGMENT_TTL);
-        let partial = self.pending.entry(id.clone()).or_insert_with(|| Partial {
-            slots: vec![None; sum],
-            touched: now,
-        });
-        if partial.slots.len() != sum {
-            partial.slots = vec![None; sum];
-        }
-        partial.slots[seq] = Some(frame.payload_bytes().to_vec());
-        partial.touched = now;
-        if partial.slots.iter().all(Option::is_some) {
-            let whole = self
-                .pending
-                .remove(&id)
-                .map(|p| p.slots.into_iter().flatten().flatten().collect())
-                .unwrap_or_default();
-            return Ok(Some(whole));
-        }
-        Ok(None)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::lark::frame::header;
-
-    fn frag(id: &str, sum: &str, seq: &str, payload: &[u8]) -> Frame {
-        Frame {
-            seq_id: 1,
-            log_id: 2,
-            service: 3,
-            method: METHOD_DATA,
-            headers: vec![
-                header("type", "event"),
-                header("message_id", id),
-                header("sum", sum),
-                header("seq", seq),
-            ],
-            payload_encoding: None,
-            payload_type: None,
-            payload: Some(payload.to_vec()),
-            log_id_new: None,
-        }
-    }
-
-    #[test]
-    fn fragments_reassemble_out_of_order() {
-        let mut f = Fragments::default();
-        let now = Instant::now();
-        assert_eq!(f.add(&frag("m", "3", "2", b"c"), now), Ok(None));
-        assert_eq!(f.add(&frag("m", "3", "0", b"a"), now), Ok(None));
-        assert_eq!(
-            f.add(&frag("m", "3", "1", b"b"), now),
-            Ok(Some(b"abc".to_vec()))
-        );
-        assert!(f.pending.is_empty());
-        assert_eq!(
-            f.add(&frag("x", "1", "0", b"z"), now),
-            Ok(Some(b"z".to_vec()))
-        );
-    }
-
-    #[test]
-    fn real_fragment_vectors_reassemble() {
-        let read = |n: &str| {
-            std::fs::read(format!(
-                "{}/../tests/fixtures/lark/ws_frames/{n}.bin",
-                env!("CARGO_MANIFEST_DIR")
-            ))
-            .unwrap()
-        };
-        let a = Frame::decode_bytes(&read("data_event_frag0")).unwrap();
-        let b = Frame::decode_bytes(&read("data_event_frag1")).unwrap();
-        let whole = Frame::decode_bytes(&read("data_event")).unwrap();
-        let mut f = Fragments::default();
-        let now = Instant::now();
-        assert_eq!(f.add(&b, now), Ok(None));
-        assert_eq!(f.add(&a, now), Ok(Some(whole.payload_bytes().to_vec())));
-    }
-
-    #[test]
-    fn stale_fragments_expire_and_bad_headers_are_errors() {
-        let mut f = Fragments::default();
-        let t0 = Instant::now();
-        assert_eq!(f.add(&frag("m", "2", "0", b"a"), t0), Ok(None));
-        let later = t0 + FRAGMENT_TTL + Duration::from_millis(1);
-        // The first half expired: the second alone does not complete the message.
-        assert_eq!(f.add(&frag("m", "2", "1", b"b"), later), Ok(None));
-        assert!(f.add(&frag("m", "2", "2", b"b"), later).is_err());
-        assert!(f.add(&frag("m", "x", "0", b"b"), later).is_err());
-        assert!(f.add(&frag("", "2", "0", b"b"), later).is_err());
-        assert!(f.add(&frag("m", "100000", "0", b"b"), later).is_err());
     }
 }

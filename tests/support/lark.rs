@@ -990,3 +990,44 @@ fn on_client_frame(shared: &Shared, bytes: &[u8], tx: &mpsc::UnboundedSender<WsC
         });
     }
 }
+
+// ----- long runs: pushing without a connection, reading incrementally -------------------------
+
+impl FakeLark {
+    /// Whether a websocket connection is current.
+    pub fn is_connected(&self) -> bool {
+        self.shared.lock().current.is_some()
+    }
+
+    /// Like [`FakeLark::push_event`], but `None` instead of a panic when no connection is
+    /// current (e.g. just after [`FakeLark::drop_connection`]).
+    pub fn try_push_event(&self, envelope: &Value) -> Option<u64> {
+        let id = format!("fake-frame-{}", self.next_seq());
+        let f = self.data_frame("event", &id, 1, 0, envelope.to_string().into_bytes());
+        let seq = f.seq_id;
+        let bytes = f.to_bytes();
+        let mut st = self.shared.lock();
+        let (_, tx) = st.current.as_ref()?;
+        let _ = tx.send(WsCommand::Send(bytes));
+        st.pushed_at.insert(seq, Instant::now());
+        Some(seq)
+    }
+
+    /// Messages accepted after the first `*cursor` ones; moves `*cursor` to the end. Start
+    /// with 0.
+    pub fn messages_since(&self, cursor: &mut usize) -> Vec<SentMessage> {
+        let st = self.shared.lock();
+        let from = (*cursor).min(st.messages.len());
+        *cursor = st.messages.len();
+        st.messages[from..].to_vec()
+    }
+
+    /// `(seq_id, code)` of the ACKs received after the first `*cursor` ones; moves `*cursor` to
+    /// the end. Start with 0.
+    pub fn acks_since(&self, cursor: &mut usize) -> Vec<(u64, i64)> {
+        let st = self.shared.lock();
+        let from = (*cursor).min(st.acks.len());
+        *cursor = st.acks.len();
+        st.acks[from..].iter().map(|a| (a.seq_id, a.code)).collect()
+    }
+}

@@ -586,3 +586,130 @@ async fn chat(shared: &Shared, headers: &HeaderMap, raw: &[u8]) -> Response {
         }
     }
 }
+
+// ----- a model answering from a function, for long runs ------------------------------------
+
+/// What [`FnModel`] sends back for one request.
+#[derive(Debug, Clone)]
+pub enum FnAnswer {
+    /// That HTTP status with that JSON body.
+    Json(u16, Value),
+    /// `200 OK` with a body that is not JSON.
+    Garbage,
+    /// `200 OK` announcing this body (`Content-Length`), but only its first half is sent before
+    /// the connection is cut.
+    CutOff(Value),
+}
+
+/// An OpenAI-compatible Chat Completions server (`POST /v1/chat/completions`, `GET
+/// /v1/models`) answering each request from a function of its body. Unlike [`ScriptedModel`]
+/// it keeps no request bodies and checks nothing, only counts: made for long runs with many
+/// conversations at once, where the answer must depend on the request and not on arrival order.
+/// Dropping it stops the server.
+pub struct FnModel {
+    addr: SocketAddr,
+    requests: Arc<AtomicU64>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for FnModel {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FnModel {
+    /// Starts a server answering every chat request with `answer(&body)`.
+    pub async fn start(answer: impl Fn(&Value) -> FnAnswer + Send + Sync + 'static) -> FnModel {
+        let answer: Arc<dyn Fn(&Value) -> FnAnswer + Send + Sync> = Arc::new(answer);
+        let requests = Arc::new(AtomicU64::new(0));
+        let count = Arc::clone(&requests);
+        let app = Router::new().fallback(move |method: Method, uri: Uri, body: Bytes| {
+            let answer = Arc::clone(&answer);
+            let count = Arc::clone(&count);
+            async move {
+                match (&method, uri.path().trim_end_matches('/')) {
+                    (&Method::GET, "/v1/models") => reply(
+                        200,
+                        json!({"object": "list", "data": [{"id": MODEL_ID, "object": "model"}]}),
+                    ),
+                    (&Method::POST, "/v1/chat/completions") => {
+                        count.fetch_add(1, Ordering::Relaxed);
+                        let Ok(req) = serde_json::from_slice::<Value>(&body) else {
+                            return reply(400, json!({"error": {"message": "invalid JSON body"}}));
+                        };
+                        fn_answer(answer(&req))
+                    }
+                    _ => reply(404, json!({"error": {"message": "not served"}})),
+                }
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("FnModel: bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("FnModel: local_addr");
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        FnModel {
+            addr,
+            requests,
+            task,
+        }
+    }
+
+    /// `http://127.0.0.1:PORT/v1` (no trailing slash).
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Chat requests received so far.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+}
+
+fn fn_answer(a: FnAnswer) -> Response {
+    match a {
+        FnAnswer::Json(status, body) => reply(status, body),
+        FnAnswer::Garbage => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            "<html>502 upstream oops</html>",
+        )
+            .into_response(),
+        FnAnswer::CutOff(body) => {
+            let whole = Bytes::from(body.to_string().into_bytes());
+            let chunks: Vec<Result<Bytes, std::io::Error>> = vec![
+                Ok(whole.slice(..whole.len() / 2)),
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionAborted,
+                    "FnModel: connection cut",
+                )),
+            ];
+            Response::builder()
+                .status(StatusCode::OK)
+                .header(header::CONTENT_TYPE, "application/json")
+                .header(header::CONTENT_LENGTH, whole.len())
+                .body(axum::body::Body::from_stream(futures::stream::iter(chunks)))
+                .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+        }
+    }
+}
+
+/// The text of the last message with role `user` in a request body (`""` when none).
+pub fn last_user_text(req: &Value) -> String {
+    req.get("messages")
+        .and_then(Value::as_array)
+        .and_then(|msgs| msgs.iter().rev().find(|m| role(m) == Some("user")))
+        .map(|m| content_text(m.get("content").unwrap_or(&Value::Null)))
+        .unwrap_or_default()
+}
+
+/// The role of the last message of a request body.
+pub fn last_role(req: &Value) -> Option<&str> {
+    req.get("messages")
+        .and_then(Value::as_array)
+        .and_then(|msgs| msgs.last())
+        .and_then(role)
+}

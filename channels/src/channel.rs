@@ -95,4 +95,18 @@ pub trait Channel: Send + Sync {
     fn is_up(&self) -> bool {
         true
     }
+
+    /// How long the platform recognises a repeated send: a message sent again with the same
+    /// [`OutboundMessage::idempotency_key`] within this time after the first attempt is shown
+    /// at most once. `None` when sends are not idempotent (Telegram's `sendMessage`), so a send
+    /// whose outcome is unknown must not be repeated.
+    ///
+    /// Default: one hour for [`ChannelKind::Lark`] (its adapter derives the request `uuid` from
+    /// the key, and Lark keeps a `uuid` for an hour), `None` otherwise.
+    fn idempotent_send_window(&self) -> Option<std::time::Duration> {
+        match self.kind() {
+            ChannelKind::Lark => Some(std::time::Duration::from_secs(3600)),
+            _ => None,
+        }
+    }
 }

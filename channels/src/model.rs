@@ -182,6 +182,13 @@ pub struct OutboundMessage {
     pub chat: ChatRef,
     pub reply_to: Option<String>,
     pub body: OutboundBody,
+    /// Identifies this message across sends, e.g. `reply:lark:om_…` for the reply to one inbound
+    /// event: sending it again with the same key after a crash must not show it twice. Adapters
+    /// whose platform dedupes requests use it ([`crate::Channel::idempotent_send_window`]; Lark
+    /// derives each request's `uuid` from it); others ignore it. `None`: the adapter picks its
+    /// own dedupe, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 /// What the platform returned for a delivered message: the ids of every part it was split into.

@@ -273,6 +273,7 @@ impl Consent {
                 description: description.to_string(),
                 always,
             }),
+            idempotency_key: None,
         };
         if let Err(e) = channel.send(&msg).await {
             tracing::error!("cannot send the approval request: {e}");
@@ -291,6 +292,7 @@ impl Consent {
                         request_id,
                         outcome: format!("⌛ No answer within {secs} s: denied."),
                     },
+                    idempotency_key: None,
                 };
                 if let Err(e) = channel.send(&resolve).await {
                     tracing::debug!("cannot mark the approval as timed out: {e}");

@@ -3,14 +3,23 @@
 //! in flight across all sessions.
 //!
 //! An event is recorded in the store (deduplicated by the platform's event id) before `publish`
-//! returns, and marked `done` once its reply is delivered; events left unfinished by a crash are
-//! re-queued at start by [`Router::resume_unfinished`]. `/stop` bypasses the queue and cancels the
-//! session's running turn.
+//! returns. Its reply is stored with the state `sending` just before it is sent, and the event is
+//! marked `done` once the platform confirms it. At start, [`Router::resume_unfinished`]:
+//! - re-queues events whose turn never produced a reply (a crash or stop mid-turn);
+//! - does *not* re-run events caught in `sending` (the turn finished; its answer is in the
+//!   history). On a channel with idempotent sends (Lark, see
+//!   [`Channel::idempotent_send_window`]) the stored reply is sent again with the same
+//!   idempotency key, so the platform shows it once; elsewhere (Telegram) a warning is logged and
+//!   the event is marked `unconfirmed`, because a second send could show the reply twice.
+//!
+//! Every reply to an inbound event carries the idempotency key `reply:{channel}:{event_id}`.
+//! `/stop` bypasses the queue and cancels the session's running turn.
 
 use super::access::{self, Access};
 use super::commands::{self, Command};
 use crate::agent::{Agent, TurnInput, TurnOutcome};
 use crate::consent::Consent;
+use crate::store::inbound::UnconfirmedReply;
 use crate::store::Store;
 use async_trait::async_trait;
 use ethan_channels::{
@@ -30,9 +39,20 @@ const SESSION_QUEUE: usize = 64;
 const WORKER_IDLE: Duration = Duration::from_secs(300);
 /// Telegram shows "typing…" for about 5 s; refresh before it fades.
 const TYPING_EVERY: Duration = Duration::from_secs(4);
+/// An unconfirmed reply is re-sent only if this much of the platform's idempotency window is
+/// still left (the re-send itself may take retries).
+const RESEND_MARGIN: Duration = Duration::from_secs(300);
+
+/// Work for a session's worker, done in queue order.
+enum Job {
+    /// Handle an inbound event: run its turn or command and deliver the reply.
+    Event(InboundEvent),
+    /// Send again a reply whose first send a crash cut off (idempotent channels only).
+    Resend(UnconfirmedReply),
+}
 
 struct SessionWorker {
-    tx: mpsc::Sender<InboundEvent>,
+    tx: mpsc::Sender<Job>,
 }
 
 pub struct Router {
@@ -65,26 +85,99 @@ impl Router {
         })
     }
 
-    /// Re-queue events that were recorded but never finished (a crash or a stop mid-turn).
+    /// At start: re-send (or report) replies a crash caught mid-send, then re-queue events that
+    /// were recorded but never answered (a crash or a stop mid-turn); see the module docs.
+    /// Returns how many events were queued (re-sends included). Errors are logged.
     pub async fn resume_unfinished(self: &Arc<Self>) -> usize {
+        let mut queued = self.resume_unconfirmed_replies().await;
         let events = match self.store.unfinished_inbound() {
             Ok(e) => e,
             Err(e) => {
                 tracing::error!("cannot read unfinished events: {e}");
-                return 0;
+                return queued;
             }
         };
-        let n = events.len();
         for ev in events {
             tracing::info!("resuming unfinished {} event {}", ev.channel, ev.event_id);
             self.enqueue(ev).await;
+            queued += 1;
         }
-        n
+        queued
+    }
+
+    /// Events left in `sending`: queue a re-send where the channel's sends are idempotent and
+    /// its window has not passed; otherwise log a warning and mark them `unconfirmed`.
+    async fn resume_unconfirmed_replies(self: &Arc<Self>) -> usize {
+        let replies = match self.store.unconfirmed_replies() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!("cannot read replies that were being sent: {e}");
+                return 0;
+            }
+        };
+        let now = crate::store::now();
+        let mut queued = 0;
+        for r in replies {
+            let ev = &r.event;
+            let what = format!(
+                "the reply ({} characters) to {} event {} in {}",
+                r.reply.chars().count(),
+                ev.channel,
+                ev.event_id,
+                ev.session_key()
+            );
+            let platform = platform_name(ev.channel);
+            let age = Duration::from_secs(u64::try_from(now - r.since).unwrap_or(0));
+            let window = self
+                .channels
+                .get(&ev.channel)
+                .map(|ch| ch.idempotent_send_window());
+            match window {
+                Some(Some(w)) if age + RESEND_MARGIN < w => {
+                    tracing::info!(
+                        "{what} was being sent when the daemon stopped; sending it again with \
+                         the same idempotency key, so {platform} shows it once"
+                    );
+                    self.enqueue_job(ev.session_key(), Job::Resend(r)).await;
+                    queued += 1;
+                }
+                Some(Some(w)) => {
+                    tracing::warn!(
+                        "{what} was being sent when the daemon stopped {} s ago, longer than \
+                         {platform} recognises a repeated send ({} s); it is not sent again, so \
+                         it may be missing",
+                        age.as_secs(),
+                        w.as_secs()
+                    );
+                    self.mark(ev, "unconfirmed");
+                }
+                Some(None) => {
+                    tracing::warn!(
+                        "{what} was being sent when the daemon stopped; {platform} has no \
+                         idempotent send, so it is not sent again (it may or may not have \
+                         arrived)"
+                    );
+                    self.mark(ev, "unconfirmed");
+                }
+                None => {
+                    tracing::warn!(
+                        "{what} was being sent when the daemon stopped; no {} channel is \
+                         running now, so it is not sent again",
+                        ev.channel
+                    );
+                    self.mark(ev, "unconfirmed");
+                }
+            }
+        }
+        queued
     }
 
     async fn enqueue(self: &Arc<Self>, ev: InboundEvent) {
-        let key = ev.session_key();
-        let mut ev = ev;
+        self.enqueue_job(ev.session_key(), Job::Event(ev)).await;
+    }
+
+    async fn enqueue_job(self: &Arc<Self>, key: String, job: Job) {
+        let mut job = job;
         // At most two rounds: a worker may exit between taking its sender and sending.
         for _ in 0..2 {
             let tx = {
@@ -95,10 +188,10 @@ impl Router {
                     .tx
                     .clone()
             };
-            match tx.send(ev).await {
+            match tx.send(job).await {
                 Ok(()) => return,
                 Err(mpsc::error::SendError(back)) => {
-                    ev = back;
+                    job = back;
                     let mut workers = self.workers.lock().unwrap_or_else(|p| p.into_inner());
                     if workers.get(&key).is_some_and(|w| w.tx.same_channel(&tx)) {
                         workers.remove(&key);
@@ -106,17 +199,22 @@ impl Router {
                 }
             }
         }
+        let ev = match &job {
+            Job::Event(ev) => ev,
+            Job::Resend(r) => &r.event,
+        };
         tracing::error!("could not queue event {} for {key}", ev.event_id);
     }
 
     fn spawn_worker(self: &Arc<Self>, key: String) -> SessionWorker {
-        let (tx, mut rx) = mpsc::channel::<InboundEvent>(SESSION_QUEUE);
+        let (tx, mut rx) = mpsc::channel::<Job>(SESSION_QUEUE);
         let me = Arc::clone(self);
         let my_tx = tx.clone();
         tokio::spawn(async move {
             loop {
                 match tokio::time::timeout(WORKER_IDLE, rx.recv()).await {
-                    Ok(Some(ev)) => me.handle(ev).await,
+                    Ok(Some(Job::Event(ev))) => me.handle(ev).await,
+                    Ok(Some(Job::Resend(r))) => me.resend(r).await,
                     Ok(None) => break,
                     Err(_) => {
                         let mut workers = me.workers.lock().unwrap_or_else(|p| p.into_inner());
@@ -142,6 +240,55 @@ impl Router {
         }
     }
 
+    /// Deliver `text` as the reply to `ev`: first record it as being sent (state `sending`, one
+    /// write), then send. Returns the state to mark: `done` once the platform confirmed it,
+    /// `failed` when it refused or could not be reached (logged).
+    async fn answer(&self, ev: &InboundEvent, text: &str) -> &'static str {
+        if let Err(e) = self
+            .store
+            .set_inbound_sending(ev.channel.as_str(), &ev.event_id, text)
+        {
+            tracing::error!(
+                "cannot record the reply to event {} as being sent: {e}",
+                ev.event_id
+            );
+        }
+        match self.reply(ev, text).await {
+            Ok(()) => "done",
+            Err(e) => {
+                tracing::error!("could not deliver the reply in {}: {e}", ev.session_key());
+                "failed"
+            }
+        }
+    }
+
+    /// Send again a reply a crash caught mid-send (same idempotency key as the first send).
+    async fn resend(&self, r: UnconfirmedReply) {
+        let ev = &r.event;
+        let state = match self.reply(ev, &r.reply).await {
+            Ok(()) => {
+                tracing::info!(
+                    "re-sent the reply to {} event {} in {}",
+                    ev.channel,
+                    ev.event_id,
+                    ev.session_key()
+                );
+                "done"
+            }
+            Err(e) => {
+                tracing::error!(
+                    "could not re-send the reply to {} event {} in {}: {e}",
+                    ev.channel,
+                    ev.event_id,
+                    ev.session_key()
+                );
+                "failed"
+            }
+        };
+        self.mark(ev, state);
+    }
+
+    /// Send `text` as the reply to `ev` (key [`reply_key`]), retrying transient failures.
     async fn reply(&self, ev: &InboundEvent, text: &str) -> Result<(), ChannelError> {
         let Some(ch) = self.channels.get(&ev.channel) else {
             return Err(ChannelError::Storage(format!(
@@ -153,6 +300,7 @@ impl Router {
             chat: ev.chat.clone(),
             reply_to: ev.message_id.clone(),
             body: OutboundBody::Text(text.to_string()),
+            idempotency_key: Some(reply_key(ev)),
         };
         // A transient failure gets two more tries; the rest is logged.
         let mut last = None;
@@ -199,8 +347,8 @@ impl Router {
                     ev.channel,
                     ev.sender.id
                 );
-                let _ = self.reply(&ev, note).await;
-                self.mark(&ev, "done");
+                let state = self.answer(&ev, note).await;
+                self.mark(&ev, state);
                 return;
             }
             Access::Allowed { is_owner } => is_owner,
@@ -225,13 +373,7 @@ impl Router {
             None => self.run_turn(&ev, is_owner).await,
         };
         let state = match reply_text {
-            Some(text) => match self.reply(&ev, &text).await {
-                Ok(()) => "done",
-                Err(e) => {
-                    tracing::error!("could not deliver the reply in {key}: {e}");
-                    "failed"
-                }
-            },
+            Some(text) => self.answer(&ev, &text).await,
             None => "done",
         };
         self.mark(&ev, state);
@@ -272,6 +414,7 @@ impl Router {
                     chat: ev.chat.clone(),
                     reply_to: ev.message_id.clone(),
                     body: OutboundBody::Ui(ui),
+                    idempotency_key: None,
                 };
                 if let Err(e) = ch.send(&msg).await {
                     tracing::warn!("could not show a card in {key}: {e}");
@@ -295,6 +438,7 @@ impl Router {
             chat: ev.chat.clone(),
             reply_to: None,
             body: OutboundBody::Typing,
+            idempotency_key: None,
         };
         tokio::spawn(async move {
             let Some(ch) = ch else { return };
@@ -353,6 +497,7 @@ impl Router {
                             request_id: id,
                             outcome: outcome.clone(),
                         },
+                        idempotency_key: None,
                     };
                     tokio::spawn(async move {
                         let _ = ch.send(&msg).await;
@@ -383,6 +528,21 @@ impl Router {
             }
             None => false,
         }
+    }
+}
+
+/// The idempotency key of the reply to an inbound event: `reply:{channel}:{event_id}`.
+pub fn reply_key(ev: &InboundEvent) -> String {
+    format!("reply:{}:{}", ev.channel, ev.event_id)
+}
+
+/// The platform's name for people (log lines).
+fn platform_name(kind: ChannelKind) -> &'static str {
+    match kind {
+        ChannelKind::Telegram => "Telegram",
+        ChannelKind::Lark => "Lark",
+        ChannelKind::Terminal => "the terminal",
+        ChannelKind::Web => "the web gateway",
     }
 }
 
@@ -422,13 +582,7 @@ impl InboundSink for RouterSink {
                 // /claim works for people not yet allowed; /approve and /deny check the owner.
                 router.mark(&ev, "processing");
                 let reply = router.out_of_band(&ev, &cmd);
-                let state = match router.reply(&ev, &reply).await {
-                    Ok(()) => "done",
-                    Err(e) => {
-                        tracing::error!("could not answer a command: {e}");
-                        "failed"
-                    }
-                };
+                let state = router.answer(&ev, &reply).await;
                 router.mark(&ev, state);
                 return Ok(PublishOutcome::Accepted);
             }

@@ -178,6 +178,7 @@ mod tests {
             },
             reply_to: None,
             body: OutboundBody::Text("x".into()),
+            idempotency_key: None,
         }
     }
 

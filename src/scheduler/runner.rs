@@ -549,6 +549,7 @@ impl JobExecutor {
             chat: target.chat.clone(),
             reply_to: None,
             body,
+            idempotency_key: None,
         };
         delivery::send_with_retry(ch.as_ref(), &msg, &self.retry)
             .await

@@ -2,13 +2,35 @@
 //! platform's event id) and marked as their reply is delivered, so a crash loses nothing and a
 //! redelivery is recognised.
 //!
-//! States: `received` → `processing` → `done` | `failed` | `ignored`.
+//! States: `received` → `processing` → `sending` → `done` | `failed` | `ignored` |
+//! `unconfirmed`.
+//!
+//! - `received` / `processing`: the turn has not produced a reply yet; at start the event is
+//!   handled again ([`Store::unfinished_inbound`]).
+//! - `sending`: the reply (stored in the `reply` column, in the same write) is being delivered.
+//!   The turn is complete and its answer is in the history, so at start it is *not* run again;
+//!   [`Store::unconfirmed_replies`] lists these for the daemon to re-send (platforms with
+//!   idempotent sends) or report.
+//! - `unconfirmed`: a reply whose delivery was cut off and that was not sent again, because the
+//!   platform could have shown it twice; final, like `done`.
 
 use super::{now, Ctx, Store, StoreError};
 use ethan_channels::InboundEvent;
 
 /// After this many starts, an event that never finished is marked `failed` instead of re-run.
 pub const MAX_ATTEMPTS: i64 = 3;
+
+/// A reply whose send had started but was not confirmed when the daemon stopped (state
+/// `sending`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnconfirmedReply {
+    /// The event the reply answers.
+    pub event: InboundEvent,
+    /// The reply text (Markdown), exactly as it was being sent.
+    pub reply: String,
+    /// Unix seconds at which the send started.
+    pub since: i64,
+}
 
 impl Store {
     /// Record an event; `Ok(true)` when it is new, `Ok(false)` for a redelivery.
@@ -36,23 +58,102 @@ impl Store {
         Ok(n == 1)
     }
 
-    /// Move an event to `state`; `processing` also counts an attempt.
+    /// Move an event to `state`; `processing` also counts an attempt, `done` forgets the stored
+    /// reply text (it is in the history). For `sending` use [`Store::set_inbound_sending`].
     pub fn set_inbound_state(
         &self,
         channel: &str,
         event_id: &str,
         state: &str,
     ) -> Result<(), StoreError> {
-        let sql = if state == "processing" {
-            "UPDATE inbound_events SET state = ?3, attempts = attempts + 1, updated_at = ?4
-             WHERE channel = ?1 AND event_id = ?2"
-        } else {
-            "UPDATE inbound_events SET state = ?3, updated_at = ?4 WHERE channel = ?1 AND event_id = ?2"
+        let sql = match state {
+            "processing" => {
+                "UPDATE inbound_events SET state = ?3, attempts = attempts + 1, updated_at = ?4
+                 WHERE channel = ?1 AND event_id = ?2"
+            }
+            "done" => {
+                "UPDATE inbound_events SET state = ?3, reply = NULL, updated_at = ?4
+                 WHERE channel = ?1 AND event_id = ?2"
+            }
+            _ => {
+                "UPDATE inbound_events SET state = ?3, updated_at = ?4
+                 WHERE channel = ?1 AND event_id = ?2"
+            }
         };
         self.conn()
             .execute(sql, rusqlite::params![channel, event_id, state, now()])
             .op("update inbound")?;
         Ok(())
+    }
+
+    /// Record, in one write, that `reply` is about to be sent for an event: state `sending` and
+    /// the reply text. Called just before the send, so a crash during it leaves the event in
+    /// `sending` (see [`Store::unconfirmed_replies`]) rather than unfinished. An unknown event
+    /// changes nothing. Errors: [`StoreError::Sqlite`] when the database cannot be written.
+    pub fn set_inbound_sending(
+        &self,
+        channel: &str,
+        event_id: &str,
+        reply: &str,
+    ) -> Result<(), StoreError> {
+        self.conn()
+            .execute(
+                "UPDATE inbound_events SET state = 'sending', reply = ?3, updated_at = ?4
+                 WHERE channel = ?1 AND event_id = ?2",
+                rusqlite::params![channel, event_id, reply, now()],
+            )
+            .op("update inbound")?;
+        Ok(())
+    }
+
+    /// Replies left in `sending` by a crash or kill (sent, not confirmed), oldest first. Rows
+    /// whose stored event or reply cannot be read are marked `failed` and logged, not returned.
+    /// The caller moves each returned event on (`done`, `failed` or `unconfirmed`); until then
+    /// it is listed again. Errors: [`StoreError::Sqlite`] when the database cannot be read.
+    pub fn unconfirmed_replies(&self) -> Result<Vec<UnconfirmedReply>, StoreError> {
+        let conn = self.conn();
+        let rows: Vec<(String, String, String, Option<String>, i64)> = {
+            let mut stmt = conn
+                .prepare(
+                    "SELECT channel, event_id, payload, reply, updated_at FROM inbound_events
+                     WHERE state = 'sending' ORDER BY updated_at, rowid",
+                )
+                .op("scan inbound")?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                })
+                .op("scan inbound")?;
+            rows.collect::<Result<_, _>>().op("scan inbound")?
+        };
+        let mut out = Vec::new();
+        for (channel, event_id, payload, reply, since) in rows {
+            let event = serde_json::from_str::<InboundEvent>(&payload);
+            match (event, reply) {
+                (Ok(event), Some(reply)) => out.push(UnconfirmedReply {
+                    event,
+                    reply,
+                    since,
+                }),
+                (event, _) => {
+                    let why = match event {
+                        Err(e) => format!("its stored event is unreadable ({e})"),
+                        Ok(_) => "no reply text was stored".to_string(),
+                    };
+                    tracing::warn!(
+                        "{channel} event {event_id} was sending a reply when the daemon \
+                         stopped, but {why}; marking it failed"
+                    );
+                    conn.execute(
+                        "UPDATE inbound_events SET state = 'failed', updated_at = ?3
+                         WHERE channel = ?1 AND event_id = ?2",
+                        rusqlite::params![channel, event_id, now()],
+                    )
+                    .op("update inbound")?;
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// The state of one event, if recorded.
@@ -146,6 +247,61 @@ mod tests {
         assert!(s.unfinished_inbound().unwrap().is_empty());
         assert_eq!(
             s.inbound_state("telegram", "2").unwrap().as_deref(),
+            Some("failed")
+        );
+    }
+
+    #[test]
+    fn a_reply_being_sent_is_not_rerun_but_listed_as_unconfirmed() {
+        let s = Store::open_in_memory().unwrap();
+        assert!(s.record_inbound(&ev("1")).unwrap());
+        assert!(s.record_inbound(&ev("2")).unwrap());
+        s.set_inbound_state("telegram", "1", "processing").unwrap();
+        s.set_inbound_sending("telegram", "1", "the answer")
+            .unwrap();
+        assert_eq!(
+            s.inbound_state("telegram", "1").unwrap().as_deref(),
+            Some("sending")
+        );
+        // Only the event without a reply is run again.
+        let left = s.unfinished_inbound().unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].event_id, "2");
+        let pending = s.unconfirmed_replies().unwrap();
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0].event, ev("1"));
+        assert_eq!(pending[0].reply, "the answer");
+        assert!(pending[0].since > 0);
+        // `unconfirmed` is final: neither re-run nor listed again.
+        s.set_inbound_state("telegram", "1", "unconfirmed").unwrap();
+        assert!(s.unconfirmed_replies().unwrap().is_empty());
+        assert_eq!(s.unfinished_inbound().unwrap().len(), 1);
+        // `done` forgets the reply text.
+        s.set_inbound_sending("telegram", "2", "second").unwrap();
+        s.set_inbound_state("telegram", "2", "done").unwrap();
+        let reply: Option<String> = s
+            .conn()
+            .query_row(
+                "SELECT reply FROM inbound_events WHERE event_id = '2'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(reply, None);
+        assert!(s.unconfirmed_replies().unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_unreadable_sending_row_is_marked_failed() {
+        let s = Store::open_in_memory().unwrap();
+        assert!(s.record_inbound(&ev("1")).unwrap());
+        s.set_inbound_sending("telegram", "1", "x").unwrap();
+        s.conn()
+            .execute("UPDATE inbound_events SET payload = '{not json'", [])
+            .unwrap();
+        assert!(s.unconfirmed_replies().unwrap().is_empty());
+        assert_eq!(
+            s.inbound_state("telegram", "1").unwrap().as_deref(),
             Some("failed")
         );
     }

@@ -188,6 +188,12 @@ const STEPS: &[&str] = &[
         vec      BLOB NOT NULL
     );
     "#,
+    // 6: the reply being delivered for an inbound event (state `sending`), so a reply whose send
+    // was cut off by a crash is neither produced again nor, where the platform cannot dedupe,
+    // sent twice
+    r#"
+    ALTER TABLE inbound_events ADD COLUMN reply TEXT;
+    "#,
 ];
 
 pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {

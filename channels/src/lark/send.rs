@@ -8,10 +8,13 @@
 //! - Text is rendered as one or more cards ([`render`]); when Lark refuses a card
 //!   ([`codes::CARD_REJECTED`], e.g. 230099 or 11310) the same part goes out as a `post` with an
 //!   `md` element, and if that is refused too, as plain `text`.
-//! - Every request carries a `uuid` derived from the chat, the replied message, the part and
-//!   the content, so a send retried after a lost answer is not shown twice (Lark keeps a `uuid`
-//!   for an hour). Sends without a replied message also include the current 10-minute window,
-//!   so the same digest can be posted again later.
+//! - Every request carries a `uuid` so a send retried after a lost answer is not shown twice
+//!   (Lark keeps a `uuid` for an hour). With an [`OutboundMessage::idempotency_key`] (the
+//!   daemon's replies) it is derived from the key, the chat, the part index and the `msg_type`
+//!   only, so the same reply re-sent after a restart gets the same `uuid`. Without a key it is
+//!   derived from the chat, the replied message, the part and the content; sends without a
+//!   replied message also include the current 10-minute window, so the same digest can be
+//!   posted again later.
 //! - At most 5 messages per second go to one chat ([`super::api::Pacer`]); rate-limit answers
 //!   are waited out by the API client.
 //! - `Typing` is a no-op: Lark has no typing indicator for bots.
@@ -151,7 +154,11 @@ async fn post_one(
     Ok(id)
 }
 
-/// The idempotency `uuid` of one request (32 hex chars; see the module docs).
+/// The idempotency `uuid` of one request: 32 hex characters (Lark allows up to 50). `index` is
+/// the part of a split message, `msg_type` the type actually sent (a card refused and sent as a
+/// `post` must not reuse the card's `uuid`), `now` Unix seconds. With
+/// [`OutboundMessage::idempotency_key`] set, `content` and `now` are not used (see the module
+/// docs).
 pub fn uuid_for(
     msg: &OutboundMessage,
     index: usize,
@@ -160,6 +167,16 @@ pub fn uuid_for(
     now: i64,
 ) -> String {
     let mut h = Sha256::new();
+    if let Some(key) = msg.idempotency_key.as_deref() {
+        h.update(b"key\0");
+        h.update(key.as_bytes());
+        h.update([0]);
+        h.update(msg.chat.id.as_bytes());
+        h.update([0]);
+        h.update(index.to_le_bytes());
+        h.update(msg_type.as_bytes());
+        return hex::encode(&h.finalize()[..16]);
+    }
     h.update(msg.chat.id.as_bytes());
     h.update([0]);
     h.update(msg.chat.thread.as_deref().unwrap_or("").as_bytes());
@@ -190,6 +207,7 @@ mod tests {
             },
             reply_to: reply_to.map(String::from),
             body: OutboundBody::Text("hi".into()),
+            idempotency_key: None,
         }
     }
 
@@ -214,6 +232,34 @@ mod tests {
         assert_ne!(
             uuid_for(&n, 0, "text", "x", 600),
             uuid_for(&n, 0, "text", "x", 1200)
+        );
+    }
+
+    #[test]
+    fn keyed_uuids_ignore_time_and_content_but_not_part_or_type() {
+        let keyed = |key: &str, reply_to: Option<&str>| OutboundMessage {
+            idempotency_key: Some(key.into()),
+            ..msg(reply_to)
+        };
+        let m = keyed("reply:lark:om_1", None);
+        let a = uuid_for(&m, 0, "interactive", "{\"a\":1}", 600);
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|b| b.is_ascii_hexdigit()), "{a}");
+        // The same reply sent again hours later (a restart), rendered anew: the same uuid.
+        assert_eq!(a, uuid_for(&m, 0, "interactive", "{\"a\":2}", 600 + 7200));
+        // Other parts, types and keys differ.
+        assert_ne!(a, uuid_for(&m, 1, "interactive", "{\"a\":1}", 600));
+        assert_ne!(a, uuid_for(&m, 0, "post", "{\"a\":1}", 600));
+        assert_ne!(
+            a,
+            uuid_for(&keyed("reply:lark:om_2", None), 0, "interactive", "{}", 600)
+        );
+        // A key replaces the unkeyed derivation, whether or not the message is a reply.
+        assert_ne!(a, uuid_for(&msg(None), 0, "interactive", "{\"a\":1}", 600));
+        let r = keyed("reply:lark:om_1", Some("om_1"));
+        assert_eq!(
+            uuid_for(&r, 0, "text", "x", 0),
+            uuid_for(&r, 0, "text", "y", 99_999)
         );
     }
 }

@@ -83,7 +83,17 @@ enum ToolsCommand {
     },
 }
 
+/// A file-size limit (`ulimit -f`, `RLIMIT_FSIZE`) must make a write fail with `EFBIG`, which
+/// the code reports, instead of killing the daemon with `SIGXFSZ`.
+fn ignore_sigxfsz() {
+    // SAFETY: `signal` with `SIG_IGN` installs no handler code; it runs before any other thread.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+}
+
 fn main() -> ExitCode {
+    ignore_sigxfsz();
     let cli = Cli::parse();
     let default_filter = match cli.command {
         Command::Run => "ethan=info,ethan_channels=info,warn",

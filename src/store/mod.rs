@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// A storage failure; the text says which operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("database {op}: {source}")]
+    #[error("database {op}: {}", describe_sqlite(source))]
     Sqlite {
         op: &'static str,
         #[source]
@@ -32,6 +32,13 @@ pub enum StoreError {
     },
     #[error("database {op}: stored data is unreadable: {message}")]
     Corrupt { op: &'static str, message: String },
+    /// The file opened, but only for reading (file permissions, a read-only mount, or a
+    /// `mode=ro` URI); the daemon must write it, so this is refused at open.
+    #[error(
+        "the database {path} is read-only: ethan must be able to write it (check the file's owner \
+         and permissions, and that its file system is mounted read-write)"
+    )]
+    ReadOnly { path: String },
     #[error("cannot create {path}: {source}")]
     Io {
         path: String,
@@ -47,6 +54,22 @@ pub(crate) trait Ctx<T> {
 impl<T> Ctx<T> for Result<T, rusqlite::Error> {
     fn op(self, op: &'static str) -> Result<T, StoreError> {
         self.map_err(|source| StoreError::Sqlite { op, source })
+    }
+}
+
+/// How long a statement waits for another connection's lock before failing with "locked".
+pub const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// SQLite's text, plus what "busy"/"locked" means here: another process (or connection) holds
+/// the database's write lock, e.g. a `sqlite3` shell with an open transaction.
+fn describe_sqlite(e: &rusqlite::Error) -> String {
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => format!(
+            "{e} (another process held the database's write lock for more than {}s)",
+            BUSY_TIMEOUT.as_secs()
+        ),
+        Some(rusqlite::ErrorCode::ReadOnly) => format!("{e} (the database file is read-only)"),
+        _ => e.to_string(),
     }
 }
 
@@ -66,6 +89,13 @@ impl Store {
             })?;
         }
         let conn = Connection::open(path).op("open")?;
+        // SQLite silently falls back to read-only when it may not write the file; every write
+        // would then fail later. Refuse now, naming the file.
+        if conn.is_readonly(rusqlite::MAIN_DB).op("open")? {
+            return Err(StoreError::ReadOnly {
+                path: path.display().to_string(),
+            });
+        }
         Self::init(conn)
     }
 
@@ -75,8 +105,7 @@ impl Store {
     }
 
     fn init(conn: Connection) -> Result<Self, StoreError> {
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .op("busy_timeout")?;
+        conn.busy_timeout(BUSY_TIMEOUT).op("busy_timeout")?;
         conn.pragma_update(None, "journal_mode", "WAL").op("WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .op("synchronous")?;

@@ -265,20 +265,32 @@ impl Executor {
         let mut spill_path = None;
         if cut {
             if let Some(dir) = &self.spill_dir {
+                let mut meta = match result.metadata.take() {
+                    Value::Object(m) => m,
+                    Value::Null => Default::default(),
+                    other => [("tool".to_string(), other)].into_iter().collect(),
+                };
                 match super::spill::write(dir, &ctx.execution_id, &full) {
                     Ok(p) => {
                         model_text.push_str(&format!("\n[full output saved to {}]", p.display()));
-                        let mut meta = match result.metadata.take() {
-                            Value::Object(m) => m,
-                            Value::Null => Default::default(),
-                            other => [("tool".to_string(), other)].into_iter().collect(),
-                        };
                         meta.insert("spill_path".into(), json!(p.display().to_string()));
-                        result.metadata = Value::Object(meta);
                         spill_path = Some(p.display().to_string());
                     }
-                    Err(e) => tracing::warn!("cannot write the spill file: {e}"),
+                    Err(e) => {
+                        // A full disk or a file-size limit: the model still gets the cut output,
+                        // and learns that the rest is gone.
+                        tracing::warn!(
+                            "cannot save the full output of {} ({} bytes) under {}: {e}",
+                            ctx.execution_id,
+                            full.len(),
+                            dir.display()
+                        );
+                        model_text
+                            .push_str(&format!("\n[the full output could not be saved: {e}]"));
+                        meta.insert("spill_error".into(), json!(e.to_string()));
+                    }
                 }
+                result.metadata = Value::Object(meta);
             }
         }
 

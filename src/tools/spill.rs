@@ -5,7 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-/// Write `text` for `execution_id` under `dir`; returns the path.
+/// Write `text` for `execution_id` under `dir`; returns the path. On failure (a full disk, a
+/// file-size limit: `EFBIG` once `SIGXFSZ` is ignored) nothing is left behind: a partial file
+/// would pass for the full output.
 pub fn write(dir: &Path, execution_id: &str, text: &str) -> std::io::Result<PathBuf> {
     std::fs::create_dir_all(dir)?;
     let safe: String = execution_id
@@ -13,7 +15,10 @@ pub fn write(dir: &Path, execution_id: &str, text: &str) -> std::io::Result<Path
         .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
         .collect();
     let path = dir.join(format!("{safe}.txt"));
-    std::fs::write(&path, text)?;
+    if let Err(e) = std::fs::write(&path, text) {
+        let _ = std::fs::remove_file(&path);
+        return Err(e);
+    }
     Ok(path)
 }
 

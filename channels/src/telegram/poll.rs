@@ -60,6 +60,22 @@ async fn pause(d: Duration, shutdown: &mut watch::Receiver<bool>) -> bool {
     }
 }
 
+/// The error and its causes, each once: teloxide says only "A network error: error sending
+/// request"; the cause says what happened (e.g. the connection closed before the answer).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let s = c.to_string();
+        if !text.contains(&s) {
+            text.push_str(": ");
+            text.push_str(&s);
+        }
+        cause = c.source();
+    }
+    text
+}
+
 /// Hand one update to the daemon: a `callback_query` to the approval handler, a message to the
 /// sink. `Err` only when the event could not be recorded (the caller must not acknowledge it).
 pub(super) async fn dispatch(
@@ -185,7 +201,13 @@ pub(super) async fn run(
                         break;
                     }
                     offset = id.saturating_add(1);
-                    state.set(OFFSET_KEY, &offset.to_string())?;
+                    // The update is recorded; polling goes on from memory. A lost offset only
+                    // means updates come again after a restart, recognised as duplicates.
+                    if let Err(e) = state.set(OFFSET_KEY, &offset.to_string()) {
+                        tracing::warn!(
+                            "could not store the telegram offset {offset}: {e}; polling goes on"
+                        );
+                    }
                 }
             }
             Err(RequestError::RetryAfter(s)) => {
@@ -220,7 +242,8 @@ pub(super) async fn run(
                     }
                 } else {
                     tracing::warn!(
-                        "telegram getUpdates failed: {e}; retrying in {}s",
+                        "telegram getUpdates failed: {}; retrying in {}s",
+                        with_causes(&e),
                         d.as_secs()
                     );
                 }

@@ -14,6 +14,9 @@
 //!   without recording a second one, as Lark does;
 //! - `PATCH /open-apis/im/v1/messages/{id}` records card updates;
 //! - `GET /open-apis/im/v1/messages/{id}` says who sent a message (the app for ids it issued);
+//! - [`FakeLark::hold_sends`] accepts (and shows) replies and creates but withholds the HTTP
+//!   answer until [`FakeLark::release_held`] (at most [`HOLD_MAX`]), as when the bot's
+//!   connection dies mid-send; the recorded call has status [`HELD`] meanwhile;
 //! - [`FakeLark::fail_next`] queues canned answers per route (`endpoint`, `token`, `bot_info`,
 //!   `reply`, `create`, `patch`, `get_message`), e.g. a 429 with `x-ogw-ratelimit-reset` or
 //!   code 230099 for a refused card.
@@ -157,6 +160,9 @@ struct LarkState {
     pings: usize,
     next_seq: u64,
     refused_handshakes: Vec<String>,
+    /// Replies and creates are answered only when released ([`FakeLark::hold_sends`]).
+    hold_sends: bool,
+    held_release: Arc<tokio::sync::Notify>,
 }
 
 struct Shared {
@@ -219,6 +225,8 @@ impl FakeLark {
                 pings: 0,
                 next_seq: 7_000_000_001,
                 refused_handshakes: Vec::new(),
+                hold_sends: false,
+                held_release: Arc::new(tokio::sync::Notify::new()),
             }),
             ws_addr: Mutex::new(None),
         });
@@ -737,6 +745,7 @@ async fn handle_http(
         });
         result
     };
+    hold_if_asked(&shared, route, &path, &body, &resp_body).await;
     answer(status, resp_body, &resp_headers)
 }
 
@@ -1029,5 +1038,88 @@ impl FakeLark {
         let from = (*cursor).min(st.acks.len());
         *cursor = st.acks.len();
         st.acks[from..].iter().map(|a| (a.seq_id, a.code)).collect()
+    }
+}
+
+// ----- held sends --------------------------------------------------------------------------
+
+/// [`LarkCall::status`] of a reply or create whose answer is being held
+/// ([`FakeLark::hold_sends`]); it becomes 200 if the answer is finally sent.
+pub const HELD: u16 = 102;
+/// Longest time a held request waits for [`FakeLark::release_held`].
+pub const HOLD_MAX: Duration = Duration::from_secs(60);
+
+impl FakeLark {
+    /// While `on`, replies and creates are handled as usual (the message is shown, its `uuid`
+    /// remembered) but the HTTP answer is withheld until [`FakeLark::release_held`] or
+    /// [`HOLD_MAX`]: the bot cannot know the message arrived. Turning it off does not release
+    /// requests already held.
+    pub fn hold_sends(&self, on: bool) {
+        self.shared.lock().hold_sends = on;
+    }
+
+    /// Answers every held request now (their status becomes 200).
+    pub fn release_held(&self) {
+        self.shared.lock().held_release.notify_waiters();
+    }
+
+    /// Reply and create requests (any outcome, held ones included), in order.
+    pub fn send_requests(&self) -> Vec<LarkCall> {
+        self.calls()
+            .into_iter()
+            .filter(|c| {
+                c.method == "POST"
+                    && c.path.starts_with("/open-apis/im/v1/messages")
+                    && (c.path.ends_with("/reply") || c.path == "/open-apis/im/v1/messages")
+            })
+            .collect()
+    }
+
+    /// Wait until at least `n` reply/create requests arrived (held or not); panics after
+    /// `timeout`.
+    pub async fn wait_for_send_requests(&self, n: usize, timeout: Duration) -> Vec<LarkCall> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let r = self.send_requests();
+            if r.len() >= n {
+                return r;
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "FakeLark: timed out after {timeout:?} waiting for {n} send request(s), got {}.\n{}",
+                    r.len(),
+                    self.describe()
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+}
+
+/// In hold mode, marks the accepted reply/create just recorded as [`HELD`] and waits for
+/// [`FakeLark::release_held`] (at most [`HOLD_MAX`]). If the client goes away first, the server
+/// drops this future and the call stays [`HELD`].
+async fn hold_if_asked(shared: &Shared, route: &str, path: &str, body: &Value, resp: &Value) {
+    if !matches!(route, "reply" | "create") || resp["code"] != 0 {
+        return;
+    }
+    let (index, release) = {
+        let mut st = shared.lock();
+        if !st.hold_sends {
+            return;
+        }
+        let Some(index) = st
+            .calls
+            .iter()
+            .rposition(|c| c.status == 200 && c.path == path && &c.body == body)
+        else {
+            return;
+        };
+        st.calls[index].status = HELD;
+        (index, Arc::clone(&st.held_release))
+    };
+    let _ = tokio::time::timeout(HOLD_MAX, release.notified()).await;
+    if let Some(call) = shared.lock().calls.get_mut(index) {
+        call.status = 200;
     }
 }

@@ -15,6 +15,10 @@
 //! - everything else answers `true`;
 //! - [`FakeTelegram::fail_next`] queues canned error answers per method (FIFO).
 //!
+//! [`FakeTelegram::hold_send_message`] makes `sendMessage` record the request (status [`HELD`])
+//! and leave it unanswered until [`FakeTelegram::release_held`] (or [`HOLD_MAX`]), as when the
+//! bot's connection dies mid-send.
+//!
 //! Every call is recorded, including failed ones; [`FakeTelegram::sent_messages`] lists only the
 //! `sendMessage` bodies that were answered successfully.
 
@@ -75,6 +79,10 @@ struct TgState {
     /// Injected failures, keyed by lowercase method name.
     failures: HashMap<String, VecDeque<(u16, Value)>>,
     next_message_id: i64,
+    /// `sendMessage` is recorded but not answered ([`FakeTelegram::hold_send_message`]).
+    hold_send_message: bool,
+    /// Wakes held requests ([`FakeTelegram::release_held`]).
+    held_release: Arc<Notify>,
     getupdates_offsets: Vec<Option<i64>>,
     /// Requests refused because of a wrong token or an unknown path (`"METHOD path"`).
     rejected: Vec<String>,
@@ -502,6 +510,7 @@ async fn handle(
         "getme" => ok(FakeTelegram::bot_me()),
         "getupdates" => get_updates(&shared, &body).await,
         "sendmessage" => {
+            hold_if_asked(&shared, &body).await;
             let mut st = shared.lock();
             let id = st.next_message_id;
             st.next_message_id += 1;
@@ -688,5 +697,71 @@ impl FakeTelegram {
                 )
             })
             .collect()
+    }
+}
+
+// ----- held sends ----------------------------------------------------------------------------
+
+/// [`TelegramCall::status`] of a `sendMessage` whose answer is being held
+/// ([`FakeTelegram::hold_send_message`]); it becomes 200 if the answer is finally sent.
+pub const HELD: u16 = 102;
+/// Longest time a held request waits for [`FakeTelegram::release_held`].
+pub const HOLD_MAX: Duration = Duration::from_secs(60);
+
+impl FakeTelegram {
+    /// While `on`, every `sendMessage` is recorded (status [`HELD`]) and its answer withheld:
+    /// the message "was sent" but the bot never hears so, until [`FakeTelegram::release_held`]
+    /// or [`HOLD_MAX`]. Turning it off does not release requests already held.
+    pub fn hold_send_message(&self, on: bool) {
+        self.shared.lock().hold_send_message = on;
+    }
+
+    /// Answers every held request now (normally; their status becomes 200).
+    pub fn release_held(&self) {
+        self.shared.lock().held_release.notify_waiters();
+    }
+
+    /// Bodies of the `sendMessage` calls whose answer is still held.
+    pub fn held_send_messages(&self) -> Vec<Value> {
+        self.shared
+            .lock()
+            .calls
+            .iter()
+            .filter(|c| c.is("sendMessage") && c.status == HELD)
+            .map(|c| c.body.clone())
+            .collect()
+    }
+
+    /// Bodies of every `sendMessage` call to `chat_id`, whatever its outcome (held included).
+    pub fn send_message_calls_to(&self, chat_id: i64) -> Vec<Value> {
+        self.calls("sendMessage")
+            .into_iter()
+            .filter(|b| int_field(b, "chat_id") == Some(chat_id))
+            .collect()
+    }
+}
+
+/// In hold mode, marks the `sendMessage` just recorded with `body` as [`HELD`] and waits for
+/// [`FakeTelegram::release_held`] (at most [`HOLD_MAX`]) before it is answered. If the client
+/// goes away first, the server drops this future and the call stays [`HELD`].
+async fn hold_if_asked(shared: &Shared, body: &Value) {
+    let (index, release) = {
+        let mut st = shared.lock();
+        if !st.hold_send_message {
+            return;
+        }
+        let Some(index) = st
+            .calls
+            .iter()
+            .rposition(|c| c.is("sendMessage") && c.status == 200 && &c.body == body)
+        else {
+            return;
+        };
+        st.calls[index].status = HELD;
+        (index, Arc::clone(&st.held_release))
+    };
+    let _ = tokio::time::timeout(HOLD_MAX, release.notified()).await;
+    if let Some(call) = shared.lock().calls.get_mut(index) {
+        call.status = 200;
     }
 }

@@ -7,6 +7,9 @@
 //! - [`run_cli`]: one bounded run of the binary (e.g. `ethan chat -m hi`), output captured.
 //! - [`wait_until`] / [`wait_for_log`]: bounded polling.
 //!
+//! [`ChildLimits`] adds process settings to a child: a file-size limit (`RLIMIT_FSIZE`) and
+//! another user id (tests running as root use it to make file permissions count).
+//!
 //! Children never see the test's own `ETHAN_*`, `OPENAI_*`, `TELEGRAM_*` or `LARK_*` variables;
 //! pass what a test needs explicitly (`*_with_env`). `NO_PROXY` always covers loopback and
 //! `NO_COLOR=1` is set.
@@ -182,6 +185,43 @@ fn command(
     cmd
 }
 
+/// Process settings for a child besides its environment (see [`Daemon::start_limited`],
+/// [`run_cli_limited`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ChildLimits {
+    /// `RLIMIT_FSIZE` in bytes: no file the child writes may grow past it (a larger write fails
+    /// with `EFBIG`, or kills the child with `SIGXFSZ` unless it ignores that signal). It also
+    /// covers the log file the child's output goes to.
+    pub file_size: Option<u64>,
+    /// Run as this `(uid, gid)`, without supplementary groups. Needs the test to run as root.
+    pub user: Option<(u32, u32)>,
+}
+
+impl ChildLimits {
+    fn apply(self, cmd: &mut Command) {
+        use std::os::unix::process::CommandExt;
+        if let Some((uid, gid)) = self.user {
+            cmd.uid(uid).gid(gid);
+        }
+        if let Some(bytes) = self.file_size {
+            // SAFETY: only `setrlimit`, an async-signal-safe system call, runs between fork and
+            // exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let lim = libc::rlimit {
+                        rlim_cur: bytes as libc::rlim_t,
+                        rlim_max: bytes as libc::rlim_t,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+    }
+}
+
 /// Runs `f`, letting the tokio multi-thread runtime (if we are on one) move its other tasks
 /// off this thread meanwhile.
 fn blocking<R>(f: impl FnOnce() -> R) -> R {
@@ -235,6 +275,22 @@ impl Daemon {
         args: &[&str],
         envs: &[(&str, &str)],
     ) -> Daemon {
+        Self::start_program_limited(home, program, args, envs, ChildLimits::default())
+    }
+
+    /// Like [`Daemon::start_with_env`], with [`ChildLimits`] applied to the process.
+    pub fn start_limited(home: &TestHome, envs: &[(&str, &str)], limits: ChildLimits) -> Daemon {
+        Self::start_program_limited(home, ethan_bin(), &["run"], envs, limits)
+    }
+
+    /// [`Daemon::start_program`] with [`ChildLimits`].
+    pub fn start_program_limited(
+        home: &TestHome,
+        program: &str,
+        args: &[&str],
+        envs: &[(&str, &str)],
+        limits: ChildLimits,
+    ) -> Daemon {
         let log_path = home.log_path();
         let mut log = OpenOptions::new()
             .create(true)
@@ -243,7 +299,9 @@ impl Daemon {
             .unwrap_or_else(|e| panic!("Daemon: open {log_path:?}: {e}"));
         let out = log.try_clone().expect("Daemon: clone log handle");
         let err = log.try_clone().expect("Daemon: clone log handle");
-        let child = command(program, args, home.path(), Some(DAEMON_RUST_LOG), envs)
+        let mut cmd = command(program, args, home.path(), Some(DAEMON_RUST_LOG), envs);
+        limits.apply(&mut cmd);
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::from(out))
             .stderr(Stdio::from(err))
@@ -386,6 +444,17 @@ pub fn run_cli_with_env(
     run_program(home, ethan_bin(), args, stdin, envs, CLI_TIMEOUT)
 }
 
+/// [`run_cli_with_env`] with [`ChildLimits`] applied to the process.
+pub fn run_cli_limited(
+    home: &TestHome,
+    args: &[&str],
+    stdin: Option<&str>,
+    envs: &[(&str, &str)],
+    limits: ChildLimits,
+) -> Output {
+    run_program_limited(home, ethan_bin(), args, stdin, envs, CLI_TIMEOUT, limits)
+}
+
 /// Runs any program like [`run_cli`] runs `ethan`, with a custom bound.
 pub fn run_program(
     home: &TestHome,
@@ -395,7 +464,29 @@ pub fn run_program(
     envs: &[(&str, &str)],
     timeout: Duration,
 ) -> Output {
+    run_program_limited(
+        home,
+        program,
+        args,
+        stdin,
+        envs,
+        timeout,
+        ChildLimits::default(),
+    )
+}
+
+/// [`run_program`] with [`ChildLimits`].
+pub fn run_program_limited(
+    home: &TestHome,
+    program: &str,
+    args: &[&str],
+    stdin: Option<&str>,
+    envs: &[(&str, &str)],
+    timeout: Duration,
+    limits: ChildLimits,
+) -> Output {
     let mut cmd = command(program, args, home.path(), None, envs);
+    limits.apply(&mut cmd);
     cmd.stdin(if stdin.is_some() {
         Stdio::piped()
     } else {

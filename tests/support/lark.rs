@@ -1123,3 +1123,30 @@ async fn hold_if_asked(shared: &Shared, route: &str, path: &str, body: &Value, r
         call.status = 200;
     }
 }
+
+// ----- fragments pushed one by one ---------------------------------------------------------
+
+impl FakeLark {
+    /// Push only fragments `which` of `envelope` split into `parts`, all under the frame
+    /// `message_id` header `frame_id` (a retransmission reuses it); returns their SeqIDs.
+    /// With `which` short of all parts, the message stays incomplete on this connection.
+    pub fn push_event_fragments(
+        &self,
+        envelope: &Value,
+        parts: usize,
+        frame_id: &str,
+        which: std::ops::Range<usize>,
+    ) -> Vec<u64> {
+        let bytes = envelope.to_string().into_bytes();
+        let size = bytes.len().div_ceil(parts.max(1));
+        bytes
+            .chunks(size)
+            .enumerate()
+            .filter(|(i, _)| which.contains(i))
+            .map(|(i, chunk)| {
+                let f = self.data_frame("event", frame_id, parts, i, chunk.to_vec());
+                self.push_frame(f)
+            })
+            .collect()
+    }
+}

@@ -86,6 +86,8 @@ struct TgState {
     getupdates_offsets: Vec<Option<i64>>,
     /// Requests refused because of a wrong token or an unknown path (`"METHOD path"`).
     rejected: Vec<String>,
+    /// `getUpdates` calls still to be cut off mid-answer ([`FakeTelegram::drop_next_polls`]).
+    drop_polls: usize,
 }
 
 struct Shared {
@@ -488,9 +490,13 @@ async fn handle(
     let body = parse_body(&headers, uri.query(), &body);
 
     // Record the call and decide on an injected failure atomically.
-    let failure = {
+    let (failure, dropped) = {
         let mut st = shared.lock();
         let failure = st.failures.get_mut(&lc).and_then(VecDeque::pop_front);
+        let dropped = lc == "getupdates" && failure.is_none() && st.drop_polls > 0;
+        if dropped {
+            st.drop_polls -= 1;
+        }
         if lc == "getupdates" {
             let offset = int_field(&body, "offset");
             st.getupdates_offsets.push(offset);
@@ -498,12 +504,26 @@ async fn handle(
         st.calls.push(TelegramCall {
             method: method.clone(),
             body: body.clone(),
-            status: failure.as_ref().map_or(200, |f| f.0),
+            status: if dropped {
+                DROPPED
+            } else {
+                failure.as_ref().map_or(200, |f| f.0)
+            },
         });
-        failure
+        (failure, dropped)
     };
     if let Some((status, fbody)) = failure {
         return reply(status, fbody);
+    }
+    if dropped {
+        // Alternately no answer at all and half an answer (see `drop_next_polls`).
+        let nth = shared
+            .lock()
+            .calls
+            .iter()
+            .filter(|c| c.is("getUpdates") && c.status == DROPPED)
+            .count();
+        return cut_off_updates(&shared, &body, nth % 2 == 0).await;
     }
 
     match lc.as_str() {
@@ -764,4 +784,79 @@ async fn hold_if_asked(shared: &Shared, body: &Value) {
     if let Some(call) = shared.lock().calls.get_mut(index) {
         call.status = 200;
     }
+}
+
+// ----- connections cut mid-answer --------------------------------------------------------------
+
+/// [`TelegramCall::status`] of a `getUpdates` whose connection was cut
+/// ([`FakeTelegram::drop_next_polls`]).
+pub const DROPPED: u16 = 0;
+
+impl FakeTelegram {
+    /// Cuts the next `n` `getUpdates` calls: each is accepted and its TCP connection aborted,
+    /// alternately before any answer (the 1st, 3rd, … cut) and after the headers of a `200`
+    /// and the first half of the JSON answer with the pending updates (the 2nd, 4th, …).
+    /// Offsets in those calls still confirm updates, as on the real API (the server read the
+    /// request). Recorded with status [`DROPPED`].
+    pub fn drop_next_polls(&self, n: usize) {
+        self.shared.lock().drop_polls += n;
+    }
+
+    /// `getUpdates` calls still to be cut.
+    pub fn pending_drops(&self) -> usize {
+        self.shared.lock().drop_polls
+    }
+
+    /// Number of `getUpdates` calls that were cut.
+    pub fn dropped_polls(&self) -> usize {
+        self.shared
+            .lock()
+            .calls
+            .iter()
+            .filter(|c| c.is("getUpdates") && c.status == DROPPED)
+            .count()
+    }
+}
+
+/// An aborted connection (hyper closes it when the body stream fails): at once, or, when
+/// `partial`, after the first half of the answer a `getUpdates` would get now.
+async fn cut_off_updates(shared: &Shared, body: &Value, partial: bool) -> Response {
+    let offset = int_field(body, "offset");
+    let whole = {
+        let mut st = shared.lock();
+        if let Some(o) = offset {
+            st.confirmed_below = st.confirmed_below.max(o);
+        }
+        let mut pending: Vec<Value> = st
+            .updates
+            .iter()
+            .filter(|u| {
+                let id = update_id(u).unwrap_or(i64::MIN);
+                st.redeliver_all || (id >= st.confirmed_below && offset.is_none_or(|o| id >= o))
+            })
+            .cloned()
+            .collect();
+        pending.sort_by_key(update_id);
+        json!({"ok": true, "result": pending}).to_string()
+    };
+    let bytes = Bytes::from(whole.into_bytes());
+    let half = bytes.slice(..bytes.len() / 2);
+    let cut = || std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "connection cut");
+    use futures::StreamExt;
+    let stream = if partial {
+        // The half is flushed before the error ends the connection.
+        futures::stream::once(async move { Ok::<Bytes, std::io::Error>(half) })
+            .chain(futures::stream::once(async move {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                Err(cut())
+            }))
+            .boxed()
+    } else {
+        futures::stream::once(async move { Err::<Bytes, std::io::Error>(cut()) }).boxed()
+    };
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(axum::body::Body::from_stream(stream))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }

@@ -234,6 +234,109 @@ async fn failed_offset_write_does_not_stop_polling() {
     daemon.stop();
 }
 
+const LARK_OWNER: &str = "ou_84aad35d084aa403a838cf73ee18467";
+const LARK_OTHER: &str = "ou_0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f";
+
+/// Lark delivers at least once: an event without a `200` ACK (an error code, no ACK in time,
+/// or a connection lost before the ACK) comes again. Pushes `event` until an ACK with code 200
+/// arrives for one of its pushes; returns how many pushes it took.
+async fn deliver_like_lark(fake: &support::lark::FakeLark, event: &Value) -> usize {
+    let deadline = Instant::now() + WAIT;
+    let mut pushes = 0;
+    loop {
+        let connection = fake.connections();
+        let seq = fake.push_event(event);
+        pushes += 1;
+        let retry_at = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Some(ack) = fake.acks().into_iter().find(|a| a.seq_id == seq) {
+                if ack.code == 200 {
+                    return pushes;
+                }
+                break;
+            }
+            if Instant::now() >= retry_at || fake.connections() != connection {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no 200 ACK after {pushes} deliveries\n{}",
+                fake.describe()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        fake.wait_connections(1, WAIT).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lark_message_during_a_locked_database_is_not_lost() {
+    let home = TestHome::new();
+    let fake = support::lark::FakeLark::start().await;
+    let model = ScriptedModel::start(echo_user(6)).await;
+    home.write_config(&format!(
+        "model:\n  base_url: {}\n  api_key: sk-test\n  name: test-model\n\
+         channels:\n{}\
+         owners: [\"lark:{LARK_OWNER}\"]\n",
+        model.base_url(),
+        fake.channel_yaml(&format!("    allow_from: [\"{LARK_OTHER}\"]\n")),
+    ));
+    // As on a machine with more cores than this one may have (more runtime threads).
+    let mut daemon = Daemon::start_with_env(&home, &[("TOKIO_WORKER_THREADS", "8")]);
+    fake.wait_connections(1, WAIT).await;
+
+    let mut locker = rusqlite::Connection::open(db_path(&home)).expect("open ethan.db");
+    locker.busy_timeout(Duration::from_secs(10)).unwrap();
+    let tx = locker
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Exclusive)
+        .expect("BEGIN EXCLUSIVE");
+    let locked_at = Instant::now();
+    let event = support::lark::p2p_text(LARK_OWNER, "sent to lark while locked");
+    let message_id = support::lark::message_id(&event);
+    let release = async {
+        wait_for_log(&home, "database is locked", WAIT).await;
+        // Longer than two busy timeouts in a row.
+        let hold = BUSY_TIMEOUT * 2 + Duration::from_secs(2);
+        tokio::time::sleep(hold.saturating_sub(locked_at.elapsed())).await;
+        assert!(fake.messages().is_empty(), "{}", fake.describe());
+        tx.rollback().expect("release the lock");
+    };
+    // Delivered (and redelivered, as Lark does) while the lock is held and after.
+    let (pushes, ()) = tokio::join!(deliver_like_lark(&fake, &event), release);
+    drop(locker);
+    let sent = fake.wait_for_messages(1, WAIT).await;
+    assert_eq!(sent[0].reply_to.as_deref(), Some(message_id.as_str()));
+
+    // Another session is served.
+    let other = support::lark::p2p_text(LARK_OTHER, "another lark session");
+    deliver_like_lark(&fake, &other).await;
+    let sent = fake.wait_for_messages(2, WAIT).await;
+    assert_eq!(
+        sent[1].reply_to.as_deref(),
+        Some(support::lark::message_id(&other).as_str())
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let replies = fake
+        .messages()
+        .iter()
+        .filter(|m| m.reply_to.as_deref() == Some(message_id.as_str()))
+        .count();
+    assert_eq!(replies, 1, "{pushes} deliveries\n{}", fake.describe());
+    assert_eq!(fake.messages().len(), 2, "{}", fake.describe());
+    let log = home.log();
+    let error = log
+        .lines()
+        .find(|l| l.contains("ERROR") && l.contains("database is locked"))
+        .unwrap_or_else(|| panic!("no error line naming the locked database:\n{log}"));
+    assert!(
+        error.contains(&format!("could not record lark message {message_id}")),
+        "{error}"
+    );
+    assert!(daemon.is_running());
+    assert_no_panic(&home);
+    daemon.stop();
+}
+
 // ----- the database read-only -----------------------------------------------------------------
 
 /// Makes `ethan.db` read-only for the daemon: mode 0444, and when the test runs as root (who may

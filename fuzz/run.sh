@@ -3,14 +3,21 @@
 #
 #   fuzz/run.sh                      # all targets, 30 s each
 #   FUZZ_SECONDS=300 fuzz/run.sh lark_frame telegram_render
+#   FUZZ_FLAGS="--sanitizer none" fuzz/run.sh   # extra `cargo fuzz run` flags (no ASan: faster)
 #
 # cargo-fuzz needs a nightly compiler; RUSTC_BOOTSTRAP=1 lets the stable toolchain act as one.
+# The first run builds every dependency with coverage instrumentation into fuzz/target/ (many
+# minutes); `cargo fuzz build` (with the same FUZZ_FLAGS) does that ahead.
 # Corpora are seeded at run time from tests/fixtures/ and fuzz/seeds/ into fuzz/corpus/<target>/
-# (gitignored). Crashes land in fuzz/artifacts/<target>/: copy them to
-# tests/fixtures/fuzz/<target>/ so `cargo test --test fuzz_regressions` keeps checking them.
+# (gitignored) and grow there from run to run. Each target's libFuzzer output goes to
+# fuzz/artifacts/<target>.log; crashes, timeouts (an input running over 10 s) and out-of-memory
+# inputs land in fuzz/artifacts/<target>/ (gitignored): minimise one with
+# `cargo fuzz tmin <target> <file>`, fix the bug, and copy the input to
+# tests/fixtures/fuzz/<target>/ so `cargo test --test fuzz_regressions` keeps checking it.
 set -euo pipefail
 cd "$(dirname "$0")"
 SECONDS_EACH="${FUZZ_SECONDS:-30}"
+read -r -a FLAGS <<<"${FUZZ_FLAGS:-}"
 ALL=(telegram_update lark_frame lark_webhook telegram_render lark_card shell_classifier config)
 TARGETS=("${@:-${ALL[@]}}")
 FIX=../tests/fixtures
@@ -36,19 +43,25 @@ for t in "${TARGETS[@]}"; do
   esac
   mkdir -p "corpus/$t"
   log="artifacts/$t.log"
-  mkdir -p artifacts
+  mkdir -p "artifacts/$t"
+  marker=$(mktemp)
   echo "== $t (${SECONDS_EACH}s)"
-  status=ok
-  if ! cargo fuzz run "$t" "corpus/$t" -- -max_total_time="$SECONDS_EACH" \
-      -rss_limit_mb=4096 -print_final_stats=1 >"$log" 2>&1; then
-    status="FAILED (see fuzz/$log and fuzz/artifacts/$t/)"
+  status="nothing found"
+  if ! cargo fuzz run "${FLAGS[@]}" "$t" "corpus/$t" -- -max_total_time="$SECONDS_EACH" \
+      -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 >"$log" 2>&1; then
+    status="FAILED (see fuzz/$log)"
   fi
+  found=$(find "artifacts/$t" -type f -newer "$marker" | sort | tr '\n' ' ')
+  rm -f "$marker"
+  [ -n "$found" ] && status="FOUND: $found(see fuzz/$log)"
+  # libFuzzer's final statistics; without them (a crash), the last status line `#N ...`.
   execs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -1 || true)
-  summary+=("$t: ${execs:-?} executions, $status")
+  [ -z "$execs" ] && execs=$(grep -Eo '^#[0-9]+' "$log" | tr -d '#' | tail -1 || true)
+  summary+=("$t: ${execs:-?} executions in ${SECONDS_EACH}s, $status")
   echo "   ${summary[-1]}"
 done
 echo
 echo "== summary"
 printf '%s\n' "${summary[@]}"
-for s in "${summary[@]}"; do [[ "$s" == *FAILED* ]] && exit 1; done
+for s in "${summary[@]}"; do [[ "$s" == *FAILED* || "$s" == *FOUND* ]] && exit 1; done
 exit 0

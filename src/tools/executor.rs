@@ -220,13 +220,23 @@ impl Executor {
             };
             parsed = Some(args.clone());
             // 4. validate
-            if let Some(v) = self.registry.validator(name) {
-                if let Err(violations) = v.validate(&args) {
+            match self.registry.validator(name) {
+                Some(Ok(v)) => {
+                    if let Err(violations) = v.validate(&args) {
+                        return ToolResult::err(
+                            ErrorKind::Validation,
+                            format!("invalid arguments for {name}:\n{violations}\nFix them and call {name} again."),
+                        );
+                    }
+                }
+                Some(Err(why)) => {
+                    tracing::error!("tool {name:?} has a schema that does not compile: {why}");
                     return ToolResult::err(
-                        ErrorKind::Validation,
-                        format!("invalid arguments for {name}:\n{violations}\nFix them and call {name} again."),
+                        ErrorKind::Internal,
+                        format!("{name} cannot be used: its parameters schema is broken ({why}). Use another tool."),
                     );
                 }
+                None => {}
             }
             // 5. replay guard
             if tool.risk().has_side_effects() {

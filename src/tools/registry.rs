@@ -3,14 +3,20 @@
 //! Registration checks the name (`^[A-Za-z0-9_-]{1,64}$`, not an alias, not taken) and the
 //! `parameters` schema ([`super::schema::check_parameters`]: a valid JSON Schema whose arrays all
 //! have `items`). A tool that fails is skipped with one logged error, never sent to the model,
-//! and listed with its reason by `ethan tools list`. Validators are compiled once, here.
+//! and listed with its reason by `ethan tools list`.
+//!
+//! Built-in tools ([`Registry::register_builtin`]) are checked for shape only at start and their
+//! argument validators are compiled on their first call: their schemas are fixed and a unit test
+//! meta-validates every one, and compiling them all at start cost ~28 MiB of heap and ~35 ms (the
+//! `jsonschema` crate's meta-schema state). Tools from anywhere else ([`Registry::register`]) get
+//! the full check and their validator at registration. Either way a validator is compiled once.
 
-use super::schema::{check_parameters, ArgsValidator};
+use super::schema::{check_parameters, check_shape, ArgsValidator};
 use super::Tool;
 use crate::config::Config;
 use crate::provider::types::ToolSpec;
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Alternative names models commonly use, mapped to ours. Alias names cannot be registered.
 pub const ALIASES: &[(&str, &str)] = &[
@@ -30,7 +36,8 @@ pub struct Skipped {
 
 struct Entry {
     tool: Arc<dyn Tool>,
-    validator: ArgsValidator,
+    /// Compiled at registration (outside tools) or on first use (built-in tools).
+    validator: OnceLock<Result<ArgsValidator, String>>,
     spec: ToolSpec,
 }
 
@@ -49,27 +56,44 @@ pub fn valid_name(name: &str) -> bool {
 }
 
 impl Registry {
-    /// Add a tool, or record (and log) why it was skipped.
+    /// Add a tool from outside the daemon: name, full schema check (meta-validation included)
+    /// and its compiled validator now; or record (and log) why it was skipped.
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
+        self.add(tool, false);
+    }
+
+    /// Add a built-in tool: the name and shape checks now, the validator on first use (see the
+    /// module docs).
+    pub fn register_builtin(&mut self, tool: Arc<dyn Tool>) {
+        self.add(tool, true);
+    }
+
+    fn add(&mut self, tool: Arc<dyn Tool>, builtin: bool) {
         let name = tool.name().to_string();
         let parameters = tool.parameters();
+        let validator = OnceLock::new();
         let checked = if !valid_name(&name) {
             Err("the name must match ^[A-Za-z0-9_-]{1,64}$".to_string())
         } else if ALIASES.iter().any(|(a, _)| *a == name) {
             Err("the name is reserved as an alias".to_string())
         } else if self.tools.contains_key(&name) {
             Err("a tool with this name is already registered".to_string())
+        } else if builtin {
+            check_shape(&parameters).map_err(|e| format!("bad parameters schema: {e}"))
         } else {
             check_parameters(&parameters)
                 .map_err(|e| format!("bad parameters schema: {e}"))
                 .and_then(|()| ArgsValidator::compile(&parameters))
+                .map(|v| {
+                    let _ = validator.set(Ok(v));
+                })
         };
         match checked {
             Err(reason) => {
                 tracing::error!("tool {name:?} skipped: {reason}");
                 self.skipped.push(Skipped { name, reason });
             }
-            Ok(validator) => {
+            Ok(()) => {
                 let spec = ToolSpec {
                     name: name.clone(),
                     description: tool.description().to_string(),
@@ -100,9 +124,14 @@ impl Registry {
         self.tools.get(name).map(|e| &e.tool)
     }
 
-    /// The compiled validator of a registered tool.
-    pub fn validator(&self, name: &str) -> Option<&ArgsValidator> {
-        self.tools.get(name).map(|e| &e.validator)
+    /// The compiled validator of a registered tool (compiled now if this is its first use);
+    /// `Err` says why its schema does not compile.
+    pub fn validator(&self, name: &str) -> Option<Result<&ArgsValidator, &str>> {
+        let e = self.tools.get(name)?;
+        let compiled = e
+            .validator
+            .get_or_init(|| ArgsValidator::compile(&e.spec.parameters));
+        Some(compiled.as_ref().map_err(String::as_str))
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
@@ -139,59 +168,59 @@ impl Registry {
             .and_then(|o| o.timeout_secs)
             .unwrap_or(super::shell::DEFAULT_TIMEOUT_SECS);
         let mut r = Registry::default();
-        r.register(Arc::new(
+        r.register_builtin(Arc::new(
             super::shell::Shell::new(shell_timeout)
                 .with_secrets(crate::config::secret_values(config)),
         ));
-        r.register(Arc::new(super::file_read::FileRead));
-        r.register(Arc::new(super::file_write::FileWrite));
-        r.register(Arc::new(super::file_list::FileList));
-        r.register(Arc::new(super::find_tools::FindTools));
-        r.register(Arc::new(super::ui_card::UiCard));
-        r.register(Arc::new(match config_path {
+        r.register_builtin(Arc::new(super::file_read::FileRead));
+        r.register_builtin(Arc::new(super::file_write::FileWrite));
+        r.register_builtin(Arc::new(super::file_list::FileList));
+        r.register_builtin(Arc::new(super::find_tools::FindTools));
+        r.register_builtin(Arc::new(super::ui_card::UiCard));
+        r.register_builtin(Arc::new(match config_path {
             Some(p) => super::web_search::WebSearch::watching(Arc::new(
                 crate::config::watch::ConfigWatch::at(p.to_path_buf(), config),
             )),
             None => super::web_search::WebSearch::new(config.tools.web_search.clone()),
         }));
-        r.register(Arc::new(super::web_fetch::WebFetch::new(
+        r.register_builtin(Arc::new(super::web_fetch::WebFetch::new(
             &config.tools.web_fetch,
         )));
-        r.register(Arc::new(super::rg_search::RgSearch::new()));
-        r.register(Arc::new(super::fd_find::FdFind::new()));
+        r.register_builtin(Arc::new(super::rg_search::RgSearch::new()));
+        r.register_builtin(Arc::new(super::fd_find::FdFind::new()));
         let tz = config.timezone.clone();
-        r.register(Arc::new(super::schedule_create::ScheduleCreate::new(
+        r.register_builtin(Arc::new(super::schedule_create::ScheduleCreate::new(
             tz.clone(),
         )));
-        r.register(Arc::new(super::schedule_list::ScheduleList::new(
+        r.register_builtin(Arc::new(super::schedule_list::ScheduleList::new(
             tz.clone(),
         )));
-        r.register(Arc::new(super::schedule_pause::SchedulePause::new(
+        r.register_builtin(Arc::new(super::schedule_pause::SchedulePause::new(
             tz.clone(),
         )));
-        r.register(Arc::new(super::schedule_remove::ScheduleRemove::new(tz)));
+        r.register_builtin(Arc::new(super::schedule_remove::ScheduleRemove::new(tz)));
         let knowledge = Arc::new(crate::knowledge::KnowledgeHub::new(&config.knowledge));
-        r.register(Arc::new(super::knowledge_search::KnowledgeSearch(
+        r.register_builtin(Arc::new(super::knowledge_search::KnowledgeSearch(
             knowledge.clone(),
         )));
-        r.register(Arc::new(super::knowledge_read::KnowledgeRead(
+        r.register_builtin(Arc::new(super::knowledge_read::KnowledgeRead(
             knowledge.clone(),
         )));
-        r.register(Arc::new(super::knowledge_add::KnowledgeAdd(
+        r.register_builtin(Arc::new(super::knowledge_add::KnowledgeAdd(
             knowledge.clone(),
         )));
-        r.register(Arc::new(super::knowledge_edit::KnowledgeEdit(knowledge)));
+        r.register_builtin(Arc::new(super::knowledge_edit::KnowledgeEdit(knowledge)));
         if let Some(lark) = super::lark_common::LarkClient::from_config(config) {
             let tz = config.timezone.clone();
-            r.register(Arc::new(super::lark_calendar::LarkCalendarEvents::new(
+            r.register_builtin(Arc::new(super::lark_calendar::LarkCalendarEvents::new(
                 lark.clone(),
                 tz.clone(),
             )));
-            r.register(Arc::new(super::lark_messages::LarkChatMessages::new(
+            r.register_builtin(Arc::new(super::lark_messages::LarkChatMessages::new(
                 lark.clone(),
                 tz,
             )));
-            r.register(Arc::new(super::lark_send::LarkMessageSend::new(lark)));
+            r.register_builtin(Arc::new(super::lark_send::LarkMessageSend::new(lark)));
         }
         r
     }
@@ -254,6 +283,35 @@ mod tests {
             "{reasons:?}"
         );
         assert!(r.specs(&["no_items".to_string()]).is_empty());
+    }
+
+    /// The built-in tools skip meta-validation at start; this is where it happens instead.
+    #[test]
+    fn every_builtin_schema_is_valid_and_compiles() {
+        let mut config = Config::default();
+        config.channels.lark.app_id = "cli_test".into();
+        config.channels.lark.app_secret = crate::config::Secret::new("sekret");
+        let r = Registry::builtin(&config);
+        assert!(r.skipped().is_empty(), "{:?}", r.skipped());
+        let names: Vec<String> = r.iter().map(|t| t.name().to_string()).collect();
+        assert_eq!(names.len(), 21, "{names:?}");
+        assert!(names.iter().any(|n| n == "lark_message_send"), "{names:?}");
+        for tool in r.iter() {
+            let name = tool.name();
+            check_parameters(&tool.parameters()).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let v = r.validator(name).unwrap();
+            assert!(v.is_ok(), "{name}: {:?}", v.err());
+        }
+    }
+
+    #[test]
+    fn builtin_validators_are_compiled_on_first_use_and_enforced() {
+        let r = Registry::builtin(&Config::default());
+        let e = &r.tools["file_read"];
+        assert!(e.validator.get().is_none(), "compiled before first use");
+        let v = r.validator("file_read").unwrap().unwrap();
+        assert!(v.validate(&json!({"path": 5})).is_err());
+        assert!(e.validator.get().is_some());
     }
 
     #[test]

@@ -5,21 +5,46 @@
 //!
 //! Models (and some providers, e.g. OpenAI's strict mode) fail on arrays without `items`; that is
 //! why it is checked even though JSON Schema allows it.
+//!
+//! Dialect: a schema that names its `$schema` is read in that draft; one that does not (every
+//! built-in tool's) is read as Draft 7, the dialect function-calling schemas are written in. The
+//! choice matters for memory, not meaning (the built-in schemas use no keyword whose meaning
+//! differs between Draft 7 and 2020-12): the `jsonschema` crate builds the draft's meta-schema
+//! validator once per process, about 5.5 MiB live for Draft 7 against 13 MiB (19 MiB allocated,
+//! ~30 ms) for 2020-12.
 
 use serde_json::Value;
 
 /// Check a tool's `parameters` schema; the error says what is wrong and where.
 pub fn check_parameters(schema: &Value) -> Result<(), String> {
-    if !schema.is_object() {
-        return Err("parameters must be a JSON Schema object".into());
-    }
-    if let Err(e) = jsonschema::meta::validate(schema) {
+    check_shape(schema)?;
+    let checked = if declares_draft(schema) {
+        jsonschema::meta::validate(schema)
+    } else {
+        jsonschema::draft7::meta::validate(schema)
+    };
+    if let Err(e) = checked {
         return Err(format!(
             "not a valid JSON Schema: {e} (at {})",
             e.instance_path
         ));
     }
+    Ok(())
+}
+
+/// The checks of [`check_parameters`] that need no JSON Schema machinery: an object, and every
+/// array has `items`. Used alone for the built-in tools, whose schemas a unit test
+/// meta-validates.
+pub fn check_shape(schema: &Value) -> Result<(), String> {
+    if !schema.is_object() {
+        return Err("parameters must be a JSON Schema object".into());
+    }
     check_arrays(schema, "#")
+}
+
+/// Whether the schema names its dialect with `$schema`.
+fn declares_draft(schema: &Value) -> bool {
+    schema.get("$schema").is_some_and(Value::is_string)
 }
 
 fn is_array_type(t: Option<&Value>) -> bool {
@@ -76,8 +101,14 @@ pub struct ArgsValidator {
 }
 
 impl ArgsValidator {
+    /// Compile `schema` (the draft chosen as the module docs say); the error names the problem.
     pub fn compile(schema: &Value) -> Result<Self, String> {
-        jsonschema::validator_for(schema)
+        let compiled = if declares_draft(schema) {
+            jsonschema::validator_for(schema)
+        } else {
+            jsonschema::draft7::new(schema)
+        };
+        compiled
             .map(|inner| Self { inner })
             .map_err(|e| format!("cannot compile the schema: {e}"))
     }
@@ -131,6 +162,27 @@ mod tests {
                 .unwrap_err();
         assert!(e.contains("not a valid JSON Schema"), "{e}");
         assert!(check_parameters(&json!("object")).is_err());
+        // A declared dialect is honoured: `prefixItems` must be an array only in 2020-12.
+        let bad_2020 = json!({"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "array", "prefixItems": 3});
+        assert!(check_parameters(&bad_2020).is_err());
+    }
+
+    #[test]
+    fn draft_7_is_the_default_dialect_and_2020_12_can_be_named() {
+        // Draft 7 has no `dependentRequired`; 2020-12 enforces it.
+        let schema = |with_draft: bool| {
+            let mut s = json!({"type": "object",
+                "dependentRequired": {"a": ["b"]}});
+            if with_draft {
+                s["$schema"] = json!("https://json-schema.org/draft/2020-12/schema");
+            }
+            s
+        };
+        let d7 = ArgsValidator::compile(&schema(false)).unwrap();
+        assert!(d7.validate(&json!({"a": 1})).is_ok());
+        let d2020 = ArgsValidator::compile(&schema(true)).unwrap();
+        assert!(d2020.validate(&json!({"a": 1})).is_err());
     }
 
     #[test]

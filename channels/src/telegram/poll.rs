@@ -103,9 +103,10 @@ pub(super) async fn dispatch(
     }
 }
 
-/// `getMe` (retried while transient) and `setMyCommands`. `Ok(false)` on shutdown.
+/// `getMe` (retried while transient), then `setMyCommands` in the background (the command menu
+/// must not delay the first poll). `Ok(false)` on shutdown.
 pub(super) async fn start(
-    chan: &TelegramChannel,
+    chan: &Arc<TelegramChannel>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Result<bool, ChannelError> {
     let mut backoff = Backoff::new();
@@ -126,23 +127,17 @@ pub(super) async fn start(
             }
         }
     }
-    if let Err(e) = chan.bot().set_my_commands(bot_commands()).await {
-        tracing::warn!("telegram setMyCommands failed (the command menu may be stale): {e}");
-    }
+    let menu = Arc::clone(chan);
+    tokio::spawn(async move {
+        if let Err(e) = menu.bot().set_my_commands(bot_commands()).await {
+            tracing::warn!("telegram setMyCommands failed (the command menu may be stale): {e}");
+        }
+    });
     Ok(true)
 }
 
-/// Long polling until shutdown.
-pub(super) async fn run(
-    chan: Arc<TelegramChannel>,
-    sink: Arc<dyn InboundSink>,
-    state: Arc<dyn StateStore>,
-    mut shutdown: watch::Receiver<bool>,
-) -> Result<(), ChannelError> {
-    if !start(&chan, &mut shutdown).await? {
-        return Ok(());
-    }
-    // Switching back from webhook mode: a webhook still set would make getUpdates fail (409).
+/// Switching back from webhook mode: a webhook still set would make `getUpdates` fail (409).
+async fn remove_leftover_webhook(chan: &TelegramChannel) {
     match chan.bot().get_webhook_info().await {
         Ok(info) if info.url.is_some() => {
             tracing::info!("telegram: removing the webhook left from webhook mode (deleteWebhook)");
@@ -152,6 +147,20 @@ pub(super) async fn run(
         }
         Ok(_) => {}
         Err(e) => tracing::debug!("telegram getWebhookInfo failed: {e}"),
+    }
+}
+
+/// Long polling until shutdown.
+pub(super) async fn run(
+    chan: Arc<TelegramChannel>,
+    sink: Arc<dyn InboundSink>,
+    state: Arc<dyn StateStore>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), ChannelError> {
+    // Both before the first poll, and independent: one round trip instead of two.
+    let (started, ()) = tokio::join!(start(&chan, &mut shutdown), remove_leftover_webhook(&chan));
+    if !started? {
+        return Ok(());
     }
     let mut backoff = Backoff::new();
 

@@ -101,12 +101,8 @@ pub trait Channel: Send + Sync {
     /// at most once. `None` when sends are not idempotent (Telegram's `sendMessage`), so a send
     /// whose outcome is unknown must not be repeated.
     ///
-    /// Default: one hour for [`ChannelKind::Lark`] (its adapter derives the request `uuid` from
-    /// the key, and Lark keeps a `uuid` for an hour), `None` otherwise.
+    /// Default `None` (Telegram has no idempotent send); the Lark adapter answers one hour.
     fn idempotent_send_window(&self) -> Option<std::time::Duration> {
-        match self.kind() {
-            ChannelKind::Lark => Some(std::time::Duration::from_secs(3600)),
-            _ => None,
-        }
+        None
     }
 }

@@ -352,6 +352,12 @@ impl Channel for LarkChannel {
         send::send(self, msg).await
     }
 
+    /// The request `uuid` is derived from the idempotency key (see [`send::uuid_for`]) and Lark
+    /// keeps a `uuid` for one hour.
+    fn idempotent_send_window(&self) -> Option<Duration> {
+        Some(Duration::from_secs(3600))
+    }
+
     /// Webhook mode: always; long connection: while a connection is established.
     fn is_up(&self) -> bool {
         self.config.mode == LarkMode::Webhook

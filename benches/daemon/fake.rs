@@ -1,0 +1,387 @@
+//! A fast loopback Telegram Bot API and an instant OpenAI-compatible model, both timestamping
+//! what the daemon does with one clock (`Instant`, this process).
+//!
+//! Telegram (`/bot<token>/<method>`, JSON or form bodies): `getMe`, long-polling `getUpdates`
+//! with real offset semantics (updates below the last `offset` are confirmed and dropped),
+//! `sendMessage` (arrival recorded), `getWebhookInfo` (no webhook); every other method answers
+//! `true`. The model (`POST …/chat/completions`) answers at once with `ok bench-<n>`, echoing
+//! the `bench-<n>` tag of the last user message so each reply is matched to its update.
+//!
+//! Recorded per tag: when the update was handed out in a `getUpdates` answer, when the model
+//! request arrived, when the model answer was returned, when `sendMessage` arrived.
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::routing::post;
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+pub const TOKEN: &str = "123456:bench-token";
+/// Chat ids of the throughput run start here.
+pub const CHAT_BASE: i64 = 910_000_000;
+const MAX_HOLD: Duration = Duration::from_secs(25);
+
+#[derive(Default)]
+struct Tg {
+    updates: VecDeque<(i64, Value)>,
+    confirmed_below: i64,
+    next_update_id: i64,
+    next_message_id: i64,
+    first_poll: Option<Instant>,
+    handed: HashMap<u64, Instant>,
+    model_in: HashMap<u64, Instant>,
+    model_out: HashMap<u64, Instant>,
+    sent: HashMap<u64, Instant>,
+    next_tag: u64,
+}
+
+#[derive(Default)]
+struct Shared {
+    tg: Mutex<Tg>,
+    /// Woken when updates are queued (long polls) and when a reply arrives (the runs).
+    updates: Notify,
+    replies: Notify,
+}
+
+/// Handle to the running fakes.
+#[derive(Clone)]
+pub struct Fakes {
+    shared: Arc<Shared>,
+    pub telegram: SocketAddr,
+    pub model: SocketAddr,
+}
+
+/// Per-message legs of one sequential run, in microseconds.
+pub struct Legs {
+    pub inbound: Vec<f64>,
+    pub outbound: Vec<f64>,
+    /// Both legs of the same message added: the daemon's own share of a turn.
+    pub both: Vec<f64>,
+    pub total: Vec<f64>,
+}
+
+fn tag_of(text: &str) -> Option<u64> {
+    let at = text.find("bench-")? + "bench-".len();
+    let digits: String = text[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+impl Fakes {
+    pub async fn start() -> Fakes {
+        let shared = Arc::new(Shared::default());
+        {
+            let mut tg = shared.tg.lock().unwrap();
+            tg.next_update_id = 1;
+            tg.next_message_id = 1000;
+        }
+        let tg_app = Router::new()
+            .route("/{bot}/{method}", post(telegram).get(telegram))
+            .with_state(shared.clone());
+        let model_app = Router::new()
+            .route("/v1/chat/completions", post(model))
+            .with_state(shared.clone());
+        let tg_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let model_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let telegram = tg_listener.local_addr().unwrap();
+        let model = model_listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(tg_listener, tg_app).await });
+        tokio::spawn(async move { axum::serve(model_listener, model_app).await });
+        Fakes {
+            shared,
+            telegram,
+            model,
+        }
+    }
+
+    fn tg(&self) -> MutexGuard<'_, Tg> {
+        self.shared.tg.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Forget when the last `getUpdates` arrived.
+    pub fn reset_polls(&self) {
+        self.tg().first_poll = None;
+    }
+
+    /// When the first `getUpdates` since [`Fakes::reset_polls`] arrived.
+    pub fn first_poll(&self) -> Option<Instant> {
+        self.tg().first_poll
+    }
+
+    /// Queue one private-chat text update carrying a fresh tag; returns the tag.
+    fn push(tg: &mut Tg, chat_id: i64, text: &str) -> u64 {
+        tg.next_tag += 1;
+        let tag = tg.next_tag;
+        let id = tg.next_update_id;
+        tg.next_update_id += 1;
+        let update = json!({
+            "update_id": id,
+            "message": {
+                "message_id": id,
+                "date": chrono_now(),
+                "chat": {"id": chat_id, "type": "private", "first_name": "User"},
+                "from": {"id": chat_id, "is_bot": false, "first_name": "User", "language_code": "en"},
+                "text": format!("{text} bench-{tag}"),
+            }
+        });
+        tg.updates.push_back((id, update));
+        tag
+    }
+
+    async fn wait_sent(&self, tags: &[u64], timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.shared.replies.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let tg = self.tg();
+                if tags.iter().all(|t| tg.sent.contains_key(t)) {
+                    return true;
+                }
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return false;
+            }
+        }
+    }
+
+    /// `n` messages in one chat, one in flight at a time. `Err` says which one got no reply.
+    pub async fn sequential(&self, n: usize, timeout: Duration) -> Result<Legs, String> {
+        let mut tags = Vec::with_capacity(n);
+        for i in 0..n {
+            let tag = Self::push(&mut self.tg(), 900_000_001, "hello");
+            self.shared.updates.notify_waiters();
+            if !self.wait_sent(&[tag], timeout).await {
+                return Err(format!(
+                    "message {i} (bench-{tag}) got no reply in {timeout:?}"
+                ));
+            }
+            tags.push(tag);
+        }
+        let tg = self.tg();
+        let us = |a: Option<&Instant>, b: Option<&Instant>| match (a, b) {
+            (Some(a), Some(b)) => Some(b.saturating_duration_since(*a).as_secs_f64() * 1e6),
+            _ => None,
+        };
+        let legs = Legs {
+            inbound: tags
+                .iter()
+                .filter_map(|t| us(tg.handed.get(t), tg.model_in.get(t)))
+                .collect(),
+            outbound: tags
+                .iter()
+                .filter_map(|t| us(tg.model_out.get(t), tg.sent.get(t)))
+                .collect(),
+            both: tags
+                .iter()
+                .filter_map(|t| {
+                    Some(
+                        us(tg.handed.get(t), tg.model_in.get(t))?
+                            + us(tg.model_out.get(t), tg.sent.get(t))?,
+                    )
+                })
+                .collect(),
+            total: tags
+                .iter()
+                .filter_map(|t| us(tg.handed.get(t), tg.sent.get(t)))
+                .collect(),
+        };
+        Ok(legs)
+    }
+
+    /// `chats` × `per_chat` messages queued at once; (replied, seconds from queueing to the
+    /// last reply).
+    pub async fn burst(&self, chats: usize, per_chat: usize, timeout: Duration) -> (usize, f64) {
+        let mut tags = Vec::with_capacity(chats * per_chat);
+        let t0 = Instant::now();
+        {
+            let mut tg = self.tg();
+            for i in 0..per_chat {
+                for c in 0..chats {
+                    tags.push(Self::push(
+                        &mut tg,
+                        CHAT_BASE + c as i64,
+                        &format!("msg {i}"),
+                    ));
+                }
+            }
+        }
+        self.shared.updates.notify_waiters();
+        self.wait_sent(&tags, timeout).await;
+        let tg = self.tg();
+        let done: Vec<Instant> = tags
+            .iter()
+            .filter_map(|t| tg.sent.get(t).copied())
+            .collect();
+        let last = done.iter().max().copied().unwrap_or(t0);
+        (done.len(), last.duration_since(t0).as_secs_f64())
+    }
+}
+
+fn chrono_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// A JSON body, or a form body, or the query: whatever teloxide sent.
+fn params(body: &Bytes) -> Value {
+    if let Ok(v) = serde_json::from_slice::<Value>(body) {
+        return v;
+    }
+    let mut map = serde_json::Map::new();
+    for pair in String::from_utf8_lossy(body).split('&') {
+        if let Some((k, v)) = pair.split_once('=') {
+            map.insert(k.to_string(), Value::String(v.to_string()));
+        }
+    }
+    Value::Object(map)
+}
+
+fn int(v: &Value) -> Option<i64> {
+    v.as_i64().or_else(|| v.as_str()?.parse().ok())
+}
+
+async fn telegram(
+    State(s): State<Arc<Shared>>,
+    Path((bot, method)): Path<(String, String)>,
+    body: Bytes,
+) -> Json<Value> {
+    let t = Instant::now();
+    if bot.strip_prefix("bot") != Some(TOKEN) {
+        return Json(json!({"ok": false, "error_code": 401, "description": "Unauthorized"}));
+    }
+    let p = params(&body);
+    let result = match method.to_ascii_lowercase().as_str() {
+        "getme" => json!({
+            "id": 123456, "is_bot": true, "first_name": "Ethan", "username": "ethan_bench_bot",
+            "can_join_groups": true, "can_read_all_group_messages": false,
+            "supports_inline_queries": false, "can_connect_to_business": false,
+            "has_main_web_app": false
+        }),
+        "getupdates" => return Json(json!({"ok": true, "result": get_updates(&s, t, &p).await})),
+        "sendmessage" => {
+            let text = p["text"].as_str().unwrap_or_default().to_string();
+            let chat_id = int(&p["chat_id"]).unwrap_or(0);
+            let mut tg = s.tg.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(tag) = tag_of(&text) {
+                tg.sent.entry(tag).or_insert(t);
+            }
+            tg.next_message_id += 1;
+            let id = tg.next_message_id;
+            drop(tg);
+            s.replies.notify_waiters();
+            json!({
+                "message_id": id, "date": chrono_now(),
+                "chat": {"id": chat_id, "type": "private", "first_name": "User"},
+                "from": {"id": 123456, "is_bot": true, "first_name": "Ethan", "username": "ethan_bench_bot"},
+                "text": text
+            })
+        }
+        "getwebhookinfo" => {
+            json!({"url": "", "has_custom_certificate": false, "pending_update_count": 0})
+        }
+        _ => json!(true),
+    };
+    Json(json!({"ok": true, "result": result}))
+}
+
+async fn get_updates(s: &Shared, t: Instant, p: &Value) -> Vec<Value> {
+    let hold = p["timeout"]
+        .as_f64()
+        .or_else(|| p["timeout"].as_str()?.parse().ok())
+        .map(|secs| Duration::from_secs_f64(secs.clamp(0.0, MAX_HOLD.as_secs_f64())))
+        .unwrap_or_default();
+    let limit = int(&p["limit"]).unwrap_or(100).clamp(1, 100) as usize;
+    let deadline = tokio::time::Instant::now() + hold;
+    {
+        let mut tg = s.tg.lock().unwrap_or_else(|e| e.into_inner());
+        tg.first_poll.get_or_insert(t);
+        if let Some(offset) = int(&p["offset"]) {
+            if offset > tg.confirmed_below {
+                tg.confirmed_below = offset;
+                while tg.updates.front().is_some_and(|(id, _)| *id < offset) {
+                    tg.updates.pop_front();
+                }
+            }
+        }
+    }
+    loop {
+        let notified = s.updates.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        {
+            let mut tg = s.tg.lock().unwrap_or_else(|e| e.into_inner());
+            let below = tg.confirmed_below;
+            let batch: Vec<Value> = tg
+                .updates
+                .iter()
+                .filter(|(id, _)| *id >= below)
+                .take(limit)
+                .map(|(_, u)| u.clone())
+                .collect();
+            if !batch.is_empty() {
+                let now = Instant::now();
+                for u in &batch {
+                    if let Some(tag) = u["message"]["text"].as_str().and_then(tag_of) {
+                        tg.handed.entry(tag).or_insert(now);
+                    }
+                }
+                return batch;
+            }
+        }
+        if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            return Vec::new();
+        }
+    }
+}
+
+async fn model(State(s): State<Arc<Shared>>, body: Bytes) -> Json<Value> {
+    let t = Instant::now();
+    let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let last_user = req["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .map(|m| match &m["content"] {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+        .unwrap_or_default();
+    let tag = tag_of(&last_user);
+    let text = match tag {
+        Some(tag) => format!("ok bench-{tag}"),
+        None => "ok".to_string(),
+    };
+    let reply = json!({
+        "id": "chatcmpl-bench", "object": "chat.completion", "created": chrono_now(),
+        "model": req["model"].as_str().unwrap_or("bench"),
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                     "logprobs": null, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}
+    });
+    if let Some(tag) = tag {
+        let mut tg = s.tg.lock().unwrap_or_else(|e| e.into_inner());
+        tg.model_in.entry(tag).or_insert(t);
+        tg.model_out.entry(tag).or_insert_with(Instant::now);
+    }
+    Json(reply)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tags_are_read_from_text() {
+        assert_eq!(super::tag_of("hello bench-42"), Some(42));
+        assert_eq!(super::tag_of("ok bench-7 more"), Some(7));
+        assert_eq!(super::tag_of("nothing"), None);
+    }
+}

@@ -1,0 +1,313 @@
+//! Whole-process figures of the release `ethan run` against loopback fakes: a Telegram Bot API
+//! and an instant model ([`fake`]) and a Lark Open Platform with its long connection
+//! (`tests/support/lark.rs`, the integration tests' fake, real pbbp2 frames).
+//!
+//! Figures (issue numbering): (1) idle RSS with Telegram and Lark connected, (2) startup from
+//! exec to ready (first `getUpdates` at the fake and the Lark websocket connected), (3)
+//! per-message overhead legs, (4) throughput with every chat its own session and full
+//! persistence, and the release binary's size. Governance overhead and history load are
+//! in-process figures (`cargo bench --bench governance`, `--bench pipeline`);
+//! `benches/daemon.sh` runs all three.
+//!
+//! Needs `target/release/ethan` (or `$BENCH_BIN`): `cargo build --release` first.
+//! Knobs: `BENCH_MESSAGES` (10000), `BENCH_CHATS` (1000) × `BENCH_PER_CHAT` (1), `BENCH_STARTS`
+//! (20), `BENCH_IDLE_SECS` (30). Lines starting `FIGURE|` are for the summary of `daemon.sh`.
+
+mod fake;
+mod process;
+
+#[path = "../../tests/support/lark.rs"]
+#[allow(dead_code, clippy::all)]
+mod lark;
+
+use process::Daemon;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Seconds since the epoch (the Lark fake stamps its events with it).
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+fn knob(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let idx = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[idx]
+}
+
+fn sorted(mut v: Vec<f64>) -> Vec<f64> {
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+/// One line of the summary: figure number, what, value, target.
+fn figure(n: &str, what: &str, value: &str, target: &str) {
+    println!("FIGURE|{n}|{what}|{value}|{target}");
+}
+
+fn write_config(home: &Path, fakes: &fake::Fakes, lark: &lark::FakeLark) {
+    std::fs::create_dir_all(home).unwrap();
+    let yaml = format!(
+        "model:\n  base_url: http://{}/v1\n  api_key: sk-bench\n  name: bench-model\n\
+         channels:\n  telegram:\n    token: \"{}\"\n    api_url: http://{}\n    dm_policy: open\n\
+         {}gateway:\n  listen: 127.0.0.1:0\n",
+        fakes.model,
+        fake::TOKEN,
+        fakes.telegram,
+        lark.channel_yaml("    dm_policy: open\n"),
+    );
+    std::fs::write(home.join("config.yaml"), yaml).unwrap();
+}
+
+/// Wait until Telegram polled and a new Lark connection is up; the later of the two instants.
+async fn wait_ready(
+    d: &mut Daemon,
+    fakes: &fake::Fakes,
+    lark: &lark::FakeLark,
+    lark_before: usize,
+    log: &Path,
+) -> Instant {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut lark_at = None;
+    loop {
+        if lark_at.is_none() && lark.connections() > lark_before {
+            lark_at = Some(Instant::now());
+        }
+        if let (Some(tg), Some(lk)) = (fakes.first_poll(), lark_at) {
+            return tg.max(lk);
+        }
+        if let Some(status) = d.exited() {
+            panic!(
+                "ethan run exited ({status}) before it was ready; log:\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ethan run not ready in 30 s (telegram polled: {}, lark connected: {}); log:\n{}",
+            fakes.first_poll().is_some(),
+            lark_at.is_some(),
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_micros(250)).await;
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let messages = knob("BENCH_MESSAGES", 10_000);
+    let chats = knob("BENCH_CHATS", 1_000);
+    let per_chat = knob("BENCH_PER_CHAT", 1);
+    let starts = knob("BENCH_STARTS", 20);
+    let idle_secs = knob("BENCH_IDLE_SECS", 30) as u64;
+    let bin = process::binary();
+    assert!(
+        bin.exists(),
+        "{} not found: run `cargo build --release` first (or set BENCH_BIN)",
+        bin.display()
+    );
+
+    let fakes = fake::Fakes::start().await;
+    let lark = lark::FakeLark::start().await;
+    // Lark's own defaults (ping every 120 s), not the tests' fast ones.
+    lark.set_client_config(serde_json::json!({
+        "ReconnectCount": -1, "ReconnectInterval": 120, "ReconnectNonce": 30, "PingInterval": 120
+    }));
+    let work = tempfile::tempdir().expect("tempdir");
+    let home = work.path().join("home");
+    let log = work.path().join("daemon.log");
+    write_config(&home, &fakes, &lark);
+
+    // (2) startup
+    eprintln!("[bench] startup: first run on a fresh home, then {starts} restarts");
+    let mut startup_ms = Vec::new();
+    let mut first_ms = 0.0;
+    for i in 0..=starts {
+        fakes.reset_polls();
+        let before = lark.connections();
+        let mut d = Daemon::spawn(&bin, &home, &log);
+        let ready = wait_ready(&mut d, &fakes, &lark, before, &log).await;
+        let ms = ready.duration_since(d.started).as_secs_f64() * 1e3;
+        if i == 0 {
+            first_ms = ms;
+        } else {
+            startup_ms.push(ms);
+        }
+        d.stop();
+    }
+    let startup_ms = sorted(startup_ms);
+
+    // (1) idle memory
+    eprintln!("[bench] idle: {idle_secs} s with Telegram and Lark connected, no traffic");
+    fakes.reset_polls();
+    let before = lark.connections();
+    let mut d = Daemon::spawn(&bin, &home, &log);
+    wait_ready(&mut d, &fakes, &lark, before, &log).await;
+    tokio::time::sleep(Duration::from_secs(idle_secs)).await;
+    let (idle_rss, idle_anon, idle_file) = d.rss_kib();
+    let idle_cpu = d.cpu();
+
+    // (3) per-message overhead
+    eprintln!("[bench] per-message overhead: {messages} sequential messages, instant model");
+    let legs = match fakes.sequential(messages, Duration::from_secs(10)).await {
+        Ok(l) => l,
+        Err(e) => panic!(
+            "{e}; log:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        ),
+    };
+    let (rss_after_seq, _, _) = d.rss_kib();
+
+    // (4) throughput
+    eprintln!("[bench] throughput: {chats} chats x {per_chat} messages queued at once");
+    let (cpu0, own0) = (d.cpu(), process::own_cpu());
+    let (replied, secs) = fakes.burst(chats, per_chat, Duration::from_secs(600)).await;
+    let (cpu1, own1) = (d.cpu(), process::own_cpu());
+    let (rss_after_burst, _, _) = d.rss_kib();
+    d.stop();
+    let turns = chats * per_chat;
+
+    let inbound = sorted(legs.inbound);
+    let outbound = sorted(legs.outbound);
+    let total = sorted(legs.total);
+    let both = sorted(legs.both);
+    let bin_bytes = std::fs::metadata(&bin).map(|m| m.len()).unwrap_or(0);
+    let per_turn_ms = |cpu: Duration| cpu.as_secs_f64() * 1e3 / replied.max(1) as f64;
+
+    println!();
+    println!(
+        "Ethan daemon benchmarks: {} cores, {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        bin.display()
+    );
+    println!(
+        "(1) idle RSS after {idle_secs} s, Telegram + Lark connected: {:.1} MiB \
+         (anon {:.1}, file-backed {:.1}); CPU used since exec {} ms",
+        mib(idle_rss),
+        mib(idle_anon),
+        mib(idle_file),
+        idle_cpu.as_millis()
+    );
+    println!(
+        "(2) startup exec -> ready, median of {}: {:.1} ms (min {:.1}, max {:.1}); \
+         first start on a fresh home {:.1} ms",
+        startup_ms.len(),
+        pct(&startup_ms, 0.5),
+        startup_ms.first().copied().unwrap_or(f64::NAN),
+        startup_ms.last().copied().unwrap_or(f64::NAN),
+        first_ms
+    );
+    println!(
+        "(3) n={messages}: update handed out -> model request p50 {:.0} µs p99 {:.0} µs; \
+         model answer -> sendMessage p50 {:.0} µs p99 {:.0} µs; whole turn p50 {:.0} µs p99 {:.0} µs; \
+         RSS after {:.1} MiB",
+        pct(&inbound, 0.5),
+        pct(&inbound, 0.99),
+        pct(&outbound, 0.5),
+        pct(&outbound, 0.99),
+        pct(&total, 0.5),
+        pct(&total, 0.99),
+        mib(rss_after_seq)
+    );
+    println!(
+        "(4) {chats} chats x {per_chat}: {replied}/{turns} replied in {secs:.2} s = {:.0} turns/s; \
+         CPU per turn: daemon {:.3} ms, fakes {:.3} ms; RSS after {:.1} MiB",
+        replied as f64 / secs.max(1e-9),
+        per_turn_ms(cpu1 - cpu0),
+        per_turn_ms(own1 - own0),
+        mib(rss_after_burst)
+    );
+    println!(
+        "    release binary: {:.1} MiB ({bin_bytes} bytes)",
+        bin_bytes as f64 / 1048576.0
+    );
+
+    figure(
+        "1",
+        "idle RSS, Telegram + Lark connected, after 30 s",
+        &format!(
+            "{:.1} MiB (anon {:.1}, file {:.1})",
+            mib(idle_rss),
+            mib(idle_anon),
+            mib(idle_file)
+        ),
+        "<= 10 MB",
+    );
+    figure(
+        "2",
+        "startup, exec -> first getUpdates + Lark connected (median)",
+        &format!(
+            "{:.1} ms (min {:.1}; fresh home {:.1})",
+            pct(&startup_ms, 0.5),
+            startup_ms.first().copied().unwrap_or(f64::NAN),
+            first_ms
+        ),
+        "<= 20 ms",
+    );
+    figure(
+        "3",
+        &format!("per-message overhead, n={messages}: update -> model request"),
+        &format!(
+            "p50 {:.2} ms, p99 {:.2} ms",
+            pct(&inbound, 0.5) / 1e3,
+            pct(&inbound, 0.99) / 1e3
+        ),
+        "",
+    );
+    figure(
+        "3",
+        "model answer -> sendMessage",
+        &format!(
+            "p50 {:.2} ms, p99 {:.2} ms",
+            pct(&outbound, 0.5) / 1e3,
+            pct(&outbound, 0.99) / 1e3
+        ),
+        "",
+    );
+    figure(
+        "3",
+        "both legs of the same message",
+        &format!(
+            "p50 {:.2} ms, p99 {:.2} ms",
+            pct(&both, 0.5) / 1e3,
+            pct(&both, 0.99) / 1e3
+        ),
+        "p99 <= 2 ms",
+    );
+    figure(
+        "4",
+        &format!("throughput, {chats} sessions x {per_chat}, persisted"),
+        &format!(
+            "{:.0} turns/s ({replied}/{turns}); daemon CPU {:.3} ms/turn",
+            replied as f64 / secs.max(1e-9),
+            per_turn_ms(cpu1 - cpu0)
+        ),
+        ">= 2000 turns/s",
+    );
+    figure(
+        "7",
+        "release binary size (stripped)",
+        &format!(
+            "{:.1} MiB ({bin_bytes} bytes)",
+            bin_bytes as f64 / 1048576.0
+        ),
+        "<= 15 MB",
+    );
+    assert_eq!(replied, turns, "some turns got no reply");
+}

@@ -34,7 +34,7 @@ for t in "${TARGETS[@]}"; do
   case "$t" in
     telegram_update)  seed "$t" "$FIX"/telegram/*.json ;;
     telegram_render)  seed "$t" "$FIX"/telegram/*.json "$FIX"/*.md ../README.md seeds/telegram_render/* ;;
-    lark_frame)       seed "$t" "$FIX"/lark/ws_frames/*.bin ;;
+    lark_frame)       seed "$t" "$FIX"/lark/ws_frames/*.bin seeds/lark_frame/* ;;
     lark_webhook)     seed "$t" "$FIX"/lark/webhook_crypto_vectors.json "$FIX"/lark/url_verification.json ;;
     lark_card)        seed "$t" "$FIX"/lark/card_*.json seeds/lark_card/* ;;
     shell_classifier) seed "$t" seeds/shell_classifier/* ;;

@@ -88,12 +88,15 @@ fn nasty() -> Vec<Vec<u8>> {
     v
 }
 
-/// Runs `check` on the nasty inputs, the given seed folders and the target's crash folder.
+/// Runs `check` on the nasty inputs, the given seed folders, the target's seeds in
+/// `fuzz/seeds/<target>/` and its crash folder.
 fn run(target: &str, check: fn(&[u8]), seed_dirs: &[&str]) {
     let mut inputs = nasty();
     for dir in seed_dirs {
         inputs.extend(files(&fixtures().join(dir)));
     }
+    let fuzz_seeds = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds");
+    inputs.extend(files(&fuzz_seeds.join(target)));
     let crashes = files(&fixtures().join("fuzz").join(target));
     inputs.extend(crashes);
     // Every prefix of each short seed too: truncation is what networks do.

@@ -12,7 +12,7 @@ use crate::consent::owners::Owners;
 use crate::consent::terminal::TerminalInput;
 use crate::consent::Consent;
 use crate::provider::OpenAiClient;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 use crate::tools::executor::{Executor, ExecutorOptions};
 use crate::tools::policy::Policy;
 use crate::tools::registry::Registry;
@@ -123,8 +123,14 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
     for n in &loaded.notices {
         tracing::info!("{n}");
     }
-    let store = Store::open(&loaded.db_path())
-        .with_context(|| format!("opening the database {}", loaded.db_path().display()))?;
+    let store = Store::open(&loaded.db_path()).map_err(|e| match e {
+        // These already name the file.
+        e @ (StoreError::ReadOnly { .. } | StoreError::Io { .. }) => anyhow::Error::new(e),
+        e => anyhow::Error::new(e).context(format!(
+            "opening the database {}",
+            loaded.db_path().display()
+        )),
+    })?;
     let consent = build_consent(&loaded, &store, None);
     let agent = build_agent(loaded.clone(), store.clone(), Some(consent.clone()))?;
 

@@ -159,6 +159,15 @@ impl Tool for Shell {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        // The daemon ignores SIGXFSZ (so a file-size limit fails its writes instead of killing
+        // it) and ignored signals survive exec: commands get the default back, as in a shell.
+        // SAFETY: only `signal(2)`, which is async-signal-safe, runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
+                Ok(())
+            });
+        }
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
@@ -259,5 +268,24 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(10));
         tokio::time::sleep(Duration::from_secs(4)).await;
         assert!(!marker.exists(), "a background child outlived the timeout");
+    }
+
+    #[tokio::test]
+    async fn commands_get_the_default_sigxfsz_back() {
+        // As in the daemon (src/main.rs): this process ignores SIGXFSZ.
+        // SAFETY: installs no handler code.
+        unsafe {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx_in(dir.path());
+        let r = Shell::new(30)
+            .run(
+                json!({"command": "ulimit -f 1; head -c 100000 /dev/zero > big; echo status $?"}),
+                &ctx,
+            )
+            .await;
+        // Killed by SIGXFSZ (128 + 25) as in a login shell, not "File too large" (status 1).
+        assert!(r.output.contains("status 153"), "{}", r.output);
     }
 }

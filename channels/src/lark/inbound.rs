@@ -8,7 +8,9 @@
 //! Messages go through one ordered queue (so a chat's messages reach the daemon in arrival
 //! order, across reconnects) processed by a single task; the transport waits at most
 //! [`RECORD_WAIT`] for the event to be recorded before it acknowledges, so the ACK is always
-//! in time and normally comes after the event is durable. Card callbacks are answered directly
+//! in time and normally comes after the event is durable. A recording that fails before the
+//! ACK is answered as a failure (Lark redelivers); one that fails after it is retried here with
+//! a growing delay for up to [`RECORD_RETRY_FOR`], since Lark will not send it again. Card callbacks are answered directly
 //! (the answer goes into the ACK).
 //!
 //! Per message, in order:
@@ -35,6 +37,10 @@ use tokio::sync::{mpsc, oneshot};
 
 /// Longest wait for a message to be recorded before the transport acknowledges anyway.
 pub const RECORD_WAIT: Duration = Duration::from_millis(1500);
+
+/// How long a message already acknowledged to Lark is retried when recording it fails (a
+/// locked or briefly unwritable database): nobody else has it any more.
+pub const RECORD_RETRY_FOR: Duration = Duration::from_secs(30 * 60);
 
 /// Event type of a message.
 pub const MESSAGE_RECEIVE: &str = "im.message.receive_v1";
@@ -83,8 +89,32 @@ impl Inbound {
         };
         tokio::spawn(async move {
             while let Some(job) = rx.recv().await {
-                let ok = worker.process(&job.event, job.header_create_ms).await;
-                let _ = job.done.send(ok);
+                let mut delay = Duration::from_secs(1);
+                let given_up = tokio::time::Instant::now() + RECORD_RETRY_FOR;
+                loop {
+                    let ok = worker.process(&job.event, job.header_create_ms).await;
+                    // Not recorded, but the handler stopped waiting and Lark was told "received"
+                    // (see `handle`): Lark will not redeliver, so the retries are ours.
+                    if ok || !job.done.is_closed() {
+                        let _ = job.done.send(ok);
+                        break;
+                    }
+                    if tokio::time::Instant::now() + delay > given_up {
+                        tracing::error!(
+                            target: "ethan_channels::lark",
+                            "gave up recording an acknowledged lark message after {} min; it is lost",
+                            RECORD_RETRY_FOR.as_secs() / 60
+                        );
+                        break;
+                    }
+                    tracing::warn!(
+                        target: "ethan_channels::lark",
+                        "an acknowledged lark message is not recorded yet; trying again in {}s",
+                        delay.as_secs()
+                    );
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(60));
+                }
             }
         });
         Arc::new(Inbound {
@@ -301,11 +331,22 @@ mod tests {
     struct Sink {
         published: Mutex<Vec<InboundEvent>>,
         decided: Mutex<Vec<ApprovalDecision>>,
+        /// This many publishes take 2 s and then fail, as with a locked database.
+        slow_failures: std::sync::atomic::AtomicU32,
     }
 
     #[async_trait]
     impl InboundSink for Sink {
         async fn publish(&self, event: InboundEvent) -> Result<PublishOutcome, ChannelError> {
+            use std::sync::atomic::Ordering::SeqCst;
+            if self
+                .slow_failures
+                .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                return Err(ChannelError::Storage("database is locked".into()));
+            }
             self.published.lock().unwrap().push(event);
             Ok(PublishOutcome::Accepted)
         }
@@ -375,6 +416,25 @@ mod tests {
             .get(super::super::LAST_EVENT_AT_KEY)
             .unwrap()
             .is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_acknowledged_message_whose_recording_failed_is_retried_until_recorded() {
+        let (inbound, sink, _) = setup();
+        sink.slow_failures
+            .store(2, std::sync::atomic::Ordering::SeqCst);
+        // Acknowledged after RECORD_WAIT (1.5 s) while the first try is still under way.
+        assert_eq!(inbound.handle(p2p("om_late", 5)).await, Reply::Ack);
+        assert!(sink.published.lock().unwrap().is_empty());
+        for _ in 0..60 {
+            if !sink.published.lock().unwrap().is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        let published = sink.published.lock().unwrap();
+        assert_eq!(published.len(), 1, "lost after two failed tries");
+        assert_eq!(published[0].message_id.as_deref(), Some("om_late"));
     }
 
     #[tokio::test]

@@ -356,11 +356,16 @@ pub fn lark_card(data: &[u8]) {
     let _ = ethan_cards::render_a2ui(&ui);
 }
 
-/// The shell classifier: no panic; a command containing a configured secret always asks.
+/// The shell classifier: no panic (not even one it catches itself and reports as "classifier
+/// error"); a command containing a configured secret always asks.
 pub fn shell_classifier(data: &[u8]) {
     let command = String::from_utf8_lossy(data);
     let secrets = vec!["hunter2-secret".to_string()];
     let c = ethan::consent::shell::classify(&command, &secrets);
+    assert!(
+        !c.reasons.iter().any(|r| r == "classifier error"),
+        "the classifier panicked on {command:?}"
+    );
     if command.contains("hunter2-secret") {
         assert_eq!(
             c.class,

@@ -1361,6 +1361,10 @@ impl<'a> Walker<'a> {
             self.note(ShellClass::Always, "too complex to analyse");
             return;
         }
+        if has_oversized_fd_number(src) {
+            self.note(ShellClass::Always, "a file descriptor number out of range");
+            return;
+        }
         let mut parser = Parser::new(
             std::io::Cursor::new(src.as_bytes()),
             &ParserOptions::default(),
@@ -3861,6 +3865,32 @@ fn find_unescaped(s: &str, delim: char) -> Option<usize> {
     None
 }
 
+/// Whether `src` has a redirection whose file descriptor number (`2>`, `10<&0`) does not fit in
+/// an `i32`: brush-parser 0.4 unwraps that conversion and panics (found by the `shell_classifier`
+/// fuzz target with `7777777777>`). Bash refuses such a command ("file descriptor out of range").
+/// Quoting is ignored: a false alarm only makes the result more cautious.
+fn has_oversized_fd_number(src: &str) -> bool {
+    let b = src.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if !b[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        let starts_token =
+            start == 0 || !(b[start - 1].is_ascii_alphanumeric() || b[start - 1] == b'_');
+        let redirects = matches!(b.get(i), Some(b'<' | b'>'));
+        if starts_token && redirects && src[start..i].parse::<i32>().is_err() {
+            return true;
+        }
+    }
+    false
+}
+
 /// Counts constructs that make the parser recurse. Quoting is ignored on purpose: counting too
 /// many only makes the result more cautious, counting too few could overflow the stack.
 fn count_openers(src: &str) -> usize {
@@ -3965,5 +3995,36 @@ mod tests {
         assert!(dangerous_mode("755").is_none());
         assert!(dangerous_mode("+x").is_none());
         assert!(dangerous_mode("-R").is_none());
+    }
+
+    #[test]
+    fn oversized_fd_numbers_are_refused_before_the_parser() {
+        // brush-parser panics on these (caught, but the class would say "classifier error").
+        for cmd in [
+            "7777777777>",
+            "cat 99999999999<x",
+            "echo $(2147483648>&2)",
+            "bash -c '7777777777>f'",
+            "ls; 12345678901<>f",
+        ] {
+            let c = classify(cmd, &[]);
+            assert_eq!(c.class, ShellClass::Always, "{cmd}: {c:?}");
+            assert!(
+                c.reasons.iter().any(|r| r.contains("out of range")),
+                "{cmd}: {c:?}"
+            );
+        }
+        assert!(has_oversized_fd_number("2147483648>x"));
+        assert!(!has_oversized_fd_number("2147483647>x"));
+        assert!(!has_oversized_fd_number("echo 2>/dev/null 12345678901"));
+        assert!(!has_oversized_fd_number("echo x12345678901>f"));
+        // Other large numbers near redirections are fine.
+        for cmd in ["echo 2>&1", "head -c 99999999999 f >out", "cat <in 3>&1"] {
+            let c = classify(cmd, &[]);
+            assert!(
+                !c.reasons.iter().any(|r| r.contains("classifier error")),
+                "{cmd}: {c:?}"
+            );
+        }
     }
 }

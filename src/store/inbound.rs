@@ -42,18 +42,20 @@ impl Store {
         let ts = now();
         let n = self
             .conn()
-            .execute(
+            .prepare_cached(
                 "INSERT OR IGNORE INTO inbound_events
                  (channel, event_id, session_key, payload, state, attempts, received_at, updated_at)
                  VALUES (?1, ?2, ?3, ?4, 'received', 0, ?5, ?5)",
-                rusqlite::params![
+            )
+            .and_then(|mut st| {
+                st.execute(rusqlite::params![
                     ev.channel.as_str(),
                     ev.event_id,
                     ev.session_key(),
                     payload,
                     ts
-                ],
-            )
+                ])
+            })
             .op("record inbound")?;
         Ok(n == 1)
     }
@@ -81,7 +83,8 @@ impl Store {
             }
         };
         self.conn()
-            .execute(sql, rusqlite::params![channel, event_id, state, now()])
+            .prepare_cached(sql)
+            .and_then(|mut st| st.execute(rusqlite::params![channel, event_id, state, now()]))
             .op("update inbound")?;
         Ok(())
     }
@@ -97,11 +100,11 @@ impl Store {
         reply: &str,
     ) -> Result<(), StoreError> {
         self.conn()
-            .execute(
+            .prepare_cached(
                 "UPDATE inbound_events SET state = 'sending', reply = ?3, updated_at = ?4
                  WHERE channel = ?1 AND event_id = ?2",
-                rusqlite::params![channel, event_id, reply, now()],
             )
+            .and_then(|mut st| st.execute(rusqlite::params![channel, event_id, reply, now()]))
             .op("update inbound")?;
         Ok(())
     }

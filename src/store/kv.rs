@@ -6,18 +6,19 @@ use rusqlite::OptionalExtension;
 impl Store {
     pub fn kv_get(&self, key: &str) -> Result<Option<String>, StoreError> {
         self.conn()
-            .query_row("SELECT value FROM kv WHERE key = ?1", [key], |r| r.get(0))
+            .prepare_cached("SELECT value FROM kv WHERE key = ?1")
+            .and_then(|mut st| st.query_row([key], |r| r.get(0)))
             .optional()
             .op("kv get")
     }
 
     pub fn kv_set(&self, key: &str, value: &str) -> Result<(), StoreError> {
         self.conn()
-            .execute(
+            .prepare_cached(
                 "INSERT INTO kv(key, value) VALUES (?1, ?2)
                  ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                [key, value],
             )
+            .and_then(|mut st| st.execute([key, value]))
             .op("kv set")?;
         Ok(())
     }

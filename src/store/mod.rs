@@ -106,6 +106,9 @@ impl Store {
 
     fn init(conn: Connection) -> Result<Self, StoreError> {
         conn.busy_timeout(BUSY_TIMEOUT).op("busy_timeout")?;
+        // The statements of a turn are prepared once and reused: parsing SQL showed up as
+        // several per cent of the daemon's CPU per turn in a profile.
+        conn.set_prepared_statement_cache_capacity(64);
         conn.pragma_update(None, "journal_mode", "WAL").op("WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .op("synchronous")?;

@@ -9,11 +9,10 @@ impl Store {
     pub fn current_session(&self, key: &str) -> Result<String, StoreError> {
         let conn = self.conn();
         let found: Option<String> = conn
-            .query_row(
+            .prepare_cached(
                 "SELECT id FROM sessions WHERE key = ?1 AND active = 1 ORDER BY created_at DESC LIMIT 1",
-                [key],
-                |r| r.get(0),
             )
+            .and_then(|mut st| st.query_row([key], |r| r.get(0)))
             .optional()
             .op("find session")?;
         if let Some(id) = found {

@@ -131,6 +131,9 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
             loaded.db_path().display()
         )),
     })?;
+    store
+        .checkpoint_in_background(&loaded.db_path(), std::time::Duration::from_secs(1))
+        .context("starting the background checkpoint")?;
     let consent = build_consent(&loaded, &store, None);
     let agent = build_agent(loaded.clone(), store.clone(), Some(consent.clone()))?;
 

@@ -134,6 +134,37 @@ impl Store {
             .op("checkpoint")
     }
 
+    /// Move WAL checkpoints off the request path (the daemon): automatic checkpoints, which
+    /// SQLite runs inside whichever commit crosses 1,000 WAL pages and which end in an `fsync`
+    /// of the database file (milliseconds, the tail of a turn's latency), are turned off for
+    /// this handle, and a thread with its own connection to `path` runs a `PASSIVE` checkpoint
+    /// every `every` instead (it never blocks writers). Durability is unchanged (WAL,
+    /// `synchronous=NORMAL`). Errors: opening the second connection; if the thread cannot be
+    /// started, automatic checkpoints stay on (logged).
+    pub fn checkpoint_in_background(
+        &self,
+        path: &Path,
+        every: std::time::Duration,
+    ) -> Result<(), StoreError> {
+        let bg = Connection::open(path).op("open")?;
+        bg.busy_timeout(BUSY_TIMEOUT).op("busy_timeout")?;
+        let spawned = std::thread::Builder::new()
+            .name("ethan-checkpoint".into())
+            .spawn(move || loop {
+                std::thread::sleep(every);
+                if let Err(e) = bg.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+                    tracing::warn!("background WAL checkpoint failed: {}", describe_sqlite(&e));
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("cannot start the checkpoint thread ({e}); SQLite checkpoints as usual");
+            return Ok(());
+        }
+        self.conn()
+            .pragma_update(None, "wal_autocheckpoint", 0)
+            .op("wal_autocheckpoint")
+    }
+
     /// The schema version (number of applied migrations).
     pub fn schema_version(&self) -> Result<i64, StoreError> {
         self.conn()
@@ -145,4 +176,37 @@ impl Store {
 /// Unix time in seconds.
 pub(crate) fn now() -> i64 {
     chrono::Utc::now().timestamp()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn checkpoints_move_to_the_background_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ethan.db");
+        let store = Store::open(&path).unwrap();
+        store
+            .checkpoint_in_background(&path, Duration::from_millis(50))
+            .unwrap();
+        let auto: i64 = store
+            .conn()
+            .query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(auto, 0, "commits no longer checkpoint");
+        let before = std::fs::metadata(&path).unwrap().len();
+        let value = "x".repeat(2_000);
+        for i in 0..500 {
+            store.kv_set(&format!("k{i}"), &value).unwrap();
+        }
+        // Only the background thread writes pages back into the database file now.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::fs::metadata(&path).unwrap().len() <= before {
+            assert!(Instant::now() < deadline, "the database file never grew");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(store.kv_get("k499").unwrap().as_deref(), Some(&*value));
+    }
 }

@@ -7,7 +7,7 @@
 
 mod support;
 
-use serde_json::{json, Value};
+use serde_json::json;
 use std::time::Duration;
 use support::lark::{self, FakeLark};
 use support::{Daemon, FakeTelegram, ScriptedModel, Step, TestHome};
@@ -23,15 +23,6 @@ fn inbound_state(home: &TestHome, channel: &str, event_id: &str) -> Option<Strin
             |r| r.get(0),
         )
         .ok()
-}
-
-fn last_user_text(req: &Value) -> String {
-    req["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rfind(|m| m["role"] == "user"))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or("")
-        .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -87,7 +78,10 @@ async fn telegram_reply_cut_off_by_a_kill_is_not_sent_twice() {
     assert_eq!(to_first.len(), 1, "{}", tg.describe_calls());
     let reqs = model.requests();
     assert_eq!(reqs.len(), 2, "{}", model.describe());
-    assert_eq!(last_user_text(&reqs[1]), "the second question");
+    assert_eq!(
+        support::model::last_user_text(&reqs[1]),
+        "the second question"
+    );
     assert_eq!(
         inbound_state(&home, "telegram", &event_id).as_deref(),
         Some("unconfirmed")

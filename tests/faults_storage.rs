@@ -33,15 +33,6 @@ fn db_path(home: &TestHome) -> std::path::PathBuf {
     home.path().join("ethan.db")
 }
 
-fn last_user_text(req: &Value) -> String {
-    req["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rfind(|m| m["role"] == "user"))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or("")
-        .to_string()
-}
-
 fn last_tool_text(req: &Value) -> String {
     req["messages"]
         .as_array()
@@ -49,24 +40,6 @@ fn last_tool_text(req: &Value) -> String {
         .and_then(|m| m["content"].as_str())
         .unwrap_or("")
         .to_string()
-}
-
-/// Answers every request with `answer to: <last user text>`, so concurrent sessions can be told
-/// apart whatever order they reach the model in.
-fn echo_user(n: usize) -> Vec<Step> {
-    (0..n)
-        .map(|_| {
-            Step::custom(|req| {
-                let text = format!("answer to: {}", last_user_text(req));
-                (200, support::model::text_completion(req, &text))
-            })
-        })
-        .collect()
-}
-
-fn assert_no_panic(home: &TestHome) {
-    let log = home.log();
-    assert!(!log.contains("panicked"), "the daemon panicked:\n{log}");
 }
 
 fn count_containing(texts: &[String], needle: &str) -> usize {
@@ -79,7 +52,7 @@ fn count_containing(texts: &[String], needle: &str) -> usize {
 async fn locked_database_loses_no_update_and_answers_once_after_release() {
     let home = TestHome::new();
     let tg = FakeTelegram::start().await;
-    let model = ScriptedModel::start(echo_user(4)).await;
+    let model = ScriptedModel::start(support::model::echo_user(4)).await;
     write_config(&home, &tg, &model);
     let mut daemon = Daemon::start(&home);
     // Polling runs (start-up writes are done).
@@ -163,7 +136,7 @@ async fn locked_database_loses_no_update_and_answers_once_after_release() {
         tg.getupdates_offsets()
     );
     assert!(daemon.is_running());
-    assert_no_panic(&home);
+    home.assert_no_panic();
     daemon.stop();
 }
 
@@ -179,7 +152,7 @@ const REFUSE_OFFSET: &str = "
 async fn failed_offset_write_does_not_stop_polling() {
     let home = TestHome::new();
     let tg = FakeTelegram::start().await;
-    let model = ScriptedModel::start(echo_user(4)).await;
+    let model = ScriptedModel::start(support::model::echo_user(4)).await;
     write_config(&home, &tg, &model);
     let mut daemon = Daemon::start(&home);
     tg.wait_for_getupdates(1, WAIT).await;
@@ -230,7 +203,7 @@ async fn failed_offset_write_does_not_stop_polling() {
     let log = home.log();
     assert!(!log.contains("telegram channel stopped"), "{log}");
     assert!(daemon.is_running());
-    assert_no_panic(&home);
+    home.assert_no_panic();
     daemon.stop();
 }
 
@@ -273,7 +246,7 @@ async fn deliver_like_lark(fake: &support::lark::FakeLark, event: &Value) -> usi
 async fn lark_message_during_a_locked_database_is_not_lost() {
     let home = TestHome::new();
     let fake = support::lark::FakeLark::start().await;
-    let model = ScriptedModel::start(echo_user(6)).await;
+    let model = ScriptedModel::start(support::model::echo_user(6)).await;
     home.write_config(&format!(
         "model:\n  base_url: {}\n  api_key: sk-test\n  name: test-model\n\
          channels:\n{}\
@@ -333,7 +306,7 @@ async fn lark_message_during_a_locked_database_is_not_lost() {
         "{error}"
     );
     assert!(daemon.is_running());
-    assert_no_panic(&home);
+    home.assert_no_panic();
     daemon.stop();
 }
 
@@ -523,6 +496,6 @@ async fn spill_file_over_the_size_limit_is_reported_and_the_daemon_keeps_serving
     .await;
     model.assert_protocol_ok();
     assert!(daemon.is_running());
-    assert_no_panic(&home);
+    home.assert_no_panic();
     daemon.stop();
 }

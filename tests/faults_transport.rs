@@ -8,38 +8,10 @@ mod support;
 use serde_json::Value;
 use std::time::Duration;
 use support::lark::{self, FakeLark};
-use support::{Daemon, FakeTelegram, ScriptedModel, Step, TestHome};
+use support::{Daemon, FakeTelegram, ScriptedModel, TestHome};
 
 /// Generous: the poller backs off 1 s, 2 s, 4 s, … and CI machines are busy.
 const WAIT: Duration = Duration::from_secs(45);
-
-/// The text of the newest user message in a model request.
-fn last_user_text(req: &Value) -> String {
-    req["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rfind(|m| m["role"] == "user"))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or("")
-        .to_string()
-}
-
-/// Answers every request with `answer to: <last user text>`, so concurrent sessions can be told
-/// apart whatever order they reach the model in.
-fn echo_user(n: usize) -> Vec<Step> {
-    (0..n)
-        .map(|_| {
-            Step::custom(|req| {
-                let text = format!("answer to: {}", last_user_text(req));
-                (200, support::model::text_completion(req, &text))
-            })
-        })
-        .collect()
-}
-
-fn assert_no_panic(home: &TestHome) {
-    let log = home.log();
-    assert!(!log.contains("panicked"), "the daemon panicked:\n{log}");
-}
 
 // ----- Telegram: getUpdates connections cut ---------------------------------------------------
 
@@ -50,7 +22,7 @@ const TG_OTHER: i64 = 5550123;
 async fn telegram_getupdates_connection_cut_polling_recovers_and_answers_once() {
     let home = TestHome::new();
     let tg = FakeTelegram::start().await;
-    let model = ScriptedModel::start(echo_user(4)).await;
+    let model = ScriptedModel::start(support::model::echo_user(4)).await;
     home.write_config(&format!(
         "model:\n  base_url: {}\n  api_key: sk-test\n  name: test-model\n\
          channels:\n  telegram:\n    token: \"{}\"\n    api_url: {}\n    allow_from: [{TG_OTHER}]\n\
@@ -117,7 +89,7 @@ async fn telegram_getupdates_connection_cut_polling_recovers_and_answers_once() 
     assert_eq!(texts.len(), 2, "{}", tg.describe_calls());
     assert_eq!(model.requests().len(), 2);
     assert!(daemon.is_running());
-    assert_no_panic(&home);
+    home.assert_no_panic();
     daemon.stop();
 }
 
@@ -130,7 +102,7 @@ const LARK_OTHER: &str = "ou_0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f";
 async fn lark_connection_dropped_mid_fragment_event_redelivered_and_answered_once() {
     let home = TestHome::new();
     let fake = FakeLark::start().await;
-    let model = ScriptedModel::start(echo_user(4)).await;
+    let model = ScriptedModel::start(support::model::echo_user(4)).await;
     home.write_config(&format!(
         "model:\n  base_url: {}\n  api_key: sk-test\n  name: test-model\n\
          channels:\n{}\
@@ -202,6 +174,6 @@ async fn lark_connection_dropped_mid_fragment_event_redelivered_and_answered_onc
         "the reconnect is not logged"
     );
     assert!(daemon.is_running());
-    assert_no_panic(&home);
+    home.assert_no_panic();
     daemon.stop();
 }

@@ -36,15 +36,6 @@ fn inbound_state(home: &TestHome, event_id: &str) -> Option<String> {
         .ok()
 }
 
-fn last_user_text(req: &Value) -> String {
-    req["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rfind(|m| m["role"] == "user"))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or("")
-        .to_string()
-}
-
 fn assert_no_secrets(home: &TestHome) {
     let log = home.log();
     assert!(
@@ -125,7 +116,7 @@ async fn group_mention_is_acked_fast_and_answered_with_a_threaded_card() {
     // The model saw the text without the mention, once.
     let reqs = model.requests();
     assert_eq!(reqs.len(), 1, "{}", model.describe());
-    assert_eq!(last_user_text(&reqs[0]), "what is up?");
+    assert_eq!(support::model::last_user_text(&reqs[0]), "what is up?");
     support::wait_until("the event is done", WAIT, || {
         inbound_state(&home, &msg_id).as_deref() == Some("done")
     })
@@ -213,7 +204,7 @@ async fn a_two_fragment_event_is_answered_once() {
     assert_eq!(fake.acks().len(), 1, "{}", fake.describe());
     let reqs = model.requests();
     assert_eq!(reqs.len(), 1);
-    assert!(last_user_text(&reqs[0]).starts_with("please read: lorem ipsum"));
+    assert!(support::model::last_user_text(&reqs[0]).starts_with("please read: lorem ipsum"));
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(fake.messages().len(), 1);
     daemon.stop();

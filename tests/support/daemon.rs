@@ -99,6 +99,12 @@ impl TestHome {
     pub fn log(&self) -> String {
         read_lossy(&self.log_path())
     }
+
+    /// Fails (showing the log) if the daemon logged a panic.
+    pub fn assert_no_panic(&self) {
+        let log = self.log();
+        assert!(!log.contains("panicked"), "the daemon panicked:\n{log}");
+    }
 }
 
 /// The daemon log of `home` (same as [`TestHome::log`]).

@@ -706,6 +706,19 @@ pub fn last_user_text(req: &Value) -> String {
         .unwrap_or_default()
 }
 
+/// `n` steps that each answer `answer to: <last user text>`, so concurrent sessions can be told
+/// apart whatever order their requests reach the model in.
+pub fn echo_user(n: usize) -> Vec<Step> {
+    (0..n)
+        .map(|_| {
+            Step::custom(|req| {
+                let text = format!("answer to: {}", last_user_text(req));
+                (200, text_completion(req, &text))
+            })
+        })
+        .collect()
+}
+
 /// The role of the last message of a request body.
 pub fn last_role(req: &Value) -> Option<&str> {
     req.get("messages")

@@ -125,7 +125,7 @@ impl Fakes {
             "update_id": id,
             "message": {
                 "message_id": id,
-                "date": chrono_now(),
+                "date": crate::unix_now(),
                 "chat": {"id": chat_id, "type": "private", "first_name": "User"},
                 "from": {"id": chat_id, "is_bot": false, "first_name": "User", "language_code": "en"},
                 "text": format!("{text} bench-{tag}"),
@@ -226,13 +226,6 @@ impl Fakes {
     }
 }
 
-fn chrono_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
 /// A JSON body, or a form body, or the query: whatever teloxide sent.
 fn params(body: &Bytes) -> Value {
     if let Ok(v) = serde_json::from_slice::<Value>(body) {
@@ -281,7 +274,7 @@ async fn telegram(
             drop(tg);
             s.replies.notify_waiters();
             json!({
-                "message_id": id, "date": chrono_now(),
+                "message_id": id, "date": crate::unix_now(),
                 "chat": {"id": chat_id, "type": "private", "first_name": "User"},
                 "from": {"id": 123456, "is_bot": true, "first_name": "Ethan", "username": "ethan_bench_bot"},
                 "text": text
@@ -362,7 +355,7 @@ async fn model(State(s): State<Arc<Shared>>, body: Bytes) -> Json<Value> {
         None => "ok".to_string(),
     };
     let reply = json!({
-        "id": "chatcmpl-bench", "object": "chat.completion", "created": chrono_now(),
+        "id": "chatcmpl-bench", "object": "chat.completion", "created": crate::unix_now(),
         "model": req["model"].as_str().unwrap_or("bench"),
         "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                      "logprobs": null, "finish_reason": "stop"}],

@@ -25,7 +25,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Seconds since the epoch (the Lark fake stamps its events with it).
-fn unix_now() -> i64 {
+pub(crate) fn unix_now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
@@ -54,6 +54,15 @@ fn sorted(mut v: Vec<f64>) -> Vec<f64> {
 
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
+}
+
+/// `p50 … ms, p99 … ms` of sorted microsecond samples.
+fn p50_p99_ms(sorted_us: &[f64]) -> String {
+    format!(
+        "p50 {:.2} ms, p99 {:.2} ms",
+        pct(sorted_us, 0.5) / 1e3,
+        pct(sorted_us, 0.99) / 1e3
+    )
 }
 
 /// One line of the summary: figure number, what, value, target.
@@ -263,31 +272,19 @@ async fn main() {
     figure(
         "3",
         &format!("per-message overhead, n={messages}: update -> model request"),
-        &format!(
-            "p50 {:.2} ms, p99 {:.2} ms",
-            pct(&inbound, 0.5) / 1e3,
-            pct(&inbound, 0.99) / 1e3
-        ),
+        &p50_p99_ms(&inbound),
         "",
     );
     figure(
         "3",
         "model answer -> sendMessage",
-        &format!(
-            "p50 {:.2} ms, p99 {:.2} ms",
-            pct(&outbound, 0.5) / 1e3,
-            pct(&outbound, 0.99) / 1e3
-        ),
+        &p50_p99_ms(&outbound),
         "",
     );
     figure(
         "3",
         "both legs of the same message",
-        &format!(
-            "p50 {:.2} ms, p99 {:.2} ms",
-            pct(&both, 0.5) / 1e3,
-            pct(&both, 0.99) / 1e3
-        ),
+        &p50_p99_ms(&both),
         "p99 <= 2 ms",
     );
     figure(

@@ -241,9 +241,9 @@ impl Router {
     }
 
     /// Deliver `text` as the reply to `ev`: first record it as being sent (state `sending`, one
-    /// write), then send. Returns the state to mark: `done` once the platform confirmed it,
-    /// `failed` when it refused or could not be reached (logged).
-    async fn answer(&self, ev: &InboundEvent, text: &str) -> &'static str {
+    /// write), then send, then mark the event `done` once the platform confirmed it, or `failed`
+    /// when it refused or could not be reached (logged).
+    async fn answer(&self, ev: &InboundEvent, text: &str) {
         if let Err(e) = self
             .store
             .set_inbound_sending(ev.channel.as_str(), &ev.event_id, text)
@@ -253,13 +253,14 @@ impl Router {
                 ev.event_id
             );
         }
-        match self.reply(ev, text).await {
+        let state = match self.reply(ev, text).await {
             Ok(()) => "done",
             Err(e) => {
                 tracing::error!("could not deliver the reply in {}: {e}", ev.session_key());
                 "failed"
             }
-        }
+        };
+        self.mark(ev, state);
     }
 
     /// Send again a reply a crash caught mid-send (same idempotency key as the first send).
@@ -347,8 +348,7 @@ impl Router {
                     ev.channel,
                     ev.sender.id
                 );
-                let state = self.answer(&ev, note).await;
-                self.mark(&ev, state);
+                self.answer(&ev, note).await;
                 return;
             }
             Access::Allowed { is_owner } => is_owner,
@@ -372,11 +372,10 @@ impl Router {
             }
             None => self.run_turn(&ev, is_owner).await,
         };
-        let state = match reply_text {
+        match reply_text {
             Some(text) => self.answer(&ev, &text).await,
-            None => "done",
-        };
-        self.mark(&ev, state);
+            None => self.mark(&ev, "done"),
+        }
     }
 
     async fn run_turn(self: &Arc<Self>, ev: &InboundEvent, is_owner: bool) -> Option<String> {
@@ -582,8 +581,7 @@ impl InboundSink for RouterSink {
                 // /claim works for people not yet allowed; /approve and /deny check the owner.
                 router.mark(&ev, "processing");
                 let reply = router.out_of_band(&ev, &cmd);
-                let state = router.answer(&ev, &reply).await;
-                router.mark(&ev, state);
+                router.answer(&ev, &reply).await;
                 return Ok(PublishOutcome::Accepted);
             }
             _ => {}

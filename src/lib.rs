@@ -17,6 +17,7 @@ pub mod knowledge;
 pub mod logging;
 pub mod metrics;
 pub mod provider;
+pub mod sandbox;
 pub mod scheduler;
 pub mod store;
 pub mod tools;

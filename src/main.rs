@@ -114,6 +114,10 @@ fn main() -> ExitCode {
         }
     };
     redactor.set(loaded.secret_values());
+    // The config file is protected wherever it lives (usually inside $ETHAN_HOME already).
+    if loaded.file_found {
+        ethan::sandbox::protected::protect_also(vec![loaded.path.clone()]);
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -166,6 +166,11 @@ impl Agent {
                 Vec::new()
             }
         };
+        if !input.is_owner {
+            // A group's history is shared: someone who is not the owner gets the chat and the
+            // bot's visible answers, never the owner's tool calls and their results.
+            history = without_tool_traffic(history);
+        }
         let audience = Audience {
             channel: input.channel,
             is_owner: input.is_owner,
@@ -207,7 +212,13 @@ impl Agent {
             chat: input.chat.clone(),
             approved_actions: Vec::new(),
             events: input.events.clone(),
+            taint: crate::tools::Taint::default(),
         };
+        if let Some(source) = private_reads_in(&history, registry) {
+            base_ctx
+                .taint
+                .mark(&format!("{source}, earlier in this conversation"));
+        }
 
         let mut turn = vec![ChatMessage::user(input.text.clone())];
         let max_iter = self.config.config.model.max_tool_iterations;
@@ -348,6 +359,43 @@ impl Agent {
         }
         TurnReply { outcome, cards }
     }
+}
+
+/// The history without tool calls and tool results: user messages and the assistant's visible
+/// text only (an assistant message that only called tools is dropped).
+fn without_tool_traffic(history: Vec<ChatMessage>) -> Vec<ChatMessage> {
+    history
+        .into_iter()
+        .filter_map(|mut m| match m.role {
+            Role::Tool => None,
+            Role::Assistant => {
+                m.tool_calls.clear();
+                m.content
+                    .as_deref()
+                    .is_some_and(|c| !c.trim().is_empty())
+                    .then_some(m)
+            }
+            _ => Some(m),
+        })
+        .collect()
+}
+
+/// The first tool in `history` whose result is private data ([`crate::tools::Tool::reads_private`]).
+fn private_reads_in(
+    history: &[ChatMessage],
+    registry: &crate::tools::registry::Registry,
+) -> Option<String> {
+    history
+        .iter()
+        .flat_map(|m| m.tool_calls.iter())
+        .map(|c| c.function.name.as_str())
+        .find(|name| {
+            registry
+                .resolve(name)
+                .and_then(|n| registry.get(n))
+                .is_some_and(|t| t.reads_private())
+        })
+        .map(str::to_string)
 }
 
 /// Keep the newer half of the history, starting at a user message.

@@ -54,6 +54,20 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
 
     knowledge_check(&mut r, &loaded).await;
 
+    let protection = crate::sandbox::protected::Protection::new(
+        Some(loaded.home.as_path()),
+        &loaded.workspace(),
+    );
+    let probe = if loaded.file_found {
+        loaded.path.clone()
+    } else {
+        loaded.db_path()
+    };
+    match crate::sandbox::self_check(&protection, &probe) {
+        Ok(line) => r.ok("sandbox", line),
+        Err(line) => r.warn("sandbox", line),
+    }
+
     let default_endpoint = c.model.base_url.starts_with("https://api.openai.com");
     if c.model.api_key.is_empty() && default_endpoint {
         r.fail(

@@ -43,6 +43,20 @@ use tokio::sync::oneshot;
 /// path (`$ETHAN_HOME`, secret-looking files); file tools then let it through.
 pub const PROTECTED_PATHS_APPROVED: &str = "protected_paths";
 
+/// The approval text of a call that would carry data off the machine after private data entered
+/// the turn: why it asks, then exactly what leaves, then the tool's own description, if any.
+fn egress_description(source: &str, e: &crate::tools::Egress, own: Option<&str>) -> String {
+    let mut d = format!(
+        "This conversation has read private data ({source}); this call sends data off the machine:\n{}",
+        e.destination
+    );
+    if let Some(own) = own.filter(|o| !o.trim().is_empty()) {
+        d.push('\n');
+        d.push_str(own);
+    }
+    d
+}
+
 /// Why a call was refused; each has its own text for the model.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Denial {
@@ -312,11 +326,19 @@ impl ConsentGate for Consent {
         ctx: &mut ToolContext,
     ) -> Result<(), ToolResult> {
         let name = tool.name().to_string();
-        let Some(description) = tool.consent_check(args, ctx) else {
-            return Ok(());
+        // After private data entered the turn, a call that carries data out asks, scoped to
+        // its destination (taint.rs says why).
+        let egress = ctx
+            .taint
+            .source()
+            .and_then(|source| tool.egress(args, ctx).map(|e| (source, e)));
+        let own = tool.consent_check(args, ctx);
+        let (description, scope) = match (egress, own) {
+            (None, None) => return Ok(()),
+            (None, Some(d)) => (d, tool.consent_scope(args, ctx)),
+            (Some((source, e)), own) => (egress_description(&source, &e, own.as_deref()), e.scope),
         };
         let always = tool.consent_always(args, ctx);
-        let scope = tool.consent_scope(args, ctx);
         let approve = |ctx: &mut ToolContext| {
             if always {
                 ctx.approved_actions

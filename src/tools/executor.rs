@@ -260,7 +260,10 @@ impl Executor {
                     return r;
                 }
             }
-            // 7. run
+            // 7. run (a tool that reads private data taints the turn, whatever its outcome)
+            if tool.reads_private() {
+                ctx.taint.mark(name);
+            }
             let (limit, retries) = self.limits(tool.as_ref(), &args);
             let (r, n) = run_with_retries(tool.as_ref(), args, &mut ctx, limit, retries).await;
             attempts = n;

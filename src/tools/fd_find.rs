@@ -193,6 +193,9 @@ impl Tool for FdFind {
     fn risk(&self) -> Risk {
         Risk::ReadOnly
     }
+    fn reads_private(&self) -> bool {
+        true
+    }
     fn timeout(&self) -> Duration {
         Duration::from_secs(60)
     }

@@ -34,6 +34,9 @@ impl Tool for FileRead {
     fn risk(&self) -> Risk {
         Risk::ReadOnly
     }
+    fn reads_private(&self) -> bool {
+        true
+    }
     /// Read-only, so no consent, except a protected path: an always-ask call for the owner.
     fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
         let raw = args.get("path").and_then(Value::as_str)?;

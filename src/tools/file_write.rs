@@ -32,15 +32,15 @@ impl Tool for FileWrite {
     fn risk(&self) -> Risk {
         Risk::Write
     }
-    /// No consent inside the system temp directory; a protected path is an always-ask call.
+    /// No consent inside the daemon's private temp folder ([`crate::sandbox::private_tmp`]) only,
+    /// never the system temp directory as a whole; a protected path is an always-ask call.
     fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
         let raw = args.get("path").and_then(Value::as_str)?;
         if let Some(d) = paths::protected_description(ctx, raw, "write") {
             return Some(d);
         }
         let path = paths::real_path(&paths::resolve(ctx, raw));
-        let tmp = paths::real_path(&std::env::temp_dir());
-        if path.starts_with(&tmp) {
+        if crate::sandbox::private_tmp().is_some_and(|tmp| path.starts_with(tmp)) {
             return None;
         }
         let bytes = args
@@ -136,5 +136,37 @@ mod tests {
         );
         let r = FileWrite.run(json!({"path": "a/b/c.txt"}), &ctx).await;
         assert_eq!(r.error_kind, Some(ErrorKind::Validation));
+    }
+
+    #[test]
+    fn no_consent_only_inside_the_private_temp_folder() {
+        // ETHAN_HOME and the workspace under the system temp directory, as in a test setup.
+        let home = tempfile::tempdir().unwrap();
+        let ws = home.path().join("workspace");
+        std::fs::create_dir_all(&ws).unwrap();
+        let mut ctx = ctx_in(&ws);
+        ctx.ethan_home = Some(home.path().to_path_buf());
+        let private = crate::sandbox::private_tmp().expect("a private temp folder");
+        let inside = private.join("draft.txt").display().to_string();
+        assert_eq!(
+            FileWrite.consent_check(&json!({"path": inside, "content": "x"}), &ctx),
+            None
+        );
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(private).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        // Elsewhere in the system temp directory: asks.
+        let elsewhere = std::env::temp_dir().join("ethan-not-private.txt");
+        let asked = FileWrite.consent_check(
+            &json!({"path": elsewhere.display().to_string(), "content": "x"}),
+            &ctx,
+        );
+        assert!(asked.is_some(), "writing to the shared temp dir must ask");
+        // The workspace (itself under the temp dir) asks too.
+        assert!(FileWrite
+            .consent_check(&json!({"path": "a.txt", "content": "x"}), &ctx)
+            .is_some());
     }
 }

@@ -33,6 +33,9 @@ impl Tool for KnowledgeRead {
     fn risk(&self) -> Risk {
         Risk::ReadOnly
     }
+    fn reads_private(&self) -> bool {
+        true
+    }
     fn max_retries(&self) -> u32 {
         1
     }

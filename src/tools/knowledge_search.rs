@@ -44,6 +44,9 @@ impl Tool for KnowledgeSearch {
     fn risk(&self) -> Risk {
         Risk::ReadOnly
     }
+    fn reads_private(&self) -> bool {
+        true
+    }
     fn timeout(&self) -> Duration {
         Duration::from_secs(60)
     }

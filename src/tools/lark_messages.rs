@@ -103,6 +103,9 @@ impl Tool for LarkChatMessages {
     fn risk(&self) -> Risk {
         Risk::ReadOnly
     }
+    fn reads_private(&self) -> bool {
+        true
+    }
     fn timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs(60)
     }

@@ -89,19 +89,26 @@ impl Tool for LarkMessageSend {
         };
         Some(match request(args) {
             Ok((t, id, m, content)) => {
+                // In full: what is cut off could be the private part.
                 let shown = if m == "text" {
                     args.get("text")
                         .and_then(Value::as_str)
                         .unwrap_or("")
-                        .chars()
-                        .take(300)
-                        .collect::<String>()
+                        .to_string()
                 } else {
-                    format!("a card ({} bytes)", content.len())
+                    format!("a card: {content}")
                 };
                 format!("send a Lark message {who} to {t} {id}: {shown}")
             }
             Err(_) => format!("send a Lark message {who}: {args}"),
+        })
+    }
+    /// The message leaves for its recipient; shown in full by `consent_check`.
+    fn egress(&self, args: &Value, _ctx: &ToolContext) -> Option<crate::tools::Egress> {
+        let (t, id, _, _) = request(args).ok()?;
+        Some(crate::tools::Egress {
+            destination: format!("a Lark message to {t} {id}"),
+            scope: format!("egress:lark:{t}:{id}"),
         })
     }
     /// Every message is its own decision: never remembered for the session.

@@ -188,6 +188,41 @@ pub struct ToolContext {
     pub approved_actions: Vec<String>,
     /// The turn's live event stream (web consent asks there); `None` elsewhere.
     pub events: Option<crate::agent::EventSink>,
+    /// Whether private data has entered this turn (shared by every call of the turn).
+    pub taint: Taint,
+}
+
+/// Whether private data has entered a turn: the output of a tool that reads the machine or the
+/// owner's accounts ([`Tool::reads_private`]), in this turn or in the history it was given.
+/// Once set, a call that can carry data off the machine ([`Tool::egress`]) asks the owner.
+/// Clones share the flag; the first source is kept, for the approval text.
+#[derive(Debug, Clone, Default)]
+pub struct Taint(std::sync::Arc<std::sync::Mutex<Option<String>>>);
+
+impl Taint {
+    /// Record that `source` (e.g. `file_read`) brought private data into the turn.
+    pub fn mark(&self, source: &str) {
+        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if g.is_none() {
+            *g = Some(source.to_string());
+        }
+    }
+
+    /// What first brought private data into the turn, if anything did.
+    pub fn source(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// Where a call would carry data off the machine ([`Tool::egress`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Egress {
+    /// Everything that leaves, as the owner must see it: the full URL with its query, the
+    /// search query and provider, the recipient and text.
+    pub destination: String,
+    /// What "approve for this session" covers: one host, one search provider, one recipient
+    /// (e.g. `egress:host:example.com`).
+    pub scope: String,
 }
 
 impl ToolContext {
@@ -212,6 +247,7 @@ impl ToolContext {
             chat: None,
             approved_actions: Vec::new(),
             events: None,
+            taint: Taint::default(),
         }
     }
 }
@@ -275,6 +311,18 @@ pub trait Tool: Send + Sync {
     /// Ask every time and never remember (dangerous commands, secret files). Default: no.
     fn consent_always(&self, _args: &Value, _ctx: &ToolContext) -> bool {
         false
+    }
+    /// Whether this tool's output is private data: it reads the machine or the owner's
+    /// accounts (files, commands, search, knowledge, Lark history and calendar). Once such a
+    /// call ran in a turn, successful or not, later calls that carry data out ask. Default: no.
+    fn reads_private(&self) -> bool {
+        false
+    }
+    /// Where this call would carry data off the machine, if it can (network fetches, searches,
+    /// messages to others). After private data entered the turn, such a call asks the owner,
+    /// showing [`Egress::destination`]. Default: it cannot.
+    fn egress(&self, _args: &Value, _ctx: &ToolContext) -> Option<Egress> {
+        None
     }
     /// Run with already-parsed arguments.
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult;

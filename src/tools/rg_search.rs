@@ -61,14 +61,14 @@ pub(crate) fn max_results(args: &Value) -> Result<usize, ToolResult> {
     Ok(n.clamp(1, MAX_RESULTS_CAP) as usize)
 }
 
-/// Where a search runs and what it leaves out: secret-looking entries and `$ETHAN_HOME` outside
-/// the workspace. Paths are shown relative to the workspace when inside it.
+/// Where a search runs and what it leaves out: secret-looking entries, `$ETHAN_HOME` outside
+/// the workspace, credential places and hard links to protected files. Paths are shown relative to the workspace when inside it.
 #[derive(Debug, Clone)]
 pub(crate) struct Scope {
     /// The real (symlink-free) root to walk.
     pub root: PathBuf,
     workspace: PathBuf,
-    home: Option<PathBuf>,
+    protection: Arc<crate::sandbox::protected::Protection>,
     pub left_out: Arc<AtomicUsize>,
 }
 
@@ -86,7 +86,7 @@ impl Scope {
         Ok(Scope {
             root,
             workspace: paths::real_path(&ctx.workspace),
-            home: ctx.ethan_home.as_deref().map(paths::real_path),
+            protection: Arc::new(paths::protection_of(ctx)),
             left_out: Arc::new(AtomicUsize::new(0)),
         })
     }
@@ -100,11 +100,10 @@ impl Scope {
         let secret = path
             .file_name()
             .is_some_and(|n| paths::secret_looking(&n.to_string_lossy()));
-        let home = self
-            .home
-            .as_ref()
-            .is_some_and(|h| path.starts_with(h) && !path.starts_with(&self.workspace));
-        if secret || home {
+        if secret
+            || self.protection.place_of(path).is_some()
+            || self.protection.hard_link_target(path).is_some()
+        {
             self.left_out.fetch_add(1, Ordering::Relaxed);
             return true;
         }
@@ -331,6 +330,9 @@ impl Tool for RgSearch {
     }
     fn risk(&self) -> Risk {
         Risk::ReadOnly
+    }
+    fn reads_private(&self) -> bool {
+        true
     }
     fn timeout(&self) -> Duration {
         Duration::from_secs(60)

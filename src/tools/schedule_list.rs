@@ -73,6 +73,9 @@ impl Tool for ScheduleList {
     fn risk(&self) -> Risk {
         Risk::ReadOnly
     }
+    fn reads_private(&self) -> bool {
+        true
+    }
 
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
         let store = match open_store(ctx) {

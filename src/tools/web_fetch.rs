@@ -496,6 +496,19 @@ impl Tool for WebFetch {
     fn risk(&self) -> Risk {
         Risk::ReadOnly
     }
+    /// The whole URL leaves (path and query can carry data); a session approval covers one
+    /// host.
+    fn egress(&self, args: &Value, _ctx: &ToolContext) -> Option<crate::tools::Egress> {
+        let raw = args.get("url").and_then(Value::as_str)?;
+        let host = reqwest::Url::parse(raw.trim())
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
+            .unwrap_or_else(|| raw.to_string());
+        Some(crate::tools::Egress {
+            destination: format!("GET {}", raw.trim()),
+            scope: format!("egress:host:{host}"),
+        })
+    }
     fn timeout(&self) -> Duration {
         self.timeout
     }

@@ -388,6 +388,21 @@ impl Tool for WebSearch {
     fn risk(&self) -> Risk {
         Risk::ReadOnly
     }
+    /// The query leaves for the configured providers (their base URLs, in order); a session
+    /// approval covers web searches through those providers.
+    fn egress(&self, args: &Value, _ctx: &ToolContext) -> Option<crate::tools::Egress> {
+        let query = args.get("query").and_then(Value::as_str)?;
+        let cfg = self.settings.current();
+        let sent_to: Vec<String> = provider_chain(&cfg, self.searxng_env.as_deref())
+            .into_iter()
+            .filter_map(|(_, ep)| ep.ok())
+            .map(|ep| ep.base_url)
+            .collect();
+        Some(crate::tools::Egress {
+            destination: format!("web search for {query:?}, sent to {}", sent_to.join(", ")),
+            scope: format!("egress:search:{}", sent_to.join(",")),
+        })
+    }
     fn timeout(&self) -> Duration {
         self.timeout
     }

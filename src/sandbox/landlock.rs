@@ -1,0 +1,266 @@
+//! The kernel half of the shell sandbox: a Landlock ruleset (Linux ≥ 5.13, `landlock` crate)
+//! that lets a shell command reach every file of the machine except the protected places
+//! ([`super::protected::Protection::hidden_places`]), applied to the child between `fork` and
+//! `exec`.
+//!
+//! Landlock only grants, so the ruleset is built as an allow-list around the hidden places: the
+//! directories on the way down to a hidden place (`/`, `$HOME`, `$ETHAN_HOME`, …) may only be
+//! listed, and every other entry beside them is granted whole — files, directories, devices.
+//! What follows for a command:
+//! - reading, writing, executing or linking anything inside a hidden place fails with `EACCES`
+//!   whatever the spelling (`..`, globs, symlinks, `$HOME`, an interpreter), because the kernel
+//!   checks the resolved file; a hard link cannot be made from a hidden file into the workspace
+//!   (the `REFER` right is not granted there);
+//! - the names inside the hidden places can still be listed (`ls ~/.ssh`), not read;
+//! - new entries cannot be created directly in a listed-only directory (e.g. a new top-level
+//!   file in `$HOME` when `$ETHAN_HOME` is `~/.ethan`); the workspace and everything else are
+//!   writable as the user's permissions allow;
+//! - a Landlock domain may not `ptrace` a process outside it, which also closes
+//!   `/proc/<daemon pid>/environ`, `/mem` and `/fd/*` of the daemon; on ABI 6 and later,
+//!   signals to the daemon and abstract unix sockets outside the sandbox are refused too.
+//!
+//! The ruleset is built per command (the file system changes), in the parent; the child only
+//! makes two async-signal-safe system calls (`prctl(PR_SET_NO_NEW_PRIVS)` and
+//! `landlock_restrict_self`). `PR_SET_NO_NEW_PRIVS` means set-uid programs (`sudo`) do not gain
+//! privileges inside the sandbox.
+
+use super::protected::{HiddenPlace, Protection};
+use landlock::{
+    Access, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, Scope, ABI,
+};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+/// The newest ABI whose rights are asked for; older kernels get what they support.
+const TARGET_ABI: ABI = ABI::V6;
+
+/// Most directory entries given a rule of their own for one command.
+const MAX_RULES: usize = 20_000;
+
+/// Whether this kernel enforces Landlock, and which ABI version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Status {
+    /// Enforced; the kernel's ABI version.
+    Available(i64),
+    /// Not enforced, and why (for `ethan doctor`).
+    Unavailable(String),
+}
+
+impl Status {
+    pub fn is_available(&self) -> bool {
+        matches!(self, Status::Available(_))
+    }
+}
+
+/// Ask the kernel (`landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`).
+pub fn status() -> Status {
+    // SAFETY: the documented version query; no pointer is dereferenced.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            1u32,
+        )
+    };
+    if v >= 1 {
+        Status::Available(v)
+    } else {
+        let e = std::io::Error::last_os_error();
+        let why = match e.raw_os_error() {
+            Some(libc::ENOSYS) => "the kernel has no Landlock (built without it, or older than 5.13)".to_string(),
+            Some(libc::EOPNOTSUPP) => {
+                "Landlock is built into the kernel but not enabled at boot (add it to the lsm= boot parameter)".to_string()
+            }
+            _ => format!("Landlock is unavailable: {e}"),
+        };
+        Status::Unavailable(why)
+    }
+}
+
+/// A ruleset ready to be applied in a child process.
+#[derive(Debug)]
+pub struct Prepared {
+    fd: OwnedFd,
+    /// How many rules it holds (for tests and logs).
+    pub rules: usize,
+}
+
+impl Prepared {
+    /// Apply to the calling process. Call only between `fork` and `exec`: it makes two
+    /// async-signal-safe system calls and allocates nothing.
+    ///
+    /// # Errors
+    /// The OS error of `prctl` or `landlock_restrict_self`.
+    pub fn restrict_current_process(&self) -> std::io::Result<()> {
+        let fd = self.fd.as_raw_fd();
+        // SAFETY: plain system calls with integer arguments.
+        unsafe {
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Build the ruleset hiding `protection`'s places. `Ok(None)` when the kernel does not enforce
+/// Landlock.
+///
+/// # Errors
+/// A ruleset the kernel refused, or more than [`MAX_RULES`] entries to grant.
+pub fn prepare(protection: &Protection) -> Result<Option<Prepared>, String> {
+    let hidden = protection.hidden_places();
+    let grants = plan(&hidden)?;
+    let all = AccessFs::from_all(TARGET_ABI);
+    let file = AccessFs::from_file(TARGET_ABI);
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(all)
+        .map_err(|e| e.to_string())?
+        .scope(Scope::from_all(TARGET_ABI))
+        .map_err(|e| e.to_string())?
+        .create()
+        .map_err(|e| e.to_string())?;
+    let mut rules = 0;
+    for g in &grants {
+        let access = match g.kind {
+            Grant::ListOnly => AccessFs::ReadDir.into(),
+            Grant::Whole if g.is_dir => all,
+            Grant::Whole => file,
+        };
+        // An entry that vanished since it was listed needs no rule.
+        let Ok(fd) = PathFd::new(&g.path) else {
+            continue;
+        };
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(|e| format!("{}: {e}", g.path.display()))?;
+        rules += 1;
+    }
+    let fd: Option<OwnedFd> = ruleset.into();
+    Ok(fd.map(|fd| Prepared { fd, rules }))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Grant {
+    /// Only `READ_DIR` (a directory on the way down to a hidden place).
+    ListOnly,
+    /// Every right (the whole subtree).
+    Whole,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Planned {
+    path: PathBuf,
+    kind: Grant,
+    is_dir: bool,
+}
+
+/// The grants that cover everything but `hidden`: walk down from `/` through the directories
+/// that contain (or, inside a hidden place, lead to an exception of) a hidden place.
+fn plan(hidden: &[HiddenPlace]) -> Result<Vec<Planned>, String> {
+    let mut out = Vec::new();
+    walk(Path::new("/"), hidden, &mut out)?;
+    Ok(out)
+}
+
+/// What `path` is for the walk.
+enum Role {
+    /// Hidden: no grant.
+    Hidden,
+    /// On the way to a hidden place or to an exception inside one: list it, then look inside.
+    Mixed,
+    /// Grant it whole.
+    Open,
+}
+
+fn role(path: &Path, hidden: &[HiddenPlace]) -> Role {
+    let mut mixed = false;
+    let mut inside = false;
+    for h in hidden {
+        if path.starts_with(&h.path) {
+            match &h.except {
+                Some(e) if path.starts_with(e) => {}
+                Some(e) if e.starts_with(path) => mixed = true,
+                _ => inside = true,
+            }
+        } else if h.path.starts_with(path) {
+            mixed = true;
+        }
+    }
+    if inside {
+        Role::Hidden
+    } else if mixed {
+        Role::Mixed
+    } else {
+        Role::Open
+    }
+}
+
+fn walk(dir: &Path, hidden: &[HiddenPlace], out: &mut Vec<Planned>) -> Result<(), String> {
+    out.push(Planned {
+        path: dir.to_path_buf(),
+        kind: Grant::ListOnly,
+        is_dir: true,
+    });
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(ft) = entry.file_type() else { continue };
+        // A symlink needs no rule: the kernel checks the file it resolves to.
+        if ft.is_symlink() {
+            continue;
+        }
+        match role(&path, hidden) {
+            Role::Hidden => {}
+            Role::Mixed if ft.is_dir() => walk(&path, hidden, out)?,
+            Role::Mixed => {}
+            Role::Open => out.push(Planned {
+                path,
+                kind: Grant::Whole,
+                is_dir: ft.is_dir(),
+            }),
+        }
+        if out.len() > MAX_RULES {
+            return Err(format!(
+                "more than {MAX_RULES} entries beside the protected places (under {})",
+                dir.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plan_lists_the_way_down_and_grants_the_rest() {
+        let root = tempfile::tempdir().unwrap();
+        let home = root.path().join("home");
+        let ws = home.join("workspace");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(home.join("spill")).unwrap();
+        std::fs::write(home.join("config.yaml"), "x").unwrap();
+        std::fs::create_dir_all(root.path().join("other")).unwrap();
+        let hidden = vec![HiddenPlace {
+            path: home.clone(),
+            except: Some(ws.clone()),
+        }];
+        let planned = plan(&hidden).unwrap();
+        let kind_of = |p: &Path| planned.iter().find(|g| g.path == p).map(|g| g.kind);
+        assert_eq!(kind_of(Path::new("/")), Some(Grant::ListOnly));
+        assert_eq!(kind_of(root.path()), Some(Grant::ListOnly));
+        assert_eq!(kind_of(&home), Some(Grant::ListOnly));
+        assert_eq!(kind_of(&ws), Some(Grant::Whole));
+        assert_eq!(kind_of(&root.path().join("other")), Some(Grant::Whole));
+        assert_eq!(kind_of(&home.join("config.yaml")), None);
+        assert_eq!(kind_of(&home.join("spill")), None);
+    }
+}

@@ -1,0 +1,412 @@
+//! What tools may not read: the one list and the one resolver that the file and search tools,
+//! the shell classifier and the kernel sandbox all use.
+//!
+//! A path is *protected* when
+//! - it lies inside `$ETHAN_HOME` (config, database, spill, knowledge, logs, tokens) but outside
+//!   the workspace, or is the config file itself wherever it lives;
+//! - it is one of the well-known credential places of the user running the daemon
+//!   ([`CREDENTIAL_PLACES`] under `$HOME`: `~/.ssh`, `~/.aws`, `~/.docker`, `~/.kube`,
+//!   `~/.config/gcloud`, `~/.config/gh`, `~/.netrc`, `~/.git-credentials`, `~/.pgpass`, …);
+//! - any of its components looks like a secret ([`secret_looking`]: `.ssh`, `.env*`, `*.pem`,
+//!   `*.key`, `credentials*`, `id_rsa*`, …), wherever it is;
+//! - it is a hard link to a protected file (same device and inode).
+//!
+//! Symlinks and `..` are resolved before the check ([`real_path`]), so a link in the workspace
+//! cannot point a tool at a protected file. The kernel sandbox ([`super::landlock`]) hides the
+//! first two kinds from shell commands ([`Protection::hidden_places`]); the pattern kinds are
+//! enforced by the tools and the classifier.
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::OnceLock;
+
+/// Credential places under the home directory of the user running the daemon, hidden from shell
+/// commands by the kernel and refused by the file tools.
+pub const CREDENTIAL_PLACES: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".docker",
+    ".kube",
+    ".config/gcloud",
+    ".config/gh",
+    ".config/hub",
+    ".netrc",
+    "_netrc",
+    ".git-credentials",
+    ".pgpass",
+    ".npmrc",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+];
+
+/// Whether one path component (any case) looks like it holds a secret.
+pub fn secret_looking(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    const EXACT: &[&str] = &[
+        ".ssh",
+        ".gnupg",
+        ".aws",
+        ".azure",
+        ".netrc",
+        "_netrc",
+        ".git-credentials",
+        ".pgpass",
+        ".npmrc",
+        ".pypirc",
+        ".docker",
+        ".kube",
+        ".envrc",
+        "secrets",
+    ];
+    EXACT.contains(&n.as_str())
+        || n == ".env"
+        || n.starts_with(".env.")
+        || n.ends_with(".env")
+        || n.contains(".env.")
+        || n.contains("credentials")
+        || ["id_rsa", "id_ed25519", "id_ecdsa", "id_dsa"]
+            .iter()
+            .any(|p| n.starts_with(p))
+        || [".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".ppk"]
+            .iter()
+            .any(|ext| n.ends_with(ext))
+}
+
+/// Why a path is protected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Protected {
+    /// Inside `$ETHAN_HOME`, outside the workspace (or the config file).
+    EthanHome,
+    /// A credential place of the daemon's user (the place is given, e.g. `~/.aws`).
+    Credentials(String),
+    /// A component that looks like a secret (the component is given).
+    SecretLooking(String),
+    /// A hard link to a protected file (the protected file is given).
+    HardLink(PathBuf),
+}
+
+impl Protected {
+    /// A sentence for the model and the approval: which path, and why tools may not touch it.
+    pub fn describe(&self, path: &Path) -> String {
+        match self {
+            Protected::EthanHome => format!(
+                "{} is inside Ethan's own data directory (config, database, secrets); tools may not touch it",
+                path.display()
+            ),
+            Protected::Credentials(place) => format!(
+                "{} is a credential store ({place}); tools may not read or change it",
+                path.display()
+            ),
+            Protected::SecretLooking(c) => format!(
+                "{} looks like a secret ({c:?}); tools may not read or change secret files",
+                path.display()
+            ),
+            Protected::HardLink(target) => format!(
+                "{} is a hard link to the protected file {}; tools may not touch it",
+                path.display(),
+                target.display()
+            ),
+        }
+    }
+}
+
+/// Extra protected files of this process (the config file when it lies outside
+/// `$ETHAN_HOME`), set once at start.
+static EXTRA: OnceLock<Vec<PathBuf>> = OnceLock::new();
+
+/// Protect `paths` too (the daemon's config file). The first call wins.
+pub fn protect_also(paths: Vec<PathBuf>) {
+    let _ = EXTRA.set(paths.iter().map(|p| real_path(p)).collect());
+}
+
+/// The home directory of the user running the daemon (`$HOME`, else the password database).
+pub fn user_home() -> Option<PathBuf> {
+    if let Some(h) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        return Some(PathBuf::from(h));
+    }
+    // SAFETY: getpwuid returns a pointer into static storage or null; we copy the string out
+    // before any other call could overwrite it.
+    unsafe {
+        let pw = libc::getpwuid(libc::getuid());
+        if pw.is_null() || (*pw).pw_dir.is_null() {
+            return None;
+        }
+        let dir = std::ffi::CStr::from_ptr((*pw).pw_dir);
+        Some(PathBuf::from(
+            std::ffi::OsStr::from_encoded_bytes_unchecked(dir.to_bytes()),
+        ))
+    }
+}
+
+/// The real location of `path`: symlinks resolved for the part that exists, the rest appended,
+/// `..` folded.
+pub fn real_path(path: &Path) -> PathBuf {
+    let mut existing = path.to_path_buf();
+    let mut rest: Vec<std::ffi::OsString> = Vec::new();
+    loop {
+        if let Ok(c) = existing.canonicalize() {
+            let mut out = c;
+            for r in rest.iter().rev() {
+                if r == ".." {
+                    out.pop();
+                } else if r != "." {
+                    out.push(r);
+                }
+            }
+            return out;
+        }
+        match (existing.file_name(), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name.to_os_string());
+                existing = parent.to_path_buf();
+            }
+            _ => return lexical_normalize(path),
+        }
+    }
+}
+
+fn lexical_normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// A place hidden from shell commands by the kernel: everything under `path` except the
+/// `except` subtree (the workspace inside `$ETHAN_HOME`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HiddenPlace {
+    pub path: PathBuf,
+    pub except: Option<PathBuf>,
+}
+
+/// The protected places for one tool call: `$ETHAN_HOME` less the workspace, the config file,
+/// and the credential places under the user's home. All paths are real (symlinks resolved).
+#[derive(Debug, Clone)]
+pub struct Protection {
+    pub ethan_home: Option<PathBuf>,
+    pub workspace: PathBuf,
+    pub user_home: Option<PathBuf>,
+    pub extra: Vec<PathBuf>,
+}
+
+impl Protection {
+    /// For a call working in `workspace`, with `$ETHAN_HOME` = `ethan_home` (`None` in tests that
+    /// do not care) and this process's home and config file.
+    pub fn new(ethan_home: Option<&Path>, workspace: &Path) -> Self {
+        Self {
+            ethan_home: ethan_home.map(real_path),
+            workspace: real_path(workspace),
+            user_home: user_home().map(|h| real_path(&h)),
+            extra: EXTRA.get().cloned().unwrap_or_default(),
+        }
+    }
+
+    /// The credential places that apply (under the user's home), real paths.
+    fn credential_places(&self) -> Vec<(PathBuf, &'static str)> {
+        let Some(home) = &self.user_home else {
+            return Vec::new();
+        };
+        CREDENTIAL_PLACES
+            .iter()
+            .map(|p| (real_path(&home.join(p)), *p))
+            .collect()
+    }
+
+    /// Whether `path` (absolute, not necessarily existing) is protected, and why. Symlinks are
+    /// followed; a hard link to a protected file counts as that file.
+    pub fn check(&self, path: &Path) -> Option<Protected> {
+        let real = real_path(path);
+        for candidate in [path, real.as_path()] {
+            for c in candidate.components() {
+                if let Component::Normal(name) = c {
+                    let name = name.to_string_lossy();
+                    if secret_looking(&name) {
+                        return Some(Protected::SecretLooking(name.into_owned()));
+                    }
+                }
+            }
+        }
+        if let Some(why) = self.place_of(&real) {
+            return Some(why);
+        }
+        self.hard_link_target(&real)
+            .map(|target| Protected::HardLink(target))
+    }
+
+    /// The protected place `real` (a real path) lies in, by location only: no name patterns,
+    /// no hard links.
+    pub fn place_of(&self, real: &Path) -> Option<Protected> {
+        if let Some(home) = &self.ethan_home {
+            let in_workspace =
+                self.workspace.starts_with(home) && real.starts_with(&self.workspace);
+            if real.starts_with(home) && !in_workspace && &self.workspace != home {
+                return Some(Protected::EthanHome);
+            }
+        }
+        if self.extra.iter().any(|e| real == e) {
+            return Some(Protected::EthanHome);
+        }
+        for (place, name) in self.credential_places() {
+            if real.starts_with(&place) && !self.workspace.starts_with(&place) {
+                return Some(Protected::Credentials(format!("~/{name}")));
+            }
+        }
+        None
+    }
+
+    /// When `real` is a regular file with more than one link, the protected file it is linked
+    /// to (same device and inode), if any. Costs one `stat` for any other path.
+    pub fn hard_link_target(&self, real: &Path) -> Option<PathBuf> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(real).ok()?;
+        if !meta.is_file() || meta.nlink() < 2 {
+            return None;
+        }
+        let want = (meta.dev(), meta.ino());
+        let mut budget = HARD_LINK_SCAN_LIMIT;
+        for place in self.hidden_places() {
+            if let Some(found) = find_inode(&place, want, &mut budget) {
+                return Some(found);
+            }
+        }
+        None
+    }
+
+    /// The places the kernel sandbox hides from shell commands: `$ETHAN_HOME` (less the
+    /// workspace when it lies inside), the config file, and the credential places that exist.
+    pub fn hidden_places(&self) -> Vec<HiddenPlace> {
+        let mut out = Vec::new();
+        if let Some(home) = &self.ethan_home {
+            if home.exists() && &self.workspace != home {
+                let except = self
+                    .workspace
+                    .starts_with(home)
+                    .then(|| self.workspace.clone());
+                out.push(HiddenPlace {
+                    path: home.clone(),
+                    except,
+                });
+            }
+        }
+        for e in &self.extra {
+            if e.exists() && !e.starts_with(&self.workspace) {
+                out.push(HiddenPlace {
+                    path: e.clone(),
+                    except: None,
+                });
+            }
+        }
+        for (place, _) in self.credential_places() {
+            if place.exists() && !self.workspace.starts_with(&place) {
+                out.push(HiddenPlace {
+                    path: place,
+                    except: None,
+                });
+            }
+        }
+        out
+    }
+}
+
+/// Most directory entries looked at when searching for the other name of a hard link.
+const HARD_LINK_SCAN_LIMIT: usize = 20_000;
+
+/// A file under `place` (outside its exception) with device and inode `want`.
+fn find_inode(place: &HiddenPlace, want: (u64, u64), budget: &mut usize) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let mut stack = vec![place.path.clone()];
+    while let Some(p) = stack.pop() {
+        if *budget == 0 {
+            return None;
+        }
+        *budget -= 1;
+        if place.except.as_deref() == Some(p.as_path()) {
+            continue;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        if meta.is_dir() {
+            if let Ok(rd) = std::fs::read_dir(&p) {
+                stack.extend(rd.flatten().map(|e| e.path()));
+            }
+        } else if meta.is_file() && (meta.dev(), meta.ino()) == want {
+            return Some(p);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_names() {
+        for s in [
+            ".ssh",
+            ".env",
+            ".env.local",
+            "prod.env",
+            "server.pem",
+            "tls.key",
+            "credentials.json",
+            ".netrc",
+            "id_rsa.pub",
+            ".envrc",
+        ] {
+            assert!(secret_looking(s), "{s}");
+        }
+        for s in ["src", "env.rs", "keyboard.txt", "notes.md", "monkey"] {
+            assert!(!secret_looking(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn hidden_places_carve_out_the_workspace() {
+        let home = tempfile::tempdir().unwrap();
+        let ws = home.path().join("workspace");
+        std::fs::create_dir_all(&ws).unwrap();
+        let p = Protection::new(Some(home.path()), &ws);
+        let hidden = p.hidden_places();
+        let ethan = hidden
+            .iter()
+            .find(|h| h.path == real_path(home.path()))
+            .expect("ETHAN_HOME is hidden");
+        assert_eq!(ethan.except.as_deref(), Some(real_path(&ws).as_path()));
+        assert!(p.check(&ws.join("a.txt")).is_none());
+        assert_eq!(
+            p.check(&home.path().join("config.yaml")),
+            Some(Protected::EthanHome)
+        );
+        assert_eq!(p.check(&ws.join("../ethan.db")), Some(Protected::EthanHome));
+    }
+
+    #[test]
+    fn a_hard_link_in_the_workspace_is_the_protected_file() {
+        let home = tempfile::tempdir().unwrap();
+        let ws = home.path().join("workspace");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(home.path().join("config.yaml"), "token: x").unwrap();
+        std::fs::hard_link(home.path().join("config.yaml"), ws.join("notes.txt")).unwrap();
+        std::fs::write(ws.join("plain.txt"), "x").unwrap();
+        let p = Protection::new(Some(home.path()), &ws);
+        match p.check(&ws.join("notes.txt")) {
+            Some(Protected::HardLink(t)) => {
+                assert_eq!(t, real_path(&home.path().join("config.yaml")))
+            }
+            other => panic!("not refused as a hard link: {other:?}"),
+        }
+        assert!(p.check(&ws.join("plain.txt")).is_none());
+    }
+}

@@ -16,7 +16,10 @@
 //!   file in `$HOME` when `$ETHAN_HOME` is `~/.ethan`); the workspace and everything else are
 //!   writable as the user's permissions allow;
 //! - a Landlock domain may not `ptrace` a process outside it, which also closes
-//!   `/proc/<daemon pid>/environ`, `/mem` and `/fd/*` of the daemon; on ABI 6 and later,
+//!   `/proc/<daemon pid>/environ`, `/mem` and `/fd/*` of the daemon — for a daemon running as
+//!   an ordinary user. Root reads `/proc/<pid>/environ` past that check, so when the daemon runs
+//!   as root the process directories of `/proc` are not granted at all (`ps` and
+//!   `/proc/self/…` then fail inside commands; the rest of `/proc` works). On ABI 6 and later,
 //!   signals to the daemon and abstract unix sockets outside the sandbox are refused too.
 //!
 //! The ruleset is built per command (the file system changes), in the parent; the child only
@@ -115,7 +118,9 @@ impl Prepared {
 /// A ruleset the kernel refused, or more than [`MAX_RULES`] entries to grant.
 pub fn prepare(protection: &Protection) -> Result<Option<Prepared>, String> {
     let hidden = protection.hidden_places();
-    let grants = plan(&hidden)?;
+    // SAFETY: geteuid cannot fail and touches no memory.
+    let root = unsafe { libc::geteuid() } == 0;
+    let grants = plan(&hidden, root)?;
     let all = AccessFs::from_all(TARGET_ABI);
     let file = AccessFs::from_file(TARGET_ABI);
     let mut ruleset = Ruleset::default()
@@ -162,10 +167,29 @@ struct Planned {
 }
 
 /// The grants that cover everything but `hidden`: walk down from `/` through the directories
-/// that contain (or, inside a hidden place, lead to an exception of) a hidden place.
-fn plan(hidden: &[HiddenPlace]) -> Result<Vec<Planned>, String> {
+/// that contain (or, inside a hidden place, lead to an exception of) a hidden place. With
+/// `hide_processes`, the numbered process directories of `/proc` are left out as well.
+fn plan(hidden: &[HiddenPlace], hide_processes: bool) -> Result<Vec<Planned>, String> {
+    let mut hidden = hidden.to_vec();
+    if hide_processes {
+        if let Ok(rd) = std::fs::read_dir("/proc") {
+            hidden.extend(
+                rd.flatten()
+                    .filter(|e| {
+                        e.file_name()
+                            .to_string_lossy()
+                            .bytes()
+                            .all(|b| b.is_ascii_digit())
+                    })
+                    .map(|e| HiddenPlace {
+                        path: e.path(),
+                        except: None,
+                    }),
+            );
+        }
+    }
     let mut out = Vec::new();
-    walk(Path::new("/"), hidden, &mut out)?;
+    walk(Path::new("/"), &hidden, &mut out)?;
     Ok(out)
 }
 
@@ -253,7 +277,7 @@ mod tests {
             path: home.clone(),
             except: Some(ws.clone()),
         }];
-        let planned = plan(&hidden).unwrap();
+        let planned = plan(&hidden, true).unwrap();
         let kind_of = |p: &Path| planned.iter().find(|g| g.path == p).map(|g| g.kind);
         assert_eq!(kind_of(Path::new("/")), Some(Grant::ListOnly));
         assert_eq!(kind_of(root.path()), Some(Grant::ListOnly));
@@ -262,5 +286,9 @@ mod tests {
         assert_eq!(kind_of(&root.path().join("other")), Some(Grant::Whole));
         assert_eq!(kind_of(&home.join("config.yaml")), None);
         assert_eq!(kind_of(&home.join("spill")), None);
+        // Process directories are left out; the rest of /proc is granted.
+        assert_eq!(kind_of(Path::new("/proc")), Some(Grant::ListOnly));
+        assert_eq!(kind_of(Path::new("/proc/1")), None);
+        assert_eq!(kind_of(Path::new("/proc/meminfo")), Some(Grant::Whole));
     }
 }

@@ -148,10 +148,13 @@ async fn find_tools_activates_deferred_tools_and_policy_denies() {
     ])
     .await;
     model_config(&home, &model, "tools:\n  deny: [shell]\n");
-    let (out, home) =
-        tokio::task::spawn_blocking(move || (run_cli(&home, &["chat", "-m", "go"], None), home))
-            .await
-            .unwrap();
+    // The workspace lies under the system temp directory, which is no reason to skip consent:
+    // the write is approved at the terminal prompt.
+    let (out, home) = tokio::task::spawn_blocking(move || {
+        (run_cli(&home, &["chat", "-m", "go"], Some("y\n")), home)
+    })
+    .await
+    .unwrap();
     assert!(
         out.status.success(),
         "{}",

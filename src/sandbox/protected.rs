@@ -299,7 +299,10 @@ impl Protection {
             }
         }
         for e in &self.extra {
-            if e.exists() && !e.starts_with(&self.workspace) {
+            let covered = out.iter().any(|h| {
+                e.starts_with(&h.path) && !h.except.as_ref().is_some_and(|x| e.starts_with(x))
+            });
+            if e.exists() && !e.starts_with(&self.workspace) && !covered {
                 out.push(HiddenPlace {
                     path: e.clone(),
                     except: None,

@@ -88,6 +88,13 @@ mod tests {
         std::os::unix::fs::symlink(home.path().join("config.yaml"), ws.join("link")).unwrap();
         let err = resolve_checked(&ctx, "link").unwrap_err();
         assert_eq!(err.error_kind, Some(ErrorKind::Denied));
+        // A hard link in the workspace to the config is the config.
+        std::fs::hard_link(home.path().join("config.yaml"), ws.join("hard.txt")).unwrap();
+        let err = resolve_checked(&ctx, "hard.txt").unwrap_err();
+        assert!(
+            err.error.as_deref().unwrap_or("").contains("hard link"),
+            "{err:?}"
+        );
         assert!(resolve_checked(&ctx, "/home/someone/.ssh/id_ed25519").is_err());
         assert!(resolve_checked(&ctx, "project/.env").is_err());
     }

@@ -9,8 +9,8 @@
 //!   consent.
 //! - [`ShellClass::Ask`]: everything else; needs consent once per scope.
 //! - [`ShellClass::Always`]: dangerous commands (`rm -rf`, `dd of=`, `sudo`, `… | sh`, `eval`,
-//!   environment dumps, secret reads, fork bombs, …) and anything that cannot be analysed; asks
-//!   every time and is never remembered.
+//!   environment dumps, secret reads, fork bombs, moving or renaming `/`, `~` or a top-level
+//!   directory, …) and anything that cannot be analysed; asks every time and is never remembered.
 //!
 //! The command is parsed with a real bash parser, the [`brush_parser`] crate (the parser of the
 //! brush shell), never with regular expressions over the whole string. The classifier then walks
@@ -29,6 +29,14 @@
 //! `chrt`, `setsid`, `unbuffer` and `busybox`. Any other command whose arguments contain the name
 //! of a dangerous command (`ssh host rm -rf /`, `strace rm -rf /`) is also checked, as if it were a
 //! wrapper, and only an always-ask result is taken from that guess.
+//!
+//! `/`, the home directory (`~`, `$HOME`, with or without a trailing `/` or `/.`) and any
+//! directory right under `/` (`/usr`, `/etc/`) form one list of top-level directories: a
+//! recursive `chmod` of one, and moving or renaming one (`mv /usr /x`, `mv -t /tmp /bin`, the
+//! files of `rename`), are always-ask. The sources of `mv` are its operands except the last, or
+//! all of them with `-t DIR`; copying (`cp`, `ln`) is not treated so. A `find -exec` command
+//! whose `{}` stands for a starting point on that list (`find / -maxdepth 0 -exec mv {} /x \;`)
+//! is also judged with `{}` replaced by it, for that rule only.
 //!
 //! Words are interpreted the way bash would before deciding: quotes and escapes are removed
 //! (`r''m`, `"rm"`, `\rm`, `$'\x72m'` are all `rm`), brace expansions are expanded
@@ -925,6 +933,20 @@ fn normalize_path(path: &str) -> String {
         }
     }
     format!("/{}", parts.join("/"))
+}
+
+/// Whether a word names `/`, the home directory (`~`, `$HOME`) or a directory right under `/`
+/// (`/usr`, `/etc/`, `/var/.`, `/opt/../lib`): the folders that a recursive change, a move or a
+/// rename must never touch without asking every time. A word may have a glob (`/*`).
+fn is_top_level_dir(text: &str) -> bool {
+    if let Some(rest) = text
+        .strip_prefix("$HOME")
+        .or_else(|| text.strip_prefix('~'))
+    {
+        return rest.is_empty() || (rest.starts_with('/') && normalize_path(rest) == "/");
+    }
+    let path = normalize_path(text);
+    path.starts_with('/') && path.matches('/').count() == 1
 }
 
 fn under(path: &str, dir: &str) -> bool {
@@ -2380,7 +2402,15 @@ impl<'a> Walker<'a> {
                         self.note(ShellClass::Always, reason);
                     }
                 }
+                if name == "mv" {
+                    self.moved_sources(&mv_sources(args));
+                }
                 self.note(ShellClass::Ask, format!("runs {name}"));
+            }
+            "rename" => {
+                self.moved_sources(&rename_sources(args));
+                self.note(ShellClass::Ask, "runs rename");
+                self.embedded_commands(&name, argv, ctx, depth);
             }
 
             // Environment dumps and shell state.
@@ -3148,6 +3178,20 @@ impl<'a> Walker<'a> {
         }
     }
 
+    /// Moving or renaming `/`, the home directory or a top-level directory is as bad as
+    /// deleting it.
+    fn moved_sources(&mut self, sources: &[&Arg]) {
+        for source in sources {
+            let t = source.text();
+            if is_top_level_dir(&t) {
+                self.note(
+                    ShellClass::Always,
+                    format!("moves or renames a top-level directory ({})", shorten(&t)),
+                );
+            }
+        }
+    }
+
     fn chmod_command(&mut self, args: &[Arg]) {
         let texts = texts(args);
         let recursive = texts
@@ -3171,15 +3215,10 @@ impl<'a> Walker<'a> {
             }
         }
         if recursive {
-            let top_level = texts.iter().filter(|t| !t.starts_with('-')).any(|t| {
-                let n = normalize_path(t);
-                n == "/"
-                    || n == "/*"
-                    || t == "~"
-                    || t == "~/"
-                    || t == "$HOME"
-                    || (n.starts_with('/') && n.matches('/').count() == 1)
-            });
+            let top_level = texts
+                .iter()
+                .filter(|t| !t.starts_with('-'))
+                .any(|t| is_top_level_dir(t));
             if top_level {
                 self.note(
                     ShellClass::Always,
@@ -3219,6 +3258,7 @@ impl<'a> Walker<'a> {
                         ..ctx
                     };
                     self.command(inner, input, inner_ctx, depth + 1);
+                    self.found_top_level_moves(&texts, inner, input, inner_ctx, depth);
                     i = end;
                 }
                 "-fprint" | "-fprint0" | "-fprintf" | "-fls" => {
@@ -3233,6 +3273,44 @@ impl<'a> Walker<'a> {
         }
         if !special {
             self.safe_command("find", argv, depth);
+        }
+    }
+
+    /// `{}` in a `find -exec` command stands for each file found, starting with the starting
+    /// points themselves (and, under `/`, the top-level directories). For a starting point that
+    /// is a top-level directory, the command is judged again with `{}` replaced by it, and only
+    /// a move or rename of a top-level directory is kept from that reading.
+    fn found_top_level_moves(
+        &mut self,
+        find_argv: &[String],
+        inner: &[Arg],
+        input: &Input,
+        ctx: Ctx,
+        depth: usize,
+    ) {
+        if !inner.iter().any(|a| a.text().contains("{}")) {
+            return;
+        }
+        for start in find_start_points(find_argv) {
+            if !is_top_level_dir(start) {
+                continue;
+            }
+            let replaced: Vec<Arg> = inner
+                .iter()
+                .map(|a| {
+                    let t = a.text();
+                    if t.contains("{}") {
+                        Arg::literal(&t.replace("{}", start))
+                    } else {
+                        a.clone()
+                    }
+                })
+                .collect();
+            let mut sub = self.sub_walker();
+            sub.command(&replaced, input, ctx, depth + 1);
+            self.absorb(sub, |r| {
+                r.starts_with("moves or renames a top-level directory")
+            });
         }
     }
 
@@ -3620,6 +3698,93 @@ impl<'a> Walker<'a> {
     }
 }
 
+/// Splits the arguments of `mv` or `rename` into options and operands, the way getopt does:
+/// `short_with_arg` lists short options that take a value (`-S .bak`, `-S.bak`), `long_with_arg`
+/// long ones (`--suffix .bak`, `--suffix=.bak`, or a unique prefix like `--suf`); `--` ends the
+/// options. Returns the operands and the options with their values.
+fn operands<'x>(
+    args: &'x [Arg],
+    short_with_arg: &str,
+    long_with_arg: &[&str],
+) -> (Vec<&'x Arg>, Vec<(String, String)>) {
+    let mut operands = Vec::new();
+    let mut options = Vec::new();
+    let mut i = 0;
+    let mut options_done = false;
+    while let Some(a) = args.get(i) {
+        i += 1;
+        let t = a.text();
+        if options_done || !t.starts_with('-') || t == "-" {
+            operands.push(a);
+            continue;
+        }
+        if t == "--" {
+            options_done = true;
+            continue;
+        }
+        if let Some(long) = t.strip_prefix("--") {
+            let (name, value) = match long.split_once('=') {
+                Some((name, value)) => (name, Some(value.to_owned())),
+                None => (long, None),
+            };
+            let full = long_with_arg
+                .iter()
+                .find(|l| long_option_is(&format!("--{name}"), l));
+            match (full, value) {
+                (Some(full), Some(value)) => options.push(((*full).to_owned(), value)),
+                (Some(full), None) => {
+                    let value = args.get(i).map(Arg::text).unwrap_or_default();
+                    i += 1;
+                    options.push(((*full).to_owned(), value));
+                }
+                (None, _) => options.push((t.clone(), String::new())),
+            }
+            continue;
+        }
+        let cluster: Vec<char> = t.chars().skip(1).collect();
+        for (k, c) in cluster.iter().enumerate() {
+            if short_with_arg.contains(*c) {
+                let attached: String = cluster[k + 1..].iter().collect();
+                let value = if attached.is_empty() {
+                    i += 1;
+                    args.get(i - 1).map(Arg::text).unwrap_or_default()
+                } else {
+                    attached
+                };
+                options.push((format!("-{c}"), value));
+                break;
+            }
+            options.push((format!("-{c}"), String::new()));
+        }
+    }
+    (operands, options)
+}
+
+/// The files `mv` moves: with `-t DIR` every operand, otherwise every operand but the last.
+fn mv_sources(args: &[Arg]) -> Vec<&Arg> {
+    let (mut operands, options) = operands(args, "St", &["--suffix", "--target-directory"]);
+    let target_given = options
+        .iter()
+        .any(|(o, _)| o == "-t" || o == "--target-directory");
+    if !target_given {
+        operands.pop();
+    }
+    operands
+}
+
+/// The files `rename` renames: util-linux `rename FROM TO FILE…` and Perl `rename EXPR FILE…`
+/// both take the files after the first operand (all of them when `-e`/`-E` gives the
+/// expression). Taking the second operand of the util-linux form as a file only errs towards
+/// asking.
+fn rename_sources(args: &[Arg]) -> Vec<&Arg> {
+    let (operands, options) = operands(args, "eE", &[]);
+    if options.iter().any(|(o, _)| o == "-e" || o == "-E") {
+        operands
+    } else {
+        operands.into_iter().skip(1).collect()
+    }
+}
+
 /// Skips options before a wrapped command. `short_with_arg` lists short options that take a
 /// value (`-n 5` or `-n5`); `long_with_arg` lists long options that take the next argument
 /// (`--signal KILL`; `--signal=KILL` needs no listing). Returns the index of the command.
@@ -3657,6 +3822,35 @@ fn skip_options(argv: &[Arg], start: usize, short_with_arg: &str, long_with_arg:
         i += consumed;
     }
     i
+}
+
+/// The starting points of `find` (`.` when none is given): the words after its leading options
+/// (`-H`, `-L`, `-P`, `-D LIST`, `-O3`) up to the first expression word.
+fn find_start_points(texts: &[String]) -> Vec<&str> {
+    let mut i = 1;
+    while let Some(t) = texts.get(i) {
+        match t.as_str() {
+            "-H" | "-L" | "-P" => i += 1,
+            "-D" => i += 2,
+            "--" => {
+                i += 1;
+                break;
+            }
+            t if t.starts_with("-O") => i += 1,
+            _ => break,
+        }
+    }
+    let starts: Vec<&str> = texts
+        .iter()
+        .skip(i)
+        .take_while(|t| !t.starts_with('-') && !matches!(t.as_str(), "(" | "!" | ","))
+        .map(String::as_str)
+        .collect();
+    if starts.is_empty() {
+        vec!["."]
+    } else {
+        starts
+    }
 }
 
 fn is_stdin_path(t: &str) -> bool {
@@ -4025,6 +4219,76 @@ mod tests {
                 !c.reasons.iter().any(|r| r.contains("classifier error")),
                 "{cmd}: {c:?}"
             );
+        }
+    }
+
+    fn judged(cmd: &str) -> Classification {
+        classify(cmd, &[])
+    }
+
+    #[test]
+    fn moving_home_root_or_a_top_level_folder_is_always() {
+        for cmd in [
+            "mv /usr /usr.old",
+            "mv ~ /mnt/x",
+            "mv ~/ /mnt/x",
+            "mv $HOME /tmp/h",
+            "mv \"$HOME\" /tmp/h",
+            "mv ${HOME}/ /tmp/h",
+            "mv /etc /tmp/",
+            "mv -t /tmp /bin",
+            "mv -t/tmp /bin",
+            "mv --target-directory=/tmp /bin",
+            "mv --target-directory /tmp /lib",
+            "mv -- / /x",
+            "mv /usr/ /x",
+            "mv /usr/. /x",
+            "mv //usr// /x",
+            "mv /opt/../usr /x",
+            "mv -v -f /var /srv /x",
+            "mv a.txt /boot /x",
+            "mv -S .bak /home /h",
+            "mv -b --suffix .old /root /r",
+            "/bin/mv /sbin /s",
+            "sudo mv /var /v",
+            "env X=1 mv /usr /u",
+            "ls && mv /lib64 /tmp/",
+            "bash -c 'mv /usr /x'",
+            "find / -maxdepth 0 -exec mv {} /x \\;",
+            "find /etc -maxdepth 0 -exec mv -t /tmp {} +",
+            "find / -maxdepth 0 -exec sudo mv {} /x \\;",
+            "rename usr usr.old /usr",
+            "rename 's/usr/old/' /usr",
+        ] {
+            let c = judged(cmd);
+            assert_eq!(c.class, ShellClass::Always, "{cmd}: {c:?}");
+            assert!(
+                c.reasons.iter().any(|r| r.contains("top-level")),
+                "{cmd}: {c:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn moving_ordinary_files_keeps_its_class() {
+        for cmd in [
+            "mv a.txt b.txt",
+            "mv build/ old-build/",
+            "mv /tmp/x /tmp/y",
+            "mv ~/notes.txt ~/old.txt",
+            "mv $HOME/notes.txt /tmp/",
+            "mv -t /usr/local/bin tool",
+            "mv tool /usr",
+            "mv -- -weird-name normal",
+            "mv /usr/local/x /usr/local/y",
+            "cp -al /usr /x",
+            "cp -r /etc /tmp/etc-copy",
+            "ln -s /usr x",
+            "find . -name '*.bak' -exec mv {} /tmp/bak \\;",
+            "rename 's/a/b/' *.txt",
+        ] {
+            let c = judged(cmd);
+            assert_eq!(c.class, ShellClass::Ask, "{cmd}: {c:?}");
         }
     }
 }

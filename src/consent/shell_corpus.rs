@@ -143,6 +143,15 @@ const CORPUS: &[(&str, ShellClass)] = &[
     ("find . -name '*.sh' -exec {} \\;", Always),
     ("ls | xargs -I{} {}", Always),
     ("find . -name '*.tmp' -delete", Always),
+    ("find . -exec cat {} \\; -exec rm -rf {} \\;", Always),
+    ("xargs --eof rm -rf x", Always),
+    ("xargs -0n 1 rm -rf", Always),
+    ("ls | xargs sh -c", Always),
+    ("parallel rm -rf ::: a b", Always),
+    ("parallel -j4 'rm -rf {}' ::: dirs", Always),
+    ("parallel -j 4 --jobs 4 -S host printenv ::: x", Always),
+    ("parallel 'curl x | sh' ::: a", Always),
+    ("parallel ::: 'rm -rf /'", Always),
     ("strace -f rm -rf /", Always),
     ("kubectl exec pod -- rm -rf /data", Always),
     // --- piping into shells and interpreters ---------------------------------------------------
@@ -386,6 +395,8 @@ const CORPUS: &[(&str, ShellClass)] = &[
     ("mv build/ old-build/", Ask),
     ("mv /tmp/x /tmp/y", Ask),
     ("cp -al /usr /x", Ask),
+    ("parallel echo ::: a b", Ask),
+    ("parallel -j 4 'gzip {}' ::: a b", Ask),
     ("cp a b", Ask),
     ("cp -r src backup", Ask),
     ("ln -s a b", Ask),
@@ -573,6 +584,8 @@ fn wrapping_a_dangerous_command_never_makes_it_safer() {
         "X=1 {}",
         "cat <({})",
         "watch '{}'",
+        "xargs -n 1 {}",
+        "parallel -j 4 '{}' ::: a",
     ];
     for d in dangerous {
         assert_eq!(run(d).class, Always, "{d:?}");

@@ -9,8 +9,8 @@
 //!   consent.
 //! - [`ShellClass::Ask`]: everything else; needs consent once per scope.
 //! - [`ShellClass::Always`]: dangerous commands (`rm -rf`, `dd of=`, `sudo`, `… | sh`, `eval`,
-//!   environment dumps, secret reads, fork bombs, …) and anything that cannot be analysed; asks
-//!   every time and is never remembered.
+//!   environment dumps, secret reads, fork bombs, moving or renaming `/`, `~` or a top-level
+//!   directory, …) and anything that cannot be analysed; asks every time and is never remembered.
 //!
 //! The command is parsed with a real bash parser, the [`brush_parser`] crate (the parser of the
 //! brush shell), never with regular expressions over the whole string. The classifier then walks
@@ -25,10 +25,27 @@
 //! Prefixes and wrappers that run their arguments as a command are stripped and the wrapped
 //! command is classified in turn: `sudo`/`doas`/`pkexec` (which are themselves always-ask),
 //! `env X=1 …` (and its options), `command`, `builtin`, `exec`, `nice`, `nohup`, `timeout`,
-//! `stdbuf`, `time`, `xargs`, `find -exec/-execdir/-ok/-okdir … ;`, `watch`, `flock`, `ionice`,
-//! `chrt`, `setsid`, `unbuffer` and `busybox`. Any other command whose arguments contain the name
-//! of a dangerous command (`ssh host rm -rf /`, `strace rm -rf /`) is also checked, as if it were a
+//! `stdbuf`, `time`, `xargs`, `parallel`, `find -exec/-execdir/-ok/-okdir … ;` (every one of
+//! them), `watch`, `flock`, `ionice`, `chrt`, `setsid`, `unbuffer` and `busybox`. Their own
+//! options are read the way their option parsers do (`xargs -I {} -n 1 -P4 -0n 1`, GNU
+//! abbreviations like `--max-p 4`, `--eof` whose value can only be attached; `parallel -j 4 -S
+//! host --colsep ,`), so the wrapped command is the one that actually runs. `parallel` joins its
+//! command words and runs them with a shell, so they are walked as shell code (`parallel 'rm -rf
+//! {}' ::: x`) unless `-q` is given; a `parallel` with no command runs its input as commands, and
+//! a `{= … =}` replacement string is Perl code (both always-ask). Under `xargs` and `parallel` a
+//! shell or interpreter whose code or script would come from the input (`xargs sh -c`,
+//! `parallel 'bash -c {}'`) is always-ask. Any other command whose arguments contain the name of
+//! a dangerous command (`ssh host rm -rf /`, `strace rm -rf /`) is also checked, as if it were a
 //! wrapper, and only an always-ask result is taken from that guess.
+//!
+//! `/`, the home directory (`~`, `$HOME`, with or without a trailing `/` or `/.`) and any
+//! directory right under `/` (`/usr`, `/etc/`) form one list of top-level directories: a
+//! recursive `chmod` of one, and moving or renaming one (`mv /usr /x`, `mv -t /tmp /bin`, the
+//! files of `rename`), are always-ask. The sources of `mv` are its operands except the last, or
+//! all of them with `-t DIR`; copying (`cp`, `ln`) is not treated so. A `find -exec` command
+//! whose `{}` stands for a starting point on that list (`find / -maxdepth 0 -exec mv {} /x \;`)
+//! is also judged with `{}` replaced by it, for that rule only, and so is a `parallel` command
+//! given such a directory after `:::` (`parallel mv {} /x ::: /usr`).
 //!
 //! Words are interpreted the way bash would before deciding: quotes and escapes are removed
 //! (`r''m`, `"rm"`, `\rm`, `$'\x72m'` are all `rm`), brace expansions are expanded
@@ -927,6 +944,20 @@ fn normalize_path(path: &str) -> String {
     format!("/{}", parts.join("/"))
 }
 
+/// Whether a word names `/`, the home directory (`~`, `$HOME`) or a directory right under `/`
+/// (`/usr`, `/etc/`, `/var/.`, `/opt/../lib`): the folders that a recursive change, a move or a
+/// rename must never touch without asking every time. A word may have a glob (`/*`).
+fn is_top_level_dir(text: &str) -> bool {
+    if let Some(rest) = text
+        .strip_prefix("$HOME")
+        .or_else(|| text.strip_prefix('~'))
+    {
+        return rest.is_empty() || (rest.starts_with('/') && normalize_path(rest) == "/");
+    }
+    let path = normalize_path(text);
+    path.starts_with('/') && path.matches('/').count() == 1
+}
+
 fn under(path: &str, dir: &str) -> bool {
     path == dir
         || path
@@ -1245,6 +1276,7 @@ const EMBEDDED_TRIGGERS: &[&str] = &[
     "git",
     "find",
     "xargs",
+    "parallel",
     "env",
     "kill",
     "shutdown",
@@ -1349,6 +1381,11 @@ impl<'a> Walker<'a> {
 
     /// Parses and walks a piece of shell code.
     fn walk_script(&mut self, src: &str, depth: usize, stdin: Stdin) {
+        self.walk_script_ctx(src, depth, Ctx::nested(stdin));
+    }
+
+    /// Parses and walks a piece of shell code run in a given context.
+    fn walk_script_ctx(&mut self, src: &str, depth: usize, ctx: Ctx) {
         if self.deep(depth) || !self.tick() {
             return;
         }
@@ -1376,7 +1413,6 @@ impl<'a> Walker<'a> {
                 return;
             }
         };
-        let ctx = Ctx::nested(stdin);
         let outer = std::mem::replace(&mut self.source, src.chars().collect());
         for list in &program.complete_commands {
             self.walk_list(list, ctx, depth);
@@ -2247,6 +2283,7 @@ impl<'a> Walker<'a> {
                 self.wrapped(argv, i, input, ctx, depth);
             }
             "xargs" => self.xargs_command(argv, input, ctx, depth),
+            "parallel" => self.parallel_command(argv, input, ctx, depth),
             "watch" => self.watch_command(argv, input, ctx, depth),
             "flock" => self.flock_command(argv, input, ctx, depth),
             "ionice" => {
@@ -2380,7 +2417,15 @@ impl<'a> Walker<'a> {
                         self.note(ShellClass::Always, reason);
                     }
                 }
+                if name == "mv" {
+                    self.moved_sources(&mv_sources(args));
+                }
                 self.note(ShellClass::Ask, format!("runs {name}"));
+            }
+            "rename" => {
+                self.moved_sources(&rename_sources(args));
+                self.note(ShellClass::Ask, "runs rename");
+                self.embedded_commands(&name, argv, ctx, depth);
             }
 
             // Environment dumps and shell state.
@@ -2660,51 +2705,13 @@ impl<'a> Walker<'a> {
 
     fn xargs_command(&mut self, argv: &[Arg], input: &Input, ctx: Ctx, depth: usize) {
         self.note(ShellClass::Ask, "xargs runs a command on its input");
+        let (i, options) = wrapper_options(argv, 1, &XARGS_OPTIONS);
         let mut replace: Option<String> = None;
-        let mut i = 1;
-        while let Some(a) = argv.get(i) {
-            if a.is_dynamic() {
-                break;
-            }
-            let t = a.text();
-            if t == "--" {
-                i += 1;
-                break;
-            }
-            if !t.starts_with('-') || t == "-" {
-                break;
-            }
-            if t == "-I" {
-                replace = argv.get(i + 1).map(Arg::text);
-                i += 2;
-                continue;
-            }
-            if let Some(r) = t.strip_prefix("-I") {
-                replace = Some(r.to_owned());
-            } else if t == "-i" || t == "--replace" {
-                replace = Some("{}".to_owned());
-            } else if let Some(r) = t
-                .strip_prefix("--replace=")
-                .or_else(|| t.strip_prefix("-i"))
-            {
-                replace = Some(r.to_owned());
-            }
-            let long_with_arg = [
-                "--arg-file",
-                "--delimiter",
-                "--max-args",
-                "--max-procs",
-                "--max-chars",
-                "--max-lines",
-                "--process-slot-var",
-                "--eof",
-            ];
-            if long_with_arg.contains(&t.as_str())
-                || matches!(t.as_str(), "-a" | "-d" | "-E" | "-L" | "-n" | "-P" | "-s")
-            {
-                i += 2;
-            } else {
-                i += 1;
+        for (option, value) in options {
+            match option.as_str() {
+                "-I" => replace = value,
+                "-i" | "--replace" => replace = Some(value.unwrap_or_else(|| "{}".to_owned())),
+                _ => {}
             }
         }
         let rest = argv.get(i..).unwrap_or(&[]);
@@ -2731,6 +2738,114 @@ impl<'a> Walker<'a> {
             return;
         }
         self.command(rest, input, inner_ctx, depth + 1);
+    }
+
+    /// GNU parallel: `parallel [options] [command [args]] [::: args | :::: files]…`. Without
+    /// `-q` the command words are joined with spaces and run by a shell, so they are walked as
+    /// shell code; with no command, the input lines themselves are the commands.
+    fn parallel_command(&mut self, argv: &[Arg], input: &Input, ctx: Ctx, depth: usize) {
+        self.note(ShellClass::Ask, "parallel runs a command on its input");
+        let (i, options) = wrapper_options(argv, 1, &PARALLEL_OPTIONS);
+        let mut quote = false;
+        let mut replace: Option<String> = None;
+        let mut separators = vec![":::".to_owned(), "::::".to_owned()];
+        let mut literal_separators = vec![":::".to_owned()];
+        let mut informational = false;
+        for (option, value) in options {
+            match option.as_str() {
+                "-h"
+                | "--help"
+                | "-V"
+                | "--version"
+                | "--citation"
+                | "--bibtex"
+                | "--number-of-cpus"
+                | "--number-of-cores"
+                | "--number-of-sockets"
+                | "--number-of-threads"
+                | "--max-line-length-allowed"
+                | "--minversion" => informational = true,
+                "-q" | "--quote" => quote = true,
+                "-I" | "-i" | "--replace" => replace = value.or(replace),
+                "--arg-sep" | "--argsep" => {
+                    literal_separators.extend(value.clone());
+                    separators.extend(value)
+                }
+                "--arg-file-sep" | "--argfilesep" => separators.extend(value),
+                _ => {}
+            }
+        }
+        let rest = argv.get(i..).unwrap_or(&[]);
+        let end = rest
+            .iter()
+            .position(|a| {
+                let t = a.text();
+                let t = t.strip_suffix('+').unwrap_or(&t);
+                separators.iter().any(|s| s == t)
+            })
+            .unwrap_or(rest.len());
+        let words = &rest[..end];
+        if words.is_empty() {
+            if !informational {
+                self.note(ShellClass::Always, "parallel runs its input as commands");
+            }
+            return;
+        }
+        let line = texts(words).join(" ");
+        if line.contains("{=") {
+            self.note(
+                ShellClass::Always,
+                "parallel runs Perl code from a replacement string ({= … =})",
+            );
+        }
+        let mut line_words = line.split_whitespace();
+        if let Some(first) = line_words.next() {
+            let inner = basename(first);
+            let runs_code =
+                SHELLS.contains(&inner) || interpreter_family(inner).is_some() || inner == "eval";
+            if runs_code && line_words.any(|w| has_replacement(w, replace.as_deref())) {
+                self.note(
+                    ShellClass::Always,
+                    "parallel substitutes its input into code",
+                );
+            }
+        }
+        let inner_ctx = Ctx {
+            args_from_input: true,
+            ..ctx
+        };
+        if quote {
+            self.command(words, input, inner_ctx, depth + 1);
+        } else {
+            self.walk_script_ctx(&line, depth + 1, inner_ctx);
+        }
+        // Arguments given after `:::` are known: a top-level directory among them is put into
+        // the command (for `{}`, or appended) to judge a move or rename of it.
+        let mut literal = false;
+        let mut values = Vec::new();
+        for a in &rest[end..] {
+            let t = a.text();
+            let bare = t.strip_suffix('+').unwrap_or(&t);
+            if separators.iter().any(|s| s == bare) {
+                literal = literal_separators.iter().any(|s| s == bare);
+            } else if literal && a.is_static() && is_top_level_dir(&t) {
+                values.push(t);
+            }
+        }
+        for value in values {
+            let mut with_value = line.replace("{}", &value);
+            if let Some(r) = replace.as_deref().filter(|r| !r.is_empty()) {
+                with_value = with_value.replace(r, &value);
+            }
+            if with_value == line {
+                with_value = format!("{line} {value}");
+            }
+            let mut sub = self.sub_walker();
+            sub.walk_script_ctx(&with_value, depth + 1, inner_ctx);
+            self.absorb(sub, |r| {
+                r.starts_with("moves or renames a top-level directory")
+            });
+        }
     }
 
     fn watch_command(&mut self, argv: &[Arg], input: &Input, ctx: Ctx, depth: usize) {
@@ -2844,6 +2959,11 @@ impl<'a> Walker<'a> {
         if code_flag {
             match argv.get(i) {
                 Some(code) => self.code_string(code, input.as_stdin(), depth),
+                // `xargs sh -c`: the first input word becomes the code.
+                None if ctx.args_from_input => self.note(
+                    ShellClass::Always,
+                    format!("runs its input as shell code ({name} -c)"),
+                ),
                 None => self.note(ShellClass::Ask, format!("runs {name}")),
             }
             return;
@@ -2851,7 +2971,7 @@ impl<'a> Walker<'a> {
         if ctx.args_from_input {
             self.note(
                 ShellClass::Always,
-                format!("runs its input as shell code (xargs {name})"),
+                format!("runs its input as shell code ({name})"),
             );
             return;
         }
@@ -2952,7 +3072,7 @@ impl<'a> Walker<'a> {
         if ctx.args_from_input {
             self.note(
                 ShellClass::Always,
-                format!("runs its input as code (xargs {name})"),
+                format!("runs its input as code ({name})"),
             );
             return;
         }
@@ -3148,6 +3268,20 @@ impl<'a> Walker<'a> {
         }
     }
 
+    /// Moving or renaming `/`, the home directory or a top-level directory is as bad as
+    /// deleting it.
+    fn moved_sources(&mut self, sources: &[&Arg]) {
+        for source in sources {
+            let t = source.text();
+            if is_top_level_dir(&t) {
+                self.note(
+                    ShellClass::Always,
+                    format!("moves or renames a top-level directory ({})", shorten(&t)),
+                );
+            }
+        }
+    }
+
     fn chmod_command(&mut self, args: &[Arg]) {
         let texts = texts(args);
         let recursive = texts
@@ -3171,15 +3305,10 @@ impl<'a> Walker<'a> {
             }
         }
         if recursive {
-            let top_level = texts.iter().filter(|t| !t.starts_with('-')).any(|t| {
-                let n = normalize_path(t);
-                n == "/"
-                    || n == "/*"
-                    || t == "~"
-                    || t == "~/"
-                    || t == "$HOME"
-                    || (n.starts_with('/') && n.matches('/').count() == 1)
-            });
+            let top_level = texts
+                .iter()
+                .filter(|t| !t.starts_with('-'))
+                .any(|t| is_top_level_dir(t));
             if top_level {
                 self.note(
                     ShellClass::Always,
@@ -3219,6 +3348,7 @@ impl<'a> Walker<'a> {
                         ..ctx
                     };
                     self.command(inner, input, inner_ctx, depth + 1);
+                    self.found_top_level_moves(&texts, inner, input, inner_ctx, depth);
                     i = end;
                 }
                 "-fprint" | "-fprint0" | "-fprintf" | "-fls" => {
@@ -3233,6 +3363,44 @@ impl<'a> Walker<'a> {
         }
         if !special {
             self.safe_command("find", argv, depth);
+        }
+    }
+
+    /// `{}` in a `find -exec` command stands for each file found, starting with the starting
+    /// points themselves (and, under `/`, the top-level directories). For a starting point that
+    /// is a top-level directory, the command is judged again with `{}` replaced by it, and only
+    /// a move or rename of a top-level directory is kept from that reading.
+    fn found_top_level_moves(
+        &mut self,
+        find_argv: &[String],
+        inner: &[Arg],
+        input: &Input,
+        ctx: Ctx,
+        depth: usize,
+    ) {
+        if !inner.iter().any(|a| a.text().contains("{}")) {
+            return;
+        }
+        for start in find_start_points(find_argv) {
+            if !is_top_level_dir(start) {
+                continue;
+            }
+            let replaced: Vec<Arg> = inner
+                .iter()
+                .map(|a| {
+                    let t = a.text();
+                    if t.contains("{}") {
+                        Arg::literal(&t.replace("{}", start))
+                    } else {
+                        a.clone()
+                    }
+                })
+                .collect();
+            let mut sub = self.sub_walker();
+            sub.command(&replaced, input, ctx, depth + 1);
+            self.absorb(sub, |r| {
+                r.starts_with("moves or renames a top-level directory")
+            });
         }
     }
 
@@ -3620,6 +3788,328 @@ impl<'a> Walker<'a> {
     }
 }
 
+/// How the options of a wrapper command are read.
+struct OptionSpec {
+    /// Short options that take a value, attached (`-n1`) or as the next word (`-n 1`).
+    short_required: &'static str,
+    /// Short options whose value is optional and can only be attached (`-i{}`, `-i`).
+    short_optional: &'static str,
+    /// Long options (without `--`) that take a value (`--jobs 4`, `--jobs=4`).
+    long_required: &'static [&'static str],
+    /// The other long options (no value, or an optional `=value`), to resolve abbreviations.
+    long_other: &'static [&'static str],
+    /// Whether a unique prefix of a long option is accepted (`getopt_long` does).
+    abbreviations: bool,
+}
+
+const XARGS_OPTIONS: OptionSpec = OptionSpec {
+    short_required: "adEILnPs",
+    short_optional: "eil",
+    long_required: &[
+        "arg-file",
+        "delimiter",
+        "max-args",
+        "max-chars",
+        "max-procs",
+        "process-slot-var",
+    ],
+    long_other: &[
+        "null",
+        "eof",
+        "replace",
+        "max-lines",
+        "open-tty",
+        "interactive",
+        "no-run-if-empty",
+        "verbose",
+        "show-limits",
+        "exit",
+        "help",
+        "version",
+    ],
+    abbreviations: true,
+};
+
+/// GNU parallel's options that take a value (Perl's Getopt::Long with bundling: `-j4`, `-j 4`,
+/// `--jobs 4`, `--jobs=4`). Abbreviations are not followed: a prefix of an option missing here
+/// could be taken for one that takes a value and hide the command.
+const PARALLEL_OPTIONS: OptionSpec = OptionSpec {
+    short_required: "aCdEIjJLnNPsSW",
+    short_optional: "eil",
+    long_required: &[
+        "arg-file",
+        "arg-file-sep",
+        "argfilesep",
+        "arg-sep",
+        "argsep",
+        "basefile",
+        "bf",
+        "basenamereplace",
+        "bnr",
+        "basenameextensionreplace",
+        "bner",
+        "block",
+        "block-size",
+        "blocksize",
+        "block-timeout",
+        "bt",
+        "colsep",
+        "col-sep",
+        "compress-program",
+        "decompress-program",
+        "ctagstring",
+        "ctag-string",
+        "delay",
+        "delimiter",
+        "dirnamereplace",
+        "dnr",
+        "env",
+        "extensionreplace",
+        "er",
+        "filter",
+        "group-by",
+        "halt",
+        "halt-on-error",
+        "header",
+        "jobs",
+        "joblog",
+        "jl",
+        "limit",
+        "load",
+        "match",
+        "max-args",
+        "max-chars",
+        "max-procs",
+        "max-replace-args",
+        "memfree",
+        "memsuspend",
+        "minversion",
+        "nice",
+        "parens",
+        "process-slot-var",
+        "profile",
+        "recend",
+        "recstart",
+        "res",
+        "result",
+        "results",
+        "retries",
+        "return",
+        "rpl",
+        "semaphorename",
+        "id",
+        "semaphoretimeout",
+        "st",
+        "seqreplace",
+        "shard",
+        "shell-completion",
+        "slotreplace",
+        "sql",
+        "sqlandworker",
+        "sqlmaster",
+        "sqlworker",
+        "ssh",
+        "ssh-delay",
+        "sshdelay",
+        "sshlogin",
+        "sshloginfile",
+        "slf",
+        "tagstring",
+        "tag-string",
+        "template",
+        "tmpl",
+        "tempdir",
+        "tmpdir",
+        "term-seq",
+        "termseq",
+        "timeout",
+        "transferfile",
+        "transfer-file",
+        "tf",
+        "trc",
+        "trim",
+        "wd",
+        "workdir",
+        "work-dir",
+    ],
+    long_other: &[],
+    abbreviations: false,
+};
+
+/// Reads a wrapper's options the way getopt does, up to the first word that is not an option
+/// (a non-literal word counts as the command) or just after `--`. Returns the index of the
+/// command and the options with their values; long options come back by their full name when
+/// an abbreviation resolves to one.
+fn wrapper_options(
+    argv: &[Arg],
+    start: usize,
+    spec: &OptionSpec,
+) -> (usize, Vec<(String, Option<String>)>) {
+    let mut options = Vec::new();
+    let mut i = start;
+    while let Some(a) = argv.get(i) {
+        if a.is_dynamic() {
+            break;
+        }
+        let t = a.text();
+        if t == "--" {
+            i += 1;
+            break;
+        }
+        if !t.starts_with('-') || t == "-" {
+            break;
+        }
+        i += 1;
+        if let Some(long) = t.strip_prefix("--") {
+            let (name, value) = match long.split_once('=') {
+                Some((name, value)) => (name, Some(value.to_owned())),
+                None => (long, None),
+            };
+            let full = resolve_long_option(name, spec);
+            let value = match value {
+                None if spec.long_required.contains(&full) => {
+                    i += 1;
+                    argv.get(i - 1).map(Arg::text)
+                }
+                value => value,
+            };
+            options.push((format!("--{full}"), value));
+            continue;
+        }
+        let cluster: Vec<char> = t.chars().skip(1).collect();
+        for (k, c) in cluster.iter().enumerate() {
+            let attached: String = cluster[k + 1..].iter().collect();
+            if spec.short_required.contains(*c) {
+                let value = if attached.is_empty() {
+                    i += 1;
+                    argv.get(i - 1).map(Arg::text)
+                } else {
+                    Some(attached)
+                };
+                options.push((format!("-{c}"), value));
+                break;
+            }
+            if spec.short_optional.contains(*c) {
+                options.push((format!("-{c}"), Some(attached).filter(|v| !v.is_empty())));
+                break;
+            }
+            options.push((format!("-{c}"), None));
+        }
+    }
+    (i, options)
+}
+
+/// The full name of a long option given as `name` (exact, or a unique prefix when the spec
+/// allows abbreviations); `name` itself when it names none.
+fn resolve_long_option<'n>(name: &'n str, spec: &OptionSpec) -> &'n str {
+    let all = || spec.long_required.iter().chain(spec.long_other);
+    if !spec.abbreviations || name.is_empty() || all().any(|o| *o == name) {
+        return name;
+    }
+    let mut candidates = all().filter(|o| o.starts_with(name));
+    match (candidates.next(), candidates.next()) {
+        (Some(only), None) => only,
+        _ => name,
+    }
+}
+
+/// Whether a word of a `parallel` command has a replacement string (`{}`, `{.}`, `{1}`, `{= … =}`,
+/// or the one given with `-I`).
+fn has_replacement(word: &str, custom: Option<&str>) -> bool {
+    if custom.is_some_and(|r| !r.is_empty() && word.contains(r)) {
+        return true;
+    }
+    word.find('{')
+        .is_some_and(|open| word[open..].contains('}'))
+}
+
+/// Splits the arguments of `mv` or `rename` into options and operands, the way getopt does:
+/// `short_with_arg` lists short options that take a value (`-S .bak`, `-S.bak`), `long_with_arg`
+/// long ones (`--suffix .bak`, `--suffix=.bak`, or a unique prefix like `--suf`); `--` ends the
+/// options. Returns the operands and the options with their values.
+fn operands<'x>(
+    args: &'x [Arg],
+    short_with_arg: &str,
+    long_with_arg: &[&str],
+) -> (Vec<&'x Arg>, Vec<(String, String)>) {
+    let mut operands = Vec::new();
+    let mut options = Vec::new();
+    let mut i = 0;
+    let mut options_done = false;
+    while let Some(a) = args.get(i) {
+        i += 1;
+        let t = a.text();
+        if options_done || !t.starts_with('-') || t == "-" {
+            operands.push(a);
+            continue;
+        }
+        if t == "--" {
+            options_done = true;
+            continue;
+        }
+        if let Some(long) = t.strip_prefix("--") {
+            let (name, value) = match long.split_once('=') {
+                Some((name, value)) => (name, Some(value.to_owned())),
+                None => (long, None),
+            };
+            let full = long_with_arg
+                .iter()
+                .find(|l| long_option_is(&format!("--{name}"), l));
+            match (full, value) {
+                (Some(full), Some(value)) => options.push(((*full).to_owned(), value)),
+                (Some(full), None) => {
+                    let value = args.get(i).map(Arg::text).unwrap_or_default();
+                    i += 1;
+                    options.push(((*full).to_owned(), value));
+                }
+                (None, _) => options.push((t.clone(), String::new())),
+            }
+            continue;
+        }
+        let cluster: Vec<char> = t.chars().skip(1).collect();
+        for (k, c) in cluster.iter().enumerate() {
+            if short_with_arg.contains(*c) {
+                let attached: String = cluster[k + 1..].iter().collect();
+                let value = if attached.is_empty() {
+                    i += 1;
+                    args.get(i - 1).map(Arg::text).unwrap_or_default()
+                } else {
+                    attached
+                };
+                options.push((format!("-{c}"), value));
+                break;
+            }
+            options.push((format!("-{c}"), String::new()));
+        }
+    }
+    (operands, options)
+}
+
+/// The files `mv` moves: with `-t DIR` every operand, otherwise every operand but the last.
+fn mv_sources(args: &[Arg]) -> Vec<&Arg> {
+    let (mut operands, options) = operands(args, "St", &["--suffix", "--target-directory"]);
+    let target_given = options
+        .iter()
+        .any(|(o, _)| o == "-t" || o == "--target-directory");
+    if !target_given {
+        operands.pop();
+    }
+    operands
+}
+
+/// The files `rename` renames: util-linux `rename FROM TO FILE…` and Perl `rename EXPR FILE…`
+/// both take the files after the first operand (all of them when `-e`/`-E` gives the
+/// expression). Taking the second operand of the util-linux form as a file only errs towards
+/// asking.
+fn rename_sources(args: &[Arg]) -> Vec<&Arg> {
+    let (operands, options) = operands(args, "eE", &[]);
+    if options.iter().any(|(o, _)| o == "-e" || o == "-E") {
+        operands
+    } else {
+        operands.into_iter().skip(1).collect()
+    }
+}
+
 /// Skips options before a wrapped command. `short_with_arg` lists short options that take a
 /// value (`-n 5` or `-n5`); `long_with_arg` lists long options that take the next argument
 /// (`--signal KILL`; `--signal=KILL` needs no listing). Returns the index of the command.
@@ -3657,6 +4147,35 @@ fn skip_options(argv: &[Arg], start: usize, short_with_arg: &str, long_with_arg:
         i += consumed;
     }
     i
+}
+
+/// The starting points of `find` (`.` when none is given): the words after its leading options
+/// (`-H`, `-L`, `-P`, `-D LIST`, `-O3`) up to the first expression word.
+fn find_start_points(texts: &[String]) -> Vec<&str> {
+    let mut i = 1;
+    while let Some(t) = texts.get(i) {
+        match t.as_str() {
+            "-H" | "-L" | "-P" => i += 1,
+            "-D" => i += 2,
+            "--" => {
+                i += 1;
+                break;
+            }
+            t if t.starts_with("-O") => i += 1,
+            _ => break,
+        }
+    }
+    let starts: Vec<&str> = texts
+        .iter()
+        .skip(i)
+        .take_while(|t| !t.starts_with('-') && !matches!(t.as_str(), "(" | "!" | ","))
+        .map(String::as_str)
+        .collect();
+    if starts.is_empty() {
+        vec!["."]
+    } else {
+        starts
+    }
 }
 
 fn is_stdin_path(t: &str) -> bool {
@@ -4026,5 +4545,160 @@ mod tests {
                 "{cmd}: {c:?}"
             );
         }
+    }
+
+    fn judged(cmd: &str) -> Classification {
+        classify(cmd, &[])
+    }
+
+    #[test]
+    fn moving_home_root_or_a_top_level_folder_is_always() {
+        for cmd in [
+            "mv /usr /usr.old",
+            "mv ~ /mnt/x",
+            "mv ~/ /mnt/x",
+            "mv $HOME /tmp/h",
+            "mv \"$HOME\" /tmp/h",
+            "mv ${HOME}/ /tmp/h",
+            "mv /etc /tmp/",
+            "mv -t /tmp /bin",
+            "mv -t/tmp /bin",
+            "mv --target-directory=/tmp /bin",
+            "mv --target-directory /tmp /lib",
+            "mv -- / /x",
+            "mv /usr/ /x",
+            "mv /usr/. /x",
+            "mv //usr// /x",
+            "mv /opt/../usr /x",
+            "mv -v -f /var /srv /x",
+            "mv a.txt /boot /x",
+            "mv -S .bak /home /h",
+            "mv -b --suffix .old /root /r",
+            "/bin/mv /sbin /s",
+            "sudo mv /var /v",
+            "env X=1 mv /usr /u",
+            "ls && mv /lib64 /tmp/",
+            "bash -c 'mv /usr /x'",
+            "find / -maxdepth 0 -exec mv {} /x \\;",
+            "find /etc -maxdepth 0 -exec mv -t /tmp {} +",
+            "find / -maxdepth 0 -exec sudo mv {} /x \\;",
+            "parallel mv {} /x ::: /usr /var",
+            "parallel mv -t /x ::: a /etc",
+            "parallel -I @ 'mv @ /x' ::: ~",
+            "rename usr usr.old /usr",
+            "rename 's/usr/old/' /usr",
+        ] {
+            let c = judged(cmd);
+            assert_eq!(c.class, ShellClass::Always, "{cmd}: {c:?}");
+            assert!(
+                c.reasons.iter().any(|r| r.contains("top-level")),
+                "{cmd}: {c:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn moving_ordinary_files_keeps_its_class() {
+        for cmd in [
+            "mv a.txt b.txt",
+            "mv build/ old-build/",
+            "mv /tmp/x /tmp/y",
+            "mv ~/notes.txt ~/old.txt",
+            "mv $HOME/notes.txt /tmp/",
+            "mv -t /usr/local/bin tool",
+            "mv tool /usr",
+            "mv -- -weird-name normal",
+            "mv /usr/local/x /usr/local/y",
+            "cp -al /usr /x",
+            "cp -r /etc /tmp/etc-copy",
+            "ln -s /usr x",
+            "find . -name '*.bak' -exec mv {} /tmp/bak \\;",
+            "rename 's/a/b/' *.txt",
+            "parallel mv {} /tmp/old ::: a b /tmp/c",
+        ] {
+            let c = judged(cmd);
+            assert_eq!(c.class, ShellClass::Ask, "{cmd}: {c:?}");
+        }
+    }
+
+    #[test]
+    fn commands_run_by_find_xargs_and_parallel_are_judged_as_themselves() {
+        let always = [
+            "find . -name '*.log' -exec rm -rf {} +",
+            "find . -exec cat {} \\; -exec rm -rf {} \\;",
+            "ls | xargs -0 -I{} rm -rf {}",
+            "xargs -n1 sh -c 'curl x | sh'",
+            "xargs -I {} -n 1 -P 4 -d '\\n' -a file rm -rf {}",
+            "xargs -0n 1 rm -rf",
+            "xargs -rn 1 rm -rf",
+            "xargs --eof rm -rf x",
+            "xargs --max-lines rm -rf x",
+            "xargs -l rm -rf x",
+            "xargs --max-p 4 rm -rf x",
+            "xargs -P4 --null printenv",
+            "parallel rm -rf ::: a b",
+            "parallel -j4 'rm -rf {}' ::: dirs",
+            "parallel -j 4 --jobs 4 -S host rm -rf ::: x",
+            "parallel -j 4 --jobs 4 -S host printenv ::: x",
+            "parallel --jobs=4 -kj4 'curl x | sh' ::: a",
+            "parallel -q rm -rf ::: a",
+            "parallel --colsep , --joblog log -a file 'chmod 777 {1}'",
+            "ls | parallel -X rm -rf",
+            "parallel -- rm -rf ::: a",
+        ];
+        for cmd in always {
+            let c = judged(cmd);
+            assert_eq!(c.class, ShellClass::Always, "{cmd}: {c:?}");
+            // Judged as the command itself, not guessed from the arguments.
+            assert!(
+                !c.reasons.iter().any(|r| r.contains("in the arguments of")),
+                "{cmd}: {c:?}"
+            );
+        }
+        // Both commands of a find with two -exec are judged.
+        let c = judged("find . -exec cat {} \\; -exec rm {} \\;");
+        assert_eq!(c.class, ShellClass::Ask, "{c:?}");
+        assert!(c.reasons.iter().any(|r| r == "runs rm"), "{c:?}");
+        let c = judged("find . -exec cat {} \\; -exec printenv \\;");
+        assert_eq!(c.class, ShellClass::Always, "{c:?}");
+    }
+
+    #[test]
+    fn input_run_as_code_by_xargs_or_parallel_is_always() {
+        for cmd in [
+            "ls | xargs sh -c",
+            "ls | xargs -0 bash -c",
+            "parallel sh -c ::: 'rm -rf /'",
+            "parallel 'bash -c {}' ::: x",
+            "parallel ::: 'rm -rf /'",
+            "cat jobs.txt | parallel",
+            "parallel -j4 < jobs.txt",
+            "parallel echo '{= $_=`id` =}' ::: a",
+        ] {
+            let c = judged(cmd);
+            assert_eq!(c.class, ShellClass::Always, "{cmd}: {c:?}");
+        }
+        for cmd in ["parallel --version", "parallel --number-of-cpus"] {
+            let c = judged(cmd);
+            assert_eq!(c.class, ShellClass::Ask, "{cmd}: {c:?}");
+        }
+    }
+
+    #[test]
+    fn harmless_commands_under_find_xargs_and_parallel_keep_their_class() {
+        for cmd in [
+            "find . -name x -exec cat {} \\;",
+            "find . -type f -exec cat {} +",
+            "find . -name '*.rs' -exec grep -l todo {} +",
+            "ls | xargs echo",
+            "ls | xargs -n 1 wc -l",
+            "parallel echo ::: a b",
+            "parallel -j 4 'gzip {}' ::: a b",
+            "parallel -k --tag wc -l ::: a b",
+        ] {
+            let c = judged(cmd);
+            assert_eq!(c.class, ShellClass::Ask, "{cmd}: {c:?}");
+        }
+        assert_eq!(judged("find . -name '*.rs'").class, ShellClass::Safe);
     }
 }

@@ -674,6 +674,9 @@ const SECRET_SAMPLES: &[&str] = &[
     ".ssh",
     ".gnupg",
     ".aws",
+    ".azure",
+    ".docker",
+    ".kube",
     ".netrc",
     ".git-credentials",
     ".pgpass",
@@ -698,29 +701,10 @@ const SECRET_SAMPLES: &[&str] = &[
     ".ethan",
 ];
 
-/// Whether one path component (lowercase) looks like it holds secrets.
+/// Whether one path component looks like it holds secrets: the one list the file tools and the
+/// sandbox use ([`crate::sandbox::protected::secret_looking`]).
 fn secret_component(c: &str) -> bool {
-    matches!(
-        c,
-        ".ssh"
-            | ".gnupg"
-            | ".aws"
-            | ".netrc"
-            | ".git-credentials"
-            | ".pgpass"
-            | ".npmrc"
-            | ".pypirc"
-            | ".envrc"
-    ) || c.ends_with(".env")
-        || c.starts_with(".env.")
-        || c.contains(".env.")
-        || [".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".ppk"]
-            .iter()
-            .any(|ext| c.ends_with(ext))
-        || c.contains("credentials")
-        || ["id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"]
-            .iter()
-            .any(|p| c.starts_with(p))
+    crate::sandbox::protected::secret_looking(c)
 }
 
 fn is_component_separator(c: char) -> bool {

@@ -184,7 +184,7 @@ impl Tool for ScheduleCreate {
                 "title": {"type": "string", "description": "Shown above each digest."},
                 "end_date": {"type": "string", "description": "No runs after this ISO date (inclusive) or date-time."},
                 "deliver_to": {"type": "string", "description": "telegram:<chat_id> or lark:<chat_id>; default: this chat."},
-                "allowed_tools": {"type": "array", "items": {"type": "string"}, "description": "Side-effect tools the job may use when it runs (e.g. file_write); read-only tools are always available."},
+                "allowed_tools": {"type": "array", "items": {"type": "string"}, "description": "Side-effect tools the job may use when it runs (e.g. file_write); read-only tools are always available. A job that reads private data (files, shell, knowledge, Lark) and then fetches, searches or sends must also list web_fetch / web_search / lark_message_send."},
                 "job_id": {"type": "string", "description": "Optional id; generated when omitted."}
             },
             "required": ["prompt"],

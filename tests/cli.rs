@@ -219,3 +219,44 @@ fn empty_messages_missing_keys_and_bad_owners_are_refused_up_front() {
     let out = run_cli(&home, &["owner", "add", "telegram:12345"], None);
     assert!(out.status.success());
 }
+
+/// The terminal question shows an ANSI sequence in a command escaped (`\x1b[2J`), never raw, so
+/// the command cannot clear or repaint the screen it is asked on.
+#[tokio::test(flavor = "multi_thread")]
+async fn terminal_consent_shows_escape_sequences_escaped() {
+    let home = TestHome::new();
+    let model = ScriptedModel::start(vec![
+        Step::tool_call(
+            "c1",
+            "shell",
+            &json!({"command": "touch \u{1b}[2Jnote\u{1b}[31m.txt"}).to_string(),
+        ),
+        Step::echo_last_tool_result("result: "),
+    ])
+    .await;
+    model_config(&home, &model);
+    let out = tokio::task::spawn_blocking(move || {
+        run_cli(&home, &["chat", "-m", "make a note"], Some("n\n"))
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let question = stderr
+        .lines()
+        .find(|l| l.contains("Ethan wants to run"))
+        .unwrap_or_else(|| panic!("no question on stderr: {stderr}"));
+    assert_eq!(
+        question, "Ethan wants to run shell: touch \\x1b[2Jnote\\x1b[31m.txt",
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("\u{1b}[2J"),
+        "raw sequence written: {stderr}"
+    );
+    assert!(
+        !stderr.contains("\u{1b}[31m"),
+        "raw sequence written: {stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("the user refused"), "{stdout}");
+}

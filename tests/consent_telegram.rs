@@ -282,3 +282,80 @@ async fn claim_makes_an_owner() {
         "{text}"
     );
 }
+
+/// A command padded with spaces shows in full in the approval: the padding folds to one space, so
+/// what follows it (`; touch X`) is in the message; denying it runs nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn approval_shows_a_padded_command_folded_and_denying_runs_nothing() {
+    let home = TestHome::new();
+    let marker = home.path().join("workspace").join("X");
+    let command = format!("echo hi{}; touch {}", " ".repeat(3000), marker.display());
+    let tg = FakeTelegram::start().await;
+    let model = ScriptedModel::start(vec![
+        Step::tool_call("c1", "shell", &json!({ "command": command }).to_string()),
+        Step::echo_last_tool_result("result: "),
+    ])
+    .await;
+    config(&home, &tg, &model, "");
+    tg.push_text(OWNER, OWNER, "say hi");
+    let mut daemon = start(&home);
+    let sent = tg.wait_for_sent(1, WAIT).await;
+    let text = sent[0]["text"].as_str().unwrap();
+    assert!(text.contains("Approval needed"), "{text}");
+    let folded = format!("echo hi ; touch {}", marker.display());
+    assert!(text.contains(&folded), "{text}");
+    assert!(!text.contains("  "), "whitespace was not folded: {text}");
+
+    let deny = approval_buttons(&tg)
+        .into_iter()
+        .find(|b| b.starts_with("ap:d:"))
+        .unwrap();
+    tg.push_update(FakeTelegram::callback_update(902, OWNER, OWNER, &deny));
+    tg.wait_for_sent(2, WAIT).await;
+    let result = last_tool_result(&model.requests()[1]);
+    assert!(result.contains("the user refused"), "{result}");
+    assert!(!marker.exists(), "the denied command ran");
+    let edits = tg.wait_for_calls("editMessageText", 1, WAIT).await;
+    let edited = edits[0]["text"].as_str().unwrap();
+    assert!(
+        edited.contains("Denied") && edited.contains(&folded),
+        "{edited}"
+    );
+    daemon.stop();
+}
+
+/// A command too long to show in one approval is not cut and not asked about: the model is told
+/// to split it, and nothing runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_command_too_long_to_show_is_refused_without_asking() {
+    let home = TestHome::new();
+    let name: String = (0..5000)
+        .map(|i| char::from(b'a' + (i * 7 % 26) as u8))
+        .collect();
+    let command = format!("touch {}/{name}", home.path().join("workspace").display());
+    let tg = FakeTelegram::start().await;
+    let model = ScriptedModel::start(vec![
+        Step::tool_call("c1", "shell", &json!({ "command": command }).to_string()),
+        Step::echo_last_tool_result("result: "),
+    ])
+    .await;
+    config(&home, &tg, &model, "");
+    tg.push_text(OWNER, OWNER, "make the file");
+    let mut daemon = start(&home);
+    let sent = tg.wait_for_sent(1, WAIT).await;
+    let text = sent[0]["text"].as_str().unwrap();
+    assert!(!text.contains("Approval needed"), "{text}");
+    assert!(sent[0]["reply_markup"].is_null(), "{:?}", sent[0]);
+    let result = last_tool_result(&model.requests()[1]);
+    assert!(
+        result.starts_with(
+            "Error (validation): command too long to show for approval; split it into shorter calls"
+        ),
+        "{result}"
+    );
+    assert!(text.contains("split it into shorter calls"), "{text}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(tg.sent_messages().len(), 1, "{}", tg.describe_calls());
+    model.assert_protocol_ok();
+    daemon.stop();
+}

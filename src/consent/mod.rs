@@ -16,6 +16,7 @@
 //! Every denial says which case happened, so the model can tell "the user said no" from "nobody
 //! answered".
 
+mod display;
 pub mod grants;
 pub mod owners;
 pub mod shell;
@@ -370,22 +371,43 @@ impl ConsentGate for Consent {
         if !always && self.grants.is_granted(&ctx.session_key, &scope) {
             return Ok(());
         }
+        // Every provider shows the same text, made visible once (see `display`); the tool name
+        // too, since it reaches the outcome line. What is too long to show is refused, not cut.
+        let description = match display::for_approval(&description) {
+            Ok(d) => d,
+            Err(too_long) => {
+                crate::metrics::METRICS
+                    .consent
+                    .with_label_values(&["too_long"])
+                    .inc();
+                return Err(too_long.result(&name));
+            }
+        };
+        let shown_name = display::visible(&name);
         let choice = match ctx.channel {
             ChannelKind::Terminal => match &self.terminal {
-                Some(input) => match terminal::ask(input, &name, &description, always).await {
-                    TerminalAnswer::Once => ApprovalChoice::Once,
-                    TerminalAnswer::Session => ApprovalChoice::Session,
-                    TerminalAnswer::No => ApprovalChoice::Deny,
-                },
+                Some(input) => {
+                    match terminal::ask(input, &shown_name, &description, always).await {
+                        TerminalAnswer::Once => ApprovalChoice::Once,
+                        TerminalAnswer::Session => ApprovalChoice::Session,
+                        TerminalAnswer::No => ApprovalChoice::Deny,
+                    }
+                }
                 None => return Err(self.deny(Denial::NoProvider, &name)),
             },
             ChannelKind::Telegram | ChannelKind::Lark => {
-                match self.ask_in_chat(ctx, &name, &description, always).await {
+                match self
+                    .ask_in_chat(ctx, &shown_name, &description, always)
+                    .await
+                {
                     Ok(c) => c,
                     Err(d) => return Err(self.deny(d, &name)),
                 }
             }
-            ChannelKind::Web => match self.ask_on_stream(ctx, &name, &description, always).await {
+            ChannelKind::Web => match self
+                .ask_on_stream(ctx, &shown_name, &description, always)
+                .await
+            {
                 Ok(c) => c,
                 Err(d) => return Err(self.deny(d, &name)),
             },

@@ -55,6 +55,15 @@ pub fn parse_answer(line: &str) -> TerminalAnswer {
     }
 }
 
+/// The question as written to the terminal. `tool` and `description` come already made visible
+/// by [`super::display`]; escaping invisible characters once more here (which leaves such text
+/// unchanged) keeps raw escape sequences off the terminal whatever the caller passed.
+pub fn question(tool: &str, description: &str, choices: &str) -> String {
+    let tool = super::display::escape_invisible(tool);
+    let description = super::display::escape_invisible(description);
+    format!("\nEthan wants to run {tool}: {description}\nAllow? {choices} \n")
+}
+
 /// Ask on stderr and wait for a line (or EOF / Ctrl-C = no).
 pub async fn ask(
     input: &TerminalInput,
@@ -67,7 +76,7 @@ pub async fn ask(
     } else {
         "[y/a(lways this session)/N]"
     };
-    eprintln!("\nEthan wants to run {tool}: {description}\nAllow? {choices} ");
+    eprint!("{}", question(tool, description, choices));
     let answer = tokio::select! {
         line = input.next_line() => line.map(|l| parse_answer(&l)).unwrap_or(TerminalAnswer::No),
         _ = tokio::signal::ctrl_c() => TerminalAnswer::No,
@@ -90,5 +99,15 @@ mod tests {
         assert_eq!(parse_answer(""), TerminalAnswer::No);
         assert_eq!(parse_answer("n"), TerminalAnswer::No);
         assert_eq!(parse_answer("sure"), TerminalAnswer::No);
+    }
+
+    #[test]
+    fn the_question_carries_no_raw_control_characters() {
+        let q = question("sh\x1b]0;x\x07", "echo \x1b[2J\u{202e}hi\nnext", "[y/N]");
+        assert!(!q.contains('\x1b') && !q.contains('\x07') && !q.contains('\u{202e}'));
+        assert_eq!(
+            q,
+            "\nEthan wants to run sh\\x1b]0;x\\x07: echo \\x1b[2J\\u202ehi\nnext\nAllow? [y/N] \n"
+        );
     }
 }

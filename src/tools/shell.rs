@@ -191,7 +191,7 @@ impl Tool for Shell {
         match c.class {
             ShellClass::Safe => None,
             ShellClass::Ask => Some(command),
-            ShellClass::Always => Some(format!("{command}\n(dangerous: {})", c.reasons.join("; "))),
+            ShellClass::Always => Some(format!("(dangerous: {})\n{command}", c.reasons.join("; "))),
         }
     }
     fn consent_always(&self, args: &Value, ctx: &ToolContext) -> bool {

@@ -442,12 +442,14 @@ fn code_block(text: &str) -> String {
     format!("{fence}\n{text}\n{fence}")
 }
 
+/// The Markdown of an approval: the tool name in a code span and the whole description, never
+/// cut, in a code block, so no character of it is read as Markdown. (The daemon sends
+/// descriptions already made visible and short enough to show; see `consent::display`.)
 fn approval_body(req: &ApprovalRequest) -> String {
-    let description: String = req.description.chars().take(4000).collect();
     let mut s = format!(
-        "The assistant wants to use **{}**:\n\n{}",
-        req.tool,
-        code_block(&description)
+        "The assistant wants to use `{}`:\n\n{}",
+        req.tool.replace('`', "'"),
+        code_block(&req.description)
     );
     if req.always {
         s.push_str(
@@ -467,6 +469,14 @@ fn button(label: &str, kind: &str, request_id: &str, choice: ApprovalChoice) -> 
             "value": {APPROVAL_KEY: request_id, CHOICE_KEY: choice.code()},
         }],
     })
+}
+
+/// The Markdown sent when Lark refuses the approval card (as a `post`, then as text).
+pub fn approval_fallback(req: &ApprovalRequest) -> String {
+    format!(
+        "**Approval needed**\n\n{}\n\n(The buttons could not be shown.)",
+        approval_body(req)
+    )
 }
 
 /// The approval card for `req` (see the module docs).
@@ -530,7 +540,8 @@ pub fn outcome_card(
         elements.push(json!({"tag": "markdown", "content": approval_body(r)}));
         elements.push(json!({"tag": "hr"}));
     }
-    elements.push(json!({"tag": "markdown", "content": outcome}));
+    // Plain text: the outcome line names the tool, and nothing in it is Markdown.
+    elements.push(json!({"tag": "div", "text": {"tag": "plain_text", "content": outcome}}));
     let mut header = json!({
         "title": {"tag": "plain_text", "content": title},
         "template": template,
@@ -785,6 +796,37 @@ mod tests {
         assert!(b
             .iter()
             .all(|b| b["behaviors"][0]["value"]["choice"] != "s"));
+    }
+
+    #[test]
+    fn approvals_show_the_whole_description_and_drop_nothing() {
+        let long = format!("{}; touch X", "a*b_c".repeat(1000));
+        let r = ApprovalRequest {
+            description: long.clone(),
+            tool: "my__tool__".into(),
+            ..req(false)
+        };
+        for md in [
+            approval_card(&r)["body"]["elements"][0]["content"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+            approval_fallback(&r),
+        ] {
+            assert!(md.contains(&format!("```\n{long}\n```")), "{md}");
+            assert!(md.contains("`my__tool__`"), "{md}");
+        }
+        let done = outcome_card(Some(&r), None, "❌ Denied: my__tool__");
+        let last = done["body"]["elements"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .clone();
+        assert_eq!(
+            last,
+            json!({"tag": "div", "text": {"tag": "plain_text", "content": "❌ Denied: my__tool__"}})
+        );
     }
 
     #[test]

@@ -50,10 +50,7 @@ pub(super) async fn send(
             }
         }
         OutboundBody::Approval(req) => {
-            let fallback = format!(
-                "**Approval needed** for `{}`:\n\n{}\n\n(The buttons could not be shown.)",
-                req.tool, req.description
-            );
+            let fallback = render::approval_fallback(req);
             let id = deliver(chan, msg, 0, &approval_card(req), &fallback).await?;
             chan.remember_approval(req, &id);
             sent.message_ids.push(id);

@@ -5,7 +5,6 @@
 //! (`editMessageText`, keyboard removed). A text fallback `/approve <id>` / `/deny <id>` is shown
 //! in the message and handled by the daemon.
 
-use super::render::markdown_to_html;
 use super::send::{map_error, send_part};
 use super::TelegramChannel;
 use crate::channel::{ChannelError, InboundSink};
@@ -61,24 +60,27 @@ fn keyboard(req: &ApprovalRequest) -> InlineKeyboardMarkup {
     InlineKeyboardMarkup::new(vec![row])
 }
 
+/// The request message: the tool name and the whole description, HTML-escaped and never cut
+/// (the daemon sends descriptions already made visible and short enough to fit one message; see
+/// `consent::display`), inside `<pre>` so every space and line break shows as sent.
+fn request_html(req: &ApprovalRequest) -> String {
+    format!(
+        "🔐 <b>Approval needed</b>: <code>{}</code>\n<pre>{}</pre>\n{}Reply /approve {} or /deny {} if the buttons do not work.",
+        escape(&req.tool),
+        escape(&req.description),
+        if req.always { "<i>This kind of call is asked every time.</i>\n" } else { "" },
+        req.request_id,
+        req.request_id,
+    )
+}
+
 pub(super) async fn send_request(
     chan: &TelegramChannel,
     chat_id: ChatId,
     thread: Option<ThreadId>,
     req: &ApprovalRequest,
 ) -> Result<SentRef, ChannelError> {
-    let mut description: String = req.description.chars().take(3000).collect();
-    if description.len() < req.description.len() {
-        description.push('…');
-    }
-    let html = format!(
-        "🔐 <b>Approval needed</b>: <code>{}</code>\n<pre>{}</pre>\n{}Reply /approve {} or /deny {} if the buttons do not work.",
-        escape(&req.tool),
-        escape(&description),
-        if req.always { "<i>This kind of call is asked every time.</i>\n" } else { "" },
-        req.request_id,
-        req.request_id,
-    );
+    let html = request_html(req);
     let mut r = chan
         .bot()
         .send_message(chat_id, html.clone())
@@ -92,11 +94,14 @@ pub(super) async fn send_request(
         Err(e) => {
             // Without buttons the text fallback still works.
             tracing::warn!("approval keyboard refused ({e}); sending the text fallback");
-            let text = format!(
-                "Approval needed for {}: {}\nReply /approve {} or /deny {}.",
-                req.tool, req.description, req.request_id, req.request_id
+            let html = format!(
+                "Approval needed for <code>{}</code>:\n<pre>{}</pre>\nReply /approve {} or /deny {}.",
+                escape(&req.tool),
+                escape(&req.description),
+                req.request_id,
+                req.request_id
             );
-            let id = send_part(chan, chat_id, thread, None, &markdown_to_html(&text)).await?;
+            let id = send_part(chan, chat_id, thread, None, &html).await?;
             return Ok(SentRef {
                 message_ids: vec![id],
             });
@@ -172,7 +177,26 @@ pub(super) async fn on_callback(chan: &TelegramChannel, sink: &dyn InboundSink, 
 
 #[cfg(test)]
 mod tests {
+    use super::super::render::html_to_display_text;
     use super::*;
+
+    #[test]
+    fn the_request_shows_the_whole_description_escaped() {
+        let description = format!("{} &lt; <b>x</b> *y* _z_ ; touch X", "a".repeat(2950));
+        let req = ApprovalRequest {
+            request_id: "abcdef123456".into(),
+            tool: "shell".into(),
+            description: description.clone(),
+            always: true,
+        };
+        let html = request_html(&req);
+        assert!(
+            html.contains("&amp;lt; &lt;b&gt;x&lt;/b&gt; *y* _z_ ; touch X</pre>"),
+            "{html}"
+        );
+        // What the owner reads, once Telegram has parsed the HTML, holds every character.
+        assert!(html_to_display_text(&html).contains(&description));
+    }
 
     #[test]
     fn callback_data_round_trip_and_limits() {

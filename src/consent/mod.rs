@@ -12,6 +12,12 @@
 //!   unanswered request is denied after `consent.timeout_secs`;
 //! - **terminal**: a y/N question on stderr, answered on stdin.
 //!
+//! A call that can carry data off the machine ([`crate::tools::Tool::egress`]) also asks once
+//! private data entered the turn ([`crate::tools::Taint`]), showing the full destination, and a
+//! session grant then covers that destination only. Every description is made visible by
+//! [`display`] (whitespace folded, line breaks marked, invisible characters escaped) before any
+//! provider shows it; one too long to show is refused back to the model, never cut.
+//!
 //! "Approve for this session" remembers the scope in [`grants`] (never for `consent_always`).
 //! Every denial says which case happened, so the model can tell "the user said no" from "nobody
 //! answered".
@@ -328,7 +334,7 @@ impl ConsentGate for Consent {
     ) -> Result<(), ToolResult> {
         let name = tool.name().to_string();
         // After private data entered the turn, a call that carries data out asks, scoped to
-        // its destination (taint.rs says why).
+        // its destination ([`crate::tools::Taint`] says why).
         let egress = ctx
             .taint
             .source()

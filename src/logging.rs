@@ -1,6 +1,8 @@
-//! Logging with `tracing`, to stderr, with every configured secret value replaced by
-//! `<redacted>` before a line is written (HTTP libraries put request URLs, which for the Bot API
-//! contain the token, into their error texts).
+//! Logging with `tracing`, to stderr, with every configured secret value, and everything shaped
+//! like a credential ([`crate::tools::redact::redact_shapes`]: API keys, tokens, JWTs, private
+//! keys), replaced by `<redacted>` before a line is written (HTTP libraries put request URLs,
+//! which for the Bot API contain the token, into their error texts; tool arguments and errors
+//! may carry whatever a user pasted).
 //!
 //! The filter comes from `RUST_LOG` (default `ethan=info,ethan_channels=info,warn`).
 
@@ -21,6 +23,7 @@ impl Redactor {
         *self.0.write().unwrap_or_else(|p| p.into_inner()) = secrets;
     }
 
+    /// `text` with the configured secrets and every credential-shaped string replaced.
     pub fn redact(&self, text: &str) -> String {
         let secrets = self.0.read().unwrap_or_else(|p| p.into_inner());
         let mut out = text.to_string();
@@ -29,7 +32,10 @@ impl Redactor {
                 out = out.replace(s.as_str(), "<redacted>");
             }
         }
-        out
+        match crate::tools::redact::redact_shapes(&out) {
+            std::borrow::Cow::Owned(clean) => clean,
+            std::borrow::Cow::Borrowed(_) => out,
+        }
     }
 }
 
@@ -96,5 +102,28 @@ mod tests {
             r.redact("GET /bot123456:ABCDEF/getMe with sk-abc and x"),
             "GET /bot<redacted>/getMe with <redacted> and x"
         );
+    }
+
+    #[test]
+    fn replaces_credential_shapes_nobody_configured() {
+        let r = Redactor::default();
+        r.set(vec!["configured-secret".into()]);
+        let line = "WARN tool shell failed: args {\"env\":{\"x\":\"ghp_Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb3d\"}} \
+                    via https://api.telegram.org/bot987654321:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/send \
+                    key AKIAIOSFODNN7EXAMPLE and configured-secret";
+        let out = r.redact(line);
+        for secret in [
+            "ghp_Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb3d",
+            "AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw",
+            "AKIAIOSFODNN7EXAMPLE",
+            "configured-secret",
+        ] {
+            assert!(!out.contains(secret), "{secret} in {out}");
+        }
+        assert!(
+            out.starts_with("WARN tool shell failed: args {\"env\":{\"x\":\"<redacted>\"}}"),
+            "{out}"
+        );
+        assert!(out.contains("/bot<redacted>/send"), "{out}");
     }
 }

@@ -34,19 +34,31 @@ async fn gateway_url(home: &TestHome) -> String {
     format!("http://{addr}/lark/events")
 }
 
+/// The clock, `seconds` ago, as a Lark request timestamp.
+fn seconds_ago(seconds: u64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_secs();
+    (now - seconds).to_string()
+}
+
+/// The signature headers of `body` sent at `ts`.
+fn signed(body: &str, ts: &str, nonce: &str) -> Vec<(&'static str, String)> {
+    let sig = signature(ts, nonce, ENCRYPT_KEY, body.as_bytes());
+    vec![
+        ("X-Lark-Request-Timestamp", ts.to_string()),
+        ("X-Lark-Request-Nonce", nonce.to_string()),
+        ("X-Lark-Signature", sig),
+    ]
+}
+
 /// An encrypted body for `plaintext` and its signature headers.
 fn sealed(plaintext: &Value, ts: &str, nonce: &str) -> (String, Vec<(&'static str, String)>) {
     let enc = encrypt(ENCRYPT_KEY, plaintext.to_string().as_bytes(), [7u8; 16]);
     let body = json!({ "encrypt": enc }).to_string();
-    let sig = signature(ts, nonce, ENCRYPT_KEY, body.as_bytes());
-    (
-        body,
-        vec![
-            ("X-Lark-Request-Timestamp", ts.to_string()),
-            ("X-Lark-Request-Nonce", nonce.to_string()),
-            ("X-Lark-Signature", sig),
-        ],
-    )
+    let headers = signed(&body, ts, nonce);
+    (body, headers)
 }
 
 async fn post(url: &str, body: &str, headers: &[(&str, String)]) -> (u16, Value) {
@@ -88,23 +100,20 @@ async fn encrypted_verification_signed_event_and_forgeries() {
     let mut daemon = Daemon::start(&home);
     let url = gateway_url(&home).await;
 
-    // 1. The encrypted, signed url_verification of the shared vectors.
+    // 1. The encrypted url_verification of the shared vectors, signed now (the vector's own
+    //    timestamp is long past, and a stale signed request is refused).
     let v = vectors();
     let uv = &v["url_verification"];
-    let headers: Vec<(&str, String)> = uv["headers"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str().unwrap().to_string()))
-        .collect();
-    let (status, body) = post(&url, uv["raw_body"].as_str().unwrap(), &headers).await;
+    let uv_body = uv["raw_body"].as_str().unwrap();
+    let headers = signed(uv_body, &seconds_ago(0), "nonce-uv");
+    let (status, body) = post(&url, uv_body, &headers).await;
     assert_eq!(status, 200);
     assert_eq!(body, json!({"challenge": "ajls384kdjx98XX"}));
 
     // 2. An encrypted and signed group mention: 200 at once, then a threaded reply.
     let event = with_token(lark::group_mention(GROUP, "ou_someone", "via webhook"));
     let msg_id = lark::message_id(&event);
-    let (body, headers) = sealed(&event, "1700000001", "nonce-1");
+    let (body, headers) = sealed(&event, &seconds_ago(0), "nonce-1");
     let started = std::time::Instant::now();
     let (status, answer) = post(&url, &body, &headers).await;
     assert_eq!(status, 200, "{answer}");
@@ -121,7 +130,7 @@ async fn encrypted_verification_signed_event_and_forgeries() {
     // 4. Forgeries: a bad signature, a signature for another body, a plaintext body, a wrong
     //    token inside a correctly signed body.
     let other = with_token(lark::group_mention(GROUP, "ou_evil", "forged"));
-    let (forged_body, mut forged_headers) = sealed(&other, "1700000002", "nonce-2");
+    let (forged_body, mut forged_headers) = sealed(&other, &seconds_ago(0), "nonce-2");
     forged_headers[2].1 = "0".repeat(64);
     let (status, _) = post(&url, &forged_body, &forged_headers).await;
     assert_eq!(status, 401);
@@ -131,7 +140,12 @@ async fn encrypted_verification_signed_event_and_forgeries() {
     assert_eq!(status, 400);
     let mut wrong_token = other.clone();
     wrong_token["header"]["token"] = json!("not-the-token");
-    let (b, h) = sealed(&wrong_token, "1700000003", "nonce-3");
+    let (b, h) = sealed(&wrong_token, &seconds_ago(0), "nonce-3");
+    let (status, _) = post(&url, &b, &h).await;
+    assert_eq!(status, 401);
+    // A correctly signed event whose timestamp is ten minutes old (a replay): refused.
+    let late = with_token(lark::group_mention(GROUP, "ou_someone", "replayed"));
+    let (b, h) = sealed(&late, &seconds_ago(600), "nonce-late");
     let (status, _) = post(&url, &b, &h).await;
     assert_eq!(status, 401);
 
@@ -141,7 +155,7 @@ async fn encrypted_verification_signed_event_and_forgeries() {
         "ou_someone",
         GROUP,
     ));
-    let (b, h) = sealed(&press, "1700000004", "nonce-4");
+    let (b, h) = sealed(&press, &seconds_ago(0), "nonce-4");
     let (status, answer) = post(&url, &b, &h).await;
     assert_eq!(status, 200);
     assert!(
@@ -165,6 +179,10 @@ async fn encrypted_verification_signed_event_and_forgeries() {
         "forgeries were not logged"
     );
     assert!(log.contains("missing or wrong X-Lark-Signature"));
+    assert!(
+        log.contains("a stale or replayed request"),
+        "the stale request was not logged"
+    );
     daemon.stop();
 }
 

@@ -155,7 +155,11 @@ impl Consent {
             .collect()
     }
 
-    /// A button press or `/approve`/`/deny`. Only the owner's answer counts.
+    /// A button press or `/approve`/`/deny`. Only the owner's answer counts, and on a chat
+    /// platform only when given in the chat the request was posted in (`d.chat_id`); a press
+    /// elsewhere is refused with a toast and leaves the request waiting. Web answers come from
+    /// the gateway's token holder, who answers for every gateway session, so their chat is not
+    /// compared.
     pub fn decide(&self, d: &ApprovalDecision) -> ApprovalAck {
         let mut pending = self.pending();
         let known = pending
@@ -165,6 +169,25 @@ impl Consent {
             return ApprovalAck {
                 accepted: false,
                 toast: "This request is no longer waiting (answered or expired).".into(),
+                outcome: None,
+            };
+        }
+        let same_chat = d.channel == ChannelKind::Web
+            || pending
+                .get(&d.request_id)
+                .is_some_and(|p| p.chat_id == d.chat_id);
+        if !same_chat {
+            tracing::warn!(
+                "{} user {} answered approval {} from chat {:?}, not the chat it was posted in; \
+                 refused",
+                d.channel,
+                d.user_id,
+                d.request_id,
+                d.chat_id
+            );
+            return ApprovalAck {
+                accepted: false,
+                toast: "Not counted: answer this request in the chat where it was asked.".into(),
                 outcome: None,
             };
         }
@@ -443,5 +466,87 @@ impl ConsentGate for Consent {
             }
             ApprovalChoice::Deny => Err(self.deny(Denial::RefusedByUser, &name)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    fn consent() -> Consent {
+        let store = Store::open_in_memory().unwrap();
+        let cfg = crate::config::from_value(serde_json::json!({"owners": ["telegram:1"]})).unwrap();
+        Consent::new(Owners::new(&cfg, store), Duration::from_secs(60), None)
+    }
+
+    /// Put a request in the waiting list, as `ask_in_chat`/`ask_on_stream` do.
+    fn wait_for(
+        c: &Consent,
+        id: &str,
+        channel: ChannelKind,
+        chat_id: &str,
+    ) -> oneshot::Receiver<ApprovalChoice> {
+        let (tx, rx) = oneshot::channel();
+        c.pending().insert(
+            id.into(),
+            Pending {
+                channel,
+                chat_id: chat_id.into(),
+                tool: "shell".into(),
+                tx,
+            },
+        );
+        rx
+    }
+
+    fn press(channel: ChannelKind, id: &str, user: &str, chat: &str) -> ApprovalDecision {
+        ApprovalDecision {
+            channel,
+            request_id: id.into(),
+            choice: ApprovalChoice::Once,
+            user_id: user.into(),
+            chat_id: chat.into(),
+        }
+    }
+
+    #[test]
+    fn a_press_counts_only_in_the_chat_of_the_request() {
+        let c = consent();
+        let mut rx = wait_for(&c, "req1", ChannelKind::Telegram, "-100200");
+        // The owner, but from another chat (a DM, another group, no chat at all): refused,
+        // and the request keeps waiting.
+        for chat in ["1", "-100999", ""] {
+            let ack = c.decide(&press(ChannelKind::Telegram, "req1", "1", chat));
+            assert!(!ack.accepted, "{chat}");
+            assert!(ack.outcome.is_none());
+            assert!(
+                ack.toast.contains("chat where it was asked"),
+                "{}",
+                ack.toast
+            );
+            assert_eq!(
+                c.pending_in_chat(ChannelKind::Telegram, "-100200"),
+                vec!["req1".to_string()]
+            );
+            assert!(rx.try_recv().is_err(), "answered from {chat:?}");
+        }
+        // The owner in the request's chat: counted.
+        let ack = c.decide(&press(ChannelKind::Telegram, "req1", "1", "-100200"));
+        assert!(ack.accepted, "{}", ack.toast);
+        assert_eq!(rx.try_recv().unwrap(), ApprovalChoice::Once);
+        assert!(c
+            .pending_in_chat(ChannelKind::Telegram, "-100200")
+            .is_empty());
+    }
+
+    #[test]
+    fn web_answers_are_not_tied_to_a_chat() {
+        let c = consent();
+        // Web requests wait under their session key; the gateway answers by request id.
+        let mut rx = wait_for(&c, "web1", ChannelKind::Web, "web:abc");
+        let ack = c.decide(&press(ChannelKind::Web, "web1", "gateway", ""));
+        assert!(ack.accepted, "{}", ack.toast);
+        assert_eq!(rx.try_recv().unwrap(), ApprovalChoice::Once);
     }
 }

@@ -47,8 +47,8 @@ pub const HELP: &str = "Hi, I'm **Ethan**, an assistant backed by a language mod
 Ask me anything in plain words. I can use tools on the machine I run on; anything that changes \
 something needs my owner's approval first.\n\n\
 Commands:\n\
-- /new — start a fresh conversation (I forget this one)\n\
-- /stop — cancel the answer I'm working on\n\
+- /new — start a fresh conversation (I forget this one; in a group, owner only)\n\
+- /stop — cancel the answer I'm working on (in a group: the owner or whoever asked)\n\
 - /approve <id>, /deny <id> — answer an approval request (owner only)\n\
 - /claim <code> — become my owner with a code from `ethan owner claim` (in a DM)\n\
 - /help — this message";

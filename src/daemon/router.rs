@@ -14,6 +14,10 @@
 //!
 //! Every reply to an inbound event carries the idempotency key `reply:{channel}:{event_id}`.
 //! `/stop` bypasses the queue and cancels the session's running turn.
+//!
+//! In a group chat, `/new` (which wipes the group's history and session grants) is for the bot's
+//! owner only, and `/stop` for the owner or the sender of the running turn; anyone else gets a
+//! short refusal and nothing changes. In a DM the sender is the conversation's only user.
 
 use super::access::{self, Access};
 use super::commands::{self, Command};
@@ -55,13 +59,34 @@ struct SessionWorker {
     tx: mpsc::Sender<Job>,
 }
 
+/// A turn in flight: how to cancel it, and who started it (for `/stop` in groups).
+struct RunningTurn {
+    cancel: CancellationToken,
+    sender_id: String,
+}
+
+/// What `/stop` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StopOutcome {
+    Stopped,
+    /// A turn is running, but this sender may not stop it.
+    NotAllowed,
+    NothingRunning,
+}
+
+/// The reply to a group member who is not the owner and tries `/new`.
+pub const NEW_OWNER_ONLY: &str = "Only the bot's owner can start a fresh conversation in a group.";
+/// The reply to a group member who tries to `/stop` someone else's turn.
+pub const STOP_NOT_YOURS: &str =
+    "Only the bot's owner or the person who asked can stop this answer.";
+
 pub struct Router {
     store: Store,
     agent: Arc<Agent>,
     consent: Arc<Consent>,
     channels: HashMap<ChannelKind, Arc<dyn Channel>>,
     workers: Mutex<HashMap<String, SessionWorker>>,
-    running: Mutex<HashMap<String, CancellationToken>>,
+    running: Mutex<HashMap<String, RunningTurn>>,
     turn_slots: Arc<Semaphore>,
 }
 
@@ -356,6 +381,14 @@ impl Router {
         let key = ev.session_key();
         let reply_text = match commands::parse(&ev.text) {
             Some(Command::Help) => Some(commands::HELP.to_string()),
+            Some(Command::New) if ev.chat.kind == ChatKind::Group && !is_owner => {
+                tracing::info!(
+                    "{} user {} is not the owner; refused /new in {key}",
+                    ev.channel,
+                    ev.sender.id
+                );
+                Some(NEW_OWNER_ONLY.to_string())
+            }
             Some(Command::New) => Some(match self.store.new_session(&key) {
                 Ok(_) => {
                     self.consent.grants.clear(&key);
@@ -385,7 +418,13 @@ impl Router {
         self.running
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(key.clone(), cancel.clone());
+            .insert(
+                key.clone(),
+                RunningTurn {
+                    cancel: cancel.clone(),
+                    sender_id: ev.sender.id.clone(),
+                },
+            );
         let typing = self.spawn_typing(ev);
         let input = TurnInput {
             session_key: key.clone(),
@@ -513,20 +552,26 @@ impl Router {
         self.running.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
-    /// Cancel the running turn of `key`; true when there was one.
-    fn stop(&self, key: &str) -> bool {
-        match self
-            .running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(key)
-        {
-            Some(c) => {
-                c.cancel();
-                true
-            }
-            None => false,
+    /// `/stop` from `ev`'s sender: cancel the running turn of its session when there is one and
+    /// the sender may stop it (in a group: the owner or the turn's sender; in a DM: always).
+    fn stop(&self, ev: &InboundEvent, is_owner: bool) -> StopOutcome {
+        let key = ev.session_key();
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(turn) = running.get(&key) else {
+            return StopOutcome::NothingRunning;
+        };
+        let allowed = ev.chat.kind != ChatKind::Group || is_owner || turn.sender_id == ev.sender.id;
+        if !allowed {
+            tracing::info!(
+                "{} user {} may not stop the turn of {} in {key}; refused",
+                ev.channel,
+                ev.sender.id,
+                turn.sender_id
+            );
+            return StopOutcome::NotAllowed;
         }
+        turn.cancel.cancel();
+        StopOutcome::Stopped
     }
 }
 
@@ -569,14 +614,24 @@ impl InboundSink for RouterSink {
             return Ok(PublishOutcome::Duplicate);
         }
         // These must not wait behind the turn they act on.
-        match commands::parse(&ev.text) {
-            Some(Command::Stop)
-                if matches!(router.access(&ev), Access::Allowed { .. })
-                    && router.stop(&ev.session_key()) =>
-            {
-                router.mark(&ev, "done");
-                return Ok(PublishOutcome::Accepted);
+        let command = commands::parse(&ev.text);
+        if command == Some(Command::Stop) {
+            if let Access::Allowed { is_owner } = router.access(&ev) {
+                match router.stop(&ev, is_owner) {
+                    StopOutcome::Stopped => {
+                        router.mark(&ev, "done");
+                        return Ok(PublishOutcome::Accepted);
+                    }
+                    StopOutcome::NotAllowed => {
+                        router.mark(&ev, "processing");
+                        router.answer(&ev, STOP_NOT_YOURS).await;
+                        return Ok(PublishOutcome::Accepted);
+                    }
+                    StopOutcome::NothingRunning => {}
+                }
             }
+        }
+        match command {
             Some(cmd) if cmd.bypasses_queue() => {
                 // /claim works for people not yet allowed; /approve and /deny check the owner.
                 router.mark(&ev, "processing");

@@ -5,8 +5,11 @@
 //! 100.100.100.200), unique-local IPv6 (fc00::/7, which holds AWS's fd00:ec2::254), multicast,
 //! documentation, benchmarking or otherwise reserved address — unless `tools.web_fetch.
 //! allow_private` lists the URL's host (a host name or an IP address, compared
-//! case-insensitively). IPv4 addresses embedded in IPv6 (`::ffff:a.b.c.d`, NAT64 `64:ff9b::/96`,
-//! 6to4 `2002::/16`) are judged by the IPv4 address.
+//! case-insensitively). IPv4 addresses embedded in IPv6 (`::ffff:a.b.c.d`, IPv4-translated
+//! `::ffff:0:a.b.c.d`, NAT64 `64:ff9b::/96`, local-use NAT64 `64:ff9b:1::/48`, 6to4
+//! `2002::/16`) are judged by the IPv4 address: refused when it would be, allowed when it is
+//! public. For `64:ff9b:1::/48`, whose operator may pick any RFC 6052 prefix length, the
+//! address is refused when any layout it fits embeds a refused IPv4 address.
 //!
 //! It is enforced at three points, so neither DNS nor a redirect can get around it:
 //! - IP-literal URLs (`http://127.0.0.1/`, `http://[::1]/`) are checked before any connection
@@ -163,14 +166,20 @@ fn v6_reason(ip: Ipv6Addr) -> Option<&'static str> {
         ))
         .or(Some("a deprecated IPv4-compatible address"));
     }
-    // NAT64 (64:ff9b::/96) carries an IPv4 address in its last 32 bits.
-    if s[0..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+    // IPv4-translated (::ffff:0:a.b.c.d, RFC 2765) and NAT64 (64:ff9b::/96) carry an IPv4
+    // address in their last 32 bits.
+    if s[0..6] == [0, 0, 0, 0, 0xffff, 0] || s[0..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
         return v4_reason(Ipv4Addr::new(
             (s[6] >> 8) as u8,
             s[6] as u8,
             (s[7] >> 8) as u8,
             s[7] as u8,
         ));
+    }
+    // The local-use NAT64 prefix (64:ff9b:1::/48, RFC 8215) may be used with any RFC 6052
+    // prefix length from /48 to /96, so every layout the address is well-formed under is judged.
+    if s[0..3] == [0x64, 0xff9b, 1] {
+        return local_nat64_reason(ip);
     }
     // 6to4 (2002::/16) carries an IPv4 address in bits 16..48.
     if s[0] == 0x2002 {
@@ -203,6 +212,25 @@ fn v6_reason(ip: Ipv6Addr) -> Option<&'static str> {
         return Some("a discard-only address");
     }
     None
+}
+
+/// The reason to refuse an address of the local-use NAT64 prefix `64:ff9b:1::/48`: the first
+/// refused IPv4 address it embeds under the RFC 6052 layouts for prefix lengths /48, /56, /64 and
+/// /96 (a layout counts when its `u` octet, bits 64..72, and its suffix are zero; /96 always
+/// counts). `None` when every such IPv4 address is public.
+fn local_nat64_reason(ip: Ipv6Addr) -> Option<&'static str> {
+    let b = ip.octets();
+    let zero = |r: std::ops::Range<usize>| b[r].iter().all(|x| *x == 0);
+    let layouts = [
+        (b[8] == 0 && zero(11..16)).then_some([b[6], b[7], b[9], b[10]]),
+        (b[8] == 0 && zero(12..16)).then_some([b[7], b[9], b[10], b[11]]),
+        (b[8] == 0 && zero(13..16)).then_some([b[9], b[10], b[11], b[12]]),
+        Some([b[12], b[13], b[14], b[15]]),
+    ];
+    layouts
+        .into_iter()
+        .flatten()
+        .find_map(|v4| v4_reason(Ipv4Addr::from(v4)))
 }
 
 /// A refusal by the guard; its text is written for the model.
@@ -369,6 +397,51 @@ pub fn find_refusal(err: &(dyn std::error::Error + 'static)) -> Option<SsrfRefus
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn translated_and_local_nat64_forms_are_judged_by_the_ipv4_address() {
+        // `::ffff:0:a.b.c.d` (RFC 2765 IPv4-translated) and `64:ff9b:1::/48` (RFC 8215
+        // local-use NAT64, IPv4 in the last 32 bits).
+        for s in [
+            "::ffff:0:127.0.0.1",
+            "::ffff:0:10.1.2.3",
+            "::ffff:0:169.254.169.254",
+            "64:ff9b:1::127.0.0.1",
+            "64:ff9b:1::10.1.2.3",
+            "64:ff9b:1::169.254.169.254",
+            "64:ff9b:1:ffff:ffff:ffff:7f00:1",
+            "64:ff9b:1:1234::a00:1",
+        ] {
+            assert!(non_public_reason(ip(s)).is_some(), "{s} should be refused");
+        }
+        assert_eq!(
+            non_public_reason(ip("::ffff:0:169.254.169.254")),
+            Some("the cloud metadata address")
+        );
+        assert_eq!(
+            non_public_reason(ip("64:ff9b:1::169.254.169.254")),
+            Some("the cloud metadata address")
+        );
+        // A public IPv4 address in these forms is public, as with `::ffff:a.b.c.d` and
+        // `64:ff9b::/96`.
+        for s in [
+            "::ffff:0:1.1.1.1",
+            "64:ff9b:1::1.1.1.1",
+            "64:ff9b:1::8.8.8.8",
+        ] {
+            assert!(non_public_reason(ip(s)).is_none(), "{s} should be allowed");
+        }
+        // The shorter RFC 6052 layouts of the local-use prefix put the IPv4 address elsewhere
+        // (`/64`: bits 72..104); one that embeds a refused address there is refused too.
+        assert!(non_public_reason(ip("64:ff9b:1:0:7f:0:100::")).is_some());
+        let g = SsrfGuard::new(&[], Arc::new(StaticLookup::new()));
+        let u = |s: &str| reqwest::Url::parse(s).unwrap();
+        assert!(g.check_url(&u("http://[::ffff:0:7f00:1]/")).is_err());
+        assert!(g
+            .check_url(&u("http://[64:ff9b:1::a9fe:a9fe]/latest"))
+            .is_err());
+        assert!(g.check_url(&u("http://[64:ff9b:1::101:101]/")).is_ok());
+    }
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()

@@ -8,7 +8,9 @@
 //!   `raw = base64(encrypt)`, `iv = raw[..16]`, AES-256-CBC, PKCS#7 padding.
 //! - With an Encrypt Key every event must carry `X-Lark-Request-Timestamp`,
 //!   `X-Lark-Request-Nonce` and `X-Lark-Signature = hex(SHA-256(timestamp + nonce + encrypt_key
-//!   \+ raw body))`, compared in constant time. Like the Go SDK, an encrypted
+//!   \+ raw body))`, compared in constant time. A signed request whose timestamp is more than
+//!   [`MAX_CLOCK_SKEW`] away from the daemon's clock (either direction) is refused like a bad
+//!   signature, so a captured request cannot be replayed later. Like the Go SDK, an encrypted
 //!   `url_verification` without the headers is accepted: decrypting it already needs the key,
 //!   and answering it reveals nothing.
 //! - With a Verification Token, `header.token` (schema 2.0) or `token` (schema 1.0,
@@ -46,6 +48,8 @@ pub const NONCE_HEADER: &str = "X-Lark-Request-Nonce";
 pub const SIGNATURE_HEADER: &str = "X-Lark-Signature";
 /// Longest time spent before answering (Lark wants an answer within 3 s).
 const ANSWER_DEADLINE: Duration = Duration::from_millis(2500);
+/// How far a signed request's `X-Lark-Request-Timestamp` may be from the daemon's clock.
+pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(300);
 /// Largest accepted body.
 const MAX_BODY: usize = 1024 * 1024;
 
@@ -178,6 +182,10 @@ pub enum Refusal {
     Decrypt(DecryptError),
     #[error("missing or wrong X-Lark-Signature")]
     BadSignature,
+    /// A validly signed request whose timestamp is unreadable or too far from the clock (the
+    /// text says which, and by how much).
+    #[error("X-Lark-Request-Timestamp {0}")]
+    StaleTimestamp(String),
     #[error("missing or wrong verification token")]
     BadToken,
     #[error("no encrypt_key and no verification_token are configured")]
@@ -187,18 +195,50 @@ pub enum Refusal {
 impl Refusal {
     fn status(&self) -> StatusCode {
         match self {
-            Refusal::BadSignature | Refusal::BadToken => StatusCode::UNAUTHORIZED,
+            Refusal::BadSignature | Refusal::BadToken | Refusal::StaleTimestamp(_) => {
+                StatusCode::UNAUTHORIZED
+            }
             Refusal::Unprotected => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::BAD_REQUEST,
         }
     }
 }
 
-/// Check and open one request: returns the envelope, or why it is refused.
+/// Whether a signed request's timestamp (seconds since the epoch, as sent) is within
+/// [`MAX_CLOCK_SKEW`] of `now` (seconds since the epoch); the refusal says why not.
+fn check_timestamp(headers: &HeaderMap, now: i64) -> Result<(), Refusal> {
+    let raw = headers
+        .get(TIMESTAMP_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let Ok(ts) = raw.trim().parse::<i64>() else {
+        return Err(Refusal::StaleTimestamp(format!(
+            "{raw:?} is not a number of seconds"
+        )));
+    };
+    let skew = now.saturating_sub(ts);
+    let max = MAX_CLOCK_SKEW.as_secs() as i64;
+    if skew > max {
+        return Err(Refusal::StaleTimestamp(format!(
+            "is {skew} s old (more than {max} s): a stale or replayed request"
+        )));
+    }
+    if skew < -max {
+        return Err(Refusal::StaleTimestamp(format!(
+            "is {} s in the future (more than {max} s)",
+            skew.saturating_neg()
+        )));
+    }
+    Ok(())
+}
+
+/// Check and open one request, with `now` the current time in seconds since the epoch (the
+/// signature's timestamp is judged against it): returns the envelope, or why it is refused.
 pub fn open_request(
     secrets: &WebhookSecrets,
     headers: &HeaderMap,
     body: &[u8],
+    now: i64,
 ) -> Result<Envelope, Refusal> {
     if secrets.encrypt_key.is_empty() && secrets.verification_token.is_empty() {
         return Err(Refusal::Unprotected);
@@ -220,6 +260,9 @@ pub fn open_request(
             let signed = has_sig && signature_valid(headers, &secrets.encrypt_key, body);
             if has_sig && !signed {
                 return Err(Refusal::BadSignature);
+            }
+            if signed {
+                check_timestamp(headers, now)?;
             }
             let plain = decrypt(&secrets.encrypt_key, enc).map_err(Refusal::Decrypt)?;
             let env = Envelope::parse(plain.as_bytes()).ok_or(Refusal::BadJson)?;
@@ -256,7 +299,8 @@ pub fn router(secrets: WebhookSecrets, inbound: Arc<Inbound>) -> axum::Router {
 }
 
 async fn handle(State(st): State<RouteState>, headers: HeaderMap, body: Bytes) -> Response {
-    let env = match open_request(&st.secrets, &headers, &body) {
+    let now = chrono::Utc::now().timestamp();
+    let env = match open_request(&st.secrets, &headers, &body, now) {
         Ok(env) => env,
         Err(why) => {
             let from = headers
@@ -371,6 +415,65 @@ mod tests {
         assert!(decrypt("another key", enc).is_err());
     }
 
+    /// A clock reading for requests without a timestamp.
+    const NOW: i64 = 1_800_000_000;
+
+    /// The clock reading at which a vector's request was sent (its timestamp header).
+    fn vector_now(t: &Value) -> i64 {
+        t["headers"][TIMESTAMP_HEADER]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
+    #[test]
+    fn signed_requests_are_judged_by_their_timestamp() {
+        let v = vectors();
+        let t = &v["im_message_receive_v1"];
+        let body = t["raw_body"].as_str().unwrap().as_bytes();
+        let s = secrets("test key", "");
+        let sent = vector_now(t);
+        // Within five minutes either way: accepted.
+        for now in [sent, sent + 300, sent - 300, sent + 60] {
+            assert!(open_request(&s, &headers_of(t), body, now).is_ok(), "{now}");
+        }
+        // A validly signed request replayed later, or dated too far ahead: refused like a bad
+        // signature.
+        for now in [sent + 301, sent + 86_400, sent - 301] {
+            let err = open_request(&s, &headers_of(t), body, now).unwrap_err();
+            assert!(matches!(err, Refusal::StaleTimestamp(_)), "{now}: {err}");
+            assert_eq!(err.status(), StatusCode::UNAUTHORIZED);
+        }
+        let err = open_request(&s, &headers_of(t), body, sent + 3600).unwrap_err();
+        assert!(err.to_string().contains("3600 s old"), "{err}");
+        // A fresh request signed now is accepted; the same one an hour later is not.
+        let plain = t["decrypted_plaintext"].as_str().unwrap();
+        let fresh_body =
+            json!({ "encrypt": encrypt("test key", plain.as_bytes(), [3u8; 16]) }).to_string();
+        let now = 1_900_000_000i64;
+        let mut h = HeaderMap::new();
+        h.insert(TIMESTAMP_HEADER, now.to_string().parse().unwrap());
+        h.insert(NONCE_HEADER, "n-1".parse().unwrap());
+        let sig = signature(&now.to_string(), "n-1", "test key", fresh_body.as_bytes());
+        h.insert(SIGNATURE_HEADER, sig.parse().unwrap());
+        assert!(open_request(&s, &h, fresh_body.as_bytes(), now + 2).is_ok());
+        assert!(matches!(
+            open_request(&s, &h, fresh_body.as_bytes(), now + 3600),
+            Err(Refusal::StaleTimestamp(_))
+        ));
+        // A signed timestamp that is not a number.
+        let mut h = HeaderMap::new();
+        h.insert(TIMESTAMP_HEADER, "soon".parse().unwrap());
+        h.insert(NONCE_HEADER, "n-1".parse().unwrap());
+        let sig = signature("soon", "n-1", "test key", fresh_body.as_bytes());
+        h.insert(SIGNATURE_HEADER, sig.parse().unwrap());
+        assert!(matches!(
+            open_request(&s, &h, fresh_body.as_bytes(), now),
+            Err(Refusal::StaleTimestamp(_))
+        ));
+    }
+
     fn secrets(ek: &str, vt: &str) -> WebhookSecrets {
         WebhookSecrets {
             encrypt_key: ek.into(),
@@ -384,38 +487,44 @@ mod tests {
         let t = &v["im_message_receive_v1"];
         let body = t["raw_body"].as_str().unwrap().as_bytes();
         let s = secrets("test key", "");
-        let env = open_request(&s, &headers_of(t), body).unwrap();
+        let env = open_request(&s, &headers_of(t), body, vector_now(t)).unwrap();
         assert_eq!(env.event_type(), "im.message.receive_v1");
         // The right token passes, a wrong one does not.
         let s_tok = secrets("test key", "rvaYgkND1GOiu5MM0E1rncYC6PLtF7JV");
-        assert!(open_request(&s_tok, &headers_of(t), body).is_ok());
+        assert!(open_request(&s_tok, &headers_of(t), body, vector_now(t)).is_ok());
         assert_eq!(
-            open_request(&secrets("test key", "nope"), &headers_of(t), body).unwrap_err(),
+            open_request(
+                &secrets("test key", "nope"),
+                &headers_of(t),
+                body,
+                vector_now(t)
+            )
+            .unwrap_err(),
             Refusal::BadToken
         );
         // A changed signature, a missing one, a changed body.
         let mut h = headers_of(t);
         h.insert(SIGNATURE_HEADER, "00".repeat(32).parse().unwrap());
         assert_eq!(
-            open_request(&s, &h, body).unwrap_err(),
+            open_request(&s, &h, body, vector_now(t)).unwrap_err(),
             Refusal::BadSignature
         );
         let mut h = headers_of(t);
         h.remove(SIGNATURE_HEADER);
         assert_eq!(
-            open_request(&s, &h, body).unwrap_err(),
+            open_request(&s, &h, body, vector_now(t)).unwrap_err(),
             Refusal::BadSignature
         );
         let mut tampered = body.to_vec();
         tampered.insert(1, b' ');
         assert_eq!(
-            open_request(&s, &headers_of(t), &tampered).unwrap_err(),
+            open_request(&s, &headers_of(t), &tampered, vector_now(t)).unwrap_err(),
             Refusal::BadSignature
         );
         // Plaintext while a key is configured.
         let plain = t["decrypted_plaintext"].as_str().unwrap().as_bytes();
         assert_eq!(
-            open_request(&s, &HeaderMap::new(), plain).unwrap_err(),
+            open_request(&s, &HeaderMap::new(), plain, vector_now(t)).unwrap_err(),
             Refusal::NotEncrypted
         );
     }
@@ -425,10 +534,13 @@ mod tests {
         let v = vectors();
         let t = &v["url_verification"];
         let body = t["raw_body"].as_str().unwrap().as_bytes();
-        let env = open_request(&secrets("test key", "xxxxxx"), &HeaderMap::new(), body).unwrap();
+        let env =
+            open_request(&secrets("test key", "xxxxxx"), &HeaderMap::new(), body, NOW).unwrap();
         assert_eq!(env.kind, "url_verification");
         assert_eq!(env.challenge, "ajls384kdjx98XX");
-        assert!(open_request(&secrets("test key", "yyyyyy"), &HeaderMap::new(), body).is_err());
+        assert!(
+            open_request(&secrets("test key", "yyyyyy"), &HeaderMap::new(), body, NOW).is_err()
+        );
     }
 
     #[test]
@@ -439,21 +551,21 @@ mod tests {
         ))
         .unwrap();
         let ok = secrets("", "rvaYgkND1GOiu5MM0E1rncYC6PLtF7JV");
-        assert!(open_request(&ok, &HeaderMap::new(), &plain).is_ok());
+        assert!(open_request(&ok, &HeaderMap::new(), &plain, NOW).is_ok());
         assert_eq!(
-            open_request(&secrets("", "other"), &HeaderMap::new(), &plain).unwrap_err(),
+            open_request(&secrets("", "other"), &HeaderMap::new(), &plain, NOW).unwrap_err(),
             Refusal::BadToken
         );
         assert_eq!(
-            open_request(&secrets("", ""), &HeaderMap::new(), &plain).unwrap_err(),
+            open_request(&secrets("", ""), &HeaderMap::new(), &plain, NOW).unwrap_err(),
             Refusal::Unprotected
         );
         assert_eq!(
-            open_request(&ok, &HeaderMap::new(), b"[1]").unwrap_err(),
+            open_request(&ok, &HeaderMap::new(), b"[1]", NOW).unwrap_err(),
             Refusal::BadJson
         );
         assert_eq!(
-            open_request(&ok, &HeaderMap::new(), br#"{"encrypt":"abc"}"#).unwrap_err(),
+            open_request(&ok, &HeaderMap::new(), br#"{"encrypt":"abc"}"#, NOW).unwrap_err(),
             Refusal::UnexpectedEncryption
         );
     }

@@ -317,7 +317,9 @@ impl Executor {
             session_key: ctx.session_key.clone(),
             user_id: ctx.user_id.clone(),
             channel: ctx.channel.as_str().to_string(),
-            tool: tool_name.clone().unwrap_or_else(|| requested.clone()),
+            tool: tool_name
+                .clone()
+                .unwrap_or_else(|| self.redactor.text(&requested)),
             args: args_text,
             started_ms,
             ended_ms: now_ms(),
@@ -643,6 +645,20 @@ pub(crate) mod tests {
             audit[0].args
         );
         assert!(audit[0].args.contains("<redacted>"));
+    }
+
+    #[tokio::test]
+    async fn a_credential_sent_as_a_tool_name_is_redacted_in_audit() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_in_memory().unwrap();
+        let e = executor_with(Registry::default(), Some(store.clone()), None);
+        let name = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+        let out = e
+            .execute(&[call("1", name, "{}")], &all(&e), &ctx_in(dir.path()))
+            .await;
+        assert_eq!(out[0].result.error_kind, Some(ErrorKind::Validation));
+        let audit = store.recent_audit(1, None).unwrap();
+        assert!(!audit[0].tool.contains(name), "{}", audit[0].tool);
     }
 
     /// Records how many of its calls overlap.

@@ -239,8 +239,7 @@ impl Protection {
         if let Some(why) = self.place_of(&real) {
             return Some(why);
         }
-        self.hard_link_target(&real)
-            .map(|target| Protected::HardLink(target))
+        self.hard_link_target(&real).map(Protected::HardLink)
     }
 
     /// The protected place `real` (a real path) lies in, by location only: no name patterns,

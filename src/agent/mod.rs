@@ -7,13 +7,13 @@
 pub mod prompt;
 
 use crate::config::Loaded;
-use crate::provider::types::{ChatMessage, Role};
 use crate::provider::{OpenAiClient, ProviderError};
 use crate::store::Store;
 use crate::tools::executor::Executor;
 use crate::tools::policy::{Audience, Policy};
 use crate::tools::{ToolContext, ToolSummary};
 use ethan_channels::ChannelKind;
+use ethan_core::message::{ChatMessage, Role};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -39,34 +39,7 @@ pub struct TurnInput {
     pub events: Option<EventSink>,
 }
 
-/// Progress of a turn, for a live view (the gateway's SSE stream).
-#[derive(Debug, Clone, PartialEq)]
-pub enum TurnEvent {
-    /// Answer text (the whole answer when the endpoint does not stream).
-    Text(String),
-    ToolStart {
-        id: String,
-        name: String,
-    },
-    ToolEnd {
-        id: String,
-        name: String,
-        ms: u64,
-        ok: bool,
-    },
-    /// A consent question for the person watching (web consent).
-    ConsentRequest {
-        request_id: String,
-        tool: String,
-        description: String,
-        always: bool,
-    },
-    /// A card as A2UI messages.
-    Ui(Vec<serde_json::Value>),
-}
-
-/// A sender of [`TurnEvent`]s; sending never blocks and a gone receiver is ignored.
-pub type EventSink = tokio::sync::mpsc::UnboundedSender<TurnEvent>;
+pub use ethan_core::event::{EventSink, TurnEvent};
 
 fn emit(events: &Option<EventSink>, e: TurnEvent) {
     if let Some(tx) = events {

@@ -101,7 +101,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
         match TelegramChannel::new(TelegramConfig {
             poll_timeout_secs: 1,
             webhook_url: None,
-            ..crate::daemon::telegram_config(c)
+            ..crate::config::telegram_config(c)
         }) {
             Err(e) => r.fail("telegram", e.to_string()),
             Ok(ch) => match ch.probe().await {
@@ -210,7 +210,7 @@ async fn lark_checks(r: &mut Report, loaded: &Loaded) {
             "mode webhook needs channels.lark.encrypt_key or verification_token (Events & Callbacks page of the app)",
         );
     }
-    let ch = match LarkChannel::new(crate::daemon::lark_config(c)) {
+    let ch = match LarkChannel::new(crate::config::lark_config(c)) {
         Ok(ch) => ch,
         Err(e) => return r.fail("lark", e.to_string()),
     };

@@ -7,8 +7,8 @@
 //! succeeded and its digest was delivered (or there was nothing to post).
 
 use crate::config::Loaded;
+use crate::jobs::job;
 use crate::scheduler::delivery::{self, RetryPolicy};
-use crate::scheduler::job;
 use crate::scheduler::runner::{Execute, JobExecutor, Scheduler, SchedulerOptions, SystemClock};
 use crate::store::jobs::{Delivery, JobState, RunStatus};
 use crate::store::Store;
@@ -57,7 +57,7 @@ pub async fn run(loaded: Arc<Loaded>, cmd: JobsCommand) -> anyhow::Result<ExitCo
                     (JobState::Done, _, _) => "done".to_string(),
                     (_, true, _) => "paused".to_string(),
                     (_, _, Some(t)) => chrono::DateTime::from_timestamp(t, 0)
-                        .map(|t| crate::scheduler::tz::display(&zone, t))
+                        .map(|t| crate::tz::display(&zone, t))
                         .unwrap_or_default(),
                     _ => "-".to_string(),
                 };

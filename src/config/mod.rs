@@ -9,10 +9,12 @@
 //! the typed [`Config`] with the failing key's path in every error. Keys are those of DESIGN §7;
 //! unknown keys and bad values stop the start.
 
+mod channels;
 mod secret;
 mod types;
 pub mod watch;
 
+pub use channels::{lark_config, telegram_config};
 pub use secret::Secret;
 pub use types::*;
 
@@ -319,7 +321,7 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
         }
     }
     if let Some(tz) = c.timezone.as_deref().filter(|t| !t.trim().is_empty()) {
-        crate::scheduler::tz::parse_zone(tz).map_err(|e| key_err("timezone", e.to_string()))?;
+        crate::tz::parse_zone(tz).map_err(|e| key_err("timezone", e.to_string()))?;
     }
     if c.gateway.listen.parse::<std::net::SocketAddr>().is_err() {
         return Err(key_err(

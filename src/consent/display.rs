@@ -24,7 +24,7 @@
 //!   no approval is sent. The length is counted in UTF-16 code units, as Telegram counts its
 //!   4,096-character message limit; 3,000 leaves room for the request's framing.
 
-use crate::tools::{ErrorKind, ToolResult};
+use ethan_core::tool::{ErrorKind, ToolResult};
 
 /// Most UTF-16 code units an approval description may have once made visible.
 pub const MAX_LEN: usize = 3000;

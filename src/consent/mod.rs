@@ -1,5 +1,5 @@
 //! Consent: a tool call with side effects needs a yes, and only the owner can say it in a chat
-//! (DESIGN §4). This is step 6 of the executor ([`crate::tools::executor::ConsentGate`]).
+//! (DESIGN §4). This is step 6 of the executor ([`ethan_core::consent::ConsentGate`]).
 //!
 //! For each call the tool's hooks say whether consent is needed (`consent_check`), for which
 //! scope (`consent_scope`: the tool name, or a directory for file tools) and whether the call
@@ -12,8 +12,8 @@
 //!   unanswered request is denied after `consent.timeout_secs`;
 //! - **terminal**: a y/N question on stderr, answered on stdin.
 //!
-//! A call that can carry data off the machine ([`crate::tools::Tool::egress`]) also asks once
-//! private data entered the turn ([`crate::tools::Taint`]), showing the full destination, and a
+//! A call that can carry data off the machine ([`ethan_core::tool::Tool::egress`]) also asks once
+//! private data entered the turn ([`ethan_core::tool::Taint`]), showing the full destination, and a
 //! session grant then covers that destination only. Every description is made visible by
 //! [`display`] (whitespace folded, line breaks marked, invisible characters escaped) before any
 //! provider shows it; one too long to show is refused back to the model, never cut.
@@ -30,13 +30,13 @@ pub mod shell;
 mod shell_corpus;
 pub mod terminal;
 
-use crate::tools::executor::ConsentGate;
-use crate::tools::{ErrorKind, Tool, ToolContext, ToolResult};
 use async_trait::async_trait;
 use ethan_channels::{
     ApprovalAck, ApprovalChoice, ApprovalDecision, ApprovalRequest, Channel, ChannelKind,
     OutboundBody, OutboundMessage,
 };
+use ethan_core::consent::ConsentGate;
+use ethan_core::tool::{ErrorKind, Tool, ToolContext, ToolResult};
 use grants::Grants;
 use owners::Owners;
 use serde_json::Value;
@@ -46,13 +46,11 @@ use std::time::Duration;
 use terminal::{TerminalAnswer, TerminalInput};
 use tokio::sync::oneshot;
 
-/// The `approved_actions` entry set when the owner approved an always-ask call on a protected
-/// path (`$ETHAN_HOME`, secret-looking files); file tools then let it through.
-pub const PROTECTED_PATHS_APPROVED: &str = "protected_paths";
+pub use ethan_core::tool::PROTECTED_PATHS_APPROVED;
 
 /// The approval text of a call that would carry data off the machine after private data entered
 /// the turn: why it asks, then exactly what leaves, then the tool's own description, if any.
-fn egress_description(source: &str, e: &crate::tools::Egress, own: Option<&str>) -> String {
+fn egress_description(source: &str, e: &ethan_core::tool::Egress, own: Option<&str>) -> String {
     let mut d = format!(
         "This conversation has read private data ({source}); this call sends data off the machine:\n{}",
         e.destination
@@ -249,7 +247,7 @@ impl Consent {
                 tx,
             },
         );
-        let _ = events.send(crate::agent::TurnEvent::ConsentRequest {
+        let _ = events.send(ethan_core::event::TurnEvent::ConsentRequest {
             request_id: request_id.clone(),
             tool: tool.to_string(),
             description: description.to_string(),
@@ -357,7 +355,7 @@ impl ConsentGate for Consent {
     ) -> Result<(), ToolResult> {
         let name = tool.name().to_string();
         // After private data entered the turn, a call that carries data out asks, scoped to
-        // its destination ([`crate::tools::Taint`] says why).
+        // its destination ([`ethan_core::tool::Taint`] says why).
         let egress = ctx
             .taint
             .source()

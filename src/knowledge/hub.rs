@@ -7,7 +7,7 @@ use super::embed::Embedder;
 use super::{Knowledge, KnowledgeError};
 use crate::config::KnowledgeConfig;
 use crate::store::Store;
-use crate::tools::ToolContext;
+use ethan_core::tool::ToolContext;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -21,8 +21,8 @@ pub use hub::KnowledgeHub;
 
 use crate::store::knowledge::{IndexChange, IndexHit};
 use crate::store::{Store, StoreError};
-use crate::tools::ErrorKind;
 use embed::{EmbedError, Embedder};
+use ethan_core::tool::ErrorKind;
 use index::{Query, SyncReport};
 use notes::Note;
 use std::collections::HashMap;

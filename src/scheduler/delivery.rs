@@ -119,13 +119,13 @@ pub async fn send_with_retry(
 pub fn send_channels(loaded: &Loaded) -> anyhow::Result<HashMap<ChannelKind, Arc<dyn Channel>>> {
     let mut out: HashMap<ChannelKind, Arc<dyn Channel>> = HashMap::new();
     if !loaded.config.channels.telegram.token.is_empty() {
-        let ch = TelegramChannel::new(crate::daemon::telegram_config(&loaded.config))
+        let ch = TelegramChannel::new(crate::config::telegram_config(&loaded.config))
             .context("the Telegram channel")?;
         out.insert(ChannelKind::Telegram, Arc::new(ch));
     }
     let lk = &loaded.config.channels.lark;
     if !lk.app_id.trim().is_empty() && !lk.app_secret.is_empty() {
-        let ch = LarkChannel::new(crate::daemon::lark_config(&loaded.config))
+        let ch = LarkChannel::new(crate::config::lark_config(&loaded.config))
             .context("the Lark channel")?;
         out.insert(ChannelKind::Lark, Arc::new(ch));
     }

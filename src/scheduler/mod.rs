@@ -1,11 +1,7 @@
-//! Scheduled jobs: the agent runs a prompt on a schedule, unattended, and posts the result (a
-//! "digest") into a chat.
+//! Running scheduled jobs: the agent runs a prompt on a schedule, unattended, and posts the
+//! result (a "digest") into a chat. What a job is and when it is due live below the agent, in
+//! [`crate::jobs`] (re-exported here as [`job`] and [`schedule`]) and [`crate::tz`].
 //!
-//! - [`schedule`]: cron (5-field POSIX), interval and one-shot `at` schedules, with checks whose
-//!   errors say what is wrong;
-//! - [`tz`]: time zones (job → config `timezone` → system) and the daylight-saving rules;
-//! - [`job`]: creating, describing, pausing and removing jobs (used by the `schedule_*` tools
-//!   and `ethan jobs`);
 //! - [`runner`]: the loop (claim each slot once in SQLite, misfire grace, restore at start) and
 //!   the execution of a run;
 //! - [`delivery`]: the digest and its delivery with retries.
@@ -13,10 +9,10 @@
 //! Storage is `crate::store::jobs`. The daemon starts the loop with [`start`].
 
 pub mod delivery;
-pub mod job;
 pub mod runner;
-pub mod schedule;
-pub mod tz;
+
+pub use crate::jobs::{job, schedule};
+pub use crate::tz;
 
 #[cfg(test)]
 mod tests;
@@ -49,7 +45,4 @@ pub fn start(
     tokio::spawn(scheduler.run(exec, shutdown))
 }
 
-/// The database of the daemon whose home is `home` (tools open it per call).
-pub fn open_store(home: &std::path::Path) -> Result<Store, crate::store::StoreError> {
-    Store::open(&home.join("ethan.db"))
-}
+pub use crate::jobs::open_store;

@@ -2,7 +2,7 @@
 //! `tool_calls`), and tool messages (with `tool_call_id`).
 
 use super::{now, Ctx, Store, StoreError};
-use crate::provider::types::{ChatMessage, Role};
+use ethan_core::message::{ChatMessage, Role};
 
 impl Store {
     /// Append messages to a session in one transaction (an assistant message and its tool results
@@ -104,7 +104,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::types::{FunctionCall, ToolCall};
+    use ethan_core::message::{FunctionCall, ToolCall};
 
     fn call(id: &str) -> ChatMessage {
         ChatMessage {

@@ -24,10 +24,9 @@ use super::replay::{replay_key, ReplayGuard};
 use super::truncate::{truncate_for_model, MODEL_OUTPUT_LIMIT};
 use super::{ErrorKind, Tool, ToolContext, ToolResult};
 use crate::config::ToolOverride;
-use crate::provider::types::ToolCall;
 use crate::store::audit::AuditEntry;
 use crate::store::Store;
-use async_trait::async_trait;
+use ethan_core::message::ToolCall;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -49,17 +48,7 @@ pub struct CallOutcome {
     pub elapsed_ms: u64,
 }
 
-/// Step 6: asks whether a call that passed validation and the replay guard may run. Returns
-/// `Err(result)` (kind `denied`) to refuse it.
-#[async_trait]
-pub trait ConsentGate: Send + Sync {
-    async fn check(
-        &self,
-        tool: &dyn Tool,
-        args: &Value,
-        ctx: &mut ToolContext,
-    ) -> Result<(), ToolResult>;
-}
+pub use ethan_core::consent::ConsentGate;
 
 /// What the executor needs besides the registry.
 pub struct ExecutorOptions {
@@ -417,8 +406,9 @@ async fn run_with_retries(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::provider::types::FunctionCall;
     use crate::tools::Risk;
+    use async_trait::async_trait;
+    use ethan_core::message::FunctionCall;
     use std::path::Path;
     use std::sync::atomic::{AtomicU32, Ordering};
 

@@ -29,8 +29,8 @@ impl LarkCalendarEvents {
     }
 
     fn zone(&self) -> Tz {
-        crate::scheduler::tz::effective_zone(None, self.tz.as_deref())
-            .unwrap_or_else(|_| crate::scheduler::tz::system_zone())
+        crate::tz::effective_zone(None, self.tz.as_deref())
+            .unwrap_or_else(|_| crate::tz::system_zone())
     }
 }
 
@@ -51,7 +51,7 @@ pub fn parse_time(v: &Value, tz: &Tz) -> Result<i64, String> {
         return Ok(t.timestamp());
     }
     let local = |n: NaiveDateTime| {
-        crate::scheduler::tz::resolve_local(tz, n)
+        crate::tz::resolve_local(tz, n)
             .map(|t| t.timestamp())
             .ok_or_else(|| format!("{s:?} does not exist in {tz}"))
     };
@@ -105,7 +105,7 @@ fn when(v: Option<&Value>, tz: &Tz) -> (i64, String) {
         let ts = NaiveDate::parse_from_str(d, "%Y-%m-%d")
             .ok()
             .and_then(|d| d.and_hms_opt(0, 0, 0))
-            .and_then(|n| crate::scheduler::tz::resolve_local(tz, n))
+            .and_then(|n| crate::tz::resolve_local(tz, n))
             .map(|t| t.timestamp())
             .unwrap_or(0);
         return (ts, format!("{d} (all day)"));
@@ -211,13 +211,13 @@ impl Tool for LarkCalendarEvents {
         let tz = self.zone();
         let today = Utc::now().with_timezone(&tz).date_naive();
         let day_start =
-            crate::scheduler::tz::resolve_local(&tz, today.and_hms_opt(0, 0, 0).expect("midnight"))
+            crate::tz::resolve_local(&tz, today.and_hms_opt(0, 0, 0).expect("midnight"))
                 .map(|t| t.timestamp())
                 .unwrap_or_else(|| Utc::now().timestamp());
         let day_end = today
             .succ_opt()
             .and_then(|d| d.and_hms_opt(0, 0, 0))
-            .and_then(|n| crate::scheduler::tz::resolve_local(&tz, n))
+            .and_then(|n| crate::tz::resolve_local(&tz, n))
             .map(|t| t.timestamp())
             .unwrap_or(day_start + 86_400);
         let action = args.get("action").and_then(Value::as_str).unwrap_or("");

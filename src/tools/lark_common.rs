@@ -29,7 +29,7 @@ impl LarkClient {
         if l.app_id.trim().is_empty() || l.app_secret.expose().trim().is_empty() {
             return None;
         }
-        let lc = crate::daemon::lark_config(config);
+        let lc = crate::config::lark_config(config);
         Self::new(
             &lc.base_url,
             &lc.app_id,

@@ -111,8 +111,8 @@ impl Tool for LarkChatMessages {
     }
 
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
-        let tz = crate::scheduler::tz::effective_zone(None, self.tz.as_deref())
-            .unwrap_or_else(|_| crate::scheduler::tz::system_zone());
+        let tz = crate::tz::effective_zone(None, self.tz.as_deref())
+            .unwrap_or_else(|_| crate::tz::system_zone());
         let chat_id = args
             .get("chat_id")
             .and_then(Value::as_str)

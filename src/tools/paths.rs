@@ -52,7 +52,7 @@ pub fn resolve_checked(ctx: &ToolContext, path: &str) -> Result<PathBuf, ToolRes
             if ctx
                 .approved_actions
                 .iter()
-                .any(|a| a == crate::consent::PROTECTED_PATHS_APPROVED) =>
+                .any(|a| a == ethan_core::tool::PROTECTED_PATHS_APPROVED) =>
         {
             Ok(p)
         }

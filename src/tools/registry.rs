@@ -14,7 +14,7 @@
 use super::schema::{check_parameters, check_shape, ArgsValidator};
 use super::Tool;
 use crate::config::Config;
-use crate::provider::types::ToolSpec;
+use ethan_core::message::ToolSpec;
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 

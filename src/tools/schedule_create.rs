@@ -9,9 +9,10 @@
 //! the call changes nothing and its result says what is wrong.
 
 use super::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
-use crate::scheduler::job::{self, JobError, NewJob, Origin};
-use crate::scheduler::{schedule, tz};
+use crate::jobs::job::{self, JobError, NewJob, Origin};
+use crate::jobs::schedule;
 use crate::store::Store;
+use crate::tz;
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -88,8 +89,7 @@ pub(crate) fn open_store(ctx: &ToolContext) -> Result<Store, ToolResult> {
             "the job database is not available in this interface",
         )
     })?;
-    crate::scheduler::open_store(home)
-        .map_err(|e| ToolResult::err(ErrorKind::Dependency, e.to_string()))
+    crate::jobs::open_store(home).map_err(|e| ToolResult::err(ErrorKind::Dependency, e.to_string()))
 }
 
 /// A job error as a result for the model.
@@ -342,7 +342,7 @@ mod tests {
         let r = t.run(args.clone(), &ctx).await;
         assert!(r.ok, "{r:?}");
         assert!(r.output.contains("`news`"), "{}", r.output);
-        let store = crate::scheduler::open_store(dir.path()).unwrap();
+        let store = crate::jobs::open_store(dir.path()).unwrap();
         let job = store.get_job("news").unwrap().unwrap();
         assert_eq!(job.allowed_tools, ["file_write", "shell"]);
         assert_eq!(job.creator, "telegram:42");

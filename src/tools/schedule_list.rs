@@ -3,9 +3,9 @@
 
 use super::schedule_create::{job_error, open_store};
 use super::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
-use crate::scheduler::job::{self, JobError};
-use crate::scheduler::tz;
+use crate::jobs::job::{self, JobError};
 use crate::store::jobs::{JobRecord, JobState, RunRecord};
+use crate::tz;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 

@@ -6,7 +6,8 @@ use super::args::opt_bool;
 use super::schedule_create::{job_error, open_store};
 use super::schedule_remove::job_label;
 use super::{Risk, Tool, ToolContext, ToolResult};
-use crate::scheduler::{job, tz};
+use crate::jobs::job;
+use crate::tz;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 

@@ -3,7 +3,7 @@
 
 use super::schedule_create::{job_error, open_store};
 use super::{Risk, Tool, ToolContext, ToolResult};
-use crate::scheduler::job;
+use crate::jobs::job;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 

@@ -232,7 +232,7 @@ impl Tool for Shell {
             && ctx
                 .approved_actions
                 .iter()
-                .any(|a| a == crate::consent::PROTECTED_PATHS_APPROVED);
+                .any(|a| a == ethan_core::tool::PROTECTED_PATHS_APPROVED);
         let sandbox = if approved_protected {
             None
         } else {

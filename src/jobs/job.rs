@@ -3,9 +3,9 @@
 //! (its [`Schedule`], its zone, its next slot, a one-line description).
 
 use super::schedule::{parse_datetime, Schedule, ScheduleError};
-use super::tz::{self, UnknownZone};
 use crate::store::jobs::{JobRecord, JobState};
 use crate::store::{Store, StoreError};
+use crate::tz::{self, UnknownZone};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use ethan_channels::{ChannelKind, ChatKind, ChatRef};

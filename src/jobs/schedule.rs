@@ -10,14 +10,14 @@
 //! wrong), then handed to the `cron` crate as explicit lists — two schedules whose next times
 //! are merged in the either-day case, because the crate itself requires both days to match.
 //!
-//! The crate walks wall-clock time; [`super::tz::resolve_local`] turns each wall time into an
+//! The crate walks wall-clock time; [`crate::tz::resolve_local`] turns each wall time into an
 //! instant (spring-forward gaps run at the end of the gap, fall-back overlaps once, at the first
 //! occurrence). Slots that land on the same instant (several gap times) are one slot.
 //!
 //! **Interval** slots are `anchor + k·interval` (k ≥ 1), independent of zones. **At** is one
 //! instant; naive date-times are read in the job's zone.
 
-use super::tz::{resolve_local, to_local};
+use crate::tz::{resolve_local, to_local};
 use chrono::{DateTime, Duration, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use chrono_tz::Tz;
 use std::collections::BTreeSet;
@@ -136,7 +136,7 @@ impl Schedule {
                 m if m % 60 == 0 => format!("every {} hour(s)", m / 60),
                 m => format!("every {m} minutes"),
             },
-            Schedule::At(t) => format!("once at {}", super::tz::display(tz, *t)),
+            Schedule::At(t) => format!("once at {}", crate::tz::display(tz, *t)),
         }
     }
 }
@@ -475,7 +475,7 @@ pub fn parse_datetime(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::tz::parse_zone;
+    use crate::tz::parse_zone;
 
     fn utc(s: &str) -> DateTime<Utc> {
         s.parse().unwrap()

@@ -1,0 +1,18 @@
+//! The consent step of the executor as a trait ([`ConsentGate`]): the executor asks it before a
+//! call runs; the daemon's consent service implements it per channel.
+
+use crate::tool::{Tool, ToolContext, ToolResult};
+use async_trait::async_trait;
+use serde_json::Value;
+
+/// Step 6: asks whether a call that passed validation and the replay guard may run. Returns
+/// `Err(result)` (kind `denied`) to refuse it.
+#[async_trait]
+pub trait ConsentGate: Send + Sync {
+    async fn check(
+        &self,
+        tool: &dyn Tool,
+        args: &Value,
+        ctx: &mut ToolContext,
+    ) -> Result<(), ToolResult>;
+}

@@ -1,0 +1,18 @@
+//! Ethan's core: the types and traits every other part of the daemon agrees on, and nothing
+//! else — no I/O, no platform, no storage. It depends on no other crate of the workspace.
+//!
+//! - [`channel`]: which interface and chat a message belongs to;
+//! - [`tool`]: the `Tool` trait, its context and result, risk, error kinds, taint and egress;
+//! - [`consent`]: the consent gate the executor asks before a call runs;
+//! - [`event`]: the live events of a turn;
+//! - [`message`]: the messages of a conversation (the history the store keeps and the agent
+//!   sends through a provider).
+
+pub mod channel;
+pub mod consent;
+pub mod event;
+pub mod message;
+pub mod tool;
+
+pub use channel::{ChannelKind, ChatKind, ChatRef};
+pub use tool::{ErrorKind, Risk, Tool, ToolContext, ToolResult};

@@ -1,0 +1,297 @@
+//! What a tool is ([`Tool`]), what it gets ([`ToolContext`]) and returns ([`ToolResult`]), and
+//! how a turn tracks private data ([`Taint`]) and data leaving the machine ([`Egress`]).
+//!
+//! Every failure is a [`ToolResult`] with an [`ErrorKind`] and a text the model can act on.
+
+use crate::channel::{ChannelKind, ChatRef};
+use async_trait::async_trait;
+use serde::Serialize;
+use serde_json::Value;
+use std::path::PathBuf;
+
+/// The `approved_actions` entry set when the owner approved an always-ask call on a protected
+/// path (`$ETHAN_HOME`, credential places, secret-looking files); file tools then let it through.
+pub const PROTECTED_PATHS_APPROVED: &str = "protected_paths";
+use std::time::Duration;
+
+/// How much a tool can change the world. A tool has side effects exactly when its risk is not
+/// `ReadOnly`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Risk {
+    ReadOnly,
+    Write,
+    Exec,
+    Dangerous,
+}
+
+impl Risk {
+    pub fn has_side_effects(self) -> bool {
+        self != Risk::ReadOnly
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Risk::ReadOnly => "read_only",
+            Risk::Write => "write",
+            Risk::Exec => "exec",
+            Risk::Dangerous => "dangerous",
+        }
+    }
+}
+
+/// Why a call failed, for the model and the audit log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The arguments were malformed or did not match the schema.
+    Validation,
+    /// Policy, consent or the replay guard refused the call.
+    Denied,
+    /// The call ran out of time.
+    Timeout,
+    /// Something the tool relies on failed (a file system error, a remote service).
+    Dependency,
+    /// A bug or broken invariant inside the daemon.
+    Internal,
+}
+
+impl ErrorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Validation => "validation",
+            ErrorKind::Denied => "denied",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Dependency => "dependency",
+            ErrorKind::Internal => "internal",
+        }
+    }
+}
+
+/// The outcome of one tool call. `output` is the tool's text; `metadata` is structured detail
+/// (exit code, sizes, spill path); `ui` carries a card for the channel to render.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolResult {
+    pub ok: bool,
+    pub output: String,
+    pub error: Option<String>,
+    pub error_kind: Option<ErrorKind>,
+    pub metadata: Value,
+    pub ui: Option<Value>,
+}
+
+impl ToolResult {
+    pub fn ok(output: impl Into<String>) -> Self {
+        Self {
+            ok: true,
+            output: output.into(),
+            error: None,
+            error_kind: None,
+            metadata: Value::Null,
+            ui: None,
+        }
+    }
+
+    pub fn err(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            ok: false,
+            output: String::new(),
+            error: Some(message.into()),
+            error_kind: Some(kind),
+            metadata: Value::Null,
+            ui: None,
+        }
+    }
+
+    pub fn with_metadata(mut self, metadata: Value) -> Self {
+        self.metadata = metadata;
+        self
+    }
+
+    /// The text the model reads as the tool message content.
+    pub fn model_text(&self) -> String {
+        if self.ok {
+            self.output.clone()
+        } else {
+            let kind = self.error_kind.map(ErrorKind::as_str).unwrap_or("internal");
+            let mut s = format!("Error ({kind}): {}", self.error.as_deref().unwrap_or(""));
+            if !self.output.is_empty() {
+                s.push('\n');
+                s.push_str(&self.output);
+            }
+            s
+        }
+    }
+}
+
+/// What a running tool knows about its call. Trust fields (`is_owner`, `unattended`) are set by
+/// the daemon only, never from a platform payload or the model.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// Unique per call.
+    pub execution_id: String,
+    /// One per turn.
+    pub trace_id: String,
+    pub session_key: String,
+    pub channel: ChannelKind,
+    pub chat_id: String,
+    pub user_id: String,
+    pub is_owner: bool,
+    /// 1-based attempt number (retries of read-only tools).
+    pub attempt: u32,
+    pub idempotency_key: String,
+    pub unattended: bool,
+    /// For unattended runs: the side-effect tools the job may use.
+    pub allowed_tools: Option<Vec<String>>,
+    /// Where relative paths resolve and commands run (`tools.workspace`).
+    pub workspace: PathBuf,
+    /// `$ETHAN_HOME`, which tools may not touch outside the workspace (`None` in tests that do
+    /// not care).
+    pub ethan_home: Option<PathBuf>,
+    /// The tools this turn may use (for `find_tools`).
+    pub catalog: std::sync::Arc<[ToolSummary]>,
+    /// The chat the turn answers in (where approvals are asked); `None` off-chat.
+    pub chat: Option<ChatRef>,
+    /// What consent approved beyond the call itself (e.g. `protected_paths` after an always-ask
+    /// approval of a secret file). Set by the consent step only.
+    pub approved_actions: Vec<String>,
+    /// The turn's live event stream (web consent asks there); `None` elsewhere.
+    pub events: Option<crate::event::EventSink>,
+    /// Whether private data has entered this turn (shared by every call of the turn).
+    pub taint: Taint,
+}
+
+/// Whether private data has entered a turn: the output of a tool that reads the machine or the
+/// owner's accounts ([`Tool::reads_private`]), in this turn or in the history it was given.
+/// Once set, a call that can carry data off the machine ([`Tool::egress`]) asks the owner.
+/// Clones share the flag; the first source is kept, for the approval text.
+#[derive(Debug, Clone, Default)]
+pub struct Taint(std::sync::Arc<std::sync::Mutex<Option<String>>>);
+
+impl Taint {
+    /// Record that `source` (e.g. `file_read`) brought private data into the turn.
+    pub fn mark(&self, source: &str) {
+        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if g.is_none() {
+            *g = Some(source.to_string());
+        }
+    }
+
+    /// What first brought private data into the turn, if anything did.
+    pub fn source(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// Where a call would carry data off the machine ([`Tool::egress`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Egress {
+    /// Everything that leaves, as the owner must see it: the full URL with its query, the
+    /// search query and provider, the recipient and text.
+    pub destination: String,
+    /// What "approve for this session" covers: one host, one search provider, one recipient
+    /// (e.g. `egress:host:example.com`).
+    pub scope: String,
+}
+
+impl ToolContext {
+    /// A context for the local owner at the terminal, working in `workspace` (tests, benchmarks,
+    /// one-off runs). Every id is fresh; nothing is approved beyond the call itself.
+    pub fn local(workspace: PathBuf) -> Self {
+        Self {
+            execution_id: uuid::Uuid::new_v4().to_string(),
+            trace_id: uuid::Uuid::new_v4().simple().to_string(),
+            session_key: "terminal:local".into(),
+            channel: ChannelKind::Terminal,
+            chat_id: "local".into(),
+            user_id: "local".into(),
+            is_owner: true,
+            attempt: 1,
+            idempotency_key: String::new(),
+            unattended: false,
+            allowed_tools: None,
+            workspace,
+            ethan_home: None,
+            catalog: std::sync::Arc::from(Vec::<ToolSummary>::new()),
+            chat: None,
+            approved_actions: Vec::new(),
+            events: None,
+            taint: Taint::default(),
+        }
+    }
+}
+
+/// A tool's name and description, as `find_tools` lists them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolSummary {
+    pub name: String,
+    pub description: String,
+}
+
+/// Every interface; the default of [`Tool::interfaces`].
+pub const ALL_INTERFACES: &[ChannelKind] = &[
+    ChannelKind::Terminal,
+    ChannelKind::Web,
+    ChannelKind::Telegram,
+    ChannelKind::Lark,
+];
+
+/// A tool the model may call.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    /// `^[A-Za-z0-9_-]{1,64}$`.
+    fn name(&self) -> &str;
+    /// One or two sentences the model reads.
+    fn description(&self) -> &str;
+    /// JSON Schema of the arguments object.
+    fn parameters(&self) -> Value;
+    fn risk(&self) -> Risk;
+    /// Sent to the model up front (otherwise found through `find_tools`).
+    fn fast_path(&self) -> bool {
+        false
+    }
+    /// Default time limit of one call.
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+    /// The limit for these arguments (e.g. the shell's own `timeout` argument).
+    fn timeout_for(&self, _args: &Value) -> Duration {
+        self.timeout()
+    }
+    /// Retries after a failure, honoured for read-only tools only.
+    fn max_retries(&self) -> u32 {
+        0
+    }
+    /// The interfaces on which this tool exists at all.
+    fn interfaces(&self) -> &'static [ChannelKind] {
+        ALL_INTERFACES
+    }
+    /// Whether this call needs consent: `Some(description of what it will do)` or `None`.
+    /// Default: side-effect tools ask, read-only tools do not.
+    fn consent_check(&self, args: &Value, _ctx: &ToolContext) -> Option<String> {
+        self.risk()
+            .has_side_effects()
+            .then(|| format!("{} {}", self.name(), args))
+    }
+    /// What an "approve for this session" grant covers. Default: the tool name.
+    fn consent_scope(&self, _args: &Value, _ctx: &ToolContext) -> String {
+        self.name().to_string()
+    }
+    /// Ask every time and never remember (dangerous commands, secret files). Default: no.
+    fn consent_always(&self, _args: &Value, _ctx: &ToolContext) -> bool {
+        false
+    }
+    /// Whether this tool's output is private data: it reads the machine or the owner's
+    /// accounts (files, commands, search, knowledge, Lark history and calendar). Once such a
+    /// call ran in a turn, successful or not, later calls that carry data out ask. Default: no.
+    fn reads_private(&self) -> bool {
+        false
+    }
+    /// Where this call would carry data off the machine, if it can (network fetches, searches,
+    /// messages to others). After private data entered the turn, such a call asks the owner,
+    /// showing [`Egress::destination`]. Default: it cannot.
+    fn egress(&self, _args: &Value, _ctx: &ToolContext) -> Option<Egress> {
+        None
+    }
+    /// Run with already-parsed arguments.
+    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult;
+}

@@ -6,7 +6,7 @@
 //! after 1,000 warm-up calls.
 
 use async_trait::async_trait;
-use ethan::provider::types::{FunctionCall, ToolCall};
+use ethan::provider::types::ToolCall;
 use ethan::store::Store;
 use ethan::tools::executor::{Executor, ExecutorOptions};
 use ethan::tools::registry::Registry;
@@ -94,14 +94,7 @@ fn main() {
         let mut samples = Vec::with_capacity(10_000);
         for i in 0..11_000 {
             let args = json!({"path": format!("notes/{i}.md"), "max_lines": 10, "tags": ["a", "b"], "api_key": "sk-x"});
-            let call = ToolCall {
-                id: format!("c{i}"),
-                kind: "function".into(),
-                function: FunctionCall {
-                    name: tool.into(),
-                    arguments: args.to_string(),
-                },
-            };
+            let call = ToolCall::new(format!("c{i}"), tool, args.to_string());
             let t = Instant::now();
             let out = rt.block_on(executor.execute(std::slice::from_ref(&call), &allowed, &ctx));
             let us = t.elapsed().as_secs_f64() * 1e6;

@@ -74,6 +74,7 @@ fn msg(role: Role, text: String) -> ChatMessage {
         content: Some(text),
         tool_calls: Vec::new(),
         tool_call_id: None,
+        opaque: None,
     }
 }
 

@@ -7,7 +7,7 @@ mod lark_openapi;
 
 use async_trait::async_trait;
 use ethan::config::{Config, Profile, Secret};
-use ethan::provider::types::{FunctionCall, ToolCall};
+use ethan::provider::types::ToolCall;
 use ethan::tools::executor::{ConsentGate, Executor, ExecutorOptions};
 use ethan::tools::lark_calendar::LarkCalendarEvents;
 use ethan::tools::lark_common::LarkClient;
@@ -450,13 +450,12 @@ async fn the_executor_refuses_non_owners_and_asks_the_owner_every_time() {
         },
     )
     .with_gate(gate.clone());
-    let call = |id: &str| ToolCall {
-        id: id.into(),
-        kind: "function".into(),
-        function: FunctionCall {
-            name: "lark_message_send".into(),
-            arguments: r#"{"chat_id":"oc_chat","text":"hi"}"#.into(),
-        },
+    let call = |id: &str| {
+        ToolCall::new(
+            id,
+            "lark_message_send",
+            r#"{"chat_id":"oc_chat","text":"hi"}"#,
+        )
     };
     let dir = tempfile::tempdir().unwrap();
     let mut base = ToolContext::local(dir.path().to_path_buf());

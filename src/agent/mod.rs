@@ -7,7 +7,7 @@
 pub mod prompt;
 
 use crate::config::Loaded;
-use crate::provider::{OpenAiClient, ProviderError};
+use crate::provider::{ModelProvider, ProviderError};
 use crate::store::Store;
 use crate::tools::executor::Executor;
 use crate::tools::policy::{Audience, Policy};
@@ -92,7 +92,8 @@ pub struct TurnReply {
 }
 
 pub struct Agent {
-    pub provider: OpenAiClient,
+    /// The model API ([`ethan_core::provider::ModelProvider`]; OpenAI-compatible today).
+    pub provider: Arc<dyn ModelProvider>,
     pub executor: Executor,
     pub policy: Policy,
     pub store: Store,
@@ -250,7 +251,7 @@ impl Agent {
                     &input.events,
                     TurnEvent::ToolStart {
                         id: c.id.clone(),
-                        name: c.function.name.clone(),
+                        name: c.name.clone(),
                     },
                 );
             }
@@ -361,7 +362,7 @@ fn private_reads_in(
     history
         .iter()
         .flat_map(|m| m.tool_calls.iter())
-        .map(|c| c.function.name.as_str())
+        .map(|c| c.name.as_str())
         .find(|name| {
             registry
                 .resolve(name)

@@ -65,7 +65,7 @@ pub fn build_agent(
         executor = executor.with_gate(c);
     }
     Ok(Arc::new(Agent {
-        provider,
+        provider: Arc::new(provider),
         executor,
         policy: Policy::from_config(&loaded.config.tools),
         store,

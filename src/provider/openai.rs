@@ -1,18 +1,11 @@
 //! HTTP client for `POST {base_url}/chat/completions` (OpenAI Chat Completions API, non-streaming)
 //! and `GET {base_url}/models` (used by `ethan doctor`).
 
-use super::types::{ChatMessage, ToolSpec};
-use super::{ProviderError, MAX_RETRIES};
+use super::types::{ChatMessage, Role, ToolCall, ToolSpec};
+use super::{Completion, ModelProvider, ProviderError, MAX_RETRIES};
 use crate::config::{ModelConfig, Secret};
 use serde_json::{json, Value};
 use std::time::Duration;
-
-/// A completion: the assistant message and `finish_reason`.
-#[derive(Debug, Clone)]
-pub struct Completion {
-    pub message: ChatMessage,
-    pub finish_reason: Option<String>,
-}
 
 /// Chat Completions client. Cheap to clone.
 #[derive(Clone)]
@@ -67,7 +60,8 @@ impl OpenAiClient {
         messages: &[ChatMessage],
         tools: &[ToolSpec],
     ) -> Result<Completion, ProviderError> {
-        let mut body = json!({ "model": self.model, "messages": messages });
+        let wire: Vec<Value> = messages.iter().map(to_wire).collect();
+        let mut body = json!({ "model": self.model, "messages": wire });
         if !tools.is_empty() {
             body["tools"] = tools
                 .iter()
@@ -206,16 +200,94 @@ fn classify_error(status: u16, text: &str) -> ProviderError {
     ProviderError::Http { status, message }
 }
 
+/// A message in the Chat Completions wire shape: `role`, `content` (`null` beside tool calls),
+/// `tool_calls[]{id, type: "function", function{name, arguments}}`, `tool_call_id`. The
+/// neutral `opaque` field is not sent: this API has none.
+fn to_wire(m: &ChatMessage) -> Value {
+    let mut v = json!({"role": m.role.as_str(), "content": m.content});
+    if !m.tool_calls.is_empty() {
+        v["tool_calls"] = m
+            .tool_calls
+            .iter()
+            .map(|c| {
+                json!({"id": c.id, "type": "function",
+                       "function": {"name": c.name, "arguments": c.arguments}})
+            })
+            .collect();
+    }
+    if let Some(id) = &m.tool_call_id {
+        v["tool_call_id"] = json!(id);
+    }
+    v
+}
+
+/// The assistant message of an answer, from the wire shape ([`to_wire`]).
+fn from_wire(v: &Value) -> Result<ChatMessage, String> {
+    let role = match v.get("role") {
+        None | Some(Value::Null) => Role::Assistant,
+        Some(Value::String(r)) => Role::parse(r).ok_or_else(|| format!("unknown role {r:?}"))?,
+        Some(other) => return Err(format!("role is not a string: {other}")),
+    };
+    let content = match v.get("content") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(t)) => Some(t.clone()),
+        Some(other) => return Err(format!("content is not a string: {other}")),
+    };
+    let mut tool_calls = Vec::new();
+    if let Some(calls) = v.get("tool_calls").filter(|c| !c.is_null()) {
+        let calls = calls
+            .as_array()
+            .ok_or_else(|| "tool_calls is not a list".to_string())?;
+        for (i, c) in calls.iter().enumerate() {
+            let text = |field: &Value| -> Result<String, String> {
+                match field {
+                    Value::Null => Ok(String::new()),
+                    Value::String(s) => Ok(s.clone()),
+                    other => Err(format!("tool_calls[{i}]: expected a string, got {other}")),
+                }
+            };
+            let f = c
+                .get("function")
+                .ok_or_else(|| format!("tool_calls[{i}] has no function"))?;
+            tool_calls.push(ToolCall {
+                id: text(c.get("id").unwrap_or(&Value::Null))?,
+                name: text(f.get("name").unwrap_or(&Value::Null))?,
+                arguments: text(f.get("arguments").unwrap_or(&Value::Null))?,
+            });
+        }
+    }
+    Ok(ChatMessage {
+        role,
+        content,
+        tool_calls,
+        tool_call_id: v
+            .get("tool_call_id")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        opaque: None,
+    })
+}
+
+#[async_trait::async_trait]
+impl ModelProvider for OpenAiClient {
+    async fn complete(
+        &self,
+        messages: &[ChatMessage],
+        tools: &[ToolSpec],
+    ) -> Result<Completion, ProviderError> {
+        OpenAiClient::complete(self, messages, tools).await
+    }
+}
+
 fn parse_completion(text: &str) -> Result<Completion, ProviderError> {
     let v: Value = serde_json::from_str(text)
         .map_err(|e| ProviderError::BadResponse(format!("not JSON ({e})")))?;
     let choice = v
         .pointer("/choices/0")
         .ok_or_else(|| ProviderError::BadResponse("no choices[0] in the answer".into()))?;
-    let mut message: ChatMessage = serde_json::from_value(
+    let mut message = from_wire(
         choice
             .get("message")
-            .cloned()
             .ok_or_else(|| ProviderError::BadResponse("no choices[0].message".into()))?,
     )
     .map_err(|e| ProviderError::BadResponse(format!("choices[0].message: {e}")))?;
@@ -260,7 +332,7 @@ mod tests {
         let ok = r#"{"choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,
             "tool_calls":[{"id":"c1","type":"function","function":{"name":"file_read","arguments":"{\"path\":\"a\"}"}}]}}]}"#;
         let c = parse_completion(ok).unwrap();
-        assert_eq!(c.message.tool_calls[0].function.name, "file_read");
+        assert_eq!(c.message.tool_calls[0].name, "file_read");
         assert_eq!(c.finish_reason.as_deref(), Some("tool_calls"));
         assert!(matches!(
             parse_completion("<html>"),

@@ -1,5 +1,6 @@
-//! The conversation of each session, exactly as the model saw it: user, assistant (with
-//! `tool_calls`), and tool messages (with `tool_call_id`).
+//! The conversation of each session in the provider-neutral form ([`ethan_core::message`]):
+//! user, assistant (with its tool calls as `[{id, name, arguments}]` JSON and a provider's
+//! `opaque` value, kept as given), and tool messages (with `tool_call_id`).
 
 use super::{now, Ctx, Store, StoreError};
 use ethan_core::message::{ChatMessage, Role};
@@ -17,8 +18,8 @@ impl Store {
         {
             let mut stmt = tx
                 .prepare_cached(
-                    "INSERT INTO messages(session_id, role, content, tool_calls, tool_call_id, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    "INSERT INTO messages(session_id, role, content, tool_calls, tool_call_id, opaque, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 )
                 .op("append messages")?;
             let ts = now();
@@ -33,12 +34,14 @@ impl Store {
                         })?,
                     )
                 };
+                let opaque = m.opaque.as_ref().map(|v| v.to_string());
                 stmt.execute(rusqlite::params![
                     session_id,
                     m.role.as_str(),
                     m.content,
                     calls,
                     m.tool_call_id,
+                    opaque,
                     ts
                 ])
                 .op("append messages")?;
@@ -57,7 +60,7 @@ impl Store {
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(
-                "SELECT role, content, tool_calls, tool_call_id FROM messages
+                "SELECT role, content, tool_calls, tool_call_id, opaque FROM messages
                  WHERE session_id = ?1 ORDER BY id DESC LIMIT ?2",
             )
             .op("load history")?;
@@ -68,12 +71,13 @@ impl Store {
                     r.get::<_, Option<String>>(1)?,
                     r.get::<_, Option<String>>(2)?,
                     r.get::<_, Option<String>>(3)?,
+                    r.get::<_, Option<String>>(4)?,
                 ))
             })
             .op("load history")?;
         let mut out = Vec::new();
         for row in rows {
-            let (role, content, calls, tool_call_id) = row.op("load history")?;
+            let (role, content, calls, tool_call_id, opaque) = row.op("load history")?;
             let role = Role::parse(&role).ok_or_else(|| StoreError::Corrupt {
                 op: "load history",
                 message: format!("unknown role {role:?}"),
@@ -85,11 +89,19 @@ impl Store {
                 })?,
                 None => Vec::new(),
             };
+            let opaque = match opaque {
+                Some(o) => Some(serde_json::from_str(&o).map_err(|e| StoreError::Corrupt {
+                    op: "load history",
+                    message: format!("opaque: {e}"),
+                })?),
+                None => None,
+            };
             out.push(ChatMessage {
                 role,
                 content,
                 tool_calls,
                 tool_call_id,
+                opaque,
             });
         }
         out.reverse();
@@ -104,21 +116,15 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ethan_core::message::{FunctionCall, ToolCall};
+    use ethan_core::message::ToolCall;
 
     fn call(id: &str) -> ChatMessage {
         ChatMessage {
             role: Role::Assistant,
             content: None,
-            tool_calls: vec![ToolCall {
-                id: id.into(),
-                kind: "function".into(),
-                function: FunctionCall {
-                    name: "file_read".into(),
-                    arguments: "{}".into(),
-                },
-            }],
+            tool_calls: vec![ToolCall::new(id, "file_read", "{}")],
             tool_call_id: None,
+            opaque: None,
         }
     }
 
@@ -148,5 +154,28 @@ mod tests {
         assert_eq!(w[0].content.as_deref(), Some("two"));
         let w = s.load_window(&sid, 1).unwrap();
         assert!(w.is_empty());
+    }
+
+    #[test]
+    fn a_providers_opaque_value_survives_the_store() {
+        let s = Store::open_in_memory().unwrap();
+        let sid = s.current_session("t:1").unwrap();
+        let mut thinking = call("c9");
+        thinking.content = Some("let me look".into());
+        thinking.opaque = Some(serde_json::json!({
+            "anthropic": {"thinking": "…", "signature": "EqQBCkYIBxgCKkB+sig=="}
+        }));
+        s.append_messages(
+            &sid,
+            &[
+                ChatMessage::user("q"),
+                thinking.clone(),
+                ChatMessage::tool("c9", "r"),
+            ],
+        )
+        .unwrap();
+        let back = s.load_window(&sid, 10).unwrap();
+        assert_eq!(back[1], thinking);
+        assert_eq!(back[2].opaque, None);
     }
 }

@@ -194,6 +194,20 @@ const STEPS: &[&str] = &[
     r#"
     ALTER TABLE inbound_events ADD COLUMN reply TEXT;
     "#,
+    // 7: the history in the provider-neutral form (ethan_core::message): tool calls as
+    // `[{id, name, arguments}]` instead of the Chat Completions wire shape
+    // `[{id, type, function: {name, arguments}}]`, and a provider's opaque value per message
+    r#"
+    ALTER TABLE messages ADD COLUMN opaque TEXT;
+    UPDATE messages SET tool_calls = (
+        SELECT json_group_array(json_object(
+            'id', coalesce(json_extract(c.value, '$.id'), ''),
+            'name', coalesce(json_extract(c.value, '$.function.name'), ''),
+            'arguments', coalesce(json_extract(c.value, '$.function.arguments'), '')))
+        FROM json_each(messages.tool_calls) AS c
+    )
+    WHERE tool_calls IS NOT NULL AND json_valid(tool_calls);
+    "#,
 ];
 
 pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {

@@ -119,7 +119,7 @@ impl Executor {
         while i < calls.len() {
             // A run of read-only calls goes in parallel; a side-effect (or unknown) call alone.
             let mut j = i;
-            while j < calls.len() && self.is_read_only(&calls[j].function.name) {
+            while j < calls.len() && self.is_read_only(&calls[j].name) {
                 j += 1;
             }
             if j == i {
@@ -168,7 +168,7 @@ impl Executor {
         let started_ms = now_ms();
         let mut ctx = base.clone();
         ctx.execution_id = uuid::Uuid::new_v4().to_string();
-        let requested = call.function.name.clone();
+        let requested = call.name.clone();
         let mut tool_name: Option<String> = None;
         let mut attempts = 0;
         let mut parsed: Option<Value> = None;
@@ -203,7 +203,7 @@ impl Executor {
                 );
             }
             // 3. parse
-            let args = match parse_arguments(&call.function.arguments) {
+            let args = match parse_arguments(&call.arguments) {
                 Ok(a) => a,
                 Err(r) => return r,
             };
@@ -298,7 +298,7 @@ impl Executor {
 
         let args_text = match &parsed {
             Some(v) => self.redactor.value(v).to_string(),
-            None => self.redactor.text(&call.function.arguments),
+            None => self.redactor.text(&call.arguments),
         };
         let entry = AuditEntry {
             execution_id: ctx.execution_id.clone(),
@@ -408,7 +408,6 @@ pub(crate) mod tests {
     use super::*;
     use crate::tools::Risk;
     use async_trait::async_trait;
-    use ethan_core::message::FunctionCall;
     use std::path::Path;
     use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -421,14 +420,7 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn call(id: &str, name: &str, args: &str) -> ToolCall {
-        ToolCall {
-            id: id.into(),
-            kind: "function".into(),
-            function: FunctionCall {
-                name: name.into(),
-                arguments: args.into(),
-            },
-        }
+        ToolCall::new(id, name, args)
     }
 
     fn executor_with(registry: Registry, store: Option<Store>, spill: Option<PathBuf>) -> Executor {

@@ -5,13 +5,15 @@
 //! - [`tool`]: the `Tool` trait, its context and result, risk, error kinds, taint and egress;
 //! - [`consent`]: the consent gate the executor asks before a call runs;
 //! - [`event`]: the live events of a turn;
-//! - [`message`]: the messages of a conversation (the history the store keeps and the agent
-//!   sends through a provider).
+//! - [`message`]: the messages of a conversation in a provider-neutral form (the history the
+//!   store keeps and the agent works with);
+//! - [`provider`]: the model provider trait and its errors.
 
 pub mod channel;
 pub mod consent;
 pub mod event;
 pub mod message;
+pub mod provider;
 pub mod tool;
 
 pub use channel::{ChannelKind, ChatKind, ChatRef};

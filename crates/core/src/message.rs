@@ -1,10 +1,16 @@
-//! The messages of a conversation, in the shape of OpenAI Chat Completions (`POST {base_url}/chat/completions`): `messages[]` with
-//! `role`, `content`, `tool_calls[]{id, type:"function", function{name, arguments}}` and
-//! `tool_call_id` on tool results. `arguments` is a JSON *string* produced by the model, possibly
-//! invalid; it is parsed by the tool executor, never here. The store keeps the history in this
-//! shape; providers translate it to their wire format.
+//! The messages of a conversation in a provider-neutral form: what the store keeps and the
+//! agent works with. A provider translates them to its wire format and back
+//! ([`crate::provider::ModelProvider`]).
+//!
+//! - text: `role` + `content`;
+//! - a tool call: an assistant message's [`ToolCall`]s (`id`, `name`, `arguments` — the model's
+//!   JSON text, verbatim and possibly invalid; it is parsed by the tool executor, never here);
+//! - a tool result: a `tool` message with `tool_call_id`;
+//! - `opaque`: a per-provider value that must survive the round trip through the store and be
+//!   given back to the same provider (e.g. a reasoning signature); other providers ignore it.
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -36,17 +42,21 @@ impl Role {
     }
 }
 
-/// One entry of `messages[]`.
+/// One message of a conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatMessage {
     pub role: Role,
-    /// `null` for an assistant message that only calls tools.
+    /// The text; `None` for an assistant message that only calls tools.
     #[serde(default)]
     pub content: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
+    /// On a `tool` message: the call it answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// A provider's own data for this message, kept as it is (see the module doc).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opaque: Option<Value>,
 }
 
 impl ChatMessage {
@@ -65,6 +75,7 @@ impl ChatMessage {
             content: Some(text.into()),
             tool_calls: Vec::new(),
             tool_call_id: None,
+            opaque: None,
         }
     }
     /// A tool result for `tool_call_id`.
@@ -74,32 +85,36 @@ impl ChatMessage {
             content: Some(content.into()),
             tool_calls: Vec::new(),
             tool_call_id: Some(tool_call_id.into()),
+            opaque: None,
         }
     }
 }
 
-/// `tool_calls[]` entry of an assistant message.
+/// A tool call the model proposed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
     pub id: String,
-    #[serde(rename = "type", default = "function_type")]
-    pub kind: String,
-    pub function: FunctionCall,
-}
-
-fn function_type() -> String {
-    "function".into()
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FunctionCall {
     pub name: String,
     /// The model's JSON text, verbatim.
     #[serde(default)]
     pub arguments: String,
 }
 
-/// `tools[]` entry of a request: `{type:"function", function:{name, description, parameters}}`.
+impl ToolCall {
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+}
+
+/// A tool on offer to the model: name, description and JSON Schema of its arguments.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolSpec {
     pub name: String,

@@ -1,0 +1,89 @@
+//! The model provider seam: [`ModelProvider`] turns a conversation (provider-neutral
+//! [`ChatMessage`]s) and the tools on offer into the next assistant message. Each provider
+//! (OpenAI-compatible Chat Completions today) translates to and from its own wire format.
+
+use crate::message::{ChatMessage, ToolSpec};
+use async_trait::async_trait;
+
+/// A completion: the assistant message and the reason the model stopped (`stop`, `tool_calls`,
+/// `length`, … as the provider reports it).
+#[derive(Debug, Clone)]
+pub struct Completion {
+    pub message: ChatMessage,
+    pub finish_reason: Option<String>,
+}
+
+/// A model API.
+#[async_trait]
+pub trait ModelProvider: Send + Sync {
+    /// The next assistant message for `messages`, offering `tools`; retried inside on transient
+    /// failures.
+    ///
+    /// # Errors
+    /// [`ProviderError`]: the context is too long, the key is refused, the endpoint failed or
+    /// could not be reached, or its answer could not be read.
+    async fn complete(
+        &self,
+        messages: &[ChatMessage],
+        tools: &[ToolSpec],
+    ) -> Result<Completion, ProviderError>;
+}
+
+/// Why a model request failed. [`ProviderError::user_message`] is the one sentence a person sees;
+/// `Display` is the detail for the log.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    #[error("the conversation is longer than the model's context window: {0}")]
+    ContextLength(String),
+    #[error("the model endpoint rejected the API key (HTTP {status}): {message}")]
+    Auth { status: u16, message: String },
+    #[error("the model endpoint answered HTTP {status}: {message}")]
+    Http { status: u16, message: String },
+    #[error("the model endpoint did not answer within {0} s")]
+    Timeout(u64),
+    #[error("cannot reach the model endpoint {url}: {message}")]
+    Connect { url: String, message: String },
+    #[error("the model endpoint sent an unreadable answer: {0}")]
+    BadResponse(String),
+}
+
+impl ProviderError {
+    /// A short sentence for the person in the chat.
+    pub fn user_message(&self) -> String {
+        match self {
+            ProviderError::ContextLength(_) => {
+                "This conversation got too long for the model. Send /new to start a fresh one."
+                    .into()
+            }
+            ProviderError::Auth { .. } => {
+                "The model service rejected my API key, so I can't answer right now.".into()
+            }
+            ProviderError::Http { status, .. } if *status == 429 => {
+                "The model service is rate-limiting me; please try again in a minute.".into()
+            }
+            ProviderError::Http { status, .. } => {
+                format!(
+                    "The model service returned an error (HTTP {status}); please try again later."
+                )
+            }
+            ProviderError::Timeout(_) => {
+                "The model took too long to answer; please try again.".into()
+            }
+            ProviderError::Connect { .. } => "I can't reach the model service right now.".into(),
+            ProviderError::BadResponse(_) => {
+                "The model service sent an answer I couldn't read; please try again.".into()
+            }
+        }
+    }
+
+    /// Whether another attempt may succeed.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ProviderError::Http { status, .. } => *status == 429 || *status >= 500,
+            ProviderError::Timeout(_)
+            | ProviderError::Connect { .. }
+            | ProviderError::BadResponse(_) => true,
+            ProviderError::ContextLength(_) | ProviderError::Auth { .. } => false,
+        }
+    }
+}

@@ -34,6 +34,8 @@ pub mod schema;
 pub mod shell;
 pub mod spill;
 pub mod ssrf;
+#[cfg(feature = "test-tools")]
+pub mod test_panic;
 pub mod truncate;
 pub mod ui_card;
 pub mod web_fetch;

@@ -8,7 +8,9 @@
 //! 3. parse the arguments (malformed JSON → `validation`);
 //! 4. validate them against the tool's schema, listing every violation by JSON path;
 //! 5. for side-effect tools, the replay guard ([`super::replay`]);
-//! 6. consent (the [`ConsentGate`], when one is installed);
+//! 6. consent (the [`ConsentGate`], when one is installed), after the tool's own assessment of
+//!    the call ([`Tool::assess`], awaited once; its result goes to the hooks and `run` in
+//!    [`ToolContext::assessment`]);
 //! 7. run under the tool's time limit (`tools.<name>.timeout_secs` overrides), retrying
 //!    read-only tools up to `max_retries` (`tools.<name>.max_retries`). Each attempt runs in a
 //!    task of its own ([`run_isolated`]): a panic inside a tool becomes an `internal` result,
@@ -257,7 +259,8 @@ impl Executor {
             } else {
                 ctx.idempotency_key = format!("{}:{index}", ctx.trace_id);
             }
-            // 6. consent
+            // 6. consent, on the tool's assessment of this very call
+            ctx.assessment = tool.assess(&args, &ctx).await;
             if let Some(gate) = &self.gate {
                 if let Err(r) = gate.check(tool.as_ref(), &args, &mut ctx).await {
                     return r;

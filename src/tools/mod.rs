@@ -6,6 +6,7 @@
 //! nothing a model sends can panic the agent loop.
 
 pub mod args;
+pub mod assessment;
 pub mod executor;
 pub mod fd_find;
 pub mod file_list;
@@ -41,6 +42,7 @@ pub mod ui_card;
 pub mod web_fetch;
 pub mod web_search;
 
+pub use assessment::Assessment;
 use async_trait::async_trait;
 use ethan_channels::ChannelKind;
 use serde::Serialize;
@@ -192,6 +194,9 @@ pub struct ToolContext {
     pub events: Option<crate::agent::EventSink>,
     /// Whether private data has entered this turn (shared by every call of the turn).
     pub taint: Taint,
+    /// The tool's own assessment of this call ([`Tool::assess`]), set by the executor before
+    /// consent; `None` before that, and for tools that assess nothing.
+    pub assessment: Option<Assessment>,
 }
 
 /// Whether private data has entered a turn: the output of a tool that reads the machine or the
@@ -250,6 +255,7 @@ impl ToolContext {
             approved_actions: Vec::new(),
             events: None,
             taint: Taint::default(),
+            assessment: None,
         }
     }
 }
@@ -298,6 +304,14 @@ pub trait Tool: Send + Sync {
     /// The interfaces on which this tool exists at all.
     fn interfaces(&self) -> &'static [ChannelKind] {
         ALL_INTERFACES
+    }
+    /// Work the consent hooks and `run` need that may block (parsing, file-system checks),
+    /// done once per call: the executor awaits it after validation and before consent, and
+    /// keeps the result in [`ToolContext::assessment`] for the hooks and `run` of this call.
+    /// It runs on the async runtime, so blocking work belongs in
+    /// `tokio::task::spawn_blocking`. Default: nothing to assess.
+    async fn assess(&self, _args: &Value, _ctx: &ToolContext) -> Option<Assessment> {
+        None
     }
     /// Whether this call needs consent: `Some(description of what it will do)` or `None`.
     /// Default: side-effect tools ask, read-only tools do not.

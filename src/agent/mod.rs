@@ -187,6 +187,7 @@ impl Agent {
             approved_actions: Vec::new(),
             events: input.events.clone(),
             taint: crate::tools::Taint::default(),
+            assessment: None,
         };
         if let Some(source) = private_reads_in(&history, registry) {
             base_ctx

@@ -21,6 +21,7 @@
 
 use super::access::{self, Access};
 use super::commands::{self, Command};
+use super::typing::Typing;
 use crate::agent::{Agent, TurnInput, TurnOutcome};
 use crate::consent::Consent;
 use crate::store::inbound::UnconfirmedReply;
@@ -41,8 +42,6 @@ use tokio_util::sync::CancellationToken;
 const SESSION_QUEUE: usize = 64;
 /// A worker with nothing to do for this long exits.
 const WORKER_IDLE: Duration = Duration::from_secs(300);
-/// Telegram shows "typing…" for about 5 s; refresh before it fades.
-const TYPING_EVERY: Duration = Duration::from_secs(4);
 /// An unconfirmed reply is re-sent only if this much of the platform's idempotency window is
 /// still left (the re-send itself may take retries).
 const RESEND_MARGIN: Duration = Duration::from_secs(300);
@@ -459,7 +458,7 @@ impl Router {
                 }
             }
         }
-        typing.abort();
+        typing.stop().await;
         self.running
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -470,23 +469,14 @@ impl Router {
         }
     }
 
-    fn spawn_typing(&self, ev: &InboundEvent) -> tokio::task::JoinHandle<()> {
-        let ch = self.channels.get(&ev.channel).cloned();
+    fn spawn_typing(&self, ev: &InboundEvent) -> Typing {
         let msg = OutboundMessage {
             chat: ev.chat.clone(),
             reply_to: None,
             body: OutboundBody::Typing,
             idempotency_key: None,
         };
-        tokio::spawn(async move {
-            let Some(ch) = ch else { return };
-            loop {
-                if let Err(e) = ch.send(&msg).await {
-                    tracing::debug!("typing indicator failed: {e}");
-                }
-                tokio::time::sleep(TYPING_EVERY).await;
-            }
-        })
+        Typing::start(self.channels.get(&ev.channel).cloned(), msg)
     }
 
     /// `/approve`, `/deny`, `/claim`: handled at once (a turn may be waiting for them); the reply.

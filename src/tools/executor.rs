@@ -8,9 +8,14 @@
 //! 3. parse the arguments (malformed JSON → `validation`);
 //! 4. validate them against the tool's schema, listing every violation by JSON path;
 //! 5. for side-effect tools, the replay guard ([`super::replay`]);
-//! 6. consent (the [`ConsentGate`], when one is installed);
+//! 6. consent (the [`ConsentGate`], when one is installed), after the tool's own assessment of
+//!    the call ([`Tool::assess`], awaited once; its result goes to the hooks and `run` in
+//!    [`ToolContext::assessment`]);
 //! 7. run under the tool's time limit (`tools.<name>.timeout_secs` overrides), retrying
-//!    read-only tools up to `max_retries` (`tools.<name>.max_retries`);
+//!    read-only tools up to `max_retries` (`tools.<name>.max_retries`). Each attempt runs in a
+//!    task of its own ([`run_isolated`]): a panic inside a tool becomes an `internal` result,
+//!    and the task is aborted when the time runs out or the turn is cancelled (the executor's
+//!    future dropped);
 //! 8. cut the model's copy at 8000 characters (head + tail), the full output spilled to
 //!    `$ETHAN_HOME/spill/`.
 //!
@@ -243,7 +248,8 @@ impl Executor {
             } else {
                 ctx.idempotency_key = format!("{}:{index}", ctx.trace_id);
             }
-            // 6. consent
+            // 6. consent, on the tool's assessment of this very call
+            ctx.assessment = tool.assess(&args, &ctx).await;
             if let Some(gate) = &self.gate {
                 if let Err(r) = gate.check(tool.as_ref(), &args, &mut ctx).await {
                     return r;
@@ -254,7 +260,7 @@ impl Executor {
                 ctx.taint.mark(name);
             }
             let (limit, retries) = self.limits(tool.as_ref(), &args);
-            let (r, n) = run_with_retries(tool.as_ref(), args, &mut ctx, limit, retries).await;
+            let (r, n) = run_with_retries(tool.clone(), args, &mut ctx, limit, retries).await;
             attempts = n;
             r
         }
@@ -367,7 +373,7 @@ pub fn parse_arguments(text: &str) -> Result<Value, ToolResult> {
 
 /// Run under `limit`; retry up to `retries` times after a timeout or dependency failure.
 async fn run_with_retries(
-    tool: &dyn Tool,
+    tool: Arc<dyn Tool>,
     args: Value,
     ctx: &mut ToolContext,
     limit: Duration,
@@ -377,17 +383,7 @@ async fn run_with_retries(
     loop {
         attempt += 1;
         ctx.attempt = attempt;
-        let r = match tokio::time::timeout(limit, tool.run(args.clone(), ctx)).await {
-            Ok(r) => r,
-            Err(_) => ToolResult::err(
-                ErrorKind::Timeout,
-                format!(
-                    "{} did not finish within {} s",
-                    tool.name(),
-                    limit.as_secs_f64()
-                ),
-            ),
-        };
+        let r = run_isolated(tool.clone(), args.clone(), ctx.clone(), limit).await;
         let retryable = matches!(
             r.error_kind,
             Some(ErrorKind::Timeout | ErrorKind::Dependency)
@@ -400,6 +396,74 @@ async fn run_with_retries(
             tool.name(),
             r.error
         );
+    }
+}
+
+/// The result of a tool whose task panicked (or was torn down by the runtime).
+pub const CRASHED: &str = "the tool failed unexpectedly (internal error)";
+
+/// One attempt, in a task of its own, under `limit`. A panic in the tool ends only that task and
+/// comes back as an `internal` result; when the limit passes, or when the caller stops waiting
+/// (a cancelled turn drops this future), the task is aborted.
+async fn run_isolated(
+    tool: Arc<dyn Tool>,
+    args: Value,
+    ctx: ToolContext,
+    limit: Duration,
+) -> ToolResult {
+    let name = tool.name().to_string();
+    let task = AbortOnDrop(tokio::spawn(async move { tool.run(args, &ctx).await }));
+    match tokio::time::timeout(limit, task).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
+            let why = if e.is_panic() {
+                let payload = e.into_panic();
+                let msg = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic without a message".into());
+                format!("panicked: {msg}")
+            } else {
+                "was cancelled by the runtime".to_string()
+            };
+            tracing::error!("tool {name} {why}");
+            ToolResult::err(
+                ErrorKind::Internal,
+                format!(
+                    "{CRASHED}; {name} stopped before finishing and may have done part of its \
+                     work. Do not repeat the same call; use another tool or tell the user that \
+                     {name} failed."
+                ),
+            )
+        }
+        // `task` was dropped with the timeout future, which aborted it.
+        Err(_) => ToolResult::err(
+            ErrorKind::Timeout,
+            format!("{name} did not finish within {} s", limit.as_secs_f64()),
+        ),
+    }
+}
+
+/// A spawned task that is aborted when its handle is dropped (a plain [`JoinHandle`] detaches).
+///
+/// [`JoinHandle`]: tokio::task::JoinHandle
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl<T> std::future::Future for AbortOnDrop<T> {
+    type Output = Result<T, tokio::task::JoinError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx)
     }
 }
 
@@ -728,5 +792,140 @@ pub(crate) mod tests {
             std::fs::read_to_string(dir.path().join("order")).unwrap(),
             "1\n2\n3\n4\n5\n"
         );
+    }
+
+    /// Panics when called.
+    struct Boom;
+
+    #[async_trait]
+    impl Tool for Boom {
+        fn name(&self) -> &str {
+            "boom"
+        }
+        fn description(&self) -> &str {
+            "panics"
+        }
+        fn parameters(&self) -> Value {
+            json!({"type": "object"})
+        }
+        fn risk(&self) -> Risk {
+            Risk::ReadOnly
+        }
+        async fn run(&self, _: Value, _: &ToolContext) -> ToolResult {
+            panic!("boom went the tool");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panicking_tool_yields_internal_and_its_batch_still_returns() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), "A").unwrap();
+        let store = Store::open_in_memory().unwrap();
+        let mut r = Registry::builtin(&crate::config::Config::default());
+        r.register(Arc::new(Boom));
+        let e = executor_with(r, Some(store.clone()), None);
+        // One batch of read-only calls, the panicking one in the middle.
+        let calls = vec![
+            call("1", "file_read", r#"{"path":"a"}"#),
+            call("2", "boom", "{}"),
+            call("3", "file_read", r#"{"path":"a"}"#),
+        ];
+        let out = e.execute(&calls, &all(&e), &ctx_in(dir.path())).await;
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[0].model_text, "A");
+        assert_eq!(out[2].model_text, "A");
+        assert_eq!(out[1].result.error_kind, Some(ErrorKind::Internal));
+        assert!(
+            out[1]
+                .model_text
+                .starts_with(&format!("Error (internal): {CRASHED};")),
+            "{}",
+            out[1].model_text
+        );
+        assert!(
+            !out[1].model_text.contains("boom went"),
+            "{}",
+            out[1].model_text
+        );
+        // Audited like any failure.
+        let audit = store.recent_audit(10, None).unwrap();
+        assert_eq!(audit.len(), 3);
+        let row = audit.iter().find(|a| a.tool == "boom").unwrap();
+        assert_eq!(row.error_kind.as_deref(), Some("internal"));
+        assert_eq!(row.attempt, 1);
+    }
+
+    /// Sleeps, then leaves a mark (which an aborted call never does).
+    struct Slow(Arc<std::sync::atomic::AtomicBool>);
+
+    #[async_trait]
+    impl Tool for Slow {
+        fn name(&self) -> &str {
+            "slow"
+        }
+        fn description(&self) -> &str {
+            "slow"
+        }
+        fn parameters(&self) -> Value {
+            json!({"type": "object"})
+        }
+        fn risk(&self) -> Risk {
+            Risk::ReadOnly
+        }
+        fn timeout(&self) -> Duration {
+            Duration::from_millis(200)
+        }
+        async fn run(&self, _: Value, _: &ToolContext) -> ToolResult {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            self.0.store(true, Ordering::SeqCst);
+            ToolResult::ok("finished")
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_is_aborted_on_timeout_and_when_the_turn_drops_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx_in(dir.path());
+        // Timeout: the result says so, and the tool does not go on in the background.
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut r = Registry::default();
+        r.register(Arc::new(Slow(done.clone())));
+        let e = executor_with(r, None, None);
+        let out = e.execute(&[call("1", "slow", "{}")], &all(&e), &ctx).await;
+        assert_eq!(out[0].result.error_kind, Some(ErrorKind::Timeout));
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert!(!done.load(Ordering::SeqCst), "the timed-out call ran on");
+        // Cancellation: the executor's future is dropped mid-call (as `/stop` does).
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut r = Registry::default();
+        r.register(Arc::new(Slow(done.clone())));
+        let mut overrides = BTreeMap::new();
+        overrides.insert(
+            "slow".to_string(),
+            ToolOverride {
+                timeout_secs: Some(10),
+                ..Default::default()
+            },
+        );
+        let e = Executor::new(
+            Arc::new(r),
+            ExecutorOptions {
+                store: None,
+                secrets: vec![],
+                spill_dir: None,
+                overrides,
+                policy: None,
+            },
+        );
+        let allowed = all(&e);
+        let calls = [call("1", "slow", "{}")];
+        let cut = tokio::time::timeout(
+            Duration::from_millis(100),
+            e.execute(&calls, &allowed, &ctx),
+        )
+        .await;
+        assert!(cut.is_err());
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert!(!done.load(Ordering::SeqCst), "the cancelled call ran on");
     }
 }

@@ -34,12 +34,14 @@ pub mod schema;
 pub mod shell;
 pub mod spill;
 pub mod ssrf;
+#[cfg(feature = "test-tools")]
+pub mod test_panic;
 pub mod truncate;
 pub mod ui_card;
 pub mod web_fetch;
 pub mod web_search;
 
 pub use ethan_core::tool::{
-    Egress, ErrorKind, Risk, Taint, Tool, ToolContext, ToolResult, ToolSummary, ALL_INTERFACES,
-    PROTECTED_PATHS_APPROVED,
+    Assessment, Egress, ErrorKind, Risk, Taint, Tool, ToolContext, ToolResult, ToolSummary,
+    ALL_INTERFACES, PROTECTED_PATHS_APPROVED,
 };

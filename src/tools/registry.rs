@@ -210,6 +210,8 @@ impl Registry {
             knowledge.clone(),
         )));
         r.register_builtin(Arc::new(super::knowledge_edit::KnowledgeEdit(knowledge)));
+        #[cfg(feature = "test-tools")]
+        r.register_builtin(Arc::new(super::test_panic::TestPanic));
         if let Some(lark) = super::lark_common::LarkClient::from_config(config) {
             let tz = config.timezone.clone();
             r.register_builtin(Arc::new(super::lark_calendar::LarkCalendarEvents::new(
@@ -294,7 +296,8 @@ mod tests {
         let r = Registry::builtin(&config);
         assert!(r.skipped().is_empty(), "{:?}", r.skipped());
         let names: Vec<String> = r.iter().map(|t| t.name().to_string()).collect();
-        assert_eq!(names.len(), 21, "{names:?}");
+        let test_tools = usize::from(cfg!(feature = "test-tools"));
+        assert_eq!(names.len(), 21 + test_tools, "{names:?}");
         assert!(names.iter().any(|n| n == "lark_message_send"), "{names:?}");
         for tool in r.iter() {
             let name = tool.name();

@@ -8,10 +8,15 @@
 //! - a command that names a protected path (`cat ../config.yaml`, `head ~/.aws/credentials`) is
 //!   an always-ask call; once the owner approved it, it runs outside the sandbox, as shown;
 //! - where the kernel offers no sandbox, no command is "safe": every one asks.
+//!
+//! The verdict on a command (the classifier, which parses on a thread of its own and may wait
+//! for it, and the protected-path check, which looks at the file system) is worked out once per
+//! call, on a blocking thread, by [`Tool::assess`]; the consent hooks and `run` read it from the
+//! call's context. Called outside the executor (no assessment), they work it out themselves.
 
 use super::args::{opt_u64, req_str};
 use super::paths;
-use super::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use super::{Assessment, ErrorKind, Risk, Tool, ToolContext, ToolResult};
 use crate::consent::shell::{classify, Classification, ShellClass};
 use async_trait::async_trait;
 use serde_json::{json, Value};
@@ -27,10 +32,71 @@ const STREAM_CAP: usize = 1024 * 1024;
 
 pub struct Shell {
     default_timeout: u64,
+    judge: Judge,
+}
+
+/// What the verdict on a command needs, detached from the tool so it can move to a blocking
+/// thread.
+#[derive(Clone, Default)]
+struct Judge {
     /// The config's secret values: a command that mentions one always asks.
     secrets: Vec<String>,
     /// Whether the kernel sandbox is enforced on this machine (probed once).
     sandboxed: bool,
+    /// The thread of every verdict worked out (how often, and where).
+    #[cfg(test)]
+    seen: std::sync::Arc<std::sync::Mutex<Vec<std::thread::ThreadId>>>,
+}
+
+/// The shell's assessment of one command.
+#[derive(Debug, Clone)]
+struct Verdict {
+    command: String,
+    /// The classifier's verdict, with this tool's rules on top (protected paths, no sandbox).
+    class: Classification,
+    /// Whether the command names a protected path.
+    protected: bool,
+}
+
+impl Judge {
+    /// Blocks: the classifier waits for its parser thread, the path check reads the disk.
+    fn verdict(&self, command: &str, ctx: &ToolContext) -> Verdict {
+        #[cfg(test)]
+        self.seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(std::thread::current().id());
+        let mut c = classify(command, &self.secrets);
+        let protected = names_protected(command, ctx);
+        if let Some(why) = &protected {
+            c.class = ShellClass::Always;
+            c.reasons.insert(0, why.clone());
+        } else if c.class == ShellClass::Safe && !self.sandboxed {
+            c.class = ShellClass::Ask;
+            c.reasons
+                .push("no kernel sandbox on this machine, so every command asks".into());
+        }
+        Verdict {
+            command: command.to_string(),
+            class: c,
+            protected: protected.is_some(),
+        }
+    }
+
+    /// [`Judge::verdict`] on a blocking thread.
+    async fn verdict_off_runtime(&self, command: &str, ctx: &ToolContext) -> Verdict {
+        let (judge, owned, ctx) = (self.clone(), command.to_string(), ctx.clone());
+        tokio::task::spawn_blocking(move || judge.verdict(&owned, &ctx))
+            .await
+            .unwrap_or_else(|_| Verdict {
+                command: command.to_string(),
+                class: Classification {
+                    class: ShellClass::Always,
+                    reasons: vec!["the command could not be analysed".into()],
+                },
+                protected: false,
+            })
+    }
 }
 
 impl Shell {
@@ -38,36 +104,34 @@ impl Shell {
     pub fn new(default_timeout: u64) -> Self {
         Self {
             default_timeout,
-            secrets: Vec::new(),
-            sandboxed: crate::sandbox::landlock::status().is_available(),
+            judge: Judge {
+                sandboxed: crate::sandbox::landlock::status().is_available(),
+                ..Judge::default()
+            },
         }
     }
 
     /// As if the kernel had (or had not) a sandbox: for tests of the fallback.
     pub fn with_sandbox(mut self, available: bool) -> Self {
-        self.sandboxed = available;
+        self.judge.sandboxed = available;
         self
     }
 
     /// With the config's secret values, for the classifier.
     pub fn with_secrets(mut self, secrets: Vec<String>) -> Self {
-        self.secrets = secrets;
+        self.judge.secrets = secrets;
         self
     }
 
-    /// The classifier's verdict, with this tool's rules on top (protected paths, no sandbox).
-    fn classify(&self, args: &Value, ctx: &ToolContext) -> Option<(String, Classification)> {
+    /// The call's assessment if the executor made one for this command, else worked out here
+    /// (on this thread: for callers outside the executor).
+    fn verdict(&self, args: &Value, ctx: &ToolContext) -> Option<Verdict> {
         let command = args.get("command").and_then(Value::as_str)?;
-        let mut c = classify(command, &self.secrets);
-        if let Some(why) = names_protected(command, ctx) {
-            c.class = ShellClass::Always;
-            c.reasons.insert(0, why);
-        } else if c.class == ShellClass::Safe && !self.sandboxed {
-            c.class = ShellClass::Ask;
-            c.reasons
-                .push("no kernel sandbox on this machine, so every command asks".into());
-        }
-        Some((command.to_string(), c))
+        Some(
+            assessed(command, ctx)
+                .cloned()
+                .unwrap_or_else(|| self.judge.verdict(command, ctx)),
+        )
     }
 
     fn effective_timeout(&self, args: &Value) -> u64 {
@@ -76,6 +140,14 @@ impl Shell {
             .unwrap_or(self.default_timeout)
             .clamp(1, MAX_TIMEOUT_SECS)
     }
+}
+
+/// The executor's assessment of `command` in this call, if it made one.
+fn assessed<'a>(command: &str, ctx: &'a ToolContext) -> Option<&'a Verdict> {
+    ctx.assessment
+        .as_ref()
+        .and_then(|a| a.get::<Verdict>())
+        .filter(|v| v.command == command)
 }
 
 fn shell_program() -> &'static str {
@@ -184,19 +256,30 @@ impl Tool for Shell {
     fn reads_private(&self) -> bool {
         true
     }
+    /// Once per call, on a blocking thread: the classifier and the protected-path check.
+    async fn assess(&self, args: &Value, ctx: &ToolContext) -> Option<Assessment> {
+        let command = args.get("command").and_then(Value::as_str)?;
+        Some(Assessment::new(
+            self.judge.verdict_off_runtime(command, ctx).await,
+        ))
+    }
     /// The shell classifier decides: safe commands run without asking; others ask once per
     /// session (scope `shell`); dangerous ones ask every time.
     fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
-        let (command, c) = self.classify(args, ctx)?;
-        match c.class {
+        let v = self.verdict(args, ctx)?;
+        match v.class.class {
             ShellClass::Safe => None,
-            ShellClass::Ask => Some(command),
-            ShellClass::Always => Some(format!("(dangerous: {})\n{command}", c.reasons.join("; "))),
+            ShellClass::Ask => Some(v.command),
+            ShellClass::Always => Some(format!(
+                "(dangerous: {})\n{}",
+                v.class.reasons.join("; "),
+                v.command
+            )),
         }
     }
     fn consent_always(&self, args: &Value, ctx: &ToolContext) -> bool {
-        self.classify(args, ctx)
-            .is_none_or(|(_, c)| c.class == ShellClass::Always)
+        self.verdict(args, ctx)
+            .is_none_or(|v| v.class.class == ShellClass::Always)
     }
     fn fast_path(&self) -> bool {
         true
@@ -228,7 +311,11 @@ impl Tool for Shell {
             );
         }
         // The sandbox, unless the owner approved this very command reading a protected path.
-        let approved_protected = names_protected(command, ctx).is_some()
+        let protected = match assessed(command, ctx) {
+            Some(v) => v.protected,
+            None => self.judge.verdict_off_runtime(command, ctx).await.protected,
+        };
+        let approved_protected = protected
             && ctx
                 .approved_actions
                 .iter()
@@ -238,7 +325,7 @@ impl Tool for Shell {
         } else {
             match crate::sandbox::landlock::prepare(&paths::protection_of(ctx)) {
                 Ok(Some(p)) => Some(p),
-                Ok(None) if !self.sandboxed => None,
+                Ok(None) if !self.judge.sandboxed => None,
                 Ok(None) => {
                     return ToolResult::err(
                         ErrorKind::Dependency,
@@ -502,5 +589,88 @@ mod tests {
         let bare = Shell::new(30).with_sandbox(false);
         assert!(bare.consent_check(&ls, &ctx).is_some());
         assert!(!bare.consent_always(&ls, &ctx));
+    }
+
+    /// Through the executor and the real consent gate (a web session, approved on its event
+    /// stream): each call's verdict is worked out once, on a thread that is not the runtime's,
+    /// although `consent_check`, `consent_always` and `run` all use it.
+    #[tokio::test]
+    async fn the_verdict_is_worked_out_once_per_call_off_the_runtime_thread() {
+        use crate::consent::{owners::Owners, Consent};
+        use crate::tools::executor::{tests::call, Executor, ExecutorOptions};
+        use std::sync::Arc;
+
+        let (_home, mut ctx) = daemon_home();
+        // No sandbox: every command asks, and a protected path asks every time.
+        let shell = Shell::new(30).with_sandbox(false);
+        let seen = shell.judge.seen.clone();
+        let mut registry = crate::tools::registry::Registry::default();
+        registry.register(Arc::new(shell));
+        let store = crate::store::Store::open_in_memory().unwrap();
+        let config = crate::config::Config::default();
+        let consent = Arc::new(Consent::new(
+            Owners::new(&config, store.clone()),
+            Duration::from_secs(30),
+            None,
+        ));
+        let executor = Executor::new(
+            Arc::new(registry),
+            ExecutorOptions {
+                store: Some(store),
+                secrets: vec![],
+                spill_dir: None,
+                overrides: Default::default(),
+                policy: None,
+            },
+        )
+        .with_gate(consent.clone());
+        // Approve every request once, as the web client would.
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        ctx.channel = ethan_channels::ChannelKind::Web;
+        ctx.events = Some(tx);
+        let approver = tokio::spawn(async move {
+            let mut asked = Vec::new();
+            while let Some(ev) = rx.recv().await {
+                if let crate::agent::TurnEvent::ConsentRequest {
+                    request_id, always, ..
+                } = ev
+                {
+                    asked.push(always);
+                    let ack = consent.decide(&ethan_channels::ApprovalDecision {
+                        channel: ethan_channels::ChannelKind::Web,
+                        request_id,
+                        choice: ethan_channels::ApprovalChoice::Once,
+                        user_id: "web".into(),
+                        chat_id: String::new(),
+                    });
+                    assert!(ack.accepted, "{}", ack.toast);
+                }
+            }
+            asked
+        });
+        let calls = [
+            call("1", "shell", r#"{"command":"echo hello"}"#),
+            call("2", "shell", r#"{"command":"cat ../config.yaml"}"#),
+        ];
+        let allowed = ["shell".to_string()].into();
+        let out = executor.execute(&calls, &allowed, &ctx).await;
+        assert!(out[0].result.ok, "{:?}", out[0].result);
+        assert!(out[0].model_text.contains("hello"), "{}", out[0].model_text);
+        // Approved as an always-ask call, the protected read runs outside the sandbox.
+        assert!(out[1].result.ok, "{:?}", out[1].result);
+        assert!(
+            out[1].model_text.contains("sk-SANDBOXED-SECRET"),
+            "{}",
+            out[1].model_text
+        );
+        drop(ctx);
+        assert_eq!(approver.await.unwrap(), [false, true]);
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 2, "one verdict per call");
+        let here = std::thread::current().id();
+        assert!(
+            seen.iter().all(|t| *t != here),
+            "worked out on the runtime thread"
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! Ethan's core: the types and traits every other part of the daemon agrees on, and nothing
 //! else — no I/O, no platform, no storage. It depends on no other crate of the workspace.
 //!
+//! - [`assessment`]: what a tool works out about one call before consent;
 //! - [`channel`]: which interface and chat a message belongs to;
 //! - [`tool`]: the `Tool` trait, its context and result, risk, error kinds, taint and egress;
 //! - [`consent`]: the consent gate the executor asks before a call runs;
@@ -9,6 +10,7 @@
 //!   store keeps and the agent works with);
 //! - [`provider`]: the model provider trait and its errors.
 
+pub mod assessment;
 pub mod channel;
 pub mod consent;
 pub mod event;

@@ -3,6 +3,7 @@
 //!
 //! Every failure is a [`ToolResult`] with an [`ErrorKind`] and a text the model can act on.
 
+pub use crate::assessment::Assessment;
 use crate::channel::{ChannelKind, ChatRef};
 use async_trait::async_trait;
 use serde::Serialize;
@@ -158,6 +159,9 @@ pub struct ToolContext {
     pub events: Option<crate::event::EventSink>,
     /// Whether private data has entered this turn (shared by every call of the turn).
     pub taint: Taint,
+    /// The tool's own assessment of this call ([`Tool::assess`]), set by the executor before
+    /// consent; `None` before that, and for tools that assess nothing.
+    pub assessment: Option<Assessment>,
 }
 
 /// Whether private data has entered a turn: the output of a tool that reads the machine or the
@@ -216,6 +220,7 @@ impl ToolContext {
             approved_actions: Vec::new(),
             events: None,
             taint: Taint::default(),
+            assessment: None,
         }
     }
 }
@@ -279,6 +284,14 @@ pub trait Tool: Send + Sync {
     /// Ask every time and never remember (dangerous commands, secret files). Default: no.
     fn consent_always(&self, _args: &Value, _ctx: &ToolContext) -> bool {
         false
+    }
+    /// Work the consent hooks and `run` need that may block (parsing, file-system checks),
+    /// done once per call: the executor awaits it after validation and before consent, and
+    /// keeps the result in [`ToolContext::assessment`] for the hooks and `run` of this call.
+    /// It runs on the async runtime, so blocking work belongs in
+    /// `tokio::task::spawn_blocking`. Default: nothing to assess.
+    async fn assess(&self, _args: &Value, _ctx: &ToolContext) -> Option<Assessment> {
+        None
     }
     /// Whether this tool's output is private data: it reads the machine or the owner's
     /// accounts (files, commands, search, knowledge, Lark history and calendar). Once such a

@@ -2,7 +2,7 @@
 //! the commands its `-exec`/`-ok` actions run.
 
 use super::super::{Ctx, Input, Walker};
-use crate::paths::is_top_level_dir;
+use crate::paths::{dangerous_write_target, is_top_level_dir};
 use crate::words::{long_option_is, short_cluster, shorten, texts, Arg};
 use crate::ShellClass;
 
@@ -321,5 +321,40 @@ impl<'a> Walker<'a> {
                 r.starts_with("moves or renames a top-level directory")
             });
         }
+    }
+}
+
+impl Walker<'_> {
+    /// `cp`, `mv`, `install` and `ln`: a dangerous target always asks, and so does moving a
+    /// top-level directory.
+    pub(crate) fn copy_command(&mut self, name: &str, args: &[Arg]) {
+        let texts = texts(args);
+        let mut targets: Vec<&Arg> = Vec::new();
+        for (i, t) in texts.iter().enumerate() {
+            if t == "-t" || t == "--target-directory" {
+                targets.extend(args.get(i + 1));
+            } else if t.starts_with("--target-directory=")
+                || (t.starts_with("-t") && t.len() > 2 && !t.starts_with("--"))
+            {
+                targets.push(&args[i]);
+            }
+        }
+        if let Some(last) = args.iter().rev().find(|a| !a.text().starts_with('-')) {
+            targets.push(last);
+        }
+        for t in targets {
+            let text = t.text();
+            let text = text
+                .strip_prefix("--target-directory=")
+                .or_else(|| text.strip_prefix("-t"))
+                .unwrap_or(&text);
+            if let Some(reason) = dangerous_write_target(text) {
+                self.note(ShellClass::Always, reason);
+            }
+        }
+        if name == "mv" {
+            self.moved_sources(&mv_sources(args));
+        }
+        self.note(ShellClass::Ask, format!("runs {name}"));
     }
 }

@@ -1,23 +1,23 @@
-//! The per-command rules: the dispatch on a command's name (after a wrapper or a path prefix is
-//! stripped), the read-only list and its exceptions, declaration builtins, and the guess at
-//! dangerous commands hidden in the arguments of unknown ones. Families live in submodules:
-//! `wrappers` (commands that run other commands), `interpreters` (shells, script languages,
-//! `awk`, `sed`, `source`), `files` (`rm`, `mv`, `chmod`, `find`), `git` and `network` (`ssh`).
+//! The per-command rules: the dispatch on a command's name (its basename, after the checks every
+//! command gets), the read-only list and its exceptions, `eval`, declaration builtins and shell
+//! state, and the guess at dangerous commands hidden in the arguments of unknown ones. Families
+//! live in submodules: `wrappers` (commands that run other commands), `interpreters` (shells,
+//! script languages, `awk`, `sed`, `source`), `files` (`rm`, `cp`/`mv`, `chmod`, `find`), `git`,
+//! `network` (`ssh`) and `system` (processes, services, firewall, accounts).
 
 pub(crate) mod files;
 mod git;
 pub(crate) mod interpreters;
 mod network;
+mod system;
 mod wrappers;
 
 use super::{Ctx, Input, Stdin, Walker, BENIGN_VARIABLES};
 use crate::parse::MAX_DEPTH;
-use crate::paths::dangerous_write_target;
 use crate::words::{basename, short_cluster, shorten, texts, Arg};
 use crate::ShellClass;
-use files::{mv_sources, rename_sources};
+use files::rename_sources;
 use interpreters::{interpreter_family, SHELLS};
-use wrappers::skip_options;
 
 pub(crate) const SAFE_COMMANDS: &[&str] = &[
     "ls", "pwd", "echo", "printf", "cat", "head", "tail", "wc", "stat", "file", "du", "df", "date",
@@ -137,148 +137,10 @@ impl<'a> Walker<'a> {
         let args = &argv[1..];
         match name.as_str() {
             // Wrappers that run their arguments as a command.
-            "sudo" | "doas" | "pkexec" => {
-                self.note(
-                    ShellClass::Always,
-                    format!("runs with elevated privileges ({name})"),
-                );
-                let (short, long): (&str, &[&str]) = match name.as_str() {
-                    "sudo" => (
-                        "ugCDhprtTU",
-                        &[
-                            "--user",
-                            "--group",
-                            "--close-from",
-                            "--chdir",
-                            "--host",
-                            "--prompt",
-                            "--role",
-                            "--type",
-                            "--command-timeout",
-                            "--other-user",
-                        ],
-                    ),
-                    "doas" => ("uC", &[]),
-                    _ => ("", &["--user"]),
-                };
-                let i = skip_options(argv, 1, short, long);
-                self.wrapped(argv, i, input, ctx, depth);
-            }
-            "su" | "runuser" => {
-                self.note(
-                    ShellClass::Always,
-                    format!("runs with elevated privileges ({name})"),
-                );
-                let mut i = 1;
-                while let Some(a) = argv.get(i) {
-                    let t = a.text();
-                    if t == "-c" || t == "--command" {
-                        if let Some(code) = argv.get(i + 1) {
-                            self.code_string(code, input.as_stdin(), depth);
-                        }
-                        i += 2;
-                    } else if let Some(code) = t.strip_prefix("--command=") {
-                        self.walk_script(code, depth + 1, input.as_stdin());
-                        i += 1;
-                    } else if t == "--" && name == "runuser" {
-                        self.command(argv.get(i + 1..).unwrap_or(&[]), input, ctx, depth + 1);
-                        break;
-                    } else {
-                        i += 1;
-                    }
-                }
-            }
-            "env" => self.env_command(argv, input, ctx, depth),
-            "command" => {
-                let texts = texts(args);
-                if texts
-                    .iter()
-                    .take_while(|t| t.starts_with('-'))
-                    .any(|t| t.contains('v') || t.contains('V'))
-                {
-                    return;
-                }
-                let i = skip_options(argv, 1, "", &[]);
-                self.wrapped(argv, i, input, ctx, depth);
-            }
-            "builtin" | "busybox" => self.wrapped(argv, 1, input, ctx, depth),
-            "exec" => {
-                let i = skip_options(argv, 1, "a", &[]);
-                self.wrapped(argv, i, input, ctx, depth);
-            }
-            "nice" => {
-                let i = skip_options(argv, 1, "n", &["--adjustment"]);
-                self.wrapped(argv, i, input, ctx, depth);
-            }
-            "nohup" => {
-                self.note(ShellClass::Ask, "nohup writes nohup.out");
-                let i = skip_options(argv, 1, "", &[]);
-                self.wrapped(argv, i, input, ctx, depth);
-            }
-            "timeout" => {
-                let i = skip_options(argv, 1, "sk", &["--signal", "--kill-after"]);
-                self.wrapped(argv, i + 1, input, ctx, depth);
-            }
-            "stdbuf" => {
-                let i = skip_options(argv, 1, "ioe", &["--input", "--output", "--error"]);
-                self.wrapped(argv, i, input, ctx, depth);
-            }
-            "time" => {
-                let texts = texts(argv);
-                for (k, t) in texts.iter().enumerate().skip(1) {
-                    if !t.starts_with('-') || t == "--" {
-                        break;
-                    }
-                    if t == "-o" || t == "--output" {
-                        if let Some(target) = argv.get(k + 1) {
-                            self.write_target(target);
-                        }
-                    } else if let Some(target) = t.strip_prefix("--output=") {
-                        self.write_target(&Arg::literal(target));
-                    }
-                }
-                let i = skip_options(argv, 1, "fo", &["--format", "--output"]);
-                self.wrapped(argv, i, input, ctx, depth);
-            }
-            "xargs" => self.xargs_command(argv, input, ctx, depth),
-            "parallel" => self.parallel_command(argv, input, ctx, depth),
-            "watch" => self.watch_command(argv, input, ctx, depth),
-            "flock" => self.flock_command(argv, input, ctx, depth),
-            "ionice" => {
-                let texts = texts(args);
-                if texts.iter().any(|t| {
-                    matches!(
-                        t.as_str(),
-                        "-p" | "-P" | "-u" | "--pid" | "--pgid" | "--uid"
-                    )
-                }) {
-                    self.note(ShellClass::Ask, "ionice changes other processes");
-                    return;
-                }
-                let i = skip_options(argv, 1, "cn", &["--class", "--classdata"]);
-                self.wrapped(argv, i, input, ctx, depth);
-            }
-            "chrt" => {
-                let texts = texts(args);
-                if texts
-                    .iter()
-                    .take_while(|t| t.starts_with('-'))
-                    .any(|t| t == "-p" || t == "--pid" || t == "-m" || t == "--max")
-                {
-                    self.note(ShellClass::Ask, "chrt changes scheduling");
-                    return;
-                }
-                let i = skip_options(
-                    argv,
-                    1,
-                    "TPD",
-                    &["--sched-runtime", "--sched-period", "--sched-deadline"],
-                );
-                self.wrapped(argv, i + 1, input, ctx, depth);
-            }
-            "setsid" | "unbuffer" => {
-                let i = skip_options(argv, 1, "", &[]);
-                self.wrapped(argv, i, input, ctx, depth);
+            "sudo" | "doas" | "pkexec" | "su" | "runuser" | "env" | "command" | "builtin"
+            | "busybox" | "exec" | "nice" | "nohup" | "timeout" | "stdbuf" | "time" | "xargs"
+            | "parallel" | "watch" | "flock" | "ionice" | "chrt" | "setsid" | "unbuffer" => {
+                self.wrapper_command(&name, argv, input, ctx, depth)
             }
 
             // Shells and interpreters.
@@ -350,36 +212,7 @@ impl<'a> Walker<'a> {
                 }
                 self.note(ShellClass::Ask, format!("runs {name}"));
             }
-            "cp" | "mv" | "install" | "ln" => {
-                let texts = texts(args);
-                let mut targets: Vec<&Arg> = Vec::new();
-                for (i, t) in texts.iter().enumerate() {
-                    if t == "-t" || t == "--target-directory" {
-                        targets.extend(args.get(i + 1));
-                    } else if t.starts_with("--target-directory=")
-                        || (t.starts_with("-t") && t.len() > 2 && !t.starts_with("--"))
-                    {
-                        targets.push(&args[i]);
-                    }
-                }
-                if let Some(last) = args.iter().rev().find(|a| !a.text().starts_with('-')) {
-                    targets.push(last);
-                }
-                for t in targets {
-                    let text = t.text();
-                    let text = text
-                        .strip_prefix("--target-directory=")
-                        .or_else(|| text.strip_prefix("-t"))
-                        .unwrap_or(&text);
-                    if let Some(reason) = dangerous_write_target(text) {
-                        self.note(ShellClass::Always, reason);
-                    }
-                }
-                if name == "mv" {
-                    self.moved_sources(&mv_sources(args));
-                }
-                self.note(ShellClass::Ask, format!("runs {name}"));
-            }
+            "cp" | "mv" | "install" | "ln" => self.copy_command(&name, args),
             "rename" => {
                 self.moved_sources(&rename_sources(args));
                 self.note(ShellClass::Ask, "runs rename");
@@ -425,129 +258,11 @@ impl<'a> Walker<'a> {
             }
 
             // System administration.
-            "crontab" => {
-                if args
-                    .iter()
-                    .any(|a| short_cluster(&a.text()).is_some_and(|c| c.contains('r')))
-                {
-                    self.note(ShellClass::Always, "crontab -r");
-                } else {
-                    self.note(ShellClass::Ask, "runs crontab");
-                }
-            }
-            "kill" => {
-                let texts = texts(args);
-                // The first argument is a signal when it starts with a dash: `kill -9 -1`,
-                // `kill -s KILL -1`, `kill -1 -1`; pid -1 means every process.
-                let mut i = 0;
-                if matches!(texts.first().map(String::as_str), Some("-s" | "-n")) {
-                    i = 2;
-                } else if texts
-                    .first()
-                    .is_some_and(|t| t.starts_with('-') && t != "--")
-                {
-                    i = 1;
-                }
-                if texts.get(i).is_some_and(|t| t == "--") {
-                    i += 1;
-                }
-                if texts.iter().skip(i).any(|t| t == "-1") {
-                    self.note(ShellClass::Always, "kills every process (kill -1)");
-                } else {
-                    self.note(ShellClass::Ask, "runs kill");
-                }
-            }
-            "shutdown" | "reboot" | "halt" | "poweroff" => {
-                self.note(ShellClass::Always, name.clone());
-            }
-            "init" | "telinit" => {
-                if args
-                    .iter()
-                    .any(|a| matches!(a.text().as_str(), "0" | "6" | "1" | "s" | "S"))
-                {
-                    self.note(ShellClass::Always, format!("{name} changes the runlevel"));
-                } else {
-                    self.note(ShellClass::Ask, format!("runs {name}"));
-                }
-            }
-            "systemctl" => {
-                let sub = args
-                    .iter()
-                    .map(Arg::text)
-                    .find(|t| !t.starts_with('-'))
-                    .unwrap_or_default();
-                if matches!(
-                    sub.as_str(),
-                    "stop"
-                        | "disable"
-                        | "mask"
-                        | "kill"
-                        | "poweroff"
-                        | "reboot"
-                        | "halt"
-                        | "isolate"
-                        | "emergency"
-                        | "rescue"
-                        | "suspend"
-                        | "hibernate"
-                        | "kexec"
-                        | "soft-reboot"
-                ) {
-                    self.note(ShellClass::Always, format!("systemctl {sub}"));
-                } else {
-                    self.note(ShellClass::Ask, "runs systemctl");
-                }
-            }
-            "iptables" | "ip6tables" | "iptables-legacy" | "iptables-nft" => {
-                if args.iter().any(|a| {
-                    let t = a.text();
-                    matches!(t.as_str(), "--flush" | "--delete-chain")
-                        || short_cluster(&t)
-                            .is_some_and(|c| c.starts_with('F') || c.starts_with('X'))
-                }) {
-                    self.note(ShellClass::Always, format!("{name} -F"));
-                } else {
-                    self.note(ShellClass::Ask, format!("runs {name}"));
-                }
-            }
-            "nft" => {
-                if args.iter().any(|a| a.text() == "flush") {
-                    self.note(ShellClass::Always, "nft flush");
-                } else {
-                    self.note(ShellClass::Ask, "runs nft");
-                }
-            }
-            "userdel" | "deluser" | "passwd" | "chpasswd" | "usermod" | "groupdel" | "delgroup" => {
-                self.note(
-                    ShellClass::Always,
-                    format!("changes user accounts ({name})"),
-                );
-            }
-            "ps" => {
-                if args.iter().any(|a| {
-                    let t = a.text();
-                    !t.starts_with('-') && t.contains('e')
-                }) {
-                    self.note(ShellClass::Always, "ps shows process environments");
-                } else {
-                    self.note(ShellClass::Ask, "runs ps");
-                }
-            }
-            "tar" | "bsdtar" | "gtar" => {
-                if args.iter().any(|a| {
-                    let t = a.text();
-                    t.contains("--to-command")
-                        || t.contains("--checkpoint-action")
-                        || t.contains("--use-compress-program")
-                        || t.contains("--rsh-command")
-                        || t.contains("--info-script")
-                        || t.contains("--new-volume-script")
-                        || t == "-I"
-                }) {
-                    self.note(ShellClass::Always, "tar runs a command");
-                } else {
-                    self.note(ShellClass::Ask, format!("runs {name}"));
-                }
+            "crontab" | "kill" | "shutdown" | "reboot" | "halt" | "poweroff" | "init"
+            | "telinit" | "systemctl" | "iptables" | "ip6tables" | "iptables-legacy"
+            | "iptables-nft" | "nft" | "userdel" | "deluser" | "passwd" | "chpasswd"
+            | "usermod" | "groupdel" | "delgroup" | "ps" | "tar" | "bsdtar" | "gtar" => {
+                self.system_command(&name, args)
             }
             "ssh" => self.ssh_command(argv, depth),
             n if SAFE_COMMANDS.contains(&n) => self.safe_command(n, argv, depth),

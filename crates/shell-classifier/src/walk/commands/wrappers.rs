@@ -1,6 +1,7 @@
-//! Wrappers: commands that run their arguments as a command (`env`, `xargs`, `parallel`,
-//! `watch`, `flock`, and the plain prefixes handled by the dispatch with [`skip_options`]), with
-//! their own options read the way their option parsers do.
+//! Wrappers: commands that run their arguments as a command (`sudo`, `su`, `env`, `nice`,
+//! `timeout`, `time`, `xargs`, `parallel`, `watch`, `flock`, …). Their own options are read the
+//! way their option parsers do ([`skip_options`], [`wrapper_options`]), and the command they run
+//! is judged in turn.
 
 use super::super::{Ctx, Input, Walker};
 use super::interpreters::{interpreter_family, SHELLS};
@@ -554,6 +555,168 @@ impl<'a> Walker<'a> {
         }
         if i < argv.len() {
             self.wrapped(argv, i, input, ctx, depth);
+        }
+    }
+}
+
+impl Walker<'_> {
+    /// The wrappers that run their arguments as a command (the dispatch sends exactly these
+    /// names here): the wrapped command is judged in turn, after their own options.
+    pub(crate) fn wrapper_command(
+        &mut self,
+        name: &str,
+        argv: &[Arg],
+        input: &Input,
+        ctx: Ctx,
+        depth: usize,
+    ) {
+        let args = &argv[1..];
+        match name {
+            "sudo" | "doas" | "pkexec" => {
+                self.note(
+                    ShellClass::Always,
+                    format!("runs with elevated privileges ({name})"),
+                );
+                let (short, long): (&str, &[&str]) = match name {
+                    "sudo" => (
+                        "ugCDhprtTU",
+                        &[
+                            "--user",
+                            "--group",
+                            "--close-from",
+                            "--chdir",
+                            "--host",
+                            "--prompt",
+                            "--role",
+                            "--type",
+                            "--command-timeout",
+                            "--other-user",
+                        ],
+                    ),
+                    "doas" => ("uC", &[]),
+                    _ => ("", &["--user"]),
+                };
+                let i = skip_options(argv, 1, short, long);
+                self.wrapped(argv, i, input, ctx, depth);
+            }
+            "su" | "runuser" => {
+                self.note(
+                    ShellClass::Always,
+                    format!("runs with elevated privileges ({name})"),
+                );
+                let mut i = 1;
+                while let Some(a) = argv.get(i) {
+                    let t = a.text();
+                    if t == "-c" || t == "--command" {
+                        if let Some(code) = argv.get(i + 1) {
+                            self.code_string(code, input.as_stdin(), depth);
+                        }
+                        i += 2;
+                    } else if let Some(code) = t.strip_prefix("--command=") {
+                        self.walk_script(code, depth + 1, input.as_stdin());
+                        i += 1;
+                    } else if t == "--" && name == "runuser" {
+                        self.command(argv.get(i + 1..).unwrap_or(&[]), input, ctx, depth + 1);
+                        break;
+                    } else {
+                        i += 1;
+                    }
+                }
+            }
+            "env" => self.env_command(argv, input, ctx, depth),
+            "command" => {
+                let texts = texts(args);
+                if texts
+                    .iter()
+                    .take_while(|t| t.starts_with('-'))
+                    .any(|t| t.contains('v') || t.contains('V'))
+                {
+                    return;
+                }
+                let i = skip_options(argv, 1, "", &[]);
+                self.wrapped(argv, i, input, ctx, depth);
+            }
+            "builtin" | "busybox" => self.wrapped(argv, 1, input, ctx, depth),
+            "exec" => {
+                let i = skip_options(argv, 1, "a", &[]);
+                self.wrapped(argv, i, input, ctx, depth);
+            }
+            "nice" => {
+                let i = skip_options(argv, 1, "n", &["--adjustment"]);
+                self.wrapped(argv, i, input, ctx, depth);
+            }
+            "nohup" => {
+                self.note(ShellClass::Ask, "nohup writes nohup.out");
+                let i = skip_options(argv, 1, "", &[]);
+                self.wrapped(argv, i, input, ctx, depth);
+            }
+            "timeout" => {
+                let i = skip_options(argv, 1, "sk", &["--signal", "--kill-after"]);
+                self.wrapped(argv, i + 1, input, ctx, depth);
+            }
+            "stdbuf" => {
+                let i = skip_options(argv, 1, "ioe", &["--input", "--output", "--error"]);
+                self.wrapped(argv, i, input, ctx, depth);
+            }
+            "time" => {
+                let texts = texts(argv);
+                for (k, t) in texts.iter().enumerate().skip(1) {
+                    if !t.starts_with('-') || t == "--" {
+                        break;
+                    }
+                    if t == "-o" || t == "--output" {
+                        if let Some(target) = argv.get(k + 1) {
+                            self.write_target(target);
+                        }
+                    } else if let Some(target) = t.strip_prefix("--output=") {
+                        self.write_target(&Arg::literal(target));
+                    }
+                }
+                let i = skip_options(argv, 1, "fo", &["--format", "--output"]);
+                self.wrapped(argv, i, input, ctx, depth);
+            }
+            "xargs" => self.xargs_command(argv, input, ctx, depth),
+            "parallel" => self.parallel_command(argv, input, ctx, depth),
+            "watch" => self.watch_command(argv, input, ctx, depth),
+            "flock" => self.flock_command(argv, input, ctx, depth),
+            "ionice" => {
+                let texts = texts(args);
+                if texts.iter().any(|t| {
+                    matches!(
+                        t.as_str(),
+                        "-p" | "-P" | "-u" | "--pid" | "--pgid" | "--uid"
+                    )
+                }) {
+                    self.note(ShellClass::Ask, "ionice changes other processes");
+                    return;
+                }
+                let i = skip_options(argv, 1, "cn", &["--class", "--classdata"]);
+                self.wrapped(argv, i, input, ctx, depth);
+            }
+            "chrt" => {
+                let texts = texts(args);
+                if texts
+                    .iter()
+                    .take_while(|t| t.starts_with('-'))
+                    .any(|t| t == "-p" || t == "--pid" || t == "-m" || t == "--max")
+                {
+                    self.note(ShellClass::Ask, "chrt changes scheduling");
+                    return;
+                }
+                let i = skip_options(
+                    argv,
+                    1,
+                    "TPD",
+                    &["--sched-runtime", "--sched-period", "--sched-deadline"],
+                );
+                self.wrapped(argv, i + 1, input, ctx, depth);
+            }
+            "setsid" | "unbuffer" => {
+                let i = skip_options(argv, 1, "", &[]);
+                self.wrapped(argv, i, input, ctx, depth);
+            }
+            // Not reached (the dispatch sends only the names above); judge what follows.
+            _ => self.wrapped(argv, 1, input, ctx, depth),
         }
     }
 }

@@ -89,9 +89,9 @@
 //!   names, also used by the daemon's file tools and sandbox), the daemon's own markers;
 //! - `paths`: secret paths in words, dangerous write targets, top-level directories;
 //! - `walk`: the walk over the syntax tree and, in its `commands` submodule, the per-command
-//!   rules by family (wrappers, interpreters, files, git, network, system). Rules and walk recurse into
-//!   each other (`bash -c '…'` walks a script; a script's commands are judged by the rules), so
-//!   they form one module.
+//!   rules by family (wrappers, interpreters, files, git, network, system). Rules and walk
+//!   recurse into each other (`bash -c '…'` walks a script; a script's commands are judged by
+//!   the rules), so they form one module.
 
 mod parse;
 mod paths;

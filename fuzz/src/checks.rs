@@ -361,7 +361,7 @@ pub fn lark_card(data: &[u8]) {
 pub fn shell_classifier(data: &[u8]) {
     let command = String::from_utf8_lossy(data);
     let secrets = vec!["hunter2-secret".to_string()];
-    let c = ethan::consent::shell::classify(&command, &secrets);
+    let c = ethan_shell_classifier::classify(&command, &secrets);
     assert!(
         !c.reasons.iter().any(|r| r == "classifier error"),
         "the classifier panicked on {command:?}"
@@ -369,7 +369,7 @@ pub fn shell_classifier(data: &[u8]) {
     if command.contains("hunter2-secret") {
         assert_eq!(
             c.class,
-            ethan::consent::shell::ShellClass::Always,
+            ethan_shell_classifier::ShellClass::Always,
             "a command with a secret in it: {command:?} → {c:?}"
         );
     }

@@ -25,9 +25,6 @@
 mod display;
 pub mod grants;
 pub mod owners;
-pub mod shell;
-#[cfg(test)]
-mod shell_corpus;
 pub mod terminal;
 
 use async_trait::async_trait;

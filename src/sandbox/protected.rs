@@ -41,38 +41,9 @@ pub const CREDENTIAL_PLACES: &[&str] = &[
     ".cargo/credentials.toml",
 ];
 
-/// Whether one path component (any case) looks like it holds a secret.
-pub fn secret_looking(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
-    const EXACT: &[&str] = &[
-        ".ssh",
-        ".gnupg",
-        ".aws",
-        ".azure",
-        ".netrc",
-        "_netrc",
-        ".git-credentials",
-        ".pgpass",
-        ".npmrc",
-        ".pypirc",
-        ".docker",
-        ".kube",
-        ".envrc",
-        "secrets",
-    ];
-    EXACT.contains(&n.as_str())
-        || n == ".env"
-        || n.starts_with(".env.")
-        || n.ends_with(".env")
-        || n.contains(".env.")
-        || n.contains("credentials")
-        || ["id_rsa", "id_ed25519", "id_ecdsa", "id_dsa"]
-            .iter()
-            .any(|p| n.starts_with(p))
-        || [".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".ppk"]
-            .iter()
-            .any(|ext| n.ends_with(ext))
-}
+/// Whether one path component (any case) looks like it holds a secret: the one list, kept in the
+/// shell classifier, which judges words of commands by it.
+pub use ethan_shell_classifier::secret_looking;
 
 /// Why a path is protected.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -352,27 +323,6 @@ fn find_inode(place: &HiddenPlace, want: (u64, u64), budget: &mut usize) -> Opti
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn secret_names() {
-        for s in [
-            ".ssh",
-            ".env",
-            ".env.local",
-            "prod.env",
-            "server.pem",
-            "tls.key",
-            "credentials.json",
-            ".netrc",
-            "id_rsa.pub",
-            ".envrc",
-        ] {
-            assert!(secret_looking(s), "{s}");
-        }
-        for s in ["src", "env.rs", "keyboard.txt", "notes.md", "monkey"] {
-            assert!(!secret_looking(s), "{s}");
-        }
-    }
 
     #[test]
     fn hidden_places_carve_out_the_workspace() {

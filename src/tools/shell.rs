@@ -17,8 +17,8 @@
 use super::args::{opt_u64, req_str};
 use super::paths;
 use super::{Assessment, ErrorKind, Risk, Tool, ToolContext, ToolResult};
-use crate::consent::shell::{classify, Classification, ShellClass};
 use async_trait::async_trait;
+use ethan_shell_classifier::{classify, Classification, ShellClass};
 use serde_json::{json, Value};
 use std::process::Stdio;
 use std::time::Duration;

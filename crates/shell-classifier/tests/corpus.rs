@@ -1,8 +1,8 @@
-//! Test corpus for the shell classifier ([`super::shell`]): commands with the class they must get,
-//! dangerous ones with obfuscated variants, plus property-style checks that no input panics and
-//! that wrapping a dangerous command never makes it look safer.
+//! Test corpus for the shell classifier ([`ethan_shell_classifier::classify`]): commands with the
+//! class they must get, dangerous ones with obfuscated variants, plus property-style checks that
+//! no input panics and that wrapping a dangerous command never makes it look safer.
 
-use super::shell::{classify, Classification, ShellClass};
+use ethan_shell_classifier::{classify, Classification, ShellClass};
 use ShellClass::{Always, Ask, Safe};
 
 /// The secret configured for every corpus run.

@@ -1,0 +1,188 @@
+//! `git`: subcommands and options that run other code (aliases, `-c core.pager=…`, hooks,
+//! `config` values) or destroy work (`reset --hard`, `clean -f`, `push --force`).
+
+use super::super::Walker;
+use crate::words::{long_option_is, short_cluster, shorten, texts, Arg};
+use crate::ShellClass;
+
+/// `git -c name=value` settings that make git run a program.
+pub(crate) fn git_config_runs_code(config: &str) -> bool {
+    let (key, value) = config.split_once('=').unwrap_or((config, ""));
+    let key = key.to_lowercase();
+    if key.starts_with("alias.") && value.trim_start().starts_with('!') {
+        return true;
+    }
+    [
+        "sshcommand",
+        "pager",
+        "editor",
+        "fsmonitor",
+        "hookspath",
+        "askpass",
+        "textconv",
+        "external",
+        "command",
+        "program",
+        "helper",
+        "proxy",
+        "uploadpack",
+        "receivepack",
+        "gpg",
+        "clean",
+        "smudge",
+        "process",
+    ]
+    .iter()
+    .any(|k| key.contains(k))
+}
+
+impl<'a> Walker<'a> {
+    pub(crate) fn git_command(&mut self, argv: &[Arg]) {
+        let texts = texts(argv);
+        let mut i = 1;
+        while let Some(t) = texts.get(i) {
+            if argv[i].is_dynamic() {
+                self.note(ShellClass::Always, "git with a non-literal argument");
+                return;
+            }
+            match t.as_str() {
+                "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--super-prefix"
+                | "--config-env" => i += 2,
+                "-c" => {
+                    if let Some(config) = texts.get(i + 1) {
+                        if git_config_runs_code(config) {
+                            self.note(
+                                ShellClass::Always,
+                                "git -c with a setting that runs a command",
+                            );
+                        }
+                    }
+                    i += 2;
+                }
+                s if s.starts_with("--exec-path=") || s.starts_with("--config-env=") => {
+                    self.note(ShellClass::Always, "git with a changed exec path or config");
+                    i += 1;
+                }
+                s if s.starts_with('-') => i += 1,
+                _ => break,
+            }
+        }
+        let Some(sub) = texts.get(i) else {
+            self.note(ShellClass::Ask, "runs git");
+            return;
+        };
+        let rest = &texts[i + 1..];
+        let rest_args = &argv[i + 1..];
+        if rest_args.iter().any(Arg::is_dynamic)
+            && matches!(
+                sub.as_str(),
+                "push" | "reset" | "clean" | "checkout" | "branch"
+            )
+        {
+            self.note(
+                ShellClass::Always,
+                format!("git {sub} with a non-literal argument"),
+            );
+            return;
+        }
+        let has_short = |c: char| {
+            rest.iter()
+                .any(|t| short_cluster(t).is_some_and(|s| s.contains(c)))
+        };
+        match sub.as_str() {
+            "reset" => {
+                if rest
+                    .iter()
+                    .any(|t| matches!(t.as_str(), "--hard" | "--merge" | "--keep"))
+                {
+                    self.note(ShellClass::Always, "git reset --hard");
+                } else {
+                    self.note(ShellClass::Ask, "git reset");
+                }
+            }
+            "clean" => {
+                if has_short('f') || rest.iter().any(|t| long_option_is(t, "--force")) {
+                    self.note(ShellClass::Always, "git clean -f");
+                } else {
+                    self.note(ShellClass::Ask, "git clean");
+                }
+            }
+            "push" => {
+                let forced = has_short('f')
+                    || has_short('d')
+                    || rest.iter().any(|t| {
+                        t.starts_with("--force")
+                            || matches!(t.as_str(), "--mirror" | "--delete" | "--prune")
+                            || (!t.starts_with('-')
+                                && (t.starts_with('+') || t.starts_with(':') || t.contains(":+")))
+                            || t.contains(" +")
+                    });
+                if forced {
+                    self.note(ShellClass::Always, "git push --force or a destructive push");
+                } else {
+                    self.note(ShellClass::Ask, "git push");
+                }
+            }
+            "status" | "log" | "diff" | "show" | "blame" | "shortlog" | "describe"
+            | "rev-parse" | "ls-files" | "ls-tree" | "cat-file" | "rev-list" | "show-ref"
+            | "merge-base" | "version" | "whatchanged" | "grep" => {
+                let writes = rest
+                    .iter()
+                    .any(|t| t == "--output" || t.starts_with("--output="));
+                let runs = rest.iter().any(|t| {
+                    t == "--ext-diff"
+                        || t.starts_with("--open-files-in-pager")
+                        || t == "-O"
+                        || t.starts_with("-O")
+                });
+                if runs {
+                    self.note(
+                        ShellClass::Always,
+                        format!("git {sub} runs an external program"),
+                    );
+                } else if writes {
+                    self.note(ShellClass::Ask, format!("git {sub} --output writes a file"));
+                } else {
+                    self.safe_command("git", argv, 0);
+                }
+            }
+            "branch" => {
+                let listing = rest.iter().all(|t| {
+                    matches!(
+                        t.as_str(),
+                        "-a" | "-r"
+                            | "-v"
+                            | "-vv"
+                            | "-l"
+                            | "--list"
+                            | "--all"
+                            | "--remotes"
+                            | "--show-current"
+                            | "--verbose"
+                            | "--no-color"
+                    ) || t.starts_with("--color")
+                        || t.starts_with("--sort=")
+                        || t.starts_with("--format=")
+                });
+                if listing {
+                    self.safe_command("git", argv, 0);
+                } else {
+                    self.note(ShellClass::Ask, "git branch");
+                }
+            }
+            "tag" | "remote" | "stash" => {
+                let listing = match sub.as_str() {
+                    "tag" => rest.is_empty() || rest.iter().all(|t| t == "-l" || t == "--list"),
+                    "remote" => rest.is_empty() || rest == ["-v"] || rest == ["--verbose"],
+                    _ => rest == ["list"],
+                };
+                if listing {
+                    self.safe_command("git", argv, 0);
+                } else {
+                    self.note(ShellClass::Ask, format!("git {sub}"));
+                }
+            }
+            _ => self.note(ShellClass::Ask, format!("git {}", shorten(sub))),
+        }
+    }
+}

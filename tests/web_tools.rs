@@ -379,6 +379,52 @@ async fn ssrf_a_redirect_from_an_allowed_host_to_one_that_is_not_is_refused() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn after_a_private_read_a_redirect_to_another_site_is_not_followed() {
+    let site = FakeSite::start().await;
+    let port = site.port();
+    let lookup = StaticLookup::new()
+        .with("fake.test", &[ip("127.0.0.1")])
+        .with("other.test", &[ip("127.0.0.1")]);
+    let tool = WebFetch::with_lookup(&fetch_cfg(&["fake.test", "other.test"]), Arc::new(lookup));
+    let dir = tempfile::tempdir().unwrap();
+    let hop =
+        format!("http://fake.test:{port}/redirect?to=http://other.test:{port}/notes.txt?d=SECRET");
+    // Nothing private read yet: the redirect is followed as usual.
+    let r = tool.run(json!({ "url": hop }), &tool_ctx(dir.path())).await;
+    assert!(r.ok, "{r:?}");
+    // After a private read the approval covered fake.test only: other.test is not contacted.
+    let before = site.requested().len();
+    let ctx = tool_ctx(dir.path());
+    ctx.taint.mark("file_read");
+    let r = tool.run(json!({ "url": hop }), &ctx).await;
+    assert_eq!(r.error_kind, Some(ErrorKind::Denied), "{r:?}");
+    let e = error_text(&r);
+    assert!(
+        e.contains("not followed") && e.contains("other.test"),
+        "{e}"
+    );
+    assert_eq!(site.requested().len(), before + 1, "{:?}", site.requested());
+    // The same site still redirects within itself.
+    let same = format!("http://fake.test:{port}/redirect?to=/notes.txt");
+    assert!(tool.run(json!({ "url": same }), &ctx).await.ok);
+}
+
+#[test]
+fn a_look_alike_host_is_shown_as_sent() {
+    let tool = WebFetch::new(&fetch_cfg(&[]));
+    let ctx = tool_ctx(std::path::Path::new("/tmp"));
+    let e = tool
+        .egress(&json!({"url": "https://g\u{456}thub.com/x?d=1"}), &ctx)
+        .unwrap();
+    assert!(e.destination.contains("xn--"), "{}", e.destination);
+    assert!(e.scope.contains("xn--"), "{}", e.scope);
+    let plain = tool
+        .egress(&json!({"url": "https://github.com/x?d=1"}), &ctx)
+        .unwrap();
+    assert_eq!(plain.destination, "GET https://github.com/x?d=1");
+}
+
 // ---------------------------------------------------------------------------------------------
 // web_fetch: content
 

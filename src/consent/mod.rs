@@ -43,7 +43,7 @@ use std::time::Duration;
 use terminal::{TerminalAnswer, TerminalInput};
 use tokio::sync::oneshot;
 
-pub use ethan_core::tool::PROTECTED_PATHS_APPROVED;
+pub use ethan_core::tool::{CONSENTED, PROTECTED_PATHS_APPROVED};
 
 /// The approval text of a call that would carry data off the machine after private data entered
 /// the turn: why it asks, then exactly what leaves, then the tool's own description, if any.
@@ -365,6 +365,7 @@ impl ConsentGate for Consent {
         };
         let always = tool.consent_always(args, ctx);
         let approve = |ctx: &mut ToolContext| {
+            ctx.approved_actions.push(CONSENTED.to_string());
             if always {
                 ctx.approved_actions
                     .push(PROTECTED_PATHS_APPROVED.to_string());
@@ -378,6 +379,7 @@ impl ConsentGate for Consent {
             return if always {
                 Err(self.deny(Denial::Unattended { always: true }, &name))
             } else if authorised {
+                ctx.approved_actions.push(CONSENTED.to_string());
                 Ok(())
             } else {
                 Err(self.deny(Denial::Unattended { always: false }, &name))
@@ -393,6 +395,7 @@ impl ConsentGate for Consent {
             }
         }
         if !always && self.grants.is_granted(&ctx.session_key, &scope) {
+            ctx.approved_actions.push(CONSENTED.to_string());
             return Ok(());
         }
         // Every provider shows the same text, made visible once (see `display`); the tool name

@@ -4,12 +4,14 @@
 //!   tools, the shell classifier and the kernel sandbox agree on it);
 //! - [`landlock`]: the kernel sandbox of shell commands (Landlock), which hides `$ETHAN_HOME`
 //!   (less the workspace) and the user's credential places from every command;
+//! - [`network`]: no network for commands that run without the owner's approval;
 //! - [`env`]: the cleared environment of shell commands;
 //! - [`private_tmp`]: the daemon's own temp folder (mode 0700), the one place outside the
 //!   workspace where `file_write` needs no consent, and the `TMPDIR` of shell commands.
 
 pub mod env;
 pub mod landlock;
+pub mod network;
 pub mod protected;
 
 use std::path::{Path, PathBuf};

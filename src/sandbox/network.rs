@@ -54,7 +54,9 @@ pub fn available() -> Result<(), String> {
             }
             match cmd.status() {
                 Ok(s) if s.success() => Ok(()),
-                Ok(s) => Err(format!("a command in a new network namespace exited with {s}")),
+                Ok(s) => Err(format!(
+                    "a command in a new network namespace exited with {s}"
+                )),
                 Err(e) => Err(format!("no network namespace for commands: {e}")),
             }
         })

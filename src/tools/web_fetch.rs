@@ -504,8 +504,15 @@ impl Tool for WebFetch {
             .ok()
             .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
             .unwrap_or_else(|| raw.to_string());
+        // A host written with non-ASCII letters is shown as sent too (punycode), so a look-alike
+        // (`gіthub.com` with a Cyrillic і) cannot pass for the real one.
+        let destination = if raw.is_ascii() {
+            format!("GET {}", raw.trim())
+        } else {
+            format!("GET {} (host as sent: {host})", raw.trim())
+        };
         Some(crate::tools::Egress {
-            destination: format!("GET {}", raw.trim()),
+            destination,
             scope: format!("egress:host:{host}"),
         })
     }
@@ -516,7 +523,7 @@ impl Tool for WebFetch {
         self.max_retries
     }
 
-    async fn run(&self, args: Value, _ctx: &ToolContext) -> ToolResult {
+    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
         let requested = match req_str(&args, "url").and_then(parse_url) {
             Ok(u) => u,
             Err(e) => return e,
@@ -576,6 +583,16 @@ impl Tool for WebFetch {
                     )
                 }
             };
+            // After private data entered the turn, the owner approved this host, not wherever it
+            // redirects: a redirect to another origin goes back to the model (its fetch asks).
+            if ctx.taint.source().is_some() && next.origin() != url.origin() {
+                return ToolResult::err(
+                    ErrorKind::Denied,
+                    format!(
+                        "{url} redirected to another site, {next}; it was not followed because this                          conversation has read private data. Call web_fetch on {next} if you need it                          (the owner will be asked)."
+                    ),
+                );
+            }
             redirects += 1;
             if redirects > MAX_REDIRECTS {
                 return ToolResult::err(

@@ -13,6 +13,11 @@ use std::path::PathBuf;
 /// The `approved_actions` entry set when the owner approved an always-ask call on a protected
 /// path (`$ETHAN_HOME`, credential places, secret-looking files); file tools then let it through.
 pub const PROTECTED_PATHS_APPROVED: &str = "protected_paths";
+
+/// The `approved_actions` entry set when a call went through consent and was allowed: the owner
+/// approved it (once, or by a session grant) or an unattended job was authorised for the tool.
+/// A shell command without it runs offline.
+pub const CONSENTED: &str = "consented";
 use std::time::Duration;
 
 /// How much a tool can change the world. A tool has side effects exactly when its risk is not

@@ -342,7 +342,13 @@ const CORPUS: &[(&str, ShellClass)] = &[
     ("git diff HEAD~1", Safe),
     ("git show HEAD:src/main.rs", Safe),
     ("git branch -a", Safe),
-    ("git -C repo status", Safe),
+    // Another repository's config can run commands (core.fsmonitor): asks.
+    ("git -C repo status", Ask),
+    ("git --git-dir=/tmp/g --work-tree=. status", Ask),
+    ("git --work-tree /tmp status", Ask),
+    // bash opens a connection for /dev/tcp and /dev/udp, reading too.
+    ("cat </dev/tcp/127.0.0.1/80", Ask),
+    ("head -c 0 </dev/udp/data.example/53", Ask),
     ("grep -r foo .", Safe),
     ("grep -rn \"rm -rf\" src", Safe),
     ("rg TODO src", Safe),

@@ -27,6 +27,11 @@ impl<'a> Walker<'a> {
                     self.check_arg_common(&arg);
                     match kind {
                         ast::IoFileRedirectKind::Read => {
+                            // bash opens a network connection for these names, in any direction.
+                            let t = arg.text();
+                            if t.starts_with("/dev/tcp/") || t.starts_with("/dev/udp/") {
+                                self.note(ShellClass::Ask, "opens a network connection");
+                            }
                             if is_stdin(fd) {
                                 *input = Input::File(arg);
                             }

@@ -46,8 +46,16 @@ impl<'a> Walker<'a> {
                 return;
             }
             match t.as_str() {
-                "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--super-prefix"
-                | "--config-env" => i += 2,
+                // Another repository's config can run commands (core.fsmonitor, diff.external).
+                "-C" | "--git-dir" | "--work-tree" => {
+                    self.note(ShellClass::Ask, "git on another repository or work tree");
+                    i += 2;
+                }
+                s if s.starts_with("--git-dir=") || s.starts_with("--work-tree=") => {
+                    self.note(ShellClass::Ask, "git on another repository or work tree");
+                    i += 1;
+                }
+                "--namespace" | "--super-prefix" | "--config-env" => i += 2,
                 "-c" => {
                     if let Some(config) = texts.get(i + 1) {
                         if git_config_runs_code(config) {

@@ -67,6 +67,27 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
         Ok(line) => r.ok("sandbox", line),
         Err(line) => r.warn("sandbox", line),
     }
+    match crate::sandbox::network::available() {
+        Ok(()) => r.ok(
+            "sandbox",
+            "commands that run without approval get no network (a network namespace of their own)",
+        ),
+        Err(why) => r.warn(
+            "sandbox",
+            format!("{why}; commands cannot be cut off from the network, so every command asks"),
+        ),
+    }
+    if let Some(f) = protection.linked_file() {
+        r.warn(
+            "sandbox",
+            format!(
+                "{} has a second name (a hard link) that the sandbox cannot hide; every shell \
+                 command asks until it is removed (find it with `find / -samefile {}`)",
+                f.display(),
+                f.display()
+            ),
+        );
+    }
 
     let default_endpoint = c.model.base_url.starts_with("https://api.openai.com");
     if c.model.api_key.is_empty() && default_endpoint {

@@ -32,6 +32,15 @@ impl Tool for FileWrite {
     fn risk(&self) -> Risk {
         Risk::Write
     }
+    /// Where the file really is, judged once before consent; `run` writes only there.
+    async fn assess(&self, args: &Value, ctx: &ToolContext) -> Option<super::Assessment> {
+        let raw = args.get("path").and_then(Value::as_str)?;
+        let path = paths::resolve(ctx, raw);
+        let real = tokio::task::spawn_blocking(move || paths::real_path(&path))
+            .await
+            .ok()?;
+        Some(super::Assessment::new(JudgedPath(real)))
+    }
     /// No consent inside the daemon's private temp folder ([`crate::sandbox::private_tmp`]) only,
     /// never the system temp directory as a whole; a protected path is an always-ask call.
     fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
@@ -86,14 +95,25 @@ impl Tool for FileWrite {
                 );
             }
         }
+        let expected = paths::real_path(&path);
         let res = async {
+            // Opened without truncating, then checked: the file actually opened must be the one
+            // judged, so a symlink swapped in meanwhile cannot redirect the write.
             let mut f = tokio::fs::OpenOptions::new()
                 .create(true)
                 .write(true)
                 .append(append)
-                .truncate(!append)
                 .open(&path)
                 .await?;
+            if let Err(why) = opened_where_judged(&f, &expected, ctx) {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    why,
+                ));
+            }
+            if !append {
+                f.set_len(0).await?;
+            }
             f.write_all(content.as_bytes()).await?;
             f.flush().await
         }
@@ -109,6 +129,40 @@ impl Tool for FileWrite {
             Err(e) => ToolResult::err(ErrorKind::Dependency, format!("{}: {e}", path.display())),
         }
     }
+}
+
+/// The real path of the file, as judged before consent ([`Tool::assess`]).
+#[derive(Debug, Clone, PartialEq)]
+struct JudgedPath(std::path::PathBuf);
+
+/// Whether the file `f` refers to is the one consent judged: the path judged before consent
+/// (`expected` when the call was not assessed), and not protected unless the owner approved
+/// that.
+fn opened_where_judged(
+    f: &tokio::fs::File,
+    expected: &std::path::Path,
+    ctx: &ToolContext,
+) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    let actual = std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd()))
+        .map_err(|e| format!("cannot tell which file was opened: {e}"))?;
+    let judged = ctx
+        .assessment
+        .as_ref()
+        .and_then(|a| a.get::<JudgedPath>())
+        .map_or(expected, |j| j.0.as_path());
+    let approved_protected = ctx
+        .approved_actions
+        .iter()
+        .any(|a| a == ethan_core::tool::PROTECTED_PATHS_APPROVED);
+    if actual != judged || (paths::protection(ctx, &actual).is_some() && !approved_protected) {
+        return Err(format!(
+            "{} changed after it was checked (it now leads to {}); nothing was written",
+            judged.display(),
+            actual.display()
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -168,5 +222,28 @@ mod tests {
         assert!(FileWrite
             .consent_check(&json!({"path": "a.txt", "content": "x"}), &ctx)
             .is_some());
+    }
+
+    #[tokio::test]
+    async fn a_symlink_swapped_in_after_the_check_is_not_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx_in(dir.path());
+        let victim = dir.path().join("victim.txt");
+        std::fs::write(&victim, "keep").unwrap();
+        let target = dir.path().join("draft.txt");
+        let args = json!({"path": target.display().to_string(), "content": "evil"});
+        let mut judged = ctx.clone();
+        judged.assessment = FileWrite.assess(&args, &ctx).await;
+        // Between the check and the write, the name becomes a link to another file.
+        std::os::unix::fs::symlink(&victim, &target).unwrap();
+        let r = FileWrite.run(args.clone(), &judged).await;
+        assert!(!r.ok, "{r:?}");
+        assert!(r.error.unwrap().contains("changed after it was checked"));
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        // Judged as it is now, the same write goes through the link as before.
+        let mut now = ctx.clone();
+        now.assessment = FileWrite.assess(&args, &ctx).await;
+        assert!(FileWrite.run(args, &now).await.ok);
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "evil");
     }
 }

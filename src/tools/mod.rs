@@ -1,45 +1,30 @@
-//! The tool system: what a tool is ([`Tool`]), what it gets ([`ToolContext`]) and returns
-//! ([`ToolResult`]), the [`registry`] of tools, and the [`executor`] that turns the model's
-//! `tool_calls` (proposals) into results. Each builtin tool is a file of its own.
+//! The tool system. What a tool is ([`Tool`]), what it gets ([`ToolContext`]) and returns
+//! ([`ToolResult`]) are defined in `ethan-core` and re-exported here. Two halves:
+//! - [`engine`]: the [`registry`] of tools and the [`executor`] that turns the model's tool calls
+//!   (proposals) into results — policy, schema, replay guard, consent, timeout, audit,
+//!   redaction, spill, truncation;
+//! - [`builtin`]: the built-in tools by family (exec, files, search, web, schedule, knowledge,
+//!   lark, ui), each a file of its own. [`args`] holds the argument helpers they share.
 //!
 //! Every failure is a [`ToolResult`] with an [`ErrorKind`] and a text the model can act on;
 //! nothing a model sends can panic the agent loop.
 
 pub mod args;
-pub mod executor;
-pub mod fd_find;
-pub mod file_list;
-pub mod file_read;
-pub mod file_write;
-pub mod find_tools;
-pub mod knowledge_add;
-pub mod knowledge_edit;
-pub mod knowledge_read;
-pub mod knowledge_search;
-pub mod lark_calendar;
-pub mod lark_common;
-pub mod lark_messages;
-pub mod lark_send;
-pub mod paths;
-pub mod policy;
-pub mod redact;
-pub mod registry;
-pub mod replay;
-pub mod rg_search;
-pub mod schedule_create;
-pub mod schedule_list;
-pub mod schedule_pause;
-pub mod schedule_remove;
-pub mod schema;
-pub mod shell;
-pub mod spill;
-pub mod ssrf;
+pub mod builtin;
+pub mod engine;
+
+// The old flat paths (`crate::tools::shell`, `crate::tools::executor`, …) stay valid.
+pub use builtin::exec::shell;
+pub use builtin::files::{file_list, file_read, file_write, paths};
+pub use builtin::knowledge::{knowledge_add, knowledge_edit, knowledge_read, knowledge_search};
+pub use builtin::lark::{lark_calendar, lark_common, lark_messages, lark_send};
+pub use builtin::schedule::{schedule_create, schedule_list, schedule_pause, schedule_remove};
+pub use builtin::search::{fd_find, rg_search};
 #[cfg(feature = "test-tools")]
-pub mod test_panic;
-pub mod truncate;
-pub mod ui_card;
-pub mod web_fetch;
-pub mod web_search;
+pub use builtin::test_panic;
+pub use builtin::ui::{find_tools, ui_card};
+pub use builtin::web::{ssrf, web_fetch, web_search};
+pub use engine::{executor, policy, redact, registry, replay, schema, spill, truncate};
 
 pub use ethan_core::tool::{
     Assessment, Egress, ErrorKind, Risk, Taint, Tool, ToolContext, ToolResult, ToolSummary,

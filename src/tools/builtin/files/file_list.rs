@@ -1,0 +1,121 @@
+//! `file_list{path}`: the entries of a directory, sorted, directories marked with `/`, files with
+//! their size in bytes. At most [`MAX_ENTRIES`] entries.
+
+use crate::tools::args::req_str;
+use crate::tools::{paths, ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+pub const MAX_ENTRIES: usize = 1000;
+
+pub struct FileList;
+
+#[async_trait]
+impl Tool for FileList {
+    fn name(&self) -> &str {
+        "file_list"
+    }
+    fn description(&self) -> &str {
+        "List a directory (relative paths are in the workspace; \".\" is the workspace itself)."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {"path": {"type": "string", "description": "Directory path"}},
+            "required": ["path"],
+            "additionalProperties": false
+        })
+    }
+    fn risk(&self) -> Risk {
+        Risk::ReadOnly
+    }
+    fn reads_private(&self) -> bool {
+        true
+    }
+    /// Read-only, so no consent, except a protected path: an always-ask call for the owner.
+    fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
+        let raw = args.get("path").and_then(Value::as_str)?;
+        paths::protected_description(ctx, raw, "list")
+    }
+    fn consent_always(&self, _args: &Value, _ctx: &ToolContext) -> bool {
+        true
+    }
+    fn max_retries(&self) -> u32 {
+        1
+    }
+
+    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+        let path = match req_str(&args, "path") {
+            Ok(p) => match paths::resolve_checked(ctx, p) {
+                Ok(p) => p,
+                Err(e) => return e,
+            },
+            Err(e) => return e,
+        };
+        let mut rd = match tokio::fs::read_dir(&path).await {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return ToolResult::err(
+                    ErrorKind::Validation,
+                    format!("{} does not exist", path.display()),
+                )
+            }
+            Err(e) => {
+                return ToolResult::err(ErrorKind::Dependency, format!("{}: {e}", path.display()))
+            }
+        };
+        let mut entries = Vec::new();
+        let mut total = 0usize;
+        loop {
+            match rd.next_entry().await {
+                Ok(Some(e)) => {
+                    total += 1;
+                    if entries.len() >= MAX_ENTRIES {
+                        continue;
+                    }
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let line = match e.metadata().await {
+                        Ok(m) if m.is_dir() => format!("{name}/"),
+                        Ok(m) => format!("{name}  ({} bytes)", m.len()),
+                        Err(_) => name,
+                    };
+                    entries.push(line);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    return ToolResult::err(
+                        ErrorKind::Dependency,
+                        format!("{}: {e}", path.display()),
+                    )
+                }
+            }
+        }
+        entries.sort();
+        let mut out = format!("{} ({total} entries)\n", path.display());
+        out.push_str(&entries.join("\n"));
+        if total > entries.len() {
+            out.push_str(&format!(
+                "\n[… {} more entries not shown]",
+                total - entries.len()
+            ));
+        }
+        ToolResult::ok(out).with_metadata(json!({"entries": total}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::executor::tests::ctx_in;
+
+    #[tokio::test]
+    async fn lists_sorted_with_markers() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::fs::write(dir.path().join("b.txt"), "12345").unwrap();
+        let r = FileList
+            .run(json!({"path": "."}), &ctx_in(dir.path()))
+            .await;
+        assert!(r.output.contains("b.txt  (5 bytes)\nsub/"), "{}", r.output);
+    }
+}

@@ -1,0 +1,175 @@
+//! `file_read{path, max_lines?}`: a text file's content. Files over 1 MB are refused unless
+//! `max_lines` is given; binary files are refused.
+
+use crate::tools::args::{opt_u64, req_str};
+use crate::tools::{paths, ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use tokio::io::AsyncBufReadExt;
+
+/// Largest file read whole, in bytes.
+pub const MAX_WHOLE_FILE: u64 = 1024 * 1024;
+
+pub struct FileRead;
+
+#[async_trait]
+impl Tool for FileRead {
+    fn name(&self) -> &str {
+        "file_read"
+    }
+    fn description(&self) -> &str {
+        "Read a text file. Relative paths are in the workspace. Files over 1 MB need `max_lines` (reads the first N lines)."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File path, absolute or relative to the workspace"},
+                "max_lines": {"type": "integer", "minimum": 1, "description": "Read only the first N lines"}
+            },
+            "required": ["path"],
+            "additionalProperties": false
+        })
+    }
+    fn risk(&self) -> Risk {
+        Risk::ReadOnly
+    }
+    fn reads_private(&self) -> bool {
+        true
+    }
+    /// Read-only, so no consent, except a protected path: an always-ask call for the owner.
+    fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
+        let raw = args.get("path").and_then(Value::as_str)?;
+        paths::protected_description(ctx, raw, "read")
+    }
+    fn consent_always(&self, _args: &Value, _ctx: &ToolContext) -> bool {
+        true
+    }
+    fn fast_path(&self) -> bool {
+        true
+    }
+    fn max_retries(&self) -> u32 {
+        1
+    }
+
+    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+        let path = match req_str(&args, "path") {
+            Ok(p) => match paths::resolve_checked(ctx, p) {
+                Ok(p) => p,
+                Err(e) => return e,
+            },
+            Err(e) => return e,
+        };
+        let max_lines = match opt_u64(&args, "max_lines") {
+            Ok(n) => n,
+            Err(e) => return e,
+        };
+        let meta = match tokio::fs::metadata(&path).await {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return ToolResult::err(
+                    ErrorKind::Validation,
+                    format!(
+                        "{} does not exist (use file_list to see what is there)",
+                        path.display()
+                    ),
+                )
+            }
+            Err(e) => {
+                return ToolResult::err(ErrorKind::Dependency, format!("{}: {e}", path.display()))
+            }
+        };
+        if meta.is_dir() {
+            return ToolResult::err(
+                ErrorKind::Validation,
+                format!("{} is a directory; use file_list", path.display()),
+            );
+        }
+        let text = match max_lines {
+            None if meta.len() > MAX_WHOLE_FILE => {
+                return ToolResult::err(
+                    ErrorKind::Validation,
+                    format!(
+                    "{} is {} bytes, over the 1 MB limit; pass max_lines to read the first lines",
+                    path.display(),
+                    meta.len()
+                ),
+                )
+            }
+            None => match tokio::fs::read(&path).await {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    return ToolResult::err(
+                        ErrorKind::Dependency,
+                        format!("{}: {e}", path.display()),
+                    )
+                }
+            },
+            Some(n) => match read_lines(&path, n).await {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    return ToolResult::err(
+                        ErrorKind::Dependency,
+                        format!("{}: {e}", path.display()),
+                    )
+                }
+            },
+        };
+        if text[..text.len().min(8192)].contains(&0) {
+            return ToolResult::err(
+                ErrorKind::Validation,
+                format!(
+                    "{} looks like a binary file; it cannot be shown as text",
+                    path.display()
+                ),
+            );
+        }
+        ToolResult::ok(String::from_utf8_lossy(&text).into_owned())
+            .with_metadata(json!({"path": path.display().to_string(), "bytes": meta.len()}))
+    }
+}
+
+async fn read_lines(path: &std::path::Path, n: u64) -> std::io::Result<Vec<u8>> {
+    let f = tokio::fs::File::open(path).await?;
+    let mut r = tokio::io::BufReader::new(f);
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let before = out.len();
+        if r.read_until(b'\n', &mut out).await? == 0 || out.len() - before == 0 {
+            break;
+        }
+        if out.len() > 4 * MAX_WHOLE_FILE as usize {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::executor::tests::ctx_in;
+
+    #[tokio::test]
+    async fn reads_relative_to_workspace_and_refuses_big_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx_in(dir.path());
+        std::fs::write(dir.path().join("a.txt"), "one\ntwo\nthree\n").unwrap();
+        let r = FileRead.run(json!({"path": "a.txt"}), &ctx).await;
+        assert_eq!(r.output, "one\ntwo\nthree\n");
+        let r = FileRead
+            .run(json!({"path": "a.txt", "max_lines": 2}), &ctx)
+            .await;
+        assert_eq!(r.output, "one\ntwo\n");
+        std::fs::write(dir.path().join("big"), "x\n".repeat(600_000)).unwrap();
+        let r = FileRead.run(json!({"path": "big"}), &ctx).await;
+        assert_eq!(r.error_kind, Some(ErrorKind::Validation));
+        assert!(r.error.unwrap().contains("max_lines"));
+        let r = FileRead
+            .run(json!({"path": "big", "max_lines": 3}), &ctx)
+            .await;
+        assert_eq!(r.output, "x\nx\nx\n");
+        let r = FileRead.run(json!({"path": "missing"}), &ctx).await;
+        assert!(r.error.unwrap().contains("does not exist"));
+    }
+}

@@ -1,0 +1,249 @@
+//! `file_write{path, content, append?}`: writes (or appends) text, creating parent directories.
+
+use crate::tools::args::{opt_bool, req_str};
+use crate::tools::{paths, ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use tokio::io::AsyncWriteExt;
+
+pub struct FileWrite;
+
+#[async_trait]
+impl Tool for FileWrite {
+    fn name(&self) -> &str {
+        "file_write"
+    }
+    fn description(&self) -> &str {
+        "Write text to a file (relative paths are in the workspace), creating parent directories. \
+         `append: true` adds to the end instead of replacing."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "content": {"type": "string"},
+                "append": {"type": "boolean", "default": false}
+            },
+            "required": ["path", "content"],
+            "additionalProperties": false
+        })
+    }
+    fn risk(&self) -> Risk {
+        Risk::Write
+    }
+    /// Where the file really is, judged once before consent; `run` writes only there.
+    async fn assess(&self, args: &Value, ctx: &ToolContext) -> Option<crate::tools::Assessment> {
+        let raw = args.get("path").and_then(Value::as_str)?;
+        let path = paths::resolve(ctx, raw);
+        let real = tokio::task::spawn_blocking(move || paths::real_path(&path))
+            .await
+            .ok()?;
+        Some(crate::tools::Assessment::new(JudgedPath(real)))
+    }
+    /// No consent inside the daemon's private temp folder ([`crate::sandbox::private_tmp`]) only,
+    /// never the system temp directory as a whole; a protected path is an always-ask call.
+    fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
+        let raw = args.get("path").and_then(Value::as_str)?;
+        if let Some(d) = paths::protected_description(ctx, raw, "write") {
+            return Some(d);
+        }
+        let path = paths::real_path(&paths::resolve(ctx, raw));
+        if crate::sandbox::private_tmp().is_some_and(|tmp| path.starts_with(tmp)) {
+            return None;
+        }
+        let bytes = args
+            .get("content")
+            .and_then(Value::as_str)
+            .map_or(0, str::len);
+        let verb = if args.get("append").and_then(Value::as_bool) == Some(true) {
+            "append"
+        } else {
+            "write"
+        };
+        Some(format!("{verb} {bytes} bytes to {}", path.display()))
+    }
+    /// The parent directory: approving it for the session covers its subtree.
+    fn consent_scope(&self, args: &Value, ctx: &ToolContext) -> String {
+        let raw = args.get("path").and_then(Value::as_str).unwrap_or("");
+        let path = paths::real_path(&paths::resolve(ctx, raw));
+        path.parent().unwrap_or(&path).display().to_string()
+    }
+    fn consent_always(&self, args: &Value, ctx: &ToolContext) -> bool {
+        args.get("path")
+            .and_then(Value::as_str)
+            .is_some_and(|p| paths::protection(ctx, &paths::resolve(ctx, p)).is_some())
+    }
+
+    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+        let (path, content) = match (req_str(&args, "path"), req_str(&args, "content")) {
+            (Ok(p), Ok(c)) => match paths::resolve_checked(ctx, p) {
+                Ok(p) => (p, c),
+                Err(e) => return e,
+            },
+            (Err(e), _) | (_, Err(e)) => return e,
+        };
+        let append = match opt_bool(&args, "append") {
+            Ok(a) => a.unwrap_or(false),
+            Err(e) => return e,
+        };
+        if let Some(parent) = path.parent() {
+            if let Err(e) = tokio::fs::create_dir_all(parent).await {
+                return ToolResult::err(
+                    ErrorKind::Dependency,
+                    format!("cannot create {}: {e}", parent.display()),
+                );
+            }
+        }
+        let expected = paths::real_path(&path);
+        let res = async {
+            // Opened without truncating, then checked: the file actually opened must be the one
+            // judged, so a symlink swapped in meanwhile cannot redirect the write.
+            let mut f = tokio::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .append(append)
+                .open(&path)
+                .await?;
+            if let Err(why) = opened_where_judged(&f, &expected, ctx) {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    why,
+                ));
+            }
+            if !append {
+                f.set_len(0).await?;
+            }
+            f.write_all(content.as_bytes()).await?;
+            f.flush().await
+        }
+        .await;
+        match res {
+            Ok(()) => ToolResult::ok(format!(
+                "{} {} bytes to {}",
+                if append { "appended" } else { "wrote" },
+                content.len(),
+                path.display()
+            ))
+            .with_metadata(json!({"path": path.display().to_string(), "bytes": content.len()})),
+            Err(e) => ToolResult::err(ErrorKind::Dependency, format!("{}: {e}", path.display())),
+        }
+    }
+}
+
+/// The real path of the file, as judged before consent ([`Tool::assess`]).
+#[derive(Debug, Clone, PartialEq)]
+struct JudgedPath(std::path::PathBuf);
+
+/// Whether the file `f` refers to is the one consent judged: the path judged before consent
+/// (`expected` when the call was not assessed), and not protected unless the owner approved
+/// that.
+fn opened_where_judged(
+    f: &tokio::fs::File,
+    expected: &std::path::Path,
+    ctx: &ToolContext,
+) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    let actual = std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd()))
+        .map_err(|e| format!("cannot tell which file was opened: {e}"))?;
+    let judged = ctx
+        .assessment
+        .as_ref()
+        .and_then(|a| a.get::<JudgedPath>())
+        .map_or(expected, |j| j.0.as_path());
+    let approved_protected = ctx
+        .approved_actions
+        .iter()
+        .any(|a| a == ethan_core::tool::PROTECTED_PATHS_APPROVED);
+    if actual != judged || (paths::protection(ctx, &actual).is_some() && !approved_protected) {
+        return Err(format!(
+            "{} changed after it was checked (it now leads to {}); nothing was written",
+            judged.display(),
+            actual.display()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::executor::tests::ctx_in;
+
+    #[tokio::test]
+    async fn writes_appends_and_creates_parents() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx_in(dir.path());
+        let r = FileWrite
+            .run(json!({"path": "a/b/c.txt", "content": "x"}), &ctx)
+            .await;
+        assert!(r.ok, "{r:?}");
+        FileWrite
+            .run(
+                json!({"path": "a/b/c.txt", "content": "y", "append": true}),
+                &ctx,
+            )
+            .await;
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a/b/c.txt")).unwrap(),
+            "xy"
+        );
+        let r = FileWrite.run(json!({"path": "a/b/c.txt"}), &ctx).await;
+        assert_eq!(r.error_kind, Some(ErrorKind::Validation));
+    }
+
+    #[test]
+    fn no_consent_only_inside_the_private_temp_folder() {
+        // ETHAN_HOME and the workspace under the system temp directory, as in a test setup.
+        let home = tempfile::tempdir().unwrap();
+        let ws = home.path().join("workspace");
+        std::fs::create_dir_all(&ws).unwrap();
+        let mut ctx = ctx_in(&ws);
+        ctx.ethan_home = Some(home.path().to_path_buf());
+        let private = crate::sandbox::private_tmp().expect("a private temp folder");
+        let inside = private.join("draft.txt").display().to_string();
+        assert_eq!(
+            FileWrite.consent_check(&json!({"path": inside, "content": "x"}), &ctx),
+            None
+        );
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(private).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        // Elsewhere in the system temp directory: asks.
+        let elsewhere = std::env::temp_dir().join("ethan-not-private.txt");
+        let asked = FileWrite.consent_check(
+            &json!({"path": elsewhere.display().to_string(), "content": "x"}),
+            &ctx,
+        );
+        assert!(asked.is_some(), "writing to the shared temp dir must ask");
+        // The workspace (itself under the temp dir) asks too.
+        assert!(FileWrite
+            .consent_check(&json!({"path": "a.txt", "content": "x"}), &ctx)
+            .is_some());
+    }
+
+    #[tokio::test]
+    async fn a_symlink_swapped_in_after_the_check_is_not_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx_in(dir.path());
+        let victim = dir.path().join("victim.txt");
+        std::fs::write(&victim, "keep").unwrap();
+        let target = dir.path().join("draft.txt");
+        let args = json!({"path": target.display().to_string(), "content": "evil"});
+        let mut judged = ctx.clone();
+        judged.assessment = FileWrite.assess(&args, &ctx).await;
+        // Between the check and the write, the name becomes a link to another file.
+        std::os::unix::fs::symlink(&victim, &target).unwrap();
+        let r = FileWrite.run(args.clone(), &judged).await;
+        assert!(!r.ok, "{r:?}");
+        assert!(r.error.unwrap().contains("changed after it was checked"));
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        // Judged as it is now, the same write goes through the link as before.
+        let mut now = ctx.clone();
+        now.assessment = FileWrite.assess(&args, &ctx).await;
+        assert!(FileWrite.run(args, &now).await.ok);
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "evil");
+    }
+}

@@ -1,0 +1,133 @@
+//! `knowledge_add{content, title?, tags?}`: save a new note as a Markdown file in
+//! `$ETHAN_HOME/knowledge/<first tag>/<slug of the title>.md` and index it; returns its `source`.
+
+use crate::knowledge::{KnowledgeHub, Saved};
+use crate::tools::args::{req_str, type_name};
+use crate::tools::knowledge_search::knowledge_error;
+use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Optional string argument `key`.
+pub(crate) fn opt_str<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>, ToolResult> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(ToolResult::err(
+            ErrorKind::Validation,
+            format!(
+                "argument `{key}` must be a string, got {}",
+                type_name(other)
+            ),
+        )),
+    }
+}
+
+/// Optional array-of-strings argument `tags`.
+pub(crate) fn opt_tags(args: &Value) -> Result<Option<Vec<String>>, ToolResult> {
+    let bad = |what: &str| {
+        Err(ToolResult::err(
+            ErrorKind::Validation,
+            format!("argument `tags` must be an array of strings, got {what}"),
+        ))
+    };
+    match args.get("tags") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(items)) => {
+            let mut out = Vec::with_capacity(items.len());
+            for i in items {
+                match i {
+                    Value::String(s) => out.push(s.clone()),
+                    other => return bad(&format!("an array containing {}", type_name(other))),
+                }
+            }
+            Ok(Some(out))
+        }
+        Some(other) => bad(type_name(other)),
+    }
+}
+
+/// The text a write tool answers with.
+pub(crate) fn saved_result(verb: &str, saved: Saved) -> ToolResult {
+    let n = &saved.note;
+    let tags = if n.tags.is_empty() {
+        "none".to_string()
+    } else {
+        n.tags.join(", ")
+    };
+    let mut out = format!("{verb} {:?}: source {} (tags: {tags})", n.title, n.source);
+    if let Some(w) = &saved.warning {
+        out.push_str(&format!("\nNote: {w}"));
+    }
+    ToolResult::ok(out).with_metadata(json!({
+        "source": n.source, "title": n.title, "tags": n.tags, "updated": n.updated,
+        "warning": saved.warning
+    }))
+}
+
+pub struct KnowledgeAdd(pub Arc<KnowledgeHub>);
+
+#[async_trait]
+impl Tool for KnowledgeAdd {
+    fn name(&self) -> &str {
+        "knowledge_add"
+    }
+    fn description(&self) -> &str {
+        "Save a new note (Markdown) to the knowledge base, to be found later with \
+         knowledge_search. Give a short title and a few tags; the first tag is its folder."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "content": {"type": "string", "minLength": 1, "description": "The note in Markdown"},
+                "title": {"type": "string", "description": "Default: the first line of the content"},
+                "tags": {"type": "array", "items": {"type": "string"}, "maxItems": crate::knowledge::notes::MAX_TAGS}
+            },
+            "required": ["content"],
+            "additionalProperties": false
+        })
+    }
+    fn risk(&self) -> Risk {
+        Risk::Write
+    }
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(60)
+    }
+    fn consent_check(&self, args: &Value, _ctx: &ToolContext) -> Option<String> {
+        let content = args.get("content").and_then(Value::as_str).unwrap_or("");
+        let title = args
+            .get("title")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| crate::knowledge::notes::title_from_content(content));
+        Some(format!(
+            "save the note {title:?} ({} bytes) to the knowledge base",
+            content.len()
+        ))
+    }
+
+    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+        let parsed = (|| {
+            Ok::<_, ToolResult>((
+                req_str(&args, "content")?,
+                opt_str(&args, "title")?,
+                opt_tags(&args)?,
+            ))
+        })();
+        let (content, title, tags) = match parsed {
+            Ok(p) => p,
+            Err(e) => return e,
+        };
+        let k = match self.0.get(ctx).await {
+            Ok(k) => k,
+            Err(e) => return knowledge_error(e),
+        };
+        match k.add(content, title, &tags.unwrap_or_default()).await {
+            Ok(saved) => saved_result("Saved", saved),
+            Err(e) => knowledge_error(e),
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! `knowledge_edit{source, content, mode: append|replace, title?, tags?}`: change a note of the
+//! knowledge base. `append` adds the content at the end and keeps title and tags; `replace`
+//! replaces the body and keeps title and tags unless given. The note keeps its `source`.
+
+use crate::knowledge::{EditMode, KnowledgeHub};
+use crate::tools::args::req_str;
+use crate::tools::knowledge_add::{opt_str, opt_tags, saved_result};
+use crate::tools::knowledge_search::knowledge_error;
+use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub struct KnowledgeEdit(pub Arc<KnowledgeHub>);
+
+#[async_trait]
+impl Tool for KnowledgeEdit {
+    fn name(&self) -> &str {
+        "knowledge_edit"
+    }
+    fn description(&self) -> &str {
+        "Change a note of the knowledge base by its `source`: mode `append` adds the content at \
+         the end (title and tags stay); mode `replace` replaces the text (title and tags stay \
+         unless given)."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "source": {"type": "string", "description": "The note's path, as knowledge_search returns it"},
+                "content": {"type": "string", "minLength": 1},
+                "mode": {"type": "string", "enum": ["append", "replace"]},
+                "title": {"type": "string", "description": "New title (replace only)"},
+                "tags": {"type": "array", "items": {"type": "string"}, "maxItems": crate::knowledge::notes::MAX_TAGS, "description": "New tags (replace only)"}
+            },
+            "required": ["source", "content", "mode"],
+            "additionalProperties": false
+        })
+    }
+    fn risk(&self) -> Risk {
+        Risk::Write
+    }
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(60)
+    }
+    fn consent_check(&self, args: &Value, _ctx: &ToolContext) -> Option<String> {
+        let source = args.get("source").and_then(Value::as_str).unwrap_or("?");
+        let bytes = args
+            .get("content")
+            .and_then(Value::as_str)
+            .map_or(0, str::len);
+        Some(match args.get("mode").and_then(Value::as_str) {
+            Some("append") => format!("append {bytes} bytes to the note {source}"),
+            _ => format!("replace the note {source} ({bytes} bytes)"),
+        })
+    }
+
+    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+        let parsed = (|| {
+            Ok::<_, ToolResult>((
+                req_str(&args, "source")?,
+                req_str(&args, "content")?,
+                req_str(&args, "mode")?,
+                opt_str(&args, "title")?,
+                opt_tags(&args)?,
+            ))
+        })();
+        let (source, content, mode, title, tags) = match parsed {
+            Ok(p) => p,
+            Err(e) => return e,
+        };
+        let mode = match mode {
+            "append" => EditMode::Append,
+            "replace" => EditMode::Replace,
+            other => {
+                return ToolResult::err(
+                    ErrorKind::Validation,
+                    format!("`mode` must be \"append\" or \"replace\", got {other:?}"),
+                )
+            }
+        };
+        let k = match self.0.get(ctx).await {
+            Ok(k) => k,
+            Err(e) => return knowledge_error(e),
+        };
+        match k.edit(source, content, mode, title, tags.as_deref()).await {
+            Ok(saved) => saved_result(
+                if mode == EditMode::Append {
+                    "Appended to"
+                } else {
+                    "Replaced"
+                },
+                saved,
+            ),
+            Err(e) => knowledge_error(e),
+        }
+    }
+}

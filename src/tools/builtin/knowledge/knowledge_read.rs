@@ -1,0 +1,70 @@
+//! `knowledge_read{source}`: one note of the knowledge base — title, tags, dates and the full
+//! text — read from its file.
+
+use crate::knowledge::KnowledgeHub;
+use crate::tools::args::req_str;
+use crate::tools::knowledge_search::knowledge_error;
+use crate::tools::{Risk, Tool, ToolContext, ToolResult};
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+pub struct KnowledgeRead(pub Arc<KnowledgeHub>);
+
+#[async_trait]
+impl Tool for KnowledgeRead {
+    fn name(&self) -> &str {
+        "knowledge_read"
+    }
+    fn description(&self) -> &str {
+        "Read a note of the knowledge base in full, by the `source` that knowledge_search or \
+         knowledge_add returned (a path like `ops/deploying-the-server.md`)."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "source": {"type": "string", "description": "The note's path relative to the knowledge folder"}
+            },
+            "required": ["source"],
+            "additionalProperties": false
+        })
+    }
+    fn risk(&self) -> Risk {
+        Risk::ReadOnly
+    }
+    fn reads_private(&self) -> bool {
+        true
+    }
+    fn max_retries(&self) -> u32 {
+        1
+    }
+
+    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+        let source = match req_str(&args, "source") {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        let k = match self.0.get(ctx).await {
+            Ok(k) => k,
+            Err(e) => return knowledge_error(e),
+        };
+        let note = match k.read(source) {
+            Ok(n) => n,
+            Err(e) => return knowledge_error(e),
+        };
+        let tags = if note.tags.is_empty() {
+            "none".to_string()
+        } else {
+            note.tags.join(", ")
+        };
+        ToolResult::ok(format!(
+            "# {}\nsource: {}\ntags: {tags}\ncreated: {}; updated: {}\n\n{}",
+            note.title, note.source, note.created, note.updated, note.body
+        ))
+        .with_metadata(json!({
+            "source": note.source, "title": note.title, "tags": note.tags,
+            "created": note.created, "updated": note.updated, "bytes": note.body.len()
+        }))
+    }
+}

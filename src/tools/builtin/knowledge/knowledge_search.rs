@@ -1,0 +1,132 @@
+//! `knowledge_search{query, limit=5}`: notes from the knowledge base by keyword (and by meaning
+//! when `knowledge.embeddings` is configured), each with its title, tags, a snippet around the
+//! match, its `source` (for `knowledge_read` / `knowledge_edit`) and a score.
+
+use crate::knowledge::{KnowledgeError, KnowledgeHub, SearchMode};
+use crate::tools::args::{opt_u64, req_str};
+use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Results when `limit` is not given.
+pub const DEFAULT_LIMIT: u64 = 5;
+
+/// A knowledge-base error as a tool result.
+pub(crate) fn knowledge_error(e: KnowledgeError) -> ToolResult {
+    ToolResult::err(e.kind(), e.to_string())
+}
+
+pub struct KnowledgeSearch(pub Arc<KnowledgeHub>);
+
+#[async_trait]
+impl Tool for KnowledgeSearch {
+    fn name(&self) -> &str {
+        "knowledge_search"
+    }
+    fn description(&self) -> &str {
+        "Search the knowledge base (notes saved with knowledge_add or written by the user) by \
+         keywords in any language; returns titles, tags, snippets and each note's `source` for \
+         knowledge_read and knowledge_edit."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "minLength": 1, "description": "Words to look for (English, Chinese, …)"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": crate::knowledge::MAX_LIMIT, "default": DEFAULT_LIMIT}
+            },
+            "required": ["query"],
+            "additionalProperties": false
+        })
+    }
+    fn risk(&self) -> Risk {
+        Risk::ReadOnly
+    }
+    fn reads_private(&self) -> bool {
+        true
+    }
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(60)
+    }
+    fn max_retries(&self) -> u32 {
+        1
+    }
+
+    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+        let query = match req_str(&args, "query") {
+            Ok(q) if !q.trim().is_empty() => q.trim().to_string(),
+            Ok(_) => return ToolResult::err(ErrorKind::Validation, "`query` is empty"),
+            Err(e) => return e,
+        };
+        let limit = match opt_u64(&args, "limit") {
+            Ok(l) => l
+                .unwrap_or(DEFAULT_LIMIT)
+                .clamp(1, crate::knowledge::MAX_LIMIT as u64) as usize,
+            Err(e) => return e,
+        };
+        let k = match self.0.get(ctx).await {
+            Ok(k) => k,
+            Err(e) => return knowledge_error(e),
+        };
+        let outcome = match k.search(&query, limit).await {
+            Ok(o) => o,
+            Err(e) => return knowledge_error(e),
+        };
+        let mode = match outcome.mode {
+            SearchMode::Keyword => "keyword",
+            SearchMode::Hybrid => "keyword + semantic",
+        };
+        let mut out = String::new();
+        if let Some(w) = &outcome.warning {
+            out.push_str(&format!("Note: {w}\n"));
+        }
+        if outcome.hits.is_empty() {
+            let total = k.counts().map(|c| c.0).unwrap_or(0);
+            out.push_str(&format!(
+                "No note matches {query:?} ({mode} search over {total} notes). Try other or \
+                 fewer words; save new knowledge with knowledge_add."
+            ));
+        } else {
+            out.push_str(&format!(
+                "{} note(s) for {query:?} ({mode} search):\n",
+                outcome.hits.len()
+            ));
+            for (i, h) in outcome.hits.iter().enumerate() {
+                let tags = if h.tags.is_empty() {
+                    "none".to_string()
+                } else {
+                    h.tags.join(", ")
+                };
+                let sim = h
+                    .similarity
+                    .map(|s| format!(", similarity {s:.2}"))
+                    .unwrap_or_default();
+                out.push_str(&format!(
+                    "{}. {}\n   source: {}\n   tags: {tags}; score {:.4}{sim}\n   {}\n",
+                    i + 1,
+                    h.title,
+                    h.source,
+                    h.score,
+                    h.snippet
+                ));
+            }
+        }
+        let results: Vec<Value> = outcome
+            .hits
+            .iter()
+            .map(|h| {
+                json!({
+                    "source": h.source, "title": h.title, "tags": h.tags,
+                    "snippet": h.snippet, "score": h.score, "similarity": h.similarity
+                })
+            })
+            .collect();
+        ToolResult::ok(out.trim_end().to_string()).with_metadata(json!({
+            "mode": mode,
+            "warning": outcome.warning,
+            "results": results,
+        }))
+    }
+}

@@ -1,0 +1,388 @@
+//! `schedule_create{prompt, cron | interval_minutes | at, timezone?, title?, end_date?,
+//! deliver_to?, allowed_tools?, job_id?}`: a job that runs the prompt unattended on a schedule
+//! and posts the answer as a digest — to the chat it was created in, or to `deliver_to`
+//! (`telegram:<chat_id>` / `lark:<chat_id>`, required from the terminal).
+//!
+//! A side effect: on chat platforms only the owner may create jobs, and the approval shows the
+//! schedule, the target and the `allowed_tools` the job may use when it runs (fixed now, since
+//! nobody can approve anything then). Arguments that do not make a valid job need no approval:
+//! the call changes nothing and its result says what is wrong.
+
+use crate::jobs::job::{self, JobError, NewJob, Origin};
+use crate::jobs::schedule;
+use crate::store::Store;
+use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tz;
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+pub struct ScheduleCreate {
+    /// `timezone` from the config.
+    config_tz: Option<String>,
+}
+
+impl ScheduleCreate {
+    pub fn new(config_tz: Option<String>) -> Self {
+        Self {
+            config_tz: config_tz.filter(|t| !t.trim().is_empty()),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    prompt: String,
+    #[serde(default)]
+    cron: Option<String>,
+    #[serde(default)]
+    interval_minutes: Option<u64>,
+    #[serde(default)]
+    at: Option<String>,
+    #[serde(default)]
+    timezone: Option<String>,
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    end_date: Option<String>,
+    #[serde(default)]
+    deliver_to: Option<String>,
+    #[serde(default)]
+    allowed_tools: Vec<String>,
+    #[serde(default)]
+    job_id: Option<String>,
+}
+
+fn parse(args: &Value) -> Result<NewJob, ToolResult> {
+    let a: Args = serde_json::from_value(args.clone())
+        .map_err(|e| ToolResult::err(ErrorKind::Validation, format!("bad arguments: {e}")))?;
+    Ok(NewJob {
+        job_id: a.job_id,
+        prompt: a.prompt,
+        cron: a.cron,
+        interval_minutes: a.interval_minutes,
+        at: a.at,
+        timezone: a.timezone,
+        title: a.title,
+        end_date: a.end_date,
+        deliver_to: a.deliver_to,
+        allowed_tools: a.allowed_tools,
+    })
+}
+
+/// Where the call was made.
+pub(crate) fn origin(ctx: &ToolContext) -> Origin {
+    Origin {
+        channel: ctx.channel,
+        chat: ctx.chat.clone(),
+        user_id: ctx.user_id.clone(),
+        session_key: ctx.session_key.clone(),
+    }
+}
+
+/// The daemon's database, from `$ETHAN_HOME`.
+pub(crate) fn open_store(ctx: &ToolContext) -> Result<Store, ToolResult> {
+    let home = ctx.ethan_home.as_ref().ok_or_else(|| {
+        ToolResult::err(
+            ErrorKind::Dependency,
+            "the job database is not available in this interface",
+        )
+    })?;
+    crate::jobs::open_store(home).map_err(|e| ToolResult::err(ErrorKind::Dependency, e.to_string()))
+}
+
+/// A job error as a result for the model.
+pub(crate) fn job_error(e: JobError) -> ToolResult {
+    let kind = match e {
+        JobError::Store(_) => ErrorKind::Dependency,
+        _ => ErrorKind::Validation,
+    };
+    ToolResult::err(kind, e.to_string())
+}
+
+/// `allowed_tools` must name tools this session may use (the owner cannot hand a job more).
+fn check_tools(new: &NewJob, ctx: &ToolContext) -> Result<(), ToolResult> {
+    let unknown: Vec<&str> = new
+        .allowed_tools
+        .iter()
+        .map(|t| t.trim())
+        .filter(|t| !ctx.catalog.iter().any(|s| s.name == *t))
+        .collect();
+    if unknown.is_empty() {
+        Ok(())
+    } else {
+        Err(ToolResult::err(
+            ErrorKind::Validation,
+            format!(
+                "allowed_tools names tools that are not available here: {} (available: {})",
+                unknown.join(", "),
+                ctx.catalog
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ))
+    }
+}
+
+fn tools_text(tools: &[String]) -> String {
+    if tools.is_empty() {
+        "read-only tools only".to_string()
+    } else {
+        format!("read-only tools plus {}", tools.join(", "))
+    }
+}
+
+fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(max).collect::<String>())
+    }
+}
+
+impl ScheduleCreate {
+    fn plan(
+        &self,
+        args: &Value,
+        ctx: &ToolContext,
+    ) -> Result<crate::store::jobs::JobRecord, ToolResult> {
+        let new = parse(args)?;
+        check_tools(&new, ctx)?;
+        job::plan(
+            &new,
+            &origin(ctx),
+            self.config_tz.as_deref(),
+            chrono::Utc::now(),
+        )
+        .map_err(job_error)
+    }
+}
+
+#[async_trait]
+impl Tool for ScheduleCreate {
+    fn name(&self) -> &str {
+        "schedule_create"
+    }
+    fn description(&self) -> &str {
+        "Schedule a job: the prompt runs unattended on a schedule (5-field cron like \
+         '0 9 * * 1-5', interval_minutes, or a one-shot `at` ISO date-time) and the answer is \
+         posted as a digest to this chat (or `deliver_to`: telegram:<chat_id> / lark:<chat_id>, \
+         required from the terminal). allowed_tools lists side-effect tools the job may use."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "prompt": {"type": "string", "description": "What to do at each run, as a request to you, e.g. 'Summarise today's top AI news in 5 bullets'."},
+                "cron": {"type": "string", "description": "minute hour day-of-month month day-of-week, e.g. '0 9 * * 1-5' (weekdays 09:00); names like mon-fri, jan allowed."},
+                "interval_minutes": {"type": "integer", "minimum": 1, "description": "Run every N minutes from now."},
+                "at": {"type": "string", "description": "Run once at this ISO date-time, e.g. 2025-05-01T09:00 (in the job's time zone) or 2025-05-01T09:00:00+08:00."},
+                "timezone": {"type": "string", "description": "IANA zone such as Asia/Shanghai; default: the configured zone."},
+                "title": {"type": "string", "description": "Shown above each digest."},
+                "end_date": {"type": "string", "description": "No runs after this ISO date (inclusive) or date-time."},
+                "deliver_to": {"type": "string", "description": "telegram:<chat_id> or lark:<chat_id>; default: this chat."},
+                "allowed_tools": {"type": "array", "items": {"type": "string"}, "description": "Side-effect tools the job may use when it runs (e.g. file_write); read-only tools are always available. A job that reads private data (files, shell, knowledge, Lark) and then fetches, searches or sends must also list web_fetch / web_search / lark_message_send."},
+                "job_id": {"type": "string", "description": "Optional id; generated when omitted."}
+            },
+            "required": ["prompt"],
+            "additionalProperties": false
+        })
+    }
+    fn risk(&self) -> Risk {
+        Risk::Write
+    }
+    /// What the owner approves: schedule, zone, first run, target, prompt and allowed tools.
+    /// `None` for arguments that make no valid job (the call then only reports the error).
+    fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
+        let job = self.plan(args, ctx).ok()?;
+        let id = match args.get("job_id").and_then(Value::as_str) {
+            Some(i) if !i.trim().is_empty() => format!("`{}`", job.id),
+            _ => "(new)".to_string(),
+        };
+        let zone = job::zone_of(&job, self.config_tz.as_deref());
+        let first = job
+            .next_run
+            .and_then(|t| chrono::DateTime::from_timestamp(t, 0))
+            .map(|t| tz::display(&zone, t))
+            .unwrap_or_default();
+        let end = job
+            .end_at
+            .and_then(|t| chrono::DateTime::from_timestamp(t, 0))
+            .map(|t| format!(", until {}", tz::display(&zone, t)))
+            .unwrap_or_default();
+        Some(format!(
+            "create scheduled job {id} \"{title}\": {sched} ({zone}), first run {first}{end}; \
+             digest posted to {target}.\nPrompt: {prompt}\nWhen it runs unattended it may use: {tools}.",
+            title = job.title,
+            sched = job::describe_schedule(&job, self.config_tz.as_deref()),
+            zone = zone.name(),
+            target = job::target_label(&job),
+            prompt = clip(&job.prompt, 300),
+            tools = tools_text(&job.allowed_tools),
+        ))
+    }
+    /// A session grant covers creating jobs with the same allowed tools only.
+    fn consent_scope(&self, args: &Value, _ctx: &ToolContext) -> String {
+        let mut tools: Vec<String> = args
+            .get("allowed_tools")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        tools.sort();
+        tools.dedup();
+        if tools.is_empty() {
+            "schedule_create".to_string()
+        } else {
+            format!("schedule_create:{}", tools.join(","))
+        }
+    }
+
+    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+        let new = match parse(&args) {
+            Ok(n) => n,
+            Err(e) => return e,
+        };
+        if let Err(e) = check_tools(&new, ctx) {
+            return e;
+        }
+        let store = match open_store(ctx) {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        let now = chrono::Utc::now();
+        let job = match job::create(&store, &new, &origin(ctx), self.config_tz.as_deref(), now) {
+            Ok(j) => j,
+            Err(e) => return job_error(e),
+        };
+        let zone = job::zone_of(&job, self.config_tz.as_deref());
+        let next = job
+            .next_run
+            .and_then(|t| chrono::DateTime::from_timestamp(t, 0))
+            .map(|t| tz::display(&zone, t))
+            .unwrap_or_else(|| "never".into());
+        let sched = job::schedule_of(&job)
+            .map(|s| s.describe(&zone))
+            .unwrap_or_else(|e: schedule::ScheduleError| e.to_string());
+        ToolResult::ok(format!(
+            "Created job `{id}` (\"{title}\"): {sched}, time zone {zone}; next run {next}. Each \
+             digest goes to {target}. When it runs it may use {tools}. Change it with \
+             schedule_pause or schedule_remove and job_id \"{id}\".",
+            id = job.id,
+            title = job.title,
+            zone = zone.name(),
+            target = job::target_label(&job),
+            tools = tools_text(&job.allowed_tools),
+        ))
+        .with_metadata(json!({
+            "job_id": job.id,
+            "next_run": job.next_run,
+            "target": job::target_label(&job),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::executor::tests::ctx_in;
+    use crate::tools::ToolSummary;
+    use ethan_channels::{ChannelKind, ChatKind, ChatRef};
+    use std::sync::Arc;
+
+    fn chat_ctx(home: &std::path::Path) -> ToolContext {
+        let mut ctx = ctx_in(home);
+        ctx.ethan_home = Some(home.to_path_buf());
+        ctx.channel = ChannelKind::Telegram;
+        ctx.chat = Some(ChatRef {
+            id: "42".into(),
+            kind: ChatKind::Direct,
+            thread: None,
+        });
+        ctx.user_id = "42".into();
+        ctx.session_key = "telegram:42".into();
+        ctx.catalog = Arc::from(vec![
+            ToolSummary {
+                name: "file_write".into(),
+                description: String::new(),
+            },
+            ToolSummary {
+                name: "shell".into(),
+                description: String::new(),
+            },
+        ]);
+        ctx
+    }
+
+    #[tokio::test]
+    async fn creates_a_job_for_this_chat_and_the_consent_lists_its_tools() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = chat_ctx(dir.path());
+        let t = ScheduleCreate::new(Some("Asia/Shanghai".into()));
+        let args = json!({"prompt": "news", "cron": "0 9 * * 1-5", "title": "Morning news",
+                          "allowed_tools": ["shell", "file_write"], "job_id": "news"});
+        let d = t.consent_check(&args, &ctx).unwrap();
+        assert!(d.contains("read-only tools plus file_write, shell"), "{d}");
+        assert!(
+            d.contains("telegram:42") && d.contains("Asia/Shanghai"),
+            "{d}"
+        );
+        assert!(d.contains("`news`") && d.contains("0 9 * * 1-5"), "{d}");
+        assert_eq!(
+            t.consent_scope(&args, &ctx),
+            "schedule_create:file_write,shell"
+        );
+        let r = t.run(args.clone(), &ctx).await;
+        assert!(r.ok, "{r:?}");
+        assert!(r.output.contains("`news`"), "{}", r.output);
+        let store = crate::jobs::open_store(dir.path()).unwrap();
+        let job = store.get_job("news").unwrap().unwrap();
+        assert_eq!(job.allowed_tools, ["file_write", "shell"]);
+        assert_eq!(job.creator, "telegram:42");
+        let again = t.run(args, &ctx).await;
+        assert!(again.error.unwrap().contains("exists already"));
+    }
+
+    #[tokio::test]
+    async fn bad_arguments_need_no_consent_and_say_what_is_wrong() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = chat_ctx(dir.path());
+        let t = ScheduleCreate::new(None);
+        for (args, why) in [
+            (
+                json!({"prompt": "x", "cron": "0 25 * * *"}),
+                "out of range 0-23",
+            ),
+            (json!({"prompt": "x"}), "exactly one"),
+            (
+                json!({"prompt": "x", "interval_minutes": 5, "allowed_tools": ["rm_rf"]}),
+                "not available here",
+            ),
+        ] {
+            assert_eq!(t.consent_check(&args, &ctx), None, "{args}");
+            let r = t.run(args.clone(), &ctx).await;
+            assert_eq!(r.error_kind, Some(ErrorKind::Validation));
+            assert!(r.error.as_deref().unwrap().contains(why), "{args}: {r:?}");
+        }
+        let mut terminal = ctx_in(dir.path());
+        terminal.ethan_home = Some(dir.path().to_path_buf());
+        let r = t
+            .run(json!({"prompt": "x", "interval_minutes": 5}), &terminal)
+            .await;
+        assert!(r.error.unwrap().contains("deliver_to is required"));
+        let r = t
+            .run(
+                json!({"prompt": "x", "interval_minutes": 5, "deliver_to": "telegram:42"}),
+                &terminal,
+            )
+            .await;
+        assert!(r.ok, "{r:?}");
+    }
+}

@@ -1,0 +1,132 @@
+//! `schedule_list{job_id?}`: the scheduled jobs (id, title, schedule, zone, next run, last run,
+//! target), or one job with its recent runs. Read-only.
+
+use crate::jobs::job::{self, JobError};
+use crate::store::jobs::{JobRecord, JobState, RunRecord};
+use crate::tools::schedule_create::{job_error, open_store};
+use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tz;
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+pub struct ScheduleList {
+    config_tz: Option<String>,
+}
+
+impl ScheduleList {
+    pub fn new(config_tz: Option<String>) -> Self {
+        Self {
+            config_tz: config_tz.filter(|t| !t.trim().is_empty()),
+        }
+    }
+}
+
+/// `ok, delivered (2025-01-01 09:00 CST)`.
+pub fn run_summary(r: &RunRecord, zone: &chrono_tz::Tz) -> String {
+    let when = chrono::DateTime::from_timestamp(r.scheduled_for, 0)
+        .map(|t| tz::display(zone, t))
+        .unwrap_or_default();
+    format!("{}, {} ({when})", r.status.as_str(), r.delivery.as_str())
+}
+
+/// One line per job, as the tool and `ethan jobs list` show it.
+pub fn job_line(j: &JobRecord, last: Option<&RunRecord>, config_tz: Option<&str>) -> String {
+    let zone = job::zone_of(j, config_tz);
+    let next = match (j.state, j.paused, j.next_run) {
+        (JobState::Done, _, _) => "done".to_string(),
+        (_, true, _) => "paused".to_string(),
+        (_, _, Some(t)) => chrono::DateTime::from_timestamp(t, 0)
+            .map(|t| tz::display(&zone, t))
+            .unwrap_or_default(),
+        _ => "none".to_string(),
+    };
+    format!(
+        "- `{}` \"{}\": {} ({}); next: {next}; last: {}; to {}",
+        j.id,
+        j.title,
+        job::describe_schedule(j, config_tz),
+        zone.name(),
+        last.map(|r| run_summary(r, &zone))
+            .unwrap_or_else(|| "never ran".into()),
+        job::target_label(j),
+    )
+}
+
+#[async_trait]
+impl Tool for ScheduleList {
+    fn name(&self) -> &str {
+        "schedule_list"
+    }
+    fn description(&self) -> &str {
+        "List the scheduled jobs (id, schedule, time zone, next run, last run, target chat); with \
+         job_id, that job's prompt and recent runs."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "job_id": {"type": "string", "description": "Show this job in detail."}
+            },
+            "additionalProperties": false
+        })
+    }
+    fn risk(&self) -> Risk {
+        Risk::ReadOnly
+    }
+    fn reads_private(&self) -> bool {
+        true
+    }
+
+    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+        let store = match open_store(ctx) {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        let tz = self.config_tz.as_deref();
+        if let Some(id) = args.get("job_id").and_then(Value::as_str) {
+            let j = match store.get_job(id) {
+                Ok(Some(j)) => j,
+                Ok(None) => return job_error(JobError::NotFound(id.to_string())),
+                Err(e) => return ToolResult::err(ErrorKind::Dependency, e.to_string()),
+            };
+            let runs = match store.job_runs(id, 10) {
+                Ok(r) => r,
+                Err(e) => return ToolResult::err(ErrorKind::Dependency, e.to_string()),
+            };
+            let zone = job::zone_of(&j, tz);
+            let mut out = job_line(&j, runs.first(), tz);
+            out.push_str(&format!(
+                "\nPrompt: {}\nMay use: {}\nRecent runs:",
+                j.prompt,
+                if j.allowed_tools.is_empty() {
+                    "read-only tools only".to_string()
+                } else {
+                    j.allowed_tools.join(", ")
+                }
+            ));
+            if runs.is_empty() {
+                out.push_str(" none");
+            }
+            for r in &runs {
+                out.push_str(&format!("\n  - {}", run_summary(r, &zone)));
+                if let Some(e) = r.error.as_deref().or(r.delivery_error.as_deref()) {
+                    out.push_str(&format!(": {e}"));
+                }
+            }
+            return ToolResult::ok(out);
+        }
+        let jobs = match store.list_jobs() {
+            Ok(j) => j,
+            Err(e) => return ToolResult::err(ErrorKind::Dependency, e.to_string()),
+        };
+        if jobs.is_empty() {
+            return ToolResult::ok("No scheduled jobs.");
+        }
+        let mut lines = vec![format!("{} scheduled job(s):", jobs.len())];
+        for j in &jobs {
+            let last = store.job_runs(&j.id, 1).ok().and_then(|mut r| r.pop());
+            lines.push(job_line(j, last.as_ref(), tz));
+        }
+        ToolResult::ok(lines.join("\n")).with_metadata(json!({"count": jobs.len()}))
+    }
+}

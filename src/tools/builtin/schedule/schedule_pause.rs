@@ -1,0 +1,161 @@
+//! `schedule_pause{job_id, paused}`: pause a scheduled job (`paused: true`) or resume it
+//! (`false`; it continues from its next slot after now — slots missed while paused are not
+//! made up). A side effect (owner-only on chat platforms).
+
+use crate::jobs::job;
+use crate::tools::args::opt_bool;
+use crate::tools::schedule_create::{job_error, open_store};
+use crate::tools::schedule_remove::job_label;
+use crate::tools::{Risk, Tool, ToolContext, ToolResult};
+use crate::tz;
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+pub struct SchedulePause {
+    config_tz: Option<String>,
+}
+
+impl SchedulePause {
+    pub fn new(config_tz: Option<String>) -> Self {
+        Self {
+            config_tz: config_tz.filter(|t| !t.trim().is_empty()),
+        }
+    }
+}
+
+fn paused(args: &Value) -> bool {
+    args.get("paused").and_then(Value::as_bool).unwrap_or(true)
+}
+
+#[async_trait]
+impl Tool for SchedulePause {
+    fn name(&self) -> &str {
+        "schedule_pause"
+    }
+    fn description(&self) -> &str {
+        "Pause (paused: true) or resume (paused: false) a scheduled job by job_id."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "job_id": {"type": "string"},
+                "paused": {"type": "boolean", "default": true}
+            },
+            "required": ["job_id"],
+            "additionalProperties": false
+        })
+    }
+    fn risk(&self) -> Risk {
+        Risk::Write
+    }
+    fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
+        let id = args.get("job_id").and_then(Value::as_str).unwrap_or("");
+        Some(format!(
+            "{} scheduled job {}",
+            if paused(args) { "pause" } else { "resume" },
+            job_label(ctx, id, self.config_tz.as_deref())
+        ))
+    }
+
+    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+        let id = match crate::tools::args::req_str(&args, "job_id") {
+            Ok(i) => i,
+            Err(e) => return e,
+        };
+        let pause = match opt_bool(&args, "paused") {
+            Ok(p) => p.unwrap_or(true),
+            Err(e) => return e,
+        };
+        let store = match open_store(ctx) {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        let tz_name = self.config_tz.as_deref();
+        match job::set_paused(&store, id, pause, tz_name, chrono::Utc::now()) {
+            Ok(j) if pause => ToolResult::ok(format!("Paused job `{}` (\"{}\").", j.id, j.title)),
+            Ok(j) => {
+                let zone = job::zone_of(&j, tz_name);
+                let next = j
+                    .next_run
+                    .and_then(|t| chrono::DateTime::from_timestamp(t, 0))
+                    .map(|t| format!("next run {}", tz::display(&zone, t)))
+                    .unwrap_or_else(|| "it has no slots left, so it is done".into());
+                ToolResult::ok(format!("Resumed job `{}` (\"{}\"); {next}.", j.id, j.title))
+            }
+            Err(e) => job_error(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::executor::tests::ctx_in;
+    use crate::tools::schedule_create::ScheduleCreate;
+    use crate::tools::schedule_list::ScheduleList;
+    use crate::tools::schedule_remove::ScheduleRemove;
+
+    #[tokio::test]
+    async fn list_pause_resume_remove() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ctx = ctx_in(dir.path());
+        ctx.ethan_home = Some(dir.path().to_path_buf());
+        let list = ScheduleList::new(None);
+        assert_eq!(list.run(json!({}), &ctx).await.output, "No scheduled jobs.");
+        let r = ScheduleCreate::new(None)
+            .run(
+                json!({"prompt": "p", "interval_minutes": 60, "job_id": "hourly",
+                       "deliver_to": "lark:oc_team", "timezone": "Europe/Paris"}),
+                &ctx,
+            )
+            .await;
+        assert!(r.ok, "{r:?}");
+        let out = list.run(json!({}), &ctx).await.output;
+        assert!(
+            out.contains("`hourly`") && out.contains("every 1 hour(s)"),
+            "{out}"
+        );
+        assert!(
+            out.contains("Europe/Paris") && out.contains("lark:oc_team"),
+            "{out}"
+        );
+        assert!(out.contains("never ran"), "{out}");
+
+        let pause = SchedulePause::new(None);
+        let d = pause
+            .consent_check(&json!({"job_id": "hourly", "paused": true}), &ctx)
+            .unwrap();
+        assert!(d.starts_with("pause scheduled job `hourly`"), "{d}");
+        let r = pause.run(json!({"job_id": "hourly"}), &ctx).await;
+        assert!(r.output.contains("Paused"), "{r:?}");
+        assert!(list
+            .run(json!({}), &ctx)
+            .await
+            .output
+            .contains("next: paused"));
+        let r = pause
+            .run(json!({"job_id": "hourly", "paused": false}), &ctx)
+            .await;
+        assert!(
+            r.output.contains("Resumed") && r.output.contains("next run"),
+            "{r:?}"
+        );
+        let detail = list.run(json!({"job_id": "hourly"}), &ctx).await.output;
+        assert!(
+            detail.contains("Prompt: p") && detail.contains("Recent runs: none"),
+            "{detail}"
+        );
+
+        let remove = ScheduleRemove::new(None);
+        let d = remove
+            .consent_check(&json!({"job_id": "hourly"}), &ctx)
+            .unwrap();
+        assert!(d.contains("every 1 hour(s)"), "{d}");
+        assert!(remove.run(json!({"job_id": "hourly"}), &ctx).await.ok);
+        let r = remove.run(json!({"job_id": "hourly"}), &ctx).await;
+        assert!(r.error.unwrap().contains("no job"));
+        let r = pause.run(json!({"job_id": "nope"}), &ctx).await;
+        assert!(r.error.unwrap().contains("no job"));
+    }
+}

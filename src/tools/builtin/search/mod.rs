@@ -1,0 +1,4 @@
+//! Local search tools built on ripgrep's crates: `rg_search` (contents) and `fd_find` (names).
+
+pub mod fd_find;
+pub mod rg_search;

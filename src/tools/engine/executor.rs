@@ -1,0 +1,931 @@
+//! The executor: between the model and the world. For the `tool_calls` of one assistant
+//! message, in the model's order (consecutive read-only calls in parallel, each side-effect call
+//! alone), every call goes through these steps (DESIGN §3), each of which can end it with a
+//! [`ToolResult`] the model reads:
+//!
+//! 1. resolve aliases (`bash` → `shell`);
+//! 2. refuse unknown tools and tools the policy does not allow this turn;
+//! 3. parse the arguments (malformed JSON → `validation`);
+//! 4. validate them against the tool's schema, listing every violation by JSON path;
+//! 5. for side-effect tools, the replay guard ([`crate::tools::replay`]);
+//! 6. consent (the [`ConsentGate`], when one is installed), after the tool's own assessment of
+//!    the call ([`Tool::assess`], awaited once; its result goes to the hooks and `run` in
+//!    [`ToolContext::assessment`]);
+//! 7. run under the tool's time limit (`tools.<name>.timeout_secs` overrides), retrying
+//!    read-only tools up to `max_retries` (`tools.<name>.max_retries`). Each attempt runs in a
+//!    task of its own ([`run_isolated`]): a panic inside a tool becomes an `internal` result,
+//!    and the task is aborted when the time runs out or the turn is cancelled (the executor's
+//!    future dropped);
+//! 8. cut the model's copy at 8000 characters (head + tail), the full output spilled to
+//!    `$ETHAN_HOME/spill/`.
+//!
+//! Every proposal gets exactly one audit entry, refused ones included, with its arguments
+//! redacted ([`crate::tools::redact`]).
+
+use crate::config::ToolOverride;
+use crate::store::audit::AuditEntry;
+use crate::store::Store;
+use crate::tools::policy::{Audience, Policy};
+use crate::tools::redact::Redactor;
+use crate::tools::registry::Registry;
+use crate::tools::replay::{replay_key, ReplayGuard};
+use crate::tools::truncate::{truncate_for_model, MODEL_OUTPUT_LIMIT};
+use crate::tools::{ErrorKind, Tool, ToolContext, ToolResult};
+use ethan_core::message::ToolCall;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The result of one proposed call.
+#[derive(Debug, Clone)]
+pub struct CallOutcome {
+    pub tool_call_id: String,
+    /// The name the model used.
+    pub requested: String,
+    /// The tool that ran (alias resolved), if any.
+    pub tool: Option<String>,
+    pub result: ToolResult,
+    /// What the model receives (cut to [`MODEL_OUTPUT_LIMIT`] characters).
+    pub model_text: String,
+    pub attempts: u32,
+    pub elapsed_ms: u64,
+}
+
+pub use ethan_core::consent::ConsentGate;
+
+/// What the executor needs besides the registry.
+pub struct ExecutorOptions {
+    /// Where audit entries and replay keys go (`None`: not recorded).
+    pub store: Option<Store>,
+    /// The literal secret values of the config, for redaction.
+    pub secrets: Vec<String>,
+    /// `$ETHAN_HOME/spill` (`None`: no spill files).
+    pub spill_dir: Option<PathBuf>,
+    /// `tools.<name>` overrides from the config.
+    pub overrides: BTreeMap<String, ToolOverride>,
+    /// The exposure policy, checked again for every call (`None`: only `allowed` counts).
+    pub policy: Option<Policy>,
+}
+
+pub struct Executor {
+    registry: Arc<Registry>,
+    replay: ReplayGuard,
+    store: Option<Store>,
+    redactor: Redactor,
+    spill_dir: Option<PathBuf>,
+    overrides: BTreeMap<String, ToolOverride>,
+    policy: Option<Policy>,
+    gate: Option<Arc<dyn ConsentGate>>,
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+impl Executor {
+    pub fn new(registry: Arc<Registry>, opts: ExecutorOptions) -> Self {
+        Self {
+            replay: ReplayGuard::new(opts.store.clone()),
+            registry,
+            store: opts.store,
+            redactor: Redactor::new(opts.secrets),
+            spill_dir: opts.spill_dir,
+            overrides: opts.overrides,
+            policy: opts.policy,
+            gate: None,
+        }
+    }
+
+    /// Install the consent step.
+    pub fn with_gate(mut self, gate: Arc<dyn ConsentGate>) -> Self {
+        self.gate = Some(gate);
+        self
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
+    }
+
+    /// Execute `calls` for a turn whose policy allows the tools in `allowed`.
+    pub async fn execute(
+        &self,
+        calls: &[ToolCall],
+        allowed: &BTreeSet<String>,
+        base: &ToolContext,
+    ) -> Vec<CallOutcome> {
+        let mut out = Vec::with_capacity(calls.len());
+        let mut i = 0;
+        while i < calls.len() {
+            // A run of read-only calls goes in parallel; a side-effect (or unknown) call alone.
+            let mut j = i;
+            while j < calls.len() && self.is_read_only(&calls[j].name) {
+                j += 1;
+            }
+            if j == i {
+                j = i + 1;
+            }
+            let batch = calls[i..j]
+                .iter()
+                .enumerate()
+                .map(|(k, c)| self.execute_one(c, i + k, allowed, base));
+            out.extend(futures::future::join_all(batch).await);
+            i = j;
+        }
+        out
+    }
+
+    fn is_read_only(&self, name: &str) -> bool {
+        self.registry
+            .resolve(name)
+            .and_then(|n| self.registry.get(n))
+            .is_some_and(|t| !t.risk().has_side_effects())
+    }
+
+    fn limits(&self, tool: &dyn Tool, args: &Value) -> (Duration, u32) {
+        let o = self.overrides.get(tool.name());
+        let timeout = o
+            .and_then(|o| o.timeout_secs)
+            .map(Duration::from_secs)
+            .unwrap_or_else(|| tool.timeout_for(args));
+        let retries = if tool.risk().has_side_effects() {
+            0
+        } else {
+            o.and_then(|o| o.max_retries)
+                .unwrap_or_else(|| tool.max_retries())
+        };
+        (timeout, retries)
+    }
+
+    async fn execute_one(
+        &self,
+        call: &ToolCall,
+        index: usize,
+        allowed: &BTreeSet<String>,
+        base: &ToolContext,
+    ) -> CallOutcome {
+        let started = std::time::Instant::now();
+        let started_ms = now_ms();
+        let mut ctx = base.clone();
+        ctx.execution_id = uuid::Uuid::new_v4().to_string();
+        let requested = call.name.clone();
+        let mut tool_name: Option<String> = None;
+        let mut attempts = 0;
+        let mut parsed: Option<Value> = None;
+
+        let result = async {
+            // 1-2. alias, existence, policy
+            let Some(name) = self.registry.resolve(&requested) else {
+                return ToolResult::err(
+                    ErrorKind::Validation,
+                    format!(
+                        "there is no tool named {requested:?}. Available tools: {}",
+                        list(allowed)
+                    ),
+                );
+            };
+            tool_name = Some(name.to_string());
+            let tool = match self.registry.get(name) {
+                Some(t) => t,
+                None => return ToolResult::err(ErrorKind::Internal, "resolved tool vanished"),
+            };
+            // The policy again, at execution time.
+            let refusal = match &self.policy {
+                Some(p) => p.refusal(tool.as_ref(), &Audience::of(&ctx)),
+                None => None,
+            };
+            if let Some(why) = refusal.or_else(|| {
+                (!allowed.contains(name)).then(|| format!("{name} is not enabled for this turn"))
+            }) {
+                return ToolResult::err(
+                    ErrorKind::Denied,
+                    format!("{why} (policy). Available tools: {}", list(allowed)),
+                );
+            }
+            // 3. parse
+            let args = match parse_arguments(&call.arguments) {
+                Ok(a) => a,
+                Err(r) => return r,
+            };
+            parsed = Some(args.clone());
+            // 4. validate
+            match self.registry.validator(name) {
+                Some(Ok(v)) => {
+                    if let Err(violations) = v.validate(&args) {
+                        return ToolResult::err(
+                            ErrorKind::Validation,
+                            format!("invalid arguments for {name}:\n{violations}\nFix them and call {name} again."),
+                        );
+                    }
+                }
+                Some(Err(why)) => {
+                    tracing::error!("tool {name:?} has a schema that does not compile: {why}");
+                    return ToolResult::err(
+                        ErrorKind::Internal,
+                        format!("{name} cannot be used: its parameters schema is broken ({why}). Use another tool."),
+                    );
+                }
+                None => {}
+            }
+            // 5. replay guard
+            if tool.risk().has_side_effects() {
+                let key = replay_key(&ctx.trace_id, name, index, &args);
+                ctx.idempotency_key = key.clone();
+                if !self.replay.first_time(&key, &ctx.trace_id, name) {
+                    return ToolResult::err(
+                        ErrorKind::Denied,
+                        format!(
+                            "replay refused: this exact {name} call (same turn, position and arguments) \
+                             was already executed; its result is earlier in the conversation"
+                        ),
+                    );
+                }
+            } else {
+                ctx.idempotency_key = format!("{}:{index}", ctx.trace_id);
+            }
+            // 6. consent, on the tool's assessment of this very call
+            ctx.assessment = tool.assess(&args, &ctx).await;
+            if let Some(gate) = &self.gate {
+                if let Err(r) = gate.check(tool.as_ref(), &args, &mut ctx).await {
+                    return r;
+                }
+            }
+            // 7. run (a tool that reads private data taints the turn, whatever its outcome)
+            if tool.reads_private() {
+                ctx.taint.mark(name);
+            }
+            let (limit, retries) = self.limits(tool.as_ref(), &args);
+            let (r, n) = run_with_retries(tool.clone(), args, &mut ctx, limit, retries).await;
+            attempts = n;
+            r
+        }
+        .await;
+
+        // 8. the model's copy, and the spill file
+        let full = result.model_text();
+        let (mut model_text, cut) = truncate_for_model(&full, MODEL_OUTPUT_LIMIT);
+        let mut result = result;
+        let mut spill_path = None;
+        if cut {
+            if let Some(dir) = &self.spill_dir {
+                let mut meta = match result.metadata.take() {
+                    Value::Object(m) => m,
+                    Value::Null => Default::default(),
+                    other => [("tool".to_string(), other)].into_iter().collect(),
+                };
+                match crate::tools::spill::write(dir, &ctx.execution_id, &full) {
+                    Ok(p) => {
+                        model_text.push_str(&format!("\n[full output saved to {}]", p.display()));
+                        meta.insert("spill_path".into(), json!(p.display().to_string()));
+                        spill_path = Some(p.display().to_string());
+                    }
+                    Err(e) => {
+                        // A full disk or a file-size limit: the model still gets the cut output,
+                        // and learns that the rest is gone.
+                        tracing::warn!(
+                            "cannot save the full output of {} ({} bytes) under {}: {e}",
+                            ctx.execution_id,
+                            full.len(),
+                            dir.display()
+                        );
+                        model_text
+                            .push_str(&format!("\n[the full output could not be saved: {e}]"));
+                        meta.insert("spill_error".into(), json!(e.to_string()));
+                    }
+                }
+                result.metadata = Value::Object(meta);
+            }
+        }
+
+        let args_text = match &parsed {
+            Some(v) => self.redactor.value(v).to_string(),
+            None => self.redactor.text(&call.arguments),
+        };
+        let entry = AuditEntry {
+            execution_id: ctx.execution_id.clone(),
+            trace_id: ctx.trace_id.clone(),
+            session_key: ctx.session_key.clone(),
+            user_id: ctx.user_id.clone(),
+            channel: ctx.channel.as_str().to_string(),
+            tool: tool_name
+                .clone()
+                .unwrap_or_else(|| self.redactor.text(&requested)),
+            args: args_text,
+            started_ms,
+            ended_ms: now_ms(),
+            ok: result.ok,
+            attempt: attempts,
+            error_kind: result.error_kind.map(|k| k.as_str().to_string()),
+            error: result.error.as_deref().map(|e| self.redactor.text(e)),
+            output_bytes: full.len() as u64,
+            spill_path,
+        };
+        crate::metrics::METRICS
+            .tool_calls
+            .with_label_values(&[&entry.tool, entry.error_kind.as_deref().unwrap_or("ok")])
+            .inc();
+        if let Some(store) = &self.store {
+            if let Err(e) = store.insert_audit(&entry) {
+                tracing::error!("audit write failed: {e}");
+            }
+        }
+        CallOutcome {
+            tool_call_id: call.id.clone(),
+            requested,
+            tool: tool_name,
+            result,
+            model_text,
+            attempts,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        }
+    }
+}
+
+fn list(names: &BTreeSet<String>) -> String {
+    names.iter().cloned().collect::<Vec<_>>().join(", ")
+}
+
+/// Parse the model's `arguments` text into a JSON object (empty text = `{}`).
+pub fn parse_arguments(text: &str) -> Result<Value, ToolResult> {
+    if text.trim().is_empty() {
+        return Ok(Value::Object(Default::default()));
+    }
+    match serde_json::from_str::<Value>(text) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        Ok(other) => Err(ToolResult::err(
+            ErrorKind::Validation,
+            format!(
+                "the arguments must be a JSON object, got {}",
+                crate::tools::args::type_name(&other)
+            ),
+        )),
+        Err(e) => Err(ToolResult::err(
+            ErrorKind::Validation,
+            format!("the arguments are not valid JSON ({e}); send a JSON object matching the tool's parameters"),
+        )),
+    }
+}
+
+/// Run under `limit`; retry up to `retries` times after a timeout or dependency failure.
+async fn run_with_retries(
+    tool: Arc<dyn Tool>,
+    args: Value,
+    ctx: &mut ToolContext,
+    limit: Duration,
+    retries: u32,
+) -> (ToolResult, u32) {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        ctx.attempt = attempt;
+        let r = run_isolated(tool.clone(), args.clone(), ctx.clone(), limit).await;
+        let retryable = matches!(
+            r.error_kind,
+            Some(ErrorKind::Timeout | ErrorKind::Dependency)
+        );
+        if r.ok || !retryable || attempt > retries {
+            return (r, attempt);
+        }
+        tracing::debug!(
+            "{} attempt {attempt} failed ({:?}); retrying",
+            tool.name(),
+            r.error
+        );
+    }
+}
+
+/// The result of a tool whose task panicked (or was torn down by the runtime).
+pub const CRASHED: &str = "the tool failed unexpectedly (internal error)";
+
+/// One attempt, in a task of its own, under `limit`. A panic in the tool ends only that task and
+/// comes back as an `internal` result; when the limit passes, or when the caller stops waiting
+/// (a cancelled turn drops this future), the task is aborted.
+async fn run_isolated(
+    tool: Arc<dyn Tool>,
+    args: Value,
+    ctx: ToolContext,
+    limit: Duration,
+) -> ToolResult {
+    let name = tool.name().to_string();
+    let task = AbortOnDrop(tokio::spawn(async move { tool.run(args, &ctx).await }));
+    match tokio::time::timeout(limit, task).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
+            let why = if e.is_panic() {
+                let payload = e.into_panic();
+                let msg = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic without a message".into());
+                format!("panicked: {msg}")
+            } else {
+                "was cancelled by the runtime".to_string()
+            };
+            tracing::error!("tool {name} {why}");
+            ToolResult::err(
+                ErrorKind::Internal,
+                format!(
+                    "{CRASHED}; {name} stopped before finishing and may have done part of its \
+                     work. Do not repeat the same call; use another tool or tell the user that \
+                     {name} failed."
+                ),
+            )
+        }
+        // `task` was dropped with the timeout future, which aborted it.
+        Err(_) => ToolResult::err(
+            ErrorKind::Timeout,
+            format!("{name} did not finish within {} s", limit.as_secs_f64()),
+        ),
+    }
+}
+
+/// A spawned task that is aborted when its handle is dropped (a plain [`JoinHandle`] detaches).
+///
+/// [`JoinHandle`]: tokio::task::JoinHandle
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl<T> std::future::Future for AbortOnDrop<T> {
+    type Output = Result<T, tokio::task::JoinError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::tools::Risk;
+    use async_trait::async_trait;
+    use std::path::Path;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    pub(crate) fn ctx_in(dir: &Path) -> ToolContext {
+        ToolContext {
+            trace_id: "t".into(),
+            session_key: "terminal:test".into(),
+            ..ToolContext::local(dir.to_path_buf())
+        }
+    }
+
+    pub(crate) fn call(id: &str, name: &str, args: &str) -> ToolCall {
+        ToolCall::new(id, name, args)
+    }
+
+    fn executor_with(registry: Registry, store: Option<Store>, spill: Option<PathBuf>) -> Executor {
+        Executor::new(
+            Arc::new(registry),
+            ExecutorOptions {
+                store,
+                secrets: vec!["sk-config-secret".into()],
+                spill_dir: spill,
+                overrides: BTreeMap::new(),
+                policy: None,
+            },
+        )
+    }
+
+    fn executor() -> Executor {
+        executor_with(
+            Registry::builtin(&crate::config::Config::default()),
+            None,
+            None,
+        )
+    }
+
+    fn all(e: &Executor) -> BTreeSet<String> {
+        e.registry().iter().map(|t| t.name().to_string()).collect()
+    }
+
+    #[tokio::test]
+    async fn every_call_gets_one_result_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), "A").unwrap();
+        let e = executor();
+        let calls = vec![
+            call("1", "file_read", r#"{"path":"a"}"#),
+            call("2", "nope", "{}"),
+            call("3", "read_file", r#"{"path":"a"}"#),
+            call("4", "file_read", "{not json"),
+            call("5", "file_read", "[1]"),
+            call(
+                "6",
+                "file_read",
+                r#"{"path": 5, "max_lines": true, "extra": 1}"#,
+            ),
+        ];
+        let out = e.execute(&calls, &all(&e), &ctx_in(dir.path())).await;
+        let ids: Vec<_> = out.iter().map(|o| o.tool_call_id.as_str()).collect();
+        assert_eq!(ids, ["1", "2", "3", "4", "5", "6"]);
+        assert_eq!(out[0].model_text, "A");
+        assert!(out[1].model_text.contains("no tool named \"nope\""));
+        assert_eq!(out[2].tool.as_deref(), Some("file_read"));
+        assert_eq!(out[3].result.error_kind, Some(ErrorKind::Validation));
+        assert!(out[3].model_text.contains("not valid JSON"));
+        assert!(out[4].model_text.contains("JSON object"));
+        let v = &out[5].model_text;
+        assert!(
+            v.contains("$.path") && v.contains("$.max_lines") && v.contains("extra"),
+            "{v}"
+        );
+    }
+
+    #[tokio::test]
+    async fn unexposed_tool_is_denied() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = executor();
+        let allowed: BTreeSet<String> = ["file_read".to_string()].into();
+        let out = e
+            .execute(
+                &[call("1", "bash", r#"{"command":"true"}"#)],
+                &allowed,
+                &ctx_in(dir.path()),
+            )
+            .await;
+        assert_eq!(out[0].result.error_kind, Some(ErrorKind::Denied));
+        assert!(
+            out[0].model_text.contains("not enabled"),
+            "{}",
+            out[0].model_text
+        );
+    }
+
+    #[tokio::test]
+    async fn long_output_is_cut_for_the_model_and_spilled() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill = dir.path().join("spill");
+        std::fs::write(dir.path().join("big"), "y".repeat(20_000)).unwrap();
+        let e = executor_with(
+            Registry::builtin(&crate::config::Config::default()),
+            None,
+            Some(spill.clone()),
+        );
+        let out = e
+            .execute(
+                &[call("1", "file_read", r#"{"path":"big"}"#)],
+                &all(&e),
+                &ctx_in(dir.path()),
+            )
+            .await;
+        assert!(out[0].model_text.contains("20000 characters"));
+        assert!(out[0].model_text.chars().count() <= MODEL_OUTPUT_LIMIT + 200);
+        let p = out[0].result.metadata["spill_path"].as_str().unwrap();
+        assert_eq!(std::fs::read_to_string(p).unwrap().len(), 20_000);
+    }
+
+    #[tokio::test]
+    async fn replayed_side_effect_call_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_in_memory().unwrap();
+        let e = executor_with(
+            Registry::builtin(&crate::config::Config::default()),
+            Some(store.clone()),
+            None,
+        );
+        let ctx = ctx_in(dir.path());
+        let c = call(
+            "1",
+            "file_write",
+            r#"{"path":"f","content":"x","append":true}"#,
+        );
+        let first = e.execute(std::slice::from_ref(&c), &all(&e), &ctx).await;
+        assert!(first[0].result.ok);
+        let again = e.execute(std::slice::from_ref(&c), &all(&e), &ctx).await;
+        assert_eq!(again[0].result.error_kind, Some(ErrorKind::Denied));
+        assert!(again[0].model_text.contains("replay refused"));
+        assert_eq!(std::fs::read_to_string(dir.path().join("f")).unwrap(), "x");
+        // A restarted daemon (new executor, same database) recognises the key too.
+        let e2 = executor_with(
+            Registry::builtin(&crate::config::Config::default()),
+            Some(store.clone()),
+            None,
+        );
+        let after_restart = e2.execute(std::slice::from_ref(&c), &all(&e2), &ctx).await;
+        assert_eq!(after_restart[0].result.error_kind, Some(ErrorKind::Denied));
+        // Another turn (trace) may do the same thing again.
+        let mut other = ctx.clone();
+        other.trace_id = "t2".into();
+        assert!(e.execute(&[c], &all(&e), &other).await[0].result.ok);
+        // Every proposal was audited, refused ones included.
+        let audit = store.recent_audit(10, None).unwrap();
+        assert_eq!(audit.len(), 4);
+        assert_eq!(
+            audit
+                .iter()
+                .filter(|a| a.error_kind.as_deref() == Some("denied"))
+                .count(),
+            2
+        );
+    }
+
+    /// Times out twice, then succeeds.
+    struct Flaky(AtomicU32);
+
+    #[async_trait]
+    impl Tool for Flaky {
+        fn name(&self) -> &str {
+            "flaky"
+        }
+        fn description(&self) -> &str {
+            "flaky"
+        }
+        fn parameters(&self) -> Value {
+            json!({"type": "object", "properties": {"api_key": {"type": "string"}}})
+        }
+        fn risk(&self) -> Risk {
+            Risk::ReadOnly
+        }
+        fn timeout(&self) -> Duration {
+            Duration::from_millis(100)
+        }
+        fn max_retries(&self) -> u32 {
+            2
+        }
+        async fn run(&self, _: Value, ctx: &ToolContext) -> ToolResult {
+            let n = self.0.fetch_add(1, Ordering::SeqCst) + 1;
+            assert_eq!(ctx.attempt, n);
+            if n <= 2 {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+            ToolResult::ok(format!("done on attempt {n}"))
+        }
+    }
+
+    #[tokio::test]
+    async fn read_only_timeouts_are_retried_and_secrets_redacted_in_audit() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_in_memory().unwrap();
+        let mut r = Registry::default();
+        r.register(Arc::new(Flaky(AtomicU32::new(0))));
+        let e = executor_with(r, Some(store.clone()), None);
+        let out = e
+            .execute(
+                &[call("1", "flaky", r#"{"api_key": "sk-argument-secret"}"#)],
+                &all(&e),
+                &ctx_in(dir.path()),
+            )
+            .await;
+        assert!(out[0].result.ok, "{:?}", out[0].result);
+        assert_eq!(out[0].attempts, 3);
+        assert_eq!(out[0].model_text, "done on attempt 3");
+        let audit = store.recent_audit(1, None).unwrap();
+        assert_eq!(audit[0].attempt, 3);
+        assert!(
+            !audit[0].args.contains("sk-argument-secret"),
+            "{}",
+            audit[0].args
+        );
+        assert!(audit[0].args.contains("<redacted>"));
+    }
+
+    #[tokio::test]
+    async fn a_credential_sent_as_a_tool_name_is_redacted_in_audit() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_in_memory().unwrap();
+        let e = executor_with(Registry::default(), Some(store.clone()), None);
+        let name = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+        let out = e
+            .execute(&[call("1", name, "{}")], &all(&e), &ctx_in(dir.path()))
+            .await;
+        assert_eq!(out[0].result.error_kind, Some(ErrorKind::Validation));
+        let audit = store.recent_audit(1, None).unwrap();
+        assert!(!audit[0].tool.contains(name), "{}", audit[0].tool);
+    }
+
+    /// Records how many of its calls overlap.
+    struct Probe {
+        name: &'static str,
+        risk: Risk,
+        running: Arc<AtomicU32>,
+        peak: Arc<AtomicU32>,
+    }
+
+    #[async_trait]
+    impl Tool for Probe {
+        fn name(&self) -> &str {
+            self.name
+        }
+        fn description(&self) -> &str {
+            "probe"
+        }
+        fn parameters(&self) -> Value {
+            json!({"type": "object", "properties": {"n": {"type": "integer"}}})
+        }
+        fn risk(&self) -> Risk {
+            self.risk
+        }
+        async fn run(&self, _: Value, _: &ToolContext) -> ToolResult {
+            let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+            self.peak.fetch_max(now, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            self.running.fetch_sub(1, Ordering::SeqCst);
+            ToolResult::ok("")
+        }
+    }
+
+    #[tokio::test]
+    async fn read_only_calls_run_in_parallel_side_effects_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let running = Arc::new(AtomicU32::new(0));
+        let (read_peak, write_peak) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+        let mut r = Registry::default();
+        r.register(Arc::new(Probe {
+            name: "look",
+            risk: Risk::ReadOnly,
+            running: running.clone(),
+            peak: read_peak.clone(),
+        }));
+        r.register(Arc::new(Probe {
+            name: "touch",
+            risk: Risk::Write,
+            running: running.clone(),
+            peak: write_peak.clone(),
+        }));
+        let e = executor_with(r, None, None);
+        let ctx = ctx_in(dir.path());
+        let calls: Vec<ToolCall> = ["look", "look", "look", "touch", "touch", "look"]
+            .iter()
+            .enumerate()
+            .map(|(i, n)| call(&i.to_string(), n, &format!("{{\"n\":{i}}}")))
+            .collect();
+        let out = e.execute(&calls, &all(&e), &ctx).await;
+        assert!(out.iter().all(|o| o.result.ok));
+        assert_eq!(
+            read_peak.load(Ordering::SeqCst),
+            3,
+            "the three leading read-only calls overlap"
+        );
+        assert_eq!(
+            write_peak.load(Ordering::SeqCst),
+            1,
+            "side-effect calls run alone"
+        );
+        // Side-effect calls keep the model's order.
+        let b = executor();
+        let order: Vec<ToolCall> = (1..=5)
+            .map(|i| {
+                call(
+                    &i.to_string(),
+                    "shell",
+                    &format!("{{\"command\":\"echo {i} >> order\"}}"),
+                )
+            })
+            .collect();
+        let out = b.execute(&order, &all(&b), &ctx).await;
+        assert!(out.iter().all(|o| o.result.ok));
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("order")).unwrap(),
+            "1\n2\n3\n4\n5\n"
+        );
+    }
+
+    /// Panics when called.
+    struct Boom;
+
+    #[async_trait]
+    impl Tool for Boom {
+        fn name(&self) -> &str {
+            "boom"
+        }
+        fn description(&self) -> &str {
+            "panics"
+        }
+        fn parameters(&self) -> Value {
+            json!({"type": "object"})
+        }
+        fn risk(&self) -> Risk {
+            Risk::ReadOnly
+        }
+        async fn run(&self, _: Value, _: &ToolContext) -> ToolResult {
+            panic!("boom went the tool");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panicking_tool_yields_internal_and_its_batch_still_returns() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), "A").unwrap();
+        let store = Store::open_in_memory().unwrap();
+        let mut r = Registry::builtin(&crate::config::Config::default());
+        r.register(Arc::new(Boom));
+        let e = executor_with(r, Some(store.clone()), None);
+        // One batch of read-only calls, the panicking one in the middle.
+        let calls = vec![
+            call("1", "file_read", r#"{"path":"a"}"#),
+            call("2", "boom", "{}"),
+            call("3", "file_read", r#"{"path":"a"}"#),
+        ];
+        let out = e.execute(&calls, &all(&e), &ctx_in(dir.path())).await;
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[0].model_text, "A");
+        assert_eq!(out[2].model_text, "A");
+        assert_eq!(out[1].result.error_kind, Some(ErrorKind::Internal));
+        assert!(
+            out[1]
+                .model_text
+                .starts_with(&format!("Error (internal): {CRASHED};")),
+            "{}",
+            out[1].model_text
+        );
+        assert!(
+            !out[1].model_text.contains("boom went"),
+            "{}",
+            out[1].model_text
+        );
+        // Audited like any failure.
+        let audit = store.recent_audit(10, None).unwrap();
+        assert_eq!(audit.len(), 3);
+        let row = audit.iter().find(|a| a.tool == "boom").unwrap();
+        assert_eq!(row.error_kind.as_deref(), Some("internal"));
+        assert_eq!(row.attempt, 1);
+    }
+
+    /// Sleeps, then leaves a mark (which an aborted call never does).
+    struct Slow(Arc<std::sync::atomic::AtomicBool>);
+
+    #[async_trait]
+    impl Tool for Slow {
+        fn name(&self) -> &str {
+            "slow"
+        }
+        fn description(&self) -> &str {
+            "slow"
+        }
+        fn parameters(&self) -> Value {
+            json!({"type": "object"})
+        }
+        fn risk(&self) -> Risk {
+            Risk::ReadOnly
+        }
+        fn timeout(&self) -> Duration {
+            Duration::from_millis(200)
+        }
+        async fn run(&self, _: Value, _: &ToolContext) -> ToolResult {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            self.0.store(true, Ordering::SeqCst);
+            ToolResult::ok("finished")
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_is_aborted_on_timeout_and_when_the_turn_drops_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx_in(dir.path());
+        // Timeout: the result says so, and the tool does not go on in the background.
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut r = Registry::default();
+        r.register(Arc::new(Slow(done.clone())));
+        let e = executor_with(r, None, None);
+        let out = e.execute(&[call("1", "slow", "{}")], &all(&e), &ctx).await;
+        assert_eq!(out[0].result.error_kind, Some(ErrorKind::Timeout));
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert!(!done.load(Ordering::SeqCst), "the timed-out call ran on");
+        // Cancellation: the executor's future is dropped mid-call (as `/stop` does).
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut r = Registry::default();
+        r.register(Arc::new(Slow(done.clone())));
+        let mut overrides = BTreeMap::new();
+        overrides.insert(
+            "slow".to_string(),
+            ToolOverride {
+                timeout_secs: Some(10),
+                ..Default::default()
+            },
+        );
+        let e = Executor::new(
+            Arc::new(r),
+            ExecutorOptions {
+                store: None,
+                secrets: vec![],
+                spill_dir: None,
+                overrides,
+                policy: None,
+            },
+        );
+        let allowed = all(&e);
+        let calls = [call("1", "slow", "{}")];
+        let cut = tokio::time::timeout(
+            Duration::from_millis(100),
+            e.execute(&calls, &allowed, &ctx),
+        )
+        .await;
+        assert!(cut.is_err());
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert!(!done.load(Ordering::SeqCst), "the cancelled call ran on");
+    }
+}

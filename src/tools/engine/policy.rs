@@ -1,0 +1,307 @@
+//! Exposure policy: which tools a turn may use, decided in this order (DESIGN §3):
+//! 1. per-interface registration (a tool may exist only on some channels);
+//! 2. `tools.profile` (minimal ⊂ messaging ⊂ coding ⊂ full), or `tools.allow` which replaces
+//!    the profile; then `tools.also_allow` added; `tools.deny` always wins;
+//! 3. the sender: on chat platforms (Telegram, Lark) a non-owner gets only `web_search`,
+//!    `web_fetch` and `ui_card`;
+//! 4. an unattended run (a scheduled job) gets read-only tools plus the side-effect tools in
+//!    its `allowed_tools`.
+//!
+//! `find_tools` is always allowed. The same decision is checked again when a call executes.
+
+use crate::config::{Profile, ToolsConfig};
+use crate::tools::registry::Registry;
+use ethan_channels::ChannelKind;
+use std::collections::BTreeSet;
+
+/// Tools of the `minimal` profile; each larger profile adds to the one before.
+pub const MINIMAL: &[&str] = &[
+    "file_read",
+    "file_list",
+    "rg_search",
+    "fd_find",
+    "knowledge_search",
+    "knowledge_read",
+    "find_tools",
+];
+pub const MESSAGING_ADDS: &[&str] = &[
+    "web_search",
+    "web_fetch",
+    "ui_card",
+    "lark_calendar_events",
+    "lark_chat_messages",
+];
+pub const CODING_ADDS: &[&str] = &["file_write", "shell", "knowledge_add", "knowledge_edit"];
+/// What a non-owner may use on a chat platform.
+pub const NON_OWNER: &[&str] = &["web_search", "web_fetch", "ui_card"];
+/// Always allowed: the way to reach the rest.
+pub const FIND_TOOLS: &str = "find_tools";
+
+/// The tool names of a profile, or `None` for `full` (everything).
+pub fn profile_tools(p: Profile) -> Option<BTreeSet<&'static str>> {
+    let mut set: BTreeSet<&'static str> = MINIMAL.iter().copied().collect();
+    match p {
+        Profile::Minimal => {}
+        Profile::Messaging => set.extend(MESSAGING_ADDS),
+        Profile::Coding => {
+            set.extend(MESSAGING_ADDS);
+            set.extend(CODING_ADDS);
+        }
+        Profile::Full => return None,
+    }
+    Some(set)
+}
+
+/// Who is asking, as far as the policy cares. Set by the daemon, never from a payload.
+#[derive(Debug, Clone)]
+pub struct Audience {
+    pub channel: ChannelKind,
+    pub is_owner: bool,
+    pub unattended: bool,
+    /// For unattended runs: the side-effect tools the job may use.
+    pub allowed_tools: Option<Vec<String>>,
+}
+
+impl Audience {
+    /// The audience of a tool call, from its context.
+    pub fn of(ctx: &crate::tools::ToolContext) -> Self {
+        Self {
+            channel: ctx.channel,
+            is_owner: ctx.is_owner,
+            unattended: ctx.unattended,
+            allowed_tools: ctx.allowed_tools.clone(),
+        }
+    }
+}
+
+/// The configured policy.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    base: Option<BTreeSet<String>>,
+    also_allow: BTreeSet<String>,
+    deny: BTreeSet<String>,
+    fast_path: BTreeSet<String>,
+    /// Side-effect tools are offered on these channels only (until per-call consent applies).
+    side_effect_channels: Vec<ChannelKind>,
+}
+
+impl Policy {
+    pub fn from_config(cfg: &ToolsConfig) -> Self {
+        let base = if !cfg.allow.is_empty() {
+            Some(cfg.allow.iter().cloned().collect())
+        } else {
+            profile_tools(cfg.profile).map(|s| s.into_iter().map(str::to_string).collect())
+        };
+        Self {
+            base,
+            also_allow: cfg.also_allow.iter().cloned().collect(),
+            deny: cfg.deny.iter().cloned().collect(),
+            fast_path: cfg.fast_path.iter().cloned().collect(),
+            // The web interface gets side effects with its consent flow (the gateway).
+            side_effect_channels: vec![
+                ChannelKind::Terminal,
+                ChannelKind::Web,
+                ChannelKind::Telegram,
+                ChannelKind::Lark,
+            ],
+        }
+    }
+
+    /// The tools `audience` may use, by name.
+    pub fn allowed(&self, registry: &Registry, audience: &Audience) -> BTreeSet<String> {
+        registry
+            .iter()
+            .filter(|t| self.refusal(t.as_ref(), audience).is_none())
+            .map(|t| t.name().to_string())
+            .collect()
+    }
+
+    /// Why `tool` is not allowed for `audience` (text for the model), or `None` when it is.
+    pub fn refusal(&self, tool: &dyn crate::tools::Tool, audience: &Audience) -> Option<String> {
+        let name = tool.name();
+        if name == FIND_TOOLS {
+            return None;
+        }
+        if !tool.interfaces().contains(&audience.channel) {
+            return Some(format!(
+                "{name} does not exist in {} chats",
+                audience.channel
+            ));
+        }
+        if self.deny.contains(name) {
+            return Some(format!(
+                "{name} is switched off by the configuration (tools.deny)"
+            ));
+        }
+        let in_profile = self.base.as_ref().is_none_or(|b| b.contains(name));
+        if !(in_profile || self.also_allow.contains(name)) {
+            return Some(format!(
+                "{name} is not enabled by the configured tool profile (tools.profile / tools.allow)"
+            ));
+        }
+        let chat_platform = matches!(audience.channel, ChannelKind::Telegram | ChannelKind::Lark);
+        if chat_platform && !audience.is_owner && !NON_OWNER.contains(&name) {
+            return Some(format!(
+                "only the bot's owner may use {name} in this chat; this user is not the owner \
+                 (non-owners get only {})",
+                NON_OWNER.join(", ")
+            ));
+        }
+        let side_effects = tool.risk().has_side_effects();
+        if audience.unattended {
+            let authorised = audience
+                .allowed_tools
+                .as_ref()
+                .is_some_and(|a| a.iter().any(|x| x == name));
+            return (side_effects && !authorised).then(|| {
+                format!(
+                    "{name} changes things and is not among the tools this unattended job may use"
+                )
+            });
+        }
+        (side_effects && !self.side_effect_channels.contains(&audience.channel)).then(|| {
+            format!(
+                "{name} changes things, and approvals cannot be asked in {} chats yet",
+                audience.channel
+            )
+        })
+    }
+
+    /// The allowed tools sent to the model up front: those marked fast-path, those in
+    /// `tools.fast_path`, and `find_tools`.
+    pub fn initial(&self, registry: &Registry, allowed: &BTreeSet<String>) -> BTreeSet<String> {
+        allowed
+            .iter()
+            .filter(|n| {
+                n.as_str() == FIND_TOOLS
+                    || self.fast_path.contains(n.as_str())
+                    || registry.get(n).is_some_and(|t| t.fast_path())
+            })
+            .cloned()
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn registry() -> Registry {
+        Registry::builtin(&Config::default())
+    }
+
+    fn aud(channel: ChannelKind, is_owner: bool) -> Audience {
+        Audience {
+            channel,
+            is_owner,
+            unattended: false,
+            allowed_tools: None,
+        }
+    }
+
+    fn names(s: &BTreeSet<String>) -> Vec<&str> {
+        s.iter().map(String::as_str).collect()
+    }
+
+    #[test]
+    fn profiles_are_cumulative() {
+        let m = profile_tools(Profile::Minimal).unwrap();
+        let g = profile_tools(Profile::Messaging).unwrap();
+        let c = profile_tools(Profile::Coding).unwrap();
+        assert!(m.is_subset(&g) && g.is_subset(&c));
+        assert!(c.contains("shell") && !g.contains("shell"));
+        assert!(profile_tools(Profile::Full).is_none());
+    }
+
+    #[test]
+    fn allow_replaces_also_allow_adds_deny_wins() {
+        let r = registry();
+        let mut cfg = ToolsConfig {
+            profile: Profile::Minimal,
+            ..Default::default()
+        };
+        let p = Policy::from_config(&cfg);
+        assert_eq!(
+            names(&p.allowed(&r, &aud(ChannelKind::Terminal, true))),
+            [
+                "fd_find",
+                "file_list",
+                "file_read",
+                "find_tools",
+                "knowledge_read",
+                "knowledge_search",
+                "rg_search"
+            ]
+        );
+        cfg.also_allow = vec!["shell".into()];
+        let p = Policy::from_config(&cfg);
+        assert!(p
+            .allowed(&r, &aud(ChannelKind::Terminal, true))
+            .contains("shell"));
+        cfg.allow = vec!["file_write".into()];
+        cfg.deny = vec!["shell".into()];
+        let p = Policy::from_config(&cfg);
+        assert_eq!(
+            names(&p.allowed(&r, &aud(ChannelKind::Terminal, true))),
+            ["file_write", "find_tools"]
+        );
+        let t = r.get("shell").unwrap();
+        assert!(p
+            .refusal(t.as_ref(), &aud(ChannelKind::Terminal, true))
+            .unwrap()
+            .contains("tools.deny"));
+    }
+
+    #[test]
+    fn non_owners_on_chat_platforms_get_only_the_safe_set() {
+        let r = registry();
+        let p = Policy::from_config(&ToolsConfig::default());
+        let owner = p.allowed(&r, &aud(ChannelKind::Telegram, true));
+        assert!(owner.contains("shell") && owner.contains("file_write"));
+        let stranger = p.allowed(&r, &aud(ChannelKind::Telegram, false));
+        assert_eq!(
+            names(&stranger),
+            ["find_tools", "ui_card", "web_fetch", "web_search"]
+        );
+        let why = p
+            .refusal(
+                r.get("shell").unwrap().as_ref(),
+                &aud(ChannelKind::Lark, false),
+            )
+            .unwrap();
+        assert!(why.contains("not the owner"), "{why}");
+        // The terminal user is always the owner.
+        assert!(p
+            .allowed(&r, &aud(ChannelKind::Terminal, true))
+            .contains("shell"));
+    }
+
+    #[test]
+    fn unattended_runs_get_read_only_plus_authorised() {
+        let r = registry();
+        let p = Policy::from_config(&ToolsConfig::default());
+        let mut a = aud(ChannelKind::Telegram, true);
+        a.unattended = true;
+        assert!(!p.allowed(&r, &a).contains("shell"));
+        assert!(p.allowed(&r, &a).contains("file_read"));
+        a.allowed_tools = Some(vec!["shell".into()]);
+        assert!(p.allowed(&r, &a).contains("shell"));
+        assert!(!p.allowed(&r, &a).contains("file_write"));
+    }
+
+    #[test]
+    fn fast_path_and_configured_extras_go_up_front() {
+        let r = registry();
+        let cfg = ToolsConfig {
+            fast_path: vec!["file_list".into()],
+            ..Default::default()
+        };
+        let p = Policy::from_config(&cfg);
+        let allowed = p.allowed(&r, &aud(ChannelKind::Terminal, true));
+        assert_eq!(
+            names(&p.initial(&r, &allowed)),
+            ["file_list", "file_read", "find_tools", "shell"]
+        );
+    }
+}

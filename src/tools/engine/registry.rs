@@ -1,0 +1,335 @@
+//! The registry: every tool the daemon knows, by name, with its compiled argument validator.
+//!
+//! Registration checks the name (`^[A-Za-z0-9_-]{1,64}$`, not an alias, not taken) and the
+//! `parameters` schema ([`crate::tools::schema::check_parameters`]: a valid JSON Schema whose arrays all
+//! have `items`). A tool that fails is skipped with one logged error, never sent to the model,
+//! and listed with its reason by `ethan tools list`.
+//!
+//! Built-in tools ([`Registry::register_builtin`]) are checked for shape only at start and their
+//! argument validators are compiled on their first call: their schemas are fixed and a unit test
+//! meta-validates every one, and compiling them all at start cost ~28 MiB of heap and ~35 ms (the
+//! `jsonschema` crate's meta-schema state). Tools from anywhere else ([`Registry::register`]) get
+//! the full check and their validator at registration. Either way a validator is compiled once.
+
+use crate::config::Config;
+use crate::tools::schema::{check_parameters, check_shape, ArgsValidator};
+use crate::tools::Tool;
+use ethan_core::message::ToolSpec;
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+/// Alternative names models commonly use, mapped to ours. Alias names cannot be registered.
+pub const ALIASES: &[(&str, &str)] = &[
+    ("bash", "shell"),
+    ("exec", "shell"),
+    ("read_file", "file_read"),
+    ("write_file", "file_write"),
+    ("list_dir", "file_list"),
+];
+
+/// A tool that was left out, and why.
+#[derive(Debug, Clone)]
+pub struct Skipped {
+    pub name: String,
+    pub reason: String,
+}
+
+struct Entry {
+    tool: Arc<dyn Tool>,
+    /// Compiled at registration (outside tools) or on first use (built-in tools).
+    validator: OnceLock<Result<ArgsValidator, String>>,
+    spec: ToolSpec,
+}
+
+#[derive(Default)]
+pub struct Registry {
+    tools: BTreeMap<String, Entry>,
+    skipped: Vec<Skipped>,
+}
+
+/// Whether `name` is a valid tool name.
+pub fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+impl Registry {
+    /// Add a tool from outside the daemon: name, full schema check (meta-validation included)
+    /// and its compiled validator now; or record (and log) why it was skipped.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) {
+        self.add(tool, false);
+    }
+
+    /// Add a built-in tool: the name and shape checks now, the validator on first use (see the
+    /// module docs).
+    pub fn register_builtin(&mut self, tool: Arc<dyn Tool>) {
+        self.add(tool, true);
+    }
+
+    fn add(&mut self, tool: Arc<dyn Tool>, builtin: bool) {
+        let name = tool.name().to_string();
+        let parameters = tool.parameters();
+        let validator = OnceLock::new();
+        let checked = if !valid_name(&name) {
+            Err("the name must match ^[A-Za-z0-9_-]{1,64}$".to_string())
+        } else if ALIASES.iter().any(|(a, _)| *a == name) {
+            Err("the name is reserved as an alias".to_string())
+        } else if self.tools.contains_key(&name) {
+            Err("a tool with this name is already registered".to_string())
+        } else if builtin {
+            check_shape(&parameters).map_err(|e| format!("bad parameters schema: {e}"))
+        } else {
+            check_parameters(&parameters)
+                .map_err(|e| format!("bad parameters schema: {e}"))
+                .and_then(|()| ArgsValidator::compile(&parameters))
+                .map(|v| {
+                    let _ = validator.set(Ok(v));
+                })
+        };
+        match checked {
+            Err(reason) => {
+                tracing::error!("tool {name:?} skipped: {reason}");
+                self.skipped.push(Skipped { name, reason });
+            }
+            Ok(()) => {
+                let spec = ToolSpec {
+                    name: name.clone(),
+                    description: tool.description().to_string(),
+                    parameters,
+                };
+                self.tools.insert(
+                    name,
+                    Entry {
+                        tool,
+                        validator,
+                        spec,
+                    },
+                );
+            }
+        }
+    }
+
+    /// The canonical name for `name` (an alias resolved), if such a tool exists.
+    pub fn resolve(&self, name: &str) -> Option<&str> {
+        if let Some((k, _)) = self.tools.get_key_value(name) {
+            return Some(k.as_str());
+        }
+        let target = ALIASES.iter().find(|(a, _)| *a == name)?.1;
+        self.tools.get_key_value(target).map(|(k, _)| k.as_str())
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.get(name).map(|e| &e.tool)
+    }
+
+    /// The compiled validator of a registered tool (compiled now if this is its first use);
+    /// `Err` says why its schema does not compile.
+    pub fn validator(&self, name: &str) -> Option<Result<&ArgsValidator, &str>> {
+        let e = self.tools.get(name)?;
+        let compiled = e
+            .validator
+            .get_or_init(|| ArgsValidator::compile(&e.spec.parameters));
+        Some(compiled.as_ref().map_err(String::as_str))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
+        self.tools.values().map(|e| &e.tool)
+    }
+
+    pub fn skipped(&self) -> &[Skipped] {
+        &self.skipped
+    }
+
+    /// The `tools[]` entries for the named tools, in name order.
+    pub fn specs<'a>(&self, names: impl IntoIterator<Item = &'a String>) -> Vec<ToolSpec> {
+        let mut out: Vec<ToolSpec> = names
+            .into_iter()
+            .filter_map(|n| self.tools.get(n))
+            .map(|e| e.spec.clone())
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    /// The builtin tools, configured from `config` (web_search settings fixed at start).
+    pub fn builtin(config: &Config) -> Self {
+        Self::builtin_at(config, None)
+    }
+
+    /// The builtin tools; with `config_path`, `tools.web_search` is re-read from that file when
+    /// it changes (no restart needed).
+    pub fn builtin_at(config: &Config, config_path: Option<&std::path::Path>) -> Self {
+        let shell_timeout = config
+            .tools
+            .per_tool
+            .get("shell")
+            .and_then(|o| o.timeout_secs)
+            .unwrap_or(crate::tools::shell::DEFAULT_TIMEOUT_SECS);
+        let mut r = Registry::default();
+        r.register_builtin(Arc::new(
+            crate::tools::shell::Shell::new(shell_timeout)
+                .with_secrets(crate::config::secret_values(config)),
+        ));
+        r.register_builtin(Arc::new(crate::tools::file_read::FileRead));
+        r.register_builtin(Arc::new(crate::tools::file_write::FileWrite));
+        r.register_builtin(Arc::new(crate::tools::file_list::FileList));
+        r.register_builtin(Arc::new(crate::tools::find_tools::FindTools));
+        r.register_builtin(Arc::new(crate::tools::ui_card::UiCard));
+        r.register_builtin(Arc::new(match config_path {
+            Some(p) => crate::tools::web_search::WebSearch::watching(Arc::new(
+                crate::config::watch::ConfigWatch::at(p.to_path_buf(), config),
+            )),
+            None => crate::tools::web_search::WebSearch::new(config.tools.web_search.clone()),
+        }));
+        r.register_builtin(Arc::new(crate::tools::web_fetch::WebFetch::new(
+            &config.tools.web_fetch,
+        )));
+        r.register_builtin(Arc::new(crate::tools::rg_search::RgSearch::new()));
+        r.register_builtin(Arc::new(crate::tools::fd_find::FdFind::new()));
+        let tz = config.timezone.clone();
+        r.register_builtin(Arc::new(
+            crate::tools::schedule_create::ScheduleCreate::new(tz.clone()),
+        ));
+        r.register_builtin(Arc::new(crate::tools::schedule_list::ScheduleList::new(
+            tz.clone(),
+        )));
+        r.register_builtin(Arc::new(crate::tools::schedule_pause::SchedulePause::new(
+            tz.clone(),
+        )));
+        r.register_builtin(Arc::new(
+            crate::tools::schedule_remove::ScheduleRemove::new(tz),
+        ));
+        let knowledge = Arc::new(crate::knowledge::KnowledgeHub::new(&config.knowledge));
+        r.register_builtin(Arc::new(crate::tools::knowledge_search::KnowledgeSearch(
+            knowledge.clone(),
+        )));
+        r.register_builtin(Arc::new(crate::tools::knowledge_read::KnowledgeRead(
+            knowledge.clone(),
+        )));
+        r.register_builtin(Arc::new(crate::tools::knowledge_add::KnowledgeAdd(
+            knowledge.clone(),
+        )));
+        r.register_builtin(Arc::new(crate::tools::knowledge_edit::KnowledgeEdit(
+            knowledge,
+        )));
+        #[cfg(feature = "test-tools")]
+        r.register_builtin(Arc::new(crate::tools::test_panic::TestPanic));
+        if let Some(lark) = crate::tools::lark_common::LarkClient::from_config(config) {
+            let tz = config.timezone.clone();
+            r.register_builtin(Arc::new(
+                crate::tools::lark_calendar::LarkCalendarEvents::new(lark.clone(), tz.clone()),
+            ));
+            r.register_builtin(Arc::new(
+                crate::tools::lark_messages::LarkChatMessages::new(lark.clone(), tz),
+            ));
+            r.register_builtin(Arc::new(crate::tools::lark_send::LarkMessageSend::new(
+                lark,
+            )));
+        }
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::{Risk, ToolContext, ToolResult};
+    use async_trait::async_trait;
+    use serde_json::{json, Value};
+
+    struct Fake(&'static str, Value);
+
+    #[async_trait]
+    impl Tool for Fake {
+        fn name(&self) -> &str {
+            self.0
+        }
+        fn description(&self) -> &str {
+            "fake"
+        }
+        fn parameters(&self) -> Value {
+            self.1.clone()
+        }
+        fn risk(&self) -> Risk {
+            Risk::ReadOnly
+        }
+        async fn run(&self, _: Value, _: &ToolContext) -> ToolResult {
+            ToolResult::ok("")
+        }
+    }
+
+    #[test]
+    fn bad_tools_are_skipped_with_a_reason() {
+        let mut r = Registry::default();
+        let ok = json!({"type": "object", "properties": {}});
+        r.register(Arc::new(Fake("good", ok.clone())));
+        r.register(Arc::new(Fake("bad name!", ok.clone())));
+        r.register(Arc::new(Fake("bash", ok.clone())));
+        r.register(Arc::new(Fake("good", ok.clone())));
+        r.register(Arc::new(Fake(
+            "no_items",
+            json!({"type": "object", "properties": {"xs": {"type": "array"}}}),
+        )));
+        r.register(Arc::new(Fake("bad_schema", json!({"type": 12}))));
+        assert_eq!(r.iter().count(), 1);
+        let reasons: Vec<String> = r
+            .skipped()
+            .iter()
+            .map(|s| format!("{}: {}", s.name, s.reason))
+            .collect();
+        assert_eq!(reasons.len(), 5, "{reasons:?}");
+        assert!(reasons[0].contains("must match"));
+        assert!(reasons[1].contains("alias"));
+        assert!(reasons[2].contains("already registered"));
+        assert!(reasons[3].contains("has no `items`"), "{reasons:?}");
+        assert!(
+            reasons[4].contains("not a valid JSON Schema"),
+            "{reasons:?}"
+        );
+        assert!(r.specs(&["no_items".to_string()]).is_empty());
+    }
+
+    /// The built-in tools skip meta-validation at start; this is where it happens instead.
+    #[test]
+    fn every_builtin_schema_is_valid_and_compiles() {
+        let mut config = Config::default();
+        config.channels.lark.app_id = "cli_test".into();
+        config.channels.lark.app_secret = crate::config::Secret::new("sekret");
+        let r = Registry::builtin(&config);
+        assert!(r.skipped().is_empty(), "{:?}", r.skipped());
+        let names: Vec<String> = r.iter().map(|t| t.name().to_string()).collect();
+        let test_tools = usize::from(cfg!(feature = "test-tools"));
+        assert_eq!(names.len(), 21 + test_tools, "{names:?}");
+        assert!(names.iter().any(|n| n == "lark_message_send"), "{names:?}");
+        for tool in r.iter() {
+            let name = tool.name();
+            check_parameters(&tool.parameters()).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let v = r.validator(name).unwrap();
+            assert!(v.is_ok(), "{name}: {:?}", v.err());
+        }
+    }
+
+    #[test]
+    fn builtin_validators_are_compiled_on_first_use_and_enforced() {
+        let r = Registry::builtin(&Config::default());
+        let e = &r.tools["file_read"];
+        assert!(e.validator.get().is_none(), "compiled before first use");
+        let v = r.validator("file_read").unwrap().unwrap();
+        assert!(v.validate(&json!({"path": 5})).is_err());
+        assert!(e.validator.get().is_some());
+    }
+
+    #[test]
+    fn builtins_register_cleanly_and_aliases_resolve() {
+        let r = Registry::builtin(&Config::default());
+        assert!(r.skipped().is_empty(), "{:?}", r.skipped());
+        assert_eq!(r.resolve("bash"), Some("shell"));
+        assert_eq!(r.resolve("exec"), Some("shell"));
+        assert_eq!(r.resolve("read_file"), Some("file_read"));
+        assert_eq!(r.resolve("write_file"), Some("file_write"));
+        assert_eq!(r.resolve("list_dir"), Some("file_list"));
+        assert_eq!(r.resolve("nope"), None);
+    }
+}

@@ -111,18 +111,56 @@ impl Prepared {
     }
 }
 
+/// Device files a command that runs without approval may open (read and write); every other
+/// entry of `/dev` (disks, memory, ports) is left out for such a command.
+const HARMLESS_DEVICES: &[&str] = &[
+    "null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts", "shm",
+];
+
 /// Build the ruleset hiding `protection`'s places. `Ok(None)` when the kernel does not enforce
 /// Landlock.
 ///
+/// `writable`: `None` for a command the owner approved (everything beside the hidden places, as
+/// the user's permissions allow); `Some(folders)` for a command that runs without approval: the
+/// rest of the machine is then read-only, only these folders (the workspace, the private temp
+/// folder) and the harmless devices ([`HARMLESS_DEVICES`]) can be written, and no other device
+/// nor, for root, `/proc/kcore` can be opened.
+///
 /// # Errors
 /// A ruleset the kernel refused, or more than [`MAX_RULES`] entries to grant.
-pub fn prepare(protection: &Protection) -> Result<Option<Prepared>, String> {
-    let hidden = protection.hidden_places();
+pub fn prepare(
+    protection: &Protection,
+    writable: Option<&[PathBuf]>,
+) -> Result<Option<Prepared>, String> {
+    let mut hidden = protection.hidden_places();
     // SAFETY: geteuid cannot fail and touches no memory.
     let root = unsafe { libc::geteuid() } == 0;
+    let read_only = writable.is_some();
+    if read_only {
+        if let Ok(rd) = std::fs::read_dir("/dev") {
+            hidden.extend(
+                rd.flatten()
+                    .filter(|e| {
+                        !HARMLESS_DEVICES.contains(&e.file_name().to_string_lossy().as_ref())
+                    })
+                    .map(|e| HiddenPlace {
+                        path: e.path(),
+                        except: None,
+                    }),
+            );
+        }
+        if root {
+            hidden.push(HiddenPlace {
+                path: PathBuf::from("/proc/kcore"),
+                except: None,
+            });
+        }
+    }
     let grants = plan(&hidden, root)?;
     let all = AccessFs::from_all(TARGET_ABI);
     let file = AccessFs::from_file(TARGET_ABI);
+    let read = AccessFs::from_read(TARGET_ABI);
+    let read_file = read & file;
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)
@@ -132,11 +170,28 @@ pub fn prepare(protection: &Protection) -> Result<Option<Prepared>, String> {
         .create()
         .map_err(|e| e.to_string())?;
     let mut rules = 0;
-    for g in &grants {
+    let extra: Vec<Planned> = writable
+        .unwrap_or_default()
+        .iter()
+        .filter(|w| w.is_dir())
+        .map(|w| Planned {
+            path: w.clone(),
+            kind: Grant::Whole,
+            is_dir: true,
+        })
+        .collect();
+    for (g, forced_write) in grants
+        .iter()
+        .map(|g| (g, g.path.starts_with("/dev")))
+        .chain(extra.iter().map(|g| (g, true)))
+    {
+        let writes = !read_only || forced_write;
         let access = match g.kind {
             Grant::ListOnly => AccessFs::ReadDir.into(),
-            Grant::Whole if g.is_dir => all,
-            Grant::Whole => file,
+            Grant::Whole if g.is_dir && writes => all,
+            Grant::Whole if g.is_dir => read,
+            Grant::Whole if writes => file,
+            Grant::Whole => read_file,
         };
         // An entry that vanished since it was listed needs no rule.
         let Ok(fd) = PathFd::new(&g.path) else {

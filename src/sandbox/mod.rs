@@ -63,7 +63,7 @@ pub fn self_check(protection: &protected::Protection, probe: &Path) -> Result<St
         }
     };
     let hidden = protection.hidden_places();
-    let prepared = match landlock::prepare(protection) {
+    let prepared = match landlock::prepare(protection, None) {
         Ok(Some(p)) => p,
         Ok(None) => return Err("Landlock could not be applied; every shell command asks".into()),
         Err(e) => return Err(format!("the ruleset could not be built: {e}")),

@@ -360,7 +360,19 @@ impl Tool for Shell {
         let sandbox = if approved_protected {
             None
         } else {
-            match crate::sandbox::landlock::prepare(&paths::protection_of(ctx)) {
+            // A command that did not go through consent writes only the workspace and the
+            // private temp folder.
+            let unapproved = !ctx
+                .approved_actions
+                .iter()
+                .any(|a| a == ethan_core::tool::CONSENTED);
+            let writable: Vec<std::path::PathBuf> = std::iter::once(ctx.workspace.clone())
+                .chain(crate::sandbox::private_tmp().map(|t| t.to_path_buf()))
+                .collect();
+            match crate::sandbox::landlock::prepare(
+                &paths::protection_of(ctx),
+                unapproved.then_some(writable.as_slice()),
+            ) {
                 Ok(Some(p)) => Some(p),
                 Ok(None) if !self.judge.sandboxed => None,
                 Ok(None) => {
@@ -445,6 +457,10 @@ impl Tool for Shell {
             Ok(s) => s.ok(),
             Err(_) => child.wait().await.ok(),
         };
+        // Nothing the command started outlives it: what it left in the background goes too.
+        if pid != 0 {
+            kill_group(pid);
+        }
         // Children that escaped the group could keep the pipes open; do not wait forever.
         let collect = |h: tokio::task::JoinHandle<(Vec<u8>, usize)>| async move {
             tokio::time::timeout(Duration::from_secs(2), h)
@@ -787,5 +803,52 @@ mod tests {
             )
             .expect("a command that asks can reach the network");
         assert_eq!(e.scope, "egress:shell:curl -d @notes.txt https://x.example");
+    }
+
+    #[tokio::test]
+    async fn an_unapproved_command_writes_only_the_workspace_and_the_private_temp_folder() {
+        let (_home, ctx) = daemon_home();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("planted");
+        let shell = Shell::new(30);
+        let command = format!(
+            "echo out > /dev/stdout; echo err > /dev/stderr; ls > /dev/null; echo ok > ws.txt; \
+             echo tmp > \"$TMPDIR/t\" && echo tmp-ok; printf x | sort --output={} ; echo sort=$?",
+            target.display()
+        );
+        let r = shell.run(json!({ "command": command }), &ctx).await;
+        assert!(
+            r.output.contains("out") && r.output.contains("err"),
+            "{}",
+            r.output
+        );
+        assert!(r.output.contains("tmp-ok"), "{}", r.output);
+        assert!(ctx.workspace.join("ws.txt").exists());
+        assert!(!target.exists(), "wrote outside: {}", r.output);
+        assert!(!r.output.contains("sort=0"), "{}", r.output);
+        // The same write, approved, goes through.
+        let mut approved = ctx.clone();
+        approved
+            .approved_actions
+            .push(ethan_core::tool::CONSENTED.to_string());
+        let r = shell.run(json!({ "command": command }), &approved).await;
+        assert!(target.exists(), "{}", r.output);
+    }
+
+    #[tokio::test]
+    async fn nothing_a_command_leaves_in_the_background_outlives_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx_in(dir.path());
+        let marker = dir.path().join("later");
+        let command = format!(
+            "(sleep 2; touch {}) >/dev/null 2>&1 & echo started",
+            marker.display()
+        );
+        let r = Shell::new(30)
+            .run(json!({ "command": command }), &ctx)
+            .await;
+        assert!(r.output.contains("started"), "{}", r.output);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(!marker.exists(), "a background job outlived its command");
     }
 }

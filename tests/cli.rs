@@ -241,12 +241,20 @@ async fn terminal_consent_shows_escape_sequences_escaped() {
     .await
     .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let question = stderr
+    // The reasons come first, then the command on its own line, escapes shown escaped.
+    let mut lines = stderr
         .lines()
-        .find(|l| l.contains("Ethan wants to run"))
+        .skip_while(|l| !l.contains("Ethan wants to run"));
+    let question = lines
+        .next()
         .unwrap_or_else(|| panic!("no question on stderr: {stderr}"));
+    assert!(
+        question.starts_with("Ethan wants to run shell: ("),
+        "{stderr}"
+    );
     assert_eq!(
-        question, "Ethan wants to run shell: touch \\x1b[2Jnote\\x1b[31m.txt",
+        lines.next(),
+        Some("touch \\x1b[2Jnote\\x1b[31m.txt"),
         "{stderr}"
     );
     assert!(

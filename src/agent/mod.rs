@@ -189,7 +189,17 @@ impl Agent {
             taint: crate::tools::Taint::default(),
             assessment: None,
         };
-        if let Some(source) = private_reads_in(&history, registry) {
+        // Private data seen earlier in the session counts, even once the call that read it has
+        // left the history window (the answers may still repeat it); `/new` starts clean.
+        let taint_key = format!("taint:{session_id}");
+        let earlier = match self.store.kv_get(&taint_key) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!("cannot read the taint of {}: {e}", input.session_key);
+                None
+            }
+        };
+        if let Some(source) = earlier.or_else(|| private_reads_in(&history, registry)) {
             base_ctx
                 .taint
                 .mark(&format!("{source}, earlier in this conversation"));
@@ -331,6 +341,15 @@ impl Agent {
         }
         if let Err(e) = self.store.append_messages(&session_id, &turn) {
             tracing::error!("cannot store the turn of {}: {e}", input.session_key);
+        }
+        if let Some(source) = base_ctx.taint.source() {
+            let first = source
+                .split(", earlier in this conversation")
+                .next()
+                .unwrap_or(&source);
+            if let Err(e) = self.store.kv_set(&taint_key, first) {
+                tracing::warn!("cannot record the taint of {}: {e}", input.session_key);
+            }
         }
         TurnReply { outcome, cards }
     }

@@ -5,6 +5,7 @@
 //! - [`landlock`]: the kernel sandbox of shell commands (Landlock), which hides `$ETHAN_HOME`
 //!   (less the workspace) and the user's credential places from every command;
 //! - [`network`]: no network for commands that run without the owner's approval;
+//! - [`seccomp`]: no unix sockets and no capabilities for those commands either;
 //! - [`env`]: the cleared environment of shell commands;
 //! - [`private_tmp`]: the daemon's own temp folder (mode 0700), the one place outside the
 //!   workspace where `file_write` needs no consent, and the `TMPDIR` of shell commands.
@@ -13,6 +14,7 @@ pub mod env;
 pub mod landlock;
 pub mod network;
 pub mod protected;
+pub mod seccomp;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -6,7 +6,9 @@
 //! `$ETHAN_HOME` outside the workspace and the user's credential places, the environment is
 //! cleared to a short harmless list, and descriptors the daemon inherited are closed. A command
 //! that runs without the owner's approval (a "safe" one) also has no network at all
-//! ([`crate::sandbox::network`]); an approved command has the machine's network. Consent follows
+//! ([`crate::sandbox::network`]), no unix sockets and no capabilities
+//! ([`crate::sandbox::seccomp`]), and can write only the workspace and the private temp folder;
+//! an approved command has the machine's network and the user's write access. Consent follows
 //! the classifier, with these rules on top:
 //! - a command that names a protected path (`cat ../config.yaml`, `head ~/.aws/credentials`) is
 //!   an always-ask call; once the owner approved it, it runs outside the sandbox, as shown;
@@ -130,7 +132,8 @@ impl Shell {
             default_timeout,
             judge: Judge {
                 sandboxed: crate::sandbox::landlock::status().is_available(),
-                offline_possible: crate::sandbox::network::available().is_ok(),
+                offline_possible: crate::sandbox::network::available().is_ok()
+                    && crate::sandbox::seccomp::FILTER_AVAILABLE,
                 ..Judge::default()
             },
         }
@@ -410,9 +413,9 @@ impl Tool for Shell {
             .kill_on_drop(true);
         // The daemon ignores SIGXFSZ (so a file-size limit fails its writes instead of killing
         // it) and ignored signals survive exec: commands get the default back, as in a shell.
-        // SAFETY: only `signal(2)`, `unshare(2)`, `prctl(2)`, `landlock_restrict_self(2)` and
-        // `close_range(2)`, which are async-signal-safe system calls, run between fork and exec;
-        // nothing is allocated.
+        // SAFETY: only `signal(2)`, `unshare(2)`, `prctl(2)` (no-new-privs, capability drops,
+        // seccomp), `landlock_restrict_self(2)` and `close_range(2)`, which are
+        // async-signal-safe system calls, run between fork and exec; nothing is allocated.
         let sandbox = std::sync::Arc::new(sandbox);
         let in_child = sandbox.clone();
         unsafe {
@@ -423,6 +426,10 @@ impl Tool for Shell {
                 }
                 if let Some(p) = in_child.as_ref() {
                     p.restrict_current_process()?;
+                }
+                if offline {
+                    crate::sandbox::seccomp::drop_capabilities_in_current_process();
+                    crate::sandbox::seccomp::install_in_current_process()?;
                 }
                 // Descriptors the daemon was started with (a jobserver pipe, a socket) are not
                 // the command's: closed at exec. Kernels before 5.11 lack close_range; ignored.
@@ -851,4 +858,28 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(3)).await;
         assert!(!marker.exists(), "a background job outlived its command");
     }
+
+    #[tokio::test]
+    async fn an_unapproved_command_cannot_reach_a_unix_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("relay.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let ctx = ctx_in(dir.path());
+        let command = format!(
+            "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{}'); print('connected')\"",
+            sock.display()
+        );
+        let r = Shell::new(30).run(json!({ "command": command }), &ctx).await;
+        assert!(!r.output.contains("connected"), "{}", r.output);
+        assert!(r.output.contains("Permission denied"), "{}", r.output);
+        assert!(listener.accept().is_err(), "the relay was reached");
+        let mut approved = ctx_in(dir.path());
+        approved
+            .approved_actions
+            .push(ethan_core::tool::CONSENTED.to_string());
+        let r = Shell::new(30).run(json!({ "command": command }), &approved).await;
+        assert!(r.output.contains("connected"), "{}", r.output);
+    }
 }
+

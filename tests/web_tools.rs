@@ -422,7 +422,18 @@ fn a_look_alike_host_is_shown_as_sent() {
     let plain = tool
         .egress(&json!({"url": "https://github.com/x?d=1"}), &ctx)
         .unwrap();
-    assert_eq!(plain.destination, "GET https://github.com/x?d=1");
+    assert_eq!(
+        plain.destination,
+        "GET https://github.com/x?d=1 (host: github.com)"
+    );
+    let userinfo = tool
+        .egress(&json!({"url": "https://github.com@evil.example/x"}), &ctx)
+        .unwrap();
+    assert!(
+        userinfo.destination.ends_with("(host: evil.example)"),
+        "{}",
+        userinfo.destination
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -170,10 +170,15 @@ pub fn prepare(
         .create()
         .map_err(|e| e.to_string())?;
     let mut rules = 0;
-    let extra: Vec<Planned> = writable
-        .unwrap_or_default()
+    // A writable folder gets a rule of its own only when no hidden place lies inside it (a rule
+    // covers its whole subtree); otherwise the entries planned inside it are made writable.
+    let writable = writable.unwrap_or_default();
+    let (clear, mixed): (Vec<&PathBuf>, Vec<&PathBuf>) = writable
         .iter()
         .filter(|w| w.is_dir())
+        .partition(|w| !hidden.iter().any(|h| h.path.starts_with(w)));
+    let extra: Vec<Planned> = clear
+        .into_iter()
         .map(|w| Planned {
             path: w.clone(),
             kind: Grant::Whole,
@@ -182,7 +187,10 @@ pub fn prepare(
         .collect();
     for (g, forced_write) in grants
         .iter()
-        .map(|g| (g, g.path.starts_with("/dev")))
+        .map(|g| {
+            let inside_writable = mixed.iter().any(|w| g.path.starts_with(w));
+            (g, g.path.starts_with("/dev") || inside_writable)
+        })
         .chain(extra.iter().map(|g| (g, true)))
     {
         let writes = !read_only || forced_write;

@@ -222,6 +222,9 @@ impl Protection {
             if real.starts_with(home) && !in_workspace && &self.workspace != home {
                 return Some(Protected::EthanHome);
             }
+            if &self.workspace == home && daemon_files(home).iter().any(|f| real.starts_with(f)) {
+                return Some(Protected::EthanHome);
+            }
         }
         if self.extra.iter().any(|e| real == e) {
             return Some(Protected::EthanHome);
@@ -257,7 +260,16 @@ impl Protection {
     pub fn hidden_places(&self) -> Vec<HiddenPlace> {
         let mut out = Vec::new();
         if let Some(home) = &self.ethan_home {
-            if home.exists() && &self.workspace != home {
+            if &self.workspace == home {
+                // The workspace is $ETHAN_HOME itself: the daemon's own files are hidden one by
+                // one.
+                out.extend(
+                    daemon_files(home)
+                        .into_iter()
+                        .filter(|p| p.exists())
+                        .map(|path| HiddenPlace { path, except: None }),
+                );
+            } else if home.exists() {
                 let except = self
                     .workspace
                     .starts_with(home)
@@ -322,6 +334,23 @@ impl Protection {
         }
         None
     }
+}
+
+/// The daemon's own files in `$ETHAN_HOME`, hidden one by one when the workspace is
+/// `$ETHAN_HOME` itself.
+fn daemon_files(home: &Path) -> Vec<PathBuf> {
+    [
+        "config.yaml",
+        "ethan.db",
+        "ethan.db-wal",
+        "ethan.db-shm",
+        "spill",
+        "knowledge",
+        "daemon.log",
+    ]
+    .iter()
+    .map(|f| home.join(f))
+    .collect()
 }
 
 /// Most directory entries looked at when searching for the other name of a hard link.
@@ -393,5 +422,29 @@ mod tests {
             other => panic!("not refused as a hard link: {other:?}"),
         }
         assert!(p.check(&ws.join("plain.txt")).is_none());
+    }
+
+    #[test]
+    fn a_workspace_that_is_ethan_home_still_hides_the_daemons_files() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("config.yaml"), "x").unwrap();
+        std::fs::write(home.path().join("ethan.db"), "x").unwrap();
+        std::fs::write(home.path().join("notes.txt"), "x").unwrap();
+        let p = Protection::new(Some(home.path()), home.path());
+        assert_eq!(
+            p.check(&home.path().join("config.yaml")),
+            Some(Protected::EthanHome)
+        );
+        assert_eq!(
+            p.check(&home.path().join("ethan.db")),
+            Some(Protected::EthanHome)
+        );
+        assert!(p.check(&home.path().join("notes.txt")).is_none());
+        let hidden: Vec<PathBuf> = p.hidden_places().into_iter().map(|h| h.path).collect();
+        assert!(
+            hidden.contains(&real_path(&home.path().join("ethan.db"))),
+            "{hidden:?}"
+        );
+        assert!(!hidden.contains(&real_path(home.path())), "{hidden:?}");
     }
 }

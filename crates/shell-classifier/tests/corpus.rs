@@ -344,6 +344,8 @@ const CORPUS: &[(&str, ShellClass)] = &[
     ("git branch -a", Safe),
     // Another repository's config can run commands (core.fsmonitor): asks.
     ("git -C repo status", Ask),
+    ("git grep --no-index --ope='id > x' foo", Always),
+    ("git grep --open-f=vi foo", Always),
     ("git --git-dir=/tmp/g --work-tree=. status", Ask),
     ("git --work-tree /tmp status", Ask),
     // bash opens a connection for /dev/tcp and /dev/udp, reading too.

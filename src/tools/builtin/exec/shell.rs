@@ -870,7 +870,9 @@ mod tests {
             "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{}'); print('connected')\"",
             sock.display()
         );
-        let r = Shell::new(30).run(json!({ "command": command }), &ctx).await;
+        let r = Shell::new(30)
+            .run(json!({ "command": command }), &ctx)
+            .await;
         assert!(!r.output.contains("connected"), "{}", r.output);
         assert!(r.output.contains("Permission denied"), "{}", r.output);
         assert!(listener.accept().is_err(), "the relay was reached");
@@ -878,8 +880,38 @@ mod tests {
         approved
             .approved_actions
             .push(ethan_core::tool::CONSENTED.to_string());
-        let r = Shell::new(30).run(json!({ "command": command }), &approved).await;
+        let r = Shell::new(30)
+            .run(json!({ "command": command }), &approved)
+            .await;
         assert!(r.output.contains("connected"), "{}", r.output);
     }
-}
 
+    #[tokio::test]
+    async fn a_workspace_that_is_ethan_home_keeps_the_daemons_files_hidden() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("config.yaml"), "api_key: sk-WS-IS-HOME\n").unwrap();
+        std::fs::write(home.path().join("notes.txt"), "fine").unwrap();
+        let mut ctx = ctx_in(home.path());
+        ctx.ethan_home = Some(home.path().to_path_buf());
+        let shell = Shell::new(30);
+        for approved in [false, true] {
+            let mut c = ctx.clone();
+            if approved {
+                c.approved_actions
+                    .push(ethan_core::tool::CONSENTED.to_string());
+            }
+            let r = shell
+                .run(
+                    json!({"command": "cat c*.yaml; cat notes.txt; echo x >> config.yaml"}),
+                    &c,
+                )
+                .await;
+            assert!(!r.output.contains("sk-WS-IS-HOME"), "{}", r.output);
+            assert!(r.output.contains("fine"), "{}", r.output);
+        }
+        assert_eq!(
+            std::fs::read_to_string(home.path().join("config.yaml")).unwrap(),
+            "api_key: sk-WS-IS-HOME\n"
+        );
+    }
+}

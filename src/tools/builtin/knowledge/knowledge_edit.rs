@@ -41,6 +41,10 @@ impl Tool for KnowledgeEdit {
     fn risk(&self) -> Risk {
         Risk::Write
     }
+    /// Its answers name existing notes (titles, tags): private data.
+    fn reads_private(&self) -> bool {
+        true
+    }
     fn timeout(&self) -> Duration {
         Duration::from_secs(60)
     }

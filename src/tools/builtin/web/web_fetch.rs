@@ -506,11 +506,9 @@ impl Tool for WebFetch {
             .unwrap_or_else(|| raw.to_string());
         // A host written with non-ASCII letters is shown as sent too (punycode), so a look-alike
         // (`gіthub.com` with a Cyrillic і) cannot pass for the real one.
-        let destination = if raw.is_ascii() {
-            format!("GET {}", raw.trim())
-        } else {
-            format!("GET {} (host as sent: {host})", raw.trim())
-        };
+        // The host is always named apart, so `https://github.com@evil.example/` cannot pass
+        // for GitHub; a look-alike written in non-ASCII letters shows as sent (punycode).
+        let destination = format!("GET {} (host: {host})", raw.trim());
         Some(crate::tools::Egress {
             destination,
             scope: format!("egress:host:{host}"),
@@ -535,6 +533,14 @@ impl Tool for WebFetch {
         let mut url = requested.clone();
         let mut redirects = 0usize;
         let mut resp = loop {
+            // A host exempt from the SSRF guard is on the owner's own network: what it returns
+            // is private data.
+            if url.host_str().is_some_and(|h| self.guard.host_allowed(h)) {
+                ctx.taint.mark(&format!(
+                    "web_fetch of {}, a private address",
+                    url.host_str().unwrap_or("")
+                ));
+            }
             if let Err(refusal) = self.guard.check_url(&url) {
                 let mut msg = refusal.0;
                 if redirects > 0 {

@@ -137,8 +137,13 @@ impl<'a> Walker<'a> {
                 let writes = rest
                     .iter()
                     .any(|t| t == "--output" || t.starts_with("--output="));
+                // git accepts any unambiguous prefix of a long option (`--ope` is
+                // `--open-files-in-pager`).
                 let runs = rest.iter().any(|t| {
                     t == "--ext-diff"
+                        || (t.len() >= 4
+                            && "--open-files-in-pager"
+                                .starts_with(t.split('=').next().unwrap_or(t)))
                         || t.starts_with("--open-files-in-pager")
                         || t == "-O"
                         || t.starts_with("-O")

@@ -248,7 +248,7 @@ impl Protection {
         let want = (meta.dev(), meta.ino());
         let mut budget = HARD_LINK_SCAN_LIMIT;
         for place in self.hidden_places() {
-            if let Some(found) = find_inode(&place, want, &mut budget) {
+            if let Some(found) = find_file(&place, &mut budget, |m| (m.dev(), m.ino()) == want) {
                 return Some(found);
             }
         }
@@ -310,29 +310,9 @@ impl Protection {
     pub fn linked_file(&self) -> Option<PathBuf> {
         use std::os::unix::fs::MetadataExt;
         let mut budget = HARD_LINK_SCAN_LIMIT;
-        for place in self.hidden_places() {
-            let mut stack = vec![place.path.clone()];
-            while let Some(p) = stack.pop() {
-                if budget == 0 {
-                    return None;
-                }
-                budget -= 1;
-                if place.except.as_deref() == Some(p.as_path()) {
-                    continue;
-                }
-                let Ok(meta) = std::fs::symlink_metadata(&p) else {
-                    continue;
-                };
-                if meta.is_dir() {
-                    if let Ok(rd) = std::fs::read_dir(&p) {
-                        stack.extend(rd.flatten().map(|e| e.path()));
-                    }
-                } else if meta.is_file() && meta.nlink() > 1 {
-                    return Some(p);
-                }
-            }
-        }
-        None
+        self.hidden_places()
+            .iter()
+            .find_map(|place| find_file(place, &mut budget, |m| m.nlink() > 1))
     }
 }
 
@@ -356,9 +336,13 @@ fn daemon_files(home: &Path) -> Vec<PathBuf> {
 /// Most directory entries looked at when searching for the other name of a hard link.
 const HARD_LINK_SCAN_LIMIT: usize = 20_000;
 
-/// A file under `place` (outside its exception) with device and inode `want`.
-fn find_inode(place: &HiddenPlace, want: (u64, u64), budget: &mut usize) -> Option<PathBuf> {
-    use std::os::unix::fs::MetadataExt;
+/// The first regular file under `place` (outside its exception) that `matches`, looking at
+/// most `budget` entries in all.
+fn find_file(
+    place: &HiddenPlace,
+    budget: &mut usize,
+    matches: impl Fn(&std::fs::Metadata) -> bool,
+) -> Option<PathBuf> {
     let mut stack = vec![place.path.clone()];
     while let Some(p) = stack.pop() {
         if *budget == 0 {
@@ -375,7 +359,7 @@ fn find_inode(place: &HiddenPlace, want: (u64, u64), budget: &mut usize) -> Opti
             if let Ok(rd) = std::fs::read_dir(&p) {
                 stack.extend(rd.flatten().map(|e| e.path()));
             }
-        } else if meta.is_file() && (meta.dev(), meta.ino()) == want {
+        } else if meta.is_file() && matches(&meta) {
             return Some(p);
         }
     }

@@ -390,9 +390,19 @@ async fn after_a_private_read_a_redirect_to_another_site_is_not_followed() {
     let dir = tempfile::tempdir().unwrap();
     let hop =
         format!("http://fake.test:{port}/redirect?to=http://other.test:{port}/notes.txt?d=SECRET");
-    // Nothing private read yet: the redirect is followed as usual.
-    let r = tool.run(json!({ "url": hop }), &tool_ctx(dir.path())).await;
+    // Nothing private read yet: the redirect is followed as usual…
+    let fresh = tool_ctx(dir.path());
+    let r = tool.run(json!({ "url": hop }), &fresh).await;
     assert!(r.ok, "{r:?}");
+    // …and what a host exempt from the SSRF guard returned is private for later calls.
+    assert!(
+        fresh
+            .taint
+            .source()
+            .is_some_and(|s| s.contains("fake.test")),
+        "{:?}",
+        fresh.taint.source()
+    );
     // After a private read the approval covered fake.test only: other.test is not contacted.
     let before = site.requested().len();
     let ctx = tool_ctx(dir.path());

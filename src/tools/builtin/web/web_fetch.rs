@@ -532,14 +532,13 @@ impl Tool for WebFetch {
         };
         let mut url = requested.clone();
         let mut redirects = 0usize;
+        let mut private_host: Option<String> = None;
         let mut resp = loop {
             // A host exempt from the SSRF guard is on the owner's own network: what it returns
-            // is private data.
-            if url.host_str().is_some_and(|h| self.guard.host_allowed(h)) {
-                ctx.taint.mark(&format!(
-                    "web_fetch of {}, a private address",
-                    url.host_str().unwrap_or("")
-                ));
+            // is private data for the calls after this one (marked once the answer is in).
+            if private_host.is_none() && url.host_str().is_some_and(|h| self.guard.host_allowed(h))
+            {
+                private_host = url.host_str().map(str::to_string);
             }
             if let Err(refusal) = self.guard.check_url(&url) {
                 let mut msg = refusal.0;
@@ -595,7 +594,9 @@ impl Tool for WebFetch {
                 return ToolResult::err(
                     ErrorKind::Denied,
                     format!(
-                        "{url} redirected to another site, {next}; it was not followed because this                          conversation has read private data. Call web_fetch on {next} if you need it                          (the owner will be asked)."
+                        "{url} redirected to another site, {next}; it was not followed because this \
+                         conversation has read private data. Call web_fetch on {next} if you \
+                         need it (the owner will be asked)."
                     ),
                 );
             }
@@ -609,6 +610,10 @@ impl Tool for WebFetch {
             url = next;
         };
 
+        if let Some(host) = private_host {
+            ctx.taint
+                .mark(&format!("web_fetch of {host}, a private address"));
+        }
         let status = resp.status();
         let content_type = resp
             .headers()

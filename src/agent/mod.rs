@@ -199,7 +199,9 @@ impl Agent {
                 None
             }
         };
-        if let Some(source) = earlier.or_else(|| private_reads_in(&history, registry)) {
+        let recorded = earlier.is_some();
+        let earlier = earlier.or_else(|| private_reads_in(&history, registry));
+        if let Some(source) = &earlier {
             base_ctx
                 .taint
                 .mark(&format!("{source}, earlier in this conversation"));
@@ -342,13 +344,12 @@ impl Agent {
         if let Err(e) = self.store.append_messages(&session_id, &turn) {
             tracing::error!("cannot store the turn of {}: {e}", input.session_key);
         }
-        if let Some(source) = base_ctx.taint.source() {
-            let first = source
-                .split(", earlier in this conversation")
-                .next()
-                .unwrap_or(&source);
-            if let Err(e) = self.store.kv_set(&taint_key, first) {
-                tracing::warn!("cannot record the taint of {}: {e}", input.session_key);
+        // Recorded once per session: the first source, as the tool's own name.
+        if !recorded {
+            if let Some(source) = earlier.or_else(|| base_ctx.taint.source()) {
+                if let Err(e) = self.store.kv_set(&taint_key, &source) {
+                    tracing::warn!("cannot record the taint of {}: {e}", input.session_key);
+                }
             }
         }
         TurnReply { outcome, cards }

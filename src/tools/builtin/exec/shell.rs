@@ -49,10 +49,9 @@ pub struct Shell {
 struct Judge {
     /// The config's secret values: a command that mentions one always asks.
     secrets: Vec<String>,
-    /// Whether the kernel sandbox is enforced on this machine (probed once).
-    sandboxed: bool,
-    /// Whether commands can be cut off from the network here (probed once).
-    offline_possible: bool,
+    /// `Some(answer)` pretends the machine has (or lacks) the sandbox; `None` asks the kernel
+    /// when a command is judged (the probes are cached), not when the tool is built.
+    sandbox_override: Option<bool>,
     /// The thread of every verdict worked out (how often, and where).
     #[cfg(test)]
     seen: std::sync::Arc<std::sync::Mutex<Vec<std::thread::ThreadId>>>,
@@ -66,9 +65,25 @@ struct Verdict {
     class: Classification,
     /// Whether the command names a protected path.
     protected: bool,
+    /// The protected places the verdict was judged against (and `run` sandboxes with).
+    protection: crate::sandbox::protected::Protection,
 }
 
 impl Judge {
+    /// Whether the kernel sandbox is enforced on this machine.
+    fn sandboxed(&self) -> bool {
+        self.sandbox_override
+            .unwrap_or_else(|| crate::sandbox::landlock::status().is_available())
+    }
+
+    /// Whether commands can be cut off from the network (and unix sockets) here.
+    fn offline_possible(&self) -> bool {
+        self.sandbox_override.unwrap_or_else(|| {
+            crate::sandbox::network::available().is_ok()
+                && crate::sandbox::seccomp::FILTER_AVAILABLE
+        })
+    }
+
     /// Blocks: the classifier waits for its parser thread, the path check reads the disk.
     fn verdict(&self, command: &str, ctx: &ToolContext) -> Verdict {
         #[cfg(test)]
@@ -77,22 +92,24 @@ impl Judge {
             .unwrap_or_else(|p| p.into_inner())
             .push(std::thread::current().id());
         let mut c = classify(command, &self.secrets);
-        let protected = names_protected(command, ctx);
+        let protection = paths::protection_of(ctx);
+        let protected = names_protected(command, ctx, &protection);
         if let Some(why) = &protected {
             c.class = ShellClass::Always;
             c.reasons.insert(0, why.clone());
         } else if c.class == ShellClass::Safe {
-            let why = if !self.sandboxed {
+            let why = if !self.sandboxed() {
                 Some("no kernel sandbox on this machine, so every command asks".to_string())
-            } else if !self.offline_possible {
+            } else if !self.offline_possible() {
                 Some(
                     "commands cannot be cut off from the network here, so every command asks"
                         .into(),
                 )
             } else {
-                paths::protection_of(ctx).linked_file().map(|f| {
+                protection.linked_file().map(|f| {
                     format!(
-                        "the protected file {} has a second name (a hard link) that the sandbox                          cannot hide, so every command asks until that link is removed",
+                        "the protected file {} has a second name (a hard link) that the sandbox \
+                         cannot hide, so every command asks until that link is removed",
                         f.display()
                     )
                 })
@@ -106,13 +123,14 @@ impl Judge {
             command: command.to_string(),
             class: c,
             protected: protected.is_some(),
+            protection,
         }
     }
 
     /// [`Judge::verdict`] on a blocking thread.
     async fn verdict_off_runtime(&self, command: &str, ctx: &ToolContext) -> Verdict {
-        let (judge, owned, ctx) = (self.clone(), command.to_string(), ctx.clone());
-        tokio::task::spawn_blocking(move || judge.verdict(&owned, &ctx))
+        let (judge, owned, owned_ctx) = (self.clone(), command.to_string(), ctx.clone());
+        tokio::task::spawn_blocking(move || judge.verdict(&owned, &owned_ctx))
             .await
             .unwrap_or_else(|_| Verdict {
                 command: command.to_string(),
@@ -121,6 +139,7 @@ impl Judge {
                     reasons: vec!["the command could not be analysed".into()],
                 },
                 protected: false,
+                protection: paths::protection_of(ctx),
             })
     }
 }
@@ -130,19 +149,13 @@ impl Shell {
     pub fn new(default_timeout: u64) -> Self {
         Self {
             default_timeout,
-            judge: Judge {
-                sandboxed: crate::sandbox::landlock::status().is_available(),
-                offline_possible: crate::sandbox::network::available().is_ok()
-                    && crate::sandbox::seccomp::FILTER_AVAILABLE,
-                ..Judge::default()
-            },
+            judge: Judge::default(),
         }
     }
 
     /// As if the kernel had (or had not) a sandbox: for tests of the fallback.
     pub fn with_sandbox(mut self, available: bool) -> Self {
-        self.judge.sandboxed = available;
-        self.judge.offline_possible = available;
+        self.judge.sandbox_override = Some(available);
         self
     }
 
@@ -209,8 +222,11 @@ async fn read_capped<R: tokio::io::AsyncRead + Unpin>(mut r: R) -> (Vec<u8>, usi
 /// shell operators and `=`; quotes are dropped; `~` and `$HOME` are expanded; a glob is judged
 /// by the folder before its first wildcard. The kernel sandbox is the real barrier: this only
 /// makes a deliberate read visible and askable.
-fn names_protected(command: &str, ctx: &ToolContext) -> Option<String> {
-    let protection = paths::protection_of(ctx);
+fn names_protected(
+    command: &str,
+    ctx: &ToolContext,
+    protection: &crate::sandbox::protected::Protection,
+) -> Option<String> {
     let home = crate::sandbox::protected::user_home();
     let words = command
         .split(|c: char| {
@@ -351,11 +367,16 @@ impl Tool for Shell {
             );
         }
         // The sandbox, unless the owner approved this very command reading a protected path.
-        let protected = match assessed(command, ctx) {
-            Some(v) => v.protected,
-            None => self.judge.verdict_off_runtime(command, ctx).await.protected,
+        let verdict = match assessed(command, ctx) {
+            Some(v) => v.clone(),
+            None => self.judge.verdict_off_runtime(command, ctx).await,
         };
-        let approved_protected = protected
+        // Went through consent: the owner (or a job's authorisation) said yes.
+        let consented = ctx
+            .approved_actions
+            .iter()
+            .any(|a| a == ethan_core::tool::CONSENTED);
+        let approved_protected = verdict.protected
             && ctx
                 .approved_actions
                 .iter()
@@ -365,19 +386,15 @@ impl Tool for Shell {
         } else {
             // A command that did not go through consent writes only the workspace and the
             // private temp folder.
-            let unapproved = !ctx
-                .approved_actions
-                .iter()
-                .any(|a| a == ethan_core::tool::CONSENTED);
             let writable: Vec<std::path::PathBuf> = std::iter::once(ctx.workspace.clone())
                 .chain(crate::sandbox::private_tmp().map(|t| t.to_path_buf()))
                 .collect();
             match crate::sandbox::landlock::prepare(
-                &paths::protection_of(ctx),
-                unapproved.then_some(writable.as_slice()),
+                &verdict.protection,
+                (!consented).then_some(writable.as_slice()),
             ) {
                 Ok(Some(p)) => Some(p),
-                Ok(None) if !self.judge.sandboxed => None,
+                Ok(None) if !self.judge.sandboxed() => None,
                 Ok(None) => {
                     return ToolResult::err(
                         ErrorKind::Dependency,
@@ -393,11 +410,7 @@ impl Tool for Shell {
             }
         };
         // Offline unless this call went through consent (the owner, or a job, said yes).
-        let offline = !ctx
-            .approved_actions
-            .iter()
-            .any(|a| a == ethan_core::tool::CONSENTED)
-            && self.judge.offline_possible;
+        let offline = !consented && self.judge.offline_possible();
         let mut cmd = tokio::process::Command::new(shell_program());
         cmd.arg("-c")
             .arg(command)

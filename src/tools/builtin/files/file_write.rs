@@ -48,7 +48,7 @@ impl Tool for FileWrite {
         if let Some(d) = paths::protected_description(ctx, raw, "write") {
             return Some(d);
         }
-        let path = paths::real_path(&paths::resolve(ctx, raw));
+        let path = judged_path(raw, ctx);
         if crate::sandbox::private_tmp().is_some_and(|tmp| path.starts_with(tmp)) {
             return None;
         }
@@ -66,7 +66,7 @@ impl Tool for FileWrite {
     /// The parent directory: approving it for the session covers its subtree.
     fn consent_scope(&self, args: &Value, ctx: &ToolContext) -> String {
         let raw = args.get("path").and_then(Value::as_str).unwrap_or("");
-        let path = paths::real_path(&paths::resolve(ctx, raw));
+        let path = judged_path(raw, ctx);
         path.parent().unwrap_or(&path).display().to_string()
     }
     fn consent_always(&self, args: &Value, ctx: &ToolContext) -> bool {
@@ -95,7 +95,7 @@ impl Tool for FileWrite {
                 );
             }
         }
-        let expected = paths::real_path(&path);
+        let judged = judged_path(args["path"].as_str().unwrap_or_default(), ctx);
         let res = async {
             // Opened without truncating, then checked: the file actually opened must be the one
             // judged, so a symlink swapped in meanwhile cannot redirect the write.
@@ -105,7 +105,7 @@ impl Tool for FileWrite {
                 .append(append)
                 .open(&path)
                 .await?;
-            if let Err(why) = opened_where_judged(&f, &expected, ctx) {
+            if let Err(why) = opened_where_judged(&f, &judged, ctx) {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::PermissionDenied,
                     why,
@@ -135,22 +135,26 @@ impl Tool for FileWrite {
 #[derive(Debug, Clone, PartialEq)]
 struct JudgedPath(std::path::PathBuf);
 
-/// Whether the file `f` refers to is the one consent judged: the path judged before consent
-/// (`expected` when the call was not assessed), and not protected unless the owner approved
-/// that.
+/// The real path of `raw` as judged before consent, or worked out now for a call that was not
+/// assessed (callers outside the executor).
+fn judged_path(raw: &str, ctx: &ToolContext) -> std::path::PathBuf {
+    ctx.assessment
+        .as_ref()
+        .and_then(|a| a.get::<JudgedPath>())
+        .map(|j| j.0.clone())
+        .unwrap_or_else(|| paths::real_path(&paths::resolve(ctx, raw)))
+}
+
+/// Whether the file `f` refers to is the one consent judged ([`judged_path`]), and not
+/// protected unless the owner approved that.
 fn opened_where_judged(
     f: &tokio::fs::File,
-    expected: &std::path::Path,
+    judged: &std::path::Path,
     ctx: &ToolContext,
 ) -> Result<(), String> {
     use std::os::fd::AsRawFd;
     let actual = std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd()))
         .map_err(|e| format!("cannot tell which file was opened: {e}"))?;
-    let judged = ctx
-        .assessment
-        .as_ref()
-        .and_then(|a| a.get::<JudgedPath>())
-        .map_or(expected, |j| j.0.as_path());
     let approved_protected = ctx
         .approved_actions
         .iter()

@@ -60,7 +60,7 @@ fn main() {
     let executor = Executor::new(
         Arc::new(registry),
         ExecutorOptions {
-            store: Some(store),
+            store: Some(store.shared()),
             secrets: vec!["sk-bench-secret".into()],
             spill_dir: Some(dir.path().join("spill")),
             overrides: BTreeMap::new(),

@@ -1,5 +1,8 @@
 //! In-process pipeline figures.
 //!
+//! Store calls are awaited on a current-thread runtime: each one is a round trip to the store's
+//! connection thread, as in the daemon.
+//!
 //! 1. History load: `Store::load_window` for a session holding 100,000 stored messages, on a real
 //!    SQLite file (WAL), with the daemon's default window (`model.history_messages` = 50) and a
 //!    larger one (200). p50/p99 over 1,000 loads after 100 warm-up loads. "+ JSON" also
@@ -15,6 +18,7 @@
 //! Run: `cargo bench --bench pipeline`. Set `PIPELINE_MESSAGES` to change the history size.
 
 use ethan::provider::types::{ChatMessage, Role};
+use ethan::store::prelude::*;
 use ethan::store::Store;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -140,10 +144,19 @@ fn main() {
 
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(&dir.path().join("ethan.db")).expect("open store");
+    // Store calls go to the connection thread and are awaited, as in the daemon.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
 
     // A neighbouring session so the index is shared, as in a real database.
-    let other = store.current_session("telegram:dm:1").expect("session");
-    let session = store.current_session("telegram:dm:2").expect("session");
+    let other = rt
+        .block_on(store.current_session("telegram:dm:1"))
+        .expect("session");
+    let session = rt
+        .block_on(store.current_session("telegram:dm:2"))
+        .expect("session");
     let t = Instant::now();
     let batch = 1_000;
     let mut n = 0;
@@ -164,15 +177,15 @@ fn main() {
                 )
             })
             .collect();
-        store.append_messages(&session, &msgs).expect("append");
+        rt.block_on(store.append_messages(&session, &msgs))
+            .expect("append");
         if n % 10_000 == 0 {
-            store
-                .append_messages(&other, &msgs[..10])
+            rt.block_on(store.append_messages(&other, &msgs[..10]))
                 .expect("append other");
         }
         n += msgs.len();
     }
-    store.checkpoint().expect("checkpoint");
+    rt.block_on(store.checkpoint()).expect("checkpoint");
     eprintln!(
         "pipeline: stored {total} messages in {:.1} s",
         t.elapsed().as_secs_f64()
@@ -184,13 +197,18 @@ fn main() {
     );
     for window in [50usize, 200] {
         for _ in 0..100 {
-            std::hint::black_box(store.load_window(&session, window).expect("load"));
+            std::hint::black_box(
+                rt.block_on(store.load_window(&session, window))
+                    .expect("load"),
+            );
         }
         let mut load = Vec::with_capacity(1_000);
         let mut with_json = Vec::with_capacity(1_000);
         for _ in 0..1_000 {
             let t = Instant::now();
-            let w = store.load_window(&session, window).expect("load");
+            let w = rt
+                .block_on(store.load_window(&session, window))
+                .expect("load");
             load.push(t.elapsed().as_secs_f64() * 1e6);
             assert!(!w.is_empty() && w.len() <= window);
             let body = serde_json::to_vec(&w).expect("json");
@@ -201,7 +219,9 @@ fn main() {
         report(&format!("load_window({window}) + JSON body"), with_json);
     }
 
-    let turn_session = store.current_session("telegram:dm:3").expect("session");
+    let turn_session = rt
+        .block_on(store.current_session("telegram:dm:3"))
+        .expect("session");
     let mut appends = Vec::with_capacity(2_000);
     for i in 0..2_000 {
         let turn = [
@@ -209,7 +229,8 @@ fn main() {
             msg(Role::Assistant, format!("answer {i}")),
         ];
         let t = Instant::now();
-        store.append_messages(&turn_session, &turn).expect("append");
+        rt.block_on(store.append_messages(&turn_session, &turn))
+            .expect("append");
         appends.push(t.elapsed().as_secs_f64() * 1e6);
     }
     report("append_messages(user + assistant), WAL", appends);

@@ -136,9 +136,11 @@ fn main() -> ExitCode {
             Command::Doctor => cli::doctor::run(loaded).await,
             Command::Gateway {
                 command: GatewayCommand::Token,
-            } => cli::gateway_token(&loaded),
-            Command::Owner { command } => cli::owner::run(&loaded, command),
-            Command::Audit { n, session } => cli::audit::print(&loaded, n, session.as_deref()),
+            } => cli::gateway_token(&loaded).await,
+            Command::Owner { command } => cli::owner::run(&loaded, command).await,
+            Command::Audit { n, session } => {
+                cli::audit::print(&loaded, n, session.as_deref()).await
+            }
             Command::Jobs { command } => cli::jobs::run(loaded, command).await,
             Command::Tools {
                 command: ToolsCommand::List { channel },

@@ -179,7 +179,7 @@ async fn hand_edits_are_indexed_at_the_next_start() {
         "---\ntitle: Home wifi\n---\nNow it is taped under the router.",
     )
     .unwrap();
-    assert!(k.read(&source).unwrap().body.contains("router"));
+    assert!(k.read(&source).await.unwrap().body.contains("router"));
     assert_eq!(
         sources(&k.keyword_search("router", 5).unwrap()),
         [source.as_str()]
@@ -200,7 +200,7 @@ async fn append_and_replace() {
         .unwrap()
         .note
         .source;
-    let created = k.read(&s).unwrap().created;
+    let created = k.read(&s).await.unwrap().created;
 
     let saved = k
         .edit(
@@ -216,7 +216,7 @@ async fn append_and_replace() {
         saved.note.body,
         "Backups run at 02:00.\n\nThey are kept for 30 days."
     );
-    let n = k.read(&s).unwrap();
+    let n = k.read(&s).await.unwrap();
     assert_eq!(
         (n.title.as_str(), n.tags.clone()),
         ("Backups", vec!["ops".to_string(), "storage".to_string()])
@@ -242,7 +242,7 @@ async fn append_and_replace() {
     )
     .await
     .unwrap();
-    let n = k.read(&s).unwrap();
+    let n = k.read(&s).await.unwrap();
     assert_eq!(n.body, "Snapshots every hour, kept a week.");
     assert_eq!(n.title, "Backups");
     assert_eq!(n.tags, ["ops", "storage"]);
@@ -262,7 +262,7 @@ async fn append_and_replace() {
         .await
         .unwrap();
     assert_eq!(saved.note.source, s);
-    let n = k.read(&s).unwrap();
+    let n = k.read(&s).await.unwrap();
     assert_eq!(
         (n.title.as_str(), n.tags.clone()),
         ("Snapshot policy", vec!["备份".to_string()])
@@ -298,7 +298,7 @@ async fn paths_outside_the_knowledge_folder_are_refused() {
         "~/.ssh/id_rsa.md",
         "..",
     ] {
-        let e = k.read(source).unwrap_err();
+        let e = k.read(source).await.unwrap_err();
         assert!(
             matches!(e, KnowledgeError::BadSource { .. }),
             "{source}: {e:?}"
@@ -325,7 +325,7 @@ async fn paths_outside_the_knowledge_folder_are_refused() {
     std::os::unix::fs::symlink(outside.path().join("leak.md"), root.join("leak.md")).unwrap();
     for source in ["linked/leak.md", "leak.md"] {
         assert!(
-            matches!(k.read(source), Err(KnowledgeError::Symlink(_))),
+            matches!(k.read(source).await, Err(KnowledgeError::Symlink(_))),
             "{source}"
         );
         assert!(matches!(
@@ -464,7 +464,7 @@ async fn semantic_search_ranks_a_paraphrase_above_an_unrelated_note() {
         )
         .await
         .unwrap();
-    assert_eq!(k.counts().unwrap(), (2, 2), "both notes have vectors");
+    assert_eq!(k.counts().await.unwrap(), (2, 2), "both notes have vectors");
 
     let query = "how do I mend my automobile";
     // No shared words: keyword search alone finds nothing.

@@ -8,6 +8,7 @@ mod lark_openapi;
 use async_trait::async_trait;
 use ethan::config::{Config, Profile, Secret};
 use ethan::provider::types::ToolCall;
+use ethan::store::prelude::*;
 use ethan::tools::executor::{ConsentGate, Executor, ExecutorOptions};
 use ethan::tools::lark_calendar::LarkCalendarEvents;
 use ethan::tools::lark_common::LarkClient;
@@ -140,6 +141,7 @@ async fn user_token_is_used_refreshed_and_stored() {
     let (dir, mut c) = ctx();
     let store = ethan::store::Store::open(&dir.path().join("ethan.db")).unwrap();
     c.ethan_home = Some(dir.path().to_path_buf());
+    c.services.store = Some(store.shared());
     let r = tool.run(json!({"action": "agenda"}), &c).await;
     assert!(r.ok, "{r:?}");
     assert!(r.output.contains("your primary calendar"), "{}", r.output);
@@ -151,7 +153,7 @@ async fn user_token_is_used_refreshed_and_stored() {
     let views = fake.calls_to("/events/instance_view");
     assert_eq!(views.last().unwrap().auth, "u-fresh-1");
     assert!(views[0].path.contains("cal_user"));
-    let stored = store.kv_get("lark.user_token").unwrap().unwrap();
+    let stored = store.kv_get("lark.user_token").await.unwrap().unwrap();
     assert!(
         stored.contains("u-fresh-1") && stored.contains("r-fresh-1"),
         "{stored}"

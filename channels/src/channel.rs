@@ -65,9 +65,10 @@ pub trait InboundSink: Send + Sync {
 }
 
 /// A small durable key/value store for adapter state (Telegram `getUpdates` offset, …).
+#[async_trait]
 pub trait StateStore: Send + Sync {
-    fn get(&self, key: &str) -> Result<Option<String>, ChannelError>;
-    fn set(&self, key: &str, value: &str) -> Result<(), ChannelError>;
+    async fn get(&self, key: &str) -> Result<Option<String>, ChannelError>;
+    async fn set(&self, key: &str, value: &str) -> Result<(), ChannelError>;
 }
 
 /// A chat platform adapter.

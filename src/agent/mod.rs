@@ -8,12 +8,12 @@ pub mod prompt;
 
 use crate::config::Loaded;
 use crate::provider::{ModelProvider, ProviderError};
-use crate::store::Store;
 use crate::tools::executor::Executor;
 use crate::tools::policy::{Audience, Policy};
 use crate::tools::{ToolContext, ToolSummary};
 use ethan_channels::ChannelKind;
 use ethan_core::message::{ChatMessage, Role};
+use ethan_core::store::StorageRef;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -96,7 +96,8 @@ pub struct Agent {
     pub provider: Arc<dyn ModelProvider>,
     pub executor: Executor,
     pub policy: Policy,
-    pub store: Store,
+    /// The store ([`ethan_core::store::Storage`]).
+    pub store: StorageRef,
     pub config: Arc<Loaded>,
 }
 
@@ -119,7 +120,7 @@ impl Agent {
         cancel: &CancellationToken,
     ) -> TurnReply {
         let mut cards: Vec<ethan_cards::Ui> = Vec::new();
-        let session_id = match self.store.current_session(&input.session_key) {
+        let session_id = match self.store.current_session(&input.session_key).await {
             Ok(s) => s,
             Err(e) => {
                 return TurnReply {
@@ -133,7 +134,7 @@ impl Agent {
             }
         };
         let limit = self.config.config.model.history_messages as usize;
-        let mut history = match self.store.load_window(&session_id, limit) {
+        let mut history = match self.store.load_window(&session_id, limit).await {
             Ok(h) => h,
             Err(e) => {
                 tracing::error!("cannot load the history of {}: {e}", input.session_key);
@@ -186,13 +187,17 @@ impl Agent {
             chat: input.chat.clone(),
             approved_actions: Vec::new(),
             events: input.events.clone(),
+            services: ethan_core::tool::Services {
+                store: Some(self.store.clone()),
+                clock: ethan_core::clock::system(),
+            },
             taint: crate::tools::Taint::default(),
             assessment: None,
         };
         // Private data seen earlier in the session counts, even once the call that read it has
         // left the history window (the answers may still repeat it); `/new` starts clean.
         let taint_key = format!("taint:{session_id}");
-        let earlier = match self.store.kv_get(&taint_key) {
+        let earlier = match self.store.kv_get(&taint_key).await {
             Ok(v) => v,
             Err(e) => {
                 tracing::warn!("cannot read the taint of {}: {e}", input.session_key);
@@ -341,13 +346,13 @@ impl Agent {
             }
             TurnOutcome::Answer(_) => {}
         }
-        if let Err(e) = self.store.append_messages(&session_id, &turn) {
+        if let Err(e) = self.store.append_messages(&session_id, &turn).await {
             tracing::error!("cannot store the turn of {}: {e}", input.session_key);
         }
         // Recorded once per session: the first source, as the tool's own name.
         if !recorded {
             if let Some(source) = earlier.or_else(|| base_ctx.taint.source()) {
-                if let Err(e) = self.store.kv_set(&taint_key, &source) {
+                if let Err(e) = self.store.kv_set(&taint_key, &source).await {
                     tracing::warn!("cannot record the taint of {}: {e}", input.session_key);
                 }
             }

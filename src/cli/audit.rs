@@ -1,14 +1,15 @@
 //! `ethan audit [-n N] [--session S]`: the newest tool-call audit entries (arguments redacted).
 
 use crate::config::Loaded;
+use crate::store::prelude::*;
 use crate::store::Store;
 use anyhow::Context;
 use std::process::ExitCode;
 
-pub fn print(loaded: &Loaded, n: usize, session: Option<&str>) -> anyhow::Result<ExitCode> {
+pub async fn print(loaded: &Loaded, n: usize, session: Option<&str>) -> anyhow::Result<ExitCode> {
     let store = Store::open(&loaded.db_path())
         .with_context(|| format!("opening the database {}", loaded.db_path().display()))?;
-    let rows = store.recent_audit(n, session)?;
+    let rows = store.recent_audit(n, session).await?;
     if rows.is_empty() {
         println!(
             "no tool calls recorded{}",

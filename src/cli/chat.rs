@@ -6,6 +6,7 @@ use crate::agent::{TurnInput, TurnOutcome};
 use crate::config::Loaded;
 use crate::consent::terminal::TerminalInput;
 use crate::daemon::commands::{self, Command};
+use crate::store::prelude::*;
 use crate::store::Store;
 use anyhow::Context;
 use ethan_channels::ChannelKind;
@@ -100,7 +101,7 @@ pub async fn run(
                 continue;
             }
             Some(Command::New) => {
-                store.new_session(&key)?;
+                store.new_session(&key).await?;
                 consent.grants.clear(&key);
                 println!("Started a fresh conversation.");
                 continue;

@@ -3,6 +3,7 @@
 
 use crate::config::Loaded;
 use crate::provider::{OpenAiClient, ProviderError};
+use crate::store::prelude::*;
 use crate::store::Store;
 use ethan_channels::telegram::{TelegramChannel, TelegramConfig};
 use ethan_channels::Channel;
@@ -44,7 +45,11 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
         r.warn("config", n);
     }
 
-    match Store::open(&loaded.db_path()).and_then(|s| s.schema_version()) {
+    let schema = match Store::open(&loaded.db_path()) {
+        Ok(s) => s.schema_version().await,
+        Err(e) => Err(e),
+    };
+    match schema {
         Ok(v) => r.ok(
             "database",
             format!("{} (schema {v})", loaded.db_path().display()),
@@ -255,15 +260,22 @@ async fn lark_checks(r: &mut Report, loaded: &Loaded) {
             ),
         ),
     }
-    let kv = Store::open(&loaded.db_path()).ok().map(|s| {
-        let get = |k: &str| {
-            s.kv_get(k)
-                .ok()
-                .flatten()
-                .and_then(|v| v.trim().parse::<i64>().ok())
-        };
-        (get(STARTED_AT_KEY), get(LAST_EVENT_AT_KEY))
-    });
+    let kv = match Store::open(&loaded.db_path()) {
+        Ok(s) => {
+            let get = |k: &'static str| {
+                let s = s.clone();
+                async move {
+                    s.kv_get(k)
+                        .await
+                        .ok()
+                        .flatten()
+                        .and_then(|v| v.trim().parse::<i64>().ok())
+                }
+            };
+            Some((get(STARTED_AT_KEY).await, get(LAST_EVENT_AT_KEY).await))
+        }
+        Err(_) => None,
+    };
     match kv {
         Some((Some(started), last)) if last.is_none_or(|l| l < started) => r.warn(
             "lark",

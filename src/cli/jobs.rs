@@ -11,6 +11,7 @@ use crate::jobs::job;
 use crate::scheduler::delivery::{self, RetryPolicy};
 use crate::scheduler::runner::{Execute, JobExecutor, Scheduler, SchedulerOptions, SystemClock};
 use crate::store::jobs::{Delivery, JobState, RunStatus};
+use crate::store::prelude::*;
 use crate::store::Store;
 use crate::tools::schedule_list::run_summary;
 use anyhow::Context;
@@ -38,7 +39,7 @@ pub async fn run(loaded: Arc<Loaded>, cmd: JobsCommand) -> anyhow::Result<ExitCo
         .filter(|t| !t.trim().is_empty());
     match cmd {
         JobsCommand::List => {
-            let jobs = store.list_jobs()?;
+            let jobs = store.list_jobs().await?;
             if jobs.is_empty() {
                 println!("No scheduled jobs.");
                 return Ok(ExitCode::SUCCESS);
@@ -62,7 +63,8 @@ pub async fn run(loaded: Arc<Loaded>, cmd: JobsCommand) -> anyhow::Result<ExitCo
                     _ => "-".to_string(),
                 };
                 let last = store
-                    .job_runs(&j.id, 1)?
+                    .job_runs(&j.id, 1)
+                    .await?
                     .first()
                     .map(|r| run_summary(r, &zone))
                     .unwrap_or_else(|| "never ran".into());
@@ -88,11 +90,11 @@ pub async fn run(loaded: Arc<Loaded>, cmd: JobsCommand) -> anyhow::Result<ExitCo
             }
         }
         JobsCommand::Remove { id } => {
-            let j = job::remove(&store, &id)?;
+            let j = job::remove(&store, &id).await?;
             println!("removed job {} ({:?})", j.id, j.title);
         }
         JobsCommand::Run { id } => {
-            if store.get_job(&id)?.is_none() {
+            if store.get_job(&id).await?.is_none() {
                 anyhow::bail!("there is no job {id:?} (`ethan jobs list` shows the ids)");
             }
             // Everything that can fail to build is built before the slot is claimed.
@@ -102,22 +104,23 @@ pub async fn run(loaded: Arc<Loaded>, cmd: JobsCommand) -> anyhow::Result<ExitCo
             let channels = delivery::send_channels(&loaded)?;
             consent.set_channels(channels.clone());
             let scheduler = Scheduler::new(
-                store.clone(),
+                store.shared(),
                 Arc::new(SystemClock),
                 SchedulerOptions::from_config(&loaded.config),
             );
-            let claim = scheduler.claim_now(&id)?;
+            let claim = scheduler.claim_now(&id).await?;
             eprintln!(
                 "running job {} (run {}, slot {})…",
                 claim.job.id, claim.run_id, claim.scheduled_for
             );
-            let exec = JobExecutor::new(agent, channels, store.clone(), RetryPolicy::default());
+            let exec = JobExecutor::new(agent, channels, store.shared(), RetryPolicy::default());
             let report = exec.execute(claim).await;
             if let Some(d) = &report.digest {
                 println!("{d}");
             }
             let target = store
-                .get_job(&id)?
+                .get_job(&id)
+                .await?
                 .map(|j| job::target_label(&j))
                 .unwrap_or_default();
             match report.delivery {

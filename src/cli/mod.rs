@@ -9,10 +9,15 @@ pub mod tools;
 
 /// `ethan gateway token`: print the gateway's bearer token (the configured one, else the stored
 /// one, created now if there is none).
-pub fn gateway_token(loaded: &crate::config::Loaded) -> anyhow::Result<std::process::ExitCode> {
+pub async fn gateway_token(
+    loaded: &crate::config::Loaded,
+) -> anyhow::Result<std::process::ExitCode> {
     use anyhow::Context;
     let store = crate::store::Store::open(&loaded.db_path())
         .with_context(|| format!("opening the database {}", loaded.db_path().display()))?;
-    println!("{}", crate::gateway::auth::ensure_token(loaded, &store)?);
+    println!(
+        "{}",
+        crate::gateway::auth::ensure_token(loaded, &store).await?
+    );
     Ok(std::process::ExitCode::SUCCESS)
 }

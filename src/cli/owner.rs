@@ -3,6 +3,7 @@
 
 use crate::config::Loaded;
 use crate::consent::owners::{Owners, CLAIM_TTL_SECS};
+use crate::store::prelude::*;
 use crate::store::Store;
 use anyhow::{bail, Context};
 use std::process::ExitCode;
@@ -28,12 +29,14 @@ fn split(owner: &str) -> anyhow::Result<(&str, &str)> {
     }
 }
 
-pub fn run(loaded: &Loaded, cmd: OwnerCommand) -> anyhow::Result<ExitCode> {
+pub async fn run(loaded: &Loaded, cmd: OwnerCommand) -> anyhow::Result<ExitCode> {
     let store = Store::open(&loaded.db_path())
         .with_context(|| format!("opening the database {}", loaded.db_path().display()))?;
     match cmd {
         OwnerCommand::Claim => {
-            let code = Owners::new(&loaded.config, store).new_claim_code()?;
+            let code = Owners::new(&loaded.config, store.shared())
+                .new_claim_code()
+                .await?;
             println!("{code}");
             eprintln!(
                 "Send `/claim {code}` to the bot in a direct message within {} minutes (works once).",
@@ -41,7 +44,7 @@ pub fn run(loaded: &Loaded, cmd: OwnerCommand) -> anyhow::Result<ExitCode> {
             );
         }
         OwnerCommand::List => {
-            let stored = store.list_owners()?;
+            let stored = store.list_owners().await?;
             if loaded.config.owners.is_empty() && stored.is_empty() {
                 println!("no owners yet: run `ethan owner claim`, or add owners: in the config");
             }
@@ -57,7 +60,7 @@ pub fn run(loaded: &Loaded, cmd: OwnerCommand) -> anyhow::Result<ExitCode> {
         }
         OwnerCommand::Add { owner } => {
             let (c, id) = split(&owner)?;
-            if store.add_owner(c, id, "cli")? {
+            if store.add_owner(c, id, "cli").await? {
                 println!("added {c}:{id}");
             } else {
                 println!("{c}:{id} is already an owner");
@@ -65,7 +68,7 @@ pub fn run(loaded: &Loaded, cmd: OwnerCommand) -> anyhow::Result<ExitCode> {
         }
         OwnerCommand::Remove { owner } => {
             let (c, id) = split(&owner)?;
-            if store.remove_owner(c, id)? {
+            if store.remove_owner(c, id).await? {
                 println!("removed {c}:{id}");
             } else if loaded.config.owners.iter().any(|o| o == &owner) {
                 bail!("{owner} is an owner in the config file; remove it there");

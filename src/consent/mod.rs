@@ -155,7 +155,9 @@ impl Consent {
     /// elsewhere is refused with a toast and leaves the request waiting. Web answers come from
     /// the gateway's token holder, who answers for every gateway session, so their chat is not
     /// compared.
-    pub fn decide(&self, d: &ApprovalDecision) -> ApprovalAck {
+    pub async fn decide(&self, d: &ApprovalDecision) -> ApprovalAck {
+        // The owner lookup may wait for the store, so it comes first, without the lock.
+        let owner = self.owners.is_owner(d.channel, &d.user_id).await;
         let mut pending = self.pending();
         let known = pending
             .get(&d.request_id)
@@ -186,7 +188,7 @@ impl Consent {
                 outcome: None,
             };
         }
-        if !self.owners.is_owner(d.channel, &d.user_id) {
+        if !owner {
             tracing::info!(
                 "{} user {} pressed an approval button but is not the owner",
                 d.channel,
@@ -387,7 +389,7 @@ impl ConsentGate for Consent {
         }
         let chat_platform = matches!(ctx.channel, ChannelKind::Telegram | ChannelKind::Lark);
         if chat_platform {
-            if !self.owners.has_owner(ctx.channel) {
+            if !self.owners.has_owner(ctx.channel).await {
                 return Err(self.deny(Denial::NoOwner, &name));
             }
             if !ctx.is_owner {
@@ -473,7 +475,7 @@ mod tests {
     use crate::store::Store;
 
     fn consent() -> Consent {
-        let store = Store::open_in_memory().unwrap();
+        let store = Store::open_in_memory().unwrap().shared();
         let cfg = crate::config::from_value(serde_json::json!({"owners": ["telegram:1"]})).unwrap();
         Consent::new(Owners::new(&cfg, store), Duration::from_secs(60), None)
     }
@@ -508,14 +510,16 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_press_counts_only_in_the_chat_of_the_request() {
+    #[tokio::test]
+    async fn a_press_counts_only_in_the_chat_of_the_request() {
         let c = consent();
         let mut rx = wait_for(&c, "req1", ChannelKind::Telegram, "-100200");
         // The owner, but from another chat (a DM, another group, no chat at all): refused,
         // and the request keeps waiting.
         for chat in ["1", "-100999", ""] {
-            let ack = c.decide(&press(ChannelKind::Telegram, "req1", "1", chat));
+            let ack = c
+                .decide(&press(ChannelKind::Telegram, "req1", "1", chat))
+                .await;
             assert!(!ack.accepted, "{chat}");
             assert!(ack.outcome.is_none());
             assert!(
@@ -530,7 +534,9 @@ mod tests {
             assert!(rx.try_recv().is_err(), "answered from {chat:?}");
         }
         // The owner in the request's chat: counted.
-        let ack = c.decide(&press(ChannelKind::Telegram, "req1", "1", "-100200"));
+        let ack = c
+            .decide(&press(ChannelKind::Telegram, "req1", "1", "-100200"))
+            .await;
         assert!(ack.accepted, "{}", ack.toast);
         assert_eq!(rx.try_recv().unwrap(), ApprovalChoice::Once);
         assert!(c
@@ -538,12 +544,14 @@ mod tests {
             .is_empty());
     }
 
-    #[test]
-    fn web_answers_are_not_tied_to_a_chat() {
+    #[tokio::test]
+    async fn web_answers_are_not_tied_to_a_chat() {
         let c = consent();
         // Web requests wait under their session key; the gateway answers by request id.
         let mut rx = wait_for(&c, "web1", ChannelKind::Web, "web:abc");
-        let ack = c.decide(&press(ChannelKind::Web, "web1", "gateway", ""));
+        let ack = c
+            .decide(&press(ChannelKind::Web, "web1", "gateway", ""))
+            .await;
         assert!(ack.accepted, "{}", ack.toast);
         assert_eq!(rx.try_recv().unwrap(), ApprovalChoice::Once);
     }

@@ -3,8 +3,8 @@
 //! `ethan owner add`). Only owners may approve or use side-effect tools on chat platforms.
 
 use crate::config::Config;
-use crate::store::{Store, StoreError};
 use ethan_channels::ChannelKind;
+use ethan_core::store::{StorageRef, StoreError};
 use rand::Rng;
 
 /// How long a claim code stays valid, in seconds.
@@ -13,11 +13,11 @@ pub const CLAIM_TTL_SECS: i64 = 600;
 #[derive(Clone)]
 pub struct Owners {
     configured: Vec<(String, String)>,
-    store: Store,
+    store: StorageRef,
 }
 
 impl Owners {
-    pub fn new(config: &Config, store: Store) -> Self {
+    pub fn new(config: &Config, store: StorageRef) -> Self {
         let configured = config
             .owners
             .iter()
@@ -29,7 +29,7 @@ impl Owners {
 
     /// Whether `user_id` owns the bot on `channel`. The terminal user and the gateway token holder
     /// (`Web`) are owners by construction.
-    pub fn is_owner(&self, channel: ChannelKind, user_id: &str) -> bool {
+    pub async fn is_owner(&self, channel: ChannelKind, user_id: &str) -> bool {
         if matches!(channel, ChannelKind::Terminal | ChannelKind::Web) {
             return true;
         }
@@ -40,7 +40,7 @@ impl Owners {
         {
             return true;
         }
-        match self.store.is_stored_owner(channel.as_str(), user_id) {
+        match self.store.is_stored_owner(channel.as_str(), user_id).await {
             Ok(b) => b,
             Err(e) => {
                 tracing::error!("owner lookup failed: {e}");
@@ -50,31 +50,33 @@ impl Owners {
     }
 
     /// Whether `channel` has any owner at all.
-    pub fn has_owner(&self, channel: ChannelKind) -> bool {
+    pub async fn has_owner(&self, channel: ChannelKind) -> bool {
         self.configured.iter().any(|(c, _)| c == channel.as_str())
             || self
                 .store
                 .has_stored_owner(channel.as_str())
+                .await
                 .unwrap_or(false)
     }
 
     /// Create a one-time claim code (8 characters, no look-alikes), valid for 10 minutes.
-    pub fn new_claim_code(&self) -> Result<String, StoreError> {
+    pub async fn new_claim_code(&self) -> Result<String, StoreError> {
         const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
         let mut rng = rand::thread_rng();
         let code: String = (0..8)
             .map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char)
             .collect();
         self.store
-            .put_claim_code(&code, chrono::Utc::now().timestamp() + CLAIM_TTL_SECS)?;
+            .put_claim_code(&code, chrono::Utc::now().timestamp() + CLAIM_TTL_SECS)
+            .await?;
         Ok(code)
     }
 
     /// Handle `/claim <code>` from `user_id`: the reply text.
-    pub fn claim(&self, channel: ChannelKind, user_id: &str, code: &str) -> String {
+    pub async fn claim(&self, channel: ChannelKind, user_id: &str, code: &str) -> String {
         let code = code.trim().to_ascii_uppercase();
-        match self.store.take_claim_code(&code) {
-            Ok(true) => match self.store.add_owner(channel.as_str(), user_id, "claim") {
+        match self.store.take_claim_code(&code).await {
+            Ok(true) => match self.store.add_owner(channel.as_str(), user_id, "claim").await {
                 Ok(_) => {
                     tracing::info!("{channel} user {user_id} claimed ownership");
                     "You are now the owner of this bot. Tools that change things will ask you for approval.".into()
@@ -97,26 +99,29 @@ impl Owners {
 mod tests {
     use super::*;
 
-    #[test]
-    fn configured_and_claimed_owners() {
-        let store = Store::open_in_memory().unwrap();
+    #[tokio::test]
+    async fn configured_and_claimed_owners() {
+        let store = crate::store::Store::open_in_memory().unwrap().shared();
         let cfg = crate::config::from_value(serde_json::json!({"owners": ["telegram:1"]})).unwrap();
         let o = Owners::new(&cfg, store);
-        assert!(o.is_owner(ChannelKind::Telegram, "1"));
-        assert!(!o.is_owner(ChannelKind::Lark, "1"));
-        assert!(!o.has_owner(ChannelKind::Lark));
-        let code = o.new_claim_code().unwrap();
+        assert!(o.is_owner(ChannelKind::Telegram, "1").await);
+        assert!(!o.is_owner(ChannelKind::Lark, "1").await);
+        assert!(!o.has_owner(ChannelKind::Lark).await);
+        let code = o.new_claim_code().await.unwrap();
         assert_eq!(code.len(), 8);
         assert!(o
             .claim(ChannelKind::Lark, "ou_x", "WRONG")
+            .await
             .contains("not valid"));
         assert!(o
             .claim(ChannelKind::Lark, "ou_x", &code.to_lowercase())
+            .await
             .contains("now the owner"));
-        assert!(o.is_owner(ChannelKind::Lark, "ou_x"));
-        assert!(o.has_owner(ChannelKind::Lark));
+        assert!(o.is_owner(ChannelKind::Lark, "ou_x").await);
+        assert!(o.has_owner(ChannelKind::Lark).await);
         assert!(o
             .claim(ChannelKind::Lark, "ou_y", &code)
+            .await
             .contains("not valid"));
     }
 }

@@ -34,7 +34,7 @@ pub fn build_consent(
     terminal: Option<TerminalInput>,
 ) -> Arc<Consent> {
     Arc::new(Consent::new(
-        Owners::new(&loaded.config, store.clone()),
+        Owners::new(&loaded.config, store.shared()),
         std::time::Duration::from_secs(loaded.config.consent.timeout_secs),
         terminal,
     ))
@@ -50,12 +50,13 @@ pub fn build_agent(
     let registry = Arc::new(Registry::builtin_at(
         &loaded.config,
         loaded.file_found.then_some(loaded.path.as_path()),
+        Some((loaded.home.join("knowledge"), store.clone())),
     ));
     crate::knowledge::spawn_start_sync(&loaded.home, store.clone(), &loaded.config.knowledge);
     let mut executor = Executor::new(
         registry,
         ExecutorOptions {
-            store: Some(store.clone()),
+            store: Some(store.shared()),
             secrets: loaded.secret_values(),
             spill_dir: Some(loaded.spill_dir()),
             overrides: loaded.config.tools.per_tool.clone(),
@@ -69,16 +70,19 @@ pub fn build_agent(
         provider: Arc::new(provider),
         executor,
         policy: Policy::from_config(&loaded.config.tools),
-        store,
+        store: store.shared(),
         config: loaded,
     }))
 }
 
 /// Remove spill files, audit rows and replay keys past `retention.*` (at start, then daily).
-pub fn prune_retention(loaded: &Loaded, store: &Store) {
+pub async fn prune_retention(loaded: &Loaded, store: &Store) {
     let r = &loaded.config.retention;
-    let files = crate::tools::spill::prune(&loaded.spill_dir(), r.spill_days);
-    match store.prune_audit(r.audit_days) {
+    let (dir, days) = (loaded.spill_dir(), r.spill_days);
+    let files = tokio::task::spawn_blocking(move || crate::tools::spill::prune(&dir, days))
+        .await
+        .unwrap_or(0);
+    match store.prune_audit(r.audit_days).await {
         Ok(rows) if rows + files > 0 => {
             tracing::info!("retention: removed {files} spill file(s) and {rows} audit row(s)")
         }
@@ -160,7 +164,9 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
         agent: agent.clone(),
         consent: consent.clone(),
         store: store.clone(),
-        token: crate::gateway::auth::ensure_token(&loaded, &store).context("gateway token")?,
+        token: crate::gateway::auth::ensure_token(&loaded, &store)
+            .await
+            .context("gateway token")?,
         channels: channels.clone(),
     });
     let router = router::Router::new(
@@ -178,7 +184,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
         let (loaded, store) = (loaded.clone(), store.clone());
         tokio::spawn(async move {
             loop {
-                prune_retention(&loaded, &store);
+                prune_retention(&loaded, &store).await;
                 tokio::time::sleep(std::time::Duration::from_secs(86_400)).await;
             }
         });
@@ -276,7 +282,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
     for t in tasks {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(3), t).await;
     }
-    if let Err(e) = store.checkpoint() {
+    if let Err(e) = store.checkpoint().await {
         tracing::warn!("final database checkpoint failed: {e}");
     }
     Ok(())

@@ -25,6 +25,7 @@ use super::typing::Typing;
 use crate::agent::{Agent, TurnInput, TurnOutcome};
 use crate::consent::Consent;
 use crate::store::inbound::UnconfirmedReply;
+use crate::store::prelude::*;
 use crate::store::Store;
 use async_trait::async_trait;
 use ethan_channels::{
@@ -114,7 +115,7 @@ impl Router {
     /// Returns how many events were queued (re-sends included). Errors are logged.
     pub async fn resume_unfinished(self: &Arc<Self>) -> usize {
         let mut queued = self.resume_unconfirmed_replies().await;
-        let events = match self.store.unfinished_inbound() {
+        let events = match self.store.unfinished_inbound().await {
             Ok(e) => e,
             Err(e) => {
                 tracing::error!("cannot read unfinished events: {e}");
@@ -132,7 +133,7 @@ impl Router {
     /// Events left in `sending`: queue a re-send where the channel's sends are idempotent and
     /// its window has not passed; otherwise log a warning and mark them `unconfirmed`.
     async fn resume_unconfirmed_replies(self: &Arc<Self>) -> usize {
-        let replies = match self.store.unconfirmed_replies() {
+        let replies = match self.store.unconfirmed_replies().await {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!("cannot read replies that were being sent: {e}");
@@ -173,7 +174,7 @@ impl Router {
                         age.as_secs(),
                         w.as_secs()
                     );
-                    self.mark(ev, "unconfirmed");
+                    self.mark(ev, "unconfirmed").await;
                 }
                 Some(None) => {
                     tracing::warn!(
@@ -181,7 +182,7 @@ impl Router {
                          idempotent send, so it is not sent again (it may or may not have \
                          arrived)"
                     );
-                    self.mark(ev, "unconfirmed");
+                    self.mark(ev, "unconfirmed").await;
                 }
                 None => {
                     tracing::warn!(
@@ -189,7 +190,7 @@ impl Router {
                          running now, so it is not sent again",
                         ev.channel
                     );
-                    self.mark(ev, "unconfirmed");
+                    self.mark(ev, "unconfirmed").await;
                 }
             }
         }
@@ -255,10 +256,11 @@ impl Router {
         SessionWorker { tx }
     }
 
-    fn mark(&self, ev: &InboundEvent, state: &str) {
+    async fn mark(&self, ev: &InboundEvent, state: &str) {
         if let Err(e) = self
             .store
             .set_inbound_state(ev.channel.as_str(), &ev.event_id, state)
+            .await
         {
             tracing::error!("cannot mark event {} {state}: {e}", ev.event_id);
         }
@@ -271,6 +273,7 @@ impl Router {
         if let Err(e) = self
             .store
             .set_inbound_sending(ev.channel.as_str(), &ev.event_id, text)
+            .await
         {
             tracing::error!(
                 "cannot record the reply to event {} as being sent: {e}",
@@ -284,7 +287,7 @@ impl Router {
                 "failed"
             }
         };
-        self.mark(ev, state);
+        self.mark(ev, state).await;
     }
 
     /// Send again a reply a crash caught mid-send (same idempotency key as the first send).
@@ -310,7 +313,7 @@ impl Router {
                 "failed"
             }
         };
-        self.mark(ev, state);
+        self.mark(ev, state).await;
     }
 
     /// Send `text` as the reply to `ev` (key [`reply_key`]), retrying transient failures.
@@ -353,17 +356,21 @@ impl Router {
         Err(last.unwrap_or_else(|| ChannelError::Storage("send failed".into())))
     }
 
-    fn access(&self, ev: &InboundEvent) -> Access {
-        let owner = self.consent.owners.is_owner(ev.channel, &ev.sender.id);
+    async fn access(&self, ev: &InboundEvent) -> Access {
+        let owner = self
+            .consent
+            .owners
+            .is_owner(ev.channel, &ev.sender.id)
+            .await;
         access::check(&self.agent.config.config, ev, owner)
     }
 
     /// Handle one event of a session (called by its worker, in order).
     async fn handle(self: &Arc<Self>, ev: InboundEvent) {
-        self.mark(&ev, "processing");
-        let is_owner = match self.access(&ev) {
+        self.mark(&ev, "processing").await;
+        let is_owner = match self.access(&ev).await {
             Access::Ignore => {
-                self.mark(&ev, "ignored");
+                self.mark(&ev, "ignored").await;
                 return;
             }
             Access::Refused(note) => {
@@ -388,7 +395,7 @@ impl Router {
                 );
                 Some(NEW_OWNER_ONLY.to_string())
             }
-            Some(Command::New) => Some(match self.store.new_session(&key) {
+            Some(Command::New) => Some(match self.store.new_session(&key).await {
                 Ok(_) => {
                     self.consent.grants.clear(&key);
                     "Started a fresh conversation.".to_string()
@@ -400,13 +407,13 @@ impl Router {
             }),
             Some(Command::Stop) => Some("Nothing is running.".to_string()),
             Some(c @ (Command::Approve(_) | Command::Deny(_) | Command::Claim(_))) => {
-                Some(self.out_of_band(&ev, &c))
+                Some(self.out_of_band(&ev, &c).await)
             }
             None => self.run_turn(&ev, is_owner).await,
         };
         match reply_text {
             Some(text) => self.answer(&ev, &text).await,
-            None => self.mark(&ev, "done"),
+            None => self.mark(&ev, "done").await,
         }
     }
 
@@ -480,13 +487,16 @@ impl Router {
     }
 
     /// `/approve`, `/deny`, `/claim`: handled at once (a turn may be waiting for them); the reply.
-    fn out_of_band(&self, ev: &InboundEvent, cmd: &Command) -> String {
+    async fn out_of_band(&self, ev: &InboundEvent, cmd: &Command) -> String {
         match cmd {
             Command::Claim(code) => {
                 if ev.chat.kind != ChatKind::Direct {
                     return "Send /claim <code> to me in a direct message.".into();
                 }
-                self.consent.owners.claim(ev.channel, &ev.sender.id, code)
+                self.consent
+                    .owners
+                    .claim(ev.channel, &ev.sender.id, code)
+                    .await
             }
             Command::Approve(id) | Command::Deny(id) => {
                 let choice = if matches!(cmd, Command::Approve(_)) {
@@ -508,13 +518,16 @@ impl Router {
                         }
                     }
                 };
-                let ack = self.consent.decide(&ApprovalDecision {
-                    channel: ev.channel,
-                    request_id: id.clone(),
-                    choice,
-                    user_id: ev.sender.id.clone(),
-                    chat_id: ev.chat.id.clone(),
-                });
+                let ack = self
+                    .consent
+                    .decide(&ApprovalDecision {
+                        channel: ev.channel,
+                        request_id: id.clone(),
+                        choice,
+                        user_id: ev.sender.id.clone(),
+                        chat_id: ev.chat.id.clone(),
+                    })
+                    .await;
                 if let (Some(outcome), Some(ch)) =
                     (&ack.outcome, self.channels.get(&ev.channel).cloned())
                 {
@@ -593,12 +606,13 @@ pub struct RouterSink(pub Arc<Router>);
 impl InboundSink for RouterSink {
     async fn publish(&self, ev: InboundEvent) -> Result<PublishOutcome, ChannelError> {
         let router = &self.0;
-        if !ev.addressed && matches!(router.access(&ev), Access::Ignore) {
+        if !ev.addressed && matches!(router.access(&ev).await, Access::Ignore) {
             return Ok(PublishOutcome::Ignored);
         }
         let new = router
             .store
             .record_inbound(&ev)
+            .await
             .map_err(|e| ChannelError::Storage(e.to_string()))?;
         if !new {
             return Ok(PublishOutcome::Duplicate);
@@ -606,14 +620,14 @@ impl InboundSink for RouterSink {
         // These must not wait behind the turn they act on.
         let command = commands::parse(&ev.text);
         if command == Some(Command::Stop) {
-            if let Access::Allowed { is_owner } = router.access(&ev) {
+            if let Access::Allowed { is_owner } = router.access(&ev).await {
                 match router.stop(&ev, is_owner) {
                     StopOutcome::Stopped => {
-                        router.mark(&ev, "done");
+                        router.mark(&ev, "done").await;
                         return Ok(PublishOutcome::Accepted);
                     }
                     StopOutcome::NotAllowed => {
-                        router.mark(&ev, "processing");
+                        router.mark(&ev, "processing").await;
                         router.answer(&ev, STOP_NOT_YOURS).await;
                         return Ok(PublishOutcome::Accepted);
                     }
@@ -624,8 +638,8 @@ impl InboundSink for RouterSink {
         match command {
             Some(cmd) if cmd.bypasses_queue() => {
                 // /claim works for people not yet allowed; /approve and /deny check the owner.
-                router.mark(&ev, "processing");
-                let reply = router.out_of_band(&ev, &cmd);
+                router.mark(&ev, "processing").await;
+                let reply = router.out_of_band(&ev, &cmd).await;
                 router.answer(&ev, &reply).await;
                 return Ok(PublishOutcome::Accepted);
             }
@@ -640,6 +654,6 @@ impl InboundSink for RouterSink {
     }
 
     async fn decide(&self, decision: ApprovalDecision) -> ApprovalAck {
-        self.0.consent.decide(&decision)
+        self.0.consent.decide(&decision).await
     }
 }

@@ -4,6 +4,7 @@
 //! local process or web page could otherwise approve its own shell calls.
 
 use crate::config::Loaded;
+use crate::store::prelude::*;
 use crate::store::{Store, StoreError};
 use axum::http::HeaderMap;
 use rand::RngCore;
@@ -12,12 +13,12 @@ use subtle::ConstantTimeEq;
 const KV_KEY: &str = "gateway.token";
 
 /// The configured token, else the stored one, else a new one (32 random bytes, hex) stored now.
-pub fn ensure_token(loaded: &Loaded, store: &Store) -> Result<String, StoreError> {
+pub async fn ensure_token(loaded: &Loaded, store: &Store) -> Result<String, StoreError> {
     let configured = &loaded.config.gateway.token;
     if !configured.is_empty() {
         return Ok(configured.expose().to_string());
     }
-    if let Some(t) = store.kv_get(KV_KEY)? {
+    if let Some(t) = store.kv_get(KV_KEY).await? {
         if !t.is_empty() {
             return Ok(t);
         }
@@ -25,7 +26,7 @@ pub fn ensure_token(loaded: &Loaded, store: &Store) -> Result<String, StoreError
     let mut bytes = [0u8; 32];
     rand::thread_rng().fill_bytes(&mut bytes);
     let token = hex::encode(bytes);
-    store.kv_set(KV_KEY, &token)?;
+    store.kv_set(KV_KEY, &token).await?;
     Ok(token)
 }
 

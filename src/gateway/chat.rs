@@ -200,16 +200,19 @@ pub async fn consent(
             ))
         }
     };
-    let ack = s.consent.decide(&ApprovalDecision {
-        channel: ChannelKind::Web,
-        request_id,
-        choice: if answer.allowed {
-            ApprovalChoice::Once
-        } else {
-            ApprovalChoice::Deny
-        },
-        user_id: "gateway".into(),
-        chat_id: String::new(),
-    });
+    let ack = s
+        .consent
+        .decide(&ApprovalDecision {
+            channel: ChannelKind::Web,
+            request_id,
+            choice: if answer.allowed {
+                ApprovalChoice::Once
+            } else {
+                ApprovalChoice::Deny
+            },
+            user_id: "gateway".into(),
+            chat_id: String::new(),
+        })
+        .await;
     Json(json!({"ok": ack.accepted, "message": ack.toast})).into_response()
 }

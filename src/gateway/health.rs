@@ -10,7 +10,7 @@ use serde_json::json;
 use std::sync::Arc;
 
 pub async fn healthz(State(s): State<Arc<GatewayState>>) -> impl IntoResponse {
-    let store_ok = s.store.schema_version().is_ok();
+    let store_ok = s.store.schema_version().await.is_ok();
     let mut channels = serde_json::Map::new();
     let mut all_up = store_ok;
     for (kind, ch) in &s.channels {

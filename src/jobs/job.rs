@@ -3,12 +3,11 @@
 //! (its [`Schedule`], its zone, its next slot, a one-line description).
 
 use super::schedule::{parse_datetime, Schedule, ScheduleError};
-use crate::store::jobs::{JobRecord, JobState};
-use crate::store::{Store, StoreError};
 use crate::tz::{self, UnknownZone};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use ethan_channels::{ChannelKind, ChatKind, ChatRef};
+use ethan_core::store::{JobRecord, JobState, JobStore, StoreError};
 
 /// Why a job cannot be created or changed; the text says what to do.
 #[derive(Debug, thiserror::Error)]
@@ -327,8 +326,8 @@ pub fn plan(
 }
 
 /// Check, then store a new job. A generated id that collides is generated again.
-pub fn create(
-    store: &Store,
+pub async fn create(
+    store: &dyn JobStore,
     new: &NewJob,
     origin: &Origin,
     config_tz: Option<&str>,
@@ -337,7 +336,7 @@ pub fn create(
     let generated = new.job_id.as_deref().is_none_or(|i| i.trim().is_empty());
     for _ in 0..5 {
         let job = plan(new, origin, config_tz, now)?;
-        if store.insert_job(&job)? {
+        if store.insert_job(&job).await? {
             return Ok(job);
         }
         if !generated {
@@ -385,15 +384,16 @@ pub fn describe_schedule(job: &JobRecord, config_tz: Option<&str>) -> String {
 }
 
 /// Pause or resume; resuming starts from the next slot after `now`.
-pub fn set_paused(
-    store: &Store,
+pub async fn set_paused(
+    store: &dyn JobStore,
     id: &str,
     paused: bool,
     config_tz: Option<&str>,
     now: DateTime<Utc>,
 ) -> Result<JobRecord, JobError> {
     let job = store
-        .get_job(id)?
+        .get_job(id)
+        .await?
         .ok_or_else(|| JobError::NotFound(id.to_string()))?;
     let next = if paused {
         None
@@ -401,18 +401,20 @@ pub fn set_paused(
         let zone = zone_of(&job, config_tz);
         next_slot(&job, &schedule_of(&job)?, &zone, now).map(|t| t.timestamp())
     };
-    store.set_job_paused(id, paused, next)?;
+    store.set_job_paused(id, paused, next).await?;
     store
-        .get_job(id)?
+        .get_job(id)
+        .await?
         .ok_or_else(|| JobError::NotFound(id.to_string()))
 }
 
 /// Remove a job (and its history); returns what was removed.
-pub fn remove(store: &Store, id: &str) -> Result<JobRecord, JobError> {
+pub async fn remove(store: &dyn JobStore, id: &str) -> Result<JobRecord, JobError> {
     let job = store
-        .get_job(id)?
+        .get_job(id)
+        .await?
         .ok_or_else(|| JobError::NotFound(id.to_string()))?;
-    store.remove_job(id)?;
+    store.remove_job(id).await?;
     Ok(job)
 }
 
@@ -544,9 +546,9 @@ mod tests {
         assert_eq!(t.label(), "telegram:-100123:7");
     }
 
-    #[test]
-    fn create_pause_resume_remove() {
-        let s = Store::open_in_memory().unwrap();
+    #[tokio::test]
+    async fn create_pause_resume_remove() {
+        let s = crate::store::Store::open_in_memory().unwrap();
         let now = utc("2025-01-01T00:00:00Z");
         let new = NewJob {
             job_id: Some("daily".into()),
@@ -554,21 +556,29 @@ mod tests {
             interval_minutes: Some(60),
             ..Default::default()
         };
-        let job = create(&s, &new, &origin_tg(), None, now).unwrap();
+        let job = create(&s, &new, &origin_tg(), None, now).await.unwrap();
         assert_eq!(job.next_run, Some(now.timestamp() + 3600));
         assert!(matches!(
-            create(&s, &new, &origin_tg(), None, now),
+            create(&s, &new, &origin_tg(), None, now).await,
             Err(JobError::Exists(_))
         ));
         let later = utc("2025-01-03T00:30:00Z");
-        assert!(set_paused(&s, "daily", true, None, later).unwrap().paused);
-        let resumed = set_paused(&s, "daily", false, None, later).unwrap();
+        assert!(
+            set_paused(&s, "daily", true, None, later)
+                .await
+                .unwrap()
+                .paused
+        );
+        let resumed = set_paused(&s, "daily", false, None, later).await.unwrap();
         assert!(!resumed.paused);
         assert_eq!(
             resumed.next_run,
             Some(utc("2025-01-03T01:00:00Z").timestamp())
         );
-        assert_eq!(remove(&s, "daily").unwrap().id, "daily");
-        assert!(matches!(remove(&s, "daily"), Err(JobError::NotFound(_))));
+        assert_eq!(remove(&s, "daily").await.unwrap().id, "daily");
+        assert!(matches!(
+            remove(&s, "daily").await,
+            Err(JobError::NotFound(_))
+        ));
     }
 }

@@ -10,10 +10,3 @@
 
 pub mod job;
 pub mod schedule;
-
-use crate::store::Store;
-
-/// The database of the daemon whose home is `home` (tools open it per call).
-pub fn open_store(home: &std::path::Path) -> Result<Store, crate::store::StoreError> {
-    Store::open(&home.join("ethan.db"))
-}

@@ -458,12 +458,16 @@ pub fn sync(root: &Path, store: &Store) -> Result<SyncReport, KnowledgeError> {
     if changes.is_empty() {
         return Ok(report);
     }
-    let current = |path: &str, mtime: i64, size: i64| {
-        std::fs::symlink_metadata(root.join(path))
-            .map(|m| stamp(&m) == (mtime, size))
-            .unwrap_or(false)
+    let root = root.to_path_buf();
+    let current = {
+        let root = root.clone();
+        move |path: &str, mtime: i64, size: i64| {
+            std::fs::symlink_metadata(root.join(path))
+                .map(|m| stamp(&m) == (mtime, size))
+                .unwrap_or(false)
+        }
     };
-    let still_current = |c: &IndexChange| match c {
+    let still_current = move |c: &IndexChange| match c {
         IndexChange::Upsert(n) => current(&n.path, n.mtime_ns, n.size),
         IndexChange::Touch {
             path,
@@ -473,8 +477,10 @@ pub fn sync(root: &Path, store: &Store) -> Result<SyncReport, KnowledgeError> {
         IndexChange::Remove(path) => std::fs::symlink_metadata(root.join(path)).is_err(),
     };
     // Short transactions, so a tool write on another connection never waits long.
+    let still_current: std::sync::Arc<dyn Fn(&IndexChange) -> bool + Send + Sync> =
+        std::sync::Arc::new(still_current);
     for chunk in changes.chunks(SYNC_CHUNK) {
-        store.knowledge_apply_if(chunk, &still_current)?;
+        store.knowledge_apply_if(chunk, still_current.clone())?;
     }
     Ok(report)
 }

@@ -189,6 +189,19 @@ impl Knowledge {
         self.embedder.as_ref()
     }
 
+    /// Run blocking work (the index, the note files) on a blocking thread, never on the
+    /// caller's runtime thread.
+    async fn blocking<R, F>(&self, f: F) -> Result<R, KnowledgeError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Store, &Path) -> Result<R, KnowledgeError> + Send + 'static,
+    {
+        let (store, root) = (self.store.clone(), self.root.clone());
+        tokio::task::spawn_blocking(move || f(&store, &root))
+            .await
+            .map_err(|e| KnowledgeError::Unavailable(format!("the knowledge index stopped: {e}")))?
+    }
+
     /// [`Knowledge::sync`] on a blocking thread, one scan at a time in this process (the
     /// start-up scan and a tool's first use would otherwise read the same files twice).
     pub async fn sync_shared(self: Arc<Self>) -> Result<SyncReport, KnowledgeError> {
@@ -219,9 +232,10 @@ impl Knowledge {
         };
         let mut done = 0;
         while done < most {
+            let (model, n) = (e.model().to_string(), embed::BATCH.min(most - done));
             let batch = self
-                .store
-                .knowledge_unembedded(e.model(), embed::BATCH.min(most - done))?;
+                .blocking(move |s, _| Ok(s.knowledge_unembedded(&model, n)?))
+                .await?;
             if batch.is_empty() {
                 break;
             }
@@ -232,9 +246,11 @@ impl Knowledge {
                 .zip(vecs)
                 .map(|((id, hash, _), v)| (id, hash, embed::to_bytes(&v)))
                 .collect();
-            self.store.knowledge_put_vectors(e.model(), &rows)?;
+            let (model, n) = (e.model().to_string(), rows.len());
+            self.blocking(move |s, _| Ok(s.knowledge_put_vectors(&model, &rows)?))
+                .await?;
             self.forget_vectors();
-            done += rows.len();
+            done += n;
         }
         Ok(done)
     }
@@ -243,19 +259,26 @@ impl Knowledge {
         *self.vectors.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
-    fn vectors(&self, model: &str) -> Result<Vectors, KnowledgeError> {
-        let mut cache = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(v) = cache.as_ref() {
+    async fn vectors(&self, model: &str) -> Result<Vectors, KnowledgeError> {
+        if let Some(v) = self
+            .vectors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
             return Ok(v.clone());
         }
+        let model = model.to_string();
         let loaded: Vec<(i64, Vec<f32>)> = self
-            .store
-            .knowledge_vectors(model)?
-            .into_iter()
-            .filter_map(|(id, b)| embed::from_bytes(&b).map(|v| (id, v)))
-            .collect();
+            .blocking(move |s, _| {
+                Ok(s.knowledge_vectors(&model)?
+                    .into_iter()
+                    .filter_map(|(id, b)| embed::from_bytes(&b).map(|v| (id, v)))
+                    .collect())
+            })
+            .await?;
         let loaded = Arc::new(loaded);
-        *cache = Some(loaded.clone());
+        *self.vectors.lock().unwrap_or_else(|p| p.into_inner()) = Some(loaded.clone());
         Ok(loaded)
     }
 
@@ -273,7 +296,10 @@ impl Knowledge {
         let q = Query::parse(query);
         let limit = limit.clamp(1, MAX_LIMIT);
         let Some(e) = &self.embedder else {
-            let hits = index::keyword(&self.store, &q, limit)?;
+            let parsed = q.clone();
+            let hits = self
+                .blocking(move |s, _| index::keyword(s, &parsed, limit))
+                .await?;
             return Ok(SearchOutcome {
                 hits: hits.into_iter().map(|h| to_hit(h, &q, None)).collect(),
                 mode: SearchMode::Keyword,
@@ -281,7 +307,10 @@ impl Knowledge {
             });
         };
         let pool = (limit * 4).max(20);
-        let keyword = index::keyword(&self.store, &q, pool)?;
+        let parsed = q.clone();
+        let keyword = self
+            .blocking(move |s, _| index::keyword(s, &parsed, pool))
+            .await?;
         let semantic = async {
             self.embed_up_to(BACKFILL_ON_SEARCH).await?;
             let qv = e
@@ -290,7 +319,7 @@ impl Knowledge {
                 .into_iter()
                 .next()
                 .unwrap_or_default();
-            let vectors = self.vectors(e.model())?;
+            let vectors = self.vectors(e.model()).await?;
             Ok::<_, KnowledgeError>(embed::nearest(&qv, &vectors, pool))
         }
         .await;
@@ -321,12 +350,10 @@ impl Knowledge {
             .map(|t| t.0)
             .filter(|id| !by_id.contains_key(id))
             .collect();
-        by_id.extend(
-            self.store
-                .knowledge_by_ids(&missing)?
-                .into_iter()
-                .map(|h| (h.id, h)),
-        );
+        let found = self
+            .blocking(move |s, _| Ok(s.knowledge_by_ids(&missing)?))
+            .await?;
+        by_id.extend(found.into_iter().map(|h| (h.id, h)));
         let hits = top
             .into_iter()
             .filter_map(|(id, score)| {
@@ -344,14 +371,25 @@ impl Knowledge {
 
     /// The note at `source`, read from its file (the index entry is refreshed if the file
     /// changed by hand).
-    pub fn read(&self, source: &str) -> Result<Note, KnowledgeError> {
-        let path = notes::resolve_source(&self.root, source)?;
-        let source = notes::source_of(&self.root, &path).unwrap_or_else(|| source.to_string());
-        let (note, ..) = index::read_file(&path, &source)?;
-        match index::refresh_one(&self.root, &self.store, &source) {
-            Ok(true) => self.forget_vectors(),
-            Ok(false) => {}
-            Err(e) => tracing::warn!("knowledge: re-indexing {source}: {e}"),
+    pub async fn read(&self, source: &str) -> Result<Note, KnowledgeError> {
+        let source = source.to_string();
+        let (note, changed) = self
+            .blocking(move |store, root| {
+                let path = notes::resolve_source(root, &source)?;
+                let source = notes::source_of(root, &path).unwrap_or(source);
+                let (note, ..) = index::read_file(&path, &source)?;
+                let changed = match index::refresh_one(root, store, &source) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::warn!("knowledge: re-indexing {source}: {e}");
+                        false
+                    }
+                };
+                Ok((note, changed))
+            })
+            .await?;
+        if changed {
+            self.forget_vectors();
         }
         Ok(note)
     }
@@ -485,24 +523,25 @@ impl Knowledge {
         };
         let (mtime, size) = index::stamp(&meta);
         let hash = index::hash(text.as_bytes());
-        self.store
-            .knowledge_apply(&[IndexChange::Upsert(index::indexed(
-                note.clone(),
-                mtime,
-                size,
-                hash.clone(),
-            ))])?;
+        let change = IndexChange::Upsert(index::indexed(note.clone(), mtime, size, hash.clone()));
+        self.blocking(move |s, _| Ok(s.knowledge_apply(&[change])?))
+            .await?;
         self.forget_vectors();
         let mut warning = None;
         if let Some(e) = &self.embedder {
             let done = async {
                 let v = e.embed(&[note.embedding_text()]).await?;
-                let id = self.store.knowledge_id(&note.source)?;
+                let source = note.source.clone();
+                let id = self
+                    .blocking(move |s, _| Ok(s.knowledge_id(&source)?))
+                    .await?;
                 if let (Some(id), Some(v)) = (id, v.first()) {
-                    self.store.knowledge_put_vectors(
-                        e.model(),
-                        &[(id, hash.clone(), embed::to_bytes(v))],
-                    )?;
+                    let (model, row) = (
+                        e.model().to_string(),
+                        (id, hash.clone(), embed::to_bytes(v)),
+                    );
+                    self.blocking(move |s, _| Ok(s.knowledge_put_vectors(&model, &[row])?))
+                        .await?;
                 }
                 Ok::<_, KnowledgeError>(())
             }
@@ -519,11 +558,13 @@ impl Knowledge {
     }
 
     /// `(notes, notes with a current vector)` — vectors are 0 without embeddings.
-    pub fn counts(&self) -> Result<(i64, i64), KnowledgeError> {
-        match &self.embedder {
-            Some(e) => Ok(self.store.knowledge_vector_counts(e.model())?),
-            None => Ok((self.store.knowledge_count()?, 0)),
-        }
+    pub async fn counts(&self) -> Result<(i64, i64), KnowledgeError> {
+        let model = self.embedder.as_ref().map(|e| e.model().to_string());
+        self.blocking(move |s, _| match model {
+            Some(m) => Ok(s.knowledge_vector_counts(&m)?),
+            None => Ok((s.knowledge_count()?, 0)),
+        })
+        .await
     }
 }
 

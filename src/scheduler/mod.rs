@@ -38,11 +38,9 @@ pub fn start(
     let exec = Arc::new(JobExecutor::new(
         agent,
         channels,
-        store.clone(),
+        store.shared(),
         delivery::RetryPolicy::default(),
     ));
-    let scheduler = Arc::new(Scheduler::new(store, Arc::new(SystemClock), opts));
+    let scheduler = Arc::new(Scheduler::new(store.shared(), Arc::new(SystemClock), opts));
     tokio::spawn(scheduler.run(exec, shutdown))
 }
-
-pub use crate::jobs::open_store;

@@ -22,11 +22,10 @@ use super::delivery::{self, RetryPolicy};
 use super::job::{next_slot, schedule_of, target_label, zone_of, Target};
 use crate::agent::{Agent, TurnInput, TurnOutcome};
 use crate::config::Config;
-use crate::store::jobs::{Delivery, JobRecord, JobState, RunStatus};
-use crate::store::{Store, StoreError};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use ethan_channels::{Channel, ChannelKind, OutboundBody, OutboundMessage};
+use ethan_core::store::{Delivery, JobRecord, JobState, RunStatus, StorageRef, StoreError};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -34,40 +33,11 @@ use std::time::Duration;
 use tokio::sync::{watch, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-/// Where the scheduler gets the time.
-pub trait Clock: Send + Sync {
-    fn now(&self) -> DateTime<Utc>;
-}
+pub use ethan_core::clock::{Clock, ManualClock, SystemClock};
 
-/// The real clock.
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> DateTime<Utc> {
-        Utc::now()
-    }
-}
-
-/// A clock that moves only when told (tests).
-pub struct ManualClock(Mutex<DateTime<Utc>>);
-
-impl ManualClock {
-    pub fn new(t: DateTime<Utc>) -> Self {
-        Self(Mutex::new(t))
-    }
-    pub fn set(&self, t: DateTime<Utc>) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = t;
-    }
-    pub fn advance(&self, d: chrono::Duration) {
-        let mut t = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        *t += d;
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> DateTime<Utc> {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
+/// The clock's time as a UTC date-time (whole milliseconds).
+fn now_of(clock: &dyn Clock) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(clock.unix_millis()).unwrap_or_default()
 }
 
 /// Scheduler settings.
@@ -159,14 +129,14 @@ fn at(ts: i64) -> DateTime<Utc> {
 
 /// The scheduler: decides which slots run, claims them, and (in [`Scheduler::run`]) starts them.
 pub struct Scheduler {
-    store: Store,
+    store: StorageRef,
     clock: Arc<dyn Clock>,
     opts: SchedulerOptions,
     identity: String,
 }
 
 impl Scheduler {
-    pub fn new(store: Store, clock: Arc<dyn Clock>, opts: SchedulerOptions) -> Self {
+    pub fn new(store: StorageRef, clock: Arc<dyn Clock>, opts: SchedulerOptions) -> Self {
         Self {
             store,
             clock,
@@ -181,39 +151,39 @@ impl Scheduler {
         self
     }
 
-    pub fn store(&self) -> &Store {
+    pub fn store(&self) -> &StorageRef {
         &self.store
     }
 
     /// [`Scheduler::tick_at`] the clock's time.
-    pub fn tick(&self) -> Vec<Claim> {
-        self.tick_at(self.clock.now())
+    pub async fn tick(&self) -> Vec<Claim> {
+        self.tick_at(now_of(&*self.clock)).await
     }
 
     /// Claim every slot due at `now`; see the module docs. Database errors are logged and the
     /// job is tried again at the next tick.
-    pub fn tick_at(&self, now: DateTime<Utc>) -> Vec<Claim> {
-        let jobs = match self.store.due_jobs(now.timestamp()) {
+    pub async fn tick_at(&self, now: DateTime<Utc>) -> Vec<Claim> {
+        let jobs = match self.store.due_jobs(now.timestamp()).await {
             Ok(j) => j,
             Err(e) => {
                 tracing::error!("scheduler: cannot read due jobs: {e}");
                 return Vec::new();
             }
         };
-        jobs.into_iter()
-            .filter_map(|job| match self.claim_due(&job, now, Trigger::Schedule) {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::error!("scheduler: job {}: {e}", job.id);
-                    None
-                }
-            })
-            .collect()
+        let mut claims = Vec::new();
+        for job in jobs {
+            match self.claim_due(&job, now, Trigger::Schedule).await {
+                Ok(Some(c)) => claims.push(c),
+                Ok(None) => {}
+                Err(e) => tracing::error!("scheduler: job {}: {e}", job.id),
+            }
+        }
+        claims
     }
 
     /// For a job whose next slot is at or before `now`: claim the latest slot within the grace
     /// (if any), record missed ones, and advance the job.
-    fn claim_due(
+    async fn claim_due(
         &self,
         job: &JobRecord,
         now: DateTime<Utc>,
@@ -229,7 +199,7 @@ impl Scheduler {
                     "scheduler: job {} has an unreadable schedule ({e}); it will not run again",
                     job.id
                 );
-                self.store.advance_job(&job.id, Some(next), None)?;
+                self.store.advance_job(&job.id, Some(next), None).await?;
                 return Ok(None);
             }
         };
@@ -266,7 +236,8 @@ impl Scheduler {
             };
             if self
                 .store
-                .record_missed_run(&job.id, next, &self.identity, &note)?
+                .record_missed_run(&job.id, next, &self.identity, &note)
+                .await?
                 .is_some()
             {
                 tracing::warn!("scheduler: job {}: {note}", job.id);
@@ -279,7 +250,8 @@ impl Scheduler {
         let claim = match slot {
             Some(s) => match self
                 .store
-                .claim_run(&job.id, s, trigger.as_str(), &self.identity)?
+                .claim_run(&job.id, s, trigger.as_str(), &self.identity)
+                .await?
             {
                 Some(run_id) => Some(Claim {
                     run_id,
@@ -295,7 +267,11 @@ impl Scheduler {
             None => None,
         };
         let new_next = cursor;
-        if self.store.advance_job(&job.id, Some(next), new_next)? {
+        if self
+            .store
+            .advance_job(&job.id, Some(next), new_next)
+            .await?
+        {
             match new_next {
                 Some(n) => tracing::debug!("scheduler: job {} next at {}", job.id, at(n)),
                 None => tracing::info!("scheduler: job {} is done (no slots left)", job.id),
@@ -306,26 +282,31 @@ impl Scheduler {
 
     /// Claim a run of `job_id` now (`ethan jobs run`): its due slot if it has one within the
     /// grace (so the scheduler does not run that slot too), else the current second.
-    pub fn claim_now(&self, job_id: &str) -> Result<Claim, RunNowError> {
+    pub async fn claim_now(&self, job_id: &str) -> Result<Claim, RunNowError> {
         let job = self
             .store
-            .get_job(job_id)?
+            .get_job(job_id)
+            .await?
             .ok_or_else(|| RunNowError::NotFound(job_id.to_string()))?;
-        let now = at(self.clock.now().timestamp());
+        let now = at(now_of(&*self.clock).timestamp());
         let due = job.state == JobState::Active
             && !job.paused
             && job.next_run.is_some_and(|n| n <= now.timestamp());
         if due {
-            if let Some(c) = self.claim_due(&job, now, Trigger::Manual)? {
+            if let Some(c) = self.claim_due(&job, now, Trigger::Manual).await? {
                 return Ok(c);
             }
         }
-        match self.store.claim_run(
-            &job.id,
-            now.timestamp(),
-            Trigger::Manual.as_str(),
-            &self.identity,
-        )? {
+        match self
+            .store
+            .claim_run(
+                &job.id,
+                now.timestamp(),
+                Trigger::Manual.as_str(),
+                &self.identity,
+            )
+            .await?
+        {
             Some(run_id) => Ok(Claim {
                 run_id,
                 job,
@@ -341,12 +322,12 @@ impl Scheduler {
 
     /// Mark runs left `running` by a process of this host that no longer exists as
     /// `interrupted`; returns how many.
-    pub fn reap_interrupted(&self) -> usize {
+    pub async fn reap_interrupted(&self) -> usize {
         let (host, _) = self
             .identity
             .rsplit_once(':')
             .unwrap_or((self.identity.as_str(), ""));
-        let runs = match self.store.running_runs() {
+        let runs = match self.store.running_runs().await {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!("scheduler: cannot read running runs: {e}");
@@ -361,9 +342,10 @@ impl Scheduler {
             let pid: i32 = pid.parse().unwrap_or(0);
             if h == host && pid as u32 != std::process::id() && process_gone(pid) {
                 let why = format!("the process running it (pid {pid}) ended before it finished");
-                if let Err(e) =
-                    self.store
-                        .finish_run(r.id, RunStatus::Interrupted, None, Some(&why))
+                if let Err(e) = self
+                    .store
+                    .finish_run(r.id, RunStatus::Interrupted, None, Some(&why))
+                    .await
                 {
                     tracing::error!("scheduler: {e}");
                 } else {
@@ -381,9 +363,9 @@ impl Scheduler {
     }
 
     /// How long to sleep: until the next slot, at most `poll`.
-    fn sleep_for(&self) -> Duration {
-        let now = self.clock.now().timestamp_millis();
-        match self.store.next_due_at() {
+    async fn sleep_for(&self) -> Duration {
+        let now = now_of(&*self.clock).timestamp_millis();
+        match self.store.next_due_at().await {
             Ok(Some(next)) => {
                 let ms = (next * 1000).saturating_sub(now).max(0) as u64;
                 Duration::from_millis(ms).clamp(Duration::from_millis(10), self.opts.poll)
@@ -395,11 +377,11 @@ impl Scheduler {
     /// Run until `shutdown` turns true: claim due slots and hand each to `exec` (at most
     /// `max_concurrent_runs` at once).
     pub async fn run(self: Arc<Self>, exec: Arc<dyn Execute>, mut shutdown: watch::Receiver<bool>) {
-        let reaped = self.reap_interrupted();
+        let reaped = self.reap_interrupted().await;
         if reaped > 0 {
             tracing::info!("scheduler: {reaped} interrupted run(s) recorded");
         }
-        match self.store.list_jobs() {
+        match self.store.list_jobs().await {
             Ok(jobs) => {
                 let active = jobs
                     .iter()
@@ -414,7 +396,7 @@ impl Scheduler {
             if *shutdown.borrow() {
                 break;
             }
-            for claim in self.tick() {
+            for claim in self.tick().await {
                 tracing::info!(
                     "scheduler: running job {} (slot {}, run {})",
                     claim.job.id,
@@ -429,7 +411,7 @@ impl Scheduler {
                     exec.execute(claim).await;
                 });
             }
-            let wait = self.sleep_for();
+            let wait = self.sleep_for().await;
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
                 r = shutdown.changed() => if r.is_err() { break },
@@ -461,7 +443,7 @@ pub trait Execute: Send + Sync {
 pub struct JobExecutor {
     agent: Arc<Agent>,
     channels: HashMap<ChannelKind, Arc<dyn Channel>>,
-    store: Store,
+    store: StorageRef,
     retry: RetryPolicy,
     config_timezone: Option<String>,
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
@@ -502,7 +484,7 @@ impl JobExecutor {
     pub fn new(
         agent: Arc<Agent>,
         channels: HashMap<ChannelKind, Arc<dyn Channel>>,
-        store: Store,
+        store: StorageRef,
         retry: RetryPolicy,
     ) -> Self {
         let config_timezone = agent
@@ -609,6 +591,7 @@ impl Execute for JobExecutor {
         if let Err(e) = self
             .store
             .finish_run(claim.run_id, status, Some(&answer), error.as_deref())
+            .await
         {
             tracing::error!("scheduler: cannot record run {}: {e}", claim.run_id);
         }
@@ -676,13 +659,17 @@ impl Execute for JobExecutor {
             ),
             None => {}
         }
-        if let Err(e) = self.store.record_delivery(
-            claim.run_id,
-            delivery,
-            attempts,
-            message_id.as_deref(),
-            derr.as_deref(),
-        ) {
+        if let Err(e) = self
+            .store
+            .record_delivery(
+                claim.run_id,
+                delivery,
+                attempts,
+                message_id.as_deref(),
+                derr.as_deref(),
+            )
+            .await
+        {
             tracing::error!(
                 "scheduler: cannot record the delivery of run {}: {e}",
                 claim.run_id

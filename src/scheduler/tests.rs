@@ -2,16 +2,22 @@
 
 use super::job::{self, NewJob, Origin};
 use super::runner::{Claim, Clock, Execute, ManualClock, RunReport, Scheduler, SchedulerOptions};
-use crate::store::jobs::{Delivery, JobState, RunStatus};
+use crate::store::prelude::*;
 use crate::store::Store;
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 use chrono_tz::Tz;
 use ethan_channels::{ChannelKind, ChatKind, ChatRef};
+use ethan_core::store::{Delivery, JobState, RunStatus};
 use std::sync::{Arc, Mutex};
 
 fn utc(s: &str) -> DateTime<Utc> {
     s.parse().unwrap()
+}
+
+/// The clock's time as a UTC date-time.
+fn now(clock: &ManualClock) -> DateTime<Utc> {
+    clock.now().into()
 }
 
 fn opts() -> SchedulerOptions {
@@ -36,20 +42,23 @@ fn origin() -> Origin {
     }
 }
 
-fn create(store: &Store, new: NewJob, now: DateTime<Utc>) -> String {
+async fn create(store: &Store, new: NewJob, now: DateTime<Utc>) -> String {
     let new = NewJob {
         prompt: "report".into(),
         ..new
     };
-    job::create(store, &new, &origin(), None, now).unwrap().id
+    job::create(store, &new, &origin(), None, now)
+        .await
+        .unwrap()
+        .id
 }
 
 fn scheduler(store: &Store, clock: &Arc<ManualClock>) -> Scheduler {
-    Scheduler::new(store.clone(), clock.clone() as Arc<dyn Clock>, opts())
+    Scheduler::new(store.shared(), clock.clone() as Arc<dyn Clock>, opts())
 }
 
 /// Tick every `step` from `from` to `to` (inclusive); the claimed slots in `tz`, formatted.
-fn run_clock(
+async fn run_clock(
     s: &Scheduler,
     clock: &ManualClock,
     from: DateTime<Utc>,
@@ -61,7 +70,7 @@ fn run_clock(
     let mut t = from;
     while t <= to {
         clock.set(t);
-        for c in s.tick() {
+        for c in s.tick().await {
             assert!(c.scheduled_for <= t, "a slot was claimed early");
             assert!(
                 (t - c.scheduled_for) < step + Duration::seconds(1),
@@ -70,6 +79,7 @@ fn run_clock(
             );
             s.store()
                 .finish_run(c.run_id, RunStatus::Ok, Some("done"), None)
+                .await
                 .unwrap();
             out.push(
                 c.scheduled_for
@@ -83,8 +93,8 @@ fn run_clock(
     out
 }
 
-#[test]
-fn cron_in_new_york_across_both_dst_changes() {
+#[tokio::test]
+async fn cron_in_new_york_across_both_dst_changes() {
     let store = Store::open_in_memory().unwrap();
     let ny: Tz = "America/New_York".parse().unwrap();
     let clock = Arc::new(ManualClock::new(utc("2025-03-07T12:00:00Z")));
@@ -97,17 +107,19 @@ fn cron_in_new_york_across_both_dst_changes() {
             end_date: Some("2025-03-11".into()),
             ..Default::default()
         },
-        clock.now(),
-    );
+        now(&clock),
+    )
+    .await;
     let s = scheduler(&store, &clock);
     let got = run_clock(
         &s,
         &clock,
-        clock.now(),
+        now(&clock),
         utc("2025-03-12T12:00:00Z"),
         Duration::minutes(1),
         &ny,
-    );
+    )
+    .await;
     // 2025-03-09 02:30 does not exist: it runs at 03:00 EDT, the first instant after the gap.
     assert_eq!(
         got,
@@ -119,7 +131,7 @@ fn cron_in_new_york_across_both_dst_changes() {
         ]
     );
     // end_date honoured: the job is done.
-    let j = store.get_job(&spring).unwrap().unwrap();
+    let j = store.get_job(&spring).await.unwrap().unwrap();
     assert_eq!((j.state, j.next_run), (JobState::Done, None));
 
     // Fall back (2025-11-02, 01:00–02:00 happens twice): 01:30 runs once, at its first occurrence.
@@ -132,27 +144,29 @@ fn cron_in_new_york_across_both_dst_changes() {
             timezone: Some("America/New_York".into()),
             ..Default::default()
         },
-        clock.now(),
-    );
+        now(&clock),
+    )
+    .await;
     let s = scheduler(&store, &clock);
     let got = run_clock(
         &s,
         &clock,
-        clock.now(),
+        now(&clock),
         utc("2025-11-03T12:00:00Z"),
         Duration::minutes(1),
         &ny,
-    );
+    )
+    .await;
     assert_eq!(
         got,
         ["11-01 01:30 EDT", "11-02 01:30 EDT", "11-03 01:30 EST"]
     );
-    let runs = store.job_runs("fall", 10).unwrap();
+    let runs = store.job_runs("fall", 10).await.unwrap();
     assert_eq!(runs.len(), 3, "one run per slot");
 }
 
-#[test]
-fn interval_job_fires_every_interval_from_its_creation() {
+#[tokio::test]
+async fn interval_job_fires_every_interval_from_its_creation() {
     let store = Store::open_in_memory().unwrap();
     let start = utc("2025-01-01T10:00:00Z");
     let clock = Arc::new(ManualClock::new(start));
@@ -163,7 +177,8 @@ fn interval_job_fires_every_interval_from_its_creation() {
             ..Default::default()
         },
         start,
-    );
+    )
+    .await;
     let s = scheduler(&store, &clock);
     let got = run_clock(
         &s,
@@ -172,7 +187,8 @@ fn interval_job_fires_every_interval_from_its_creation() {
         start + Duration::hours(6),
         Duration::seconds(30),
         &Tz::UTC,
-    );
+    )
+    .await;
     assert_eq!(
         got,
         [
@@ -184,8 +200,8 @@ fn interval_job_fires_every_interval_from_its_creation() {
     );
 }
 
-#[test]
-fn one_shot_fires_once_then_is_done() {
+#[tokio::test]
+async fn one_shot_fires_once_then_is_done() {
     let store = Store::open_in_memory().unwrap();
     let start = utc("2025-01-01T10:00:00Z");
     let clock = Arc::new(ManualClock::new(start));
@@ -197,7 +213,8 @@ fn one_shot_fires_once_then_is_done() {
             ..Default::default()
         },
         start,
-    );
+    )
+    .await;
     let sh: Tz = "Asia/Shanghai".parse().unwrap();
     let s = scheduler(&store, &clock);
     let got = run_clock(
@@ -207,15 +224,16 @@ fn one_shot_fires_once_then_is_done() {
         start + Duration::hours(3),
         Duration::seconds(20),
         &sh,
-    );
+    )
+    .await;
     assert_eq!(got, ["01-01 19:15 CST"]);
-    let j = store.get_job(&id).unwrap().unwrap();
+    let j = store.get_job(&id).await.unwrap().unwrap();
     assert_eq!(j.state, JobState::Done);
-    assert!(s.tick_at(start + Duration::days(30)).is_empty());
+    assert!(s.tick_at(start + Duration::days(30)).await.is_empty());
 }
 
-#[test]
-fn end_date_stops_an_interval_job() {
+#[tokio::test]
+async fn end_date_stops_an_interval_job() {
     let store = Store::open_in_memory().unwrap();
     let start = utc("2025-01-01T00:00:00Z");
     let clock = Arc::new(ManualClock::new(start));
@@ -227,7 +245,8 @@ fn end_date_stops_an_interval_job() {
             ..Default::default()
         },
         start,
-    );
+    )
+    .await;
     let s = scheduler(&store, &clock);
     let got = run_clock(
         &s,
@@ -236,7 +255,8 @@ fn end_date_stops_an_interval_job() {
         start + Duration::days(3),
         Duration::minutes(5),
         &Tz::UTC,
-    );
+    )
+    .await;
     assert_eq!(
         got,
         [
@@ -246,11 +266,14 @@ fn end_date_stops_an_interval_job() {
             "01-02 08:00 UTC"
         ]
     );
-    assert_eq!(store.get_job(&id).unwrap().unwrap().state, JobState::Done);
+    assert_eq!(
+        store.get_job(&id).await.unwrap().unwrap().state,
+        JobState::Done
+    );
 }
 
-#[test]
-fn missed_slots_run_once_within_the_grace_and_are_skipped_beyond_it() {
+#[tokio::test]
+async fn missed_slots_run_once_within_the_grace_and_are_skipped_beyond_it() {
     let store = Store::open_in_memory().unwrap();
     let start = utc("2025-01-01T00:00:00Z");
     let clock = Arc::new(ManualClock::new(start));
@@ -262,14 +285,18 @@ fn missed_slots_run_once_within_the_grace_and_are_skipped_beyond_it() {
             ..Default::default()
         },
         start,
-    );
+    )
+    .await;
     let s = scheduler(&store, &clock);
     // Down for 4 minutes: only the latest slot runs; the rest are recorded as missed once.
-    let claims = s.tick_at(start + Duration::seconds(4 * 60 + 10));
+    let claims = s.tick_at(start + Duration::seconds(4 * 60 + 10)).await;
     assert_eq!(claims.len(), 1);
     assert_eq!(claims[0].scheduled_for, utc("2025-01-01T00:04:00Z"));
-    assert!(s.tick_at(start + Duration::seconds(4 * 60 + 20)).is_empty());
-    let runs = store.job_runs(&every_minute, 10).unwrap();
+    assert!(s
+        .tick_at(start + Duration::seconds(4 * 60 + 20))
+        .await
+        .is_empty());
+    let runs = store.job_runs(&every_minute, 10).await.unwrap();
     assert_eq!(runs.len(), 2);
     assert_eq!(runs[1].status, RunStatus::Missed);
     assert_eq!(runs[1].delivery, Delivery::Skipped);
@@ -283,23 +310,25 @@ fn missed_slots_run_once_within_the_grace_and_are_skipped_beyond_it() {
             ..Default::default()
         },
         start,
-    );
+    )
+    .await;
     assert!(s
         .tick_at(utc("2025-01-01T09:10:00Z"))
+        .await
         .iter()
         .all(|c| c.job.id != daily));
-    let j = store.get_job(&daily).unwrap().unwrap();
+    let j = store.get_job(&daily).await.unwrap().unwrap();
     assert_eq!(j.next_run, Some(utc("2025-01-02T09:00:00Z").timestamp()));
-    let runs = store.job_runs(&daily, 10).unwrap();
+    let runs = store.job_runs(&daily, 10).await.unwrap();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].status, RunStatus::Missed);
     // ... and 4 minutes late would still have run.
-    let claims = s.tick_at(utc("2025-01-02T09:04:00Z"));
+    let claims = s.tick_at(utc("2025-01-02T09:04:00Z")).await;
     assert!(claims.iter().any(|c| c.job.id == daily));
 }
 
-#[test]
-fn a_restart_between_creation_and_the_fire_time_fires_once() {
+#[tokio::test]
+async fn a_restart_between_creation_and_the_fire_time_fires_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ethan.db");
     let created = utc("2025-06-01T08:00:00Z");
@@ -314,27 +343,28 @@ fn a_restart_between_creation_and_the_fire_time_fires_once() {
             },
             created,
         )
+        .await
     }; // the process that created it is gone
     let fire = utc("2025-06-01T08:15:00Z"); // 10:15 CEST
     let clock = Arc::new(ManualClock::new(created + Duration::minutes(5)));
     let s1 = scheduler(&Store::open(&path).unwrap(), &clock);
-    assert!(s1.tick().is_empty(), "not yet");
+    assert!(s1.tick().await.is_empty(), "not yet");
     drop(s1); // and restarted again
     let s2 = scheduler(&Store::open(&path).unwrap(), &clock);
     clock.set(fire + Duration::seconds(1));
-    let claims = s2.tick();
+    let claims = s2.tick().await;
     assert_eq!(claims.len(), 1);
     assert_eq!(claims[0].scheduled_for, fire);
-    assert!(s2.tick().is_empty());
+    assert!(s2.tick().await.is_empty());
     // A restart right after the claim (mid-run) does not fire the slot again.
     let s3 = scheduler(&Store::open(&path).unwrap(), &clock);
-    assert!(s3.tick_at(fire + Duration::seconds(30)).is_empty());
-    let runs = Store::open(&path).unwrap().job_runs(&id, 10).unwrap();
+    assert!(s3.tick_at(fire + Duration::seconds(30)).await.is_empty());
+    let runs = Store::open(&path).unwrap().job_runs(&id, 10).await.unwrap();
     assert_eq!(runs.len(), 1);
 }
 
-#[test]
-fn two_schedulers_on_one_database_run_each_slot_once() {
+#[tokio::test]
+async fn two_schedulers_on_one_database_run_each_slot_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ethan.db");
     let start = utc("2025-01-01T00:00:00Z");
@@ -350,7 +380,8 @@ fn two_schedulers_on_one_database_run_each_slot_once() {
                     ..Default::default()
                 },
                 start,
-            );
+            )
+            .await;
         }
     }
     let barrier = Arc::new(std::sync::Barrier::new(2));
@@ -360,8 +391,11 @@ fn two_schedulers_on_one_database_run_each_slot_once() {
             let (path, barrier) = (path.clone(), barrier.clone());
             std::thread::spawn(move || {
                 let clock = Arc::new(ManualClock::new(start));
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .unwrap();
                 let s = Scheduler::new(
-                    Store::open(&path).unwrap(),
+                    Store::open(&path).unwrap().shared(),
                     clock.clone() as Arc<dyn Clock>,
                     opts(),
                 )
@@ -370,7 +404,7 @@ fn two_schedulers_on_one_database_run_each_slot_once() {
                 for minute in 0..=60 {
                     clock.set(start + Duration::minutes(minute) + Duration::seconds(1));
                     barrier.wait();
-                    for c in s.tick() {
+                    for c in rt.block_on(s.tick()) {
                         claimed.push((c.job.id.clone(), c.scheduled_for));
                     }
                 }
@@ -389,8 +423,8 @@ fn two_schedulers_on_one_database_run_each_slot_once() {
     assert_eq!(n, 3 * 12, "every slot of the hour ran");
 }
 
-#[test]
-fn run_now_claims_the_due_slot_or_the_current_second() {
+#[tokio::test]
+async fn run_now_claims_the_due_slot_or_the_current_second() {
     let store = Store::open_in_memory().unwrap();
     let start = utc("2025-01-01T00:00:00Z");
     let clock = Arc::new(ManualClock::new(start));
@@ -401,27 +435,29 @@ fn run_now_claims_the_due_slot_or_the_current_second() {
             ..Default::default()
         },
         start,
-    );
+    )
+    .await;
     let s = scheduler(&store, &clock);
     clock.set(start + Duration::minutes(10));
-    let c = s.claim_now(&id).unwrap();
+    let c = s.claim_now(&id).await.unwrap();
     assert_eq!(c.scheduled_for, start + Duration::minutes(10));
-    let again = s.claim_now(&id).unwrap_err().to_string();
+    let again = s.claim_now(&id).await.unwrap_err().to_string();
     assert!(again.contains("already claimed"), "{again}");
     // When the slot is due, running by hand takes it, and the scheduler does not run it again.
     clock.set(start + Duration::minutes(61));
-    let c = s.claim_now(&id).unwrap();
+    let c = s.claim_now(&id).await.unwrap();
     assert_eq!(c.scheduled_for, start + Duration::minutes(60));
-    assert!(s.tick().is_empty());
+    assert!(s.tick().await.is_empty());
     assert!(s
         .claim_now("nope")
+        .await
         .unwrap_err()
         .to_string()
         .contains("no job"));
 }
 
-#[test]
-fn runs_of_dead_processes_are_marked_interrupted() {
+#[tokio::test]
+async fn runs_of_dead_processes_are_marked_interrupted() {
     let store = Store::open_in_memory().unwrap();
     let start = utc("2025-01-01T00:00:00Z");
     let clock = Arc::new(ManualClock::new(start));
@@ -432,25 +468,35 @@ fn runs_of_dead_processes_are_marked_interrupted() {
             ..Default::default()
         },
         start,
-    );
+    )
+    .await;
     let s = scheduler(&store, &clock);
     let me = super::runner::process_identity();
     let host = me.rsplit_once(':').unwrap().0;
     // pid_max is at most 2^22 on Linux, so this pid does not exist.
     let dead = store
         .claim_run(&id, 1, "schedule", &format!("{host}:{}", 1 << 23))
+        .await
         .unwrap()
         .unwrap();
     let other_host = store
         .claim_run(&id, 2, "schedule", "elsewhere:1")
+        .await
         .unwrap()
         .unwrap();
-    let mine = store.claim_run(&id, 3, "schedule", &me).unwrap().unwrap();
-    assert_eq!(s.reap_interrupted(), 1);
-    let status = |r| store.get_run(r).unwrap().unwrap().status;
-    assert_eq!(status(dead), RunStatus::Interrupted);
-    assert_eq!(status(other_host), RunStatus::Running);
-    assert_eq!(status(mine), RunStatus::Running);
+    let mine = store
+        .claim_run(&id, 3, "schedule", &me)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.reap_interrupted().await, 1);
+    for (run, want) in [
+        (dead, RunStatus::Interrupted),
+        (other_host, RunStatus::Running),
+        (mine, RunStatus::Running),
+    ] {
+        assert_eq!(store.get_run(run).await.unwrap().unwrap().status, want);
+    }
 }
 
 /// Records the claims it is given.
@@ -484,7 +530,8 @@ async fn the_loop_runs_claims_when_the_clock_reaches_them() {
             ..Default::default()
         },
         start,
-    );
+    )
+    .await;
     let s = Arc::new(scheduler(&store, &clock));
     let rec = Arc::new(Recorder::default());
     let (tx, rx) = tokio::sync::watch::channel(false);
@@ -503,9 +550,9 @@ async fn the_loop_runs_claims_when_the_clock_reaches_them() {
     };
     tokio::time::sleep(std::time::Duration::from_millis(60)).await;
     assert!(rec.0.lock().unwrap().is_empty());
-    clock.advance(Duration::minutes(30));
+    clock.advance(Duration::minutes(30).to_std().unwrap());
     wait(1).await;
-    clock.advance(Duration::minutes(30));
+    clock.advance(Duration::minutes(30).to_std().unwrap());
     wait(2).await;
     tx.send(true).unwrap();
     tokio::time::timeout(std::time::Duration::from_secs(5), task)

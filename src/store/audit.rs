@@ -1,32 +1,10 @@
 //! The audit log: one row for every tool call the model proposed, refused ones included, with
 //! arguments already redacted by the caller. Also the replay-guard keys, stored with their turn.
 
-use super::{now, Ctx, Store, StoreError};
-use serde::Serialize;
+use super::{now, Ctx, Db, StoreError};
+pub use ethan_core::store::AuditEntry;
 
-/// One audit row. Times are Unix milliseconds.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct AuditEntry {
-    pub execution_id: String,
-    pub trace_id: String,
-    pub session_key: String,
-    pub user_id: String,
-    pub channel: String,
-    /// The tool that ran (alias resolved), or the name the model used when none matched.
-    pub tool: String,
-    /// Redacted arguments (JSON text, or the raw text when it was not JSON).
-    pub args: String,
-    pub started_ms: i64,
-    pub ended_ms: i64,
-    pub ok: bool,
-    pub attempt: u32,
-    pub error_kind: Option<String>,
-    pub error: Option<String>,
-    pub output_bytes: u64,
-    pub spill_path: Option<String>,
-}
-
-impl Store {
+impl Db {
     pub fn insert_audit(&self, e: &AuditEntry) -> Result<(), StoreError> {
         self.conn()
             .prepare_cached(
@@ -151,7 +129,7 @@ mod tests {
 
     #[test]
     fn write_read_filter_prune() {
-        let s = Store::open_in_memory().unwrap();
+        let s = Db::open_in_memory().unwrap();
         let now_ms = now() * 1000;
         s.insert_audit(&entry("a", now_ms)).unwrap();
         s.insert_audit(&entry("b", now_ms)).unwrap();

@@ -6,15 +6,15 @@
 //! `unconfirmed`.
 //!
 //! - `received` / `processing`: the turn has not produced a reply yet; at start the event is
-//!   handled again ([`Store::unfinished_inbound`]).
+//!   handled again ([`Db::unfinished_inbound`]).
 //! - `sending`: the reply (stored in the `reply` column, in the same write) is being delivered.
 //!   The turn is complete and its answer is in the history, so at start it is *not* run again;
-//!   [`Store::unconfirmed_replies`] lists these for the daemon to re-send (platforms with
+//!   [`Db::unconfirmed_replies`] lists these for the daemon to re-send (platforms with
 //!   idempotent sends) or report.
 //! - `unconfirmed`: a reply whose delivery was cut off and that was not sent again, because the
 //!   platform could have shown it twice; final, like `done`.
 
-use super::{now, Ctx, Store, StoreError};
+use super::{now, Ctx, Db, StoreError};
 use ethan_channels::InboundEvent;
 
 /// After this many starts, an event that never finished is marked `failed` instead of re-run.
@@ -32,7 +32,7 @@ pub struct UnconfirmedReply {
     pub since: i64,
 }
 
-impl Store {
+impl Db {
     /// Record an event; `Ok(true)` when it is new, `Ok(false)` for a redelivery.
     pub fn record_inbound(&self, ev: &InboundEvent) -> Result<bool, StoreError> {
         let payload = serde_json::to_string(ev).map_err(|e| StoreError::Corrupt {
@@ -61,7 +61,7 @@ impl Store {
     }
 
     /// Move an event to `state`; `processing` also counts an attempt, `done` forgets the stored
-    /// reply text (it is in the history). For `sending` use [`Store::set_inbound_sending`].
+    /// reply text (it is in the history). For `sending` use [`Db::set_inbound_sending`].
     pub fn set_inbound_state(
         &self,
         channel: &str,
@@ -91,7 +91,7 @@ impl Store {
 
     /// Record, in one write, that `reply` is about to be sent for an event: state `sending` and
     /// the reply text. Called just before the send, so a crash during it leaves the event in
-    /// `sending` (see [`Store::unconfirmed_replies`]) rather than unfinished. An unknown event
+    /// `sending` (see [`Db::unconfirmed_replies`]) rather than unfinished. An unknown event
     /// changes nothing. Errors: [`StoreError::Sqlite`] when the database cannot be written.
     pub fn set_inbound_sending(
         &self,
@@ -236,7 +236,7 @@ mod tests {
 
     #[test]
     fn dedupe_and_unfinished() {
-        let s = Store::open_in_memory().unwrap();
+        let s = Db::open_in_memory().unwrap();
         assert!(s.record_inbound(&ev("1")).unwrap());
         assert!(!s.record_inbound(&ev("1")).unwrap());
         assert!(s.record_inbound(&ev("2")).unwrap());
@@ -256,7 +256,7 @@ mod tests {
 
     #[test]
     fn a_reply_being_sent_is_not_rerun_but_listed_as_unconfirmed() {
-        let s = Store::open_in_memory().unwrap();
+        let s = Db::open_in_memory().unwrap();
         assert!(s.record_inbound(&ev("1")).unwrap());
         assert!(s.record_inbound(&ev("2")).unwrap());
         s.set_inbound_state("telegram", "1", "processing").unwrap();
@@ -296,7 +296,7 @@ mod tests {
 
     #[test]
     fn an_unreadable_sending_row_is_marked_failed() {
-        let s = Store::open_in_memory().unwrap();
+        let s = Db::open_in_memory().unwrap();
         assert!(s.record_inbound(&ev("1")).unwrap());
         s.set_inbound_sending("telegram", "1", "x").unwrap();
         s.conn()

@@ -3,161 +3,16 @@
 //! A job row holds what to run (the prompt), when (`kind` + `spec`, its time zone, its next fire
 //! time `next_run`, an optional end), where the digest goes (channel, chat id, thread) and who
 //! created it. A run row is the claim on one slot: `UNIQUE(job_id, scheduled_for)` makes
-//! [`Store::claim_run`] succeed for exactly one caller per slot, across connections and
+//! [`Db::claim_run`] succeed for exactly one caller per slot, across connections and
 //! processes, before the run starts. The row then records how the run went and whether its digest
 //! was delivered.
 //!
 //! Times are Unix seconds (UTC). This file knows nothing about cron or time zones; the
 //! scheduler (`crate::scheduler`) computes the instants.
 
-use super::{now, Ctx, Store, StoreError};
+use super::{now, Ctx, Db, StoreError};
+pub use ethan_core::store::{Delivery, JobRecord, JobState, RunRecord, RunStatus};
 use rusqlite::{params, OptionalExtension, Row};
-
-/// Whether a job still has slots to run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JobState {
-    /// Has a next slot (or is paused).
-    Active,
-    /// A one-shot job that fired, or a job past its end: it never fires again.
-    Done,
-}
-
-impl JobState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobState::Active => "active",
-            JobState::Done => "done",
-        }
-    }
-    fn parse(s: &str) -> Option<Self> {
-        match s {
-            "active" => Some(JobState::Active),
-            "done" => Some(JobState::Done),
-            _ => None,
-        }
-    }
-}
-
-/// A stored job. `kind`/`spec`: `cron` + a 5-field expression, `interval` + minutes, or `at` +
-/// an RFC 3339 instant.
-#[derive(Debug, Clone, PartialEq)]
-pub struct JobRecord {
-    pub id: String,
-    pub title: String,
-    pub prompt: String,
-    pub kind: String,
-    pub spec: String,
-    /// The job's own IANA zone; `None`: the config's `timezone`, else the system zone.
-    pub timezone: Option<String>,
-    /// Origin of interval slots (creation time).
-    pub anchor: i64,
-    /// No slot after this instant runs.
-    pub end_at: Option<i64>,
-    /// Side-effect tools the job may use when it runs (fixed at creation).
-    pub allowed_tools: Vec<String>,
-    /// Target channel (`telegram`, `lark`).
-    pub channel: String,
-    pub chat_id: String,
-    /// `direct` or `group`.
-    pub chat_kind: String,
-    pub thread: Option<String>,
-    /// `<channel>:<user id>` of whoever created it.
-    pub creator: String,
-    /// The session the job was created in.
-    pub created_in: String,
-    /// The next slot to fire; `None` once done.
-    pub next_run: Option<i64>,
-    pub paused: bool,
-    pub state: JobState,
-    pub created_at: i64,
-    pub updated_at: i64,
-}
-
-/// How a run ended (or that it is still going).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunStatus {
-    Running,
-    Ok,
-    Failed,
-    /// The slot passed while no scheduler ran, beyond `scheduler.misfire_grace_secs`.
-    Missed,
-    /// The process running it died before it finished.
-    Interrupted,
-}
-
-impl RunStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Running => "running",
-            RunStatus::Ok => "ok",
-            RunStatus::Failed => "failed",
-            RunStatus::Missed => "missed",
-            RunStatus::Interrupted => "interrupted",
-        }
-    }
-    fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "running" => RunStatus::Running,
-            "ok" => RunStatus::Ok,
-            "failed" => RunStatus::Failed,
-            "missed" => RunStatus::Missed,
-            "interrupted" => RunStatus::Interrupted,
-            _ => return None,
-        })
-    }
-}
-
-/// Whether the digest of a run reached its chat.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Delivery {
-    Pending,
-    Delivered,
-    Failed,
-    /// Nothing to deliver (a missed slot, an empty answer).
-    Skipped,
-}
-
-impl Delivery {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Delivery::Pending => "pending",
-            Delivery::Delivered => "delivered",
-            Delivery::Failed => "failed",
-            Delivery::Skipped => "skipped",
-        }
-    }
-    fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "pending" => Delivery::Pending,
-            "delivered" => Delivery::Delivered,
-            "failed" => Delivery::Failed,
-            "skipped" => Delivery::Skipped,
-            _ => return None,
-        })
-    }
-}
-
-/// One run of a job (a claimed slot).
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunRecord {
-    pub id: i64,
-    pub job_id: String,
-    pub scheduled_for: i64,
-    /// `schedule` or `manual` (`ethan jobs run`).
-    pub trigger: String,
-    /// `<host>:<pid>` of the process that claimed it.
-    pub claimed_by: String,
-    pub status: RunStatus,
-    pub started_at: i64,
-    pub finished_at: Option<i64>,
-    /// The final answer (the digest body).
-    pub output: Option<String>,
-    pub error: Option<String>,
-    pub delivery: Delivery,
-    pub delivery_attempts: u32,
-    pub delivered_message_id: Option<String>,
-    pub delivery_error: Option<String>,
-}
 
 const JOB_COLUMNS: &str = "id, title, prompt, kind, spec, timezone, anchor, end_at, allowed_tools, \
      channel, chat_id, chat_kind, thread, creator, created_in, next_run, paused, state, created_at, \
@@ -240,7 +95,7 @@ fn finish_run_row(op: &'static str, raw: RawRun) -> Result<RunRecord, StoreError
     Ok(run)
 }
 
-impl Store {
+impl Db {
     /// Insert a new job; `Ok(false)` when a job with this id exists already.
     pub fn insert_job(&self, job: &JobRecord) -> Result<bool, StoreError> {
         let tools = serde_json::to_string(&job.allowed_tools)
@@ -602,7 +457,7 @@ pub(crate) mod tests {
 
     #[test]
     fn jobs_round_trip_and_are_due_by_next_run() {
-        let s = Store::open_in_memory().unwrap();
+        let s = Db::open_in_memory().unwrap();
         let j = job("j1", Some(100));
         assert!(s.insert_job(&j).unwrap());
         assert!(!s.insert_job(&j).unwrap(), "ids are unique");
@@ -625,7 +480,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_slot_is_claimed_once_and_runs_are_recorded() {
-        let s = Store::open_in_memory().unwrap();
+        let s = Db::open_in_memory().unwrap();
         s.insert_job(&job("j1", Some(100))).unwrap();
         let id = s.claim_run("j1", 100, "schedule", "a:1").unwrap().unwrap();
         assert_eq!(s.claim_run("j1", 100, "schedule", "b:2").unwrap(), None);

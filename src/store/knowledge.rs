@@ -10,7 +10,7 @@
 //! match would cost tens of milliseconds per query on a large knowledge base, for a word too
 //! common to tell notes apart anyway.
 
-use super::{Ctx, Store, StoreError};
+use super::{Ctx, Db, StoreError};
 use rusqlite::{params, params_from_iter, OptionalExtension};
 
 /// A note as indexed. `tags` are kept one per line.
@@ -186,7 +186,7 @@ fn upsert(tx: &rusqlite::Transaction<'_>, n: &IndexedNote) -> rusqlite::Result<(
     Ok(())
 }
 
-impl Store {
+impl Db {
     /// Path → state of every indexed file.
     pub fn knowledge_files(
         &self,
@@ -446,6 +446,110 @@ impl Store {
     }
 }
 
+/// The knowledge index through the store handle, waiting in place ([`super::Store::call_blocking`]):
+/// for the indexer and the knowledge base's blocking work, which runs on blocking threads
+/// (never call these from async code on a runtime worker thread).
+impl super::Store {
+    /// See [`Db::knowledge_files`].
+    pub fn knowledge_files(
+        &self,
+    ) -> Result<std::collections::HashMap<String, FileState>, StoreError> {
+        self.call_blocking("knowledge files", |db| db.knowledge_files())
+    }
+    /// See [`Db::knowledge_file`].
+    pub fn knowledge_file(&self, path: &str) -> Result<Option<FileState>, StoreError> {
+        let path = path.to_owned();
+        self.call_blocking("knowledge file", move |db| db.knowledge_file(&path))
+    }
+    /// See [`Db::knowledge_id`].
+    pub fn knowledge_id(&self, path: &str) -> Result<Option<i64>, StoreError> {
+        let path = path.to_owned();
+        self.call_blocking("knowledge id", move |db| db.knowledge_id(&path))
+    }
+    /// See [`Db::knowledge_apply`].
+    pub fn knowledge_apply(&self, changes: &[IndexChange]) -> Result<(), StoreError> {
+        let changes = changes.to_vec();
+        self.call_blocking("knowledge index", move |db| db.knowledge_apply(&changes))
+    }
+    /// See [`Db::knowledge_apply_if`]; `still_current` runs on the connection thread.
+    pub fn knowledge_apply_if(
+        &self,
+        changes: &[IndexChange],
+        still_current: std::sync::Arc<dyn Fn(&IndexChange) -> bool + Send + Sync>,
+    ) -> Result<(), StoreError> {
+        let changes = changes.to_vec();
+        self.call_blocking("knowledge index", move |db| {
+            db.knowledge_apply_if(&changes, &*still_current)
+        })
+    }
+    /// See [`Db::knowledge_count`].
+    pub fn knowledge_count(&self) -> Result<i64, StoreError> {
+        self.call_blocking("knowledge count", |db| db.knowledge_count())
+    }
+    /// See [`Db::knowledge_fts`].
+    pub fn knowledge_fts(
+        &self,
+        index: FtsIndex,
+        expr: &str,
+        limit: usize,
+    ) -> Result<Vec<IndexHit>, StoreError> {
+        let expr = expr.to_owned();
+        self.call_blocking("knowledge search", move |db| {
+            db.knowledge_fts(index, &expr, limit)
+        })
+    }
+    /// See [`Db::knowledge_like`].
+    pub fn knowledge_like(
+        &self,
+        terms: &[String],
+        limit: usize,
+    ) -> Result<Vec<IndexHit>, StoreError> {
+        let terms = terms.to_vec();
+        self.call_blocking("knowledge search", move |db| {
+            db.knowledge_like(&terms, limit)
+        })
+    }
+    /// See [`Db::knowledge_by_ids`].
+    pub fn knowledge_by_ids(&self, ids: &[i64]) -> Result<Vec<IndexHit>, StoreError> {
+        let ids = ids.to_vec();
+        self.call_blocking("knowledge notes", move |db| db.knowledge_by_ids(&ids))
+    }
+    /// See [`Db::knowledge_unembedded`].
+    pub fn knowledge_unembedded(
+        &self,
+        model: &str,
+        limit: usize,
+    ) -> Result<Vec<(i64, String, String)>, StoreError> {
+        let model = model.to_owned();
+        self.call_blocking("knowledge vectors", move |db| {
+            db.knowledge_unembedded(&model, limit)
+        })
+    }
+    /// See [`Db::knowledge_put_vectors`].
+    pub fn knowledge_put_vectors(
+        &self,
+        model: &str,
+        vectors: &[(i64, String, Vec<u8>)],
+    ) -> Result<(), StoreError> {
+        let (model, vectors) = (model.to_owned(), vectors.to_vec());
+        self.call_blocking("knowledge vectors", move |db| {
+            db.knowledge_put_vectors(&model, &vectors)
+        })
+    }
+    /// See [`Db::knowledge_vectors`].
+    pub fn knowledge_vectors(&self, model: &str) -> Result<Vec<(i64, Vec<u8>)>, StoreError> {
+        let model = model.to_owned();
+        self.call_blocking("knowledge vectors", move |db| db.knowledge_vectors(&model))
+    }
+    /// See [`Db::knowledge_vector_counts`].
+    pub fn knowledge_vector_counts(&self, model: &str) -> Result<(i64, i64), StoreError> {
+        let model = model.to_owned();
+        self.call_blocking("knowledge vectors", move |db| {
+            db.knowledge_vector_counts(&model)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -466,7 +570,7 @@ mod tests {
 
     #[test]
     fn fts5_trigram_is_available_and_kept_in_step() {
-        let s = Store::open_in_memory().unwrap();
+        let s = Db::open_in_memory().unwrap();
         s.knowledge_apply(&[IndexChange::Upsert(note(
             "a.md",
             "部署服务器 deployment",
@@ -541,7 +645,7 @@ mod tests {
 
     #[test]
     fn ranking_is_capped_to_the_newest_matches() {
-        let s = Store::open_in_memory().unwrap();
+        let s = Db::open_in_memory().unwrap();
         let changes: Vec<IndexChange> = (0..RANK_CAP + 10)
             .map(|i| {
                 let mut n = note(&format!("{i}.md"), "common word", 1);
@@ -566,7 +670,7 @@ mod tests {
 
     #[test]
     fn vectors_follow_the_content_hash() {
-        let s = Store::open_in_memory().unwrap();
+        let s = Db::open_in_memory().unwrap();
         s.knowledge_apply(&[IndexChange::Upsert(note("a.md", "x", 1))])
             .unwrap();
         let missing = s.knowledge_unembedded("m", 10).unwrap();

@@ -1,9 +1,9 @@
 //! Small durable key/value state (Telegram offset, …).
 
-use super::{Ctx, Store, StoreError};
+use super::{Ctx, Db, StoreError};
 use rusqlite::OptionalExtension;
 
-impl Store {
+impl Db {
     pub fn kv_get(&self, key: &str) -> Result<Option<String>, StoreError> {
         self.conn()
             .prepare_cached("SELECT value FROM kv WHERE key = ?1")
@@ -24,25 +24,13 @@ impl Store {
     }
 }
 
-/// Adapter state for channels, backed by the kv table.
-impl ethan_channels::StateStore for Store {
-    fn get(&self, key: &str) -> Result<Option<String>, ethan_channels::ChannelError> {
-        self.kv_get(key)
-            .map_err(|e| ethan_channels::ChannelError::Storage(e.to_string()))
-    }
-    fn set(&self, key: &str, value: &str) -> Result<(), ethan_channels::ChannelError> {
-        self.kv_set(key, value)
-            .map_err(|e| ethan_channels::ChannelError::Storage(e.to_string()))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn set_get_overwrite() {
-        let s = Store::open_in_memory().unwrap();
+        let s = Db::open_in_memory().unwrap();
         assert_eq!(s.kv_get("a").unwrap(), None);
         s.kv_set("a", "1").unwrap();
         s.kv_set("a", "2").unwrap();

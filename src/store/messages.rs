@@ -2,10 +2,10 @@
 //! user, assistant (with its tool calls as `[{id, name, arguments}]` JSON and a provider's
 //! `opaque` value, kept as given), and tool messages (with `tool_call_id`).
 
-use super::{now, Ctx, Store, StoreError};
+use super::{now, Ctx, Db, StoreError};
 use ethan_core::message::{ChatMessage, Role};
 
-impl Store {
+impl Db {
     /// Append messages to a session in one transaction (an assistant message and its tool results
     /// land together or not at all).
     pub fn append_messages(
@@ -130,7 +130,7 @@ mod tests {
 
     #[test]
     fn round_trip_and_window_cut_at_user() {
-        let s = Store::open_in_memory().unwrap();
+        let s = Db::open_in_memory().unwrap();
         let sid = s.current_session("t:1").unwrap();
         s.append_messages(
             &sid,
@@ -158,7 +158,7 @@ mod tests {
 
     #[test]
     fn a_providers_opaque_value_survives_the_store() {
-        let s = Store::open_in_memory().unwrap();
+        let s = Db::open_in_memory().unwrap();
         let sid = s.current_session("t:1").unwrap();
         let mut thinking = call("c9");
         thinking.content = Some("let me look".into());

@@ -2,10 +2,15 @@
 //! whose schema comes from versioned migrations ([`migrations`]). One concern per file:
 //! [`sessions`] (session key → current session), [`messages`] (the full model conversation,
 //! tool calls and results included), [`inbound`] (platform events: dedupe and delivery state),
-//! [`kv`] (small state such as the Telegram offset).
+//! [`kv`] (small state such as the Telegram offset), [`audit`], [`jobs`], [`owners`],
+//! [`knowledge`] (the knowledge index); [`traits`] implements the store traits of
+//! [`ethan_core::store`] on top of them.
 //!
-//! The connection sits behind a mutex; every call is a short statement or transaction, so the
-//! async callers hold it only briefly.
+//! The connection lives on a thread of its own ([`Store`] is a handle to it): async code sends a
+//! closure there and awaits the answer ([`Store::call`]), so a statement — even one waiting up
+//! to [`BUSY_TIMEOUT`] for another process's lock — never blocks a runtime worker thread. Code
+//! that is already off the runtime (the knowledge indexer, one-shot CLI commands) waits for the
+//! answer in place ([`Store::call_blocking`]). Statements run one at a time, in the order sent.
 
 pub mod audit;
 pub mod inbound;
@@ -16,36 +21,20 @@ pub mod messages;
 mod migrations;
 pub mod owners;
 pub mod sessions;
+mod traits;
 
-use rusqlite::Connection;
-use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
-
-/// A storage failure; the text says which operation failed.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("database {op}: {}", describe_sqlite(source))]
-    Sqlite {
-        op: &'static str,
-        #[source]
-        source: rusqlite::Error,
-    },
-    #[error("database {op}: stored data is unreadable: {message}")]
-    Corrupt { op: &'static str, message: String },
-    /// The file opened, but only for reading (file permissions, a read-only mount, or a
-    /// `mode=ro` URI); the daemon must write it, so this is refused at open.
-    #[error(
-        "the database {path} is read-only: ethan must be able to write it (check the file's owner \
-         and permissions, and that its file system is mounted read-write)"
-    )]
-    ReadOnly { path: String },
-    #[error("cannot create {path}: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+/// The store traits, for code that calls them on a [`Store`].
+pub mod prelude {
+    pub use ethan_core::store::{
+        AuditStore, JobStore, KvStore, MessageStore, OwnerStore, SessionStore,
+    };
 }
+
+pub use ethan_core::store::StoreError;
+use rusqlite::Connection;
+use std::cell::{RefCell, RefMut};
+use std::path::Path;
+use std::sync::mpsc;
 
 pub(crate) trait Ctx<T> {
     fn op(self, op: &'static str) -> Result<T, StoreError>;
@@ -53,7 +42,10 @@ pub(crate) trait Ctx<T> {
 
 impl<T> Ctx<T> for Result<T, rusqlite::Error> {
     fn op(self, op: &'static str) -> Result<T, StoreError> {
-        self.map_err(|source| StoreError::Sqlite { op, source })
+        self.map_err(|e| StoreError::Backend {
+            op,
+            message: describe_sqlite(&e),
+        })
     }
 }
 
@@ -73,19 +65,118 @@ fn describe_sqlite(e: &rusqlite::Error) -> String {
     }
 }
 
-/// The database handle. Cloning shares the connection.
+/// A job for the connection thread.
+type Job = Box<dyn FnOnce(&Db) + Send>;
+
+/// The database handle: a channel to the thread that owns the connection. Cloning shares the
+/// connection; the thread ends (closing the database) when the last handle is dropped.
 #[derive(Clone)]
 pub struct Store {
-    conn: Arc<Mutex<Connection>>,
+    jobs: mpsc::Sender<Job>,
 }
 
 impl Store {
+    /// Open (creating the file and its directory if needed) and migrate, then start the
+    /// connection thread.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        Self::start(Db::open(path)?)
+    }
+
+    /// An in-memory database (tests, benchmarks).
+    pub fn open_in_memory() -> Result<Self, StoreError> {
+        Self::start(Db::open_in_memory()?)
+    }
+
+    fn start(db: Db) -> Result<Self, StoreError> {
+        let (jobs, rx) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("ethan-db".into())
+            .spawn(move || {
+                for job in rx {
+                    job(&db);
+                }
+            })
+            .map_err(|e| StoreError::Io {
+                path: "the database thread".into(),
+                message: e.to_string(),
+            })?;
+        Ok(Self { jobs })
+    }
+
+    /// Run `f` on the connection thread and await its answer. Never blocks the caller's thread.
+    /// Errors: `f`'s own, or [`StoreError::Closed`] when the thread is gone.
+    pub async fn call<R, F>(&self, op: &'static str, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Db) -> Result<R, StoreError> + Send + 'static,
+    {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.jobs
+            .send(Box::new(move |db| {
+                let _ = tx.send(f(db));
+            }))
+            .map_err(|_| StoreError::Closed { op })?;
+        rx.await.map_err(|_| StoreError::Closed { op })?
+    }
+
+    /// Run `f` on the connection thread and wait for its answer in place: for code that is not
+    /// on a runtime worker thread (a blocking task, a one-shot CLI command, a test).
+    pub fn call_blocking<R, F>(&self, op: &'static str, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Db) -> Result<R, StoreError> + Send + 'static,
+    {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.jobs
+            .send(Box::new(move |db| {
+                let _ = tx.send(f(db));
+            }))
+            .map_err(|_| StoreError::Closed { op })?;
+        rx.recv().map_err(|_| StoreError::Closed { op })?
+    }
+
+    /// This handle as the store traits' shared handle (what the agent, the tool engine, the tools
+    /// and the scheduler take).
+    pub fn shared(&self) -> ethan_core::store::StorageRef {
+        std::sync::Arc::new(self.clone())
+    }
+
+    /// Write the WAL back into the database file (at shutdown).
+    pub async fn checkpoint(&self) -> Result<(), StoreError> {
+        self.call("checkpoint", |db| db.checkpoint()).await
+    }
+
+    /// See [`Db::checkpoint_in_background`].
+    pub fn checkpoint_in_background(
+        &self,
+        path: &Path,
+        every: std::time::Duration,
+    ) -> Result<(), StoreError> {
+        let path = path.to_path_buf();
+        self.call_blocking("wal_autocheckpoint", move |db| {
+            db.checkpoint_in_background(&path, every)
+        })
+    }
+
+    /// The schema version (number of applied migrations).
+    pub async fn schema_version(&self) -> Result<i64, StoreError> {
+        self.call("schema version", |db| db.schema_version()).await
+    }
+}
+
+/// The connection, as the connection thread owns it; every statement of the store is a method
+/// of `Db` (one file per concern), reached through [`Store::call`].
+pub struct Db {
+    conn: RefCell<Connection>,
+}
+
+impl Db {
     /// Open (creating the file and its directory if needed) and migrate.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::Io {
                 path: dir.display().to_string(),
-                source,
+                message: e.to_string(),
             })?;
         }
         let conn = Connection::open(path).op("open")?;
@@ -99,7 +190,7 @@ impl Store {
         Self::init(conn)
     }
 
-    /// An in-memory database (tests, benchmarks).
+    /// An in-memory database (tests).
     pub fn open_in_memory() -> Result<Self, StoreError> {
         Self::init(Connection::open_in_memory().op("open")?)
     }
@@ -117,17 +208,17 @@ impl Store {
         let mut conn = conn;
         migrations::migrate(&mut conn)?;
         Ok(Self {
-            conn: Arc::new(Mutex::new(conn)),
+            conn: RefCell::new(conn),
         })
     }
 
-    pub(crate) fn conn(&self) -> MutexGuard<'_, Connection> {
-        // A panic while holding the lock cannot leave SQLite inconsistent (statements are
-        // atomic), so a poisoned lock is still usable.
-        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    /// The connection. Only the connection thread holds a `Db`, and each method takes the
+    /// connection once, so the borrow never clashes.
+    pub(crate) fn conn(&self) -> RefMut<'_, Connection> {
+        self.conn.borrow_mut()
     }
 
-    /// Write the WAL back into the database file (at shutdown).
+    /// Write the WAL back into the database file.
     pub fn checkpoint(&self) -> Result<(), StoreError> {
         self.conn()
             .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
@@ -137,8 +228,8 @@ impl Store {
     /// Move WAL checkpoints off the request path (the daemon): automatic checkpoints, which
     /// SQLite runs inside whichever commit crosses 1,000 WAL pages and which end in an `fsync`
     /// of the database file (milliseconds, the tail of a turn's latency), are turned off for
-    /// this handle, and a thread with its own connection to `path` runs a `PASSIVE` checkpoint
-    /// every `every` instead (it never blocks writers). Durability is unchanged (WAL,
+    /// this connection, and a thread with its own connection to `path` runs a `PASSIVE`
+    /// checkpoint every `every` instead (it never blocks writers). Durability is unchanged (WAL,
     /// `synchronous=NORMAL`). Errors: opening the second connection; if the thread cannot be
     /// started, automatic checkpoints stay on (logged).
     pub fn checkpoint_in_background(
@@ -187,7 +278,7 @@ mod tests {
     fn checkpoints_move_to_the_background_thread() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ethan.db");
-        let store = Store::open(&path).unwrap();
+        let store = Db::open(&path).unwrap();
         store
             .checkpoint_in_background(&path, Duration::from_millis(50))
             .unwrap();
@@ -208,5 +299,57 @@ mod tests {
             std::thread::sleep(Duration::from_millis(20));
         }
         assert_eq!(store.kv_get("k499").unwrap().as_deref(), Some(&*value));
+    }
+
+    /// A statement waiting for another process's write lock waits on the connection thread:
+    /// the runtime thread that awaits it goes on running other tasks. Here the task that holds
+    /// the lock (as another process would) runs on the same single-threaded runtime, and only
+    /// lets go after the store call started waiting; were the call blocking that thread, the
+    /// lock would never be released and the call would fail as busy after `BUSY_TIMEOUT`.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_locked_database_does_not_block_the_runtime_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ethan.db");
+        let store = Store::open(&path).unwrap();
+        let other = Connection::open(&path).unwrap();
+        other
+            .execute_batch("BEGIN IMMEDIATE; INSERT INTO kv(key, value) VALUES ('other', '1');")
+            .unwrap();
+        let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+        let holder = tokio::spawn(async move {
+            // Runs only when the runtime thread is free: after the write below was sent.
+            started_rx.await.unwrap();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            other.execute_batch("COMMIT").unwrap();
+        });
+        let write = store.call("kv set", |db| db.kv_set("mine", "2"));
+        let write = async {
+            let _ = started_tx.send(());
+            write.await
+        };
+        write
+            .await
+            .expect("the write went through once the lock was released");
+        holder.await.unwrap();
+        assert_eq!(
+            store
+                .call("kv get", |db| db.kv_get("other"))
+                .await
+                .unwrap()
+                .as_deref(),
+            Some("1")
+        );
+    }
+
+    #[test]
+    fn a_closed_store_says_so() {
+        let (jobs, rx) = mpsc::channel::<Job>();
+        drop(rx);
+        let store = Store { jobs };
+        let e = store
+            .call_blocking("kv get", |db| db.kv_get("k"))
+            .unwrap_err();
+        assert_eq!(e, StoreError::Closed { op: "kv get" });
+        assert!(e.to_string().contains("closed"), "{e}");
     }
 }

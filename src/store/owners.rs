@@ -1,10 +1,10 @@
 //! Owners claimed at run time (`/claim <code>`) or added with `ethan owner add`, and one-time
 //! claim codes. Owners from the config's `owners:` are not stored here; they are always owners.
 
-use super::{now, Ctx, Store, StoreError};
+use super::{now, Ctx, Db, StoreError};
 use rusqlite::OptionalExtension;
 
-impl Store {
+impl Db {
     /// Add an owner; `Ok(false)` when already present.
     pub fn add_owner(
         &self,
@@ -97,7 +97,7 @@ mod tests {
 
     #[test]
     fn owners_and_claim_codes() {
-        let s = Store::open_in_memory().unwrap();
+        let s = Db::open_in_memory().unwrap();
         assert!(!s.has_stored_owner("telegram").unwrap());
         assert!(s.add_owner("telegram", "42", "claim").unwrap());
         assert!(!s.add_owner("telegram", "42", "claim").unwrap());

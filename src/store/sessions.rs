@@ -1,10 +1,10 @@
 //! Sessions: a session key (`telegram:<chat_id>`, `terminal:<name>`) maps to its current
 //! session id; `/new` retires it and starts another, so history starts empty.
 
-use super::{now, Ctx, Store, StoreError};
+use super::{now, Ctx, Db, StoreError};
 use rusqlite::OptionalExtension;
 
-impl Store {
+impl Db {
     /// The active session id for `key`, created on first use.
     pub fn current_session(&self, key: &str) -> Result<String, StoreError> {
         let conn = self.conn();
@@ -42,7 +42,7 @@ mod tests {
 
     #[test]
     fn current_is_stable_until_new() {
-        let s = Store::open_in_memory().unwrap();
+        let s = Db::open_in_memory().unwrap();
         let a = s.current_session("telegram:1").unwrap();
         assert_eq!(a, s.current_session("telegram:1").unwrap());
         let b = s.new_session("telegram:1").unwrap();

@@ -128,9 +128,14 @@ impl Inbound {
     /// Handle one event envelope; returns how to answer the platform. Never panics on odd
     /// input: unknown event types and malformed bodies are logged and acknowledged.
     pub async fn handle(&self, env: Envelope) -> Reply {
-        if let Err(e) = self.state.set(LAST_EVENT_AT_KEY, &unix_now().to_string()) {
-            tracing::debug!(target: "ethan_channels::lark", "cannot record the event time: {e}");
-        }
+        // For `ethan doctor` only: written beside the handling, never in its way (a busy
+        // database must not hold an event past its ACK deadline).
+        let state = Arc::clone(&self.state);
+        tokio::spawn(async move {
+            if let Err(e) = state.set(LAST_EVENT_AT_KEY, &unix_now().to_string()).await {
+                tracing::debug!(target: "ethan_channels::lark", "cannot record the event time: {e}");
+            }
+        });
         let event_type = env.event_type().to_string();
         let header_create_ms = env
             .header
@@ -261,7 +266,7 @@ impl Worker {
         let stale_after = self.chan.config().stale_after_secs;
         let age = unix_now() - ev.sent_at;
         if stale_after > 0 && ev.sent_at > 0 && age > stale_after as i64 {
-            match self.state.get(&seen_key(&id)) {
+            match self.state.get(&seen_key(&id)).await {
                 Ok(Some(_)) => {
                     tracing::debug!(target: "ethan_channels::lark", "stale message {id} was seen before; letting the daemon decide");
                 }
@@ -280,7 +285,11 @@ impl Worker {
         }
         match self.sink.publish(ev).await {
             Ok(PublishOutcome::Accepted) => {
-                if let Err(e) = self.state.set(&seen_key(&id), &unix_now().to_string()) {
+                if let Err(e) = self
+                    .state
+                    .set(&seen_key(&id), &unix_now().to_string())
+                    .await
+                {
                     tracing::warn!(target: "ethan_channels::lark", "cannot mark {id} as seen: {e}");
                 }
                 true
@@ -363,11 +372,12 @@ mod tests {
     #[derive(Default)]
     struct Mem(Mutex<HashMap<String, String>>);
 
+    #[async_trait::async_trait]
     impl StateStore for Mem {
-        fn get(&self, key: &str) -> Result<Option<String>, ChannelError> {
+        async fn get(&self, key: &str) -> Result<Option<String>, ChannelError> {
             Ok(self.0.lock().unwrap().get(key).cloned())
         }
-        fn set(&self, key: &str, value: &str) -> Result<(), ChannelError> {
+        async fn set(&self, key: &str, value: &str) -> Result<(), ChannelError> {
             self.0.lock().unwrap().insert(key.into(), value.into());
             Ok(())
         }
@@ -411,9 +421,10 @@ mod tests {
         let (inbound, sink, state) = setup();
         assert_eq!(inbound.handle(p2p("om_new", 5)).await, Reply::Ack);
         assert_eq!(sink.published.lock().unwrap().len(), 1);
-        assert!(state.get(&seen_key("om_new")).unwrap().is_some());
+        assert!(state.get(&seen_key("om_new")).await.unwrap().is_some());
         assert!(state
             .get(super::super::LAST_EVENT_AT_KEY)
+            .await
             .unwrap()
             .is_some());
     }
@@ -442,9 +453,9 @@ mod tests {
         let (inbound, sink, state) = setup();
         assert_eq!(inbound.handle(p2p("om_old", 3600)).await, Reply::Ack);
         assert!(sink.published.lock().unwrap().is_empty());
-        assert!(state.get(&seen_key("om_old")).unwrap().is_none());
+        assert!(state.get(&seen_key("om_old")).await.unwrap().is_none());
         // Published once before (stored, perhaps unanswered): the daemon decides.
-        state.set(&seen_key("om_old"), "1").unwrap();
+        state.set(&seen_key("om_old"), "1").await.unwrap();
         assert_eq!(inbound.handle(p2p("om_old", 3600)).await, Reply::Ack);
         assert_eq!(sink.published.lock().unwrap().len(), 1);
     }

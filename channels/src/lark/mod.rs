@@ -332,7 +332,7 @@ impl Channel for LarkChannel {
         state: Arc<dyn StateStore>,
         mut shutdown: watch::Receiver<bool>,
     ) -> Result<(), ChannelError> {
-        if let Err(e) = state.set(STARTED_AT_KEY, &unix_now().to_string()) {
+        if let Err(e) = state.set(STARTED_AT_KEY, &unix_now().to_string()).await {
             tracing::warn!(target: "ethan_channels::lark", "cannot record the start time: {e}");
         }
         match self.config.mode {

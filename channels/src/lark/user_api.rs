@@ -100,8 +100,11 @@ impl UserApi {
     async fn token(&self, store: Option<&dyn StateStore>, force: bool) -> Result<String, ApiError> {
         let mut slot = self.current.lock().await;
         if slot.is_none() {
-            let stored = store
-                .and_then(|s| s.get(USER_TOKEN_KEY).ok().flatten())
+            let saved = match store {
+                Some(s) => s.get(USER_TOKEN_KEY).await.ok().flatten(),
+                None => None,
+            };
+            let stored = saved
                 .and_then(|j| serde_json::from_str::<UserToken>(&j).ok())
                 .filter(|t| t.seed == self.configured.seed && !t.access_token.is_empty());
             *slot = Some(stored.unwrap_or_else(|| self.configured.clone()));
@@ -115,7 +118,7 @@ impl UserApi {
             *tok = fresh;
             if let Some(s) = store {
                 if let Ok(j) = serde_json::to_string(&*tok) {
-                    if let Err(e) = s.set(USER_TOKEN_KEY, &j) {
+                    if let Err(e) = s.set(USER_TOKEN_KEY, &j).await {
                         tracing::warn!(
                             target: "ethan_channels::lark",
                             "cannot store the refreshed user token: {e}"

@@ -164,7 +164,7 @@ pub(super) async fn run(
     }
     let mut backoff = Backoff::new();
 
-    let mut offset: i32 = match state.get(OFFSET_KEY)? {
+    let mut offset: i32 = match state.get(OFFSET_KEY).await? {
         Some(v) => v.trim().parse().unwrap_or_else(|_| {
             tracing::warn!("ignoring unreadable stored telegram offset {v:?}");
             0
@@ -212,7 +212,7 @@ pub(super) async fn run(
                     offset = id.saturating_add(1);
                     // The update is recorded; polling goes on from memory. A lost offset only
                     // means updates come again after a restart, recognised as duplicates.
-                    if let Err(e) = state.set(OFFSET_KEY, &offset.to_string()) {
+                    if let Err(e) = state.set(OFFSET_KEY, &offset.to_string()).await {
                         tracing::warn!(
                             "could not store the telegram offset {offset}: {e}; polling goes on"
                         );

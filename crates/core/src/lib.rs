@@ -8,14 +8,18 @@
 //! - [`event`]: the live events of a turn;
 //! - [`message`]: the messages of a conversation in a provider-neutral form (the history the
 //!   store keeps and the agent works with);
-//! - [`provider`]: the model provider trait and its errors.
+//! - [`provider`]: the model provider trait and its errors;
+//! - [`store`]: the store traits (sessions, history, kv, audit, jobs, owners) and their records;
+//! - [`clock`]: the wall clock tools and the scheduler read.
 
 pub mod assessment;
 pub mod channel;
+pub mod clock;
 pub mod consent;
 pub mod event;
 pub mod message;
 pub mod provider;
+pub mod store;
 pub mod tool;
 
 pub use channel::{ChannelKind, ChatKind, ChatRef};

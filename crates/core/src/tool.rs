@@ -5,6 +5,8 @@
 
 pub use crate::assessment::Assessment;
 use crate::channel::{ChannelKind, ChatRef};
+use crate::clock::ClockRef;
+use crate::store::StorageRef;
 use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
@@ -167,6 +169,34 @@ pub struct ToolContext {
     /// The tool's own assessment of this call ([`Tool::assess`]), set by the executor before
     /// consent; `None` before that, and for tools that assess nothing.
     pub assessment: Option<Assessment>,
+    /// The store and the clock the daemon lends its tools.
+    pub services: Services,
+}
+
+/// What the daemon lends a tool beyond the call: the store (`None` where there is none, e.g. a
+/// benchmark) and the clock. A tool never opens the daemon's database itself.
+#[derive(Clone)]
+pub struct Services {
+    pub store: Option<StorageRef>,
+    pub clock: ClockRef,
+}
+
+impl Default for Services {
+    /// No store; the system clock.
+    fn default() -> Self {
+        Self {
+            store: None,
+            clock: crate::clock::system(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Services {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Services")
+            .field("store", &self.store.as_ref().map(|_| "…"))
+            .finish_non_exhaustive()
+    }
 }
 
 /// Whether private data has entered a turn: the output of a tool that reads the machine or the
@@ -226,6 +256,7 @@ impl ToolContext {
             events: None,
             taint: Taint::default(),
             assessment: None,
+            services: Services::default(),
         }
     }
 }

@@ -23,8 +23,6 @@
 //! redacted ([`crate::tools::redact`]).
 
 use crate::config::ToolOverride;
-use crate::store::audit::AuditEntry;
-use crate::store::Store;
 use crate::tools::policy::{Audience, Policy};
 use crate::tools::redact::Redactor;
 use crate::tools::registry::Registry;
@@ -32,6 +30,7 @@ use crate::tools::replay::{replay_key, ReplayGuard};
 use crate::tools::truncate::{truncate_for_model, MODEL_OUTPUT_LIMIT};
 use crate::tools::{ErrorKind, Tool, ToolContext, ToolResult};
 use ethan_core::message::ToolCall;
+use ethan_core::store::{AuditEntry, StorageRef};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -58,7 +57,7 @@ pub use ethan_core::consent::ConsentGate;
 /// What the executor needs besides the registry.
 pub struct ExecutorOptions {
     /// Where audit entries and replay keys go (`None`: not recorded).
-    pub store: Option<Store>,
+    pub store: Option<StorageRef>,
     /// The literal secret values of the config, for redaction.
     pub secrets: Vec<String>,
     /// `$ETHAN_HOME/spill` (`None`: no spill files).
@@ -72,7 +71,7 @@ pub struct ExecutorOptions {
 pub struct Executor {
     registry: Arc<Registry>,
     replay: ReplayGuard,
-    store: Option<Store>,
+    store: Option<StorageRef>,
     redactor: Redactor,
     spill_dir: Option<PathBuf>,
     overrides: BTreeMap<String, ToolOverride>,
@@ -236,7 +235,7 @@ impl Executor {
             if tool.risk().has_side_effects() {
                 let key = replay_key(&ctx.trace_id, name, index, &args);
                 ctx.idempotency_key = key.clone();
-                if !self.replay.first_time(&key, &ctx.trace_id, name) {
+                if !self.replay.first_time(&key, &ctx.trace_id, name).await {
                     return ToolResult::err(
                         ErrorKind::Denied,
                         format!(
@@ -330,7 +329,7 @@ impl Executor {
             .with_label_values(&[&entry.tool, entry.error_kind.as_deref().unwrap_or("ok")])
             .inc();
         if let Some(store) = &self.store {
-            if let Err(e) = store.insert_audit(&entry) {
+            if let Err(e) = store.insert_audit(&entry).await {
                 tracing::error!("audit write failed: {e}");
             }
         }
@@ -487,7 +486,11 @@ pub(crate) mod tests {
         ToolCall::new(id, name, args)
     }
 
-    fn executor_with(registry: Registry, store: Option<Store>, spill: Option<PathBuf>) -> Executor {
+    fn executor_with(
+        registry: Registry,
+        store: Option<StorageRef>,
+        spill: Option<PathBuf>,
+    ) -> Executor {
         Executor::new(
             Arc::new(registry),
             ExecutorOptions {
@@ -591,7 +594,7 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn replayed_side_effect_call_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open_in_memory().unwrap();
+        let store = crate::store::Store::open_in_memory().unwrap().shared();
         let e = executor_with(
             Registry::builtin(&crate::config::Config::default()),
             Some(store.clone()),
@@ -622,7 +625,7 @@ pub(crate) mod tests {
         other.trace_id = "t2".into();
         assert!(e.execute(&[c], &all(&e), &other).await[0].result.ok);
         // Every proposal was audited, refused ones included.
-        let audit = store.recent_audit(10, None).unwrap();
+        let audit = store.recent_audit(10, None).await.unwrap();
         assert_eq!(audit.len(), 4);
         assert_eq!(
             audit
@@ -669,7 +672,7 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn read_only_timeouts_are_retried_and_secrets_redacted_in_audit() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open_in_memory().unwrap();
+        let store = crate::store::Store::open_in_memory().unwrap().shared();
         let mut r = Registry::default();
         r.register(Arc::new(Flaky(AtomicU32::new(0))));
         let e = executor_with(r, Some(store.clone()), None);
@@ -683,7 +686,7 @@ pub(crate) mod tests {
         assert!(out[0].result.ok, "{:?}", out[0].result);
         assert_eq!(out[0].attempts, 3);
         assert_eq!(out[0].model_text, "done on attempt 3");
-        let audit = store.recent_audit(1, None).unwrap();
+        let audit = store.recent_audit(1, None).await.unwrap();
         assert_eq!(audit[0].attempt, 3);
         assert!(
             !audit[0].args.contains("sk-argument-secret"),
@@ -696,14 +699,14 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn a_credential_sent_as_a_tool_name_is_redacted_in_audit() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open_in_memory().unwrap();
+        let store = crate::store::Store::open_in_memory().unwrap().shared();
         let e = executor_with(Registry::default(), Some(store.clone()), None);
         let name = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
         let out = e
             .execute(&[call("1", name, "{}")], &all(&e), &ctx_in(dir.path()))
             .await;
         assert_eq!(out[0].result.error_kind, Some(ErrorKind::Validation));
-        let audit = store.recent_audit(1, None).unwrap();
+        let audit = store.recent_audit(1, None).await.unwrap();
         assert!(!audit[0].tool.contains(name), "{}", audit[0].tool);
     }
 
@@ -820,7 +823,7 @@ pub(crate) mod tests {
     async fn a_panicking_tool_yields_internal_and_its_batch_still_returns() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a"), "A").unwrap();
-        let store = Store::open_in_memory().unwrap();
+        let store = crate::store::Store::open_in_memory().unwrap().shared();
         let mut r = Registry::builtin(&crate::config::Config::default());
         r.register(Arc::new(Boom));
         let e = executor_with(r, Some(store.clone()), None);
@@ -848,7 +851,7 @@ pub(crate) mod tests {
             out[1].model_text
         );
         // Audited like any failure.
-        let audit = store.recent_audit(10, None).unwrap();
+        let audit = store.recent_audit(10, None).await.unwrap();
         assert_eq!(audit.len(), 3);
         let row = audit.iter().find(|a| a.tool == "boom").unwrap();
         assert_eq!(row.error_kind.as_deref(), Some("internal"));

@@ -154,13 +154,19 @@ impl Registry {
     }
 
     /// The builtin tools, configured from `config` (web_search settings fixed at start).
+    /// No knowledge base (it needs the daemon's store).
     pub fn builtin(config: &Config) -> Self {
-        Self::builtin_at(config, None)
+        Self::builtin_at(config, None, None)
     }
 
     /// The builtin tools; with `config_path`, `tools.web_search` is re-read from that file when
-    /// it changes (no restart needed).
-    pub fn builtin_at(config: &Config, config_path: Option<&std::path::Path>) -> Self {
+    /// it changes (no restart needed). `knowledge`: the knowledge folder and the store holding
+    /// its index, for the `knowledge_*` tools.
+    pub fn builtin_at(
+        config: &Config,
+        config_path: Option<&std::path::Path>,
+        knowledge: Option<(std::path::PathBuf, crate::store::Store)>,
+    ) -> Self {
         let shell_timeout = config
             .tools
             .per_tool
@@ -201,7 +207,10 @@ impl Registry {
         r.register_builtin(Arc::new(
             crate::tools::schedule_remove::ScheduleRemove::new(tz),
         ));
-        let knowledge = Arc::new(crate::knowledge::KnowledgeHub::new(&config.knowledge));
+        let knowledge = Arc::new(crate::knowledge::KnowledgeHub::new(
+            &config.knowledge,
+            knowledge,
+        ));
         r.register_builtin(Arc::new(crate::tools::knowledge_search::KnowledgeSearch(
             knowledge.clone(),
         )));

@@ -4,7 +4,7 @@
 //! refused. Recent keys live in an in-memory LRU (500); every key is also stored in SQLite with
 //! its turn, so a turn re-run after a crash (same trace id) is recognised.
 
-use crate::store::Store;
+use ethan_core::store::StorageRef;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::{HashSet, VecDeque};
@@ -64,12 +64,12 @@ struct Lru {
 
 pub struct ReplayGuard {
     lru: Mutex<Lru>,
-    store: Option<Store>,
+    store: Option<StorageRef>,
 }
 
 impl ReplayGuard {
     /// `store`: where keys persist (`None`: memory only, for tests and benchmarks).
-    pub fn new(store: Option<Store>) -> Self {
+    pub fn new(store: Option<StorageRef>) -> Self {
         Self {
             lru: Mutex::new(Lru {
                 order: VecDeque::with_capacity(LRU_CAPACITY),
@@ -81,7 +81,7 @@ impl ReplayGuard {
 
     /// Record `key`; `true` when it is new, `false` for a replay. A database error is logged
     /// and the in-memory answer stands.
-    pub fn first_time(&self, key: &str, trace_id: &str, tool: &str) -> bool {
+    pub async fn first_time(&self, key: &str, trace_id: &str, tool: &str) -> bool {
         {
             let mut lru = self.lru.lock().unwrap_or_else(|p| p.into_inner());
             if lru.set.contains(key) {
@@ -96,7 +96,7 @@ impl ReplayGuard {
             lru.set.insert(key.to_string());
         }
         match &self.store {
-            Some(s) => match s.record_replay_key(key, trace_id, tool) {
+            Some(s) => match s.record_replay_key(key, trace_id, tool).await {
                 Ok(new) => new,
                 Err(e) => {
                     tracing::error!("replay guard: {e}");
@@ -153,25 +153,25 @@ mod tests {
         );
     }
 
-    #[test]
-    fn persisted_keys_survive_a_new_guard() {
-        let store = Store::open_in_memory().unwrap();
+    #[tokio::test]
+    async fn persisted_keys_survive_a_new_guard() {
+        let store = crate::store::Store::open_in_memory().unwrap().shared();
         let g = ReplayGuard::new(Some(store.clone()));
-        assert!(g.first_time("k1", "t", "shell"));
-        assert!(!g.first_time("k1", "t", "shell"));
+        assert!(g.first_time("k1", "t", "shell").await);
+        assert!(!g.first_time("k1", "t", "shell").await);
         let g2 = ReplayGuard::new(Some(store));
         assert!(
-            !g2.first_time("k1", "t", "shell"),
+            !g2.first_time("k1", "t", "shell").await,
             "a restarted daemon must recognise the key"
         );
-        assert!(g2.first_time("k2", "t", "shell"));
+        assert!(g2.first_time("k2", "t", "shell").await);
     }
 
-    #[test]
-    fn lru_is_bounded() {
+    #[tokio::test]
+    async fn lru_is_bounded() {
         let g = ReplayGuard::new(None);
         for i in 0..(LRU_CAPACITY + 10) {
-            assert!(g.first_time(&format!("k{i}"), "t", "x"));
+            assert!(g.first_time(&format!("k{i}"), "t", "x").await);
         }
         let lru = g.lru.lock().unwrap();
         assert_eq!(lru.order.len(), LRU_CAPACITY);

@@ -697,7 +697,7 @@ mod tests {
         let seen = shell.judge.seen.clone();
         let mut registry = crate::tools::registry::Registry::default();
         registry.register(Arc::new(shell));
-        let store = crate::store::Store::open_in_memory().unwrap();
+        let store = crate::store::Store::open_in_memory().unwrap().shared();
         let config = crate::config::Config::default();
         let consent = Arc::new(Consent::new(
             Owners::new(&config, store.clone()),
@@ -727,13 +727,15 @@ mod tests {
                 } = ev
                 {
                     asked.push(always);
-                    let ack = consent.decide(&ethan_channels::ApprovalDecision {
-                        channel: ethan_channels::ChannelKind::Web,
-                        request_id,
-                        choice: ethan_channels::ApprovalChoice::Once,
-                        user_id: "web".into(),
-                        chat_id: String::new(),
-                    });
+                    let ack = consent
+                        .decide(&ethan_channels::ApprovalDecision {
+                            channel: ethan_channels::ChannelKind::Web,
+                            request_id,
+                            choice: ethan_channels::ApprovalChoice::Once,
+                            user_id: "web".into(),
+                            chat_id: String::new(),
+                        })
+                        .await;
                     assert!(ack.accepted, "{}", ack.toast);
                 }
             }

@@ -109,7 +109,7 @@ impl Tool for KnowledgeAdd {
         ))
     }
 
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+    async fn run(&self, args: Value, _ctx: &ToolContext) -> ToolResult {
         let parsed = (|| {
             Ok::<_, ToolResult>((
                 req_str(&args, "content")?,
@@ -121,7 +121,7 @@ impl Tool for KnowledgeAdd {
             Ok(p) => p,
             Err(e) => return e,
         };
-        let k = match self.0.get(ctx).await {
+        let k = match self.0.get().await {
             Ok(k) => k,
             Err(e) => return knowledge_error(e),
         };

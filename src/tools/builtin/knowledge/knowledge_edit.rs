@@ -60,7 +60,7 @@ impl Tool for KnowledgeEdit {
         })
     }
 
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+    async fn run(&self, args: Value, _ctx: &ToolContext) -> ToolResult {
         let parsed = (|| {
             Ok::<_, ToolResult>((
                 req_str(&args, "source")?,
@@ -84,7 +84,7 @@ impl Tool for KnowledgeEdit {
                 )
             }
         };
-        let k = match self.0.get(ctx).await {
+        let k = match self.0.get().await {
             Ok(k) => k,
             Err(e) => return knowledge_error(e),
         };

@@ -40,16 +40,16 @@ impl Tool for KnowledgeRead {
         1
     }
 
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+    async fn run(&self, args: Value, _ctx: &ToolContext) -> ToolResult {
         let source = match req_str(&args, "source") {
             Ok(s) => s,
             Err(e) => return e,
         };
-        let k = match self.0.get(ctx).await {
+        let k = match self.0.get().await {
             Ok(k) => k,
             Err(e) => return knowledge_error(e),
         };
-        let note = match k.read(source) {
+        let note = match k.read(source).await {
             Ok(n) => n,
             Err(e) => return knowledge_error(e),
         };

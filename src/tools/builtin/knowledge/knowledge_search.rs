@@ -54,7 +54,7 @@ impl Tool for KnowledgeSearch {
         1
     }
 
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+    async fn run(&self, args: Value, _ctx: &ToolContext) -> ToolResult {
         let query = match req_str(&args, "query") {
             Ok(q) if !q.trim().is_empty() => q.trim().to_string(),
             Ok(_) => return ToolResult::err(ErrorKind::Validation, "`query` is empty"),
@@ -66,7 +66,7 @@ impl Tool for KnowledgeSearch {
                 .clamp(1, crate::knowledge::MAX_LIMIT as u64) as usize,
             Err(e) => return e,
         };
-        let k = match self.0.get(ctx).await {
+        let k = match self.0.get().await {
             Ok(k) => k,
             Err(e) => return knowledge_error(e),
         };
@@ -83,7 +83,7 @@ impl Tool for KnowledgeSearch {
             out.push_str(&format!("Note: {w}\n"));
         }
         if outcome.hits.is_empty() {
-            let total = k.counts().map(|c| c.0).unwrap_or(0);
+            let total = k.counts().await.map(|c| c.0).unwrap_or(0);
             out.push_str(&format!(
                 "No note matches {query:?} ({mode} search over {total} notes). Try other or \
                  fewer words; save new knowledge with knowledge_add."

@@ -52,8 +52,8 @@ impl LarkClient {
         Some(Arc::new(Self { api, user }))
     }
 
-    /// One call as the user (`as_user`) or as the bot. A refreshed user token is stored in the
-    /// daemon's database (`$ETHAN_HOME/ethan.db`) when the context knows the home.
+    /// One call as the user (`as_user`) or as the bot. A refreshed user token is kept in the
+    /// store the context lends ([`ToolContext::services`]), when there is one.
     pub async fn call(
         &self,
         as_user: bool,
@@ -64,17 +64,31 @@ impl LarkClient {
         ctx: &ToolContext,
     ) -> Result<Value, ApiError> {
         if as_user {
-            let store = ctx
-                .ethan_home
-                .as_ref()
-                .map(|h| h.join("ethan.db"))
-                .filter(|p| p.exists())
-                .and_then(|p| crate::store::Store::open(&p).ok());
-            let s = store.as_ref().map(|s| s as &dyn ethan_channels::StateStore);
+            let state = ctx.services.store.as_ref().map(|s| KvState(&**s));
+            let s = state.as_ref().map(|s| s as &dyn ethan_channels::StateStore);
             self.user.call(method, path, query, body, s).await
         } else {
             self.api.call(method, path, query, body).await
         }
+    }
+}
+
+/// The store's kv table as the channels' adapter state (where the user token is kept).
+struct KvState<'a>(&'a dyn ethan_core::store::KvStore);
+
+#[async_trait::async_trait]
+impl ethan_channels::StateStore for KvState<'_> {
+    async fn get(&self, key: &str) -> Result<Option<String>, ethan_channels::ChannelError> {
+        self.0
+            .kv_get(key)
+            .await
+            .map_err(|e| ethan_channels::ChannelError::Storage(e.to_string()))
+    }
+    async fn set(&self, key: &str, value: &str) -> Result<(), ethan_channels::ChannelError> {
+        self.0
+            .kv_set(key, value)
+            .await
+            .map_err(|e| ethan_channels::ChannelError::Storage(e.to_string()))
     }
 }
 

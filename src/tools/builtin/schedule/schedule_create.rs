@@ -10,10 +10,10 @@
 
 use crate::jobs::job::{self, JobError, NewJob, Origin};
 use crate::jobs::schedule;
-use crate::store::Store;
 use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
 use crate::tz;
 use async_trait::async_trait;
+use ethan_core::store::StorageRef;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -81,15 +81,19 @@ pub(crate) fn origin(ctx: &ToolContext) -> Origin {
     }
 }
 
-/// The daemon's database, from `$ETHAN_HOME`.
-pub(crate) fn open_store(ctx: &ToolContext) -> Result<Store, ToolResult> {
-    let home = ctx.ethan_home.as_ref().ok_or_else(|| {
+/// The daemon's store, from the call's context (the tools never open the database).
+pub(crate) fn store_of(ctx: &ToolContext) -> Result<&StorageRef, ToolResult> {
+    ctx.services.store.as_ref().ok_or_else(|| {
         ToolResult::err(
             ErrorKind::Dependency,
             "the job database is not available in this interface",
         )
-    })?;
-    crate::jobs::open_store(home).map_err(|e| ToolResult::err(ErrorKind::Dependency, e.to_string()))
+    })
+}
+
+/// The context's clock as a UTC date-time.
+pub(crate) fn now_of(ctx: &ToolContext) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::from_timestamp(ctx.services.clock.unix_secs(), 0).unwrap_or_default()
 }
 
 /// A job error as a result for the model.
@@ -261,15 +265,16 @@ impl Tool for ScheduleCreate {
         if let Err(e) = check_tools(&new, ctx) {
             return e;
         }
-        let store = match open_store(ctx) {
+        let store = match store_of(ctx) {
             Ok(s) => s,
             Err(e) => return e,
         };
-        let now = chrono::Utc::now();
-        let job = match job::create(&store, &new, &origin(ctx), self.config_tz.as_deref(), now) {
-            Ok(j) => j,
-            Err(e) => return job_error(e),
-        };
+        let now = now_of(ctx);
+        let job =
+            match job::create(&**store, &new, &origin(ctx), self.config_tz.as_deref(), now).await {
+                Ok(j) => j,
+                Err(e) => return job_error(e),
+            };
         let zone = job::zone_of(&job, self.config_tz.as_deref());
         let next = job
             .next_run
@@ -305,9 +310,11 @@ mod tests {
     use ethan_channels::{ChannelKind, ChatKind, ChatRef};
     use std::sync::Arc;
 
+    /// A Telegram DM context whose store is `store` (a fresh in-memory one by default).
     fn chat_ctx(home: &std::path::Path) -> ToolContext {
         let mut ctx = ctx_in(home);
         ctx.ethan_home = Some(home.to_path_buf());
+        ctx.services.store = Some(crate::store::Store::open_in_memory().unwrap().shared());
         ctx.channel = ChannelKind::Telegram;
         ctx.chat = Some(ChatRef {
             id: "42".into(),
@@ -350,8 +357,8 @@ mod tests {
         let r = t.run(args.clone(), &ctx).await;
         assert!(r.ok, "{r:?}");
         assert!(r.output.contains("`news`"), "{}", r.output);
-        let store = crate::jobs::open_store(dir.path()).unwrap();
-        let job = store.get_job("news").unwrap().unwrap();
+        let store = ctx.services.store.clone().unwrap();
+        let job = store.get_job("news").await.unwrap().unwrap();
         assert_eq!(job.allowed_tools, ["file_write", "shell"]);
         assert_eq!(job.creator, "telegram:42");
         let again = t.run(args, &ctx).await;
@@ -402,6 +409,7 @@ mod tests {
         }
         let mut terminal = ctx_in(dir.path());
         terminal.ethan_home = Some(dir.path().to_path_buf());
+        terminal.services.store = ctx.services.store.clone();
         let r = t
             .run(json!({"prompt": "x", "interval_minutes": 5}), &terminal)
             .await;

@@ -2,11 +2,11 @@
 //! target), or one job with its recent runs. Read-only.
 
 use crate::jobs::job::{self, JobError};
-use crate::store::jobs::{JobRecord, JobState, RunRecord};
-use crate::tools::schedule_create::{job_error, open_store};
+use crate::tools::schedule_create::{job_error, store_of};
 use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
 use crate::tz;
 use async_trait::async_trait;
+use ethan_core::store::{JobRecord, JobState, RunRecord};
 use serde_json::{json, Value};
 
 pub struct ScheduleList {
@@ -78,18 +78,18 @@ impl Tool for ScheduleList {
     }
 
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
-        let store = match open_store(ctx) {
+        let store = match store_of(ctx) {
             Ok(s) => s,
             Err(e) => return e,
         };
         let tz = self.config_tz.as_deref();
         if let Some(id) = args.get("job_id").and_then(Value::as_str) {
-            let j = match store.get_job(id) {
+            let j = match store.get_job(id).await {
                 Ok(Some(j)) => j,
                 Ok(None) => return job_error(JobError::NotFound(id.to_string())),
                 Err(e) => return ToolResult::err(ErrorKind::Dependency, e.to_string()),
             };
-            let runs = match store.job_runs(id, 10) {
+            let runs = match store.job_runs(id, 10).await {
                 Ok(r) => r,
                 Err(e) => return ToolResult::err(ErrorKind::Dependency, e.to_string()),
             };
@@ -115,7 +115,7 @@ impl Tool for ScheduleList {
             }
             return ToolResult::ok(out);
         }
-        let jobs = match store.list_jobs() {
+        let jobs = match store.list_jobs().await {
             Ok(j) => j,
             Err(e) => return ToolResult::err(ErrorKind::Dependency, e.to_string()),
         };
@@ -124,7 +124,11 @@ impl Tool for ScheduleList {
         }
         let mut lines = vec![format!("{} scheduled job(s):", jobs.len())];
         for j in &jobs {
-            let last = store.job_runs(&j.id, 1).ok().and_then(|mut r| r.pop());
+            let last = store
+                .job_runs(&j.id, 1)
+                .await
+                .ok()
+                .and_then(|mut r| r.pop());
             lines.push(job_line(j, last.as_ref(), tz));
         }
         ToolResult::ok(lines.join("\n")).with_metadata(json!({"count": jobs.len()}))

@@ -4,11 +4,12 @@
 
 use crate::jobs::job;
 use crate::tools::args::opt_bool;
-use crate::tools::schedule_create::{job_error, open_store};
-use crate::tools::schedule_remove::job_label;
+use crate::tools::schedule_create::{job_error, now_of, store_of};
+use crate::tools::schedule_remove::{job_label, label_of};
 use crate::tools::{Risk, Tool, ToolContext, ToolResult};
 use crate::tz;
 use async_trait::async_trait;
+use ethan_core::assessment::Assessment;
 use serde_json::{json, Value};
 
 pub struct SchedulePause {
@@ -49,12 +50,15 @@ impl Tool for SchedulePause {
     fn risk(&self) -> Risk {
         Risk::Write
     }
-    fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
+    async fn assess(&self, args: &Value, ctx: &ToolContext) -> Option<Assessment> {
         let id = args.get("job_id").and_then(Value::as_str).unwrap_or("");
+        Some(job_label(ctx, id, self.config_tz.as_deref()).await)
+    }
+    fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
         Some(format!(
             "{} scheduled job {}",
             if paused(args) { "pause" } else { "resume" },
-            job_label(ctx, id, self.config_tz.as_deref())
+            label_of(ctx, args)
         ))
     }
 
@@ -67,12 +71,12 @@ impl Tool for SchedulePause {
             Ok(p) => p.unwrap_or(true),
             Err(e) => return e,
         };
-        let store = match open_store(ctx) {
+        let store = match store_of(ctx) {
             Ok(s) => s,
             Err(e) => return e,
         };
         let tz_name = self.config_tz.as_deref();
-        match job::set_paused(&store, id, pause, tz_name, chrono::Utc::now()) {
+        match job::set_paused(&**store, id, pause, tz_name, now_of(ctx)).await {
             Ok(j) if pause => ToolResult::ok(format!("Paused job `{}` (\"{}\").", j.id, j.title)),
             Ok(j) => {
                 let zone = job::zone_of(&j, tz_name);
@@ -101,6 +105,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut ctx = ctx_in(dir.path());
         ctx.ethan_home = Some(dir.path().to_path_buf());
+        ctx.services.store = Some(crate::store::Store::open_in_memory().unwrap().shared());
         let list = ScheduleList::new(None);
         assert_eq!(list.run(json!({}), &ctx).await.output, "No scheduled jobs.");
         let r = ScheduleCreate::new(None)
@@ -123,9 +128,11 @@ mod tests {
         assert!(out.contains("never ran"), "{out}");
 
         let pause = SchedulePause::new(None);
-        let d = pause
-            .consent_check(&json!({"job_id": "hourly", "paused": true}), &ctx)
-            .unwrap();
+        // As the executor does: the tool's assessment first (it looks the job up), then consent.
+        let args = json!({"job_id": "hourly", "paused": true});
+        let mut asked = ctx.clone();
+        asked.assessment = pause.assess(&args, &ctx).await;
+        let d = pause.consent_check(&args, &asked).unwrap();
         assert!(d.starts_with("pause scheduled job `hourly`"), "{d}");
         let r = pause.run(json!({"job_id": "hourly"}), &ctx).await;
         assert!(r.output.contains("Paused"), "{r:?}");
@@ -148,9 +155,10 @@ mod tests {
         );
 
         let remove = ScheduleRemove::new(None);
-        let d = remove
-            .consent_check(&json!({"job_id": "hourly"}), &ctx)
-            .unwrap();
+        let args = json!({"job_id": "hourly"});
+        let mut asked = ctx.clone();
+        asked.assessment = remove.assess(&args, &ctx).await;
+        let d = remove.consent_check(&args, &asked).unwrap();
         assert!(d.contains("every 1 hour(s)"), "{d}");
         assert!(remove.run(json!({"job_id": "hourly"}), &ctx).await.ok);
         let r = remove.run(json!({"job_id": "hourly"}), &ctx).await;

@@ -2,9 +2,10 @@
 //! (owner-only on chat platforms); the approval names the job and its schedule.
 
 use crate::jobs::job;
-use crate::tools::schedule_create::{job_error, open_store};
+use crate::tools::schedule_create::{job_error, store_of};
 use crate::tools::{Risk, Tool, ToolContext, ToolResult};
 use async_trait::async_trait;
+use ethan_core::assessment::Assessment;
 use serde_json::{json, Value};
 
 pub struct ScheduleRemove {
@@ -19,12 +20,17 @@ impl ScheduleRemove {
     }
 }
 
+/// What a pause or removal names in its approval, looked up once per call
+/// ([`Tool::assess`]).
+pub(crate) struct JobLabel(String);
+
 /// `` `id` "title" (cron `0 9 * * *`, to telegram:42) ``, or just the id when unknown.
-pub(crate) fn job_label(ctx: &ToolContext, id: &str, config_tz: Option<&str>) -> String {
-    let found = open_store(ctx)
-        .ok()
-        .and_then(|s| s.get_job(id).ok().flatten());
-    match found {
+pub(crate) async fn job_label(ctx: &ToolContext, id: &str, config_tz: Option<&str>) -> Assessment {
+    let found = match store_of(ctx) {
+        Ok(s) => s.get_job(id).await.ok().flatten(),
+        Err(_) => None,
+    };
+    Assessment::new(JobLabel(match found {
         Some(j) => format!(
             "`{}` \"{}\" ({}, to {})",
             j.id,
@@ -33,6 +39,17 @@ pub(crate) fn job_label(ctx: &ToolContext, id: &str, config_tz: Option<&str>) ->
             job::target_label(&j)
         ),
         None => format!("`{id}`"),
+    }))
+}
+
+/// The label [`job_label`] found for this call, else the bare id.
+pub(crate) fn label_of(ctx: &ToolContext, args: &Value) -> String {
+    match ctx.assessment.as_ref().and_then(|a| a.get::<JobLabel>()) {
+        Some(JobLabel(l)) => l.clone(),
+        None => format!(
+            "`{}`",
+            args.get("job_id").and_then(Value::as_str).unwrap_or("")
+        ),
     }
 }
 
@@ -55,12 +72,12 @@ impl Tool for ScheduleRemove {
     fn risk(&self) -> Risk {
         Risk::Write
     }
-    fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
+    async fn assess(&self, args: &Value, ctx: &ToolContext) -> Option<Assessment> {
         let id = args.get("job_id").and_then(Value::as_str).unwrap_or("");
-        Some(format!(
-            "remove scheduled job {}",
-            job_label(ctx, id, self.config_tz.as_deref())
-        ))
+        Some(job_label(ctx, id, self.config_tz.as_deref()).await)
+    }
+    fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
+        Some(format!("remove scheduled job {}", label_of(ctx, args)))
     }
 
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
@@ -68,11 +85,11 @@ impl Tool for ScheduleRemove {
             Ok(i) => i,
             Err(e) => return e,
         };
-        let store = match open_store(ctx) {
+        let store = match store_of(ctx) {
             Ok(s) => s,
             Err(e) => return e,
         };
-        match job::remove(&store, id) {
+        match job::remove(&**store, id).await {
             Ok(j) => ToolResult::ok(format!(
                 "Removed job `{}` (\"{}\"); it will not run again.",
                 j.id, j.title

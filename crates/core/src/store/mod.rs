@@ -1,0 +1,202 @@
+//! The store traits: what the agent, the tool engine, the tools and the scheduler need from
+//! durable storage, independent of the engine behind it (the daemon's SQLite file today).
+//!
+//! Every method is `async`: an implementation must never block the caller's runtime thread
+//! (the SQLite store runs its statements on a connection thread of its own). Each trait is one
+//! concern: [`SessionStore`] (session key → current session), [`MessageStore`] (the
+//! provider-neutral history), [`KvStore`] (small durable state), [`AuditStore`] (the audit log
+//! and the replay guard), [`JobStore`] (scheduled jobs and their runs) and [`OwnerStore`]
+//! (owners added at run time). [`Storage`] is all of them, the handle the daemon passes around.
+//!
+//! Times are Unix seconds (UTC) unless a field says otherwise.
+
+pub mod records;
+
+pub use records::{AuditEntry, Delivery, JobRecord, JobState, RunRecord, RunStatus};
+
+use crate::message::ChatMessage;
+use async_trait::async_trait;
+use std::sync::Arc;
+
+/// A storage failure; the text says which operation failed and why.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StoreError {
+    /// The engine refused or failed a statement (`message` is its text, with what "busy" or
+    /// "read-only" means here).
+    #[error("database {op}: {message}")]
+    Backend { op: &'static str, message: String },
+    /// A stored value could not be read back (bad JSON, an unknown enum value).
+    #[error("database {op}: stored data is unreadable: {message}")]
+    Corrupt { op: &'static str, message: String },
+    /// The database opened only for reading; the daemon must write it.
+    #[error(
+        "the database {path} is read-only: ethan must be able to write it (check the file's owner \
+         and permissions, and that its file system is mounted read-write)"
+    )]
+    ReadOnly { path: String },
+    /// The database's directory could not be created.
+    #[error("cannot create {path}: {message}")]
+    Io { path: String, message: String },
+    /// The store was shut down (its connection thread is gone).
+    #[error("database {op}: the store is closed")]
+    Closed { op: &'static str },
+}
+
+/// Sessions: a session key (`telegram:<chat_id>`, `terminal:<name>`) and its current session.
+#[async_trait]
+pub trait SessionStore: Send + Sync {
+    /// The active session id for `key`, created on first use.
+    async fn current_session(&self, key: &str) -> Result<String, StoreError>;
+    /// Retire the active session of `key` and start a new one; returns the new id.
+    async fn new_session(&self, key: &str) -> Result<String, StoreError>;
+}
+
+/// The conversation of each session, in the provider-neutral form of [`ChatMessage`]
+/// (a provider's `opaque` value is kept exactly as given).
+#[async_trait]
+pub trait MessageStore: Send + Sync {
+    /// Append messages to a session atomically (an assistant message and its tool results land
+    /// together or not at all).
+    async fn append_messages(
+        &self,
+        session_id: &str,
+        msgs: &[ChatMessage],
+    ) -> Result<(), StoreError>;
+    /// The last `limit` messages of a session, oldest first, starting at a user message so no
+    /// tool result or tool call is left without its partner.
+    async fn load_window(
+        &self,
+        session_id: &str,
+        limit: usize,
+    ) -> Result<Vec<ChatMessage>, StoreError>;
+}
+
+/// Small durable key/value state (a channel's offset, a refreshed user token, a session's
+/// taint).
+#[async_trait]
+pub trait KvStore: Send + Sync {
+    async fn kv_get(&self, key: &str) -> Result<Option<String>, StoreError>;
+    async fn kv_set(&self, key: &str, value: &str) -> Result<(), StoreError>;
+}
+
+/// The audit log (one entry per proposed tool call, arguments already redacted) and the
+/// replay-guard keys.
+#[async_trait]
+pub trait AuditStore: Send + Sync {
+    async fn insert_audit(&self, entry: &AuditEntry) -> Result<(), StoreError>;
+    /// The newest `n` entries, newest first, of one session key or of all.
+    async fn recent_audit(
+        &self,
+        n: usize,
+        session: Option<&str>,
+    ) -> Result<Vec<AuditEntry>, StoreError>;
+    /// Record a replay key; `false` when it was already recorded (the call is a replay).
+    async fn record_replay_key(
+        &self,
+        key: &str,
+        trace_id: &str,
+        tool: &str,
+    ) -> Result<bool, StoreError>;
+}
+
+/// Scheduled jobs and their runs. A run is the claim on one slot: [`JobStore::claim_run`]
+/// succeeds for exactly one caller per `(job_id, scheduled_for)`, across processes.
+#[async_trait]
+pub trait JobStore: Send + Sync {
+    /// Insert a job; `false` when its id exists.
+    async fn insert_job(&self, job: &JobRecord) -> Result<bool, StoreError>;
+    async fn get_job(&self, id: &str) -> Result<Option<JobRecord>, StoreError>;
+    async fn list_jobs(&self) -> Result<Vec<JobRecord>, StoreError>;
+    /// Active, unpaused jobs whose next slot is at or before `now`.
+    async fn due_jobs(&self, now: i64) -> Result<Vec<JobRecord>, StoreError>;
+    /// The earliest next slot of any active, unpaused job.
+    async fn next_due_at(&self) -> Result<Option<i64>, StoreError>;
+    /// Remove a job and its runs; `false` when there was none.
+    async fn remove_job(&self, id: &str) -> Result<bool, StoreError>;
+    async fn set_job_paused(
+        &self,
+        id: &str,
+        paused: bool,
+        next_run: Option<i64>,
+    ) -> Result<bool, StoreError>;
+    /// Move a job's next slot from `expected` to `next` (`None`: done); `false` when another
+    /// process moved it first.
+    async fn advance_job(
+        &self,
+        id: &str,
+        expected: Option<i64>,
+        next: Option<i64>,
+    ) -> Result<bool, StoreError>;
+    /// Claim one slot; the new run's id, or `None` when the slot was claimed already.
+    async fn claim_run(
+        &self,
+        job_id: &str,
+        scheduled_for: i64,
+        trigger: &str,
+        claimed_by: &str,
+    ) -> Result<Option<i64>, StoreError>;
+    /// Record a slot that passed without a scheduler; `None` when it was claimed already.
+    async fn record_missed_run(
+        &self,
+        job_id: &str,
+        scheduled_for: i64,
+        claimed_by: &str,
+        note: &str,
+    ) -> Result<Option<i64>, StoreError>;
+    async fn finish_run(
+        &self,
+        run_id: i64,
+        status: RunStatus,
+        output: Option<&str>,
+        error: Option<&str>,
+    ) -> Result<(), StoreError>;
+    async fn record_delivery(
+        &self,
+        run_id: i64,
+        delivery: Delivery,
+        attempts: u32,
+        message_id: Option<&str>,
+        error: Option<&str>,
+    ) -> Result<(), StoreError>;
+    async fn get_run(&self, run_id: i64) -> Result<Option<RunRecord>, StoreError>;
+    /// The newest `limit` runs of a job, newest first.
+    async fn job_runs(&self, job_id: &str, limit: usize) -> Result<Vec<RunRecord>, StoreError>;
+    /// Runs still marked running (a process died during them, or is running them now).
+    async fn running_runs(&self) -> Result<Vec<RunRecord>, StoreError>;
+}
+
+/// Owners added at run time (`ethan owner add`, a claim code), beside the configured ones.
+#[async_trait]
+pub trait OwnerStore: Send + Sync {
+    /// Add an owner; `false` when already one.
+    async fn add_owner(
+        &self,
+        channel: &str,
+        user_id: &str,
+        source: &str,
+    ) -> Result<bool, StoreError>;
+    async fn remove_owner(&self, channel: &str, user_id: &str) -> Result<bool, StoreError>;
+    /// `(channel, user_id, source, added_at)` of every stored owner.
+    async fn list_owners(&self) -> Result<Vec<(String, String, String, i64)>, StoreError>;
+    async fn is_stored_owner(&self, channel: &str, user_id: &str) -> Result<bool, StoreError>;
+    async fn has_stored_owner(&self, channel: &str) -> Result<bool, StoreError>;
+    /// Keep a one-time claim code until `expires_at`.
+    async fn put_claim_code(&self, code: &str, expires_at: i64) -> Result<(), StoreError>;
+    /// Use a claim code up; `true` when it existed and had not expired.
+    async fn take_claim_code(&self, code: &str) -> Result<bool, StoreError>;
+}
+
+/// Every store trait: the handle the daemon gives the agent, the tool engine, the tools and the
+/// scheduler.
+pub trait Storage:
+    SessionStore + MessageStore + KvStore + AuditStore + JobStore + OwnerStore
+{
+}
+
+impl<T> Storage for T where
+    T: SessionStore + MessageStore + KvStore + AuditStore + JobStore + OwnerStore + ?Sized
+{
+}
+
+/// A shared store handle.
+pub type StorageRef = Arc<dyn Storage>;

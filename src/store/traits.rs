@@ -1,0 +1,331 @@
+//! The store traits of [`ethan_core::store`] (and the channels' [`ethan_channels::StateStore`])
+//! for the SQLite [`Store`]: each method copies its arguments, runs the statement of the same
+//! name on the connection thread ([`Store::call`]) and awaits the answer. Also the async forms
+//! of the daemon-only statements (inbound events).
+
+use super::inbound::UnconfirmedReply;
+use super::{Store, StoreError};
+use async_trait::async_trait;
+use ethan_channels::InboundEvent;
+use ethan_core::message::ChatMessage;
+use ethan_core::store::{
+    AuditEntry, AuditStore, Delivery, JobRecord, JobStore, KvStore, MessageStore, OwnerStore,
+    RunRecord, RunStatus, SessionStore,
+};
+
+fn owned(s: Option<&str>) -> Option<String> {
+    s.map(str::to_owned)
+}
+
+#[async_trait]
+impl SessionStore for Store {
+    async fn current_session(&self, key: &str) -> Result<String, StoreError> {
+        let key = key.to_owned();
+        self.call("find session", move |db| db.current_session(&key))
+            .await
+    }
+    async fn new_session(&self, key: &str) -> Result<String, StoreError> {
+        let key = key.to_owned();
+        self.call("retire session", move |db| db.new_session(&key))
+            .await
+    }
+}
+
+#[async_trait]
+impl MessageStore for Store {
+    async fn append_messages(
+        &self,
+        session_id: &str,
+        msgs: &[ChatMessage],
+    ) -> Result<(), StoreError> {
+        let (id, msgs) = (session_id.to_owned(), msgs.to_vec());
+        self.call("append messages", move |db| db.append_messages(&id, &msgs))
+            .await
+    }
+    async fn load_window(
+        &self,
+        session_id: &str,
+        limit: usize,
+    ) -> Result<Vec<ChatMessage>, StoreError> {
+        let id = session_id.to_owned();
+        self.call("load messages", move |db| db.load_window(&id, limit))
+            .await
+    }
+}
+
+#[async_trait]
+impl KvStore for Store {
+    async fn kv_get(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let key = key.to_owned();
+        self.call("kv get", move |db| db.kv_get(&key)).await
+    }
+    async fn kv_set(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        let (key, value) = (key.to_owned(), value.to_owned());
+        self.call("kv set", move |db| db.kv_set(&key, &value)).await
+    }
+}
+
+/// Adapter state for channels, backed by the kv table.
+#[async_trait]
+impl ethan_channels::StateStore for Store {
+    async fn get(&self, key: &str) -> Result<Option<String>, ethan_channels::ChannelError> {
+        self.kv_get(key)
+            .await
+            .map_err(|e| ethan_channels::ChannelError::Storage(e.to_string()))
+    }
+    async fn set(&self, key: &str, value: &str) -> Result<(), ethan_channels::ChannelError> {
+        self.kv_set(key, value)
+            .await
+            .map_err(|e| ethan_channels::ChannelError::Storage(e.to_string()))
+    }
+}
+
+#[async_trait]
+impl AuditStore for Store {
+    async fn insert_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
+        let entry = entry.clone();
+        self.call("insert audit", move |db| db.insert_audit(&entry))
+            .await
+    }
+    async fn recent_audit(
+        &self,
+        n: usize,
+        session: Option<&str>,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        let session = owned(session);
+        self.call("read audit", move |db| {
+            db.recent_audit(n, session.as_deref())
+        })
+        .await
+    }
+    async fn record_replay_key(
+        &self,
+        key: &str,
+        trace_id: &str,
+        tool: &str,
+    ) -> Result<bool, StoreError> {
+        let (key, trace, tool) = (key.to_owned(), trace_id.to_owned(), tool.to_owned());
+        self.call("replay key", move |db| {
+            db.record_replay_key(&key, &trace, &tool)
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl JobStore for Store {
+    async fn insert_job(&self, job: &JobRecord) -> Result<bool, StoreError> {
+        let job = job.clone();
+        self.call("insert job", move |db| db.insert_job(&job)).await
+    }
+    async fn get_job(&self, id: &str) -> Result<Option<JobRecord>, StoreError> {
+        let id = id.to_owned();
+        self.call("get job", move |db| db.get_job(&id)).await
+    }
+    async fn list_jobs(&self) -> Result<Vec<JobRecord>, StoreError> {
+        self.call("list jobs", |db| db.list_jobs()).await
+    }
+    async fn due_jobs(&self, now: i64) -> Result<Vec<JobRecord>, StoreError> {
+        self.call("due jobs", move |db| db.due_jobs(now)).await
+    }
+    async fn next_due_at(&self) -> Result<Option<i64>, StoreError> {
+        self.call("next due", |db| db.next_due_at()).await
+    }
+    async fn remove_job(&self, id: &str) -> Result<bool, StoreError> {
+        let id = id.to_owned();
+        self.call("remove job", move |db| db.remove_job(&id)).await
+    }
+    async fn set_job_paused(
+        &self,
+        id: &str,
+        paused: bool,
+        next_run: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        let id = id.to_owned();
+        self.call("pause job", move |db| {
+            db.set_job_paused(&id, paused, next_run)
+        })
+        .await
+    }
+    async fn advance_job(
+        &self,
+        id: &str,
+        expected: Option<i64>,
+        next: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        let id = id.to_owned();
+        self.call("advance job", move |db| db.advance_job(&id, expected, next))
+            .await
+    }
+    async fn claim_run(
+        &self,
+        job_id: &str,
+        scheduled_for: i64,
+        trigger: &str,
+        claimed_by: &str,
+    ) -> Result<Option<i64>, StoreError> {
+        let (job, trigger, by) = (job_id.to_owned(), trigger.to_owned(), claimed_by.to_owned());
+        self.call("claim run", move |db| {
+            db.claim_run(&job, scheduled_for, &trigger, &by)
+        })
+        .await
+    }
+    async fn record_missed_run(
+        &self,
+        job_id: &str,
+        scheduled_for: i64,
+        claimed_by: &str,
+        note: &str,
+    ) -> Result<Option<i64>, StoreError> {
+        let (job, by, note) = (job_id.to_owned(), claimed_by.to_owned(), note.to_owned());
+        self.call("record missed run", move |db| {
+            db.record_missed_run(&job, scheduled_for, &by, &note)
+        })
+        .await
+    }
+    async fn finish_run(
+        &self,
+        run_id: i64,
+        status: RunStatus,
+        output: Option<&str>,
+        error: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let (output, error) = (owned(output), owned(error));
+        self.call("finish run", move |db| {
+            db.finish_run(run_id, status, output.as_deref(), error.as_deref())
+        })
+        .await
+    }
+    async fn record_delivery(
+        &self,
+        run_id: i64,
+        delivery: Delivery,
+        attempts: u32,
+        message_id: Option<&str>,
+        error: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let (message_id, error) = (owned(message_id), owned(error));
+        self.call("record delivery", move |db| {
+            db.record_delivery(
+                run_id,
+                delivery,
+                attempts,
+                message_id.as_deref(),
+                error.as_deref(),
+            )
+        })
+        .await
+    }
+    async fn get_run(&self, run_id: i64) -> Result<Option<RunRecord>, StoreError> {
+        self.call("get run", move |db| db.get_run(run_id)).await
+    }
+    async fn job_runs(&self, job_id: &str, limit: usize) -> Result<Vec<RunRecord>, StoreError> {
+        let job = job_id.to_owned();
+        self.call("job runs", move |db| db.job_runs(&job, limit))
+            .await
+    }
+    async fn running_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        self.call("running runs", |db| db.running_runs()).await
+    }
+}
+
+#[async_trait]
+impl OwnerStore for Store {
+    async fn add_owner(
+        &self,
+        channel: &str,
+        user_id: &str,
+        source: &str,
+    ) -> Result<bool, StoreError> {
+        let (c, u, s) = (channel.to_owned(), user_id.to_owned(), source.to_owned());
+        self.call("add owner", move |db| db.add_owner(&c, &u, &s))
+            .await
+    }
+    async fn remove_owner(&self, channel: &str, user_id: &str) -> Result<bool, StoreError> {
+        let (c, u) = (channel.to_owned(), user_id.to_owned());
+        self.call("remove owner", move |db| db.remove_owner(&c, &u))
+            .await
+    }
+    async fn list_owners(&self) -> Result<Vec<(String, String, String, i64)>, StoreError> {
+        self.call("list owners", |db| db.list_owners()).await
+    }
+    async fn is_stored_owner(&self, channel: &str, user_id: &str) -> Result<bool, StoreError> {
+        let (c, u) = (channel.to_owned(), user_id.to_owned());
+        self.call("find owner", move |db| db.is_stored_owner(&c, &u))
+            .await
+    }
+    async fn has_stored_owner(&self, channel: &str) -> Result<bool, StoreError> {
+        let c = channel.to_owned();
+        self.call("find owner", move |db| db.has_stored_owner(&c))
+            .await
+    }
+    async fn put_claim_code(&self, code: &str, expires_at: i64) -> Result<(), StoreError> {
+        let code = code.to_owned();
+        self.call("claim code", move |db| db.put_claim_code(&code, expires_at))
+            .await
+    }
+    async fn take_claim_code(&self, code: &str) -> Result<bool, StoreError> {
+        let code = code.to_owned();
+        self.call("claim code", move |db| db.take_claim_code(&code))
+            .await
+    }
+}
+
+/// Inbound events (the daemon's router only; no core trait yet).
+impl Store {
+    /// See [`super::Db::record_inbound`].
+    pub async fn record_inbound(&self, ev: &InboundEvent) -> Result<bool, StoreError> {
+        let ev = ev.clone();
+        self.call("record inbound", move |db| db.record_inbound(&ev))
+            .await
+    }
+    /// See [`super::Db::set_inbound_state`].
+    pub async fn set_inbound_state(
+        &self,
+        channel: &str,
+        event_id: &str,
+        state: &str,
+    ) -> Result<(), StoreError> {
+        let (c, e, s) = (channel.to_owned(), event_id.to_owned(), state.to_owned());
+        self.call("inbound state", move |db| db.set_inbound_state(&c, &e, &s))
+            .await
+    }
+    /// See [`super::Db::set_inbound_sending`].
+    pub async fn set_inbound_sending(
+        &self,
+        channel: &str,
+        event_id: &str,
+        reply: &str,
+    ) -> Result<(), StoreError> {
+        let (c, e, r) = (channel.to_owned(), event_id.to_owned(), reply.to_owned());
+        self.call("inbound sending", move |db| {
+            db.set_inbound_sending(&c, &e, &r)
+        })
+        .await
+    }
+    /// See [`super::Db::unconfirmed_replies`].
+    pub async fn unconfirmed_replies(&self) -> Result<Vec<UnconfirmedReply>, StoreError> {
+        self.call("unconfirmed replies", |db| db.unconfirmed_replies())
+            .await
+    }
+    /// See [`super::Db::inbound_state`].
+    pub async fn inbound_state(
+        &self,
+        channel: &str,
+        event_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let (c, e) = (channel.to_owned(), event_id.to_owned());
+        self.call("inbound state", move |db| db.inbound_state(&c, &e))
+            .await
+    }
+    /// See [`super::Db::unfinished_inbound`].
+    pub async fn unfinished_inbound(&self) -> Result<Vec<InboundEvent>, StoreError> {
+        self.call("unfinished inbound", |db| db.unfinished_inbound())
+            .await
+    }
+    /// See [`super::Db::prune_audit`].
+    pub async fn prune_audit(&self, days: u32) -> Result<usize, StoreError> {
+        self.call("prune audit", move |db| db.prune_audit(days))
+            .await
+    }
+}

@@ -107,6 +107,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
     })?;
     store
         .checkpoint_in_background(&loaded.db_path(), std::time::Duration::from_secs(1))
+        .await
         .context("starting the background checkpoint")?;
     let consent = build_consent(&loaded, &store, None);
     let agent = build_agent(loaded.clone(), store.clone(), Some(consent.clone()))?;

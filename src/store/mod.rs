@@ -147,15 +147,16 @@ impl Store {
     }
 
     /// See [`Db::checkpoint_in_background`].
-    pub fn checkpoint_in_background(
+    pub async fn checkpoint_in_background(
         &self,
         path: &Path,
         every: std::time::Duration,
     ) -> Result<(), StoreError> {
         let path = path.to_path_buf();
-        self.call_blocking("wal_autocheckpoint", move |db| {
+        self.call("wal_autocheckpoint", move |db| {
             db.checkpoint_in_background(&path, every)
         })
+        .await
     }
 
     /// The schema version (number of applied migrations).

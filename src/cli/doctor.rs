@@ -164,8 +164,11 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
 async fn knowledge_check(r: &mut Report, loaded: &Loaded) {
     use crate::knowledge::embed::Embedder;
     let c = &loaded.config.knowledge.embeddings;
-    let notes = Store::open(&loaded.db_path())
-        .and_then(|s| s.knowledge_count())
+    let count = match Store::open(&loaded.db_path()) {
+        Ok(s) => s.call("knowledge count", |db| db.knowledge_count()).await,
+        Err(e) => Err(e),
+    };
+    let notes = count
         .map(|n| {
             format!(
                 "{n} indexed note(s) in {}",

@@ -74,7 +74,9 @@ impl Denial {
     pub fn result(&self, tool: &str) -> ToolResult {
         let text = match self {
             Denial::RefusedByUser => format!(
-                "the user refused this {tool} call. Do not retry it; ask what they want instead."
+                "the user refused this {tool} call, so it did not run. Do not retry it on your own; ask \
+                 what they want instead. If they change their mind or ask for it, you may propose it \
+                 again and they will be asked again."
             ),
             Denial::TimedOut(s) => format!(
                 "nobody answered the approval request for this {tool} call within {s} s, so it did not run \

@@ -1,13 +1,13 @@
 //! Consent and the ChannelGuard through the real daemon and the fake Bot API: non-owners cannot
 //! cause side effects, the owner approves with an inline keyboard (only the owner's press counts),
 //! an unanswered request times out, group messages need a mention, and `/claim` makes an owner.
-//! A denied call may be proposed again and is asked again.
+//! A denied call may be proposed again and is asked again; `/stop` cancels a waiting approval.
 
 mod support;
 
 use serde_json::{json, Value};
 use std::time::Duration;
-use support::{run_cli, Daemon, FakeTelegram, ScriptedModel, Step, TestHome};
+use support::{run_cli, wait_until, Daemon, FakeTelegram, ScriptedModel, Step, TestHome};
 
 const OWNER: i64 = 218485655;
 const STRANGER: i64 = 4242;
@@ -417,5 +417,60 @@ async fn a_denied_call_proposed_again_is_asked_again_and_runs_once_approved() {
     assert!(!result.starts_with("Error"), "{result}");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "x");
     model.assert_protocol_ok();
+    daemon.stop();
+}
+
+/// `/stop` while an approval waits: the request is withdrawn and its message says so; the old
+/// button then counts for nothing, `/approve` finds nothing waiting, and nothing runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn stop_cancels_a_waiting_approval() {
+    let home = TestHome::new();
+    let target = home.path().join("workspace").join("stopped.txt");
+    let tg = FakeTelegram::start().await;
+    let model = ScriptedModel::start(vec![
+        Step::tool_call(
+            "c1",
+            "file_write",
+            &json!({"path": target.display().to_string(), "content": "x"}).to_string(),
+        ),
+        Step::echo_last_tool_result("result: "),
+    ])
+    .await;
+    config(&home, &tg, &model, "");
+    tg.push_text(OWNER, OWNER, "write stopped.txt");
+    let mut daemon = start(&home);
+    let sent = tg.wait_for_sent(1, WAIT).await;
+    assert!(
+        sent[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Approval needed"),
+        "{sent:?}"
+    );
+    let approve = approval_buttons(&tg)[0].clone();
+    assert!(approve.starts_with("ap:o:"), "{approve}");
+
+    tg.push_text(OWNER, OWNER, "/stop");
+    let edits = tg.wait_for_calls("editMessageText", 1, WAIT).await;
+    let edited = edits[0]["text"].as_str().unwrap();
+    assert!(
+        edited.contains("Cancelled") && edited.contains("file_write"),
+        "{edited}"
+    );
+
+    tg.push_update(FakeTelegram::callback_update(920, OWNER, OWNER, &approve));
+    let answers = tg.wait_for_calls("answerCallbackQuery", 1, WAIT).await;
+    let toast = answers[0]["text"].as_str().unwrap_or_default();
+    assert!(toast.contains("no longer waiting"), "{answers:?}");
+
+    tg.push_text(OWNER, OWNER, "/approve");
+    wait_until("/approve is answered", WAIT, || {
+        tg.sent_texts()
+            .iter()
+            .any(|t| t.contains("No approval is waiting"))
+    })
+    .await;
+    assert!(!target.exists(), "the cancelled call ran");
+    assert_eq!(model.requests().len(), 1, "the stopped turn went on");
     daemon.stop();
 }

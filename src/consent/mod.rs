@@ -9,7 +9,9 @@
 //!   the owner created it; a `consent_always` call never runs;
 //! - **ChannelGuard** (Telegram, Lark): before any owner exists nothing runs; a non-owner is
 //!   refused; the owner is asked with buttons (or `/approve <id>` / `/deny <id>`), and an
-//!   unanswered request is denied after `consent.timeout_secs`;
+//!   unanswered request is denied after `consent.timeout_secs`. A request leaves the waiting list
+//!   when its wait ends in any way: a turn cancelled while waiting (`/stop`, a closed stream)
+//!   withdraws it and marks its message cancelled;
 //! - **terminal**: a y/N question on stderr, answered on stdin.
 //!
 //! A call that can carry data off the machine ([`ethan_core::tool::Tool::egress`]) also asks once
@@ -29,7 +31,7 @@ pub mod terminal;
 
 use async_trait::async_trait;
 use ethan_channels::{
-    ApprovalAck, ApprovalChoice, ApprovalDecision, ApprovalRequest, Channel, ChannelKind,
+    ApprovalAck, ApprovalChoice, ApprovalDecision, ApprovalRequest, Channel, ChannelKind, ChatRef,
     OutboundBody, OutboundMessage,
 };
 use ethan_core::consent::ConsentGate;
@@ -109,6 +111,51 @@ struct Pending {
     chat_id: String,
     tool: String,
     tx: oneshot::Sender<ApprovalChoice>,
+}
+
+/// Keeps one approval request registered while its answer is awaited. When the waiting future
+/// ends in any way — answered, timed out, or dropped because the turn was cancelled (`/stop`, a
+/// closed stream) — the request leaves the waiting list; if it was still there (nobody answered
+/// it and nothing else removed it), its approval message, when it has one, is marked cancelled.
+struct PendingGuard<'a> {
+    consent: &'a Consent,
+    request_id: String,
+    /// Where the approval message was posted, to mark it cancelled (`None`: web, or not sent).
+    message: Option<(Arc<dyn Channel>, ChatRef)>,
+    tool: String,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        let Some(p) = self.consent.pending().remove(&self.request_id) else {
+            return;
+        };
+        tracing::info!(
+            "approval {} for {} cancelled: the turn ended before an answer",
+            self.request_id,
+            p.tool
+        );
+        let Some((channel, chat)) = self.message.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let resolve = OutboundMessage {
+            chat,
+            reply_to: None,
+            body: OutboundBody::ResolveApproval {
+                request_id: std::mem::take(&mut self.request_id),
+                outcome: format!("⏹ Cancelled: {} (the turn ended)", self.tool),
+            },
+            idempotency_key: None,
+        };
+        runtime.spawn(async move {
+            if let Err(e) = channel.send(&resolve).await {
+                tracing::debug!("cannot mark the approval as cancelled: {e}");
+            }
+        });
+    }
 }
 
 /// The consent service: grants, owners, and approvals waiting for an answer.
@@ -248,6 +295,12 @@ impl Consent {
                 tx,
             },
         );
+        let _guard = PendingGuard {
+            consent: self,
+            request_id: request_id.clone(),
+            message: None,
+            tool: tool.to_string(),
+        };
         let _ = events.send(ethan_core::event::TurnEvent::ConsentRequest {
             request_id: request_id.clone(),
             tool: tool.to_string(),
@@ -307,6 +360,13 @@ impl Consent {
                 tx,
             },
         );
+        // Set before sending: a turn cancelled mid-send still gets its message marked.
+        let _guard = PendingGuard {
+            consent: self,
+            request_id: request_id.clone(),
+            message: Some((channel.clone(), chat.clone())),
+            tool: tool.to_string(),
+        };
         let msg = OutboundMessage {
             chat: chat.clone(),
             reply_to: None,
@@ -556,5 +616,30 @@ mod tests {
             .await;
         assert!(ack.accepted, "{}", ack.toast);
         assert_eq!(rx.try_recv().unwrap(), ApprovalChoice::Once);
+    }
+
+    #[tokio::test]
+    async fn a_dropped_wait_withdraws_its_request() {
+        // A web turn whose stream closed: the future asking is dropped mid-wait.
+        let c = consent();
+        let (events, mut seen) = tokio::sync::mpsc::unbounded_channel();
+        let mut ctx = ToolContext::local(std::env::temp_dir());
+        ctx.channel = ChannelKind::Web;
+        ctx.session_key = "web:s1".into();
+        ctx.events = Some(events);
+        let ask = c.ask_on_stream(&ctx, "shell", "run it", false);
+        let cut = tokio::time::timeout(Duration::from_millis(50), ask).await;
+        assert!(cut.is_err(), "nobody answered, so it was still waiting");
+        let Some(ethan_core::event::TurnEvent::ConsentRequest { request_id, .. }) =
+            seen.recv().await
+        else {
+            panic!("no consent request was sent");
+        };
+        assert!(c.pending_in_chat(ChannelKind::Web, "web:s1").is_empty());
+        let ack = c
+            .decide(&press(ChannelKind::Web, &request_id, "gateway", ""))
+            .await;
+        assert!(!ack.accepted);
+        assert!(ack.toast.contains("no longer waiting"), "{}", ack.toast);
     }
 }

@@ -4,7 +4,8 @@
 //! For each call the tool's hooks say whether consent is needed (`consent_check`), for which
 //! scope (`consent_scope`: the tool name, or a directory for file tools) and whether the call
 //! must be asked every time (`consent_always`: dangerous shell commands, secret files). Then, by
-//! where the turn runs:
+//! where the turn runs (who is who, and which tools a job or a non-owner may use at all, are the
+//! policy's [`crate::tools::policy::Audience`] rules, applied here to who can give a yes):
 //! - **unattended** (scheduled jobs): allowed only if the job was authorised for the tool when
 //!   the owner created it; a `consent_always` call never runs;
 //! - **ChannelGuard** (Telegram, Lark): before any owner exists nothing runs; a non-owner is
@@ -29,6 +30,7 @@ pub mod grants;
 pub mod owners;
 pub mod terminal;
 
+use crate::tools::policy::Audience;
 use async_trait::async_trait;
 use ethan_channels::{
     ApprovalAck, ApprovalChoice, ApprovalDecision, ApprovalRequest, Channel, ChannelKind, ChatRef,
@@ -85,8 +87,8 @@ impl Denial {
                  (the user did not refuse). You may ask whether to try again."
             ),
             Denial::NotOwner => format!(
-                "only the bot's owner may use {tool} (a tool that changes things) here, and this user is not \
-                 the owner. Help with what you can do without it."
+                "this {tool} call needs the approval of the bot's owner, and this user is not the owner. \
+                 Help with what you can do without it."
             ),
             Denial::NoOwner => format!(
                 "this bot has no owner yet, so no tool that changes things ({tool} included) may run. The \
@@ -435,14 +437,15 @@ impl ConsentGate for Consent {
                     .push(PROTECTED_PATHS_APPROVED.to_string());
             }
         };
+        // Who may use which tool is the policy's ([`Audience`]), checked before this step; here
+        // the same rules decide who can give a yes. The policy already kept a job's side-effect
+        // tools to its `allowed_tools` and a non-owner's tools to the safe set, so these matter
+        // for the calls of other tools that need a yes (data leaving after private data).
+        let audience = Audience::of(ctx);
         if ctx.unattended {
-            let authorised = ctx
-                .allowed_tools
-                .as_ref()
-                .is_some_and(|a| a.contains(&name));
             return if always {
                 Err(self.deny(Denial::Unattended { always: true }, &name))
-            } else if authorised {
+            } else if audience.job_authorises(&name) {
                 ctx.approved_actions.push(CONSENTED.to_string());
                 Ok(())
             } else {
@@ -450,13 +453,11 @@ impl ConsentGate for Consent {
             };
         }
         let chat_platform = matches!(ctx.channel, ChannelKind::Telegram | ChannelKind::Lark);
-        if chat_platform {
-            if !self.owners.has_owner(ctx.channel).await {
-                return Err(self.deny(Denial::NoOwner, &name));
-            }
-            if !ctx.is_owner {
-                return Err(self.deny(Denial::NotOwner, &name));
-            }
+        if chat_platform && !self.owners.has_owner(ctx.channel).await {
+            return Err(self.deny(Denial::NoOwner, &name));
+        }
+        if audience.is_chat_non_owner() {
+            return Err(self.deny(Denial::NotOwner, &name));
         }
         if !always && self.grants.is_granted(&ctx.session_key, &scope) {
             ctx.approved_actions.push(CONSENTED.to_string());
@@ -641,5 +642,69 @@ mod tests {
             .await;
         assert!(!ack.accepted);
         assert!(ack.toast.contains("no longer waiting"), "{}", ack.toast);
+    }
+
+    /// A read-only tool whose calls carry data off the machine.
+    struct Sender;
+
+    #[async_trait]
+    impl Tool for Sender {
+        fn name(&self) -> &str {
+            "sender"
+        }
+        fn description(&self) -> &str {
+            "sends"
+        }
+        fn parameters(&self) -> Value {
+            serde_json::json!({"type": "object"})
+        }
+        fn risk(&self) -> ethan_core::tool::Risk {
+            ethan_core::tool::Risk::ReadOnly
+        }
+        fn egress(&self, _: &Value, _: &ToolContext) -> Option<ethan_core::tool::Egress> {
+            Some(ethan_core::tool::Egress {
+                destination: "https://x.example/?q=secret".into(),
+                scope: "egress:host:x.example".into(),
+            })
+        }
+        async fn run(&self, _: Value, _: &ToolContext) -> ToolResult {
+            ToolResult::ok("sent")
+        }
+    }
+
+    /// The sender and unattended rules the policy applies to exposure also decide who can say
+    /// yes to a call that needs it: a job only for its authorised tools, a non-owner never.
+    #[tokio::test]
+    async fn a_call_needing_a_yes_follows_the_policy_audience_rules() {
+        let c = consent();
+        let args = serde_json::json!({});
+        let tainted = |ctx: &mut ToolContext| ctx.taint.mark("file_read");
+        // An unattended job: runs only when the job was authorised for the tool.
+        let mut job = ToolContext::local(std::env::temp_dir());
+        job.channel = ChannelKind::Telegram;
+        job.unattended = true;
+        tainted(&mut job);
+        let denied = c.check(&Sender, &args, &mut job.clone()).await.unwrap_err();
+        assert!(
+            denied.model_text().contains("not among the tools"),
+            "{}",
+            denied.model_text()
+        );
+        job.allowed_tools = Some(vec!["sender".into()]);
+        let mut allowed = job.clone();
+        assert!(c.check(&Sender, &args, &mut allowed).await.is_ok());
+        assert!(allowed.approved_actions.contains(&CONSENTED.to_string()));
+        // A non-owner in a chat: refused, nobody is asked.
+        let mut guest = ToolContext::local(std::env::temp_dir());
+        guest.channel = ChannelKind::Telegram;
+        guest.is_owner = false;
+        tainted(&mut guest);
+        let denied = c.check(&Sender, &args, &mut guest).await.unwrap_err();
+        assert!(
+            denied.model_text().contains("not the owner"),
+            "{}",
+            denied.model_text()
+        );
+        assert!(c.pending_in_chat(ChannelKind::Telegram, "local").is_empty());
     }
 }

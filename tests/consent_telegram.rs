@@ -1,12 +1,13 @@
 //! Consent and the ChannelGuard through the real daemon and the fake Bot API: non-owners cannot
 //! cause side effects, the owner approves with an inline keyboard (only the owner's press counts),
 //! an unanswered request times out, group messages need a mention, and `/claim` makes an owner.
+//! A denied call may be proposed again and is asked again; `/stop` cancels a waiting approval.
 
 mod support;
 
 use serde_json::{json, Value};
 use std::time::Duration;
-use support::{run_cli, Daemon, FakeTelegram, ScriptedModel, Step, TestHome};
+use support::{run_cli, wait_until, Daemon, FakeTelegram, ScriptedModel, Step, TestHome};
 
 const OWNER: i64 = 218485655;
 const STRANGER: i64 = 4242;
@@ -357,5 +358,119 @@ async fn a_command_too_long_to_show_is_refused_without_asking() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(tg.sent_messages().len(), 1, "{}", tg.describe_calls());
     model.assert_protocol_ok();
+    daemon.stop();
+}
+
+/// A call the owner denied is not a replay: the model proposes the same call again in the same
+/// turn, the owner is asked again, approves, and it runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_denied_call_proposed_again_is_asked_again_and_runs_once_approved() {
+    let home = TestHome::new();
+    let target = home.path().join("workspace").join("again.txt");
+    let args = json!({"path": target.display().to_string(), "content": "x"}).to_string();
+    let tg = FakeTelegram::start().await;
+    let model = ScriptedModel::start(vec![
+        Step::tool_call("c1", "file_write", &args),
+        Step::tool_call("c2", "file_write", &args),
+        Step::echo_last_tool_result("result: "),
+    ])
+    .await;
+    config(&home, &tg, &model, "");
+    tg.push_text(OWNER, OWNER, "write again.txt");
+    let mut daemon = start(&home);
+    let sent = tg.wait_for_sent(1, WAIT).await;
+    assert!(
+        sent[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Approval needed"),
+        "{sent:?}"
+    );
+    let deny = approval_buttons(&tg)
+        .into_iter()
+        .find(|b| b.starts_with("ap:d:"))
+        .unwrap();
+    tg.push_update(FakeTelegram::callback_update(910, OWNER, OWNER, &deny));
+
+    // The same call again: asked again, not refused as a replay.
+    let sent = tg.wait_for_sent(2, WAIT).await;
+    let refused = last_tool_result(&model.requests()[1]);
+    assert!(refused.contains("the user refused"), "{refused}");
+    assert!(refused.contains("propose it again"), "{refused}");
+    assert!(
+        sent[1]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Approval needed"),
+        "the second proposal was not asked: {:?}",
+        sent[1]
+    );
+    assert!(!target.exists());
+    let approve = approval_buttons(&tg)
+        .into_iter()
+        .find(|b| b.starts_with("ap:o:"))
+        .unwrap();
+    assert_ne!(approve, deny.replace("ap:d:", "ap:o:"), "a new request");
+    tg.push_update(FakeTelegram::callback_update(911, OWNER, OWNER, &approve));
+    tg.wait_for_sent(3, WAIT).await;
+    let result = last_tool_result(&model.requests()[2]);
+    assert!(!result.starts_with("Error"), "{result}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "x");
+    model.assert_protocol_ok();
+    daemon.stop();
+}
+
+/// `/stop` while an approval waits: the request is withdrawn and its message says so; the old
+/// button then counts for nothing, `/approve` finds nothing waiting, and nothing runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn stop_cancels_a_waiting_approval() {
+    let home = TestHome::new();
+    let target = home.path().join("workspace").join("stopped.txt");
+    let tg = FakeTelegram::start().await;
+    let model = ScriptedModel::start(vec![
+        Step::tool_call(
+            "c1",
+            "file_write",
+            &json!({"path": target.display().to_string(), "content": "x"}).to_string(),
+        ),
+        Step::echo_last_tool_result("result: "),
+    ])
+    .await;
+    config(&home, &tg, &model, "");
+    tg.push_text(OWNER, OWNER, "write stopped.txt");
+    let mut daemon = start(&home);
+    let sent = tg.wait_for_sent(1, WAIT).await;
+    assert!(
+        sent[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Approval needed"),
+        "{sent:?}"
+    );
+    let approve = approval_buttons(&tg)[0].clone();
+    assert!(approve.starts_with("ap:o:"), "{approve}");
+
+    tg.push_text(OWNER, OWNER, "/stop");
+    let edits = tg.wait_for_calls("editMessageText", 1, WAIT).await;
+    let edited = edits[0]["text"].as_str().unwrap();
+    assert!(
+        edited.contains("Cancelled") && edited.contains("file_write"),
+        "{edited}"
+    );
+
+    tg.push_update(FakeTelegram::callback_update(920, OWNER, OWNER, &approve));
+    let answers = tg.wait_for_calls("answerCallbackQuery", 1, WAIT).await;
+    let toast = answers[0]["text"].as_str().unwrap_or_default();
+    assert!(toast.contains("no longer waiting"), "{answers:?}");
+
+    tg.push_text(OWNER, OWNER, "/approve");
+    wait_until("/approve is answered", WAIT, || {
+        tg.sent_texts()
+            .iter()
+            .any(|t| t.contains("No approval is waiting"))
+    })
+    .await;
+    assert!(!target.exists(), "the cancelled call ran");
+    assert_eq!(model.requests().len(), 1, "the stopped turn went on");
     daemon.stop();
 }

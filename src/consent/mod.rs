@@ -4,12 +4,15 @@
 //! For each call the tool's hooks say whether consent is needed (`consent_check`), for which
 //! scope (`consent_scope`: the tool name, or a directory for file tools) and whether the call
 //! must be asked every time (`consent_always`: dangerous shell commands, secret files). Then, by
-//! where the turn runs:
+//! where the turn runs (who is who, and which tools a job or a non-owner may use at all, are the
+//! policy's [`crate::tools::policy::Audience`] rules, applied here to who can give a yes):
 //! - **unattended** (scheduled jobs): allowed only if the job was authorised for the tool when
 //!   the owner created it; a `consent_always` call never runs;
 //! - **ChannelGuard** (Telegram, Lark): before any owner exists nothing runs; a non-owner is
 //!   refused; the owner is asked with buttons (or `/approve <id>` / `/deny <id>`), and an
-//!   unanswered request is denied after `consent.timeout_secs`;
+//!   unanswered request is denied after `consent.timeout_secs`. A request leaves the waiting list
+//!   when its wait ends in any way: a turn cancelled while waiting (`/stop`, a closed stream)
+//!   withdraws it and marks its message cancelled;
 //! - **terminal**: a y/N question on stderr, answered on stdin.
 //!
 //! A call that can carry data off the machine ([`ethan_core::tool::Tool::egress`]) also asks once
@@ -27,9 +30,10 @@ pub mod grants;
 pub mod owners;
 pub mod terminal;
 
+use crate::tools::policy::Audience;
 use async_trait::async_trait;
 use ethan_channels::{
-    ApprovalAck, ApprovalChoice, ApprovalDecision, ApprovalRequest, Channel, ChannelKind,
+    ApprovalAck, ApprovalChoice, ApprovalDecision, ApprovalRequest, Channel, ChannelKind, ChatRef,
     OutboundBody, OutboundMessage,
 };
 use ethan_core::consent::ConsentGate;
@@ -74,15 +78,17 @@ impl Denial {
     pub fn result(&self, tool: &str) -> ToolResult {
         let text = match self {
             Denial::RefusedByUser => format!(
-                "the user refused this {tool} call. Do not retry it; ask what they want instead."
+                "the user refused this {tool} call, so it did not run. Do not retry it on your own; ask \
+                 what they want instead. If they change their mind or ask for it, you may propose it \
+                 again and they will be asked again."
             ),
             Denial::TimedOut(s) => format!(
                 "nobody answered the approval request for this {tool} call within {s} s, so it did not run \
                  (the user did not refuse). You may ask whether to try again."
             ),
             Denial::NotOwner => format!(
-                "only the bot's owner may use {tool} (a tool that changes things) here, and this user is not \
-                 the owner. Help with what you can do without it."
+                "this {tool} call needs the approval of the bot's owner, and this user is not the owner. \
+                 Help with what you can do without it."
             ),
             Denial::NoOwner => format!(
                 "this bot has no owner yet, so no tool that changes things ({tool} included) may run. The \
@@ -107,6 +113,51 @@ struct Pending {
     chat_id: String,
     tool: String,
     tx: oneshot::Sender<ApprovalChoice>,
+}
+
+/// Keeps one approval request registered while its answer is awaited. When the waiting future
+/// ends in any way — answered, timed out, or dropped because the turn was cancelled (`/stop`, a
+/// closed stream) — the request leaves the waiting list; if it was still there (nobody answered
+/// it and nothing else removed it), its approval message, when it has one, is marked cancelled.
+struct PendingGuard<'a> {
+    consent: &'a Consent,
+    request_id: String,
+    /// Where the approval message was posted, to mark it cancelled (`None`: web, or not sent).
+    message: Option<(Arc<dyn Channel>, ChatRef)>,
+    tool: String,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        let Some(p) = self.consent.pending().remove(&self.request_id) else {
+            return;
+        };
+        tracing::info!(
+            "approval {} for {} cancelled: the turn ended before an answer",
+            self.request_id,
+            p.tool
+        );
+        let Some((channel, chat)) = self.message.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let resolve = OutboundMessage {
+            chat,
+            reply_to: None,
+            body: OutboundBody::ResolveApproval {
+                request_id: std::mem::take(&mut self.request_id),
+                outcome: format!("⏹ Cancelled: {} (the turn ended)", self.tool),
+            },
+            idempotency_key: None,
+        };
+        runtime.spawn(async move {
+            if let Err(e) = channel.send(&resolve).await {
+                tracing::debug!("cannot mark the approval as cancelled: {e}");
+            }
+        });
+    }
 }
 
 /// The consent service: grants, owners, and approvals waiting for an answer.
@@ -246,6 +297,12 @@ impl Consent {
                 tx,
             },
         );
+        let _guard = PendingGuard {
+            consent: self,
+            request_id: request_id.clone(),
+            message: None,
+            tool: tool.to_string(),
+        };
         let _ = events.send(ethan_core::event::TurnEvent::ConsentRequest {
             request_id: request_id.clone(),
             tool: tool.to_string(),
@@ -305,6 +362,13 @@ impl Consent {
                 tx,
             },
         );
+        // Set before sending: a turn cancelled mid-send still gets its message marked.
+        let _guard = PendingGuard {
+            consent: self,
+            request_id: request_id.clone(),
+            message: Some((channel.clone(), chat.clone())),
+            tool: tool.to_string(),
+        };
         let msg = OutboundMessage {
             chat: chat.clone(),
             reply_to: None,
@@ -373,14 +437,15 @@ impl ConsentGate for Consent {
                     .push(PROTECTED_PATHS_APPROVED.to_string());
             }
         };
+        // Who may use which tool is the policy's ([`Audience`]), checked before this step; here
+        // the same rules decide who can give a yes. The policy already kept a job's side-effect
+        // tools to its `allowed_tools` and a non-owner's tools to the safe set, so these matter
+        // for the calls of other tools that need a yes (data leaving after private data).
+        let audience = Audience::of(ctx);
         if ctx.unattended {
-            let authorised = ctx
-                .allowed_tools
-                .as_ref()
-                .is_some_and(|a| a.contains(&name));
             return if always {
                 Err(self.deny(Denial::Unattended { always: true }, &name))
-            } else if authorised {
+            } else if audience.job_authorises(&name) {
                 ctx.approved_actions.push(CONSENTED.to_string());
                 Ok(())
             } else {
@@ -388,13 +453,11 @@ impl ConsentGate for Consent {
             };
         }
         let chat_platform = matches!(ctx.channel, ChannelKind::Telegram | ChannelKind::Lark);
-        if chat_platform {
-            if !self.owners.has_owner(ctx.channel).await {
-                return Err(self.deny(Denial::NoOwner, &name));
-            }
-            if !ctx.is_owner {
-                return Err(self.deny(Denial::NotOwner, &name));
-            }
+        if chat_platform && !self.owners.has_owner(ctx.channel).await {
+            return Err(self.deny(Denial::NoOwner, &name));
+        }
+        if audience.is_chat_non_owner() {
+            return Err(self.deny(Denial::NotOwner, &name));
         }
         if !always && self.grants.is_granted(&ctx.session_key, &scope) {
             ctx.approved_actions.push(CONSENTED.to_string());
@@ -554,5 +617,94 @@ mod tests {
             .await;
         assert!(ack.accepted, "{}", ack.toast);
         assert_eq!(rx.try_recv().unwrap(), ApprovalChoice::Once);
+    }
+
+    #[tokio::test]
+    async fn a_dropped_wait_withdraws_its_request() {
+        // A web turn whose stream closed: the future asking is dropped mid-wait.
+        let c = consent();
+        let (events, mut seen) = tokio::sync::mpsc::unbounded_channel();
+        let mut ctx = ToolContext::local(std::env::temp_dir());
+        ctx.channel = ChannelKind::Web;
+        ctx.session_key = "web:s1".into();
+        ctx.events = Some(events);
+        let ask = c.ask_on_stream(&ctx, "shell", "run it", false);
+        let cut = tokio::time::timeout(Duration::from_millis(50), ask).await;
+        assert!(cut.is_err(), "nobody answered, so it was still waiting");
+        let Some(ethan_core::event::TurnEvent::ConsentRequest { request_id, .. }) =
+            seen.recv().await
+        else {
+            panic!("no consent request was sent");
+        };
+        assert!(c.pending_in_chat(ChannelKind::Web, "web:s1").is_empty());
+        let ack = c
+            .decide(&press(ChannelKind::Web, &request_id, "gateway", ""))
+            .await;
+        assert!(!ack.accepted);
+        assert!(ack.toast.contains("no longer waiting"), "{}", ack.toast);
+    }
+
+    /// A read-only tool whose calls carry data off the machine.
+    struct Sender;
+
+    #[async_trait]
+    impl Tool for Sender {
+        fn name(&self) -> &str {
+            "sender"
+        }
+        fn description(&self) -> &str {
+            "sends"
+        }
+        fn parameters(&self) -> Value {
+            serde_json::json!({"type": "object"})
+        }
+        fn risk(&self) -> ethan_core::tool::Risk {
+            ethan_core::tool::Risk::ReadOnly
+        }
+        fn egress(&self, _: &Value, _: &ToolContext) -> Option<ethan_core::tool::Egress> {
+            Some(ethan_core::tool::Egress {
+                destination: "https://x.example/?q=secret".into(),
+                scope: "egress:host:x.example".into(),
+            })
+        }
+        async fn run(&self, _: Value, _: &ToolContext) -> ToolResult {
+            ToolResult::ok("sent")
+        }
+    }
+
+    /// The sender and unattended rules the policy applies to exposure also decide who can say
+    /// yes to a call that needs it: a job only for its authorised tools, a non-owner never.
+    #[tokio::test]
+    async fn a_call_needing_a_yes_follows_the_policy_audience_rules() {
+        let c = consent();
+        let args = serde_json::json!({});
+        let tainted = |ctx: &mut ToolContext| ctx.taint.mark("file_read");
+        // An unattended job: runs only when the job was authorised for the tool.
+        let mut job = ToolContext::local(std::env::temp_dir());
+        job.channel = ChannelKind::Telegram;
+        job.unattended = true;
+        tainted(&mut job);
+        let denied = c.check(&Sender, &args, &mut job.clone()).await.unwrap_err();
+        assert!(
+            denied.model_text().contains("not among the tools"),
+            "{}",
+            denied.model_text()
+        );
+        job.allowed_tools = Some(vec!["sender".into()]);
+        let mut allowed = job.clone();
+        assert!(c.check(&Sender, &args, &mut allowed).await.is_ok());
+        assert!(allowed.approved_actions.contains(&CONSENTED.to_string()));
+        // A non-owner in a chat: refused, nobody is asked.
+        let mut guest = ToolContext::local(std::env::temp_dir());
+        guest.channel = ChannelKind::Telegram;
+        guest.is_owner = false;
+        tainted(&mut guest);
+        let denied = c.check(&Sender, &args, &mut guest).await.unwrap_err();
+        assert!(
+            denied.model_text().contains("not the owner"),
+            "{}",
+            denied.model_text()
+        );
+        assert!(c.pending_in_chat(ChannelKind::Telegram, "local").is_empty());
     }
 }

@@ -73,6 +73,14 @@ impl Db {
         rows.collect::<Result<Vec<_>, _>>().op("read audit")
     }
 
+    /// Whether `key` is in the replay keys.
+    pub fn replay_key_recorded(&self, key: &str) -> Result<bool, StoreError> {
+        self.conn()
+            .prepare_cached("SELECT 1 FROM replay_keys WHERE key = ?1")
+            .and_then(|mut st| st.exists([key]))
+            .op("replay key")
+    }
+
     /// Record a replay key; `Ok(true)` when it was new.
     pub fn record_replay_key(
         &self,

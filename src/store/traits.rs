@@ -98,6 +98,11 @@ impl AuditStore for Store {
         })
         .await
     }
+    async fn replay_key_recorded(&self, key: &str) -> Result<bool, StoreError> {
+        let key = key.to_owned();
+        self.call("replay key", move |db| db.replay_key_recorded(&key))
+            .await
+    }
     async fn record_replay_key(
         &self,
         key: &str,

@@ -7,7 +7,8 @@
 //! 2. refuse unknown tools and tools the policy does not allow this turn;
 //! 3. parse the arguments (malformed JSON → `validation`);
 //! 4. validate them against the tool's schema, listing every violation by JSON path;
-//! 5. for side-effect tools, the replay guard ([`crate::tools::replay`]);
+//! 5. for side-effect tools, the replay guard ([`crate::tools::replay`]): a call that already ran
+//!    is refused; its key is recorded only after consent, when the call starts running;
 //! 6. consent (the [`ConsentGate`], when one is installed), after the tool's own assessment of
 //!    the call ([`Tool::assess`], awaited once; its result goes to the hooks and `run` in
 //!    [`ToolContext::assessment`]);
@@ -231,18 +232,23 @@ impl Executor {
                 }
                 None => {}
             }
-            // 5. replay guard
-            if tool.risk().has_side_effects() {
+            // 5. replay guard: a call that already ran is refused before anyone is asked; its
+            // key is recorded only once consent let it run (a denied call may come again).
+            let side_effects = tool.risk().has_side_effects();
+            let replayed = || {
+                ToolResult::err(
+                    ErrorKind::Denied,
+                    format!(
+                        "replay refused: this exact {name} call (same turn, position and arguments) \
+                         was already executed; its result is earlier in the conversation"
+                    ),
+                )
+            };
+            if side_effects {
                 let key = replay_key(&ctx.trace_id, name, index, &args);
-                ctx.idempotency_key = key.clone();
-                if !self.replay.first_time(&key, &ctx.trace_id, name).await {
-                    return ToolResult::err(
-                        ErrorKind::Denied,
-                        format!(
-                            "replay refused: this exact {name} call (same turn, position and arguments) \
-                             was already executed; its result is earlier in the conversation"
-                        ),
-                    );
+                ctx.idempotency_key = key;
+                if self.replay.seen(&ctx.idempotency_key).await {
+                    return replayed();
                 }
             } else {
                 ctx.idempotency_key = format!("{}:{index}", ctx.trace_id);
@@ -253,6 +259,14 @@ impl Executor {
                 if let Err(r) = gate.check(tool.as_ref(), &args, &mut ctx).await {
                     return r;
                 }
+            }
+            if side_effects
+                && !self
+                    .replay
+                    .first_time(&ctx.idempotency_key, &ctx.trace_id, name)
+                    .await
+            {
+                return replayed();
             }
             // 7. run (a tool that reads private data taints the turn, whatever its outcome)
             if tool.reads_private() {

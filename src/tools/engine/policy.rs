@@ -7,7 +7,9 @@
 //! 4. an unattended run (a scheduled job) gets read-only tools plus the side-effect tools in
 //!    its `allowed_tools`.
 //!
-//! `find_tools` is always allowed. The same decision is checked again when a call executes.
+//! `find_tools` is always allowed. The same decision is checked again when a call executes, so
+//! this module is where the sender and unattended rules live; consent only applies the same
+//! [`Audience`] predicates to the calls that need a yes ([`crate::consent`]).
 
 use crate::config::{Profile, ToolsConfig};
 use crate::tools::registry::Registry;
@@ -72,6 +74,22 @@ impl Audience {
             allowed_tools: ctx.allowed_tools.clone(),
         }
     }
+
+    /// Someone other than the owner on a chat platform (Telegram, Lark): offered only
+    /// [`NON_OWNER`] tools, and never asked for an approval.
+    pub fn is_chat_non_owner(&self) -> bool {
+        matches!(self.channel, ChannelKind::Telegram | ChannelKind::Lark) && !self.is_owner
+    }
+
+    /// Whether an unattended job was authorised to use `tool` when the owner created it (its
+    /// `allowed_tools`); `false` for a run that is not unattended.
+    pub fn job_authorises(&self, tool: &str) -> bool {
+        self.unattended
+            && self
+                .allowed_tools
+                .as_ref()
+                .is_some_and(|a| a.iter().any(|x| x == tool))
+    }
 }
 
 /// The configured policy.
@@ -81,8 +99,6 @@ pub struct Policy {
     also_allow: BTreeSet<String>,
     deny: BTreeSet<String>,
     fast_path: BTreeSet<String>,
-    /// Side-effect tools are offered on these channels only (until per-call consent applies).
-    side_effect_channels: Vec<ChannelKind>,
 }
 
 impl Policy {
@@ -97,13 +113,6 @@ impl Policy {
             also_allow: cfg.also_allow.iter().cloned().collect(),
             deny: cfg.deny.iter().cloned().collect(),
             fast_path: cfg.fast_path.iter().cloned().collect(),
-            // The web interface gets side effects with its consent flow (the gateway).
-            side_effect_channels: vec![
-                ChannelKind::Terminal,
-                ChannelKind::Web,
-                ChannelKind::Telegram,
-                ChannelKind::Lark,
-            ],
         }
     }
 
@@ -139,8 +148,7 @@ impl Policy {
                 "{name} is not enabled by the configured tool profile (tools.profile / tools.allow)"
             ));
         }
-        let chat_platform = matches!(audience.channel, ChannelKind::Telegram | ChannelKind::Lark);
-        if chat_platform && !audience.is_owner && !NON_OWNER.contains(&name) {
+        if audience.is_chat_non_owner() && !NON_OWNER.contains(&name) {
             return Some(format!(
                 "only the bot's owner may use {name} in this chat; this user is not the owner \
                  (non-owners get only {})",
@@ -148,22 +156,8 @@ impl Policy {
             ));
         }
         let side_effects = tool.risk().has_side_effects();
-        if audience.unattended {
-            let authorised = audience
-                .allowed_tools
-                .as_ref()
-                .is_some_and(|a| a.iter().any(|x| x == name));
-            return (side_effects && !authorised).then(|| {
-                format!(
-                    "{name} changes things and is not among the tools this unattended job may use"
-                )
-            });
-        }
-        (side_effects && !self.side_effect_channels.contains(&audience.channel)).then(|| {
-            format!(
-                "{name} changes things, and approvals cannot be asked in {} chats yet",
-                audience.channel
-            )
+        (audience.unattended && side_effects && !audience.job_authorises(name)).then(|| {
+            format!("{name} changes things and is not among the tools this unattended job may use")
         })
     }
 
@@ -278,6 +272,28 @@ mod tests {
     }
 
     #[test]
+    fn the_owner_gets_side_effect_tools_on_every_channel() {
+        let r = registry();
+        let p = Policy::from_config(&ToolsConfig::default());
+        for channel in [
+            ChannelKind::Telegram,
+            ChannelKind::Lark,
+            ChannelKind::Terminal,
+            ChannelKind::Web,
+        ] {
+            let allowed = p.allowed(&r, &aud(channel, true));
+            for t in r.iter().filter(|t| t.risk().has_side_effects()) {
+                assert_eq!(
+                    allowed.contains(t.name()),
+                    t.interfaces().contains(&channel),
+                    "{} in {channel}",
+                    t.name()
+                );
+            }
+        }
+    }
+
+    #[test]
     fn unattended_runs_get_read_only_plus_authorised() {
         let r = registry();
         let p = Policy::from_config(&ToolsConfig::default());
@@ -288,6 +304,14 @@ mod tests {
         a.allowed_tools = Some(vec!["shell".into()]);
         assert!(p.allowed(&r, &a).contains("shell"));
         assert!(!p.allowed(&r, &a).contains("file_write"));
+        let why = p
+            .refusal(r.get("file_write").unwrap().as_ref(), &a)
+            .unwrap();
+        assert!(why.contains("unattended job"), "{why}");
+        assert!(a.job_authorises("shell") && !a.job_authorises("file_write"));
+        // The same list means nothing outside an unattended run.
+        a.unattended = false;
+        assert!(!a.job_authorises("shell"));
     }
 
     #[test]

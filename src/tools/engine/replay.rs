@@ -1,8 +1,11 @@
 //! The replay guard for side-effect tools: a call is identified by
 //! `key = first 24 hex chars of sha256("{trace_id}:{tool}:{index}:{canonical_json(args)}")`,
 //! where `index` is the call's 0-based position in the assistant message. A key seen before is
-//! refused. Recent keys live in an in-memory LRU (500); every key is also stored in SQLite with
-//! its turn, so a turn re-run after a crash (same trace id) is recognised.
+//! refused. A key is recorded when its call starts running (after consent allowed it), so a call
+//! the owner denied, or that nobody approved in time, may be proposed again and is asked again;
+//! [`ReplayGuard::seen`] lets the executor refuse a replay before asking. Recent keys live in an
+//! in-memory LRU (500); every key is also stored in SQLite with its turn, so a turn re-run after a
+//! crash (same trace id) is recognised.
 
 use ethan_core::store::StorageRef;
 use serde_json::Value;
@@ -76,6 +79,24 @@ impl ReplayGuard {
                 set: HashSet::with_capacity(LRU_CAPACITY),
             }),
             store,
+        }
+    }
+
+    /// Whether `key` was recorded before (without recording it). A database error is logged and
+    /// the in-memory answer stands.
+    pub async fn seen(&self, key: &str) -> bool {
+        {
+            let lru = self.lru.lock().unwrap_or_else(|p| p.into_inner());
+            if lru.set.contains(key) {
+                return true;
+            }
+        }
+        match &self.store {
+            Some(s) => s.replay_key_recorded(key).await.unwrap_or_else(|e| {
+                tracing::error!("replay guard: {e}");
+                false
+            }),
+            None => false,
         }
     }
 
@@ -157,13 +178,17 @@ mod tests {
     async fn persisted_keys_survive_a_new_guard() {
         let store = crate::store::Store::open_in_memory().unwrap().shared();
         let g = ReplayGuard::new(Some(store.clone()));
+        assert!(!g.seen("k1").await);
         assert!(g.first_time("k1", "t", "shell").await);
+        assert!(g.seen("k1").await);
         assert!(!g.first_time("k1", "t", "shell").await);
         let g2 = ReplayGuard::new(Some(store));
+        assert!(g2.seen("k1").await, "a restarted daemon must see the key");
         assert!(
             !g2.first_time("k1", "t", "shell").await,
             "a restarted daemon must recognise the key"
         );
+        assert!(!g2.seen("k2").await, "looking does not record");
         assert!(g2.first_time("k2", "t", "shell").await);
     }
 

@@ -90,6 +90,8 @@ pub trait AuditStore: Send + Sync {
         n: usize,
         session: Option<&str>,
     ) -> Result<Vec<AuditEntry>, StoreError>;
+    /// Whether a replay key was recorded (the call already started running once).
+    async fn replay_key_recorded(&self, key: &str) -> Result<bool, StoreError>;
     /// Record a replay key; `false` when it was already recorded (the call is a replay).
     async fn record_replay_key(
         &self,

@@ -59,7 +59,7 @@ pub use ethan_core::consent::ConsentGate;
 #[derive(Debug)]
 pub enum Progress {
     /// It ran to its end (its audit entry is written).
-    Ran(CallOutcome),
+    Ran(Box<CallOutcome>),
     /// It was running and was aborted; it may have done part of its work.
     Stopped,
     /// It never started.
@@ -148,7 +148,7 @@ impl Executor {
             Err(progress) => progress
                 .into_iter()
                 .filter_map(|p| match p {
-                    Progress::Ran(o) => Some(o),
+                    Progress::Ran(o) => Some(*o),
                     _ => None,
                 })
                 .collect(),
@@ -197,9 +197,12 @@ impl Executor {
             // that is aborted when its future is dropped).
             drop(batch);
             if stopped {
-                let mut progress: Vec<Progress> = out.into_iter().map(Progress::Ran).collect();
+                let mut progress: Vec<Progress> = out
+                    .into_iter()
+                    .map(|o| Progress::Ran(Box::new(o)))
+                    .collect();
                 progress.extend(slots.into_iter().map(|s| match s {
-                    Some(o) => Progress::Ran(o),
+                    Some(o) => Progress::Ran(Box::new(o)),
                     None => Progress::Stopped,
                 }));
                 progress.extend(calls[j..].iter().map(|_| Progress::NotStarted));

@@ -8,7 +8,7 @@ pub mod prompt;
 
 use crate::config::Loaded;
 use crate::provider::{ModelProvider, ProviderError};
-use crate::tools::executor::Executor;
+use crate::tools::executor::{Executor, Progress};
 use crate::tools::policy::{Audience, Policy};
 use crate::tools::{ToolContext, ToolSummary};
 use ethan_channels::ChannelKind;
@@ -273,12 +273,12 @@ impl Agent {
                     },
                 );
             }
-            let results = tokio::select! {
-                r = self.executor.execute(&calls, &allowed, &base_ctx) => Some(r),
-                _ = cancel.cancelled() => None,
-            };
+            let results = self
+                .executor
+                .execute_until(&calls, &allowed, &base_ctx, cancel)
+                .await;
             match results {
-                Some(results) => {
+                Ok(results) => {
                     for r in results {
                         emit(
                             &input.events,
@@ -322,12 +322,27 @@ impl Agent {
                         turn.push(ChatMessage::tool(r.tool_call_id, r.model_text));
                     }
                 }
-                None => {
-                    for c in &calls {
-                        turn.push(ChatMessage::tool(
-                            c.id.clone(),
-                            "Error (denied): the user stopped this turn",
-                        ));
+                Err(progress) => {
+                    // What happened, call by call: a call that ran keeps its result (its side
+                    // effects are real), the others say they were stopped or never started.
+                    for (c, p) in calls.iter().zip(progress) {
+                        let text = match p {
+                            Progress::Ran(r) => {
+                                emit(
+                                    &input.events,
+                                    TurnEvent::ToolEnd {
+                                        id: r.tool_call_id.clone(),
+                                        name: r.tool.clone().unwrap_or_else(|| r.requested.clone()),
+                                        ms: r.elapsed_ms,
+                                        ok: r.result.ok,
+                                    },
+                                );
+                                r.model_text
+                            }
+                            Progress::Stopped => Progress::STOPPED_TEXT.to_string(),
+                            Progress::NotStarted => Progress::NOT_STARTED_TEXT.to_string(),
+                        };
+                        turn.push(ChatMessage::tool(c.id.clone(), text));
                     }
                     break TurnOutcome::Stopped;
                 }
@@ -338,8 +353,8 @@ impl Agent {
             TurnOutcome::Stopped => turn.push(ChatMessage::assistant("(Stopped by the user.)")),
             TurnOutcome::Failed { detail, .. } => {
                 tracing::error!("turn in {} failed: {detail}", input.session_key);
-                // Keep the question so the next turn sees it; no answer is recorded.
-                turn.truncate(1);
+                // The question, and every call that ran before the model failed (their effects
+                // are real, so the next turn must know them); no answer is recorded.
                 turn.push(ChatMessage::assistant(
                     "(No answer: the model endpoint failed.)",
                 ));

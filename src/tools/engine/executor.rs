@@ -37,6 +37,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// The result of one proposed call.
 #[derive(Debug, Clone)]
@@ -54,6 +55,26 @@ pub struct CallOutcome {
 }
 
 pub use ethan_core::consent::ConsentGate;
+
+/// What became of one call of a turn the user stopped ([`Executor::execute_until`]).
+#[derive(Debug)]
+pub enum Progress {
+    /// It ran to its end (its audit entry is written).
+    Ran(Box<CallOutcome>),
+    /// It was running and was aborted; it may have done part of its work.
+    Stopped,
+    /// It never started.
+    NotStarted,
+}
+
+impl Progress {
+    /// What the model is told about a call that did not run to its end.
+    pub const STOPPED_TEXT: &'static str = "Error (stopped): the user stopped this turn while \
+        this call was running; it may have done part of its work";
+    /// What the model is told about a call that never started.
+    pub const NOT_STARTED_TEXT: &'static str =
+        "Error (not run): the user stopped this turn before this call started";
+}
 
 /// What the executor needs besides the registry.
 pub struct ExecutorOptions {
@@ -119,6 +140,33 @@ impl Executor {
         allowed: &BTreeSet<String>,
         base: &ToolContext,
     ) -> Vec<CallOutcome> {
+        match self
+            .execute_until(calls, allowed, base, &CancellationToken::new())
+            .await
+        {
+            Ok(out) => out,
+            // Cannot happen: the token is never cancelled.
+            Err(progress) => progress
+                .into_iter()
+                .filter_map(|p| match p {
+                    Progress::Ran(o) => Some(*o),
+                    _ => None,
+                })
+                .collect(),
+        }
+    }
+
+    /// [`Executor::execute`] until `cancel` fires (the user stopped the turn). Then the calls
+    /// still running are aborted and the answer says, call by call in order, what became of
+    /// each: `Err(progress)` with one [`Progress`] per call.
+    pub async fn execute_until(
+        &self,
+        calls: &[ToolCall],
+        allowed: &BTreeSet<String>,
+        base: &ToolContext,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<CallOutcome>, Vec<Progress>> {
+        use futures::StreamExt;
         let mut out = Vec::with_capacity(calls.len());
         let mut i = 0;
         while i < calls.len() {
@@ -130,14 +178,41 @@ impl Executor {
             if j == i {
                 j = i + 1;
             }
-            let batch = calls[i..j]
+            let mut slots: Vec<Option<CallOutcome>> = (i..j).map(|_| None).collect();
+            let mut batch: futures::stream::FuturesUnordered<_> = calls[i..j]
                 .iter()
                 .enumerate()
-                .map(|(k, c)| self.execute_one(c, i + k, allowed, base));
-            out.extend(futures::future::join_all(batch).await);
+                .map(|(k, c)| async move { (k, self.execute_one(c, i + k, allowed, base).await) })
+                .collect();
+            let stopped = loop {
+                tokio::select! {
+                    biased;
+                    _ = cancel.cancelled() => break true,
+                    next = batch.next() => match next {
+                        Some((k, o)) => slots[k] = Some(o),
+                        None => break false,
+                    },
+                }
+            };
+            // Dropping the batch aborts the calls still running (each runs in a task of its own
+            // that is aborted when its future is dropped).
+            drop(batch);
+            if stopped {
+                let mut progress: Vec<Progress> = out
+                    .into_iter()
+                    .map(|o| Progress::Ran(Box::new(o)))
+                    .collect();
+                progress.extend(slots.into_iter().map(|s| match s {
+                    Some(o) => Progress::Ran(Box::new(o)),
+                    None => Progress::Stopped,
+                }));
+                progress.extend(calls[j..].iter().map(|_| Progress::NotStarted));
+                return Err(progress);
+            }
+            out.extend(slots.into_iter().flatten());
             i = j;
         }
-        out
+        Ok(out)
     }
 
     fn is_read_only(&self, name: &str) -> bool {

@@ -357,3 +357,47 @@ async fn conflict_is_logged_once_and_polling_recovers() {
     let log = home.log();
     assert_eq!(log.matches("409 Conflict").count(), 1, "{log}");
 }
+
+/// Telegram may restart `update_id` numbering after a week without updates: a new message whose
+/// id matches an old, finished record is a new message, not a redelivery.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_update_reusing_an_old_update_id_is_answered() {
+    let home = TestHome::new();
+    let tg = FakeTelegram::start().await;
+    let model = ScriptedModel::start(vec![
+        Step::text("first answer"),
+        Step::text("second answer"),
+    ])
+    .await;
+    write_config(&home, &tg, &model, "");
+    tg.push_text(OWNER, OWNER, "first");
+    let mut daemon = Daemon::start(&home);
+    tg.wait_for_sent(1, WAIT).await;
+    daemon.stop();
+
+    // A record of the next update id, answered ten days ago.
+    let reused = tg.next_update_id();
+    let old = chrono::Utc::now().timestamp() - 10 * 86_400;
+    db(&home)
+        .execute(
+            "INSERT INTO inbound_events
+             (channel, event_id, session_key, payload, state, attempts, received_at, updated_at)
+             VALUES ('telegram', ?1, 'telegram:old', '{}', 'done', 1, ?2, ?2)",
+            rusqlite::params![reused.to_string(), old],
+        )
+        .unwrap();
+
+    let mut daemon = Daemon::start(&home);
+    assert_eq!(tg.push_text(OWNER, OWNER, "second"), reused);
+    let sent = tg.wait_for_sent(2, WAIT).await;
+    assert!(
+        sent[1]["text"].as_str().unwrap().contains("second answer"),
+        "{sent:?}"
+    );
+    assert_eq!(
+        inbound_state(&home, &reused.to_string()).as_deref(),
+        Some("done")
+    );
+    daemon.stop();
+    home.assert_no_panic();
+}

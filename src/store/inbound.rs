@@ -34,6 +34,19 @@ pub const DEDUPE_WINDOW_SECS: i64 = 3 * 86_400;
 /// Prefix of the Lark adapter's "published once" keys in the `kv` table (values: Unix seconds).
 const LARK_SEEN_PREFIX: &str = "lark.seen:";
 
+/// Rows in each table that retention prunes (see [`Db::retention_counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetentionCounts {
+    /// Rows of `inbound_events` (every state).
+    pub inbound_events: i64,
+    /// Rows of the tool audit log.
+    pub audit_rows: i64,
+    /// Replay-guard keys.
+    pub replay_keys: i64,
+    /// The Lark adapter's `lark.seen:*` keys.
+    pub lark_seen: i64,
+}
+
 /// A reply whose send had started but was not confirmed when the daemon stopped (state
 /// `sending`).
 #[derive(Debug, Clone, PartialEq)]
@@ -213,6 +226,28 @@ impl Db {
             )
             .op("prune lark seen")?;
         Ok((events, seen))
+    }
+
+    /// How many rows each table pruned by retention holds (for `ethan doctor`). Errors:
+    /// [`StoreError::Sqlite`] when the database cannot be read.
+    pub fn retention_counts(&self) -> Result<RetentionCounts, StoreError> {
+        let conn = self.conn();
+        let count = |sql: &str| -> Result<i64, StoreError> {
+            conn.query_row(sql, [], |r| r.get(0)).op("count rows")
+        };
+        let lark_seen = conn
+            .query_row(
+                "SELECT COUNT(*) FROM kv WHERE substr(key, 1, ?1) = ?2",
+                rusqlite::params![LARK_SEEN_PREFIX.len() as i64, LARK_SEEN_PREFIX],
+                |r| r.get(0),
+            )
+            .op("count rows")?;
+        Ok(RetentionCounts {
+            inbound_events: count("SELECT COUNT(*) FROM inbound_events")?,
+            audit_rows: count("SELECT COUNT(*) FROM audit")?,
+            replay_keys: count("SELECT COUNT(*) FROM replay_keys")?,
+            lark_seen,
+        })
     }
 
     /// The state of one event, if recorded.
@@ -397,6 +432,8 @@ mod tests {
             .unwrap();
         s.kv_set("telegram.offset", "1").unwrap();
 
+        let before = s.retention_counts().unwrap();
+        assert_eq!((before.inbound_events, before.lark_seen), (3, 2));
         assert_eq!(s.prune_inbound(7).unwrap(), (1, 1));
         assert_eq!(s.inbound_state("telegram", "old").unwrap(), None);
         assert_eq!(

@@ -102,6 +102,10 @@ fn main() -> ExitCode {
     let redactor = logging::init(default_filter);
     let loaded = match config::load(&config::LoadOptions {
         config_path: cli.config.clone(),
+    })
+    .and_then(|l| {
+        // Needs the tool registry, which the config module does not know.
+        ethan::tools::engine::config_names::check_tool_names(&l.config.tools).map(|()| l)
     }) {
         Ok(l) => l,
         Err(e) => {

@@ -268,3 +268,73 @@ async fn terminal_consent_shows_escape_sequences_escaped() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("the user refused"), "{stdout}");
 }
+
+/// A misspelt tool name in the tool policy would switch nothing off; it stops the start instead.
+#[test]
+fn a_misspelt_tool_name_in_tools_deny_stops_the_start_with_a_suggestion() {
+    let home = TestHome::new();
+    home.write_config(
+        "model:\n  api_key: sk-x\ngateway:\n  enabled: false\ntools:\n  deny: [shel]\n",
+    );
+    let out = run_cli(&home, &["run"], None);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr
+            .contains("config key `tools.deny`: no tool named \"shel\" (did you mean \"shell\"?)"),
+        "{stderr}"
+    );
+
+    let out = run_cli(&home, &["doctor"], None);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("FAIL  config: config key `tools.deny`: no tool named \"shel\""),
+        "{stdout}"
+    );
+
+    // A real tool that is not enabled here (no Lark app) is not a typo.
+    home.write_config(
+        "model:\n  api_key: sk-x\ngateway:\n  enabled: false\ntools:\n  deny: [lark_message_send, shell]\n  shell: { timeout_secs: 5 }\n",
+    );
+    let out = run_cli(&home, &["run"], None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no channel is configured"), "{stderr}");
+    assert!(!stderr.contains("no tool named"), "{stderr}");
+}
+
+/// `ethan doctor` shows how many rows each pruned table holds.
+#[test]
+fn doctor_shows_the_size_of_the_pruned_tables() {
+    let home = TestHome::new();
+    home.write_config("model:\n  api_key: sk-x\n  base_url: http://127.0.0.1:9/v1\n");
+    let out = run_cli(&home, &["doctor"], None);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(
+            "ok    retention: 0 inbound events and 0 lark.seen keys (finished ones kept 7 days), \
+             0 audit rows and 0 replay keys (kept 90 days)"
+        ),
+        "{stdout}"
+    );
+    let db = rusqlite::Connection::open(home.path().join("ethan.db")).unwrap();
+    db.execute(
+        "INSERT INTO inbound_events
+         (channel, event_id, session_key, payload, state, attempts, received_at, updated_at)
+         VALUES ('telegram', '1', 'k', '{}', 'done', 1, 0, 0)",
+        [],
+    )
+    .unwrap();
+    db.execute(
+        "INSERT INTO kv (key, value) VALUES ('lark.seen:om_1', '0')",
+        [],
+    )
+    .unwrap();
+    drop(db);
+    let out = run_cli(&home, &["doctor"], None);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("ok    retention: 1 inbound events and 1 lark.seen keys"),
+        "{stdout}"
+    );
+}

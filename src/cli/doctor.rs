@@ -3,6 +3,7 @@
 
 use crate::config::Loaded;
 use crate::provider::{OpenAiClient, ProviderError};
+use crate::store::inbound::DEDUPE_WINDOW_SECS;
 use crate::store::prelude::*;
 use crate::store::Store;
 use ethan_channels::telegram::{TelegramChannel, TelegramConfig};
@@ -27,6 +28,27 @@ impl Report {
     }
 }
 
+/// One line: the rows in each table that retention prunes, and how long each is kept.
+async fn retention_line(r: &mut Report, loaded: &Loaded, store: &Store) {
+    let days = &loaded.config.retention;
+    match store.retention_counts().await {
+        Ok(n) => r.ok(
+            "retention",
+            format!(
+                "{} inbound events and {} lark.seen keys (finished ones kept {} days), {} audit \
+                 rows and {} replay keys (kept {} days)",
+                n.inbound_events,
+                n.lark_seen,
+                i64::from(days.inbound_days).max(DEDUPE_WINDOW_SECS / 86_400),
+                n.audit_rows,
+                n.replay_keys,
+                days.audit_days
+            ),
+        ),
+        Err(e) => r.warn("retention", format!("cannot count rows: {e}")),
+    }
+}
+
 pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
     let mut r = Report { failed: false };
     let c = &loaded.config;
@@ -45,15 +67,21 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
         r.warn("config", n);
     }
 
-    let schema = match Store::open(&loaded.db_path()) {
+    let store = Store::open(&loaded.db_path());
+    let schema = match &store {
         Ok(s) => s.schema_version().await,
-        Err(e) => Err(e),
+        Err(e) => Err(e.clone()),
     };
     match schema {
-        Ok(v) => r.ok(
-            "database",
-            format!("{} (schema {v})", loaded.db_path().display()),
-        ),
+        Ok(v) => {
+            r.ok(
+                "database",
+                format!("{} (schema {v})", loaded.db_path().display()),
+            );
+            if let Ok(s) = &store {
+                retention_line(&mut r, &loaded, s).await;
+            }
+        }
         Err(e) => r.fail("database", e.to_string()),
     }
 

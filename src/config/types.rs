@@ -361,6 +361,11 @@ impl Default for SchedulerConfig {
 pub struct RetentionConfig {
     pub spill_days: u32,
     pub audit_days: u32,
+    /// Days a finished inbound event (and the Lark adapter's `lark.seen:*` key) is kept; 7 by
+    /// default. Dedupe needs a record for as long as a platform may redeliver (Telegram keeps an
+    /// update 24 hours, Lark redelivers for hours), so values below the 3-day dedupe window
+    /// count as 3; unfinished events are never removed.
+    pub inbound_days: u32,
 }
 
 impl Default for RetentionConfig {
@@ -368,6 +373,7 @@ impl Default for RetentionConfig {
         Self {
             spill_days: 7,
             audit_days: 90,
+            inbound_days: 7,
         }
     }
 }

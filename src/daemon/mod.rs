@@ -75,7 +75,8 @@ pub fn build_agent(
     }))
 }
 
-/// Remove spill files, audit rows and replay keys past `retention.*` (at start, then daily).
+/// Remove spill files, audit rows, replay keys, finished inbound events and `lark.seen:*` keys
+/// past `retention.*` (at start, then daily).
 pub async fn prune_retention(loaded: &Loaded, store: &Store) {
     let r = &loaded.config.retention;
     let (dir, days) = (loaded.spill_dir(), r.spill_days);
@@ -86,6 +87,13 @@ pub async fn prune_retention(loaded: &Loaded, store: &Store) {
         Ok(rows) if rows + files > 0 => {
             tracing::info!("retention: removed {files} spill file(s) and {rows} audit row(s)")
         }
+        Ok(_) => {}
+        Err(e) => tracing::warn!("retention: {e}"),
+    }
+    match store.prune_inbound(r.inbound_days).await {
+        Ok((events, seen)) if events + seen > 0 => tracing::info!(
+            "retention: removed {events} inbound event(s) and {seen} lark.seen key(s)"
+        ),
         Ok(_) => {}
         Err(e) => tracing::warn!("retention: {e}"),
     }

@@ -593,9 +593,12 @@ fn platform_name(kind: ChannelKind) -> &'static str {
     }
 }
 
-/// A trace id stable for an inbound event, so a turn re-run after a crash keeps its trace.
+/// A trace id stable for an inbound event, so a turn re-run after a crash keeps its trace (and
+/// its replay keys). The send time is part of it: a platform event id reused later (Telegram
+/// restarts `update_id` numbering after a week without updates) gets a trace of its own.
 pub fn trace_id_for(ev: &InboundEvent) -> String {
-    let digest = Sha256::digest(format!("{}:{}", ev.channel, ev.event_id).as_bytes());
+    let digest =
+        Sha256::digest(format!("{}:{}:{}", ev.channel, ev.event_id, ev.sent_at).as_bytes());
     hex::encode(&digest[..12])
 }
 

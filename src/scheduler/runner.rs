@@ -446,7 +446,64 @@ pub struct JobExecutor {
     store: StorageRef,
     retry: RetryPolicy,
     config_timezone: Option<String>,
-    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    locks: JobLocks,
+}
+
+/// One lock per job with a run in progress, so runs of a job are serialised within a process.
+/// A job's entry exists only while a run of it holds or waits for the lock, so the map stays as
+/// small as the number of runs in progress (deleted jobs leave nothing behind).
+#[derive(Default)]
+pub struct JobLocks {
+    map: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
+}
+
+/// Held while a run of one job executes; dropping it releases the lock and forgets the job's
+/// entry when no other run of it is waiting.
+pub struct JobSerial {
+    map: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
+    id: String,
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl JobLocks {
+    /// Wait until no other run of job `id` is in progress in this process, then hold its lock.
+    pub async fn acquire(&self, id: &str) -> JobSerial {
+        // The clone is taken under the map's lock, so `JobSerial::drop` sees every waiter.
+        let lock = self
+            .map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(id.to_string())
+            .or_default()
+            .clone();
+        let guard = lock.lock_owned().await;
+        JobSerial {
+            map: self.map.clone(),
+            id: id.to_string(),
+            guard: Some(guard),
+        }
+    }
+
+    /// The number of jobs with a run holding or waiting for its lock.
+    pub fn len(&self) -> usize {
+        self.map.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Whether no run holds or waits for a lock.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Drop for JobSerial {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        // Only the map holds it: no run of this job holds or waits for the lock.
+        if map.get(&self.id).is_some_and(|l| Arc::strong_count(l) == 1) {
+            map.remove(&self.id);
+        }
+    }
 }
 
 /// The session of a job's runs.
@@ -499,17 +556,8 @@ impl JobExecutor {
             store,
             retry,
             config_timezone,
-            locks: Mutex::new(HashMap::new()),
+            locks: JobLocks::default(),
         }
-    }
-
-    fn job_lock(&self, id: &str) -> Arc<tokio::sync::Mutex<()>> {
-        self.locks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(id.to_string())
-            .or_default()
-            .clone()
     }
 
     async fn post(
@@ -542,8 +590,7 @@ impl JobExecutor {
 #[async_trait]
 impl Execute for JobExecutor {
     async fn execute(&self, claim: Claim) -> RunReport {
-        let lock = self.job_lock(&claim.job.id);
-        let _serial = lock.lock().await;
+        let _serial = self.locks.acquire(&claim.job.id).await;
         let job = &claim.job;
         let zone = zone_of(job, self.config_timezone.as_deref());
         let target = Target::of(job);

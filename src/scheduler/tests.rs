@@ -571,3 +571,28 @@ async fn the_loop_runs_claims_when_the_clock_reaches_them() {
         [start + Duration::minutes(30), start + Duration::minutes(60)]
     );
 }
+
+#[tokio::test]
+async fn a_jobs_lock_is_forgotten_once_no_run_of_it_is_in_progress() {
+    use super::runner::JobLocks;
+    let locks = Arc::new(JobLocks::default());
+    let first = locks.acquire("a").await;
+    assert_eq!(locks.len(), 1);
+    // A second run of the same job waits for the first; its entry outlives the first run.
+    let waiter = {
+        let locks = locks.clone();
+        tokio::spawn(async move { drop(locks.acquire("a").await) })
+    };
+    tokio::task::yield_now().await;
+    drop(first);
+    tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+        .await
+        .expect("the second run got the lock")
+        .unwrap();
+    assert!(locks.is_empty());
+    // Many jobs, each run once: nothing is left behind.
+    for i in 0..100 {
+        drop(locks.acquire(&format!("job-{i}")).await);
+    }
+    assert!(locks.is_empty());
+}

@@ -13,12 +13,39 @@
 //!   idempotent sends) or report.
 //! - `unconfirmed`: a reply whose delivery was cut off and that was not sent again, because the
 //!   platform could have shown it twice; final, like `done`.
+//!
+//! Dedupe is bounded in time: a finished record older than [`DEDUPE_WINDOW_SECS`] no longer
+//! makes an event with the same id a duplicate (Telegram may restart its `update_id` numbering
+//! after a week without updates). Finished records are removed by [`Db::prune_inbound`] under
+//! `retention.inbound_days`, together with the Lark adapter's `lark.seen:*` keys.
 
 use super::{now, Ctx, Db, StoreError};
 use ethan_channels::InboundEvent;
 
 /// After this many starts, an event that never finished is marked `failed` instead of re-run.
 pub const MAX_ATTEMPTS: i64 = 3;
+
+/// How long, in seconds, a finished event's id makes a new event with the same id a duplicate:
+/// 3 days. Longer than any platform's redelivery (Telegram keeps an update for 24 hours, Lark
+/// redelivers for some hours), shorter than the week without updates after which Telegram may
+/// restart `update_id` numbering at a random value, so a reused id is answered.
+pub const DEDUPE_WINDOW_SECS: i64 = 3 * 86_400;
+
+/// Prefix of the Lark adapter's "published once" keys in the `kv` table (values: Unix seconds).
+const LARK_SEEN_PREFIX: &str = "lark.seen:";
+
+/// Rows in each table that retention prunes (see [`Db::retention_counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetentionCounts {
+    /// Rows of `inbound_events` (every state).
+    pub inbound_events: i64,
+    /// Rows of the tool audit log.
+    pub audit_rows: i64,
+    /// Replay-guard keys.
+    pub replay_keys: i64,
+    /// The Lark adapter's `lark.seen:*` keys.
+    pub lark_seen: i64,
+}
 
 /// A reply whose send had started but was not confirmed when the daemon stopped (state
 /// `sending`).
@@ -33,13 +60,29 @@ pub struct UnconfirmedReply {
 }
 
 impl Db {
-    /// Record an event; `Ok(true)` when it is new, `Ok(false)` for a redelivery.
+    /// Record an event; `Ok(true)` when it is new, `Ok(false)` for a redelivery. A finished
+    /// record (not `received`, `processing` or `sending`) of the same id received more than
+    /// [`DEDUPE_WINDOW_SECS`] ago is replaced: the id was reused, the event is new.
     pub fn record_inbound(&self, ev: &InboundEvent) -> Result<bool, StoreError> {
         let payload = serde_json::to_string(ev).map_err(|e| StoreError::Corrupt {
             op: "record inbound",
             message: e.to_string(),
         })?;
         let ts = now();
+        self.conn()
+            .prepare_cached(
+                "DELETE FROM inbound_events
+                 WHERE channel = ?1 AND event_id = ?2 AND received_at < ?3
+                   AND state NOT IN ('received', 'processing', 'sending')",
+            )
+            .and_then(|mut st| {
+                st.execute(rusqlite::params![
+                    ev.channel.as_str(),
+                    ev.event_id,
+                    ts - DEDUPE_WINDOW_SECS
+                ])
+            })
+            .op("record inbound")?;
         let n = self
             .conn()
             .prepare_cached(
@@ -157,6 +200,54 @@ impl Db {
             }
         }
         Ok(out)
+    }
+
+    /// Delete finished inbound events last changed more than `days` days ago (at least
+    /// [`DEDUPE_WINDOW_SECS`], so a redelivery is still recognised), and the Lark adapter's
+    /// `lark.seen:*` keys written before the same cutoff. Events still `received`,
+    /// `processing` or `sending` are kept whatever their age. Returns `(events, seen keys)`
+    /// removed. Errors: [`StoreError::Sqlite`] when the database cannot be written.
+    pub fn prune_inbound(&self, days: u32) -> Result<(usize, usize), StoreError> {
+        let keep = (i64::from(days) * 86_400).max(DEDUPE_WINDOW_SECS);
+        let cutoff = now() - keep;
+        let conn = self.conn();
+        let events = conn
+            .execute(
+                "DELETE FROM inbound_events WHERE updated_at < ?1
+                   AND state NOT IN ('received', 'processing', 'sending')",
+                [cutoff],
+            )
+            .op("prune inbound")?;
+        // A value that is not a number casts to 0 and goes too.
+        let seen = conn
+            .execute(
+                "DELETE FROM kv WHERE substr(key, 1, ?1) = ?2 AND CAST(value AS INTEGER) < ?3",
+                rusqlite::params![LARK_SEEN_PREFIX.len() as i64, LARK_SEEN_PREFIX, cutoff],
+            )
+            .op("prune lark seen")?;
+        Ok((events, seen))
+    }
+
+    /// How many rows each table pruned by retention holds (for `ethan doctor`). Errors:
+    /// [`StoreError::Sqlite`] when the database cannot be read.
+    pub fn retention_counts(&self) -> Result<RetentionCounts, StoreError> {
+        let conn = self.conn();
+        let count = |sql: &str| -> Result<i64, StoreError> {
+            conn.query_row(sql, [], |r| r.get(0)).op("count rows")
+        };
+        let lark_seen = conn
+            .query_row(
+                "SELECT COUNT(*) FROM kv WHERE substr(key, 1, ?1) = ?2",
+                rusqlite::params![LARK_SEEN_PREFIX.len() as i64, LARK_SEEN_PREFIX],
+                |r| r.get(0),
+            )
+            .op("count rows")?;
+        Ok(RetentionCounts {
+            inbound_events: count("SELECT COUNT(*) FROM inbound_events")?,
+            audit_rows: count("SELECT COUNT(*) FROM audit")?,
+            replay_keys: count("SELECT COUNT(*) FROM replay_keys")?,
+            lark_seen,
+        })
     }
 
     /// The state of one event, if recorded.
@@ -307,5 +398,75 @@ mod tests {
             s.inbound_state("telegram", "1").unwrap().as_deref(),
             Some("failed")
         );
+    }
+
+    /// Backdate an event's record by `secs`.
+    fn age(s: &Db, id: &str, secs: i64) {
+        s.conn()
+            .execute(
+                "UPDATE inbound_events SET received_at = received_at - ?2,
+                 updated_at = updated_at - ?2 WHERE event_id = ?1",
+                rusqlite::params![id, secs],
+            )
+            .unwrap();
+    }
+
+    #[test]
+    fn retention_prunes_old_finished_events_and_a_recent_redelivery_is_still_a_duplicate() {
+        let s = Db::open_in_memory().unwrap();
+        let day = 86_400;
+        for id in ["old", "recent", "old-unfinished"] {
+            assert!(s.record_inbound(&ev(id)).unwrap());
+        }
+        s.set_inbound_state("telegram", "old", "done").unwrap();
+        s.set_inbound_state("telegram", "recent", "done").unwrap();
+        s.set_inbound_state("telegram", "old-unfinished", "processing")
+            .unwrap();
+        age(&s, "old", 8 * day);
+        age(&s, "recent", day);
+        age(&s, "old-unfinished", 8 * day);
+        let t = now();
+        s.kv_set("lark.seen:om_old", &(t - 8 * day).to_string())
+            .unwrap();
+        s.kv_set("lark.seen:om_new", &(t - day).to_string())
+            .unwrap();
+        s.kv_set("telegram.offset", "1").unwrap();
+
+        let before = s.retention_counts().unwrap();
+        assert_eq!((before.inbound_events, before.lark_seen), (3, 2));
+        assert_eq!(s.prune_inbound(7).unwrap(), (1, 1));
+        assert_eq!(s.inbound_state("telegram", "old").unwrap(), None);
+        assert_eq!(
+            s.inbound_state("telegram", "old-unfinished")
+                .unwrap()
+                .as_deref(),
+            Some("processing")
+        );
+        assert!(s.kv_get("lark.seen:om_old").unwrap().is_none());
+        assert!(s.kv_get("lark.seen:om_new").unwrap().is_some());
+        assert!(s.kv_get("telegram.offset").unwrap().is_some());
+        // The redelivery of a recent event is still recognised.
+        assert!(!s.record_inbound(&ev("recent")).unwrap());
+        // A setting below the dedupe window keeps the window.
+        assert_eq!(s.prune_inbound(0).unwrap(), (0, 0));
+        assert!(!s.record_inbound(&ev("recent")).unwrap());
+    }
+
+    #[test]
+    fn a_finished_record_older_than_the_dedupe_window_does_not_make_a_duplicate() {
+        let s = Db::open_in_memory().unwrap();
+        assert!(s.record_inbound(&ev("5")).unwrap());
+        s.set_inbound_state("telegram", "5", "done").unwrap();
+        age(&s, "5", DEDUPE_WINDOW_SECS + 60);
+        // The id was reused: a new event, recorded afresh.
+        assert!(s.record_inbound(&ev("5")).unwrap());
+        assert_eq!(
+            s.inbound_state("telegram", "5").unwrap().as_deref(),
+            Some("received")
+        );
+        assert!(!s.record_inbound(&ev("5")).unwrap());
+        // An old record that is not finished still counts.
+        age(&s, "5", DEDUPE_WINDOW_SECS + 60);
+        assert!(!s.record_inbound(&ev("5")).unwrap());
     }
 }

@@ -328,6 +328,15 @@ impl Store {
         self.call("unfinished inbound", |db| db.unfinished_inbound())
             .await
     }
+    /// See [`super::Db::retention_counts`].
+    pub async fn retention_counts(&self) -> Result<super::inbound::RetentionCounts, StoreError> {
+        self.call("count rows", |db| db.retention_counts()).await
+    }
+    /// See [`super::Db::prune_inbound`].
+    pub async fn prune_inbound(&self, days: u32) -> Result<(usize, usize), StoreError> {
+        self.call("prune inbound", move |db| db.prune_inbound(days))
+            .await
+    }
     /// See [`super::Db::prune_audit`].
     pub async fn prune_audit(&self, days: u32) -> Result<usize, StoreError> {
         self.call("prune audit", move |db| db.prune_audit(days))

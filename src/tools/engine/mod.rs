@@ -2,6 +2,7 @@
 //! (policy, schema validation, replay guard, consent, timeout, audit), and its helpers
 //! (redaction, spill files, truncation of the model's copy).
 
+pub mod config_names;
 pub mod executor;
 pub mod policy;
 pub mod redact;

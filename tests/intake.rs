@@ -1,5 +1,6 @@
-//! The intake never waits on one chat: a chat flooded with messages against a slow model, or a
-//! command reply whose send fails and is retried, does not delay another chat's answer. Each test
+//! The intake never waits on one chat: a chat flooded with messages against a slow model (on
+//! Telegram and on Lark), a command reply whose send fails and is retried, or a button press
+//! being answered, does not delay another chat's answer. Each test
 //! measures the other chat's latency twice in the same run (once quiet, once with the load) and
 //! compares the two.
 
@@ -7,6 +8,7 @@ mod support;
 
 use serde_json::{json, Value};
 use std::time::Duration;
+use support::lark::{self, FakeLark};
 use support::model::text_completion;
 use support::{Daemon, FakeTelegram, ScriptedModel, Step, TestHome};
 use tokio::time::Instant;
@@ -160,6 +162,47 @@ async fn a_button_press_being_answered_does_not_delay_another_chat() {
         pressing,
         "a button press in chat A was being answered",
     );
+    model.assert_protocol_ok();
+    daemon.stop();
+    home.assert_no_panic();
+}
+
+/// Sends `text` from `sender` in a Lark DM and returns how long its answer (a message containing
+/// `text`) took to be sent; panics after [`WAIT`].
+async fn lark_answer_time(fake: &FakeLark, sender: &str, text: &str) -> Duration {
+    let started = Instant::now();
+    fake.push_event(&lark::p2p_text(sender, text));
+    let answered = || {
+        fake.messages()
+            .iter()
+            .any(|m| m.content.to_string().contains(text))
+    };
+    support::wait_until(&format!("{sender} answered {text:?}"), WAIT, answered).await;
+    started.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flooded_lark_chat_does_not_delay_another_lark_chat() {
+    const FLOOD: usize = 200;
+    let home = TestHome::new();
+    let fake = FakeLark::start().await;
+    let model = ScriptedModel::start((0..FLOOD + 20).map(|_| slow_echo()).collect()).await;
+    home.write_config(&format!(
+        "model:\n  base_url: {}\n  api_key: sk-test\n  name: test-model\nchannels:\n{}\
+         gateway:\n  listen: 127.0.0.1:0\n",
+        model.base_url(),
+        fake.channel_yaml("    dm_policy: open\n"),
+    ));
+    let mut daemon = Daemon::start(&home);
+    fake.wait_connections(1, WAIT).await;
+    lark_answer_time(&fake, "ou_b", "b-warm-up").await;
+    let quiet = lark_answer_time(&fake, "ou_b", "b-quiet").await;
+
+    for i in 0..FLOOD {
+        fake.push_event(&lark::p2p_text("ou_a", &format!("a-{i}")));
+    }
+    let flooded = lark_answer_time(&fake, "ou_b", "b-flooded").await;
+    assert_not_delayed(quiet, flooded, "chat A had 200 messages waiting");
     model.assert_protocol_ok();
     daemon.stop();
     home.assert_no_panic();

@@ -349,3 +349,65 @@ async fn sigterm_during_a_turn_loses_no_event() {
     assert_eq!(sent[0]["text"], "answered after the restart");
     daemon.stop();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_api_turn_on_a_busy_session_waits_for_the_first() {
+    let home = TestHome::new();
+    let model = ScriptedModel::start(vec![
+        Step::delay(Duration::from_secs(1), Step::text("the first answer")),
+        Step::text("the second answer"),
+    ])
+    .await;
+    home.write_config(&format!(
+        "model:\n  base_url: {}\n  api_key: k\n  name: m\ngateway:\n  token: {TOKEN}\n",
+        model.base_url()
+    ));
+    let mut daemon = start(&home);
+    let base = format!("http://{}", gateway_addr(&home, WAIT).await);
+    let http = reqwest::Client::new();
+    let ask = |message: &'static str| {
+        let (http, base) = (http.clone(), base.clone());
+        async move {
+            let resp = http
+                .post(format!("{base}/api/chat"))
+                .bearer_auth(TOKEN)
+                .json(&json!({"session": "shared", "message": message}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 200);
+            read_events(resp, |_, _| {}).await
+        }
+    };
+
+    // The first turn is in the model (a slow answer) when the second request comes.
+    let first = tokio::spawn(ask("first question"));
+    model.wait_for_requests(1, WAIT).await;
+    let second = tokio::spawn(ask("second question"));
+    let (first, second) = (first.await.unwrap(), second.await.unwrap());
+    for events in [&first, &second] {
+        assert_eq!(events.last().unwrap().0, "done", "{events:?}");
+    }
+
+    // The second turn's model request came after the first turn ended: its history holds the
+    // first question and answer, before the second question.
+    let requests = model.wait_for_requests(2, WAIT).await;
+    let history: Vec<String> = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| format!("{}: {}", m["role"].as_str().unwrap_or("?"), m["content"]))
+        .collect();
+    let at = |needle: &str| history.iter().position(|m| m.contains(needle));
+    let (q1, a1, q2) = (
+        at("first question"),
+        at("the first answer"),
+        at("second question"),
+    );
+    assert!(
+        q1.is_some() && a1.is_some() && q1 < a1 && a1 < q2,
+        "the second turn ran beside the first: {history:#?}"
+    );
+    model.assert_protocol_ok();
+    daemon.stop();
+}

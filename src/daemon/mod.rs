@@ -169,22 +169,24 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
 
     consent.set_channels(channels.clone());
     let for_scheduler = (agent.clone(), channels.clone());
-    let gateway_state = Arc::new(crate::gateway::GatewayState {
-        agent: agent.clone(),
-        consent: consent.clone(),
-        store: store.clone(),
-        token: crate::gateway::auth::ensure_token(&loaded, &store)
-            .await
-            .context("gateway token")?,
-        channels: channels.clone(),
-    });
+    let token = crate::gateway::auth::ensure_token(&loaded, &store)
+        .await
+        .context("gateway token")?;
     let router = router::Router::new(
         store.clone(),
-        agent,
-        consent,
-        channels,
+        agent.clone(),
+        consent.clone(),
+        channels.clone(),
         MAX_CONCURRENT_TURNS,
     );
+    let gateway_state = Arc::new(crate::gateway::GatewayState {
+        agent,
+        consent,
+        store: store.clone(),
+        token,
+        channels,
+        turns: Arc::new(router::RouterTurns(router.clone())),
+    });
     let sink: Arc<dyn InboundSink> = Arc::new(router::RouterSink(router.clone()));
     let state: Arc<dyn StateStore> = Arc::new(store.clone());
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);

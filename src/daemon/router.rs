@@ -15,6 +15,14 @@
 //! Every reply to an inbound event carries the idempotency key `reply:{channel}:{event_id}`.
 //! `/stop` bypasses the queue and cancels the session's running turn.
 //!
+//! The intake never waits on a chat: `publish` records the event and hands it to its session's
+//! queue, which is unbounded (the event is already durable, so the queue holds nothing the
+//! store does not), and returns. Replies to `/approve`, `/deny`, `/claim` and a refused `/stop`
+//! are sent from a task of their own, so a slow or failing send delays nobody else's events.
+//!
+//! Web turns (`POST /api/chat`, [`crate::gateway::TurnQueue`]) go through the same session
+//! queues and the same cap: a second request on a busy session waits for the first to end.
+//!
 //! In a group chat, `/new` (which wipes the group's history and session grants) is for the bot's
 //! owner only, and `/stop` for the owner or the sender of the running turn; anyone else gets a
 //! short refusal and nothing changes. In a DM the sender is the conversation's only user.
@@ -22,7 +30,7 @@
 use super::access::{self, Access};
 use super::commands::{self, Command};
 use super::typing::Typing;
-use crate::agent::{Agent, TurnInput, TurnOutcome};
+use crate::agent::{Agent, TurnInput, TurnOutcome, TurnReply};
 use crate::consent::Consent;
 use crate::store::inbound::UnconfirmedReply;
 use crate::store::prelude::*;
@@ -36,11 +44,9 @@ use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-/// Events queued per session before `publish` waits (backpressure on the adapter).
-const SESSION_QUEUE: usize = 64;
 /// A worker with nothing to do for this long exits.
 const WORKER_IDLE: Duration = Duration::from_secs(300);
 /// An unconfirmed reply is re-sent only if this much of the platform's idempotency window is
@@ -53,10 +59,19 @@ enum Job {
     Event(InboundEvent),
     /// Send again a reply whose first send a crash cut off (idempotent channels only).
     Resend(UnconfirmedReply),
+    /// Run a web turn and hand its reply back to the gateway.
+    Web(WebTurn),
+}
+
+/// A web turn waiting in its session's queue.
+struct WebTurn {
+    input: TurnInput,
+    cancel: CancellationToken,
+    done: oneshot::Sender<TurnReply>,
 }
 
 struct SessionWorker {
-    tx: mpsc::Sender<Job>,
+    tx: mpsc::UnboundedSender<Job>,
 }
 
 /// A turn in flight: how to cancel it, and who started it (for `/stop` in groups).
@@ -124,7 +139,7 @@ impl Router {
         };
         for ev in events {
             tracing::info!("resuming unfinished {} event {}", ev.channel, ev.event_id);
-            self.enqueue(ev).await;
+            self.enqueue(ev);
             queued += 1;
         }
         queued
@@ -163,7 +178,7 @@ impl Router {
                         "{what} was being sent when the daemon stopped; sending it again with \
                          the same idempotency key, so {platform} shows it once"
                     );
-                    self.enqueue_job(ev.session_key(), Job::Resend(r)).await;
+                    self.enqueue_job(ev.session_key(), Job::Resend(r));
                     queued += 1;
                 }
                 Some(Some(w)) => {
@@ -197,42 +212,47 @@ impl Router {
         queued
     }
 
-    async fn enqueue(self: &Arc<Self>, ev: InboundEvent) {
-        self.enqueue_job(ev.session_key(), Job::Event(ev)).await;
+    fn enqueue(self: &Arc<Self>, ev: InboundEvent) {
+        self.enqueue_job(ev.session_key(), Job::Event(ev));
     }
 
-    async fn enqueue_job(self: &Arc<Self>, key: String, job: Job) {
+    /// Put `job` at the end of `key`'s queue, starting its worker when there is none. Never
+    /// waits: the queue is unbounded, and the send happens under the workers' lock, which an
+    /// idle worker also takes before it exits, so a job never lands in a queue nobody reads.
+    fn enqueue_job(self: &Arc<Self>, key: String, job: Job) {
         let mut job = job;
-        // At most two rounds: a worker may exit between taking its sender and sending.
+        // A second round only if a worker ended without taking its lock (it panicked).
         for _ in 0..2 {
-            let tx = {
-                let mut workers = self.workers.lock().unwrap_or_else(|p| p.into_inner());
-                workers
-                    .entry(key.clone())
-                    .or_insert_with(|| self.spawn_worker(key.clone()))
-                    .tx
-                    .clone()
-            };
-            match tx.send(job).await {
+            let mut workers = self.workers.lock().unwrap_or_else(|p| p.into_inner());
+            let tx = workers
+                .entry(key.clone())
+                .or_insert_with(|| self.spawn_worker(key.clone()))
+                .tx
+                .clone();
+            match tx.send(job) {
                 Ok(()) => return,
                 Err(mpsc::error::SendError(back)) => {
                     job = back;
-                    let mut workers = self.workers.lock().unwrap_or_else(|p| p.into_inner());
-                    if workers.get(&key).is_some_and(|w| w.tx.same_channel(&tx)) {
-                        workers.remove(&key);
-                    }
+                    workers.remove(&key);
                 }
             }
         }
-        let ev = match &job {
-            Job::Event(ev) => ev,
-            Job::Resend(r) => &r.event,
-        };
-        tracing::error!("could not queue event {} for {key}", ev.event_id);
+        match &job {
+            Job::Event(ev) => {
+                tracing::error!("could not queue event {} for {key}", ev.event_id)
+            }
+            Job::Resend(r) => {
+                tracing::error!(
+                    "could not queue the re-send of {} for {key}",
+                    r.event.event_id
+                )
+            }
+            Job::Web(_) => tracing::error!("could not queue a web turn for {key}"),
+        }
     }
 
     fn spawn_worker(self: &Arc<Self>, key: String) -> SessionWorker {
-        let (tx, mut rx) = mpsc::channel::<Job>(SESSION_QUEUE);
+        let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
         let me = Arc::clone(self);
         let my_tx = tx.clone();
         tokio::spawn(async move {
@@ -240,6 +260,7 @@ impl Router {
                 match tokio::time::timeout(WORKER_IDLE, rx.recv()).await {
                     Ok(Some(Job::Event(ev))) => me.handle(ev).await,
                     Ok(Some(Job::Resend(r))) => me.resend(r).await,
+                    Ok(Some(Job::Web(turn))) => me.run_web_turn(turn).await,
                     Ok(None) => break,
                     Err(_) => {
                         let mut workers = me.workers.lock().unwrap_or_else(|p| p.into_inner());
@@ -476,6 +497,39 @@ impl Router {
         }
     }
 
+    /// Run a queued web turn (called by its session's worker, in order) under the cap on turns
+    /// in flight; skipped when its client went away while it waited.
+    async fn run_web_turn(&self, turn: WebTurn) {
+        let WebTurn {
+            input,
+            cancel,
+            done,
+        } = turn;
+        if cancel.is_cancelled() || done.is_closed() {
+            return;
+        }
+        let Ok(_slot) = self.turn_slots.clone().acquire_owned().await else {
+            return;
+        };
+        let key = input.session_key.clone();
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                key.clone(),
+                RunningTurn {
+                    cancel: cancel.clone(),
+                    sender_id: input.user_id.clone(),
+                },
+            );
+        let reply = self.agent.run_turn_with_cards(&input, &cancel).await;
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&key);
+        let _ = done.send(reply);
+    }
+
     fn spawn_typing(&self, ev: &InboundEvent) -> Typing {
         let msg = OutboundMessage {
             chat: ev.chat.clone(),
@@ -631,7 +685,8 @@ impl InboundSink for RouterSink {
                     }
                     StopOutcome::NotAllowed => {
                         router.mark(&ev, "processing").await;
-                        router.answer(&ev, STOP_NOT_YOURS).await;
+                        let router = Arc::clone(router);
+                        tokio::spawn(async move { router.answer(&ev, STOP_NOT_YOURS).await });
                         return Ok(PublishOutcome::Accepted);
                     }
                     StopOutcome::NothingRunning => {}
@@ -641,9 +696,13 @@ impl InboundSink for RouterSink {
         match command {
             Some(cmd) if cmd.bypasses_queue() => {
                 // /claim works for people not yet allowed; /approve and /deny check the owner.
+                // The reply goes out from a task of its own: the intake never waits on a send.
                 router.mark(&ev, "processing").await;
-                let reply = router.out_of_band(&ev, &cmd).await;
-                router.answer(&ev, &reply).await;
+                let router = Arc::clone(router);
+                tokio::spawn(async move {
+                    let reply = router.out_of_band(&ev, &cmd).await;
+                    router.answer(&ev, &reply).await;
+                });
                 return Ok(PublishOutcome::Accepted);
             }
             _ => {}
@@ -652,11 +711,32 @@ impl InboundSink for RouterSink {
             .messages_in
             .with_label_values(&[ev.channel.as_str()])
             .inc();
-        router.enqueue(ev).await;
+        router.enqueue(ev);
         Ok(PublishOutcome::Accepted)
     }
 
     async fn decide(&self, decision: ApprovalDecision) -> ApprovalAck {
         self.0.consent.decide(&decision).await
+    }
+}
+
+/// The gateway's way into the session queues: a web turn waits behind the turns of its
+/// session and takes one of the router's turn slots, like a chat turn.
+pub struct RouterTurns(pub Arc<Router>);
+
+#[async_trait]
+impl crate::gateway::TurnQueue for RouterTurns {
+    async fn run(&self, input: TurnInput, cancel: CancellationToken) -> Option<TurnReply> {
+        let (done, reply) = oneshot::channel();
+        let key = input.session_key.clone();
+        self.0.enqueue_job(
+            key,
+            Job::Web(WebTurn {
+                input,
+                cancel,
+                done,
+            }),
+        );
+        reply.await.ok()
     }
 }

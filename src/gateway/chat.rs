@@ -2,7 +2,9 @@
 //! `text` {text}, `tool_start` {id, name}, `tool_end` {id, name, ms, ok}, `consent_request`
 //! {request_id, tool, description, always}, `ui` {messages: [A2UI]}, then `done`
 //! {session, outcome} or `error` {message}. The session key is `web:<session>` (a new one when
-//! none is given). Closing the stream cancels the turn.
+//! none is given). The turn runs in the session's queue ([`super::TurnQueue`]): a request on a
+//! session whose turn is still running waits for it (the stream stays open, without events,
+//! until its turn starts). Closing the stream cancels the turn, or drops it while it waits.
 //!
 //! `POST /api/consent/{request_id} {allowed, message?}` → `{ok}`: `ok: false` for an unknown or
 //! expired id. The token holder counts as the owner for web consent.
@@ -105,9 +107,9 @@ pub async fn chat(
         allowed_tools: None,
         events: Some(tx),
     };
-    let agent = s.agent.clone();
+    let turns = s.turns.clone();
     let c2 = cancel.clone();
-    let turn = tokio::spawn(async move { agent.run_turn_with_cards(&input, &c2).await });
+    let turn = tokio::spawn(async move { turns.run(input, c2).await });
     let guard = cancel.drop_guard();
     let stream = async_stream(move |yield_| async move {
         let _guard = guard; // dropping the stream cancels the turn
@@ -115,7 +117,11 @@ pub async fn chat(
             yield_(turn_event(e));
         }
         match turn.await {
-            Ok(reply) => match reply.outcome {
+            Ok(None) => yield_(event(
+                "error",
+                json!({"message": "the turn was not run: the daemon is stopping; send it again after the restart"}),
+            )),
+            Ok(Some(reply)) => match reply.outcome {
                 TurnOutcome::Answer(_) | TurnOutcome::IterationCap(_) | TurnOutcome::Stopped => {
                     let outcome = reply.outcome.label();
                     crate::metrics::METRICS

@@ -6,12 +6,15 @@
 //! Server-Sent Events stream) and `POST /api/consent/{request_id}` (web consent), both behind
 //! `Authorization: Bearer <gateway.token>` ([`auth`]); the webhook routes channels contribute
 //! (`POST /telegram/webhook`, `POST /lark/events`), which check their platform's secret instead.
+//!
+//! Web turns are not run here: they are handed to a [`TurnQueue`] (the daemon's session queues),
+//! so they keep the same per-session order and cap on turns in flight as chat turns.
 
 pub mod auth;
 pub mod chat;
 pub mod health;
 
-use crate::agent::Agent;
+use crate::agent::{Agent, TurnInput, TurnReply};
 use crate::consent::Consent;
 use crate::store::Store;
 use axum::routing::{get, post};
@@ -21,6 +24,17 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// Runs turns in their session's order, under the daemon's cap on turns in flight.
+#[async_trait::async_trait]
+pub trait TurnQueue: Send + Sync {
+    /// Queue `input` behind the turns already queued or running in `input.session_key` and run
+    /// it when its turn comes (it waits, it is never refused). `cancel` stops the turn, or
+    /// drops it while it still waits. `None` when the turn was not run: cancelled before it
+    /// started, or the daemon is stopping.
+    async fn run(&self, input: TurnInput, cancel: CancellationToken) -> Option<TurnReply>;
+}
 
 /// What the gateway's handlers share.
 pub struct GatewayState {
@@ -30,6 +44,8 @@ pub struct GatewayState {
     /// The bearer token for `/api/*`.
     pub token: String,
     pub channels: HashMap<ChannelKind, Arc<dyn Channel>>,
+    /// Where `POST /api/chat` turns are run.
+    pub turns: Arc<dyn TurnQueue>,
 }
 
 /// The gateway's own routes (channels' webhook routes are merged in by the daemon).

@@ -76,16 +76,18 @@ fn with_causes(e: &dyn std::error::Error) -> String {
     text
 }
 
-/// Hand one update to the daemon: a `callback_query` to the approval handler, a message to the
-/// sink. `Err` only when the event could not be recorded (the caller must not acknowledge it).
+/// Hand one update to the daemon: a `callback_query` to the approval handler (on a task of its
+/// own: its answers to Telegram must not hold up the updates behind it), a message to the sink.
+/// `Err` only when the event could not be recorded (the caller must not acknowledge it).
 pub(super) async fn dispatch(
-    chan: &TelegramChannel,
-    sink: &dyn InboundSink,
+    chan: &Arc<TelegramChannel>,
+    sink: &Arc<dyn InboundSink>,
     update: &teloxide::types::Update,
 ) -> Result<(), ChannelError> {
     let id = update.id.0;
     if let teloxide::types::UpdateKind::CallbackQuery(q) = &update.kind {
-        super::approval::on_callback(chan, sink, q).await;
+        let (chan, sink, q) = (Arc::clone(chan), Arc::clone(sink), q.clone());
+        tokio::spawn(async move { super::approval::on_callback(&chan, sink.as_ref(), &q).await });
         return Ok(());
     }
     match chan.normalize(update) {
@@ -200,7 +202,7 @@ pub(super) async fn run(
                 chan.set_up(true);
                 for update in updates {
                     let id = update.id.0 as i32;
-                    if let Err(e) = dispatch(&chan, sink.as_ref(), &update).await {
+                    if let Err(e) = dispatch(&chan, &sink, &update).await {
                         // Not recorded: keep the offset so the update comes again.
                         tracing::error!("could not record telegram update {id}: {e}");
                         let d = backoff.step();

@@ -58,7 +58,7 @@ async fn handle(State(h): State<Hook>, headers: HeaderMap, body: Bytes) -> Statu
             return StatusCode::SERVICE_UNAVAILABLE;
         }
     }
-    match poll::dispatch(&h.chan, h.sink.as_ref(), &update).await {
+    match poll::dispatch(&h.chan, &h.sink, &update).await {
         Ok(()) => StatusCode::OK,
         Err(e) => {
             // Not recorded: Telegram retries non-2xx answers.

@@ -363,3 +363,32 @@ async fn telegram_part_failing_midway_is_resent_alone_and_every_part_arrives_onc
     assert!(daemon.is_running());
     daemon.stop();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn telegram_ui_card_send_5xx_is_retried_and_the_card_shown_once_before_the_answer() {
+    let home = TestHome::new();
+    let tg = FakeTelegram::start().await;
+    let err = json!({"ok": false, "error_code": 500, "description": "Internal Server Error"});
+    tg.fail_next("sendMessage", 500, err);
+    let card = json!({"card": {"type": "compare", "title": "Phones", "columns": ["Model", "Price"],
+        "rows": [{"values": ["Alpha", "$399"]}, {"values": ["Beta", "$499"]}]}});
+    let model = ScriptedModel::start(vec![
+        Step::tool_call("u1", "ui_card", &card.to_string()),
+        Step::text("Alpha is cheaper."),
+    ])
+    .await;
+    write_config(&home, &tg, &model.base_url(), "");
+    let mut daemon = Daemon::start(&home);
+    tg.push_text(OWNER, OWNER, "compare the phones");
+    // teloxide waits 10 s after a 5xx before reporting it; the router then retries the card.
+    wait_for_text(&tg, "Alpha is cheaper.").await;
+    let sent = tg.sent_texts();
+    assert_eq!(sent.len(), 2, "{}", tg.describe_calls());
+    assert!(
+        sent[0].contains("Phones") && sent[0].contains("Beta"),
+        "{sent:?}"
+    );
+    assert_eq!(sent[1], "Alpha is cheaper.");
+    assert!(daemon.is_running());
+    daemon.stop();
+}

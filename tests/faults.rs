@@ -306,3 +306,89 @@ async fn telegram_sendmessage_5xx_is_retried_and_delivered_once() {
     assert!(daemon.is_running());
     daemon.stop();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn telegram_part_failing_midway_is_resent_alone_and_every_part_arrives_once_in_order() {
+    use ethan_channels::telegram::chunk::{chunk_html, TELEGRAM_TEXT_LIMIT};
+    use ethan_channels::telegram::render::markdown_to_html;
+
+    let mut answer = String::new();
+    let mut n = 0;
+    while answer.len() < 14_000 {
+        n += 1;
+        answer.push_str(&format!(
+            "Paragraph {n:04}: a long answer goes out in several Telegram messages.\n\n"
+        ));
+    }
+    let parts = chunk_html(&markdown_to_html(&answer), TELEGRAM_TEXT_LIMIT);
+    assert!(parts.len() >= 4, "{} parts", parts.len());
+
+    let home = TestHome::new();
+    let tg = FakeTelegram::start().await;
+    let err = json!({"ok": false, "error_code": 500, "description": "Internal Server Error"});
+    tg.fail_nth("sendMessage", 3, 500, err);
+    let model = ScriptedModel::start(vec![Step::text(answer)]).await;
+    write_config(&home, &tg, &model.base_url(), "");
+    let mut daemon = Daemon::start(&home);
+    tg.push_text(OWNER, OWNER, "tell me everything");
+    // teloxide waits 10 s after a 5xx before reporting it; the router then retries.
+    let last = parts.last().cloned().unwrap_or_default();
+    support::wait_until("the last part is sent", WAIT, || {
+        tg.sent_texts().contains(&last)
+    })
+    .await;
+    assert_eq!(tg.pending_failures("sendMessage"), 0);
+    // Every part exactly once, in order: nothing shown before the failure is sent again.
+    let first_line = |t: &String| t.lines().next().unwrap_or("").to_string();
+    let sent = tg.sent_texts();
+    assert_eq!(
+        sent.iter().map(first_line).collect::<Vec<_>>(),
+        parts.iter().map(first_line).collect::<Vec<_>>(),
+        "the first line of each part sent"
+    );
+    assert!(
+        sent == parts,
+        "the parts sent differ from the answer's parts"
+    );
+    // The failed third part was the one sent again, right after its failure.
+    let calls: Vec<(String, u16)> = tg
+        .all_calls()
+        .into_iter()
+        .filter(|c| c.method.eq_ignore_ascii_case("sendMessage"))
+        .map(|c| (c.body["text"].as_str().unwrap_or("").to_string(), c.status))
+        .collect();
+    assert_eq!(calls[2], (parts[2].clone(), 500));
+    assert_eq!(calls[3], (parts[2].clone(), 200));
+    assert_eq!(calls.len(), parts.len() + 1);
+    assert!(daemon.is_running());
+    daemon.stop();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn telegram_ui_card_send_5xx_is_retried_and_the_card_shown_once_before_the_answer() {
+    let home = TestHome::new();
+    let tg = FakeTelegram::start().await;
+    let err = json!({"ok": false, "error_code": 500, "description": "Internal Server Error"});
+    tg.fail_next("sendMessage", 500, err);
+    let card = json!({"card": {"type": "compare", "title": "Phones", "columns": ["Model", "Price"],
+        "rows": [{"values": ["Alpha", "$399"]}, {"values": ["Beta", "$499"]}]}});
+    let model = ScriptedModel::start(vec![
+        Step::tool_call("u1", "ui_card", &card.to_string()),
+        Step::text("Alpha is cheaper."),
+    ])
+    .await;
+    write_config(&home, &tg, &model.base_url(), "");
+    let mut daemon = Daemon::start(&home);
+    tg.push_text(OWNER, OWNER, "compare the phones");
+    // teloxide waits 10 s after a 5xx before reporting it; the router then retries the card.
+    wait_for_text(&tg, "Alpha is cheaper.").await;
+    let sent = tg.sent_texts();
+    assert_eq!(sent.len(), 2, "{}", tg.describe_calls());
+    assert!(
+        sent[0].contains("Phones") && sent[0].contains("Beta"),
+        "{sent:?}"
+    );
+    assert_eq!(sent[1], "Alpha is cheaper.");
+    assert!(daemon.is_running());
+    daemon.stop();
+}

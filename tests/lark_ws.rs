@@ -530,3 +530,50 @@ async fn ui_card_reaches_lark_as_an_interactive_reply() {
     assert!(sent[1].card_markdown().contains("Beta costs more."));
     daemon.stop();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reply_card_failing_midway_is_resent_alone_and_every_card_arrives_once_in_order() {
+    use ethan_channels::lark::render::{split_markdown, CARD_TEXT_LIMIT};
+
+    let mut answer = String::new();
+    let mut n = 0;
+    while answer.len() < 3 * CARD_TEXT_LIMIT - 4096 {
+        n += 1;
+        answer.push_str(&format!(
+            "Paragraph {n:05}: a long answer goes out in several Lark cards.\n\n"
+        ));
+    }
+    let parts = split_markdown(&answer, CARD_TEXT_LIMIT);
+    assert!(parts.len() >= 3, "{} parts", parts.len());
+
+    let home = TestHome::new();
+    let fake = FakeLark::start().await;
+    let model = ScriptedModel::start(vec![Step::text(answer.clone())]).await;
+    write_config(&home, &fake, &model, "");
+    let mut daemon = Daemon::start(&home);
+    fake.wait_connections(1, WAIT).await;
+    // The third card's request fails with an unreadable 500: a transport failure, retried.
+    fake.fail_nth("reply", 3, 500, json!("upstream connect error"));
+    fake.push_event(&lark::p2p_text(OWNER, "tell me everything"));
+    support::wait_until("every card is shown", WAIT, || {
+        fake.messages().len() >= parts.len()
+    })
+    .await;
+    let first_line = |t: &str| t.trim_start().lines().next().unwrap_or("").to_string();
+    let shown: Vec<String> = fake
+        .messages()
+        .iter()
+        .map(|m| first_line(&m.card_markdown()))
+        .collect();
+    let expected: Vec<String> = parts.iter().map(|p| first_line(p)).collect();
+    assert_eq!(shown, expected);
+    // Only the failed card was requested again: no request for a card already shown.
+    let requests = fake.send_requests();
+    assert_eq!(
+        requests.iter().map(|c| c.status).collect::<Vec<_>>(),
+        [vec![200, 200, 500], vec![200; parts.len() - 2]].concat()
+    );
+    assert_eq!(requests[2].body["uuid"], requests[3].body["uuid"]);
+    assert!(daemon.is_running());
+    daemon.stop();
+}

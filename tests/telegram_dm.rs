@@ -191,6 +191,33 @@ async fn long_answer_is_split_into_valid_ordered_chunks() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn answer_cut_off_at_the_length_limit_ends_with_a_note() {
+    let home = TestHome::new();
+    let tg = FakeTelegram::start().await;
+    let model = ScriptedModel::start(vec![Step::length_limited(
+        "The three reasons are:\n\n```text\nfirst, the",
+    )])
+    .await;
+    write_config(&home, &tg, &model, "");
+    tg.push_text(OWNER, OWNER, "why?");
+    let mut daemon = Daemon::start(&home);
+    let sent = tg.wait_for_sent(1, WAIT).await;
+    let shown = html_to_display_text(sent[0]["text"].as_str().unwrap_or(""));
+    assert!(shown.starts_with("The three reasons are:"), "{shown:?}");
+    assert!(
+        shown
+            .trim_end()
+            .ends_with("… (the answer was cut off at the model's length limit)"),
+        "{shown:?}"
+    );
+    // The note is outside the code block the cut left open.
+    let html = sent[0]["text"].as_str().unwrap_or("");
+    let note_at = html.find("(the answer was cut off").unwrap_or(0);
+    assert!(html[..note_at].contains("</pre>"), "{html}");
+    daemon.stop();
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn rejected_html_goes_out_as_plain_text_and_429_is_waited_out() {
     let home = TestHome::new();
     let tg = FakeTelegram::start().await;

@@ -32,6 +32,48 @@ pub enum ChannelError {
     /// The daemon's sink or state store failed (e.g. the database is unavailable).
     #[error("daemon storage error: {0}")]
     Storage(String),
+    /// A message split into `total` parts stopped at part `delivered` (0-based): parts
+    /// `..delivered` are shown (`sent` holds the ids of those this send delivered), and `cause`
+    /// is why part `delivered` failed. Send the rest with [`Channel::send_from`]`(msg,
+    /// delivered)`; sending the whole message again would show the first parts twice.
+    #[error("{cause} (the first {delivered} of {total} parts were delivered)")]
+    Partial {
+        delivered: usize,
+        total: usize,
+        sent: SentRef,
+        cause: Box<ChannelError>,
+    },
+}
+
+impl ChannelError {
+    /// The error behind a [`ChannelError::Partial`]; any other error itself.
+    pub fn cause(&self) -> &ChannelError {
+        match self {
+            ChannelError::Partial { cause, .. } => cause.cause(),
+            other => other,
+        }
+    }
+
+    /// What an adapter returns when part `failed` (0-based) of a message split into `total`
+    /// parts could not be sent, in a send that started at part `first`: [`ChannelError::Partial`]
+    /// when this send delivered at least one part (their ids in `sent`), else `cause` alone.
+    pub fn stopped_at(
+        first: usize,
+        failed: usize,
+        total: usize,
+        sent: SentRef,
+        cause: ChannelError,
+    ) -> ChannelError {
+        if failed <= first {
+            return cause;
+        }
+        ChannelError::Partial {
+            delivered: failed,
+            total,
+            sent,
+            cause: Box::new(cause),
+        }
+    }
 }
 
 /// Result of publishing an inbound event.
@@ -89,8 +131,30 @@ pub trait Channel: Send + Sync {
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> Result<(), ChannelError>;
 
-    /// Deliver one outbound message (rendered and split as the platform requires).
+    /// Deliver one outbound message (rendered and split as the platform requires). When a
+    /// later part fails after earlier ones were shown, the error is [`ChannelError::Partial`].
     async fn send(&self, msg: &OutboundMessage) -> Result<SentRef, ChannelError>;
+
+    /// Deliver the parts of `msg` from part `first_part` (0-based, in the order [`Channel::send`]
+    /// splits it) to the end: the rest of a message whose send stopped with
+    /// [`ChannelError::Partial`]. The message must be the same, so it splits the same way.
+    /// `SentRef` holds the ids of the parts this call sent; a failure after at least one of them
+    /// is again [`ChannelError::Partial`], counting parts from the start of the message.
+    ///
+    /// Adapters that split messages override this (Telegram, Lark). The default is for adapters
+    /// that send every message whole and so never report `Partial`: part 0 is the whole
+    /// message, and there is nothing after it.
+    async fn send_from(
+        &self,
+        msg: &OutboundMessage,
+        first_part: usize,
+    ) -> Result<SentRef, ChannelError> {
+        if first_part == 0 {
+            self.send(msg).await
+        } else {
+            Ok(SentRef::default())
+        }
+    }
 
     /// Whether the adapter is connected and receiving (for `GET /healthz`). Default: up.
     fn is_up(&self) -> bool {

@@ -7,6 +7,7 @@
 //!   (Telegram `update_id`) for deduplication and the chat/thread it belongs to;
 //! - [`OutboundMessage`] — what the daemon wants shown in a chat (Markdown text, a typing
 //!   indicator);
+//! - [`delivery`]: sending a message with retries that resume at the part that failed;
 //! - the [`Channel`] trait that every adapter implements, and [`InboundSink`] / [`StateStore`],
 //!   the two services an adapter receives from the daemon (publish an event durably; remember a
 //!   small piece of state such as the Telegram offset).
@@ -15,6 +16,7 @@
 //! decide trust; the daemon derives who is the owner from its own records.
 
 pub mod channel;
+pub mod delivery;
 pub mod lark;
 pub mod model;
 pub mod telegram;

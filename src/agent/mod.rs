@@ -248,6 +248,7 @@ impl Agent {
                 }
             };
             iterations += 1;
+            let truncated = completion.truncated();
             let mut msg = completion.message;
             msg.role = Role::Assistant;
             if msg.tool_calls.is_empty() {
@@ -257,8 +258,18 @@ impl Agent {
                 } else {
                     text
                 };
+                // The history keeps the model's own words; the person is told it is incomplete.
                 msg.content = Some(text.clone());
                 turn.push(msg);
+                let text = if truncated {
+                    tracing::warn!(
+                        "the answer in {} was cut off at the model's length limit",
+                        input.session_key
+                    );
+                    with_cut_off_note(&text)
+                } else {
+                    text
+                };
                 emit(&input.events, TurnEvent::Text(text.clone()));
                 break TurnOutcome::Answer(text);
             }
@@ -376,6 +387,50 @@ impl Agent {
     }
 }
 
+/// The note added to an answer the model's length limit cut off.
+pub const CUT_OFF_NOTE: &str = "… (the answer was cut off at the model's length limit)";
+
+/// `text` (Markdown) followed by [`CUT_OFF_NOTE`] in a paragraph of its own; a code block the
+/// cut left open is closed first, so the note is not shown as code.
+fn with_cut_off_note(text: &str) -> String {
+    let mut out = text.trim_end().to_string();
+    if let Some(fence) = open_fence(&out) {
+        out.push('\n');
+        out.push_str(&fence);
+    }
+    out.push_str("\n\n");
+    out.push_str(CUT_OFF_NOTE);
+    out
+}
+
+/// The fence (e.g. "```") of a fenced code block still open at the end of `markdown`, if any.
+fn open_fence(markdown: &str) -> Option<String> {
+    let mut open: Option<String> = None;
+    for line in markdown.lines() {
+        let line = line.trim_start();
+        let run = |c: char| line.chars().take_while(|&x| x == c).count();
+        let (c, n) = if line.starts_with('`') {
+            ('`', run('`'))
+        } else if line.starts_with('~') {
+            ('~', run('~'))
+        } else {
+            continue;
+        };
+        if n < 3 {
+            continue;
+        }
+        match &open {
+            None => open = Some(c.to_string().repeat(n)),
+            // A closing fence: the same character, at least as long, nothing after it.
+            Some(f) if f.starts_with(c) && n >= f.len() && line[n..].trim().is_empty() => {
+                open = None
+            }
+            Some(_) => {}
+        }
+    }
+    open
+}
+
 /// The history without tool calls and tool results: user messages and the assistant's visible
 /// text only (an assistant message that only called tools is dropped).
 fn without_tool_traffic(history: Vec<ChatMessage>) -> Vec<ChatMessage> {
@@ -444,5 +499,22 @@ mod tests {
         let t = trim_history(h);
         assert_eq!(t[0].content.as_deref(), Some("3"));
         assert!(trim_history(vec![ChatMessage::user("only")]).is_empty());
+    }
+
+    #[test]
+    fn cut_off_note_follows_the_text_outside_any_code_block() {
+        assert_eq!(
+            with_cut_off_note("Half an answer\n"),
+            format!("Half an answer\n\n{CUT_OFF_NOTE}")
+        );
+        let code = with_cut_off_note("Look:\n```rust\nfn main() {");
+        assert_eq!(
+            code,
+            format!("Look:\n```rust\nfn main() {{\n```\n\n{CUT_OFF_NOTE}")
+        );
+        // A closed block stays as it is; a longer fence needs a long enough closer.
+        assert_eq!(open_fence("```\na\n```\nafter"), None);
+        assert_eq!(open_fence("````md\n```\nstill code"), Some("````".into()));
+        assert_eq!(open_fence("~~~\ncode"), Some("~~~".into()));
     }
 }

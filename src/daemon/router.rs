@@ -13,6 +13,8 @@
 //!   the event is marked `unconfirmed`, because a second send could show the reply twice.
 //!
 //! Every reply to an inbound event carries the idempotency key `reply:{channel}:{event_id}`.
+//! Replies and `ui_card` cards are delivered with retries ([`ethan_channels::delivery`]): a
+//! retry sends only the parts of a split message that were not shown yet.
 //! `/stop` bypasses the queue and cancels the session's running turn.
 //!
 //! The intake never waits on a chat: `publish` records the event and hands it to its session's
@@ -36,6 +38,7 @@ use crate::store::inbound::UnconfirmedReply;
 use crate::store::prelude::*;
 use crate::store::Store;
 use async_trait::async_trait;
+use ethan_channels::delivery::{send_with_retry, DeliveryError, RetryPolicy};
 use ethan_channels::{
     ApprovalAck, ApprovalChoice, ApprovalDecision, Channel, ChannelError, ChannelKind, ChatKind,
     InboundEvent, InboundSink, OutboundBody, OutboundMessage, PublishOutcome,
@@ -52,6 +55,12 @@ const WORKER_IDLE: Duration = Duration::from_secs(300);
 /// An unconfirmed reply is re-sent only if this much of the platform's idempotency window is
 /// still left (the re-send itself may take retries).
 const RESEND_MARGIN: Duration = Duration::from_secs(300);
+/// Replies and cards: three tries, 1 s then 2 s apart.
+const DELIVERY_RETRY: RetryPolicy = RetryPolicy {
+    attempts: 3,
+    first_delay: Duration::from_secs(1),
+    max_delay: Duration::from_secs(4),
+};
 
 /// Work for a session's worker, done in queue order.
 enum Job {
@@ -304,7 +313,12 @@ impl Router {
         let state = match self.reply(ev, text).await {
             Ok(()) => "done",
             Err(e) => {
-                tracing::error!("could not deliver the reply in {}: {e}", ev.session_key());
+                tracing::error!(
+                    "could not deliver the reply in {} ({} tries): {}",
+                    ev.session_key(),
+                    e.attempts,
+                    e.error
+                );
                 "failed"
             }
         };
@@ -326,10 +340,12 @@ impl Router {
             }
             Err(e) => {
                 tracing::error!(
-                    "could not re-send the reply to {} event {} in {}: {e}",
+                    "could not re-send the reply to {} event {} in {} ({} tries): {}",
                     ev.channel,
                     ev.event_id,
-                    ev.session_key()
+                    ev.session_key(),
+                    e.attempts,
+                    e.error
                 );
                 "failed"
             }
@@ -337,44 +353,43 @@ impl Router {
         self.mark(ev, state).await;
     }
 
-    /// Send `text` as the reply to `ev` (key [`reply_key`]), retrying transient failures.
-    async fn reply(&self, ev: &InboundEvent, text: &str) -> Result<(), ChannelError> {
+    /// Send `text` as the reply to `ev` (key [`reply_key`]), through [`Router::deliver`].
+    async fn reply(&self, ev: &InboundEvent, text: &str) -> Result<(), DeliveryError> {
+        self.deliver(
+            ev,
+            OutboundBody::Text(text.to_string()),
+            Some(reply_key(ev)),
+        )
+        .await
+    }
+
+    /// Send `body` into `ev`'s chat as an answer to it, retrying transient failures
+    /// ([`DELIVERY_RETRY`]); a retry sends only the parts not shown yet, so a long answer whose
+    /// third part failed does not show its first two twice.
+    async fn deliver(
+        &self,
+        ev: &InboundEvent,
+        body: OutboundBody,
+        idempotency_key: Option<String>,
+    ) -> Result<(), DeliveryError> {
         let Some(ch) = self.channels.get(&ev.channel) else {
-            return Err(ChannelError::Storage(format!(
-                "no {} channel is running",
-                ev.channel
-            )));
+            return Err(DeliveryError {
+                attempts: 0,
+                error: format!("no {} channel is running", ev.channel),
+            });
         };
         let msg = OutboundMessage {
             chat: ev.chat.clone(),
             reply_to: ev.message_id.clone(),
-            body: OutboundBody::Text(text.to_string()),
-            idempotency_key: Some(reply_key(ev)),
+            body,
+            idempotency_key,
         };
-        // A transient failure gets two more tries; the rest is logged.
-        let mut last = None;
-        for attempt in 0..3 {
-            match ch.send(&msg).await {
-                Ok(_) => {
-                    crate::metrics::METRICS
-                        .messages_out
-                        .with_label_values(&[ev.channel.as_str()])
-                        .inc();
-                    return Ok(());
-                }
-                Err(e @ ChannelError::Transport { .. }) => {
-                    tracing::warn!(
-                        "reply to {} failed (try {}): {e}",
-                        ev.session_key(),
-                        attempt + 1
-                    );
-                    last = Some(e);
-                    tokio::time::sleep(Duration::from_secs(1 << attempt)).await;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| ChannelError::Storage("send failed".into())))
+        send_with_retry(ch.as_ref(), &msg, &DELIVERY_RETRY).await?;
+        crate::metrics::METRICS
+            .messages_out
+            .with_label_values(&[ev.channel.as_str()])
+            .inc();
+        Ok(())
     }
 
     async fn access(&self, ev: &InboundEvent) -> Access {
@@ -473,17 +488,13 @@ impl Router {
             .with_label_values(&[ev.channel.as_str(), outcome.label()])
             .inc();
         // Cards go out as their own messages, before the answer.
-        if let Some(ch) = self.channels.get(&ev.channel) {
-            for ui in reply.cards {
-                let msg = OutboundMessage {
-                    chat: ev.chat.clone(),
-                    reply_to: ev.message_id.clone(),
-                    body: OutboundBody::Ui(ui),
-                    idempotency_key: None,
-                };
-                if let Err(e) = ch.send(&msg).await {
-                    tracing::warn!("could not show a card in {key}: {e}");
-                }
+        for ui in reply.cards {
+            if let Err(e) = self.deliver(ev, OutboundBody::Ui(ui), None).await {
+                tracing::warn!(
+                    "could not show a card in {key} ({} tries): {}",
+                    e.attempts,
+                    e.error
+                );
             }
         }
         typing.stop().await;

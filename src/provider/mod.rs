@@ -5,6 +5,8 @@
 //! timeouts, dropped connections and unreadable bodies are retried with bounded exponential
 //! backoff (at most [`MAX_RETRIES`] retries; `Retry-After` honoured up to 30 s); a context-length
 //! error is reported as [`ProviderError::ContextLength`] so the agent can shorten the history.
+//! The answer's `finish_reason` is read into [`Completion::finish_reason`]
+//! ([`FinishReason::Length`]: cut off by the output-length limit).
 
 pub mod openai;
 pub mod types;
@@ -14,4 +16,4 @@ pub use openai::OpenAiClient;
 /// Retries after the first attempt for transient failures.
 pub const MAX_RETRIES: u32 = 3;
 
-pub use ethan_core::provider::{Completion, ModelProvider, ProviderError};
+pub use ethan_core::provider::{Completion, FinishReason, ModelProvider, ProviderError};

@@ -2,7 +2,7 @@
 //! and `GET {base_url}/models` (used by `ethan doctor`).
 
 use super::types::{ChatMessage, Role, ToolCall, ToolSpec};
-use super::{Completion, ModelProvider, ProviderError, MAX_RETRIES};
+use super::{Completion, FinishReason, ModelProvider, ProviderError, MAX_RETRIES};
 use crate::config::{ModelConfig, Secret};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -302,7 +302,7 @@ fn parse_completion(text: &str) -> Result<Completion, ProviderError> {
         finish_reason: choice
             .get("finish_reason")
             .and_then(Value::as_str)
-            .map(str::to_string),
+            .map(FinishReason::parse),
     })
 }
 
@@ -333,7 +333,12 @@ mod tests {
             "tool_calls":[{"id":"c1","type":"function","function":{"name":"file_read","arguments":"{\"path\":\"a\"}"}}]}}]}"#;
         let c = parse_completion(ok).unwrap();
         assert_eq!(c.message.tool_calls[0].name, "file_read");
-        assert_eq!(c.finish_reason.as_deref(), Some("tool_calls"));
+        assert_eq!(c.finish_reason, Some(FinishReason::ToolCalls));
+        assert!(!c.truncated());
+        let cut = r#"{"choices":[{"index":0,"finish_reason":"length","message":{"role":"assistant","content":"The first half"}}]}"#;
+        let c = parse_completion(cut).unwrap();
+        assert!(c.truncated());
+        assert_eq!(c.message.content.as_deref(), Some("The first half"));
         assert!(matches!(
             parse_completion("<html>"),
             Err(ProviderError::BadResponse(_))

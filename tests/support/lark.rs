@@ -19,7 +19,8 @@
 //!   connection dies mid-send; the recorded call has status [`HELD`] meanwhile;
 //! - [`FakeLark::fail_next`] queues canned answers per route (`endpoint`, `token`, `bot_info`,
 //!   `reply`, `create`, `patch`, `get_message`), e.g. a 429 with `x-ogw-ratelimit-reset` or
-//!   code 230099 for a refused card.
+//!   code 230099 for a refused card; [`FakeLark::fail_nth`] answers one later call of a route
+//!   (e.g. the 3rd `reply` from now).
 //!
 //! Websocket: one connection at a time is "current"; [`FakeLark::push_event`] sends a data
 //! frame to it, [`FakeLark::push_event_fragmented`] splits the payload into `sum` fragments,
@@ -144,6 +145,11 @@ struct LarkState {
     issued_tokens: Vec<String>,
     valid_tokens: HashSet<String>,
     failures: HashMap<String, VecDeque<Answer>>,
+    /// Calls received per route.
+    route_calls: HashMap<String, usize>,
+    /// Answers for one later call of a route: (route, 1-based number of the call among all
+    /// calls of that route, answer) ([`FakeLark::fail_nth`]).
+    scheduled: Vec<(String, usize, Answer)>,
     messages: Vec<SentMessage>,
     uuids: HashMap<String, String>,
     patches: Vec<(String, Value)>,
@@ -204,6 +210,8 @@ impl FakeLark {
                 issued_tokens: Vec::new(),
                 valid_tokens: HashSet::new(),
                 failures: HashMap::new(),
+                route_calls: HashMap::new(),
+                scheduled: Vec::new(),
                 messages: Vec::new(),
                 uuids: HashMap::new(),
                 patches: Vec::new(),
@@ -327,6 +335,17 @@ impl FakeLark {
                     .map(|(k, v)| (k.to_string(), v.to_string()))
                     .collect(),
             ));
+    }
+
+    /// Answer the `n`-th call of `route` counted from now (`n` = 1: the next one) with
+    /// `status` and `body`, once; the calls before and after it are answered normally.
+    /// [`FakeLark::fail_next`] answers take precedence for the calls they hit.
+    pub fn fail_nth(&self, route: &str, n: usize, status: u16, body: Value) {
+        assert!(n >= 1, "FakeLark::fail_nth: n counts from 1");
+        let mut st = self.shared.lock();
+        let so_far = st.route_calls.get(route).copied().unwrap_or(0);
+        st.scheduled
+            .push((route.to_string(), so_far + n, (status, body, Vec::new())));
     }
 
     /// Messages the bot sent (replies and creates), each uuid once.
@@ -722,7 +741,19 @@ async fn handle_http(
 
     let (status, resp_body, resp_headers) = {
         let mut st = shared.lock();
-        let injected = st.failures.get_mut(route).and_then(VecDeque::pop_front);
+        let nth = {
+            let n = st.route_calls.entry(route.to_string()).or_insert(0);
+            *n += 1;
+            *n
+        };
+        let injected = match st.failures.get_mut(route).and_then(VecDeque::pop_front) {
+            Some(f) => Some(f),
+            None => st
+                .scheduled
+                .iter()
+                .position(|f| f.0 == route && f.1 == nth)
+                .map(|i| st.scheduled.remove(i).2),
+        };
         let result = match injected {
             Some(f) => f,
             None => answer_route(

@@ -102,6 +102,16 @@ impl Step {
         Step::Custom(Arc::new(f))
     }
 
+    /// A text answer cut off by the output-length limit: assistant `content`,
+    /// `finish_reason: "length"`.
+    pub fn length_limited(text: impl Into<String>) -> Step {
+        let text = text.into();
+        Step::custom(move |req| {
+            let message = json!({"role": "assistant", "content": text});
+            (200, completion(req, message, "length"))
+        })
+    }
+
     /// A text answer `prefix + <content of the last message with role "tool">` (array content
     /// parts are concatenated; `(no tool message)` when there is none).
     pub fn echo_last_tool_result(prefix: impl Into<String>) -> Step {

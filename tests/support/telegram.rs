@@ -13,7 +13,8 @@
 //!   for `min(timeout, 1)` seconds or until [`FakeTelegram::push_update`] is called;
 //! - `sendMessage` / `editMessageText` answer a valid `Message` (ids from 1000 up);
 //! - everything else answers `true`;
-//! - [`FakeTelegram::fail_next`] queues canned error answers per method (FIFO).
+//! - [`FakeTelegram::fail_next`] queues canned error answers per method (FIFO);
+//!   [`FakeTelegram::fail_nth`] fails one later call (e.g. the 3rd `sendMessage` from now).
 //!
 //! [`FakeTelegram::hold_send_message`] makes `sendMessage` record the request (status [`HELD`])
 //! and leave it unanswered until [`FakeTelegram::release_held`] (or [`HOLD_MAX`]), as when the
@@ -78,6 +79,9 @@ struct TgState {
     calls: Vec<TelegramCall>,
     /// Injected failures, keyed by lowercase method name.
     failures: HashMap<String, VecDeque<(u16, Value)>>,
+    /// Failures for one later call: (lowercase method, 1-based number of the call among all
+    /// calls of that method, status, body) ([`FakeTelegram::fail_nth`]).
+    scheduled: Vec<(String, usize, u16, Value)>,
     next_message_id: i64,
     /// `sendMessage` is recorded but not answered ([`FakeTelegram::hold_send_message`]).
     hold_send_message: bool,
@@ -271,13 +275,24 @@ impl FakeTelegram {
             .push_back((status, body));
     }
 
+    /// Answers the `n`-th call of `method` (case-insensitive) counted from now (`n` = 1: the
+    /// next one) with the error (`status`, `body`), once; the calls before and after it are
+    /// answered normally. The failed call is recorded with its status. [`FakeTelegram::fail_next`]
+    /// answers take precedence for the calls they hit.
+    pub fn fail_nth(&self, method: &str, n: usize, status: u16, body: Value) {
+        assert!(n >= 1, "FakeTelegram::fail_nth: n counts from 1");
+        let mut st = self.shared.lock();
+        let lc = method.to_ascii_lowercase();
+        let so_far = st.calls.iter().filter(|c| c.is(&lc)).count();
+        st.scheduled.push((lc, so_far + n, status, body));
+    }
+
     /// Number of injected failures for `method` not used yet.
     pub fn pending_failures(&self, method: &str) -> usize {
-        self.shared
-            .lock()
-            .failures
-            .get(&method.to_ascii_lowercase())
-            .map_or(0, VecDeque::len)
+        let st = self.shared.lock();
+        let lc = method.to_ascii_lowercase();
+        st.failures.get(&lc).map_or(0, VecDeque::len)
+            + st.scheduled.iter().filter(|f| f.0 == lc).count()
     }
 
     /// 400 body for an HTML parse error.
@@ -492,7 +507,16 @@ async fn handle(
     // Record the call and decide on an injected failure atomically.
     let (failure, dropped) = {
         let mut st = shared.lock();
-        let failure = st.failures.get_mut(&lc).and_then(VecDeque::pop_front);
+        let nth = st.calls.iter().filter(|c| c.is(&lc)).count() + 1;
+        let failure = match st.failures.get_mut(&lc).and_then(VecDeque::pop_front) {
+            Some(f) => Some(f),
+            None => st
+                .scheduled
+                .iter()
+                .position(|f| f.0 == lc && f.1 == nth)
+                .map(|i| st.scheduled.remove(i))
+                .map(|(_, _, status, body)| (status, body)),
+        };
         let dropped = lc == "getupdates" && failure.is_none() && st.drop_polls > 0;
         if dropped {
             st.drop_polls -= 1;

@@ -349,7 +349,15 @@ impl Channel for LarkChannel {
     }
 
     async fn send(&self, msg: &OutboundMessage) -> Result<SentRef, ChannelError> {
-        send::send(self, msg).await
+        send::send(self, msg, 0).await
+    }
+
+    async fn send_from(
+        &self,
+        msg: &OutboundMessage,
+        first_part: usize,
+    ) -> Result<SentRef, ChannelError> {
+        send::send(self, msg, first_part).await
     }
 
     /// The request `uuid` is derived from the idempotency key (see [`send::uuid_for`]) and Lark

@@ -5,7 +5,9 @@
 //! `POST /open-apis/im/v1/messages?receive_id_type=chat_id` (PROTOCOLS §5.1, Go SDK
 //! `service/im/v1/resource.go`).
 //!
-//! - Text is rendered as one or more cards ([`render`]); when Lark refuses a card
+//! - Text is rendered as one or more cards ([`render`]); a part failing after earlier ones were
+//!   shown ends the send with [`ChannelError::Partial`], and a send can start at a later part
+//!   ([`crate::Channel::send_from`]; the split is deterministic). When Lark refuses a card
 //!   ([`codes::CARD_REJECTED`], e.g. 230099 or 11310) the same part goes out as a `post` with an
 //!   `md` element, and if that is refused too, as plain `text`.
 //! - Every request carries a `uuid` so a send retried after a lost answer is not shown twice
@@ -32,21 +34,27 @@ use sha2::{Digest, Sha256};
 
 const TARGET: &str = "ethan_channels::lark";
 
+/// Send `msg` from part `first` (0-based) on; see [`crate::Channel::send_from`]. Only text is
+/// split; every other body is one part.
 pub(super) async fn send(
     chan: &LarkChannel,
     msg: &OutboundMessage,
+    first: usize,
 ) -> Result<SentRef, ChannelError> {
     let mut sent = SentRef::default();
+    if first > 0 && !matches!(msg.body, OutboundBody::Text(_)) {
+        return Ok(sent);
+    }
     match &msg.body {
         OutboundBody::Typing => {}
         OutboundBody::Text(markdown) => {
-            for (i, part) in split_markdown(markdown, render::CARD_TEXT_LIMIT)
-                .into_iter()
-                .enumerate()
-            {
-                let card = reply_card(&render::hard_breaks(&part));
-                let id = deliver(chan, msg, i, &card, &part).await?;
-                sent.message_ids.push(id);
+            let parts = split_markdown(markdown, render::CARD_TEXT_LIMIT);
+            for (i, part) in parts.iter().enumerate().skip(first) {
+                let card = reply_card(&render::hard_breaks(part));
+                match deliver(chan, msg, i, &card, part).await {
+                    Ok(id) => sent.message_ids.push(id),
+                    Err(e) => return Err(ChannelError::stopped_at(first, i, parts.len(), sent, e)),
+                }
             }
         }
         OutboundBody::Approval(req) => {

@@ -167,6 +167,14 @@ impl Channel for TelegramChannel {
     }
 
     async fn send(&self, msg: &OutboundMessage) -> Result<SentRef, ChannelError> {
-        send::send(self, msg).await
+        send::send(self, msg, 0).await
+    }
+
+    async fn send_from(
+        &self,
+        msg: &OutboundMessage,
+        first_part: usize,
+    ) -> Result<SentRef, ChannelError> {
+        send::send(self, msg, first_part).await
     }
 }

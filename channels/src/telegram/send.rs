@@ -1,7 +1,10 @@
 //! Delivering replies: Markdown → Telegram HTML ([`super::render`]), split so that each part is
 //! at most 4096 UTF-16 code units ([`super::chunk`]), sent in order with `sendMessage`
 //! (`parse_mode: HTML`). When Telegram rejects the entities (400 "can't parse entities") the same
-//! part goes out as plain text. 429 waits exactly `retry_after` (at most 5 tries per part).
+//! part goes out as plain text. 429 waits exactly `retry_after` (at most 5 tries per part). A part
+//! failing after earlier ones were shown ends the send with [`ChannelError::Partial`], and a
+//! send can start at a later part ([`crate::Channel::send_from`]): the split is deterministic,
+//! so the parts are the same each time.
 
 use super::chunk::{chunk_html, TELEGRAM_TEXT_LIMIT};
 use super::render::{html_to_display_text, markdown_to_html};
@@ -76,10 +79,17 @@ fn parse_i32(id: &Option<String>) -> Option<i32> {
     id.as_deref().and_then(|s| s.parse().ok())
 }
 
+/// Send `msg` from part `first` (0-based) on; see [`crate::Channel::send_from`]. Only text and
+/// cards are split; every other body is one part.
 pub(super) async fn send(
     chan: &TelegramChannel,
     msg: &OutboundMessage,
+    first: usize,
 ) -> Result<SentRef, ChannelError> {
+    let single = !matches!(msg.body, OutboundBody::Text(_) | OutboundBody::Ui(_));
+    if single && first > 0 {
+        return Ok(SentRef::default());
+    }
     let chat_id = parse_chat_id(&msg.chat.id)?;
     let thread = parse_i32(&msg.chat.thread).map(|t| ThreadId(MessageId(t)));
     match &msg.body {
@@ -95,10 +105,13 @@ pub(super) async fn send(
             super::approval::send_request(chan, chat_id, thread, req).await
         }
         OutboundBody::Ui(ui) => {
+            let parts = ethan_cards::render_telegram(ui);
             let mut sent = SentRef::default();
-            for part in ethan_cards::render_telegram(ui) {
-                sent.message_ids
-                    .push(send_part(chan, chat_id, thread, None, &part).await?);
+            for (i, part) in parts.iter().enumerate().skip(first) {
+                match send_part(chan, chat_id, thread, None, part).await {
+                    Ok(id) => sent.message_ids.push(id),
+                    Err(e) => return Err(ChannelError::stopped_at(first, i, parts.len(), sent, e)),
+                }
             }
             Ok(sent)
         }
@@ -112,18 +125,22 @@ pub(super) async fn send(
         OutboundBody::Text(markdown) => {
             let html = markdown_to_html(markdown);
             // Replies are threaded under the asker's message only in groups.
+            // The first part only: the rest follow it.
             let mut reply_to = match msg.chat.kind {
-                ChatKind::Group => parse_i32(&msg.reply_to),
-                ChatKind::Direct => None,
+                ChatKind::Group if first == 0 => parse_i32(&msg.reply_to),
+                _ => None,
             };
+            let parts = chunk_html(&html, TELEGRAM_TEXT_LIMIT);
             let mut sent = SentRef::default();
-            for part in chunk_html(&html, TELEGRAM_TEXT_LIMIT) {
+            for (i, part) in parts.iter().enumerate().skip(first) {
                 // Telegram refuses a message with no visible text.
-                if html_to_display_text(&part).trim().is_empty() {
+                if html_to_display_text(part).trim().is_empty() {
                     continue;
                 }
-                let id = send_part(chan, chat_id, thread, reply_to.take(), &part).await?;
-                sent.message_ids.push(id);
+                match send_part(chan, chat_id, thread, reply_to.take(), part).await {
+                    Ok(id) => sent.message_ids.push(id),
+                    Err(e) => return Err(ChannelError::stopped_at(first, i, parts.len(), sent, e)),
+                }
             }
             Ok(sent)
         }

@@ -5,12 +5,50 @@
 use crate::message::{ChatMessage, ToolSpec};
 use async_trait::async_trait;
 
-/// A completion: the assistant message and the reason the model stopped (`stop`, `tool_calls`,
-/// `length`, … as the provider reports it).
+/// A completion: the assistant message and the reason the model stopped.
 #[derive(Debug, Clone)]
 pub struct Completion {
     pub message: ChatMessage,
-    pub finish_reason: Option<String>,
+    /// Why the model stopped; `None` when the provider did not say.
+    pub finish_reason: Option<FinishReason>,
+}
+
+impl Completion {
+    /// Whether the answer was cut off by the model's output-length limit
+    /// ([`FinishReason::Length`]): the text is incomplete.
+    pub fn truncated(&self) -> bool {
+        self.finish_reason == Some(FinishReason::Length)
+    }
+}
+
+/// Why the model stopped generating, provider-neutral.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinishReason {
+    /// A natural end of the answer (OpenAI `stop`).
+    Stop,
+    /// The model asked for tool calls (OpenAI `tool_calls`, legacy `function_call`).
+    ToolCalls,
+    /// The output-length limit (`max_tokens`, or the model's own) cut the answer off (OpenAI
+    /// `length`).
+    Length,
+    /// The provider's content filter withheld or cut the answer (OpenAI `content_filter`).
+    ContentFilter,
+    /// Any other reason, as the provider spelled it.
+    Other(String),
+}
+
+impl FinishReason {
+    /// The reason for a wire value such as OpenAI's `finish_reason` (`stop`, `tool_calls`,
+    /// `function_call`, `length`, `content_filter`; anything else is [`FinishReason::Other`]).
+    pub fn parse(wire: &str) -> FinishReason {
+        match wire {
+            "stop" => FinishReason::Stop,
+            "tool_calls" | "function_call" => FinishReason::ToolCalls,
+            "length" => FinishReason::Length,
+            "content_filter" => FinishReason::ContentFilter,
+            other => FinishReason::Other(other.to_string()),
+        }
+    }
 }
 
 /// A model API.

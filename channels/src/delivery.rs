@@ -1,0 +1,295 @@
+//! Delivering an [`OutboundMessage`] with retries, for every caller that must get a message
+//! through (the daemon's replies and cards, scheduled digests).
+//!
+//! Transient failures (network, 429, 5xx) are retried with a doubling delay; rejected credentials
+//! or a refused request are not. A message the adapter splits into parts is never sent twice
+//! over: when a part fails after earlier ones were shown ([`ChannelError::Partial`]), the next
+//! try sends only the parts from the failed one on ([`Channel::send_from`]).
+
+use crate::channel::{Channel, ChannelError};
+use crate::model::{OutboundMessage, SentRef};
+use std::time::Duration;
+
+/// How often and how patiently a message is retried.
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    /// Tries in all (at least 1).
+    pub attempts: u32,
+    /// Delay after the first failure; doubles each time.
+    pub first_delay: Duration,
+    /// The longest delay between two tries.
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    /// 6 tries over about a minute (2, 4, 8, 16, 32 s).
+    fn default() -> Self {
+        Self {
+            attempts: 6,
+            first_delay: Duration::from_secs(2),
+            max_delay: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Whether trying again may help: a transport failure, or an API answer 429 or ≥ 500 (for a
+/// [`ChannelError::Partial`], its cause).
+pub fn retryable(e: &ChannelError) -> bool {
+    match e.cause() {
+        ChannelError::Transport { .. } => true,
+        ChannelError::Api { code, .. } => *code == 429 || *code >= 500,
+        ChannelError::Unauthorized { .. }
+        | ChannelError::Storage(_)
+        | ChannelError::Partial { .. } => false,
+    }
+}
+
+/// A failed delivery: how many tries, and the last error (for logs; it says how many parts
+/// were shown when some were).
+#[derive(Debug)]
+pub struct DeliveryError {
+    pub attempts: u32,
+    pub error: String,
+}
+
+/// Send `msg` through `channel`, retrying transient failures by `policy`; each retry resumes at
+/// the first part not yet shown. `Ok((tries, sent))`: `sent` holds the ids of every part, in
+/// order, across the tries.
+///
+/// # Errors
+/// [`DeliveryError`] when a failure is not transient or the tries are used up.
+pub async fn send_with_retry(
+    channel: &dyn Channel,
+    msg: &OutboundMessage,
+    policy: &RetryPolicy,
+) -> Result<(u32, SentRef), DeliveryError> {
+    let attempts = policy.attempts.max(1);
+    let mut delay = policy.first_delay;
+    let mut tries = 0;
+    let mut sent = SentRef::default();
+    let mut next_part = 0;
+    loop {
+        tries += 1;
+        let e = match channel.send_from(msg, next_part).await {
+            Ok(rest) => {
+                sent.message_ids.extend(rest.message_ids);
+                return Ok((tries, sent));
+            }
+            Err(e) => e,
+        };
+        let e = match e {
+            ChannelError::Partial {
+                delivered,
+                total,
+                sent: shown,
+                cause,
+            } => {
+                sent.message_ids.extend(shown.message_ids);
+                next_part = delivered;
+                ChannelError::Partial {
+                    delivered,
+                    total,
+                    sent: SentRef::default(),
+                    cause,
+                }
+            }
+            other => other,
+        };
+        if !(retryable(&e) && tries < attempts) {
+            let error = match &e {
+                ChannelError::Partial { .. } => e.to_string(),
+                _ if next_part > 0 => {
+                    format!("{e} (the first {next_part} parts were delivered)")
+                }
+                _ => e.to_string(),
+            };
+            return Err(DeliveryError {
+                attempts: tries,
+                error,
+            });
+        }
+        let from = if next_part > 0 {
+            format!(" from part {}", next_part + 1)
+        } else {
+            String::new()
+        };
+        tracing::warn!(
+            "delivery to {}:{} failed (try {tries} of {attempts}): {e}; retrying{from} in {delay:?}",
+            channel.kind(),
+            msg.chat.id
+        );
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(policy.max_delay);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::channel::{InboundSink, StateStore};
+    use crate::model::{ChannelKind, ChatKind, ChatRef, OutboundBody};
+    use async_trait::async_trait;
+    use std::sync::{Arc, Mutex};
+
+    /// Fails with the queued errors, then succeeds.
+    struct Flaky(Mutex<Vec<ChannelError>>, Mutex<u32>);
+
+    #[async_trait]
+    impl Channel for Flaky {
+        fn kind(&self) -> ChannelKind {
+            ChannelKind::Telegram
+        }
+        async fn probe(&self) -> Result<String, ChannelError> {
+            Ok(String::new())
+        }
+        async fn run(
+            self: Arc<Self>,
+            _: Arc<dyn InboundSink>,
+            _: Arc<dyn StateStore>,
+            _: tokio::sync::watch::Receiver<bool>,
+        ) -> Result<(), ChannelError> {
+            Ok(())
+        }
+        async fn send(&self, _: &OutboundMessage) -> Result<SentRef, ChannelError> {
+            *self.1.lock().unwrap() += 1;
+            match self.0.lock().unwrap().pop() {
+                Some(e) => Err(e),
+                None => Ok(SentRef {
+                    message_ids: vec!["7".into()],
+                }),
+            }
+        }
+    }
+
+    /// Sends a message of `parts` parts, one id per part; the part numbers in `fail` fail
+    /// once each. Records every part it was asked to send.
+    struct Parts {
+        parts: usize,
+        fail: Mutex<Vec<usize>>,
+        asked: Mutex<Vec<usize>>,
+    }
+
+    #[async_trait]
+    impl Channel for Parts {
+        fn kind(&self) -> ChannelKind {
+            ChannelKind::Lark
+        }
+        async fn probe(&self) -> Result<String, ChannelError> {
+            Ok(String::new())
+        }
+        async fn run(
+            self: Arc<Self>,
+            _: Arc<dyn InboundSink>,
+            _: Arc<dyn StateStore>,
+            _: tokio::sync::watch::Receiver<bool>,
+        ) -> Result<(), ChannelError> {
+            Ok(())
+        }
+        async fn send(&self, msg: &OutboundMessage) -> Result<SentRef, ChannelError> {
+            self.send_from(msg, 0).await
+        }
+        async fn send_from(
+            &self,
+            _: &OutboundMessage,
+            first: usize,
+        ) -> Result<SentRef, ChannelError> {
+            let mut sent = SentRef::default();
+            for i in first..self.parts {
+                self.asked.lock().unwrap().push(i);
+                let mut fail = self.fail.lock().unwrap();
+                if let Some(at) = fail.iter().position(|&f| f == i) {
+                    fail.remove(at);
+                    return Err(ChannelError::stopped_at(
+                        first,
+                        i,
+                        self.parts,
+                        sent,
+                        transport(),
+                    ));
+                }
+                sent.message_ids.push(format!("m{i}"));
+            }
+            Ok(sent)
+        }
+    }
+
+    fn msg() -> OutboundMessage {
+        OutboundMessage {
+            chat: ChatRef {
+                id: "1".into(),
+                kind: ChatKind::Direct,
+                thread: None,
+            },
+            reply_to: None,
+            body: OutboundBody::Text("x".into()),
+            idempotency_key: None,
+        }
+    }
+
+    fn fast(attempts: u32) -> RetryPolicy {
+        RetryPolicy {
+            attempts,
+            first_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(4),
+        }
+    }
+
+    fn transport() -> ChannelError {
+        ChannelError::Transport {
+            platform: "telegram",
+            message: "connection reset".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn transient_failures_are_retried_permanent_ones_are_not() {
+        let ch = Flaky(Mutex::new(vec![transport(), transport()]), Mutex::new(0));
+        let (tries, sent) = send_with_retry(&ch, &msg(), &fast(5)).await.unwrap();
+        assert_eq!(tries, 3);
+        assert_eq!(sent.message_ids, ["7"]);
+
+        let ch = Flaky(
+            Mutex::new(vec![transport(), transport(), transport()]),
+            Mutex::new(0),
+        );
+        let e = send_with_retry(&ch, &msg(), &fast(2)).await.unwrap_err();
+        assert_eq!(e.attempts, 2);
+
+        let refused = ChannelError::Api {
+            platform: "telegram",
+            code: 400,
+            description: "chat not found".into(),
+        };
+        let ch = Flaky(Mutex::new(vec![refused]), Mutex::new(0));
+        let e = send_with_retry(&ch, &msg(), &fast(5)).await.unwrap_err();
+        assert_eq!((e.attempts, *ch.1.lock().unwrap()), (1, 1));
+        assert!(e.error.contains("chat not found"));
+    }
+
+    #[tokio::test]
+    async fn a_retry_resumes_at_the_part_that_failed() {
+        let ch = Parts {
+            parts: 4,
+            fail: Mutex::new(vec![2, 3]),
+            asked: Mutex::new(Vec::new()),
+        };
+        let (tries, sent) = send_with_retry(&ch, &msg(), &fast(5)).await.unwrap();
+        assert_eq!(tries, 3);
+        assert_eq!(sent.message_ids, ["m0", "m1", "m2", "m3"]);
+        // Parts 0 and 1 once; 2 and 3 once more after their failure.
+        assert_eq!(*ch.asked.lock().unwrap(), [0, 1, 2, 2, 3, 3]);
+
+        // Out of tries: the error says how much was shown.
+        let ch = Parts {
+            parts: 3,
+            fail: Mutex::new(vec![1]),
+            asked: Mutex::new(Vec::new()),
+        };
+        let e = send_with_retry(&ch, &msg(), &fast(1)).await.unwrap_err();
+        assert!(
+            e.error.contains("the first 1 of 3 parts were delivered"),
+            "{}",
+            e.error
+        );
+    }
+}

@@ -120,9 +120,22 @@ async fn a_turn_stopped_after_a_file_write_ran_keeps_its_result_in_the_history()
     let stopped = tool_result(&req, "c2");
     assert!(stopped.starts_with("Error (stopped)"), "{stopped}");
     model.assert_protocol_ok();
-    // The stopped command was aborted with its turn.
+    // The stopped command was aborted with its turn, and the audit log has a row for it.
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(!late.exists());
+    let db = rusqlite::Connection::open(home.path().join("ethan.db")).unwrap();
+    let kinds: Vec<(String, Option<String>)> = db
+        .prepare("SELECT tool, error_kind FROM audit ORDER BY id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(
+        kinds.contains(&("file_write".into(), None))
+            && kinds.contains(&("shell".into(), Some("stopped".into()))),
+        "{kinds:?}"
+    );
     daemon.stop();
 }
 

@@ -37,7 +37,9 @@ impl Default for RetryPolicy {
 pub fn retryable(e: &ChannelError) -> bool {
     match e.cause() {
         ChannelError::Transport { .. } => true,
-        ChannelError::Api { code, .. } => *code == 429 || *code >= 500,
+        // HTTP-range codes only: Lark's business codes (230002 "bot not in chat", 99991663
+        // bad token, …) are all large numbers and never transient.
+        ChannelError::Api { code, .. } => *code == 429 || (500..600).contains(code),
         ChannelError::Unauthorized { .. }
         | ChannelError::Storage(_)
         | ChannelError::Partial { .. } => false,
@@ -130,6 +132,19 @@ mod tests {
     use crate::model::{ChannelKind, ChatKind, ChatRef, OutboundBody};
     use async_trait::async_trait;
     use std::sync::{Arc, Mutex};
+
+    #[test]
+    fn only_http_range_codes_are_transient() {
+        let api = |code| ChannelError::Api {
+            platform: "lark",
+            code,
+            description: String::new(),
+        };
+        assert!(retryable(&api(429)) && retryable(&api(503)));
+        // Lark business codes: the bot is not in the chat; a bad token. Never worth a retry.
+        assert!(!retryable(&api(230002)) && !retryable(&api(99991663)));
+        assert!(!retryable(&api(400)));
+    }
 
     /// Fails with the queued errors, then succeeds.
     struct Flaky(Mutex<Vec<ChannelError>>, Mutex<u32>);

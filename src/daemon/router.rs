@@ -710,10 +710,17 @@ impl InboundSink for RouterSink {
                 // The reply goes out from a task of its own: the intake never waits on a send.
                 router.mark(&ev, "processing").await;
                 let router = Arc::clone(router);
-                tokio::spawn(async move {
+                if matches!(cmd, Command::Claim(_)) {
+                    // Settled before the next event is taken in: it decides who that sender is
+                    // (one local write). Only its reply goes out from a task.
                     let reply = router.out_of_band(&ev, &cmd).await;
-                    router.answer(&ev, &reply).await;
-                });
+                    tokio::spawn(async move { router.answer(&ev, &reply).await });
+                } else {
+                    tokio::spawn(async move {
+                        let reply = router.out_of_band(&ev, &cmd).await;
+                        router.answer(&ev, &reply).await;
+                    });
+                }
                 return Ok(PublishOutcome::Accepted);
             }
             _ => {}

@@ -62,7 +62,8 @@ pub struct UnconfirmedReply {
 impl Db {
     /// Record an event; `Ok(true)` when it is new, `Ok(false)` for a redelivery. A finished
     /// record (not `received`, `processing` or `sending`) of the same id received more than
-    /// [`DEDUPE_WINDOW_SECS`] ago is replaced: the id was reused, the event is new.
+    /// [`DEDUPE_WINDOW_SECS`] ago, for a message sent at another time, is replaced: the id was
+    /// reused, the event is new. The same message delivered again late stays a duplicate.
     pub fn record_inbound(&self, ev: &InboundEvent) -> Result<bool, StoreError> {
         let payload = serde_json::to_string(ev).map_err(|e| StoreError::Corrupt {
             op: "record inbound",
@@ -73,13 +74,15 @@ impl Db {
             .prepare_cached(
                 "DELETE FROM inbound_events
                  WHERE channel = ?1 AND event_id = ?2 AND received_at < ?3
-                   AND state NOT IN ('received', 'processing', 'sending')",
+                   AND state NOT IN ('received', 'processing', 'sending')
+                   AND json_extract(payload, '$.sent_at') IS NOT ?4",
             )
             .and_then(|mut st| {
                 st.execute(rusqlite::params![
                     ev.channel.as_str(),
                     ev.event_id,
-                    ts - DEDUPE_WINDOW_SECS
+                    ts - DEDUPE_WINDOW_SECS,
+                    ev.sent_at
                 ])
             })
             .op("record inbound")?;
@@ -458,13 +461,19 @@ mod tests {
         assert!(s.record_inbound(&ev("5")).unwrap());
         s.set_inbound_state("telegram", "5", "done").unwrap();
         age(&s, "5", DEDUPE_WINDOW_SECS + 60);
-        // The id was reused: a new event, recorded afresh.
-        assert!(s.record_inbound(&ev("5")).unwrap());
+        // The same message delivered again late is still a duplicate.
+        assert!(!s.record_inbound(&ev("5")).unwrap());
+        // The id was reused by another message: a new event, recorded afresh.
+        let reused = InboundEvent {
+            sent_at: 1_700_000_000,
+            ..ev("5")
+        };
+        assert!(s.record_inbound(&reused).unwrap());
         assert_eq!(
             s.inbound_state("telegram", "5").unwrap().as_deref(),
             Some("received")
         );
-        assert!(!s.record_inbound(&ev("5")).unwrap());
+        assert!(!s.record_inbound(&reused).unwrap());
         // An old record that is not finished still counts.
         age(&s, "5", DEDUPE_WINDOW_SECS + 60);
         assert!(!s.record_inbound(&ev("5")).unwrap());

@@ -93,7 +93,12 @@ impl Store {
             .name("ethan-db".into())
             .spawn(move || {
                 for job in rx {
-                    job(&db);
+                    // A panic in one statement's closure fails that call (its caller sees the
+                    // store as closed for it); the thread and the connection go on.
+                    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&db))).is_err()
+                    {
+                        tracing::error!("a database statement panicked; the store goes on");
+                    }
                 }
             })
             .map_err(|e| StoreError::Io {
@@ -339,6 +344,25 @@ mod tests {
                 .unwrap()
                 .as_deref(),
             Some("1")
+        );
+    }
+
+    #[test]
+    fn a_panicking_statement_fails_alone_and_the_store_goes_on() {
+        let store = Store::open_in_memory().unwrap();
+        let e = store
+            .call_blocking::<(), _>("boom", |_| panic!("a bug in a statement"))
+            .unwrap_err();
+        assert_eq!(e, StoreError::Closed { op: "boom" });
+        store
+            .call_blocking("kv set", |db| db.kv_set("k", "v"))
+            .unwrap();
+        assert_eq!(
+            store
+                .call_blocking("kv get", |db| db.kv_get("k"))
+                .unwrap()
+                .as_deref(),
+            Some("v")
         );
     }
 

@@ -198,6 +198,15 @@ impl Executor {
             // that is aborted when its future is dropped).
             drop(batch);
             if stopped {
+                // Every proposal gets its audit row, the interrupted ones too.
+                for (k, slot) in slots.iter().enumerate() {
+                    if slot.is_none() {
+                        self.audit_interrupted(&calls[i + k], base, "stopped").await;
+                    }
+                }
+                for c in &calls[j..] {
+                    self.audit_interrupted(c, base, "not_run").await;
+                }
                 let mut progress: Vec<Progress> = out
                     .into_iter()
                     .map(|o| Progress::Ran(Box::new(o)))
@@ -213,6 +222,46 @@ impl Executor {
             i = j;
         }
         Ok(out)
+    }
+
+    /// The audit row of a call the user's `/stop` cut short (`kind`: `stopped` while running or
+    /// waiting for approval, `not_run` before it started).
+    async fn audit_interrupted(&self, call: &ToolCall, base: &ToolContext, kind: &str) {
+        let Some(store) = &self.store else {
+            return;
+        };
+        let now = now_ms();
+        let args = match serde_json::from_str::<Value>(&call.arguments) {
+            Ok(v) => self.redactor.value(&v).to_string(),
+            Err(_) => self.redactor.text(&call.arguments),
+        };
+        let entry = AuditEntry {
+            execution_id: uuid::Uuid::new_v4().to_string(),
+            trace_id: base.trace_id.clone(),
+            session_key: base.session_key.clone(),
+            user_id: base.user_id.clone(),
+            channel: base.channel.as_str().to_string(),
+            tool: self
+                .registry
+                .resolve(&call.name)
+                .map(str::to_string)
+                .unwrap_or_else(|| self.redactor.text(&call.name)),
+            args,
+            started_ms: now,
+            ended_ms: now,
+            ok: false,
+            attempt: 0,
+            error_kind: Some(kind.to_string()),
+            error: Some(match kind {
+                "not_run" => "the user stopped the turn before this call started".to_string(),
+                _ => "the user stopped the turn while this call was running or waiting".to_string(),
+            }),
+            output_bytes: 0,
+            spill_path: None,
+        };
+        if let Err(e) = store.insert_audit(&entry).await {
+            tracing::error!("audit write failed: {e}");
+        }
     }
 
     fn is_read_only(&self, name: &str) -> bool {

@@ -188,7 +188,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
         turns: Arc::new(router::RouterTurns(router.clone())),
     });
     let sink: Arc<dyn InboundSink> = Arc::new(router::RouterSink(router.clone()));
-    let state: Arc<dyn StateStore> = Arc::new(store.clone());
+    let state: Arc<dyn StateStore> = Arc::new(crate::store::KvState(store.shared()));
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
 
     {

@@ -23,6 +23,8 @@ pub mod owners;
 pub mod sessions;
 mod traits;
 
+pub use traits::KvState;
+
 /// The store traits, for code that calls them on a [`Store`].
 pub mod prelude {
     pub use ethan_core::store::{

@@ -1,7 +1,7 @@
-//! The store traits of [`ethan_core::store`] (and the channels' [`ethan_channels::StateStore`])
-//! for the SQLite [`Store`]: each method copies its arguments, runs the statement of the same
-//! name on the connection thread ([`Store::call`]) and awaits the answer. Also the async forms
-//! of the daemon-only statements (inbound events).
+//! The store traits of [`ethan_core::store`] for the SQLite [`Store`]: each method copies its
+//! arguments, runs the statement of the same name on the connection thread ([`Store::call`])
+//! and awaits the answer. Also the async forms of the daemon-only statements (inbound events),
+//! and [`KvState`]: any store's kv table as the channels' [`ethan_channels::StateStore`].
 
 use super::inbound::UnconfirmedReply;
 use super::{Store, StoreError};
@@ -65,16 +65,26 @@ impl KvStore for Store {
     }
 }
 
-/// Adapter state for channels, backed by the kv table.
+/// Any store's kv table as the channels' adapter state (the Telegram offset, Lark's seen
+/// events, a refreshed Lark user token): `KvState(store.shared())` for an adapter,
+/// `KvState(&**storage_ref)` for a borrowed one.
+pub struct KvState<K>(pub K);
+
 #[async_trait]
-impl ethan_channels::StateStore for Store {
+impl<K> ethan_channels::StateStore for KvState<K>
+where
+    K: std::ops::Deref + Send + Sync,
+    K::Target: KvStore,
+{
     async fn get(&self, key: &str) -> Result<Option<String>, ethan_channels::ChannelError> {
-        self.kv_get(key)
+        self.0
+            .kv_get(key)
             .await
             .map_err(|e| ethan_channels::ChannelError::Storage(e.to_string()))
     }
     async fn set(&self, key: &str, value: &str) -> Result<(), ethan_channels::ChannelError> {
-        self.kv_set(key, value)
+        self.0
+            .kv_set(key, value)
             .await
             .map_err(|e| ethan_channels::ChannelError::Storage(e.to_string()))
     }

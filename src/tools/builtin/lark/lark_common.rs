@@ -64,31 +64,16 @@ impl LarkClient {
         ctx: &ToolContext,
     ) -> Result<Value, ApiError> {
         if as_user {
-            let state = ctx.services.store.as_ref().map(|s| KvState(&**s));
+            let state = ctx
+                .services
+                .store
+                .as_ref()
+                .map(|s| crate::store::KvState(&**s));
             let s = state.as_ref().map(|s| s as &dyn ethan_channels::StateStore);
             self.user.call(method, path, query, body, s).await
         } else {
             self.api.call(method, path, query, body).await
         }
-    }
-}
-
-/// The store's kv table as the channels' adapter state (where the user token is kept).
-struct KvState<'a>(&'a dyn ethan_core::store::KvStore);
-
-#[async_trait::async_trait]
-impl ethan_channels::StateStore for KvState<'_> {
-    async fn get(&self, key: &str) -> Result<Option<String>, ethan_channels::ChannelError> {
-        self.0
-            .kv_get(key)
-            .await
-            .map_err(|e| ethan_channels::ChannelError::Storage(e.to_string()))
-    }
-    async fn set(&self, key: &str, value: &str) -> Result<(), ethan_channels::ChannelError> {
-        self.0
-            .kv_set(key, value)
-            .await
-            .map_err(|e| ethan_channels::ChannelError::Storage(e.to_string()))
     }
 }
 

@@ -170,4 +170,19 @@ pub trait Channel: Send + Sync {
     fn idempotent_send_window(&self) -> Option<std::time::Duration> {
         None
     }
+
+    /// Start showing a reply to `target` while it is written ([`crate::stream`]), or `None` when
+    /// this channel (or its configuration, or this chat) does not stream: the daemon then sends
+    /// one final message. `log` is where the draft records its handle before the first update of
+    /// a message it created.
+    ///
+    /// Default `None`.
+    fn open_draft(
+        &self,
+        target: crate::stream::DraftTarget,
+        log: Arc<dyn crate::stream::DraftLog>,
+    ) -> Option<Box<dyn crate::stream::Draft>> {
+        let _ = (target, log);
+        None
+    }
 }

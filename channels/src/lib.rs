@@ -7,6 +7,7 @@
 //!   (Telegram `update_id`) for deduplication and the chat/thread it belongs to;
 //! - [`OutboundMessage`] — what the daemon wants shown in a chat (Markdown text, a typing
 //!   indicator);
+//! - [`stream`]: the optional draft capability that shows a reply while it is written;
 //! - [`delivery`]: sending a message with retries that resume at the part that failed;
 //! - the [`Channel`] trait that every adapter implements, and [`InboundSink`] / [`StateStore`],
 //!   the two services an adapter receives from the daemon (publish an event durably; remember a
@@ -19,10 +20,14 @@ pub mod channel;
 pub mod delivery;
 pub mod lark;
 pub mod model;
+pub mod stream;
 pub mod telegram;
 
 pub use channel::{Channel, ChannelError, InboundSink, PublishOutcome, StateStore};
 pub use model::{
     ApprovalAck, ApprovalChoice, ApprovalDecision, ApprovalRequest, ChannelKind, ChatKind, ChatRef,
     InboundEvent, OutboundBody, OutboundMessage, Sender, SentRef,
+};
+pub use stream::{
+    Draft, DraftHandle, DraftLog, DraftTarget, DraftView, StreamMode, ToolLine, ToolState,
 };

@@ -228,8 +228,18 @@ impl Agent {
             messages.extend(history.iter().cloned());
             messages.extend(turn.iter().cloned());
             let specs = registry.specs(&active);
+            let call = async {
+                match &input.events {
+                    Some(events) => {
+                        self.provider
+                            .complete_streaming(&messages, &specs, events)
+                            .await
+                    }
+                    None => self.provider.complete(&messages, &specs).await,
+                }
+            };
             let completion = tokio::select! {
-                c = self.provider.complete(&messages, &specs) => c,
+                c = call => c,
                 _ = cancel.cancelled() => break TurnOutcome::Stopped,
             };
             let completion = match completion {
@@ -275,12 +285,15 @@ impl Agent {
             }
             let calls = msg.tool_calls.clone();
             turn.push(msg);
+            // Text streamed before tool calls was a preamble, not the answer.
+            emit(&input.events, TurnEvent::DeltaReset);
             for c in &calls {
                 emit(
                     &input.events,
                     TurnEvent::ToolStart {
                         id: c.id.clone(),
                         name: c.name.clone(),
+                        summary: self.call_summary(&c.arguments),
                     },
                 );
             }
@@ -291,15 +304,7 @@ impl Agent {
             match results {
                 Ok(results) => {
                     for r in results {
-                        emit(
-                            &input.events,
-                            TurnEvent::ToolEnd {
-                                id: r.tool_call_id.clone(),
-                                name: r.tool.clone().unwrap_or_else(|| r.requested.clone()),
-                                ms: r.elapsed_ms,
-                                ok: r.result.ok,
-                            },
-                        );
+                        emit(&input.events, tool_end(&r));
                         if let Some(ui) = &r.result.ui {
                             match serde_json::from_value::<ethan_cards::Ui>(ui.clone()) {
                                 Ok(ui) => {
@@ -339,15 +344,7 @@ impl Agent {
                     for (c, p) in calls.iter().zip(progress) {
                         let text = match p {
                             Progress::Ran(r) => {
-                                emit(
-                                    &input.events,
-                                    TurnEvent::ToolEnd {
-                                        id: r.tool_call_id.clone(),
-                                        name: r.tool.clone().unwrap_or_else(|| r.requested.clone()),
-                                        ms: r.elapsed_ms,
-                                        ok: r.result.ok,
-                                    },
-                                );
+                                emit(&input.events, tool_end(&r));
                                 r.model_text
                             }
                             Progress::Stopped => Progress::STOPPED_TEXT.to_string(),
@@ -384,6 +381,44 @@ impl Agent {
             }
         }
         TurnReply { outcome, cards }
+    }
+}
+
+impl Agent {
+    /// What a tool call does, in one line for progress views ([`TurnEvent::ToolStart`]): the
+    /// first of its string arguments that says the most (`command`, `path`, `query`, `url`, …,
+    /// else the first string), secrets redacted, at most 80 characters.
+    fn call_summary(&self, arguments: &str) -> String {
+        const KEYS: [&str; 8] = [
+            "command", "cmd", "path", "query", "url", "pattern", "action", "name",
+        ];
+        let Ok(serde_json::Value::Object(args)) = serde_json::from_str(arguments) else {
+            return String::new();
+        };
+        let text = KEYS
+            .iter()
+            .find_map(|k| args.get(*k).and_then(|v| v.as_str()))
+            .or_else(|| args.values().find_map(|v| v.as_str()))
+            .unwrap_or_default();
+        let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let redacted = self.executor.redactor().text(&one_line);
+        let mut out: String = redacted.chars().take(80).collect();
+        if out.chars().count() < redacted.chars().count() {
+            out.pop();
+            out.push('…');
+        }
+        out
+    }
+}
+
+/// The [`TurnEvent::ToolEnd`] of a call that ran.
+fn tool_end(r: &crate::tools::executor::CallOutcome) -> TurnEvent {
+    TurnEvent::ToolEnd {
+        id: r.tool_call_id.clone(),
+        name: r.tool.clone().unwrap_or_else(|| r.requested.clone()),
+        ms: r.elapsed_ms,
+        ok: r.result.ok,
+        denied: r.result.error_kind == Some(crate::tools::ErrorKind::Denied),
     }
 }
 

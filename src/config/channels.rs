@@ -13,6 +13,8 @@ pub fn telegram_config(config: &crate::config::Config) -> TelegramConfig {
         webhook_url: (t.mode == crate::config::TelegramMode::Webhook)
             .then(|| t.webhook_url.clone()),
         webhook_secret: t.webhook_secret.expose().to_string(),
+        streaming: t.streaming,
+        stream_interval: std::time::Duration::from_millis(t.stream_interval_ms),
     }
 }
 
@@ -33,5 +35,7 @@ pub fn lark_config(config: &crate::config::Config) -> LarkConfig {
         encrypt_key: l.encrypt_key.expose().to_string(),
         verification_token: l.verification_token.expose().to_string(),
         stale_after_secs: l.stale_after_secs,
+        streaming: l.streaming,
+        stream_interval: std::time::Duration::from_millis(l.stream_interval_ms.max(100)),
     }
 }

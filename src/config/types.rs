@@ -25,6 +25,13 @@ pub(crate) fn string_or_number<'de, D: Deserializer<'de>>(d: D) -> Result<String
     })
 }
 
+/// `channels.<name>.streaming`: a mode name, or a YAML boolean (`off` unquoted arrives as
+/// `false`; `true` means `auto`).
+fn stream_mode<'de, D: Deserializer<'de>>(d: D) -> Result<ethan_channels::StreamMode, D::Error> {
+    let s = string_or_number(d)?;
+    ethan_channels::StreamMode::parse(&s).map_err(serde::de::Error::custom)
+}
+
 fn ids<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
     #[derive(Deserialize)]
     struct Id(#[serde(deserialize_with = "string_or_number")] String);
@@ -64,8 +71,11 @@ pub struct ModelConfig {
     pub max_tool_iterations: u32,
     /// Messages loaded per turn, cut at user-message boundaries.
     pub history_messages: u32,
-    /// Per-request timeout in seconds.
+    /// Per-request timeout in seconds (answers that are not streamed).
     pub timeout_secs: u64,
+    /// Streamed answers: the longest silence between two chunks, in seconds, before the
+    /// request counts as timed out (replaces `timeout_secs` for them).
+    pub idle_timeout_secs: u64,
 }
 
 impl Default for ModelConfig {
@@ -78,6 +88,7 @@ impl Default for ModelConfig {
             max_tool_iterations: 20,
             history_messages: 50,
             timeout_secs: 120,
+            idle_timeout_secs: 60,
         }
     }
 }
@@ -132,6 +143,11 @@ pub struct TelegramSection {
     #[serde(deserialize_with = "ids")]
     pub groups: Vec<String>,
     pub group_mode: GroupMode,
+    /// `auto` (drafts in private chats, edits in groups), `draft`, `edit` or `off`.
+    #[serde(deserialize_with = "stream_mode")]
+    pub streaming: ethan_channels::StreamMode,
+    /// The least time between two draft updates or edits, in ms (never under 1 s in groups).
+    pub stream_interval_ms: u64,
 }
 
 impl Default for TelegramSection {
@@ -146,6 +162,8 @@ impl Default for TelegramSection {
             allow_from: Vec::new(),
             groups: Vec::new(),
             group_mode: GroupMode::MentionOnly,
+            streaming: ethan_channels::StreamMode::Auto,
+            stream_interval_ms: 800,
         }
     }
 }
@@ -187,6 +205,12 @@ pub struct LarkSection {
     pub stale_after_secs: u64,
     pub user_access_token: Secret,
     pub user_refresh_token: Secret,
+    /// `card` (CardKit streaming cards; also `auto`) or `off`.
+    #[serde(deserialize_with = "stream_mode")]
+    pub streaming: ethan_channels::StreamMode,
+    /// The least time between two card updates, in ms (at least 100: CardKit allows 10
+    /// operations per second per card).
+    pub stream_interval_ms: u64,
 }
 
 impl Default for LarkSection {
@@ -206,6 +230,8 @@ impl Default for LarkSection {
             stale_after_secs: 900,
             user_access_token: Secret::default(),
             user_refresh_token: Secret::default(),
+            streaming: ethan_channels::StreamMode::Auto,
+            stream_interval_ms: 300,
         }
     }
 }

@@ -51,10 +51,21 @@ fn event(name: &str, data: Value) -> Event {
 fn turn_event(e: TurnEvent) -> Event {
     match e {
         TurnEvent::Text(text) => event("text", json!({"text": text})),
-        TurnEvent::ToolStart { id, name } => event("tool_start", json!({"id": id, "name": name})),
-        TurnEvent::ToolEnd { id, name, ms, ok } => event(
+        TurnEvent::Delta(text) => event("delta", json!({"text": text})),
+        TurnEvent::DeltaReset => event("delta_reset", json!({})),
+        TurnEvent::ToolStart { id, name, summary } => event(
+            "tool_start",
+            json!({"id": id, "name": name, "summary": summary}),
+        ),
+        TurnEvent::ToolEnd {
+            id,
+            name,
+            ms,
+            ok,
+            denied,
+        } => event(
             "tool_end",
-            json!({"id": id, "name": name, "ms": ms, "ok": ok}),
+            json!({"id": id, "name": name, "ms": ms, "ok": ok, "denied": denied}),
         ),
         TurnEvent::ConsentRequest {
             request_id,

@@ -103,6 +103,12 @@ pub struct LarkConfig {
     pub verification_token: String,
     /// A message older than this when it first arrives is skipped (0 = never).
     pub stale_after_secs: u64,
+    /// How replies are shown while written (`channels.lark.streaming`): CardKit streaming
+    /// cards unless `Off`.
+    pub streaming: crate::stream::StreamMode,
+    /// The least time between two card updates (`stream_interval_ms`); CardKit allows at most
+    /// 10 operations per second per card.
+    pub stream_interval: std::time::Duration,
 }
 
 impl std::fmt::Debug for LarkConfig {
@@ -122,6 +128,8 @@ impl std::fmt::Debug for LarkConfig {
             .field("encrypt_key", &redact(&self.encrypt_key))
             .field("verification_token", &redact(&self.verification_token))
             .field("stale_after_secs", &self.stale_after_secs)
+            .field("streaming", &self.streaming)
+            .field("stream_interval", &self.stream_interval)
             .finish()
     }
 }

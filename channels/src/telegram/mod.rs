@@ -40,6 +40,12 @@ pub struct TelegramConfig {
     pub webhook_url: Option<String>,
     /// `X-Telegram-Bot-Api-Secret-Token` sent with `setWebhook` and required on every post.
     pub webhook_secret: String,
+    /// How replies are shown while written (`channels.telegram.streaming`): drafts in private
+    /// chats and edits in groups by default.
+    pub streaming: crate::stream::StreamMode,
+    /// The least time between two draft updates or edits (`stream_interval_ms`); never under
+    /// 1 s in groups.
+    pub stream_interval: Duration,
 }
 
 impl std::fmt::Debug for TelegramConfig {
@@ -50,6 +56,8 @@ impl std::fmt::Debug for TelegramConfig {
             .field("poll_timeout_secs", &self.poll_timeout_secs)
             .field("webhook_url", &self.webhook_url)
             .field("webhook_secret", &"<redacted>")
+            .field("streaming", &self.streaming)
+            .field("stream_interval", &self.stream_interval)
             .finish()
     }
 }

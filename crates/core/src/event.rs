@@ -4,17 +4,28 @@
 /// Progress of a turn, for a live view (the gateway's SSE stream).
 #[derive(Debug, Clone, PartialEq)]
 pub enum TurnEvent {
-    /// Answer text (the whole answer when the endpoint does not stream).
+    /// The final answer text, once, when the turn ends with an answer.
     Text(String),
+    /// A piece of answer text as the model writes it (streamed model calls only); appended to
+    /// the pieces before it.
+    Delta(String),
+    /// Forget the pieces of [`TurnEvent::Delta`] text since the last model call started: that
+    /// call is being retried from the beginning, or its text was a preamble to tool calls.
+    DeltaReset,
     ToolStart {
         id: String,
         name: String,
+        /// One line saying what the call does (e.g. the command of `shell`), secrets redacted,
+        /// at most 80 characters; empty when the arguments say nothing short.
+        summary: String,
     },
     ToolEnd {
         id: String,
         name: String,
         ms: u64,
         ok: bool,
+        /// Policy, consent or the replay guard refused the call.
+        denied: bool,
     },
     /// A consent question for the person watching (web consent).
     ConsentRequest {

@@ -2,6 +2,7 @@
 //! [`ChatMessage`]s) and the tools on offer into the next assistant message. Each provider
 //! (OpenAI-compatible Chat Completions today) translates to and from its own wire format.
 
+use crate::event::EventSink;
 use crate::message::{ChatMessage, ToolSpec};
 use async_trait::async_trait;
 
@@ -65,6 +66,22 @@ pub trait ModelProvider: Send + Sync {
         messages: &[ChatMessage],
         tools: &[ToolSpec],
     ) -> Result<Completion, ProviderError>;
+
+    /// Like [`ModelProvider::complete`], and the answer's text is also sent to `deltas` piece
+    /// by piece as the model writes it ([`crate::event::TurnEvent::Delta`]; a retry that starts
+    /// over first sends [`crate::event::TurnEvent::DeltaReset`]). The completion returned is the
+    /// whole message, as `complete` would return it.
+    ///
+    /// The default sends no pieces: a provider that cannot stream answers all at once.
+    async fn complete_streaming(
+        &self,
+        messages: &[ChatMessage],
+        tools: &[ToolSpec],
+        deltas: &EventSink,
+    ) -> Result<Completion, ProviderError> {
+        let _ = deltas;
+        self.complete(messages, tools).await
+    }
 }
 
 /// Why a model request failed. [`ProviderError::user_message`] is the one sentence a person sees;

@@ -16,6 +16,10 @@
 //!   `POST /open-apis/im/v1/messages/{message_id}/reply`: `content` is a JSON *string*; `uuid`
 //!   (≤ 50 chars) makes a retried send succeed at most once per hour.
 //! - `GET /open-apis/bot/v3/info` → `bot.open_id` (for mention detection).
+//! - CardKit v1 (PROTOCOLS §5.2, open.feishu.cn "流式更新文本"): `POST /open-apis/cardkit/v1/cards`
+//!   creates a card entity, `PUT …/cards/{card_id}/elements/{element_id}/content` replaces an
+//!   element's text, `PATCH …/cards/{card_id}/settings` changes its `config`; the last two
+//!   carry a strictly increasing `sequence` per card and an optional `uuid`.
 //! - `POST /callback/ws/endpoint` `{"AppID","AppSecret"}` (PascalCase, not under `/open-apis`)
 //!   → `data.URL` and `data.ClientConfig` (Go `ws/client.go`).
 //!
@@ -445,6 +449,66 @@ impl LarkApi {
         )
         .await
         .map(|_| ())
+    }
+
+    /// `POST /open-apis/cardkit/v1/cards` `{"type":"card_json","data":<card JSON 2.0 as a
+    /// string>}`: a card entity; returns its `data.card_id`. Needs the `cardkit:card:write`
+    /// scope (refused with 99991672 without it).
+    pub async fn create_card(&self, card_json: &str) -> Result<String, ApiError> {
+        const PATH: &str = "/open-apis/cardkit/v1/cards";
+        let body = json!({"type": "card_json", "data": card_json});
+        let v = self
+            .call(reqwest::Method::POST, PATH, &[], Some(&body))
+            .await?;
+        v.pointer("/data/card_id")
+            .and_then(Value::as_str)
+            .filter(|id| !id.is_empty())
+            .map(str::to_string)
+            .ok_or_else(|| ApiError::Transport {
+                path: PATH.into(),
+                message: "the answer has no data.card_id".into(),
+            })
+    }
+
+    /// `PUT /open-apis/cardkit/v1/cards/{card_id}/elements/{element_id}/content`
+    /// `{"content", "sequence", "uuid"}`: the element's full text. Fails with 300309 when the
+    /// card's streaming mode is closed and 300317 when `sequence` is not greater than the last.
+    pub async fn put_card_element_content(
+        &self,
+        card_id: &str,
+        element_id: &str,
+        content: &str,
+        sequence: u64,
+        uuid: &str,
+    ) -> Result<(), ApiError> {
+        let path = format!(
+            "/open-apis/cardkit/v1/cards/{}/elements/{}/content",
+            path_segment(card_id),
+            path_segment(element_id)
+        );
+        let body = json!({"content": content, "sequence": sequence, "uuid": uuid});
+        self.call(reqwest::Method::PUT, &path, &[], Some(&body))
+            .await
+            .map(|_| ())
+    }
+
+    /// `PATCH /open-apis/cardkit/v1/cards/{card_id}/settings` `{"settings": <{"config":…} as a
+    /// string>, "sequence", "uuid"}`, e.g. to close streaming mode.
+    pub async fn patch_card_settings(
+        &self,
+        card_id: &str,
+        settings: &Value,
+        sequence: u64,
+        uuid: &str,
+    ) -> Result<(), ApiError> {
+        let path = format!(
+            "/open-apis/cardkit/v1/cards/{}/settings",
+            path_segment(card_id)
+        );
+        let body = json!({"settings": settings.to_string(), "sequence": sequence, "uuid": uuid});
+        self.call(reqwest::Method::PATCH, &path, &[], Some(&body))
+            .await
+            .map(|_| ())
     }
 
     /// `GET /open-apis/im/v1/messages/{message_id}`: who sent a message (to tell whether a

@@ -18,6 +18,19 @@ pub const RATE_LIMITED: i64 = 99991400;
 /// unknown property (JSON 2.0 is strict).
 pub const CARD_REJECTED: [i64; 3] = [230099, 11310, 200621];
 
+/// The app lacks an API scope (99991672 for the tenant token, 99991679 for a user token); for
+/// CardKit the scope is `cardkit:card:write`.
+pub const SCOPE_MISSING: [i64; 2] = [99991672, 99991679];
+/// CardKit: the card's streaming mode is closed (it closes by itself after about 10 minutes).
+pub const CARDKIT_STREAMING_CLOSED: i64 = 300309;
+/// CardKit: the `sequence` was not greater than the card's last one.
+pub const CARDKIT_SEQUENCE_FAILED: i64 = 300317;
+
+/// Whether `code` means a missing API scope.
+pub fn is_scope_missing(code: i64) -> bool {
+    SCOPE_MISSING.contains(&code)
+}
+
 /// Long-connection endpoint: retryable "system busy".
 pub const WS_SYSTEM_BUSY: i64 = 1;
 /// Long-connection endpoint: retryable internal error.
@@ -70,6 +83,8 @@ pub fn meaning(code: i64) -> &'static str {
         230099 => "the card content could not be created (see the message for the element at fault)",
         11310 => "the card content could not be parsed",
         200621 => "the card has an unknown property (card JSON 2.0 is strict)",
+        300309 => "the card's streaming mode is closed (it closes by itself after about 10 minutes)",
+        300317 => "the card update's sequence is not greater than the last one",
         1 => "the long-connection service is busy; retrying",
         1000040343 => "long-connection internal error; retrying",
         1000040344 => "no credential for the long connection (check app_id and app_secret)",

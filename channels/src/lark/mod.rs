@@ -17,6 +17,7 @@
 //! - [`normalize`]: `im.message.receive_v1` → [`InboundEvent`](crate::InboundEvent);
 //! - [`render`]: reply cards (JSON 2.0), post/text fallbacks, approval cards;
 //! - [`send`]: delivering an [`OutboundMessage`] (reply API, `uuid`, pacing, fallbacks);
+//! - [`stream`]: streamed replies as CardKit streaming cards (the [`crate::Draft`] of Lark);
 //! - [`codes`]: error codes and their meanings.
 //!
 //! The base URL is configurable (`channels.lark.base_url`, else `domain: feishu | lark`), which
@@ -30,6 +31,7 @@ pub mod inbound;
 pub mod normalize;
 pub mod render;
 pub mod send;
+pub mod stream;
 pub mod user_api;
 pub mod webhook;
 pub mod ws;
@@ -155,14 +157,33 @@ impl<T> Recent<T> {
     }
 }
 
+/// What sending needs, shared by the channel and its streaming drafts (which outlive a borrow
+/// of the channel): the API client, the per-chat pacing, the ids of messages sent, and the
+/// CardKit refusal memory.
+pub(crate) struct Core {
+    pub(crate) api: LarkApi,
+    pub(crate) pacer: Pacer,
+    /// Ids of messages this process sent (to recognise replies to the bot without an API call).
+    sent: Mutex<Recent<String>>,
+    pub(crate) cardkit: stream::CardKitGate,
+}
+
+impl Core {
+    pub(crate) fn remember_sent(&self, message_id: &str) {
+        if !message_id.is_empty() {
+            self.sent
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(message_id.to_string());
+        }
+    }
+}
+
 /// The Lark channel. Cheap to share behind an `Arc`.
 pub struct LarkChannel {
     config: LarkConfig,
-    api: LarkApi,
+    core: Arc<Core>,
     bot: tokio::sync::OnceCell<BotInfo>,
-    pacer: Pacer,
-    /// Ids of messages this process sent (to recognise replies to the bot without an API call).
-    sent: Mutex<Recent<String>>,
     /// Approval requests sent as cards, with the card's message id, to show the outcome.
     approvals: Mutex<Recent<(ApprovalRequest, String)>>,
     /// Whether the long connection is up (always true in webhook mode).
@@ -196,10 +217,13 @@ impl LarkChannel {
             .map_err(ChannelError::from)?;
         Ok(Self {
             config,
-            api,
+            core: Arc::new(Core {
+                api,
+                pacer: Pacer::default(),
+                sent: Mutex::new(Recent::new(4096)),
+                cardkit: stream::CardKitGate::default(),
+            }),
             bot: tokio::sync::OnceCell::new(),
-            pacer: Pacer::default(),
-            sent: Mutex::new(Recent::new(4096)),
             approvals: Mutex::new(Recent::new(256)),
             connected: std::sync::atomic::AtomicBool::new(false),
         })
@@ -212,7 +236,7 @@ impl LarkChannel {
 
     /// The Open API client.
     pub fn api(&self) -> &LarkApi {
-        &self.api
+        &self.core.api
     }
 
     /// The bot identity, once learned (`/open-apis/bot/v3/info`).
@@ -223,7 +247,9 @@ impl LarkChannel {
     /// Learn (once) and return the bot identity.
     pub async fn fetch_bot_info(&self) -> Result<BotInfo, ChannelError> {
         self.bot
-            .get_or_try_init(|| async { self.api.bot_info().await.map_err(ChannelError::from) })
+            .get_or_try_init(|| async {
+                self.core.api.bot_info().await.map_err(ChannelError::from)
+            })
             .await
             .cloned()
     }
@@ -233,17 +259,9 @@ impl LarkChannel {
             .store(up, std::sync::atomic::Ordering::Relaxed);
     }
 
-    pub(crate) fn remember_sent(&self, message_id: &str) {
-        if !message_id.is_empty() {
-            self.sent
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(message_id.to_string());
-        }
-    }
-
     pub(crate) fn sent_by_us(&self, message_id: &str) -> bool {
-        self.sent
+        self.core
+            .sent
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .items
@@ -372,6 +390,16 @@ impl Channel for LarkChannel {
     /// keeps a `uuid` for one hour.
     fn idempotent_send_window(&self) -> Option<Duration> {
         Some(Duration::from_secs(3600))
+    }
+
+    /// A CardKit streaming card ([`stream`]) unless `streaming` is `off`, or CardKit was
+    /// refused for lack of the `cardkit:card:write` scope less than an hour ago.
+    fn open_draft(
+        &self,
+        target: crate::stream::DraftTarget,
+        log: Arc<dyn crate::stream::DraftLog>,
+    ) -> Option<Box<dyn crate::stream::Draft>> {
+        stream::open(&self.config, &self.core, target, log)
     }
 
     /// Webhook mode: always; long connection: while a connection is established.

@@ -65,7 +65,7 @@ pub fn reply_cards(markdown: &str) -> Vec<Value> {
 
 /// The chat-list preview of a card: the first non-empty line, without Markdown markers, at most
 /// 60 characters.
-fn summary(markdown: &str) -> String {
+pub(crate) fn summary(markdown: &str) -> String {
     let line = markdown
         .lines()
         .map(str::trim)

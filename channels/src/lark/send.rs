@@ -27,7 +27,7 @@ use super::api::ApiError;
 use super::render::{
     approval_card, outcome_card, post_content, reply_card, split_markdown, text_content,
 };
-use super::{codes, render, LarkChannel};
+use super::{codes, render, Core, LarkChannel};
 use crate::channel::ChannelError;
 use crate::model::{OutboundBody, OutboundMessage, SentRef};
 use sha2::{Digest, Sha256};
@@ -47,19 +47,10 @@ pub(super) async fn send(
     }
     match &msg.body {
         OutboundBody::Typing => {}
-        OutboundBody::Text(markdown) => {
-            let parts = split_markdown(markdown, render::CARD_TEXT_LIMIT);
-            for (i, part) in parts.iter().enumerate().skip(first) {
-                let card = reply_card(&render::hard_breaks(part));
-                match deliver(chan, msg, i, &card, part).await {
-                    Ok(id) => sent.message_ids.push(id),
-                    Err(e) => return Err(ChannelError::stopped_at(first, i, parts.len(), sent, e)),
-                }
-            }
-        }
+        OutboundBody::Text(markdown) => return send_text(&chan.core, msg, markdown, first).await,
         OutboundBody::Approval(req) => {
             let fallback = render::approval_fallback(req);
-            let id = deliver(chan, msg, 0, &approval_card(req), &fallback).await?;
+            let id = deliver(&chan.core, msg, 0, &approval_card(req), &fallback).await?;
             chan.remember_approval(req, &id);
             sent.message_ids.push(id);
         }
@@ -72,7 +63,7 @@ pub(super) async fn send(
                     reply_card(&render::hard_breaks(&text))
                 }
             };
-            let id = deliver(chan, msg, 0, &card, &text).await?;
+            let id = deliver(&chan.core, msg, 0, &card, &text).await?;
             sent.message_ids.push(id);
         }
         OutboundBody::ResolveApproval {
@@ -96,9 +87,29 @@ pub(super) async fn send(
     Ok(sent)
 }
 
+/// Send the Markdown reply `markdown` of `msg` (whose body is not looked at) from part `first`
+/// on: one reply card per [`render::CARD_TEXT_LIMIT`] part, as [`send`] does for a text body.
+pub(crate) async fn send_text(
+    core: &Core,
+    msg: &OutboundMessage,
+    markdown: &str,
+    first: usize,
+) -> Result<SentRef, ChannelError> {
+    let mut sent = SentRef::default();
+    let parts = split_markdown(markdown, render::CARD_TEXT_LIMIT);
+    for (i, part) in parts.iter().enumerate().skip(first) {
+        let card = reply_card(&render::hard_breaks(part));
+        match deliver(core, msg, i, &card, part).await {
+            Ok(id) => sent.message_ids.push(id),
+            Err(e) => return Err(ChannelError::stopped_at(first, i, parts.len(), sent, e)),
+        }
+    }
+    Ok(sent)
+}
+
 /// Send one card, falling back to `post` and then `text` when the card is refused.
 async fn deliver(
-    chan: &LarkChannel,
+    chan: &Core,
     msg: &OutboundMessage,
     index: usize,
     card: &serde_json::Value,
@@ -135,23 +146,38 @@ async fn deliver(
 
 /// One create/reply request (paced per chat).
 async fn post_one(
-    chan: &LarkChannel,
+    chan: &Core,
     msg: &OutboundMessage,
     index: usize,
     msg_type: &str,
     content: &str,
 ) -> Result<String, ApiError> {
-    chan.pacer.wait(&msg.chat.id).await;
     let uuid = uuid_for(msg, index, msg_type, content, super::unix_now());
+    let id = post_raw(chan, msg, msg_type, content, &uuid).await?;
+    Ok(id)
+}
+
+/// One create/reply request with a given `uuid` (paced per chat): a reply to `msg.reply_to`
+/// (`POST /open-apis/im/v1/messages/{id}/reply`, in its thread when the chat is a thread), or a
+/// new message in `msg.chat` (`POST /open-apis/im/v1/messages?receive_id_type=chat_id`).
+/// Returns the `message_id` and remembers it as sent by the bot.
+pub(crate) async fn post_raw(
+    chan: &Core,
+    msg: &OutboundMessage,
+    msg_type: &str,
+    content: &str,
+    uuid: &str,
+) -> Result<String, ApiError> {
+    chan.pacer.wait(&msg.chat.id).await;
     let id = match msg.reply_to.as_deref().filter(|r| !r.is_empty()) {
         Some(parent) => {
-            chan.api()
-                .reply_message(parent, msg_type, content, msg.chat.thread.is_some(), &uuid)
+            chan.api
+                .reply_message(parent, msg_type, content, msg.chat.thread.is_some(), uuid)
                 .await?
         }
         None => {
-            chan.api()
-                .send_message("chat_id", &msg.chat.id, msg_type, content, &uuid)
+            chan.api
+                .send_message("chat_id", &msg.chat.id, msg_type, content, uuid)
                 .await?
         }
     };

@@ -14,11 +14,18 @@
 //!   without recording a second one, as Lark does;
 //! - `PATCH /open-apis/im/v1/messages/{id}` records card updates;
 //! - `GET /open-apis/im/v1/messages/{id}` says who sent a message (the app for ids it issued);
+//! - CardKit (`/open-apis/cardkit/v1/cards…`: create, element content `PUT`, settings `PATCH`)
+//!   as described in [`super::lark_cardkit`]; [`FakeLark::refuse_cardkit`] answers the create
+//!   call with the missing-scope code 99991672; [`FakeLark::cards`],
+//!   [`FakeLark::card_writes`] and [`FakeLark::card_settings`] read what arrived. A reply whose
+//!   content is `{"type":"card","data":{"card_id":…}}` is recorded like any other
+//!   ([`SentMessage::card_id`]);
 //! - [`FakeLark::hold_sends`] accepts (and shows) replies and creates but withholds the HTTP
 //!   answer until [`FakeLark::release_held`] (at most [`HOLD_MAX`]), as when the bot's
 //!   connection dies mid-send; the recorded call has status [`HELD`] meanwhile;
 //! - [`FakeLark::fail_next`] queues canned answers per route (`endpoint`, `token`, `bot_info`,
-//!   `reply`, `create`, `patch`, `get_message`), e.g. a 429 with `x-ogw-ratelimit-reset` or
+//!   `reply`, `create`, `patch`, `get_message`, `card_create`, `card_content`, `card_settings`),
+//!   e.g. a 429 with `x-ogw-ratelimit-reset` or
 //!   code 230099 for a refused card; [`FakeLark::fail_nth`] answers one later call of a route
 //!   (e.g. the 3rd `reply` from now).
 //!
@@ -97,6 +104,14 @@ pub struct SentMessage {
 }
 
 impl SentMessage {
+    /// The `card_id` of a message that sends a CardKit card entity
+    /// (`{"type":"card","data":{"card_id":…}}`).
+    pub fn card_id(&self) -> Option<String> {
+        (self.content["type"] == "card")
+            .then(|| self.content["data"]["card_id"].as_str().map(str::to_string))
+            .flatten()
+    }
+
     /// The Markdown of a reply card (`body.elements[0].content`), or `""`.
     pub fn card_markdown(&self) -> String {
         self.content
@@ -169,6 +184,7 @@ struct LarkState {
     /// Replies and creates are answered only when released ([`FakeLark::hold_sends`]).
     hold_sends: bool,
     held_release: Arc<tokio::sync::Notify>,
+    cardkit: super::lark_cardkit::CardKit,
 }
 
 struct Shared {
@@ -235,6 +251,7 @@ impl FakeLark {
                 refused_handshakes: Vec::new(),
                 hold_sends: false,
                 held_release: Arc::new(tokio::sync::Notify::new()),
+                cardkit: Default::default(),
             }),
             ws_addr: Mutex::new(None),
         });
@@ -351,6 +368,50 @@ impl FakeLark {
     /// Messages the bot sent (replies and creates), each uuid once.
     pub fn messages(&self) -> Vec<SentMessage> {
         self.shared.lock().messages.clone()
+    }
+
+    /// While `on`, creating a CardKit card is refused with 99991672 (the app lacks the
+    /// `cardkit:card:write` scope).
+    pub fn refuse_cardkit(&self, on: bool) {
+        self.shared.lock().cardkit.refuse = on;
+    }
+
+    /// CardKit card entities created, in order.
+    pub fn cards(&self) -> Vec<super::lark_cardkit::Card> {
+        self.shared.lock().cardkit.cards.clone()
+    }
+
+    /// CardKit element content writes (any outcome), in order.
+    pub fn card_writes(&self) -> Vec<super::lark_cardkit::CardWrite> {
+        self.shared.lock().cardkit.writes.clone()
+    }
+
+    /// CardKit settings patches (any outcome), in order.
+    pub fn card_settings(&self) -> Vec<super::lark_cardkit::CardSettings> {
+        self.shared.lock().cardkit.settings.clone()
+    }
+
+    /// Wait until `f` holds for the fake's CardKit state; panics after `timeout`.
+    pub async fn wait_cardkit(
+        &self,
+        what: &str,
+        timeout: Duration,
+        mut f: impl FnMut(&super::lark_cardkit::CardKit) -> bool,
+    ) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if f(&self.shared.lock().cardkit) {
+                return;
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "FakeLark: timed out after {timeout:?} waiting for {what}.\n{:#?}\n{}",
+                    self.shared.lock().cardkit,
+                    self.describe()
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
     }
 
     /// Card updates (`PATCH`), as (message_id, parsed content).
@@ -709,6 +770,9 @@ fn answer(status: u16, body: Value, headers: &[(String, String)]) -> Response {
 }
 
 fn route_of(method: &Method, path: &str) -> &'static str {
+    if let Some(route) = super::lark_cardkit::route_of(method.as_str(), path) {
+        return route;
+    }
     let msg_path = path.strip_prefix("/open-apis/im/v1/messages");
     match (method.as_str(), path, msg_path) {
         ("POST", "/callback/ws/endpoint", _) => "endpoint",
@@ -874,6 +938,10 @@ fn answer_route(
                 .unwrap_or(Value::Null);
             st.patches.push((id, content));
             ok(json!({"code": 0, "msg": "success", "data": {}}))
+        }
+        "card_create" | "card_content" | "card_settings" => {
+            let (status, body) = st.cardkit.answer(route, path, body);
+            (status, body, Vec::new())
         }
         "get_message" => {
             let id = path.trim_start_matches("/open-apis/im/v1/messages/");

@@ -13,12 +13,23 @@ const GROUP: &str = "oc_5ce6d572455d361153b7xx51da133945";
 const WAIT: Duration = Duration::from_secs(30);
 
 fn write_config(home: &TestHome, fake: &FakeLark, model: &ScriptedModel, extra: &str) {
+    write_config_lark(home, fake, model, "", extra);
+}
+
+/// As [`write_config`], with `lark_extra` lines (indented by four spaces) under `channels.lark`.
+fn write_config_lark(
+    home: &TestHome,
+    fake: &FakeLark,
+    model: &ScriptedModel,
+    lark_extra: &str,
+    extra: &str,
+) {
     home.write_config(&format!(
         "model:\n  base_url: {}\n  api_key: sk-test-secret-value\n  name: test-model\n\
          channels:\n{}\
          owners: [\"lark:{OWNER}\"]\ngateway:\n  listen: 127.0.0.1:0\n{extra}",
         model.base_url(),
-        fake.channel_yaml(""),
+        fake.channel_yaml(lark_extra),
     ));
 }
 
@@ -433,7 +444,9 @@ async fn the_owner_approves_a_shell_call_by_button_and_a_strangers_press_does_no
         Step::echo_last_tool_result("Result: "),
     ])
     .await;
-    write_config(&home, &fake, &model, "");
+    // The approval card and the answer as separate messages (a streaming card would come first
+    // and hold the answer; see tests/streaming_lark.rs).
+    write_config_lark(&home, &fake, &model, "    streaming: off\n", "");
     let mut daemon = Daemon::start(&home);
     fake.wait_connections(1, WAIT).await;
 
@@ -511,7 +524,8 @@ async fn ui_card_reaches_lark_as_an_interactive_reply() {
         Step::text("Beta costs more."),
     ])
     .await;
-    write_config(&home, &fake, &model, "");
+    // Cards and the answer as separate messages, without a streaming card.
+    write_config_lark(&home, &fake, &model, "    streaming: off\n", "");
     let mut daemon = Daemon::start(&home);
     fake.wait_connections(1, WAIT).await;
     let event = lark::group_mention(GROUP, OWNER, "compare the phones");

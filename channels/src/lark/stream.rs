@@ -306,6 +306,11 @@ pub(crate) struct CardDraft {
     /// A write to the shown card was refused: no more updates; `finish` tries once more.
     stalled: bool,
     ops: OpsWindow,
+    /// Reply cards sent the ordinary way so far by `finish` (the fallback, or the continuation
+    /// of a long answer): the next `finish` starts at part `parts_sent`, so a part already
+    /// shown is not requested again.
+    parts_sent: usize,
+    parts_ids: Vec<String>,
 }
 
 /// The draft for `target`, or `None` when streaming is off or CardKit was refused for lack of
@@ -340,6 +345,8 @@ pub(crate) fn open(
         refused: false,
         stalled: false,
         ops: OpsWindow::default(),
+        parts_sent: 0,
+        parts_ids: Vec::new(),
     }))
 }
 
@@ -478,6 +485,38 @@ impl CardDraft {
         self.settings(&closing_settings(markdown)).await
     }
 
+    /// Send the parts of `markdown` from `first` on as ordinary reply cards, from where an
+    /// earlier attempt stopped; returns the ids of every part sent from `first` on.
+    async fn send_parts(&mut self, markdown: &str, first: usize) -> Result<SentRef, ChannelError> {
+        let msg = self.reply_msg();
+        let from = self.parts_sent.max(first);
+        match send::send_text(&self.core, &msg, markdown, from).await {
+            Ok(sent) => {
+                self.parts_sent = from + sent.message_ids.len();
+                self.parts_ids.extend(sent.message_ids);
+                Ok(SentRef {
+                    message_ids: self.parts_ids.clone(),
+                })
+            }
+            Err(ChannelError::Partial {
+                delivered,
+                total,
+                sent,
+                cause,
+            }) => {
+                self.parts_sent = delivered;
+                self.parts_ids.extend(sent.message_ids.iter().cloned());
+                Err(ChannelError::Partial {
+                    delivered,
+                    total,
+                    sent,
+                    cause,
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Close streaming, ignoring failures.
     async fn close_best_effort(&mut self, markdown: &str) {
         if self.card.as_ref().is_some_and(|c| c.message_id.is_some()) {
@@ -551,12 +590,11 @@ impl Draft for CardDraft {
         markdown: &str,
         tools: &[ToolLine],
     ) -> Result<SentRef, ChannelError> {
-        let msg = self.reply_msg();
         if !self.refused && self.card.is_some() {
             self.ensure_sent().await?;
         }
         if self.refused || self.card.is_none() {
-            return send::send_text(&self.core, &msg, markdown, 0).await;
+            return self.send_parts(markdown, 0).await;
         }
         let answer = card_answer(markdown);
         let progress = progress_markdown(tools);
@@ -594,7 +632,8 @@ impl Draft for CardDraft {
                     codes::meaning(code)
                 );
                 self.close_best_effort(markdown).await;
-                return send::send_text(&self.core, &msg, markdown, 0).await;
+                self.refused = true;
+                return self.send_parts(markdown, 0).await;
             }
             Err(e) => return Err(e.into()),
         }
@@ -603,7 +642,7 @@ impl Draft for CardDraft {
             sent.message_ids.push(id);
         }
         if render::split_markdown(markdown, render::CARD_TEXT_LIMIT).len() > 1 {
-            let more = send::send_text(&self.core, &msg, markdown, 1).await?;
+            let more = self.send_parts(markdown, 1).await?;
             sent.message_ids.extend(more.message_ids);
         }
         Ok(sent)

@@ -185,11 +185,12 @@ async fn a_job_created_in_a_lark_group_posts_its_digest_there() {
     let home = TestHome::new();
     let fake = FakeLark::start().await;
     let model = ScriptedModel::start(script()).await;
+    // The approval card and the answer as separate messages, without a streaming card.
     home.write_config(&format!(
         "model:\n  base_url: {}\n  api_key: sk-test\n  name: m\n\
          channels:\n{}owners: [\"lark:{LARK_OWNER}\"]\n",
         model.base_url(),
-        fake.channel_yaml(""),
+        fake.channel_yaml("    streaming: off\n"),
     ));
     let mut daemon = Daemon::start(&home);
     fake.wait_connections(1, WAIT).await;

@@ -305,3 +305,41 @@ async fn a_write_refused_after_the_card_was_shown_ends_in_an_ordinary_reply() {
     // The card was closed so it does not look like it is still writing.
     assert!(is_closed(&fake));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_finish_after_a_restart_reopens_a_closed_card_instead_of_sending_again() {
+    let fake = FakeLark::start().await;
+    let log = Arc::new(Recorded::default());
+    {
+        let chan = channel(&fake, StreamMode::Card);
+        let mut draft = chan.open_draft(target(None), log.clone()).unwrap();
+        draft.update(&view("Almost", &[])).await.unwrap();
+        draft.finish("Almost done.", &[]).await.unwrap();
+        // The process dies before the daemon notes the reply as delivered.
+    }
+    assert!(is_closed(&fake));
+    let handle = log.all().pop().unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let chan = channel(&fake, StreamMode::Card);
+    let mut draft = chan.open_draft(target(Some(handle)), log).unwrap();
+    let sent = draft.finish("Almost done.", &[]).await.unwrap();
+    // The content write met a closed card (300309); streaming was opened again, the answer
+    // written, and the card closed.
+    let writes = fake.card_writes();
+    assert_eq!(
+        writes.iter().map(|w| w.code).collect::<Vec<_>>(),
+        [0, 300309, 0],
+        "{writes:#?}"
+    );
+    let settings = fake.card_settings();
+    let modes: Vec<_> = settings
+        .iter()
+        .map(|s| s.settings["config"]["streaming_mode"].clone())
+        .collect();
+    assert_eq!(modes, [json!(false), json!(true), json!(false)]);
+    assert!(is_closed(&fake));
+    assert_eq!(content(&fake, "answer"), "Almost done.");
+    let shown = fake.messages();
+    assert_eq!(shown.len(), 1, "{}", fake.describe());
+    assert_eq!(sent.message_ids, [shown[0].message_id.clone()]);
+}

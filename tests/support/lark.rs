@@ -15,7 +15,7 @@
 //! - `PATCH /open-apis/im/v1/messages/{id}` records card updates;
 //! - `GET /open-apis/im/v1/messages/{id}` says who sent a message (the app for ids it issued);
 //! - CardKit (`/open-apis/cardkit/v1/cards…`: create, element content `PUT`, settings `PATCH`)
-//!   as described in [`super::lark_cardkit`]; [`FakeLark::refuse_cardkit`] answers the create
+//!   as described in [`cardkit`]; [`FakeLark::refuse_cardkit`] answers the create
 //!   call with the missing-scope code 99991672; [`FakeLark::cards`],
 //!   [`FakeLark::card_writes`] and [`FakeLark::card_settings`] read what arrived. A reply whose
 //!   content is `{"type":"card","data":{"card_id":…}}` is recorded like any other
@@ -38,6 +38,10 @@
 //! pushed. A handshake with an unknown or already used ticket is refused (and recorded).
 
 #![allow(dead_code)]
+
+/// The CardKit routes (a file of its own; the benchmarks include this file by path too).
+#[path = "lark_cardkit.rs"]
+pub mod cardkit;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
@@ -184,7 +188,7 @@ struct LarkState {
     /// Replies and creates are answered only when released ([`FakeLark::hold_sends`]).
     hold_sends: bool,
     held_release: Arc<tokio::sync::Notify>,
-    cardkit: super::lark_cardkit::CardKit,
+    cardkit: cardkit::CardKit,
 }
 
 struct Shared {
@@ -377,17 +381,17 @@ impl FakeLark {
     }
 
     /// CardKit card entities created, in order.
-    pub fn cards(&self) -> Vec<super::lark_cardkit::Card> {
+    pub fn cards(&self) -> Vec<cardkit::Card> {
         self.shared.lock().cardkit.cards.clone()
     }
 
     /// CardKit element content writes (any outcome), in order.
-    pub fn card_writes(&self) -> Vec<super::lark_cardkit::CardWrite> {
+    pub fn card_writes(&self) -> Vec<cardkit::CardWrite> {
         self.shared.lock().cardkit.writes.clone()
     }
 
     /// CardKit settings patches (any outcome), in order.
-    pub fn card_settings(&self) -> Vec<super::lark_cardkit::CardSettings> {
+    pub fn card_settings(&self) -> Vec<cardkit::CardSettings> {
         self.shared.lock().cardkit.settings.clone()
     }
 
@@ -396,7 +400,7 @@ impl FakeLark {
         &self,
         what: &str,
         timeout: Duration,
-        mut f: impl FnMut(&super::lark_cardkit::CardKit) -> bool,
+        mut f: impl FnMut(&cardkit::CardKit) -> bool,
     ) {
         let deadline = Instant::now() + timeout;
         loop {
@@ -770,7 +774,7 @@ fn answer(status: u16, body: Value, headers: &[(String, String)]) -> Response {
 }
 
 fn route_of(method: &Method, path: &str) -> &'static str {
-    if let Some(route) = super::lark_cardkit::route_of(method.as_str(), path) {
+    if let Some(route) = cardkit::route_of(method.as_str(), path) {
         return route;
     }
     let msg_path = path.strip_prefix("/open-apis/im/v1/messages");

@@ -1,4 +1,4 @@
-//! The CardKit v1 part of [`super::lark::FakeLark`] (PROTOCOLS §5.2): card entities created,
+//! The CardKit v1 part of [`super::FakeLark`] (PROTOCOLS §5.2): card entities created,
 //! element contents written and settings patched, with the checks Lark makes.
 //!
 //! - `POST /open-apis/cardkit/v1/cards` `{"type":"card_json","data":"<card JSON>"}` → a new
@@ -11,9 +11,8 @@
 //! - `PATCH …/cards/{card_id}/settings` `{"settings":"<{\"config\":…} string>","sequence","uuid"}`
 //!   → recorded ([`CardSettings`]); applies `config.streaming_mode`; 300317 as above.
 //!
-//! [`FakeLark::refuse_cardkit`]: super::lark::FakeLark::refuse_cardkit
+//! [`FakeLark::refuse_cardkit`]: super::FakeLark::refuse_cardkit
 
-#![allow(dead_code)]
 
 use serde_json::{json, Value};
 use std::collections::HashMap;

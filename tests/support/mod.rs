@@ -8,7 +8,7 @@
 //!   long-polling `getUpdates`, recorded calls and error injection.
 //! - [`lark::FakeLark`]: a Lark/Feishu Open API (token, send/reply, bot info) plus the event
 //!   long connection speaking real pbbp2 frames, with ACK capture and fault injection; its
-//!   CardKit routes (streaming cards) live in [`lark_cardkit`].
+//!   CardKit routes (streaming cards) live in [`lark::cardkit`].
 //! - [`model::ScriptedModel`]: an OpenAI-compatible Chat Completions server answering from a
 //!   script of [`model::Step`]s, which also checks the tool-call protocol of every request.
 //! - [`daemon`]: [`daemon::TestHome`] (a temporary `ETHAN_HOME`), [`daemon::Daemon`] (the real
@@ -18,7 +18,6 @@
 
 pub mod daemon;
 pub mod lark;
-pub mod lark_cardkit;
 pub mod model;
 pub mod search_fakes;
 pub mod telegram;

@@ -732,4 +732,216 @@ mod tests {
             Err(ProviderError::BadResponse(_))
         ));
     }
+
+    /// Answers of a loopback server, one per request, in order.
+    type Answer = Box<dyn FnOnce() -> axum::response::Response + Send>;
+
+    /// Request bodies a loopback server received.
+    type Seen = Arc<std::sync::Mutex<Vec<Value>>>;
+
+    /// A loopback Chat Completions server answering with `answers`; the client talks to it with
+    /// a 1 ms backoff.
+    async fn client_for(answers: Vec<Answer>) -> OpenAiClient {
+        client_seeing(answers).await.0
+    }
+
+    /// [`client_for`], and the request bodies the server receives.
+    async fn client_seeing(answers: Vec<Answer>) -> (OpenAiClient, Seen) {
+        use std::collections::VecDeque;
+        use std::sync::Mutex;
+        let answers = Arc::new(Mutex::new(answers.into_iter().collect::<VecDeque<_>>()));
+        let seen: Seen = Arc::default();
+        let seen2 = Arc::clone(&seen);
+        let app = axum::Router::new().fallback(move |body: axum::body::Bytes| {
+            seen2
+                .lock()
+                .unwrap()
+                .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+            let next = answers.lock().unwrap().pop_front();
+            async move {
+                match next {
+                    Some(answer) => answer(),
+                    None => axum::response::IntoResponse::into_response((
+                        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                        "no more answers",
+                    )),
+                }
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        let mut client = OpenAiClient::new(&ModelConfig {
+            base_url: format!("http://{addr}/v1"),
+            ..ModelConfig::default()
+        })
+        .unwrap();
+        client.backoff = Duration::from_millis(1);
+        (client, seen)
+    }
+
+    /// A 200 response of `content_type` sending `parts`, 10 ms apart, the last one possibly an
+    /// error (a dropped connection).
+    fn body_of(content_type: &'static str, parts: Vec<Result<String, ()>>) -> Answer {
+        Box::new(move || {
+            let parts = parts.into_iter().map(|p| {
+                p.map(axum::body::Bytes::from)
+                    .map_err(|()| std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "cut"))
+            });
+            // A pause before each part, so what comes before a cut is sent before it.
+            let parts = futures::StreamExt::then(futures::stream::iter(parts), |p| async move {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                p
+            });
+            axum::response::Response::builder()
+                .header("content-type", content_type)
+                .body(axum::body::Body::from_stream(parts))
+                .unwrap()
+        })
+    }
+
+    fn piece(text: &str) -> Result<String, ()> {
+        Ok(format!(
+            "data: {}\n\n",
+            json!({"choices": [{"index": 0, "delta": {"content": text}}]})
+        ))
+    }
+
+    fn end() -> Result<String, ()> {
+        Ok(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n\
+             data: [DONE]\n\n"
+                .to_string(),
+        )
+    }
+
+    async fn streamed(
+        client: &OpenAiClient,
+    ) -> (Result<Completion, ProviderError>, Vec<TurnEvent>) {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let user = ChatMessage {
+            role: Role::User,
+            content: Some("hi".into()),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            opaque: None,
+        };
+        let result = client.complete_streaming(&[user], &[], &tx).await;
+        drop(tx);
+        let mut events = Vec::new();
+        while let Some(e) = rx.recv().await {
+            events.push(e);
+        }
+        (result, events)
+    }
+
+    fn delta(t: &str) -> TurnEvent {
+        TurnEvent::Delta(t.to_string())
+    }
+
+    #[tokio::test]
+    async fn a_broken_stream_is_reset_and_retried_from_the_start() {
+        let sse = "text/event-stream";
+        let client = client_for(vec![
+            // Dropped midway, cut before its end, garbage in a data line: each retried.
+            body_of(sse, vec![piece("Hel"), piece("lo"), Err(())]),
+            body_of(sse, vec![piece("Hi")]),
+            body_of(sse, vec![Ok("data: {oops\n\n".into())]),
+            body_of(sse, vec![piece("Hello"), piece(" again"), end()]),
+        ])
+        .await;
+        let (result, events) = streamed(&client).await;
+        let c = result.unwrap();
+        assert_eq!(c.message.content.as_deref(), Some("Hello again"));
+        assert_eq!(c.finish_reason, Some(FinishReason::Stop));
+        assert_eq!(
+            events,
+            [
+                delta("Hel"),
+                delta("lo"),
+                TurnEvent::DeltaReset,
+                delta("Hi"),
+                TurnEvent::DeltaReset,
+                delta("Hello"),
+                delta(" again")
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failure_after_the_retries_withdraws_the_pieces() {
+        let sse = "text/event-stream";
+        let answers: Vec<Answer> = (0..=MAX_RETRIES)
+            .map(|_| body_of(sse, vec![piece("part"), Err(())]))
+            .collect();
+        let client = client_for(answers).await;
+        let (result, events) = streamed(&client).await;
+        assert!(
+            matches!(result, Err(ProviderError::BadResponse(_))),
+            "{result:?}"
+        );
+        assert_eq!(events.len(), 2 * (MAX_RETRIES as usize + 1));
+        assert_eq!(events.last(), Some(&TurnEvent::DeltaReset));
+    }
+
+    #[tokio::test]
+    async fn a_whole_json_answer_is_one_piece() {
+        let whole = json!({"choices": [{"index": 0, "finish_reason": "stop",
+            "message": {"role": "assistant", "content": "all at once"}}]})
+        .to_string();
+        let client = client_for(vec![
+            body_of("application/json", vec![Ok(whole)]),
+            // A stream under the wrong content type is still read as one.
+            body_of(
+                "application/json",
+                vec![piece("two "), piece("pieces"), end()],
+            ),
+        ])
+        .await;
+        let (result, events) = streamed(&client).await;
+        assert_eq!(
+            result.unwrap().message.content.as_deref(),
+            Some("all at once")
+        );
+        assert_eq!(events, [delta("all at once")]);
+        let (result, events) = streamed(&client).await;
+        assert_eq!(
+            result.unwrap().message.content.as_deref(),
+            Some("two pieces")
+        );
+        assert_eq!(events, [delta("two "), delta("pieces")]);
+    }
+
+    #[tokio::test]
+    async fn a_refusal_of_stream_is_shared_by_clones() {
+        let refusal: Answer = Box::new(|| {
+            axum::response::IntoResponse::into_response((
+                axum::http::StatusCode::BAD_REQUEST,
+                axum::Json(json!({"error": {"message": "stream is not supported"}})),
+            ))
+        });
+        let whole = |t: &str| {
+            body_of(
+                "application/json",
+                vec![Ok(json!({"choices": [{"index": 0, "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": t}}]})
+                .to_string())],
+            )
+        };
+        let (client, seen) = client_seeing(vec![refusal, whole("first"), whole("second")]).await;
+        let (result, events) = streamed(&client).await;
+        assert_eq!(result.unwrap().message.content.as_deref(), Some("first"));
+        assert_eq!(events, [delta("first")]);
+        let (result, _) = streamed(&client.clone()).await;
+        assert_eq!(result.unwrap().message.content.as_deref(), Some("second"));
+        let streams: Vec<Value> = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|b| b["stream"].clone())
+            .collect();
+        assert_eq!(streams, [json!(true), Value::Null, Value::Null]);
+    }
 }

@@ -60,6 +60,11 @@ impl From<ProviderError> for StreamFailure {
 }
 
 impl OpenAiClient {
+    /// A client for `cfg.base_url` (`model.*` keys: `timeout_secs` for whole answers and the
+    /// headers of streamed ones, `idle_timeout_secs` between the chunks of streamed ones).
+    ///
+    /// # Errors
+    /// [`ProviderError::Connect`] when the HTTP client cannot be built (TLS setup).
     pub fn new(cfg: &ModelConfig) -> Result<Self, ProviderError> {
         let connect_error = |e: reqwest::Error| ProviderError::Connect {
             url: cfg.base_url.clone(),
@@ -227,6 +232,7 @@ impl OpenAiClient {
         result
     }
 
+    /// [`OpenAiClient::complete_streaming`] for a request body without the streaming keys.
     async fn stream_body(
         &self,
         base: &Value,

@@ -5,8 +5,9 @@
 //! `"stream_options": {"include_usage": true}`, reads the Server-Sent Events ([`super::sse`])
 //! and sends each piece of text to the turn's event sink. Its time limits: `timeout_secs` for
 //! the connection and the response headers, then `idle_timeout_secs` for each read of the body
-//! (before the first chunk and between two; no limit on the whole answer). A server that refuses `stream` or `stream_options` (HTTP 400
-//! naming the parameter) is remembered by the client and its clones, and called without it.
+//! (before the first chunk and between two; no limit on the whole answer). A server that
+//! refuses `stream` or `stream_options` (HTTP 400 naming the parameter) is remembered by the
+//! client and its clones, and called without it.
 
 use super::sse::{ChunkAssembler, SseDecoder};
 use super::types::{ChatMessage, Role, ToolCall, ToolSpec};

@@ -105,11 +105,12 @@ async fn lark_reply_cut_off_by_a_kill_is_sent_again_with_the_same_uuid() {
     let home = TestHome::new();
     let fake = FakeLark::start().await;
     let model = ScriptedModel::start(vec![Step::text("the lark answer")]).await;
+    // The ordinary reply card (a streaming card cut off by a kill: tests/streaming_lark.rs).
     home.write_config(&format!(
         "model:\n  base_url: {}\n  api_key: sk-test\n  name: test-model\n\
          channels:\n{}owners: [\"lark:{OWNER}\"]\n",
         model.base_url(),
-        fake.channel_yaml(""),
+        fake.channel_yaml("    streaming: off\n"),
     ));
 
     // Lark shows the reply, but the daemon never gets the answer to its request.

@@ -260,7 +260,8 @@ async fn an_expired_token_is_refreshed_and_the_reply_still_goes_out() {
     let home = TestHome::new();
     let fake = FakeLark::start().await;
     let model = ScriptedModel::start(vec![Step::text("fresh token reply")]).await;
-    write_config(&home, &fake, &model, "");
+    // The reply is the first call made with the token (with streaming, creating the card is).
+    write_config_lark(&home, &fake, &model, "    streaming: off\n", "");
     let mut daemon = Daemon::start(&home);
     fake.wait_connections(1, WAIT).await;
     assert_eq!(fake.token_requests(), 1);
@@ -291,7 +292,8 @@ async fn a_refused_card_goes_out_as_a_post_and_rate_limits_are_waited_out() {
         Step::text("after the wait"),
     ])
     .await;
-    write_config(&home, &fake, &model, "");
+    // The ordinary reply card refused (a refused streaming card: tests/lark_cardkit_draft.rs).
+    write_config_lark(&home, &fake, &model, "    streaming: off\n", "");
     let mut daemon = Daemon::start(&home);
     fake.wait_connections(1, WAIT).await;
 

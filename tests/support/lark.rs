@@ -19,7 +19,7 @@
 //!   call with the missing-scope code 99991672; [`FakeLark::cards`],
 //!   [`FakeLark::card_writes`] and [`FakeLark::card_settings`] read what arrived. A reply whose
 //!   content is `{"type":"card","data":{"card_id":…}}` is recorded like any other
-//!   ([`SentMessage::card_id`]);
+//!   ([`SentMessage::card_id`]) and read back with the card as it is now as its `content`;
 //! - [`FakeLark::hold_sends`] accepts (and shows) replies and creates but withholds the HTTP
 //!   answer until [`FakeLark::release_held`] (at most [`HOLD_MAX`]), as when the bot's
 //!   connection dies mid-send; the recorded call has status [`HELD`] meanwhile;
@@ -105,22 +105,29 @@ pub struct SentMessage {
     pub message_id: String,
     /// The token it was sent with.
     pub token: String,
+    /// The CardKit card entity it sends (`{"type":"card","data":{"card_id":…}}`); `content` is
+    /// then that card as it is now (see [`FakeLark::messages`]).
+    pub card_entity: Option<String>,
 }
 
 impl SentMessage {
     /// The `card_id` of a message that sends a CardKit card entity
     /// (`{"type":"card","data":{"card_id":…}}`).
     pub fn card_id(&self) -> Option<String> {
-        (self.content["type"] == "card")
-            .then(|| self.content["data"]["card_id"].as_str().map(str::to_string))
-            .flatten()
+        self.card_entity.clone()
     }
 
-    /// The Markdown of a reply card (`body.elements[0].content`), or `""`.
+    /// The Markdown of a reply card: the element with `element_id` `answer` (a streaming card),
+    /// else `body.elements[0].content`; `""` when there is none.
     pub fn card_markdown(&self) -> String {
-        self.content
-            .pointer("/body/elements/0/content")
-            .and_then(Value::as_str)
+        let elements = self
+            .content
+            .pointer("/body/elements")
+            .and_then(Value::as_array);
+        let answer = elements.and_then(|es| es.iter().find(|e| e["element_id"] == "answer"));
+        answer
+            .or_else(|| elements.and_then(|es| es.first()))
+            .and_then(|e| e["content"].as_str())
             .unwrap_or("")
             .to_string()
     }
@@ -371,7 +378,11 @@ impl FakeLark {
 
     /// Messages the bot sent (replies and creates), each uuid once.
     pub fn messages(&self) -> Vec<SentMessage> {
-        self.shared.lock().messages.clone()
+        let st = self.shared.lock();
+        st.messages
+            .iter()
+            .map(|m| resolve_card(&st.cardkit, m.clone()))
+            .collect()
     }
 
     /// While `on`, creating a CardKit card is refused with 99991672 (the app lacks the
@@ -916,7 +927,11 @@ fn answer_route(
                     .trim_end_matches("/reply")
                     .to_string()
             });
+            let card_entity = (content["type"] == "card")
+                .then(|| content["data"]["card_id"].as_str().map(str::to_string))
+                .flatten();
             st.messages.push(SentMessage {
+                card_entity,
                 kind: route.to_string(),
                 reply_to,
                 receive_id: body["receive_id"].as_str().map(str::to_string),
@@ -964,6 +979,18 @@ fn answer_route(
             Vec::new(),
         ),
     }
+}
+
+/// A message sending a CardKit card entity shows that card as it is now.
+fn resolve_card(ck: &cardkit::CardKit, mut m: SentMessage) -> SentMessage {
+    if let Some(card) = m
+        .card_entity
+        .as_deref()
+        .and_then(|id| ck.cards.iter().find(|c| c.card_id == id))
+    {
+        m.content = card.current();
+    }
+    m
 }
 
 fn created(message_id: &str, req: &Value) -> Value {
@@ -1131,7 +1158,10 @@ impl FakeLark {
         let st = self.shared.lock();
         let from = (*cursor).min(st.messages.len());
         *cursor = st.messages.len();
-        st.messages[from..].to_vec()
+        st.messages[from..]
+            .iter()
+            .map(|m| resolve_card(&st.cardkit, m.clone()))
+            .collect()
     }
 
     /// `(seq_id, code)` of the ACKs received after the first `*cursor` ones; moves `*cursor` to

@@ -13,7 +13,6 @@
 //!
 //! [`FakeLark::refuse_cardkit`]: super::FakeLark::refuse_cardkit
 
-
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use tokio::time::Instant;
@@ -31,6 +30,27 @@ pub struct Card {
     pub last_sequence: i64,
     /// Current content per element_id.
     pub contents: HashMap<String, String>,
+}
+
+impl Card {
+    /// The card JSON as it is now: as created, with each element's current content and the
+    /// current streaming mode.
+    pub fn current(&self) -> Value {
+        let mut card = self.created.clone();
+        if let Some(elements) = card
+            .pointer_mut("/body/elements")
+            .and_then(Value::as_array_mut)
+        {
+            for e in elements {
+                let id = e["element_id"].as_str().map(str::to_string);
+                if let Some(text) = id.and_then(|id| self.contents.get(&id)) {
+                    e["content"] = json!(text);
+                }
+            }
+        }
+        card["config"]["streaming_mode"] = json!(self.streaming);
+        card
+    }
 }
 
 /// One element content `PUT`.

@@ -19,7 +19,8 @@
 //!   ([`chunk_html`]): part `i` lives in message `i`, and a part past the last message starts a
 //!   new one (recorded before it is edited). `finish` edits each message to the final part `i`
 //!   (the parts of [`super::send::send_text`]), sends the parts that have no message yet, and
-//!   deletes draft messages the answer no longer needs (best effort).
+//!   deletes draft messages the answer no longer needs (best effort). Two edits are at least the
+//!   interval apart (measured from the answer to the previous one), the final ones included.
 //!
 //! Errors: a 429 during an update skips updates until its `retry_after` has passed (never a
 //! long sleep inside `update`); "message is not modified" counts as success; "can't parse
@@ -51,6 +52,10 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Tries per part in `finish` (429 waits exactly `retry_after`, as [`super::send`] does).
 const MAX_TRIES: usize = 5;
+
+/// The longest an update waits for the interval since the previous edit to pass (the daemon's
+/// clock and ours differ by the request time); when more is left the edit is skipped.
+const UPDATE_MAX_WAIT: Duration = Duration::from_millis(250);
 
 /// The longest `retry_after` `finish` waits for; a longer one fails the attempt.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
@@ -312,6 +317,7 @@ pub(super) fn open(
         log,
         drafts_refused: Arc::clone(&chan.drafts_refused),
         not_before: None,
+        last_edit: None,
         messages: resumed,
         texts,
         parts_done: 0,
@@ -337,6 +343,8 @@ struct TelegramDraft {
     drafts_refused: Arc<AtomicBool>,
     /// Updates are skipped until then (a 429's `retry_after`).
     not_before: Option<Instant>,
+    /// When the last `editMessageText` was answered: edits are at least `interval` apart.
+    last_edit: Option<Instant>,
     /// Edit mode: the ids of the messages holding the parts, in order.
     messages: Vec<i32>,
     /// Edit mode: the HTML each message shows (empty when unknown, e.g. resumed).
@@ -414,7 +422,15 @@ impl TelegramDraft {
         }
     }
 
-    /// Show `view` in the messages (edit mode).
+    /// How long until the next edit may go out (`interval` after the last one was answered).
+    fn edit_wait(&self) -> Duration {
+        self.last_edit.map_or(Duration::ZERO, |t| {
+            (t + self.interval).saturating_duration_since(Instant::now())
+        })
+    }
+
+    /// Show `view` in the messages (edit mode). An edit due later than [`UPDATE_MAX_WAIT`] from
+    /// now is left for the next update.
     async fn edit_update(&mut self, view: &DraftView) -> Result<(), CallError> {
         let parts = message_parts(&view_markdown(view));
         for (i, part) in parts.iter().enumerate() {
@@ -422,7 +438,14 @@ impl TelegramDraft {
                 if self.texts.get(i) == Some(part) {
                     continue;
                 }
-                self.edit(id, part).await?;
+                let wait = self.edit_wait();
+                if wait > UPDATE_MAX_WAIT {
+                    return Ok(());
+                }
+                tokio::time::sleep(wait).await;
+                let edited = self.edit(id, part).await;
+                self.last_edit = Some(Instant::now());
+                edited?;
                 self.texts[i] = part.clone();
             } else {
                 let reply_to = if i == 0 { self.reply_to } else { None };
@@ -489,9 +512,11 @@ impl TelegramDraft {
         for (i, part) in parts.iter().enumerate() {
             let step = match self.messages.get(i).copied() {
                 Some(id) => {
+                    tokio::time::sleep(self.edit_wait()).await;
                     let edited = self
                         .with_retry("editMessageText", || self.edit(id, part))
                         .await;
+                    self.last_edit = Some(Instant::now());
                     match edited {
                         Err(ChannelError::Api { description, .. })
                             if description.contains("message to edit not found") =>
@@ -772,6 +797,8 @@ mod tests {
             /// `(lowercase method, body)` and `record:{handle}` entries, in order.
             log: Mutex<Vec<(String, Value)>>,
             texts: Mutex<HashMap<i64, String>>,
+            /// When each `editMessageText` arrived.
+            edit_times: Mutex<Vec<std::time::Instant>>,
             next_id: Mutex<i64>,
             refuse_drafts: AtomicBool,
             /// Error answers for the next calls of a method.
@@ -838,6 +865,10 @@ mod tests {
                     ok(message(id))
                 }
                 "editmessagetext" => {
+                    api.edit_times
+                        .lock()
+                        .unwrap()
+                        .push(std::time::Instant::now());
                     let id = body["message_id"].as_i64().unwrap_or(0);
                     let mut texts = api.texts.lock().unwrap();
                     if texts.get(&id) == Some(&text) {
@@ -966,6 +997,10 @@ mod tests {
             let sent = draft.finish("Hello **world**", &[]).await.unwrap();
             assert_eq!(sent.message_ids, ["1000"]);
             assert_eq!(api.texts.lock().unwrap()[&1000], "Hello <b>world</b>");
+            // The final edit too waits for the group interval.
+            let times = api.edit_times.lock().unwrap().clone();
+            assert_eq!(times.len(), 2);
+            assert!(times[1] - times[0] >= GROUP_MIN_INTERVAL, "{times:?}");
             // A retry shows nothing twice.
             let again = draft.finish("Hello **world**", &[]).await.unwrap();
             assert_eq!(again, sent);

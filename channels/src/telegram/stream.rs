@@ -270,7 +270,8 @@ impl RawApi {
 }
 
 /// Open a draft for `target`, or `None` when this chat does not stream (see [`resolve_mode`]).
-/// A resumed handle with message ids continues those messages in edit mode, whatever the mode.
+/// A resumed handle with message ids continues those messages in edit mode, whatever the mode
+/// (also `off`: the answer is finished where it started).
 pub(super) fn open(
     chan: &super::TelegramChannel,
     target: DraftTarget,
@@ -278,8 +279,13 @@ pub(super) fn open(
 ) -> Option<Box<dyn Draft>> {
     let config = &chan.config;
     let resumed = target.resume.as_ref().map(message_ids).unwrap_or_default();
-    let mut shown = resolve_mode(config.streaming, target.chat.kind)?;
-    if !resumed.is_empty() || chan.drafts_refused.load(Ordering::Relaxed) {
+    // A reply that already lives in messages is finished there, whatever the mode is now.
+    let mut shown = if resumed.is_empty() {
+        resolve_mode(config.streaming, target.chat.kind)?
+    } else {
+        Shown::Edit
+    };
+    if chan.drafts_refused.load(Ordering::Relaxed) {
         shown = Shown::Edit;
     }
     let Ok(chat_id) = target.chat.id.trim().parse::<i64>() else {

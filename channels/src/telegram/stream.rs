@@ -978,8 +978,13 @@ mod tests {
                 .open_draft(target(ChatKind::Direct, None), log.clone())
                 .is_none());
             assert!(chan
-                .open_draft(target(ChatKind::Group, None), log)
+                .open_draft(target(ChatKind::Group, None), log.clone())
                 .is_none());
+            // A reply that started in a message before the mode changed is finished there.
+            let resume = Some(handle_for(&[1001]));
+            assert!(chan
+                .open_draft(target(ChatKind::Group, resume), log)
+                .is_some());
         }
 
         #[tokio::test]

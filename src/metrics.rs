@@ -12,7 +12,7 @@
 //! | `ethan_scheduler_runs_total` | `status` |
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
 };
 use std::sync::LazyLock;
 
@@ -23,6 +23,8 @@ pub struct Metrics {
     pub turns: IntCounterVec,
     pub tool_calls: IntCounterVec,
     pub model_latency: HistogramVec,
+    /// Duration of one update of a streamed reply (a draft, an edit, a card write).
+    pub draft_update: Histogram,
     pub consent: IntCounterVec,
     pub scheduler_runs: IntCounterVec,
 }
@@ -52,7 +54,19 @@ impl Metrics {
         registry
             .register(Box::new(model_latency.clone()))
             .expect("metric registered once");
+        let draft_update = Histogram::with_opts(
+            HistogramOpts::new(
+                "ethan_draft_update_seconds",
+                "Duration of one update of a streamed reply (Telegram draft or edit, Lark card write)",
+            )
+            .buckets(vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5]),
+        )
+        .expect("valid metric definition");
+        registry
+            .register(Box::new(draft_update.clone()))
+            .expect("metric registered once");
         Self {
+            draft_update,
             messages_in: counter(
                 &registry,
                 "ethan_messages_in_total",

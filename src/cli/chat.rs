@@ -2,6 +2,7 @@
 //! (exit 0; exit 1 with a clear message on stderr when the model endpoint fails). Without `-m`,
 //! reads lines from stdin until EOF or `/exit`. A new session each time unless `--session NAME`.
 
+use super::live::Live;
 use crate::agent::{TurnInput, TurnOutcome};
 use crate::config::Loaded;
 use crate::consent::terminal::TerminalInput;
@@ -45,7 +46,7 @@ pub async fn run(
     });
     let key = format!("terminal:{name}");
     let user = std::env::var("USER").unwrap_or_else(|_| "local".into());
-    let input_for = |text: String| TurnInput {
+    let input_for = |text: String, events| TurnInput {
         session_key: key.clone(),
         channel: ChannelKind::Terminal,
         chat_id: name.clone(),
@@ -56,20 +57,25 @@ pub async fn run(
         chat: None,
         unattended: false,
         allowed_tools: None,
-        events: None,
+        events: Some(events),
     };
 
     if let Some(text) = message {
         let cancel = CancellationToken::new();
-        let reply = agent.run_turn_with_cards(&input_for(text), &cancel).await;
+        let (live, events) = Live::start();
+        let reply = agent
+            .run_turn_with_cards(&input_for(text, events), &cancel)
+            .await;
+        let answer = match &reply.outcome {
+            TurnOutcome::Answer(t) | TurnOutcome::IterationCap(t) => Some(t.as_str()),
+            _ => None,
+        };
+        live.finish(answer).await;
         for card in &reply.cards {
-            println!("{}\n", ethan_cards::render_text(card));
+            println!("\n{}", ethan_cards::render_text(card));
         }
         return Ok(match reply.outcome {
-            TurnOutcome::Answer(t) | TurnOutcome::IterationCap(t) => {
-                println!("{t}");
-                ExitCode::SUCCESS
-            }
+            TurnOutcome::Answer(_) | TurnOutcome::IterationCap(_) => ExitCode::SUCCESS,
             TurnOutcome::Failed {
                 user_message,
                 detail,
@@ -125,13 +131,21 @@ pub async fn run(
                 c2.cancel();
             }
         });
-        let reply = agent.run_turn_with_cards(&input_for(text), &cancel).await;
+        let (live, events) = Live::start();
+        let reply = agent
+            .run_turn_with_cards(&input_for(text, events), &cancel)
+            .await;
         ctrl_c.abort();
+        let answer = match &reply.outcome {
+            TurnOutcome::Answer(t) | TurnOutcome::IterationCap(t) => Some(t.as_str()),
+            _ => None,
+        };
+        live.finish(answer).await;
         for card in &reply.cards {
-            println!("{}\n", ethan_cards::render_text(card));
+            println!("\n{}", ethan_cards::render_text(card));
         }
         match reply.outcome {
-            TurnOutcome::Answer(t) | TurnOutcome::IterationCap(t) => println!("{t}\n"),
+            TurnOutcome::Answer(_) | TurnOutcome::IterationCap(_) => println!(),
             TurnOutcome::Failed {
                 user_message,
                 detail,

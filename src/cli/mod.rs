@@ -4,6 +4,7 @@ pub mod audit;
 pub mod chat;
 pub mod doctor;
 pub mod jobs;
+pub mod live;
 pub mod owner;
 pub mod tools;
 

@@ -25,7 +25,7 @@
 //! Every denial says which case happened, so the model can tell "the user said no" from "nobody
 //! answered".
 
-mod display;
+pub mod display;
 pub mod grants;
 pub mod owners;
 pub mod terminal;

@@ -5,6 +5,7 @@
 pub mod access;
 pub mod commands;
 pub mod router;
+pub mod stream;
 pub mod typing;
 
 use crate::agent::Agent;

@@ -17,6 +17,13 @@
 //! retry sends only the parts of a split message that were not shown yet.
 //! `/stop` bypasses the queue and cancels the session's running turn.
 //!
+//! Streamed replies ([`super::stream`]): when the channel offers a draft for the chat
+//! ([`Channel::open_draft`]), the turn's events feed it while the model writes, and the answer
+//! is delivered by [`ethan_channels::Draft::finish`] in the same message instead of a new one.
+//! The draft's handle is in the store before its message is first edited, so a turn re-run after
+//! a crash continues in that message, and a reply caught in `sending` with a recorded handle is
+//! finished there (on every channel: finishing a draft twice shows the answer once).
+//!
 //! The intake never waits on a chat: `publish` records the event and hands it to its session's
 //! queue, which is unbounded (the event is already durable, so the queue holds nothing the
 //! store does not), and returns. Replies to `/approve`, `/deny`, `/claim` and a refused `/stop`
@@ -31,6 +38,7 @@
 
 use super::access::{self, Access};
 use super::commands::{self, Command};
+use super::stream::{self, Presenter};
 use super::typing::Typing;
 use crate::agent::{Agent, TurnInput, TurnOutcome, TurnReply};
 use crate::consent::Consent;
@@ -38,10 +46,11 @@ use crate::store::inbound::UnconfirmedReply;
 use crate::store::prelude::*;
 use crate::store::Store;
 use async_trait::async_trait;
-use ethan_channels::delivery::{send_with_retry, DeliveryError, RetryPolicy};
+use ethan_channels::delivery::{retryable, send_with_retry, DeliveryError, RetryPolicy};
 use ethan_channels::{
     ApprovalAck, ApprovalChoice, ApprovalDecision, Channel, ChannelError, ChannelKind, ChatKind,
-    InboundEvent, InboundSink, OutboundBody, OutboundMessage, PublishOutcome,
+    Draft, DraftTarget, DraftView, InboundEvent, InboundSink, OutboundBody, OutboundMessage,
+    PublishOutcome, ToolLine,
 };
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -64,8 +73,9 @@ const DELIVERY_RETRY: RetryPolicy = RetryPolicy {
 
 /// Work for a session's worker, done in queue order.
 enum Job {
-    /// Handle an inbound event: run its turn or command and deliver the reply.
-    Event(InboundEvent),
+    /// Handle an inbound event: run its turn or command and deliver the reply. `resumed`: it
+    /// was recorded before a restart, so its streamed reply may have a draft to continue.
+    Event { ev: InboundEvent, resumed: bool },
     /// Send again a reply whose first send a crash cut off (idempotent channels only).
     Resend(UnconfirmedReply),
     /// Run a web turn and hand its reply back to the gateway.
@@ -148,7 +158,7 @@ impl Router {
         };
         for ev in events {
             tracing::info!("resuming unfinished {} event {}", ev.channel, ev.event_id);
-            self.enqueue(ev);
+            self.enqueue_job(ev.session_key(), Job::Event { ev, resumed: true });
             queued += 1;
         }
         queued
@@ -181,6 +191,15 @@ impl Router {
                 .channels
                 .get(&ev.channel)
                 .map(|ch| ch.idempotent_send_window());
+            if window.is_some() && stream::recorded_handle(&self.store, ev).await.is_some() {
+                tracing::info!(
+                    "{what} was being sent when the daemon stopped; finishing it in the \
+                     message it was streamed into"
+                );
+                self.enqueue_job(ev.session_key(), Job::Resend(r));
+                queued += 1;
+                continue;
+            }
             match window {
                 Some(Some(w)) if age + RESEND_MARGIN < w => {
                     tracing::info!(
@@ -222,7 +241,7 @@ impl Router {
     }
 
     fn enqueue(self: &Arc<Self>, ev: InboundEvent) {
-        self.enqueue_job(ev.session_key(), Job::Event(ev));
+        self.enqueue_job(ev.session_key(), Job::Event { ev, resumed: false });
     }
 
     /// Put `job` at the end of `key`'s queue, starting its worker when there is none. Never
@@ -247,7 +266,7 @@ impl Router {
             }
         }
         match &job {
-            Job::Event(ev) => {
+            Job::Event { ev, .. } => {
                 tracing::error!("could not queue event {} for {key}", ev.event_id)
             }
             Job::Resend(r) => {
@@ -267,7 +286,7 @@ impl Router {
         tokio::spawn(async move {
             loop {
                 match tokio::time::timeout(WORKER_IDLE, rx.recv()).await {
-                    Ok(Some(Job::Event(ev))) => me.handle(ev).await,
+                    Ok(Some(Job::Event { ev, resumed })) => me.handle(ev, resumed).await,
                     Ok(Some(Job::Resend(r))) => me.resend(r).await,
                     Ok(Some(Job::Web(turn))) => me.run_web_turn(turn).await,
                     Ok(None) => break,
@@ -325,9 +344,15 @@ impl Router {
         self.mark(ev, state).await;
     }
 
-    /// Send again a reply a crash caught mid-send (same idempotency key as the first send).
+    /// Send again a reply a crash caught mid-send: finish it in the message it was streamed
+    /// into when a draft handle was recorded, else send it with the same idempotency key as the
+    /// first send.
     async fn resend(&self, r: UnconfirmedReply) {
         let ev = &r.event;
+        if let Some(draft) = self.open_draft(ev, true).await {
+            self.answer_in_draft(ev, &r.reply, draft, &[]).await;
+            return;
+        }
         let state = match self.reply(ev, &r.reply).await {
             Ok(()) => {
                 tracing::info!(
@@ -402,7 +427,7 @@ impl Router {
     }
 
     /// Handle one event of a session (called by its worker, in order).
-    async fn handle(self: &Arc<Self>, ev: InboundEvent) {
+    async fn handle(self: &Arc<Self>, ev: InboundEvent, resumed: bool) {
         self.mark(&ev, "processing").await;
         let is_owner = match self.access(&ev).await {
             Access::Ignore => {
@@ -445,7 +470,23 @@ impl Router {
             Some(c @ (Command::Approve(_) | Command::Deny(_) | Command::Claim(_))) => {
                 Some(self.out_of_band(&ev, &c).await)
             }
-            None => self.run_turn(&ev, is_owner).await,
+            None => {
+                let (text, draft) = self.run_turn(&ev, is_owner, resumed).await;
+                if let Some((mut draft, view)) = draft {
+                    match text {
+                        Some(text) => {
+                            self.answer_in_draft(&ev, &text, draft, &view.tools).await;
+                        }
+                        None => {
+                            draft.abandon().await;
+                            self.mark(&ev, "done").await;
+                            stream::forget_handle(&self.store, &ev).await;
+                        }
+                    }
+                    return;
+                }
+                text
+            }
         };
         match reply_text {
             Some(text) => self.answer(&ev, &text).await,
@@ -453,9 +494,97 @@ impl Router {
         }
     }
 
-    async fn run_turn(self: &Arc<Self>, ev: &InboundEvent, is_owner: bool) -> Option<String> {
+    /// The channel's draft for the reply to `ev` (see [`stream`]), continuing the one a
+    /// previous run recorded when `resumed`; `None` when the channel does not stream here.
+    async fn open_draft(&self, ev: &InboundEvent, resumed: bool) -> Option<Box<dyn Draft>> {
+        let ch = self.channels.get(&ev.channel)?;
+        let resume = if resumed {
+            stream::recorded_handle(&self.store, ev).await
+        } else {
+            None
+        };
+        ch.open_draft(
+            DraftTarget {
+                chat: ev.chat.clone(),
+                reply_to: ev.message_id.clone(),
+                idempotency_key: Some(reply_key(ev)),
+                resume,
+            },
+            Arc::new(stream::StoreDraftLog {
+                store: self.store.clone(),
+                key: stream::draft_key(ev),
+            }),
+        )
+    }
+
+    /// Deliver `text` as the reply to `ev` in the draft that showed it being written: record it
+    /// as being sent, [`Draft::finish`] it (retried as [`DELIVERY_RETRY`] on transient failures;
+    /// a draft's finish is safe to repeat), then mark the event `done` or `failed` and forget the
+    /// draft's handle.
+    async fn answer_in_draft(
+        &self,
+        ev: &InboundEvent,
+        text: &str,
+        mut draft: Box<dyn Draft>,
+        tools: &[ToolLine],
+    ) {
+        if let Err(e) = self
+            .store
+            .set_inbound_sending(ev.channel.as_str(), &ev.event_id, text)
+            .await
+        {
+            tracing::error!(
+                "cannot record the reply to event {} as being sent: {e}",
+                ev.event_id
+            );
+        }
+        let mut attempt = 1;
+        let mut delay = DELIVERY_RETRY.first_delay;
+        let state = loop {
+            match draft.finish(text, tools).await {
+                Ok(_) => {
+                    crate::metrics::METRICS
+                        .messages_out
+                        .with_label_values(&[ev.channel.as_str()])
+                        .inc();
+                    break "done";
+                }
+                Err(e) if retryable(&e) && attempt < DELIVERY_RETRY.attempts => {
+                    tracing::warn!(
+                        "could not finish the streamed reply in {} (try {attempt}): {e}; \
+                         retrying in {} ms",
+                        ev.session_key(),
+                        delay.as_millis()
+                    );
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(DELIVERY_RETRY.max_delay);
+                    attempt += 1;
+                }
+                Err(e) => {
+                    tracing::error!(
+                        "could not deliver the streamed reply in {} ({attempt} tries): {e}",
+                        ev.session_key()
+                    );
+                    break "failed";
+                }
+            }
+        };
+        self.mark(ev, state).await;
+        stream::forget_handle(&self.store, ev).await;
+    }
+
+    /// Run the turn of `ev`; the reply text (`None`: nothing to say), and the draft that showed
+    /// it being written with what it showed last, when the channel streams.
+    async fn run_turn(
+        self: &Arc<Self>,
+        ev: &InboundEvent,
+        is_owner: bool,
+        resumed: bool,
+    ) -> (Option<String>, Option<(Box<dyn Draft>, DraftView)>) {
         let key = ev.session_key();
-        let _slot = self.turn_slots.clone().acquire_owned().await.ok()?;
+        let Ok(_slot) = self.turn_slots.clone().acquire_owned().await else {
+            return (None, None);
+        };
         let cancel = CancellationToken::new();
         self.running
             .lock()
@@ -468,6 +597,13 @@ impl Router {
                 },
             );
         let typing = self.spawn_typing(ev);
+        let (presenter, events) = match self.open_draft(ev, resumed).await {
+            Some(draft) => {
+                let (p, events) = Presenter::start(draft);
+                (Some(p), Some(events))
+            }
+            None => (None, None),
+        };
         let input = TurnInput {
             session_key: key.clone(),
             channel: ev.channel,
@@ -479,9 +615,14 @@ impl Router {
             chat: Some(ev.chat.clone()),
             unattended: false,
             allowed_tools: None,
-            events: None,
+            events,
         };
         let reply = self.agent.run_turn_with_cards(&input, &cancel).await;
+        drop(input);
+        let draft = match presenter {
+            Some(p) => p.stop().await,
+            None => None,
+        };
         let outcome = reply.outcome;
         crate::metrics::METRICS
             .turns
@@ -502,10 +643,17 @@ impl Router {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&key);
-        match outcome {
-            TurnOutcome::Stopped => Some("Stopped.".to_string()),
+        let text = match outcome {
+            // What was shown stays, marked as stopped.
+            TurnOutcome::Stopped => Some(match &draft {
+                Some((_, view)) if !view.text.trim().is_empty() => {
+                    format!("{}\n\n⏹ Stopped.", view.text.trim_end())
+                }
+                _ => "Stopped.".to_string(),
+            }),
             other => other.reply_text().map(str::to_string),
-        }
+        };
+        (text, draft)
     }
 
     /// Run a queued web turn (called by its session's worker, in order) under the cap on turns

@@ -22,6 +22,14 @@ impl Db {
             .op("kv set")?;
         Ok(())
     }
+
+    pub fn kv_delete(&self, key: &str) -> Result<(), StoreError> {
+        self.conn()
+            .prepare_cached("DELETE FROM kv WHERE key = ?1")
+            .and_then(|mut st| st.execute([key]))
+            .op("kv delete")?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -35,5 +43,8 @@ mod tests {
         s.kv_set("a", "1").unwrap();
         s.kv_set("a", "2").unwrap();
         assert_eq!(s.kv_get("a").unwrap().as_deref(), Some("2"));
+        s.kv_delete("a").unwrap();
+        s.kv_delete("a").unwrap();
+        assert_eq!(s.kv_get("a").unwrap(), None);
     }
 }

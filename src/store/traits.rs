@@ -63,6 +63,10 @@ impl KvStore for Store {
         let (key, value) = (key.to_owned(), value.to_owned());
         self.call("kv set", move |db| db.kv_set(&key, &value)).await
     }
+    async fn kv_delete(&self, key: &str) -> Result<(), StoreError> {
+        let key = key.to_owned();
+        self.call("kv delete", move |db| db.kv_delete(&key)).await
+    }
 }
 
 /// Any store's kv table as the channels' adapter state (the Telegram offset, Lark's seen

@@ -77,6 +77,8 @@ pub trait MessageStore: Send + Sync {
 pub trait KvStore: Send + Sync {
     async fn kv_get(&self, key: &str) -> Result<Option<String>, StoreError>;
     async fn kv_set(&self, key: &str, value: &str) -> Result<(), StoreError>;
+    /// Remove `key`; removing a key that is not there is not an error.
+    async fn kv_delete(&self, key: &str) -> Result<(), StoreError>;
 }
 
 /// The audit log (one entry per proposed tool call, arguments already redacted) and the

@@ -1,0 +1,328 @@
+//! Showing a chat turn while it runs: the [`Presenter`] turns the turn's [`TurnEvent`]s (answer
+//! text as the model writes it, tool calls starting and ending) into a [`DraftView`] and hands it
+//! to the channel's [`Draft`] (a Telegram draft or edited message, a Lark streaming card) at most
+//! once per [`Draft::interval`]: the first change right away, later ones coalesced.
+//!
+//! The draft's platform handle is recorded in the store ([`StoreDraftLog`], kv key
+//! [`draft_key`]) by the adapter before it first edits a message it created, so a turn re-run
+//! after a crash continues in the same message, and a reply a crash caught while it was being
+//! sent is finished there ([`super::router`]).
+
+use crate::store::prelude::*;
+use crate::store::Store;
+use async_trait::async_trait;
+use ethan_channels::{
+    ChannelError, Draft, DraftHandle, DraftLog, DraftView, InboundEvent, ToolLine, ToolState,
+};
+use ethan_core::event::{EventSink, TurnEvent};
+use std::collections::HashMap;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// The kv key under which the draft handle of the reply to `ev` is kept:
+/// `draft:{channel}:{event_id}`.
+pub fn draft_key(ev: &InboundEvent) -> String {
+    format!("draft:{}:{}", ev.channel, ev.event_id)
+}
+
+/// The draft handle recorded for the reply to `ev`, if any (a store error is logged and counts
+/// as none).
+pub async fn recorded_handle(store: &Store, ev: &InboundEvent) -> Option<DraftHandle> {
+    match store.kv_get(&draft_key(ev)).await {
+        Ok(Some(json)) => match serde_json::from_str(&json) {
+            Ok(v) => Some(DraftHandle(v)),
+            Err(e) => {
+                tracing::warn!(
+                    "the draft handle of event {} is unreadable: {e}",
+                    ev.event_id
+                );
+                None
+            }
+        },
+        Ok(None) => None,
+        Err(e) => {
+            tracing::warn!("cannot read the draft handle of event {}: {e}", ev.event_id);
+            None
+        }
+    }
+}
+
+/// Forget the draft handle of `ev`'s reply (the reply is delivered or given up). Best effort.
+pub async fn forget_handle(store: &Store, ev: &InboundEvent) {
+    if let Err(e) = store.kv_delete(&draft_key(ev)).await {
+        tracing::warn!(
+            "cannot forget the draft handle of event {}: {e}",
+            ev.event_id
+        );
+    }
+}
+
+/// A [`DraftLog`] writing to the store under one event's [`draft_key`].
+pub struct StoreDraftLog {
+    pub store: Store,
+    pub key: String,
+}
+
+#[async_trait]
+impl DraftLog for StoreDraftLog {
+    async fn record(&self, handle: &DraftHandle) -> Result<(), ChannelError> {
+        self.store
+            .kv_set(&self.key, &handle.0.to_string())
+            .await
+            .map_err(|e| ChannelError::Storage(e.to_string()))
+    }
+}
+
+/// A draft being fed from a turn's events, by a task of its own.
+pub struct Presenter {
+    done: CancellationToken,
+    task: JoinHandle<(Box<dyn Draft>, DraftView)>,
+}
+
+impl Presenter {
+    /// Start feeding `draft`; the returned sink is the turn's [`crate::agent::TurnInput::events`].
+    pub fn start(draft: Box<dyn Draft>) -> (Presenter, EventSink) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let done = CancellationToken::new();
+        let task = tokio::spawn(present(draft, rx, done.clone()));
+        (Presenter { done, task }, tx)
+    }
+
+    /// Stop updating (events still queued are dropped: the final answer replaces them) and give
+    /// back the draft with what it last showed. `None` when the task panicked (the draft is
+    /// lost; the caller sends the reply as an ordinary message).
+    pub async fn stop(self) -> Option<(Box<dyn Draft>, DraftView)> {
+        self.done.cancel();
+        match self.task.await {
+            Ok(r) => Some(r),
+            Err(e) => {
+                tracing::error!("the draft of a streamed reply failed: {e}");
+                None
+            }
+        }
+    }
+}
+
+/// Apply one event to the view; whether it changed what is shown.
+fn apply(view: &mut DraftView, calls: &mut HashMap<String, usize>, e: TurnEvent) -> bool {
+    match e {
+        TurnEvent::Delta(t) if !t.is_empty() => {
+            view.text.push_str(&t);
+            true
+        }
+        TurnEvent::DeltaReset if !view.text.is_empty() => {
+            view.text.clear();
+            true
+        }
+        TurnEvent::ToolStart { id, name, .. } => {
+            calls.insert(id, view.tools.len());
+            view.tools.push(ToolLine {
+                name,
+                state: ToolState::Running,
+            });
+            true
+        }
+        TurnEvent::ToolEnd { id, ok, denied, .. } => {
+            match calls.get(&id).and_then(|&i| view.tools.get_mut(i)) {
+                Some(line) => {
+                    line.state = if denied {
+                        ToolState::Denied
+                    } else if ok {
+                        ToolState::Done
+                    } else {
+                        ToolState::Failed
+                    };
+                    true
+                }
+                None => false,
+            }
+        }
+        _ => false,
+    }
+}
+
+/// The presenter's loop: apply events as they come; show the view when it changed and the
+/// interval since the last update has passed (else when it passes).
+async fn present(
+    mut draft: Box<dyn Draft>,
+    mut rx: mpsc::UnboundedReceiver<TurnEvent>,
+    done: CancellationToken,
+) -> (Box<dyn Draft>, DraftView) {
+    let interval = draft.interval();
+    let mut view = DraftView::default();
+    let mut calls = HashMap::new();
+    let mut dirty = false;
+    let mut next_at = Instant::now();
+    let mut open = true;
+    loop {
+        tokio::select! {
+            biased;
+            _ = done.cancelled() => break,
+            e = rx.recv(), if open => match e {
+                Some(e) => dirty |= apply(&mut view, &mut calls, e),
+                None => open = false,
+            },
+            _ = tokio::time::sleep_until(next_at), if dirty => {}
+        }
+        if !open && !dirty {
+            // Nothing more will come; wait for the turn to end.
+            done.cancelled().await;
+            break;
+        }
+        let empty = view.text.trim().is_empty() && view.tools.is_empty();
+        if dirty && !empty && Instant::now() >= next_at {
+            dirty = false;
+            let started = Instant::now();
+            if let Err(e) = draft.update(&view).await {
+                tracing::warn!("could not update the streamed reply: {e}");
+            }
+            crate::metrics::METRICS
+                .draft_update
+                .observe(started.elapsed().as_secs_f64());
+            next_at = Instant::now() + interval;
+        } else if empty {
+            dirty = false;
+        }
+    }
+    (draft, view)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    /// A draft that remembers what it was shown and when.
+    struct Recorder {
+        shown: Arc<Mutex<Vec<(Instant, DraftView)>>>,
+        interval: Duration,
+    }
+
+    #[async_trait]
+    impl Draft for Recorder {
+        fn interval(&self) -> Duration {
+            self.interval
+        }
+        async fn update(&mut self, view: &DraftView) -> Result<(), ChannelError> {
+            self.shown
+                .lock()
+                .unwrap()
+                .push((Instant::now(), view.clone()));
+            Ok(())
+        }
+        async fn finish(
+            &mut self,
+            _markdown: &str,
+            _tools: &[ToolLine],
+        ) -> Result<ethan_channels::SentRef, ChannelError> {
+            Ok(Default::default())
+        }
+    }
+
+    #[tokio::test]
+    async fn updates_are_coalesced_to_one_per_interval_and_the_first_is_at_once() {
+        let shown = Arc::new(Mutex::new(Vec::new()));
+        let draft = Recorder {
+            shown: shown.clone(),
+            interval: Duration::from_millis(200),
+        };
+        let (p, tx) = Presenter::start(Box::new(draft));
+        tx.send(TurnEvent::Delta("Hel".into())).unwrap();
+        // The first piece is shown before the interval has passed.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(shown.lock().unwrap().len(), 1, "the first piece at once");
+        // 20 pieces 25 ms apart: half a second of text.
+        for i in 0..20 {
+            tx.send(TurnEvent::Delta(format!(" {i}"))).unwrap();
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (_, view) = p.stop().await.unwrap();
+        let shown = shown.lock().unwrap().clone();
+        assert_eq!(shown[0].1.text, "Hel");
+        for w in shown.windows(2) {
+            let gap = w[1].0 - w[0].0;
+            assert!(gap >= Duration::from_millis(200), "{gap:?}");
+            assert!(w[1].1.text.starts_with(&w[0].1.text), "text only grows");
+        }
+        // 21 changes in 0.6 s, shown at most once per 200 ms.
+        assert!(
+            shown.len() >= 2 && shown.len() <= 5,
+            "{} updates",
+            shown.len()
+        );
+        assert_eq!(shown.last().unwrap().1, view, "the last change was shown");
+        assert!(view.text.ends_with(" 19"));
+    }
+
+    #[tokio::test]
+    async fn tool_lines_follow_their_calls_and_a_reset_drops_the_preamble() {
+        let shown = Arc::new(Mutex::new(Vec::new()));
+        let draft = Recorder {
+            shown: shown.clone(),
+            interval: Duration::from_millis(100),
+        };
+        let (p, tx) = Presenter::start(Box::new(draft));
+        tx.send(TurnEvent::Delta("Let me look.".into())).unwrap();
+        tx.send(TurnEvent::DeltaReset).unwrap();
+        for (id, name) in [("a", "shell"), ("b", "file_read"), ("c", "web_fetch")] {
+            tx.send(TurnEvent::ToolStart {
+                id: id.into(),
+                name: name.into(),
+                summary: String::new(),
+            })
+            .unwrap();
+        }
+        let end = |id: &str, ok, denied| TurnEvent::ToolEnd {
+            id: id.into(),
+            name: String::new(),
+            ms: 1,
+            ok,
+            denied,
+        };
+        tx.send(end("a", true, false)).unwrap();
+        tx.send(end("b", false, false)).unwrap();
+        tx.send(end("c", false, true)).unwrap();
+        // An end without a start changes nothing.
+        tx.send(end("zz", true, false)).unwrap();
+        tx.send(TurnEvent::Delta("Done.".into())).unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let (_, view) = p.stop().await.unwrap();
+        assert_eq!(view.text, "Done.");
+        let states: Vec<_> = view
+            .tools
+            .iter()
+            .map(|t| (t.name.as_str(), t.state))
+            .collect();
+        assert_eq!(
+            states,
+            [
+                ("shell", ToolState::Done),
+                ("file_read", ToolState::Failed),
+                ("web_fetch", ToolState::Denied)
+            ]
+        );
+        assert_eq!(shown.lock().unwrap().last().unwrap().1, view);
+    }
+
+    #[tokio::test]
+    async fn nothing_is_shown_for_a_turn_without_text_or_tools() {
+        let shown = Arc::new(Mutex::new(Vec::new()));
+        let draft = Recorder {
+            shown: shown.clone(),
+            interval: Duration::from_millis(100),
+        };
+        let (p, tx) = Presenter::start(Box::new(draft));
+        tx.send(TurnEvent::Delta(String::new())).unwrap();
+        tx.send(TurnEvent::DeltaReset).unwrap();
+        tx.send(TurnEvent::Text("final".into())).unwrap();
+        drop(tx);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (_, view) = p.stop().await.unwrap();
+        assert_eq!(view, DraftView::default());
+        assert!(shown.lock().unwrap().is_empty());
+    }
+}

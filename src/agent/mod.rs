@@ -283,10 +283,12 @@ impl Agent {
                 emit(&input.events, TurnEvent::Text(text.clone()));
                 break TurnOutcome::Answer(text);
             }
+            // Text streamed before tool calls was a preamble, not the answer.
+            if msg.content.as_deref().is_some_and(|t| !t.is_empty()) {
+                emit(&input.events, TurnEvent::DeltaReset);
+            }
             let calls = msg.tool_calls.clone();
             turn.push(msg);
-            // Text streamed before tool calls was a preamble, not the answer.
-            emit(&input.events, TurnEvent::DeltaReset);
             for c in &calls {
                 emit(
                     &input.events,

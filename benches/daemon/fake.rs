@@ -3,15 +3,20 @@
 //!
 //! Telegram (`/bot<token>/<method>`, JSON or form bodies): `getMe`, long-polling `getUpdates`
 //! with real offset semantics (updates below the last `offset` are confirmed and dropped),
-//! `sendMessage` (arrival recorded), `getWebhookInfo` (no webhook); every other method answers
-//! `true`. The model (`POST …/chat/completions`) answers at once with `ok bench-<n>`, echoing
-//! the `bench-<n>` tag of the last user message so each reply is matched to its update.
+//! `sendMessage` (arrival recorded), `sendMessageDraft` and `editMessageText` (arrival of the
+//! first one recorded), `getWebhookInfo` (no webhook); every other method answers `true`. The
+//! model (`POST …/chat/completions`) answers `bench-<n> ok`, echoing the `bench-<n>` tag of the
+//! last user message so each reply is matched to its update: at once as one JSON body, or, for
+//! `"stream": true`, as two SSE chunks (`bench-<n> `, then `ok`) [`Fakes::set_chunk_gap`] apart.
 //!
 //! Recorded per tag: when the update was handed out in a `getUpdates` answer, when the model
-//! request arrived, when the model answer was returned, when `sendMessage` arrived.
+//! request arrived, when the model's first chunk was written (streamed answers), when the model
+//! answer was complete, when the first draft or edit arrived, when `sendMessage` arrived.
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::{json, Value};
@@ -36,6 +41,8 @@ struct Tg {
     handed: HashMap<u64, Instant>,
     model_in: HashMap<u64, Instant>,
     model_out: HashMap<u64, Instant>,
+    first_token: HashMap<u64, Instant>,
+    drafted: HashMap<u64, Instant>,
     sent: HashMap<u64, Instant>,
     next_tag: u64,
 }
@@ -46,6 +53,8 @@ struct Shared {
     /// Woken when updates are queued (long polls) and when a reply arrives (the runs).
     updates: Notify,
     replies: Notify,
+    /// Streamed answers: the pause between the first chunk and the rest, in µs.
+    chunk_gap_us: std::sync::atomic::AtomicU64,
 }
 
 /// Handle to the running fakes.
@@ -63,6 +72,8 @@ pub struct Legs {
     /// Both legs of the same message added: the daemon's own share of a turn.
     pub both: Vec<f64>,
     pub total: Vec<f64>,
+    /// Streamed answers: the model's first chunk written → the first draft or edit arrived.
+    pub first_update: Vec<f64>,
 }
 
 fn tag_of(text: &str) -> Option<u64> {
@@ -103,6 +114,13 @@ impl Fakes {
 
     fn tg(&self) -> MutexGuard<'_, Tg> {
         self.shared.tg.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Streamed answers: pause `gap` between the first chunk and the rest.
+    pub fn set_chunk_gap(&self, gap: Duration) {
+        self.shared
+            .chunk_gap_us
+            .store(gap.as_micros() as u64, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Forget when the last `getUpdates` arrived.
@@ -193,6 +211,10 @@ impl Fakes {
                 .iter()
                 .filter_map(|t| us(tg.handed.get(t), tg.sent.get(t)))
                 .collect(),
+            first_update: tags
+                .iter()
+                .filter_map(|t| us(tg.first_token.get(t), tg.drafted.get(t)))
+                .collect(),
         };
         Ok(legs)
     }
@@ -280,6 +302,25 @@ async fn telegram(
                 "text": text
             })
         }
+        "sendmessagedraft" | "editmessagetext" => {
+            let text = p["text"].as_str().unwrap_or_default().to_string();
+            let mut tg = s.tg.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(tag) = tag_of(&text) {
+                tg.drafted.entry(tag).or_insert(t);
+            }
+            drop(tg);
+            if method.eq_ignore_ascii_case("editmessagetext") {
+                let chat_id = int(&p["chat_id"]).unwrap_or(0);
+                json!({
+                    "message_id": int(&p["message_id"]).unwrap_or(0), "date": crate::unix_now(),
+                    "chat": {"id": chat_id, "type": "private", "first_name": "User"},
+                    "from": {"id": 123456, "is_bot": true, "first_name": "Ethan", "username": "ethan_bench_bot"},
+                    "text": text
+                })
+            } else {
+                json!(true)
+            }
+        }
         "getwebhookinfo" => {
             json!({"url": "", "has_custom_certificate": false, "pending_update_count": 0})
         }
@@ -338,7 +379,7 @@ async fn get_updates(s: &Shared, t: Instant, p: &Value) -> Vec<Value> {
     }
 }
 
-async fn model(State(s): State<Arc<Shared>>, body: Bytes) -> Json<Value> {
+async fn model(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
     let t = Instant::now();
     let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let last_user = req["messages"]
@@ -350,10 +391,14 @@ async fn model(State(s): State<Arc<Shared>>, body: Bytes) -> Json<Value> {
         })
         .unwrap_or_default();
     let tag = tag_of(&last_user);
-    let text = match tag {
-        Some(tag) => format!("ok bench-{tag}"),
-        None => "ok".to_string(),
+    let first = match tag {
+        Some(tag) => format!("bench-{tag} "),
+        None => String::new(),
     };
+    if req["stream"] == json!(true) {
+        return stream(s, req, tag, first, t);
+    }
+    let text = format!("{first}ok");
     let reply = json!({
         "id": "chatcmpl-bench", "object": "chat.completion", "created": crate::unix_now(),
         "model": req["model"].as_str().unwrap_or("bench"),
@@ -366,7 +411,61 @@ async fn model(State(s): State<Arc<Shared>>, body: Bytes) -> Json<Value> {
         tg.model_in.entry(tag).or_insert(t);
         tg.model_out.entry(tag).or_insert_with(Instant::now);
     }
-    Json(reply)
+    Json(reply).into_response()
+}
+
+/// The answer as SSE: a chunk with `first`, the pause of [`Fakes::set_chunk_gap`], a chunk with
+/// `ok` and the finish reason, a usage chunk when asked for, `[DONE]`.
+fn stream(s: Arc<Shared>, req: Value, tag: Option<u64>, first: String, t: Instant) -> Response {
+    let model = req["model"].as_str().unwrap_or("bench").to_string();
+    let chunk = |delta: Value, finish: Value| {
+        let c = json!({
+            "id": "chatcmpl-bench", "object": "chat.completion.chunk",
+            "created": crate::unix_now(), "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
+        });
+        Bytes::from(format!("data: {c}\n\n"))
+    };
+    let mut parts = vec![
+        chunk(json!({"role": "assistant", "content": first}), Value::Null),
+        chunk(json!({"content": "ok"}), json!("stop")),
+    ];
+    if req["stream_options"]["include_usage"] == json!(true) {
+        let usage = json!({
+            "id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": crate::unix_now(),
+            "model": model, "choices": [],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}
+        });
+        parts.push(Bytes::from(format!("data: {usage}\n\n")));
+    }
+    parts.push(Bytes::from_static(b"data: [DONE]\n\n"));
+    let gap = Duration::from_micros(s.chunk_gap_us.load(std::sync::atomic::Ordering::Relaxed));
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::convert::Infallible>>(8);
+    tokio::spawn(async move {
+        let mut parts = parts.into_iter();
+        if let Some(tag) = tag {
+            let mut tg = s.tg.lock().unwrap_or_else(|e| e.into_inner());
+            tg.model_in.entry(tag).or_insert(t);
+            tg.first_token.entry(tag).or_insert_with(Instant::now);
+        }
+        if let Some(p) = parts.next() {
+            let _ = tx.send(Ok(p)).await;
+        }
+        if !gap.is_zero() {
+            tokio::time::sleep(gap).await;
+        }
+        for p in parts {
+            let _ = tx.send(Ok(p)).await;
+        }
+        if let Some(tag) = tag {
+            let mut tg = s.tg.lock().unwrap_or_else(|e| e.into_inner());
+            tg.model_out.entry(tag).or_insert_with(Instant::now);
+        }
+    });
+    let body = axum::body::Body::from_stream(futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    }));
+    ([(header::CONTENT_TYPE, "text/event-stream")], body).into_response()
 }
 
 #[cfg(test)]
@@ -375,6 +474,7 @@ mod tests {
     fn tags_are_read_from_text() {
         assert_eq!(super::tag_of("hello bench-42"), Some(42));
         assert_eq!(super::tag_of("ok bench-7 more"), Some(7));
+        assert_eq!(super::tag_of("bench-9 ok"), Some(9));
         assert_eq!(super::tag_of("nothing"), None);
     }
 }

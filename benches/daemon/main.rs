@@ -4,14 +4,15 @@
 //!
 //! Figures (issue numbering): (1) idle RSS with Telegram and Lark connected, (2) startup from
 //! exec to ready (first `getUpdates` at the fake and the Lark websocket connected), (3)
-//! per-message overhead legs, (4) throughput with every chat its own session and full
-//! persistence, and the release binary's size. Governance overhead and history load are
+//! per-message overhead legs (answers streamed, as by default: Telegram drafts in private chats),
+//! (4) throughput with every chat its own session and full persistence, (8) streaming: the
+//! model's first chunk → the first draft at Telegram, and the release binary's size. Governance overhead and history load are
 //! in-process figures (`cargo bench --bench governance`, `--bench pipeline`);
 //! `benches/daemon.sh` runs all three.
 //!
 //! Needs `target/release/ethan` (or `$BENCH_BIN`): `cargo build --release` first.
 //! Knobs: `BENCH_MESSAGES` (10000), `BENCH_CHATS` (1000) × `BENCH_PER_CHAT` (1), `BENCH_STARTS`
-//! (20), `BENCH_IDLE_SECS` (30). Lines starting `FIGURE|` are for the summary of `daemon.sh`.
+//! (20), `BENCH_IDLE_SECS` (30), `BENCH_STREAMED` (500 messages for (8)). Lines starting `FIGURE|` are for the summary of `daemon.sh`.
 
 mod fake;
 mod process;
@@ -125,6 +126,7 @@ async fn main() {
     let per_chat = knob("BENCH_PER_CHAT", 1);
     let starts = knob("BENCH_STARTS", 20);
     let idle_secs = knob("BENCH_IDLE_SECS", 30) as u64;
+    let streamed = knob("BENCH_STREAMED", 500);
     let bin = process::binary();
     assert!(
         bin.exists(),
@@ -182,6 +184,20 @@ async fn main() {
         ),
     };
     let (rss_after_seq, _, _) = d.rss_kib();
+
+    // (8) streaming: the rest of the answer comes 50 ms after its first chunk, so the first
+    // draft can only be the daemon's reaction to that chunk.
+    eprintln!("[bench] streaming: {streamed} sequential messages, 50 ms between the chunks");
+    fakes.set_chunk_gap(Duration::from_millis(50));
+    let stream_legs = match fakes.sequential(streamed, Duration::from_secs(10)).await {
+        Ok(l) => l,
+        Err(e) => panic!(
+            "{e}; log:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        ),
+    };
+    fakes.set_chunk_gap(Duration::ZERO);
+    let first_update = sorted(stream_legs.first_update);
 
     // (4) throughput
     eprintln!("[bench] throughput: {chats} chats x {per_chat} messages queued at once");
@@ -243,6 +259,13 @@ async fn main() {
         mib(rss_after_burst)
     );
     println!(
+        "(8) n={streamed}: model's first chunk -> first sendMessageDraft p50 {:.0} µs p99 {:.0} µs \
+         ({} of {streamed} turns showed a draft)",
+        pct(&first_update, 0.5),
+        pct(&first_update, 0.99),
+        first_update.len()
+    );
+    println!(
         "    release binary: {:.1} MiB ({bin_bytes} bytes)",
         bin_bytes as f64 / 1048576.0
     );
@@ -271,7 +294,7 @@ async fn main() {
     );
     figure(
         "3",
-        &format!("per-message overhead, n={messages}: update -> model request"),
+        &format!("per-message overhead, n={messages}, streamed: update -> model request"),
         &p50_p99_ms(&inbound),
         "",
     );
@@ -296,6 +319,16 @@ async fn main() {
             per_turn_ms(cpu1 - cpu0)
         ),
         ">= 2000 turns/s",
+    );
+    figure(
+        "8",
+        &format!("streaming, n={streamed}: model's first chunk -> first draft (Telegram DM)"),
+        &format!(
+            "{} ({} of {streamed} drafts)",
+            p50_p99_ms(&first_update),
+            first_update.len()
+        ),
+        "p99 <= 25 ms",
     );
     figure(
         "7",

@@ -308,6 +308,23 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
     if c.model.timeout_secs == 0 {
         return Err(key_err("model.timeout_secs", "must be at least 1"));
     }
+    if c.model.idle_timeout_secs == 0 {
+        return Err(key_err("model.idle_timeout_secs", "must be at least 1"));
+    }
+    if c.channels.lark.streaming == ethan_channels::StreamMode::Draft
+        || c.channels.lark.streaming == ethan_channels::StreamMode::Edit
+    {
+        return Err(key_err(
+            "channels.lark.streaming",
+            "Lark streams into a card: expected card (or auto) or off",
+        ));
+    }
+    if c.channels.telegram.streaming == ethan_channels::StreamMode::Card {
+        return Err(key_err(
+            "channels.telegram.streaming",
+            "cards are Lark's: expected auto, draft, edit or off",
+        ));
+    }
     for (i, o) in c.owners.iter().enumerate() {
         match o.split_once(':') {
             Some(("telegram", id)) if id.trim().parse::<i64>().is_ok() => {}
@@ -416,6 +433,31 @@ mod tests {
         assert!(notices(&raw).is_empty(), "{:?}", notices(&raw));
     }
 
+    #[test]
+    fn streaming_modes_accept_an_unquoted_off_and_refuse_a_typo() {
+        use ethan_channels::StreamMode;
+        let v = serde_yaml_value(
+            "channels:\n  telegram:\n    streaming: off\n  lark:\n    streaming: false\n",
+        );
+        let c = from_value(v).unwrap();
+        assert_eq!(c.channels.telegram.streaming, StreamMode::Off);
+        assert_eq!(c.channels.lark.streaming, StreamMode::Off);
+        let c = from_value(serde_yaml_value(
+            "channels:\n  telegram:\n    streaming: edit\n",
+        ))
+        .unwrap();
+        assert_eq!(c.channels.telegram.streaming, StreamMode::Edit);
+        assert_eq!(c.channels.lark.streaming, StreamMode::Auto);
+        let err = from_value(json!({"channels": {"telegram": {"streaming": "drafts"}}}))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("channels.telegram.streaming"), "{err}");
+        assert!(err.contains("auto, draft, edit, card or off"), "{err}");
+        let c = from_value(json!({"channels": {"lark": {"streaming": "edit"}}})).unwrap();
+        let err = validate(&c).unwrap_err().to_string();
+        assert!(err.contains("channels.lark.streaming"), "{err}");
+    }
+
     /// Parse YAML through the `config` crate, exactly as `load` does.
     fn serde_yaml_value(yaml: &str) -> serde_json::Value {
         let c = config::Config::builder()
@@ -439,6 +481,9 @@ mod tests {
 
     #[test]
     fn bad_value_names_its_path() {
+        let c = from_value(json!({"model": {"idle_timeout_secs": 0}})).unwrap();
+        let err = validate(&c).unwrap_err();
+        assert!(err.to_string().contains("model.idle_timeout_secs"), "{err}");
         let err = from_value(json!({"model": {"timeout_secs": "soon"}})).unwrap_err();
         assert!(err.to_string().contains("model.timeout_secs"), "{err}");
         let err = from_value(json!({"channels": {"telegram": {"dm_policy": "everyone"}}}))

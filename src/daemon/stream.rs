@@ -105,6 +105,22 @@ impl Presenter {
     }
 }
 
+/// A tool name as the model wrote it, made safe to show in a chat: only `[A-Za-z0-9_.-]` kept
+/// (a name is the model's text, and an injected one must not become a mention, a link or markup
+/// in a group's card), at most 64 characters; `tool` when nothing is left.
+fn shown_tool_name(name: &str) -> String {
+    let kept: String = name
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        .take(64)
+        .collect();
+    if kept.is_empty() {
+        "tool".into()
+    } else {
+        kept
+    }
+}
+
 /// Apply one event to the view; whether it changed what is shown.
 fn apply(view: &mut DraftView, calls: &mut HashMap<String, usize>, e: TurnEvent) -> bool {
     match e {
@@ -119,7 +135,7 @@ fn apply(view: &mut DraftView, calls: &mut HashMap<String, usize>, e: TurnEvent)
         TurnEvent::ToolStart { id, name, .. } => {
             calls.insert(id, view.tools.len());
             view.tools.push(ToolLine {
-                name,
+                name: shown_tool_name(&name),
                 state: ToolState::Running,
             });
             true
@@ -306,6 +322,35 @@ mod tests {
             ]
         );
         assert_eq!(shown.lock().unwrap().last().unwrap().1, view);
+    }
+
+    #[test]
+    fn a_tool_name_from_the_model_cannot_carry_markup_into_the_chat() {
+        let mut view = DraftView::default();
+        let mut calls = HashMap::new();
+        for (id, name) in [
+            ("a", "<at id=all></at>`](https://evil.example)"),
+            ("b", "\u{202e}<b>"),
+            ("c", "file_read"),
+        ] {
+            apply(
+                &mut view,
+                &mut calls,
+                TurnEvent::ToolStart {
+                    id: id.into(),
+                    name: name.into(),
+                    summary: String::new(),
+                },
+            );
+        }
+        let names: Vec<_> = view.tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["atidallathttpsevil.example", "b", "file_read"]);
+        let md = view.progress_markdown();
+        assert!(
+            !md.contains('<') && !md.contains("](") && !md.contains('\u{202e}'),
+            "{md}"
+        );
+        assert_eq!(shown_tool_name("<>`"), "tool");
     }
 
     #[tokio::test]

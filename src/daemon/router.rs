@@ -49,8 +49,8 @@ use async_trait::async_trait;
 use ethan_channels::delivery::{retryable, send_with_retry, DeliveryError, RetryPolicy};
 use ethan_channels::{
     ApprovalAck, ApprovalChoice, ApprovalDecision, Channel, ChannelError, ChannelKind, ChatKind,
-    Draft, DraftTarget, DraftView, InboundEvent, InboundSink, OutboundBody, OutboundMessage,
-    PublishOutcome, ToolLine,
+    Draft, DraftHandle, DraftTarget, DraftView, InboundEvent, InboundSink, OutboundBody,
+    OutboundMessage, PublishOutcome, ToolLine,
 };
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -349,9 +349,12 @@ impl Router {
     /// first send.
     async fn resend(&self, r: UnconfirmedReply) {
         let ev = &r.event;
-        if let Some(draft) = self.open_draft(ev, true).await {
-            self.answer_in_draft(ev, &r.reply, draft, &[]).await;
-            return;
+        // Only a draft that was recorded: a new one would show the reply a second time.
+        if let Some(handle) = stream::recorded_handle(&self.store, ev).await {
+            if let Some(draft) = self.draft_for(ev, Some(handle)) {
+                self.answer_in_draft(ev, &r.reply, draft, &[]).await;
+                return;
+            }
         }
         let state = match self.reply(ev, &r.reply).await {
             Ok(()) => {
@@ -497,12 +500,17 @@ impl Router {
     /// The channel's draft for the reply to `ev` (see [`stream`]), continuing the one a
     /// previous run recorded when `resumed`; `None` when the channel does not stream here.
     async fn open_draft(&self, ev: &InboundEvent, resumed: bool) -> Option<Box<dyn Draft>> {
-        let ch = self.channels.get(&ev.channel)?;
         let resume = if resumed {
             stream::recorded_handle(&self.store, ev).await
         } else {
             None
         };
+        self.draft_for(ev, resume)
+    }
+
+    /// The channel's draft for the reply to `ev`, continuing `resume` when given.
+    fn draft_for(&self, ev: &InboundEvent, resume: Option<DraftHandle>) -> Option<Box<dyn Draft>> {
+        let ch = self.channels.get(&ev.channel)?;
         ch.open_draft(
             DraftTarget {
                 chat: ev.chat.clone(),

@@ -317,3 +317,41 @@ async fn a_group_answer_cut_by_a_kill_is_finished_in_the_same_message() {
     daemon.stop();
     home.assert_no_panic();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_private_answer_cut_by_a_kill_is_sent_once_after_the_restart() {
+    let home = TestHome::new();
+    let dir = tempfile::tempdir().unwrap();
+    let tg = FakeTelegram::start().await;
+    // Killed while the model "thinks" after the tool ran; the turn runs again after the restart.
+    let mut steps = reading_turn(&dir, Duration::from_secs(30));
+    steps.extend(reading_turn(&dir, Duration::from_millis(1500)));
+    let model = ScriptedModel::start(steps).await;
+    config(&home, &tg, &model, "");
+    let mut daemon = Daemon::start(&home);
+    tg.push_text(OWNER, OWNER, "what do my notes say?");
+
+    wait_until("the tool's line is done in the draft", WAIT, || {
+        tg.calls("sendMessageDraft")
+            .iter()
+            .any(|d| d["text"].as_str().is_some_and(|t| t.contains("done")))
+    })
+    .await;
+    daemon.kill();
+    assert!(tg.sent_message_ids(OWNER).is_empty(), "killed too late");
+
+    let mut daemon = Daemon::start(&home);
+    tg.wait_for_sent(1, WAIT).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let sent = to_chat(tg.calls_of("sendMessage"), OWNER);
+    assert_eq!(sent.len(), 1, "{}", tg.describe_calls());
+    assert_eq!(text(&sent[0]), answer_html());
+    assert!(
+        tg.calls("editMessageText").is_empty(),
+        "{}",
+        tg.describe_calls()
+    );
+    assert_eq!(model.requests().len(), 4, "{}", model.describe());
+    daemon.stop();
+    home.assert_no_panic();
+}

@@ -338,3 +338,52 @@ fn doctor_shows_the_size_of_the_pruned_tables() {
         "{stdout}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chat_prints_a_streamed_answer_once_with_the_preamble_before_the_tool() {
+    let home = TestHome::new();
+    let model = ScriptedModel::start(vec![
+        // Text before a tool call: a preamble, printed as it comes, not repeated.
+        Step::custom(|req| {
+            let message = json!({
+                "role": "assistant",
+                "content": "Checking the shell.",
+                "tool_calls": [{"id": "c1", "type": "function", "function": {
+                    "name": "shell", "arguments": json!({"command": "echo streamed-tool"}).to_string()}}]
+            });
+            (200, support::model::completion(req, message, "tool_calls"))
+        }),
+        Step::slow_text(
+            "The shell printed streamed-tool, and that is the whole answer.",
+            std::time::Duration::from_millis(50),
+        ),
+    ])
+    .await;
+    model_config(&home, &model);
+    let out = tokio::task::spawn_blocking(move || run_cli(&home, &["chat", "-m", "hi"], None))
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answer = "The shell printed streamed-tool, and that is the whole answer.";
+    assert_eq!(stdout.matches(answer).count(), 1, "{stdout:?}");
+    assert_eq!(
+        stdout.matches("Checking the shell.").count(),
+        1,
+        "{stdout:?}"
+    );
+    assert!(stdout.ends_with(&format!("{answer}\n")), "{stdout:?}");
+    assert!(
+        stdout.find("Checking the shell.") < stdout.find(answer),
+        "{stdout:?}"
+    );
+    // Both requests asked for a stream; the fake answered them as SSE.
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests.iter().all(|r| r["stream"] == json!(true)));
+    model.assert_protocol_ok();
+}

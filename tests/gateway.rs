@@ -173,12 +173,26 @@ async fn sse_turn_with_web_consent_auth_health_and_metrics() {
         }
     })
     .await;
+    // The answer streams: its pieces (after the last reset) make up the text.
+    let mut streamed = String::new();
+    for (name, data) in &events {
+        match name.as_str() {
+            "delta" => streamed.push_str(data["text"].as_str().unwrap()),
+            "delta_reset" => streamed.clear(),
+            _ => {}
+        }
+    }
+    let events: Vec<(String, Value)> = events
+        .into_iter()
+        .filter(|(n, _)| n != "delta" && n != "delta_reset")
+        .collect();
     let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
         names,
         ["tool_start", "consent_request", "tool_end", "text", "done"],
         "{events:?}"
     );
+    assert_eq!(streamed, events[3].1["text"].as_str().unwrap());
     let consent = &events[1].1;
     assert_eq!(consent["tool"], "file_write");
     assert_eq!(consent["always"], false);

@@ -53,6 +53,30 @@ async fn chat(model: &ScriptedModel, body: Value) -> (u16, Value) {
     (status, r.json().await.unwrap())
 }
 
+/// A streamed chat request: status, content type, and the `data` of each SSE event.
+async fn chat_stream(model: &ScriptedModel, body: Value) -> (u16, String, Vec<String>) {
+    let r = client()
+        .post(format!("{}/chat/completions", model.base_url()))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let content_type = r
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let text = r.text().await.unwrap();
+    let datas = text
+        .split("\n\n")
+        .filter_map(|e| e.strip_prefix("data: "))
+        .map(str::to_string)
+        .collect();
+    (status, content_type, datas)
+}
+
 // ----- FakeTelegram ------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread")]
@@ -391,22 +415,61 @@ async fn model_answers_scripted_steps_in_order_then_exhausts() {
     assert_eq!(r["choices"][0]["message"]["content"], "first");
     assert_eq!(r["choices"][0]["finish_reason"], "stop");
 
-    // Streaming requests get the non-streaming object too.
+    // A streaming request gets the same answer as SSE chunks: one chunk per call with its id
+    // and name, the arguments in pieces, the finish reason, no usage chunk unless asked, [DONE].
     let mut streaming = user("tools please");
     streaming["stream"] = json!(true);
-    let (s, r) = chat(&model, streaming).await;
+    let (s, content_type, datas) = chat_stream(&model, streaming).await;
     assert_eq!(s, 200);
-    let msg = &r["choices"][0]["message"];
-    assert_eq!(r["choices"][0]["finish_reason"], "tool_calls");
-    assert!(msg["content"].is_null());
-    assert_eq!(msg["tool_calls"][0]["id"], "call_1");
-    assert_eq!(msg["tool_calls"][0]["type"], "function");
-    assert_eq!(msg["tool_calls"][0]["function"]["name"], "shell");
+    assert_eq!(content_type, "text/event-stream");
+    assert_eq!(datas.last().map(String::as_str), Some("[DONE]"));
+    let chunks: Vec<Value> = datas[..datas.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    assert!(chunks
+        .iter()
+        .all(|c| c["object"] == "chat.completion.chunk"));
+    assert!(chunks.iter().all(|c| c.get("usage").is_none()));
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    let mut calls: Vec<(String, String, String, usize)> = Vec::new();
+    for c in &chunks {
+        for tc in c["choices"][0]["delta"]["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let i = tc["index"].as_u64().unwrap() as usize;
+            if i == calls.len() {
+                calls.push(Default::default());
+            }
+            let call = &mut calls[i];
+            if let Some(id) = tc["id"].as_str() {
+                call.0 = id.to_string();
+            }
+            if let Some(name) = tc["function"]["name"].as_str() {
+                call.1 = name.to_string();
+            }
+            if let Some(piece) = tc["function"]["arguments"]
+                .as_str()
+                .filter(|p| !p.is_empty())
+            {
+                call.2.push_str(piece);
+                call.3 += 1;
+            }
+        }
+    }
     assert_eq!(
-        msg["tool_calls"][0]["function"]["arguments"],
-        r#"{"cmd":"ls"}"#
+        calls,
+        [
+            ("call_1".into(), "shell".into(), r#"{"cmd":"ls"}"#.into(), 3),
+            ("call_2".into(), "read_file".into(), "{not json".into(), 3),
+        ]
     );
-    assert_eq!(msg["tool_calls"][1]["function"]["arguments"], "{not json");
+    assert_eq!(
+        chunks.last().unwrap()["choices"][0]["finish_reason"],
+        "tool_calls"
+    );
 
     let (s, r) = chat(&model, user("big")).await;
     assert_eq!(s, 400);
@@ -471,6 +534,46 @@ fn assistant_calls(ids: &[&str]) -> Value {
 
 fn tool(id: &str) -> Value {
     json!({"role": "tool", "tool_call_id": id, "content": "ok"})
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn model_streams_text_slowly_with_usage_and_refuses_stream_on_request() {
+    let model = ScriptedModel::start(vec![
+        Step::slow_text("one two three", Duration::from_millis(100)),
+        Step::text("whole"),
+    ])
+    .await;
+    let mut req = user("count");
+    req["stream"] = json!(true);
+    req["stream_options"] = json!({"include_usage": true});
+    let started = std::time::Instant::now();
+    let (s, _, datas) = chat_stream(&model, req.clone()).await;
+    assert_eq!(s, 200);
+    // Role, 3 pieces, finish, usage, [DONE]: 6 gaps of 100 ms.
+    assert_eq!(datas.len(), 7, "{datas:?}");
+    assert!(started.elapsed() >= Duration::from_millis(500));
+    let chunks: Vec<Value> = datas[..6]
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let pieces: Vec<&str> = chunks[1..4]
+        .iter()
+        .map(|c| c["choices"][0]["delta"]["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(pieces, ["one ", "two ", "three"]);
+    assert_eq!(chunks[4]["choices"][0]["finish_reason"], "stop");
+    assert_eq!(chunks[5]["choices"], json!([]));
+    assert!(chunks[5]["usage"]["total_tokens"].as_u64().unwrap() > 0);
+
+    model.set_refuse_stream(true);
+    let (s, r) = chat(&model, req).await;
+    assert_eq!(s, 400);
+    assert_eq!(r["error"]["param"], "stream");
+    assert_eq!(model.remaining_steps(), 1, "a refusal uses no step");
+    let (s, r) = chat(&model, user("again")).await;
+    assert_eq!(s, 200);
+    assert_eq!(r["choices"][0]["message"]["content"], "whole");
+    assert_eq!(model.requests().len(), 3);
 }
 
 #[tokio::test(flavor = "multi_thread")]

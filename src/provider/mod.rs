@@ -6,9 +6,11 @@
 //! backoff (at most [`MAX_RETRIES`] retries; `Retry-After` honoured up to 30 s); a context-length
 //! error is reported as [`ProviderError::ContextLength`] so the agent can shorten the history.
 //! The answer's `finish_reason` is read into [`Completion::finish_reason`]
-//! ([`FinishReason::Length`]: cut off by the output-length limit).
+//! ([`FinishReason::Length`]: cut off by the output-length limit). Answers can also be streamed
+//! (`stream: true`, [`sse`]): their text goes to the turn's event sink as it arrives.
 
 pub mod openai;
+pub mod sse;
 pub mod types;
 
 pub use openai::OpenAiClient;

@@ -1,41 +1,96 @@
-//! HTTP client for `POST {base_url}/chat/completions` (OpenAI Chat Completions API, non-streaming)
-//! and `GET {base_url}/models` (used by `ethan doctor`).
+//! HTTP client for `POST {base_url}/chat/completions` (OpenAI Chat Completions API, whole and
+//! streamed answers) and `GET {base_url}/models` (used by `ethan doctor`).
+//!
+//! A streamed call ([`OpenAiClient::complete_streaming`]) sends `"stream": true` and
+//! `"stream_options": {"include_usage": true}`, reads the Server-Sent Events ([`super::sse`])
+//! and sends each piece of text to the turn's event sink. Its time limits: `timeout_secs` for
+//! the connection and the response headers, then `idle_timeout_secs` for each read of the body
+//! (before the first chunk and between two; no limit on the whole answer). A server that
+//! refuses `stream` or `stream_options` (HTTP 400 naming the parameter) is remembered by the
+//! client and its clones, and called without it.
 
+use super::sse::{ChunkAssembler, SseDecoder};
 use super::types::{ChatMessage, Role, ToolCall, ToolSpec};
 use super::{Completion, FinishReason, ModelProvider, ProviderError, MAX_RETRIES};
 use crate::config::{ModelConfig, Secret};
+use ethan_core::event::{EventSink, TurnEvent};
 use serde_json::{json, Value};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
-/// Chat Completions client. Cheap to clone.
+/// Chat Completions client. Cheap to clone; clones share what they learnt about the server.
 #[derive(Clone)]
 pub struct OpenAiClient {
+    /// Whole answers: `timeout_secs` bounds each request.
     http: reqwest::Client,
+    /// Streamed answers: no total limit (bounded per read instead).
+    stream_http: reqwest::Client,
     base_url: String,
     api_key: Secret,
     model: String,
     timeout_secs: u64,
+    idle_timeout_secs: u64,
     /// First backoff delay; doubled per retry.
     backoff: Duration,
+    /// The server refused `stream`: streamed calls are made as whole ones.
+    stream_refused: Arc<AtomicBool>,
+    /// The server refused `stream_options`: streamed calls are made without it.
+    stream_options_refused: Arc<AtomicBool>,
+}
+
+/// A parameter of streamed calls that a server refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refused {
+    Stream,
+    StreamOptions,
+}
+
+/// How one streamed attempt failed.
+enum StreamFailure {
+    /// The server refused a streaming parameter: call again without it at once.
+    Refused(Refused),
+    /// Any other failure, and the server's `Retry-After`, if any.
+    Error(ProviderError, Option<Duration>),
+}
+
+impl From<ProviderError> for StreamFailure {
+    fn from(e: ProviderError) -> Self {
+        StreamFailure::Error(e, None)
+    }
 }
 
 impl OpenAiClient {
+    /// A client for `cfg.base_url` (`model.*` keys: `timeout_secs` for whole answers and the
+    /// headers of streamed ones, `idle_timeout_secs` between the chunks of streamed ones).
+    ///
+    /// # Errors
+    /// [`ProviderError::Connect`] when the HTTP client cannot be built (TLS setup).
     pub fn new(cfg: &ModelConfig) -> Result<Self, ProviderError> {
+        let connect_error = |e: reqwest::Error| ProviderError::Connect {
+            url: cfg.base_url.clone(),
+            message: e.to_string(),
+        };
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .timeout(Duration::from_secs(cfg.timeout_secs))
             .build()
-            .map_err(|e| ProviderError::Connect {
-                url: cfg.base_url.clone(),
-                message: e.to_string(),
-            })?;
+            .map_err(connect_error)?;
+        let stream_http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(connect_error)?;
         Ok(Self {
             http,
+            stream_http,
             base_url: cfg.base_url.trim_end_matches('/').to_string(),
             api_key: cfg.api_key.clone(),
             model: cfg.name.clone(),
             timeout_secs: cfg.timeout_secs,
+            idle_timeout_secs: cfg.idle_timeout_secs.max(1),
             backoff: Duration::from_millis(500),
+            stream_refused: Arc::new(AtomicBool::new(false)),
+            stream_options_refused: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -44,9 +99,16 @@ impl OpenAiClient {
     }
 
     fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        let rb = self
-            .http
-            .request(method, format!("{}{}", self.base_url, path));
+        self.request_with(&self.http, method, path)
+    }
+
+    fn request_with(
+        &self,
+        http: &reqwest::Client,
+        method: reqwest::Method,
+        path: &str,
+    ) -> reqwest::RequestBuilder {
+        let rb = http.request(method, format!("{}{}", self.base_url, path));
         if self.api_key.is_empty() {
             rb
         } else {
@@ -54,12 +116,8 @@ impl OpenAiClient {
         }
     }
 
-    /// One completion, retried on transient failures.
-    pub async fn complete(
-        &self,
-        messages: &[ChatMessage],
-        tools: &[ToolSpec],
-    ) -> Result<Completion, ProviderError> {
+    /// The request body of a whole answer: `model`, `messages`, and `tools` when there are any.
+    fn body(&self, messages: &[ChatMessage], tools: &[ToolSpec]) -> Value {
         let wire: Vec<Value> = messages.iter().map(to_wire).collect();
         let mut body = json!({ "model": self.model, "messages": wire });
         if !tools.is_empty() {
@@ -71,25 +129,48 @@ impl OpenAiClient {
                 })
                 .collect();
         }
+        body
+    }
+
+    /// Records the model latency metric for a finished call.
+    fn observe<T>(started: std::time::Instant, result: &Result<T, ProviderError>) {
+        let outcome = if result.is_ok() { "ok" } else { "error" };
+        crate::metrics::METRICS
+            .model_latency
+            .with_label_values(&[outcome])
+            .observe(started.elapsed().as_secs_f64());
+    }
+
+    /// The wait before retry `attempt` (0-based): `Retry-After` if the server gave one, else
+    /// the doubling backoff; at most 30 s.
+    fn retry_wait(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        retry_after
+            .unwrap_or(self.backoff * 2u32.pow(attempt))
+            .min(Duration::from_secs(30))
+    }
+
+    /// One completion, retried on transient failures.
+    pub async fn complete(
+        &self,
+        messages: &[ChatMessage],
+        tools: &[ToolSpec],
+    ) -> Result<Completion, ProviderError> {
+        let body = self.body(messages, tools);
         let started = std::time::Instant::now();
-        let observe = |outcome: &str| {
-            crate::metrics::METRICS
-                .model_latency
-                .with_label_values(&[outcome])
-                .observe(started.elapsed().as_secs_f64());
-        };
+        let result = self.complete_body(&body).await;
+        Self::observe(started, &result);
+        result
+    }
+
+    /// A whole answer for `body`, retried on transient failures.
+    async fn complete_body(&self, body: &Value) -> Result<Completion, ProviderError> {
         let mut attempt = 0;
         loop {
-            let (result, retry_after) = self.complete_once(&body).await;
+            let (result, retry_after) = self.complete_once(body).await;
             match result {
-                Ok(c) => {
-                    observe("ok");
-                    return Ok(c);
-                }
+                Ok(c) => return Ok(c),
                 Err(e) if e.is_transient() && attempt < MAX_RETRIES => {
-                    let wait = retry_after
-                        .unwrap_or(self.backoff * 2u32.pow(attempt))
-                        .min(Duration::from_secs(30));
+                    let wait = self.retry_wait(attempt, retry_after);
                     tracing::warn!(
                         "model request failed ({e}); retry {}/{MAX_RETRIES} in {} ms",
                         attempt + 1,
@@ -98,10 +179,7 @@ impl OpenAiClient {
                     tokio::time::sleep(wait).await;
                     attempt += 1;
                 }
-                Err(e) => {
-                    observe("error");
-                    return Err(e);
-                }
+                Err(e) => return Err(e),
             }
         }
     }
@@ -120,12 +198,7 @@ impl OpenAiClient {
             Err(e) => return (Err(self.transport_error(e)), None),
         };
         let status = resp.status().as_u16();
-        let retry_after = resp
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
+        let retry_after = retry_after(&resp);
         let text = match resp.text().await {
             Ok(t) => t,
             Err(e) => return (Err(self.transport_error(e)), None),
@@ -134,6 +207,216 @@ impl OpenAiClient {
             return (Err(classify_error(status, &text)), retry_after);
         }
         (parse_completion(&text), None)
+    }
+
+    /// One completion, streamed: each piece of text goes to `deltas` as
+    /// [`TurnEvent::Delta`] as it arrives. Retried on transient failures like
+    /// [`OpenAiClient::complete`]; a retry after pieces were sent first sends
+    /// [`TurnEvent::DeltaReset`] (so does a final failure after pieces were sent).
+    ///
+    /// A server that answers with a whole `application/json` completion is read as such and
+    /// its text sent as one piece; so is every answer once the server refused `stream`.
+    ///
+    /// # Errors
+    /// As [`OpenAiClient::complete`], and [`ProviderError::Stalled`] when no chunk came for
+    /// `model.idle_timeout_secs` (after the retries).
+    pub async fn complete_streaming(
+        &self,
+        messages: &[ChatMessage],
+        tools: &[ToolSpec],
+        deltas: &EventSink,
+    ) -> Result<Completion, ProviderError> {
+        let base = self.body(messages, tools);
+        let started = std::time::Instant::now();
+        let result = self.stream_body(&base, deltas).await;
+        Self::observe(started, &result);
+        result
+    }
+
+    /// [`OpenAiClient::complete_streaming`] for a request body without the streaming keys.
+    async fn stream_body(
+        &self,
+        base: &Value,
+        deltas: &EventSink,
+    ) -> Result<Completion, ProviderError> {
+        let mut attempt = 0;
+        loop {
+            if self.stream_refused.load(Ordering::Relaxed) {
+                let c = self.complete_body(base).await?;
+                send_whole_text(&c, deltas);
+                return Ok(c);
+            }
+            let mut body = base.clone();
+            body["stream"] = json!(true);
+            if !self.stream_options_refused.load(Ordering::Relaxed) {
+                body["stream_options"] = json!({"include_usage": true});
+            }
+            let mut sent = false;
+            match self.stream_once(&body, deltas, &mut sent).await {
+                Ok(c) => return Ok(c),
+                Err(StreamFailure::Refused(what)) => {
+                    // Not a retry: the same request without the parameter, at once.
+                    let (flag, name) = match what {
+                        Refused::Stream => (&self.stream_refused, "stream"),
+                        Refused::StreamOptions => (&self.stream_options_refused, "stream_options"),
+                    };
+                    if !flag.swap(true, Ordering::Relaxed) {
+                        tracing::warn!(
+                            "the model endpoint {} refuses `{name}`; calling it without `{name}` \
+                             from now on",
+                            self.base_url
+                        );
+                    }
+                    if sent {
+                        let _ = deltas.send(TurnEvent::DeltaReset);
+                    }
+                }
+                Err(StreamFailure::Error(e, retry_after)) => {
+                    if sent {
+                        let _ = deltas.send(TurnEvent::DeltaReset);
+                    }
+                    if !(e.is_transient() && attempt < MAX_RETRIES) {
+                        return Err(e);
+                    }
+                    let wait = self.retry_wait(attempt, retry_after);
+                    tracing::warn!(
+                        "streamed model request failed ({e}); retry {}/{MAX_RETRIES} in {} ms",
+                        attempt + 1,
+                        wait.as_millis()
+                    );
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+            }
+        }
+    }
+
+    /// One streamed attempt; `sent` tells whether a piece of text went to `deltas`.
+    async fn stream_once(
+        &self,
+        body: &Value,
+        deltas: &EventSink,
+        sent: &mut bool,
+    ) -> Result<Completion, StreamFailure> {
+        let request = self
+            .request_with(
+                &self.stream_http,
+                reqwest::Method::POST,
+                "/chat/completions",
+            )
+            .header(reqwest::header::ACCEPT, "text/event-stream")
+            .json(body)
+            .send();
+        let mut resp =
+            match tokio::time::timeout(Duration::from_secs(self.timeout_secs), request).await {
+                Err(_) => return Err(ProviderError::Timeout(self.timeout_secs).into()),
+                Ok(Err(e)) => return Err(self.transport_error(e).into()),
+                Ok(Ok(r)) => r,
+            };
+        let status = resp.status().as_u16();
+        let is_sse = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.to_ascii_lowercase().starts_with("text/event-stream"));
+        if !(200..300).contains(&status) {
+            let retry_after = retry_after(&resp);
+            let text = String::from_utf8_lossy(&self.read_rest(&mut resp).await?).into_owned();
+            if let Some(what) = refused_parameter(status, &text, body) {
+                return Err(StreamFailure::Refused(what));
+            }
+            return Err(StreamFailure::Error(
+                classify_error(status, &text),
+                retry_after,
+            ));
+        }
+        let mut decoder = SseDecoder::default();
+        let mut assembler = ChunkAssembler::default();
+        if !is_sse {
+            let whole = self.read_rest(&mut resp).await?;
+            let text = String::from_utf8_lossy(&whole);
+            let t = text.trim_start();
+            if !(t.starts_with("data:") || t.starts_with(':')) {
+                // The server ignored `stream`: a whole completion.
+                let c = parse_completion(&text)?;
+                *sent |= send_whole_text(&c, deltas);
+                return Ok(c);
+            }
+            // A stream under another content type.
+            let mut datas = decoder.feed(&whole);
+            datas.extend(decoder.finish());
+            for data in datas {
+                self.take(&mut assembler, &data, deltas, sent)?;
+                if assembler.is_done() {
+                    break;
+                }
+            }
+            return self.assembled(assembler);
+        }
+        let idle = Duration::from_secs(self.idle_timeout_secs);
+        'read: loop {
+            let bytes = match tokio::time::timeout(idle, resp.chunk()).await {
+                Err(_) => return Err(ProviderError::Stalled(self.idle_timeout_secs).into()),
+                Ok(Err(e)) => return Err(self.transport_error(e).into()),
+                Ok(Ok(None)) => break,
+                Ok(Ok(Some(b))) => b,
+            };
+            for data in decoder.feed(&bytes) {
+                self.take(&mut assembler, &data, deltas, sent)?;
+                if assembler.is_done() {
+                    break 'read;
+                }
+            }
+        }
+        if !assembler.is_done() {
+            for data in decoder.finish() {
+                self.take(&mut assembler, &data, deltas, sent)?;
+            }
+        }
+        self.assembled(assembler)
+    }
+
+    /// One `data` payload into the assembler; its text piece, if any, to `deltas`.
+    fn take(
+        &self,
+        assembler: &mut ChunkAssembler,
+        data: &str,
+        deltas: &EventSink,
+        sent: &mut bool,
+    ) -> Result<(), ProviderError> {
+        if let Some(piece) = assembler.push(data)? {
+            let _ = deltas.send(TurnEvent::Delta(piece));
+            *sent = true;
+        }
+        Ok(())
+    }
+
+    /// The completion of a stream that ended, or why it is not one.
+    fn assembled(&self, assembler: ChunkAssembler) -> Result<Completion, StreamFailure> {
+        if !assembler.is_complete() {
+            return Err(ProviderError::BadResponse(
+                "the stream ended before its last chunk (no finish_reason, no [DONE])".into(),
+            )
+            .into());
+        }
+        if let Some(usage) = assembler.usage() {
+            tracing::debug!(model = %self.model, %usage, "streamed answer usage");
+        }
+        Ok(assembler.into_completion())
+    }
+
+    /// The rest of a response body, each read bounded by the idle timeout.
+    async fn read_rest(&self, resp: &mut reqwest::Response) -> Result<Vec<u8>, ProviderError> {
+        let idle = Duration::from_secs(self.idle_timeout_secs);
+        let mut out = Vec::new();
+        loop {
+            match tokio::time::timeout(idle, resp.chunk()).await {
+                Err(_) => return Err(ProviderError::Stalled(self.idle_timeout_secs)),
+                Ok(Err(e)) => return Err(self.transport_error(e)),
+                Ok(Ok(None)) => return Ok(out),
+                Ok(Ok(Some(b))) => out.extend_from_slice(&b),
+            }
+        }
     }
 
     fn transport_error(&self, e: reqwest::Error) -> ProviderError {
@@ -198,6 +481,54 @@ fn classify_error(status: u16, text: &str) -> ProviderError {
         return ProviderError::Auth { status, message };
     }
     ProviderError::Http { status, message }
+}
+
+/// The `Retry-After` header in seconds, if any.
+fn retry_after(resp: &reqwest::Response) -> Option<Duration> {
+    resp.headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs)
+}
+
+/// Whether an error answer to a streamed request refuses one of its streaming parameters:
+/// HTTP 400 (or 422) whose `error.param` or `error.message` names `stream_options` or `stream`
+/// (e.g. "stream is not supported", "Unrecognized request argument supplied: stream"), and
+/// `body` carried that parameter.
+fn refused_parameter(status: u16, text: &str, body: &Value) -> Option<Refused> {
+    if status != 400 && status != 422 {
+        return None;
+    }
+    let parsed: Option<Value> = serde_json::from_str(text).ok();
+    let param = parsed
+        .as_ref()
+        .and_then(|v| v.pointer("/error/param"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let message = error_message(text).to_ascii_lowercase();
+    let words: Vec<&str> = message
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .collect();
+    let names = |p: &str| param == p || words.contains(&p);
+    if body.get("stream_options").is_some() && names("stream_options") {
+        Some(Refused::StreamOptions)
+    } else if body.get("stream").is_some() && (names("stream") || names("streaming")) {
+        Some(Refused::Stream)
+    } else {
+        None
+    }
+}
+
+/// Sends the text of a whole answer as one [`TurnEvent::Delta`]; whether there was any.
+fn send_whole_text(c: &Completion, deltas: &EventSink) -> bool {
+    match c.message.content.as_deref().filter(|t| !t.is_empty()) {
+        Some(text) => {
+            let _ = deltas.send(TurnEvent::Delta(text.to_string()));
+            true
+        }
+        None => false,
+    }
 }
 
 /// A message in the Chat Completions wire shape: `role`, `content` (`null` beside tool calls),
@@ -277,6 +608,15 @@ impl ModelProvider for OpenAiClient {
     ) -> Result<Completion, ProviderError> {
         OpenAiClient::complete(self, messages, tools).await
     }
+
+    async fn complete_streaming(
+        &self,
+        messages: &[ChatMessage],
+        tools: &[ToolSpec],
+        deltas: &EventSink,
+    ) -> Result<Completion, ProviderError> {
+        OpenAiClient::complete_streaming(self, messages, tools, deltas).await
+    }
 }
 
 fn parse_completion(text: &str) -> Result<Completion, ProviderError> {
@@ -328,6 +668,57 @@ mod tests {
     }
 
     #[test]
+    fn recognises_a_refused_streaming_parameter() {
+        let streamed =
+            json!({"model": "m", "stream": true, "stream_options": {"include_usage": true}});
+        let plain = json!({"model": "m", "stream": true});
+        let err =
+            |m: &str| json!({"error": {"message": m, "type": "invalid_request_error"}}).to_string();
+        assert_eq!(
+            refused_parameter(400, &err("stream is not supported"), &streamed),
+            Some(Refused::Stream)
+        );
+        assert_eq!(
+            refused_parameter(
+                400,
+                &err("Unrecognized request argument supplied: stream"),
+                &plain
+            ),
+            Some(Refused::Stream)
+        );
+        assert_eq!(
+            refused_parameter(
+                400,
+                &err("Unrecognized request argument supplied: stream_options"),
+                &streamed
+            ),
+            Some(Refused::StreamOptions)
+        );
+        let by_param = json!({"error": {"message": "not allowed", "param": "stream"}}).to_string();
+        assert_eq!(
+            refused_parameter(400, &by_param, &plain),
+            Some(Refused::Stream)
+        );
+        // Not about streaming, not a 400, or a parameter the request did not carry.
+        assert_eq!(
+            refused_parameter(400, &err("upstream model failed"), &streamed),
+            None
+        );
+        assert_eq!(
+            refused_parameter(500, &err("stream is not supported"), &streamed),
+            None
+        );
+        assert_eq!(
+            refused_parameter(400, &err("stream_options is not supported"), &plain),
+            None
+        );
+        assert_eq!(
+            refused_parameter(400, &err("stream is not supported"), &json!({"model": "m"})),
+            None
+        );
+    }
+
+    #[test]
     fn parses_tool_calls_and_garbage() {
         let ok = r#"{"choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,
             "tool_calls":[{"id":"c1","type":"function","function":{"name":"file_read","arguments":"{\"path\":\"a\"}"}}]}}]}"#;
@@ -347,5 +738,217 @@ mod tests {
             parse_completion(r#"{"choices":[]}"#),
             Err(ProviderError::BadResponse(_))
         ));
+    }
+
+    /// Answers of a loopback server, one per request, in order.
+    type Answer = Box<dyn FnOnce() -> axum::response::Response + Send>;
+
+    /// Request bodies a loopback server received.
+    type Seen = Arc<std::sync::Mutex<Vec<Value>>>;
+
+    /// A loopback Chat Completions server answering with `answers`; the client talks to it with
+    /// a 1 ms backoff.
+    async fn client_for(answers: Vec<Answer>) -> OpenAiClient {
+        client_seeing(answers).await.0
+    }
+
+    /// [`client_for`], and the request bodies the server receives.
+    async fn client_seeing(answers: Vec<Answer>) -> (OpenAiClient, Seen) {
+        use std::collections::VecDeque;
+        use std::sync::Mutex;
+        let answers = Arc::new(Mutex::new(answers.into_iter().collect::<VecDeque<_>>()));
+        let seen: Seen = Arc::default();
+        let seen2 = Arc::clone(&seen);
+        let app = axum::Router::new().fallback(move |body: axum::body::Bytes| {
+            seen2
+                .lock()
+                .unwrap()
+                .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+            let next = answers.lock().unwrap().pop_front();
+            async move {
+                match next {
+                    Some(answer) => answer(),
+                    None => axum::response::IntoResponse::into_response((
+                        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                        "no more answers",
+                    )),
+                }
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        let mut client = OpenAiClient::new(&ModelConfig {
+            base_url: format!("http://{addr}/v1"),
+            ..ModelConfig::default()
+        })
+        .unwrap();
+        client.backoff = Duration::from_millis(1);
+        (client, seen)
+    }
+
+    /// A 200 response of `content_type` sending `parts`, 10 ms apart, the last one possibly an
+    /// error (a dropped connection).
+    fn body_of(content_type: &'static str, parts: Vec<Result<String, ()>>) -> Answer {
+        Box::new(move || {
+            let parts = parts.into_iter().map(|p| {
+                p.map(axum::body::Bytes::from)
+                    .map_err(|()| std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "cut"))
+            });
+            // A pause before each part, so what comes before a cut is sent before it.
+            let parts = futures::StreamExt::then(futures::stream::iter(parts), |p| async move {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                p
+            });
+            axum::response::Response::builder()
+                .header("content-type", content_type)
+                .body(axum::body::Body::from_stream(parts))
+                .unwrap()
+        })
+    }
+
+    fn piece(text: &str) -> Result<String, ()> {
+        Ok(format!(
+            "data: {}\n\n",
+            json!({"choices": [{"index": 0, "delta": {"content": text}}]})
+        ))
+    }
+
+    fn end() -> Result<String, ()> {
+        Ok(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n\
+             data: [DONE]\n\n"
+                .to_string(),
+        )
+    }
+
+    async fn streamed(
+        client: &OpenAiClient,
+    ) -> (Result<Completion, ProviderError>, Vec<TurnEvent>) {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let user = ChatMessage {
+            role: Role::User,
+            content: Some("hi".into()),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            opaque: None,
+        };
+        let result = client.complete_streaming(&[user], &[], &tx).await;
+        drop(tx);
+        let mut events = Vec::new();
+        while let Some(e) = rx.recv().await {
+            events.push(e);
+        }
+        (result, events)
+    }
+
+    fn delta(t: &str) -> TurnEvent {
+        TurnEvent::Delta(t.to_string())
+    }
+
+    #[tokio::test]
+    async fn a_broken_stream_is_reset_and_retried_from_the_start() {
+        let sse = "text/event-stream";
+        let client = client_for(vec![
+            // Dropped midway, cut before its end, garbage in a data line: each retried.
+            body_of(sse, vec![piece("Hel"), piece("lo"), Err(())]),
+            body_of(sse, vec![piece("Hi")]),
+            body_of(sse, vec![Ok("data: {oops\n\n".into())]),
+            body_of(sse, vec![piece("Hello"), piece(" again"), end()]),
+        ])
+        .await;
+        let (result, events) = streamed(&client).await;
+        let c = result.unwrap();
+        assert_eq!(c.message.content.as_deref(), Some("Hello again"));
+        assert_eq!(c.finish_reason, Some(FinishReason::Stop));
+        assert_eq!(
+            events,
+            [
+                delta("Hel"),
+                delta("lo"),
+                TurnEvent::DeltaReset,
+                delta("Hi"),
+                TurnEvent::DeltaReset,
+                delta("Hello"),
+                delta(" again")
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failure_after_the_retries_withdraws_the_pieces() {
+        let sse = "text/event-stream";
+        let answers: Vec<Answer> = (0..=MAX_RETRIES)
+            .map(|_| body_of(sse, vec![piece("part"), Err(())]))
+            .collect();
+        let client = client_for(answers).await;
+        let (result, events) = streamed(&client).await;
+        assert!(
+            matches!(result, Err(ProviderError::BadResponse(_))),
+            "{result:?}"
+        );
+        assert_eq!(events.len(), 2 * (MAX_RETRIES as usize + 1));
+        assert_eq!(events.last(), Some(&TurnEvent::DeltaReset));
+    }
+
+    #[tokio::test]
+    async fn a_whole_json_answer_is_one_piece() {
+        let whole = json!({"choices": [{"index": 0, "finish_reason": "stop",
+            "message": {"role": "assistant", "content": "all at once"}}]})
+        .to_string();
+        let client = client_for(vec![
+            body_of("application/json", vec![Ok(whole)]),
+            // A stream under the wrong content type is still read as one.
+            body_of(
+                "application/json",
+                vec![piece("two "), piece("pieces"), end()],
+            ),
+        ])
+        .await;
+        let (result, events) = streamed(&client).await;
+        assert_eq!(
+            result.unwrap().message.content.as_deref(),
+            Some("all at once")
+        );
+        assert_eq!(events, [delta("all at once")]);
+        let (result, events) = streamed(&client).await;
+        assert_eq!(
+            result.unwrap().message.content.as_deref(),
+            Some("two pieces")
+        );
+        assert_eq!(events, [delta("two "), delta("pieces")]);
+    }
+
+    #[tokio::test]
+    async fn a_refusal_of_stream_is_shared_by_clones() {
+        let refusal: Answer = Box::new(|| {
+            axum::response::IntoResponse::into_response((
+                axum::http::StatusCode::BAD_REQUEST,
+                axum::Json(json!({"error": {"message": "stream is not supported"}})),
+            ))
+        });
+        let whole = |t: &str| {
+            body_of(
+                "application/json",
+                vec![Ok(json!({"choices": [{"index": 0, "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": t}}]})
+                .to_string())],
+            )
+        };
+        let (client, seen) = client_seeing(vec![refusal, whole("first"), whole("second")]).await;
+        let (result, events) = streamed(&client).await;
+        assert_eq!(result.unwrap().message.content.as_deref(), Some("first"));
+        assert_eq!(events, [delta("first")]);
+        let (result, _) = streamed(&client.clone()).await;
+        assert_eq!(result.unwrap().message.content.as_deref(), Some("second"));
+        let streams: Vec<Value> = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|b| b["stream"].clone())
+            .collect();
+        assert_eq!(streams, [json!(true), Value::Null, Value::Null]);
     }
 }

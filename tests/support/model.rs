@@ -5,8 +5,27 @@
 //! 500 `{"error":{"message":"script exhausted"}}` and counts it ([`ScriptedModel::exhausted`]).
 //! `GET /v1/models` lists one model (`scripted-model`) for health checks.
 //!
-//! Streaming is not implemented: a request with `"stream": true` still gets the ordinary
-//! non-streaming `chat.completion` JSON object.
+//! # Streaming
+//!
+//! A request with `"stream": true` is answered as `text/event-stream` (the OpenAI streaming
+//! shape): a first chunk with `delta.role`, the text in several pieces (split after each
+//! whitespace run, words longer than 8 characters in 8-character pieces), each tool call as one
+//! chunk with its `index`, `id` and `function.name` and then its arguments in at least 2
+//! pieces (when they have 2 characters or more), a chunk with the `finish_reason`, a usage
+//! chunk (`choices: []`) only when `stream_options.include_usage` is true, and `data: [DONE]`.
+//! [`Step::Custom`] answers that are a 200 `chat.completion` are streamed the same way; other
+//! custom answers and [`Step::Status`] steps stay plain HTTP responses. Requests without
+//! `stream` get the whole `chat.completion` object, as before.
+//!
+//! Knobs:
+//! - [`ScriptedModel::set_chunk_gap`]: a pause between two chunks of every streamed answer
+//!   (e.g. 200 ms, so a test can watch the answer grow); [`Step::slow_text`] /
+//!   [`Step::slow`] set it for one step.
+//! - [`Step::stall`]: a streamed answer that stops for a while after its first chunks (an
+//!   idle-timeout test: the client gives up and retries with the next step).
+//! - [`ScriptedModel::set_refuse_stream`]: every request with `"stream": true` gets 400
+//!   `stream is not supported` (`param: "stream"`) without using a step;
+//!   [`ScriptedModel::set_refuse_stream_options`] likewise for `stream_options`.
 //!
 //! Every request body is recorded ([`ScriptedModel::requests`]) and its `messages` are checked
 //! against the tool-call protocol ([`check_tool_protocol`]); problems are collected in
@@ -52,6 +71,17 @@ pub enum Step {
     /// Status and body computed from the request body (see [`text_completion`] and
     /// [`tool_calls_completion`] for building valid bodies).
     Custom(CustomFn),
+    /// The inner step, streamed with this pause between two chunks (overrides
+    /// [`ScriptedModel::set_chunk_gap`]); a request without `stream` gets it whole at once.
+    Slow(Duration, Box<Step>),
+    /// The inner step, streamed, with a pause of `pause` after the first `after` chunks (the
+    /// first chunk is the one with `delta.role`); the rest follows the pause. A request
+    /// without `stream` gets the whole answer after `pause`.
+    Stall {
+        after: usize,
+        pause: Duration,
+        step: Box<Step>,
+    },
 }
 
 impl fmt::Debug for Step {
@@ -62,6 +92,13 @@ impl fmt::Debug for Step {
             Step::Status(s, b) => f.debug_tuple("Status").field(s).field(b).finish(),
             Step::Delay(d, s) => f.debug_tuple("Delay").field(d).field(s).finish(),
             Step::Custom(_) => f.write_str("Custom(..)"),
+            Step::Slow(d, s) => f.debug_tuple("Slow").field(d).field(s).finish(),
+            Step::Stall { after, pause, step } => f
+                .debug_struct("Stall")
+                .field("after", after)
+                .field("pause", pause)
+                .field("step", step)
+                .finish(),
         }
     }
 }
@@ -95,6 +132,26 @@ impl Step {
     /// [`Step::Delay`]: wait `delay`, then answer with `step`.
     pub fn delay(delay: Duration, step: Step) -> Step {
         Step::Delay(delay, Box::new(step))
+    }
+
+    /// A text answer streamed with `gap` between two chunks ([`Step::Slow`] around
+    /// [`Step::Text`]).
+    pub fn slow_text(text: impl Into<String>, gap: Duration) -> Step {
+        Step::Slow(gap, Box::new(Step::Text(text.into())))
+    }
+
+    /// [`Step::Slow`]: `step` streamed with `gap` between two chunks.
+    pub fn slow(gap: Duration, step: Step) -> Step {
+        Step::Slow(gap, Box::new(step))
+    }
+
+    /// [`Step::Stall`]: `step` streamed, pausing `pause` after its first `after` chunks.
+    pub fn stall(after: usize, pause: Duration, step: Step) -> Step {
+        Step::Stall {
+            after,
+            pause,
+            step: Box::new(step),
+        }
     }
 
     /// [`Step::Custom`].
@@ -166,6 +223,10 @@ struct ModelState {
     exhausted: usize,
     models_calls: usize,
     unmatched: Vec<String>,
+    /// Pause between two chunks of a streamed answer.
+    chunk_gap: Duration,
+    refuse_stream: bool,
+    refuse_stream_options: bool,
 }
 
 struct Shared {
@@ -228,6 +289,25 @@ impl ScriptedModel {
     /// Appends a step to the script.
     pub fn push_step(&self, step: Step) {
         self.shared.lock().steps.push_back(step);
+    }
+
+    /// Pauses `gap` between two chunks of every streamed answer (default: none). A step's own
+    /// gap ([`Step::slow_text`], [`Step::slow`]) wins.
+    pub fn set_chunk_gap(&self, gap: Duration) {
+        self.shared.lock().chunk_gap = gap;
+    }
+
+    /// When `refuse` is true, every request with `"stream": true` is answered 400
+    /// `{"error":{"message":"stream is not supported","param":"stream",…}}` and uses no step
+    /// (it is still recorded in [`ScriptedModel::requests`]).
+    pub fn set_refuse_stream(&self, refuse: bool) {
+        self.shared.lock().refuse_stream = refuse;
+    }
+
+    /// When `refuse` is true, every request carrying `stream_options` is answered 400
+    /// `Unrecognized request argument supplied: stream_options` and uses no step.
+    pub fn set_refuse_stream_options(&self, refuse: bool) {
+        self.shared.lock().refuse_stream_options = refuse;
     }
 
     /// Steps not consumed yet.
@@ -549,7 +629,7 @@ async fn chat(shared: &Shared, headers: &HeaderMap, raw: &[u8]) -> Response {
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let parsed = serde_json::from_slice::<Value>(raw);
-    let (step, body) = {
+    let (step, body, mut gap) = {
         let mut st = shared.lock();
         let index = st.requests.len();
         st.authorizations.push(authorization);
@@ -570,31 +650,189 @@ async fn chat(shared: &Shared, headers: &HeaderMap, raw: &[u8]) -> Response {
         let found = check_tool_protocol(&body);
         st.violations
             .extend(found.into_iter().map(|v| format!("request #{index}: {v}")));
+        if st.refuse_stream && wants_stream(&body) {
+            return reply(
+                400,
+                json!({"error": {"message": "stream is not supported", "type": "invalid_request_error", "param": "stream", "code": null}}),
+            );
+        }
+        if st.refuse_stream_options && body.get("stream_options").is_some() {
+            return reply(
+                400,
+                json!({"error": {"message": "Unrecognized request argument supplied: stream_options", "type": "invalid_request_error", "param": null, "code": null}}),
+            );
+        }
         let step = st.steps.pop_front();
         if step.is_none() {
             st.exhausted += 1;
         }
-        (step, body)
+        (step, body, st.chunk_gap)
     };
 
     let Some(mut step) = step else {
         return reply(500, json!({"error": {"message": "script exhausted"}}));
     };
-    loop {
+    let stream = wants_stream(&body);
+    let mut stall = None;
+    let (status, answer) = loop {
         match step {
             Step::Delay(d, inner) => {
                 tokio::time::sleep(d).await;
                 step = *inner;
             }
-            Step::Text(text) => return reply(200, text_completion(&body, &text)),
-            Step::ToolCalls(calls) => return reply(200, tool_calls_completion(&body, &calls)),
+            Step::Slow(g, inner) => {
+                gap = g;
+                step = *inner;
+            }
+            Step::Stall {
+                after,
+                pause,
+                step: inner,
+            } => {
+                if stream {
+                    stall = Some((after, pause));
+                } else {
+                    tokio::time::sleep(pause).await;
+                }
+                step = *inner;
+            }
+            Step::Text(text) => break (200, text_completion(&body, &text)),
+            Step::ToolCalls(calls) => break (200, tool_calls_completion(&body, &calls)),
             Step::Status(status, b) => return reply(status, b),
-            Step::Custom(f) => {
-                let (status, b) = f(&body);
-                return reply(status, b);
+            Step::Custom(f) => break f(&body),
+        }
+    };
+    if status != 200 || !stream {
+        return reply(status, answer);
+    }
+    match stream_chunks(&body, &answer) {
+        Some(events) => sse_response(events, gap, stall),
+        None => reply(status, answer),
+    }
+}
+
+/// Whether a request body asks for a streamed answer (`"stream": true`).
+pub fn wants_stream(body: &Value) -> bool {
+    body.get("stream").and_then(Value::as_bool) == Some(true)
+}
+
+/// Text split after each whitespace run, words longer than 8 characters in 8-character pieces.
+pub fn text_pieces(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for word in text.split_inclusive(char::is_whitespace) {
+        let chars: Vec<char> = word.chars().collect();
+        for piece in chars.chunks(8) {
+            out.push(piece.iter().collect());
+        }
+    }
+    out
+}
+
+/// Arguments text in at least 2 pieces (when it has 2 characters or more), at most 3.
+fn argument_pieces(args: &str) -> Vec<String> {
+    let chars: Vec<char> = args.chars().collect();
+    if chars.is_empty() {
+        return vec![String::new()];
+    }
+    let size = chars.len().div_ceil(3).max(1);
+    let size = if chars.len() >= 2 && size >= chars.len() {
+        chars.len() - 1
+    } else {
+        size
+    };
+    chars.chunks(size).map(|c| c.iter().collect()).collect()
+}
+
+/// The SSE events (`data: …\n\n`, ending with `data: [DONE]`) of the streamed form of a
+/// `chat.completion` answer (see the module docs); `None` when `completion` has no
+/// `choices[0].message`.
+pub fn stream_chunks(request: &Value, completion: &Value) -> Option<Vec<String>> {
+    let choice = completion.pointer("/choices/0")?;
+    let message = choice.get("message")?;
+    let id = completion
+        .get("id")
+        .cloned()
+        .unwrap_or_else(|| json!("chatcmpl-scripted"));
+    let model = completion
+        .get("model")
+        .cloned()
+        .unwrap_or_else(|| json!(MODEL_ID));
+    let created = completion.get("created").cloned().unwrap_or(json!(0));
+    let chunk = |delta: Value, finish: Value| {
+        let c = json!({"id": id, "object": "chat.completion.chunk", "created": created,
+            "model": model, "choices": [{"index": 0, "delta": delta, "logprobs": null,
+            "finish_reason": finish}]});
+        format!("data: {c}\n\n")
+    };
+    let mut events = vec![chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    )];
+    if let Some(text) = message.get("content").and_then(Value::as_str) {
+        for piece in text_pieces(text) {
+            events.push(chunk(json!({"content": piece}), Value::Null));
+        }
+    }
+    if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
+        for (index, call) in calls.iter().enumerate() {
+            events.push(chunk(
+                json!({"tool_calls": [{"index": index, "id": call.get("id"), "type": "function",
+                    "function": {"name": call.pointer("/function/name"), "arguments": ""}}]}),
+                Value::Null,
+            ));
+            let args = call
+                .pointer("/function/arguments")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            for piece in argument_pieces(args) {
+                events.push(chunk(
+                    json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}),
+                    Value::Null,
+                ));
             }
         }
     }
+    let finish = choice
+        .get("finish_reason")
+        .cloned()
+        .unwrap_or(json!("stop"));
+    events.push(chunk(json!({}), finish));
+    let include_usage = request
+        .pointer("/stream_options/include_usage")
+        .and_then(Value::as_bool)
+        == Some(true);
+    if include_usage {
+        let usage = completion.get("usage").cloned().unwrap_or(Value::Null);
+        let c = json!({"id": id, "object": "chat.completion.chunk", "created": created,
+            "model": model, "choices": [], "usage": usage});
+        events.push(format!("data: {c}\n\n"));
+    }
+    events.push("data: [DONE]\n\n".to_string());
+    Some(events)
+}
+
+/// A `text/event-stream` response sending `events` with `gap` between two of them, and a
+/// pause of `stall.1` after the first `stall.0` of them.
+fn sse_response(events: Vec<String>, gap: Duration, stall: Option<(usize, Duration)>) -> Response {
+    use futures::StreamExt;
+    let body =
+        futures::stream::iter(events.into_iter().enumerate()).then(move |(i, event)| async move {
+            if i > 0 && !gap.is_zero() {
+                tokio::time::sleep(gap).await;
+            }
+            if let Some((after, pause)) = stall {
+                if i == after {
+                    tokio::time::sleep(pause).await;
+                }
+            }
+            Ok::<_, std::io::Error>(Bytes::from(event))
+        });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(axum::body::Body::from_stream(body))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
 // ----- a model answering from a function, for long runs ------------------------------------
@@ -615,6 +853,8 @@ pub enum FnAnswer {
 /// /v1/models`) answering each request from a function of its body. Unlike [`ScriptedModel`]
 /// it keeps no request bodies and checks nothing, only counts: made for long runs with many
 /// conversations at once, where the answer must depend on the request and not on arrival order.
+/// A [`FnAnswer::Json`] 200 `chat.completion` to a request with `"stream": true` is streamed
+/// as [`ScriptedModel`] streams (no pauses); the other answers are sent as they are.
 /// Dropping it stops the server.
 pub struct FnModel {
     addr: SocketAddr,
@@ -648,7 +888,7 @@ impl FnModel {
                         let Ok(req) = serde_json::from_slice::<Value>(&body) else {
                             return reply(400, json!({"error": {"message": "invalid JSON body"}}));
                         };
-                        fn_answer(answer(&req))
+                        fn_answer(&req, answer(&req))
                     }
                     _ => reply(404, json!({"error": {"message": "not served"}})),
                 }
@@ -679,8 +919,12 @@ impl FnModel {
     }
 }
 
-fn fn_answer(a: FnAnswer) -> Response {
+fn fn_answer(req: &Value, a: FnAnswer) -> Response {
     match a {
+        FnAnswer::Json(200, body) if wants_stream(req) => match stream_chunks(req, &body) {
+            Some(events) => sse_response(events, Duration::ZERO, None),
+            None => reply(200, body),
+        },
         FnAnswer::Json(status, body) => reply(status, body),
         FnAnswer::Garbage => (
             StatusCode::OK,

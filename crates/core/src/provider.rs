@@ -96,6 +96,9 @@ pub enum ProviderError {
     Http { status: u16, message: String },
     #[error("the model endpoint did not answer within {0} s")]
     Timeout(u64),
+    /// A streamed answer stopped: no chunk for this many seconds (`model.idle_timeout_secs`).
+    #[error("the model endpoint sent nothing for {0} s while streaming its answer")]
+    Stalled(u64),
     #[error("cannot reach the model endpoint {url}: {message}")]
     Connect { url: String, message: String },
     #[error("the model endpoint sent an unreadable answer: {0}")]
@@ -124,6 +127,9 @@ impl ProviderError {
             ProviderError::Timeout(_) => {
                 "The model took too long to answer; please try again.".into()
             }
+            ProviderError::Stalled(_) => {
+                "The model stopped answering midway; please try again.".into()
+            }
             ProviderError::Connect { .. } => "I can't reach the model service right now.".into(),
             ProviderError::BadResponse(_) => {
                 "The model service sent an answer I couldn't read; please try again.".into()
@@ -136,6 +142,7 @@ impl ProviderError {
         match self {
             ProviderError::Http { status, .. } => *status == 429 || *status >= 500,
             ProviderError::Timeout(_)
+            | ProviderError::Stalled(_)
             | ProviderError::Connect { .. }
             | ProviderError::BadResponse(_) => true,
             ProviderError::ContextLength(_) | ProviderError::Auth { .. } => false,

@@ -1,8 +1,9 @@
 //! Streamed replies on Telegram, through the real `ethan run` against `FakeTelegram` and the
-//! scripted model: tool progress shown while a turn runs (a draft in a private chat, one edited
-//! message in a group, edits at least a second apart), `streaming: off`, a Bot API without
-//! `sendMessageDraft`, and `kill -9` mid-turn. Each test checks that the person sees the
-//! complete answer exactly once, rendered as a non-streamed reply.
+//! scripted model: the answer as the model streams it (chunks 200 ms apart) and tool progress,
+//! shown as a draft in a private chat and as one edited message in a group (edits at least a
+//! second apart); `streaming: off`; a Bot API without `sendMessageDraft`; and `kill -9`
+//! mid-turn. Each test checks that the person sees the complete answer exactly once, rendered
+//! as a non-streamed reply.
 
 mod support;
 
@@ -15,11 +16,9 @@ const OWNER: i64 = 218485655;
 const GROUP: i64 = -100777;
 const BOT: &str = "@ethan_test_bot";
 const WAIT: Duration = Duration::from_secs(30);
-/// The answer, with some Markdown to render.
-const ANSWER: &str = "**Streaming** works: the answer grows while the model writes it, \
-    and whoever asked sees it arrive in pieces instead of waiting in silence for the whole \
-    reply. A few more words make sure the stream lasts long enough for several updates, \
-    with `code`, *emphasis* and a final sentence that closes the answer.";
+/// The answer, with some Markdown to render: 24 chunks when streamed.
+const ANSWER: &str = "**Streaming** works: the answer grows while the model writes it, with \
+    `code`, *emphasis* and enough words for a few updates before the final sentence ends it.";
 
 /// The answer as a non-streamed reply shows it (Telegram HTML).
 fn answer_html() -> String {
@@ -352,6 +351,145 @@ async fn a_private_answer_cut_by_a_kill_is_sent_once_after_the_restart() {
         tg.describe_calls()
     );
     assert_eq!(model.requests().len(), 4, "{}", model.describe());
+    daemon.stop();
+    home.assert_no_panic();
+}
+
+// ----- answers streamed by the model (text deltas) -------------------------------------------
+
+/// Time between two chunks of a streamed answer.
+const GAP: Duration = Duration::from_millis(200);
+
+/// A model that streams [`ANSWER`] in chunks [`GAP`] apart, `answers` times.
+async fn slow_model(answers: usize) -> ScriptedModel {
+    let steps = (0..answers).map(|_| Step::slow_text(ANSWER, GAP)).collect();
+    ScriptedModel::start(steps).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_private_chat_sees_growing_drafts_then_one_message() {
+    let home = TestHome::new();
+    let tg = FakeTelegram::start().await;
+    let model = slow_model(1).await;
+    config(&home, &tg, &model, "");
+    let mut daemon = Daemon::start(&home);
+    tg.push_text(OWNER, OWNER, "tell me about streaming");
+
+    tg.wait_for_sent(1, WAIT).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let sent = to_chat(tg.calls_of("sendMessage"), OWNER);
+    assert_eq!(sent.len(), 1, "{}", tg.describe_calls());
+    assert_eq!(text(&sent[0]), answer_html());
+    assert_eq!(sent[0].body["parse_mode"], "HTML");
+
+    let drafts = answered(to_chat(tg.calls_of("sendMessageDraft"), OWNER));
+    assert!(drafts.len() >= 2, "{}", tg.describe_calls());
+    let id = &drafts[0].body["draft_id"];
+    assert!(id.as_i64().is_some_and(|id| id != 0), "{id}");
+    for (earlier, later) in drafts.iter().zip(&drafts[1..]) {
+        assert_eq!(later.body["draft_id"], *id, "one draft per reply");
+        assert!(
+            text(later).len() > text(earlier).len(),
+            "{:?} then {:?}",
+            text(earlier),
+            text(later)
+        );
+    }
+    // The drafts come before the message, and nothing is edited.
+    assert!(drafts.iter().all(|d| d.at < sent[0].at));
+    assert!(
+        tg.calls("editMessageText").is_empty(),
+        "{}",
+        tg.describe_calls()
+    );
+    daemon.stop();
+    home.assert_no_panic();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_group_sees_one_message_edited_a_second_apart_into_the_answer() {
+    let home = TestHome::new();
+    let tg = FakeTelegram::start().await;
+    let model = slow_model(1).await;
+    config(&home, &tg, &model, "");
+    let mut daemon = Daemon::start(&home);
+    let question = ask_in_group(&tg, "tell me about streaming");
+
+    tg.wait_for_sent(1, WAIT).await;
+    let id = tg.sent_message_ids(GROUP)[0];
+    wait_for_whole_answer_in(&tg, id).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    let sent = to_chat(tg.calls_of("sendMessage"), GROUP);
+    assert_eq!(sent.len(), 1, "{}", tg.describe_calls());
+    assert_eq!(
+        sent[0].body["reply_parameters"]["message_id"],
+        json!(question)
+    );
+    let edits = to_chat(tg.calls_of("editMessageText"), GROUP);
+    assert!(edits.len() >= 2, "{}", tg.describe_calls());
+    assert!(edits.iter().all(|e| e.body["message_id"] == json!(id)));
+    assert_edits_a_second_apart(&edits);
+    let answered_edits = answered(edits);
+    for (earlier, later) in answered_edits.iter().zip(&answered_edits[1..]) {
+        assert!(text(later).len() >= text(earlier).len(), "the text grows");
+    }
+    let last = answered_edits.last().expect("an answered edit");
+    assert_eq!(text(last), answer_html());
+    assert_eq!(last.body["parse_mode"], "HTML");
+    assert!(tg.calls("sendMessageDraft").is_empty());
+    daemon.stop();
+    home.assert_no_panic();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_group_answer_streamed_when_killed_is_finished_by_an_edit_of_the_same_message() {
+    let home = TestHome::new();
+    let tg = FakeTelegram::start().await;
+    let model = slow_model(2).await;
+    config(&home, &tg, &model, "");
+    let mut daemon = Daemon::start(&home);
+    ask_in_group(&tg, "tell me about streaming");
+
+    tg.wait_for_calls("editMessageText", 1, WAIT).await;
+    daemon.kill();
+    let ids = tg.sent_message_ids(GROUP);
+    assert_eq!(ids.len(), 1, "{}", tg.describe_calls());
+    assert_ne!(
+        tg.message_text(ids[0]),
+        Some(answer_html()),
+        "killed too late"
+    );
+
+    let mut daemon = Daemon::start(&home);
+    wait_for_whole_answer_in(&tg, ids[0]).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(tg.sent_message_ids(GROUP), ids, "{}", tg.describe_calls());
+    let last = answered(edits_of(&tg, ids[0])).pop().expect("an edit");
+    assert_eq!(text(&last), answer_html());
+    daemon.stop();
+    home.assert_no_panic();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_private_answer_streamed_when_killed_is_sent_once_after_the_restart() {
+    let home = TestHome::new();
+    let tg = FakeTelegram::start().await;
+    let model = slow_model(2).await;
+    config(&home, &tg, &model, "");
+    let mut daemon = Daemon::start(&home);
+    tg.push_text(OWNER, OWNER, "tell me about streaming");
+
+    tg.wait_for_calls("sendMessageDraft", 1, WAIT).await;
+    daemon.kill();
+    assert!(tg.sent_message_ids(OWNER).is_empty(), "killed too late");
+
+    let mut daemon = Daemon::start(&home);
+    tg.wait_for_sent(1, WAIT).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let sent = to_chat(tg.calls_of("sendMessage"), OWNER);
+    assert_eq!(sent.len(), 1, "{}", tg.describe_calls());
+    assert_eq!(text(&sent[0]), answer_html());
     daemon.stop();
     home.assert_no_panic();
 }

@@ -27,9 +27,11 @@ async fn a_button_press_from_another_chat_is_refused() {
         Step::echo_last_tool_result("result: "),
     ])
     .await;
+    // Replies arrive as whole messages (what this test reads); streaming is tested in
+    // tests/streaming_telegram.rs.
     home.write_config(&format!(
         "model:\n  base_url: {}\n  api_key: sk-test\n  name: m\n\
-         channels:\n  telegram:\n    token: \"{}\"\n    api_url: {}\n\
+         channels:\n  telegram:\n    token: \"{}\"\n    api_url: {}\n    streaming: off\n\
          owners: [\"telegram:{OWNER}\"]\n",
         model.base_url(),
         tg.token(),

@@ -15,9 +15,11 @@ const GROUP: i64 = -100777;
 const WAIT: Duration = Duration::from_secs(30);
 
 fn config(home: &TestHome, tg: &FakeTelegram, model: &ScriptedModel, extra: &str) {
+    // Replies arrive as whole messages (what this test reads); streaming is tested in
+    // tests/streaming_telegram.rs.
     home.write_config(&format!(
         "model:\n  base_url: {}\n  api_key: sk-test\n  name: m\n\
-         channels:\n  telegram:\n    token: \"{}\"\n    api_url: {}\n\
+         channels:\n  telegram:\n    token: \"{}\"\n    api_url: {}\n    streaming: off\n\
          owners: [\"telegram:{OWNER}\"]\n{extra}",
         model.base_url(),
         tg.token(),

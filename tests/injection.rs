@@ -70,9 +70,11 @@ impl Attacker {
 
 /// The owner's `$ETHAN_HOME` with a config holding secrets, and a `$HOME` with credentials.
 fn setup(home: &TestHome, tg: &FakeTelegram, model: &ScriptedModel) -> std::path::PathBuf {
+    // Replies arrive as whole messages (what this test reads); streaming is tested in
+    // tests/streaming_telegram.rs.
     home.write_config(&format!(
         "model:\n  base_url: {}\n  api_key: {CONFIG_SECRET}\n  name: m\n\
-         channels:\n  telegram:\n    token: \"{}\"\n    api_url: {}\n\
+         channels:\n  telegram:\n    token: \"{}\"\n    api_url: {}\n    streaming: off\n\
          owners: [\"telegram:{OWNER}\"]\n\
          tools:\n  web_fetch:\n    allow_private: [\"127.0.0.1\", \"localhost\"]\n",
         model.base_url(),

@@ -319,6 +319,54 @@ async fn telegram_records_messages_and_answers_valid_objects() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn telegram_drafts_edits_and_deletions_for_streamed_replies() {
+    let fake = FakeTelegram::start().await;
+    let draft = json!({"chat_id": 42, "draft_id": 7, "text": "Hel", "parse_mode": "HTML"});
+    assert_eq!(
+        tg(&fake, "sendMessageDraft", draft.clone()).await,
+        (200, json!({"ok": true, "result": true}))
+    );
+    fake.refuse_drafts(true);
+    assert_eq!(
+        tg(&fake, "sendMessageDraft", draft).await,
+        (404, FakeTelegram::method_not_found())
+    );
+    let statuses: Vec<u16> = fake
+        .calls_of("sendMessageDraft")
+        .iter()
+        .map(|c| c.status)
+        .collect();
+    assert_eq!(statuses, [200, 404]);
+
+    let (_, r) = tg(&fake, "sendMessage", json!({"chat_id": -5, "text": "a"})).await;
+    let id = r["result"]["message_id"].as_i64().unwrap();
+    assert_eq!(fake.sent_message_ids(-5), [id]);
+    assert!(fake.sent_message_ids(42).is_empty());
+    let edit = json!({"chat_id": -5, "message_id": id, "text": "ab"});
+    assert_eq!(tg(&fake, "editMessageText", edit.clone()).await.0, 200);
+    assert_eq!(fake.message_text(id).as_deref(), Some("ab"));
+    // The same text again is "not modified", as on Telegram.
+    assert_eq!(
+        tg(&fake, "editMessageText", edit).await,
+        (400, FakeTelegram::not_modified())
+    );
+    let edits = fake.calls_of("editMessageText");
+    assert_eq!(edits.len(), 2);
+    assert_eq!(edits[1].status, 400);
+    assert!(edits[0].at <= edits[1].at);
+    assert_eq!(
+        tg(
+            &fake,
+            "deleteMessage",
+            json!({"chat_id": -5, "message_id": id})
+        )
+        .await,
+        (200, json!({"ok": true, "result": true}))
+    );
+    assert_eq!(fake.message_text(id), None);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 #[should_panic(expected = "waiting for 2 successful sendMessage")]
 async fn telegram_wait_for_sent_times_out_with_a_useful_message() {
     let fake = FakeTelegram::start().await;

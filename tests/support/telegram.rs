@@ -11,7 +11,11 @@
 //!   `getUpdates` arrives with a higher `offset`. [`FakeTelegram::set_redeliver_all`] makes it
 //!   forget offsets and offer every update ever pushed. With nothing pending, the request is held
 //!   for `min(timeout, 1)` seconds or until [`FakeTelegram::push_update`] is called;
-//! - `sendMessage` / `editMessageText` answer a valid `Message` (ids from 1000 up);
+//! - `sendMessage` / `editMessageText` answer a valid `Message` (ids from 1000 up); the fake keeps
+//!   each message's current text ([`FakeTelegram::message_text`]), and an edit to the text a
+//!   message already shows answers 400 "message is not modified", as Telegram does;
+//! - `sendMessageDraft` answers `true` (or 404 "method not found" after
+//!   [`FakeTelegram::refuse_drafts`]); `deleteMessage` forgets the message and answers `true`;
 //! - everything else answers `true`;
 //! - [`FakeTelegram::fail_next`] queues canned error answers per method (FIFO);
 //!   [`FakeTelegram::fail_nth`] fails one later call (e.g. the 3rd `sendMessage` from now).
@@ -61,6 +65,8 @@ pub struct TelegramCall {
     pub body: Value,
     /// HTTP status the fake answered with (200 unless an injected failure was used).
     pub status: u16,
+    /// When the request was received.
+    pub at: std::time::Instant,
 }
 
 impl TelegramCall {
@@ -92,6 +98,12 @@ struct TgState {
     rejected: Vec<String>,
     /// `getUpdates` calls still to be cut off mid-answer ([`FakeTelegram::drop_next_polls`]).
     drop_polls: usize,
+    /// The current text of every message sent (or edited) and not deleted, by message id.
+    texts: HashMap<i64, String>,
+    /// `sendMessageDraft` answers 404 ([`FakeTelegram::refuse_drafts`]).
+    refuse_drafts: bool,
+    /// `(chat_id, message_id)` of every answered `sendMessage`, in order.
+    sent_ids: Vec<(i64, i64)>,
 }
 
 struct Shared {
@@ -505,7 +517,7 @@ async fn handle(
     let body = parse_body(&headers, uri.query(), &body);
 
     // Record the call and decide on an injected failure atomically.
-    let (failure, dropped) = {
+    let (failure, dropped, index) = {
         let mut st = shared.lock();
         let nth = st.calls.iter().filter(|c| c.is(&lc)).count() + 1;
         let failure = match st.failures.get_mut(&lc).and_then(VecDeque::pop_front) {
@@ -533,8 +545,9 @@ async fn handle(
             } else {
                 failure.as_ref().map_or(200, |f| f.0)
             },
+            at: std::time::Instant::now(),
         });
-        (failure, dropped)
+        (failure, dropped, st.calls.len() - 1)
     };
     if let Some((status, fbody)) = failure {
         return reply(status, fbody);
@@ -558,20 +571,44 @@ async fn handle(
             let mut st = shared.lock();
             let id = st.next_message_id;
             st.next_message_id += 1;
+            st.texts.insert(id, text_field(&body));
+            let chat = int_field(&body, "chat_id").unwrap_or(0);
+            st.sent_ids.push((chat, id));
             ok(message_json(id, &body, false))
+        }
+        "sendmessagedraft" => {
+            let mut st = shared.lock();
+            if st.refuse_drafts {
+                st.calls[index].status = 404;
+                return reply(404, FakeTelegram::method_not_found());
+            }
+            ok(json!(true))
+        }
+        "deletemessage" => {
+            let mut st = shared.lock();
+            if let Some(id) = int_field(&body, "message_id") {
+                st.texts.remove(&id);
+            }
+            ok(json!(true))
         }
         "editmessagetext" => {
             if body.get("inline_message_id").is_some() {
                 return ok(json!(true));
             }
+            let mut st = shared.lock();
             let id = match int_field(&body, "message_id") {
                 Some(id) => id,
                 None => {
-                    let mut st = shared.lock();
                     st.next_message_id += 1;
                     st.next_message_id - 1
                 }
             };
+            let text = text_field(&body);
+            if st.texts.get(&id) == Some(&text) {
+                st.calls[index].status = 400;
+                return reply(400, FakeTelegram::not_modified());
+            }
+            st.texts.insert(id, text);
             ok(message_json(id, &body, true))
         }
         "getwebhookinfo" => ok(json!({
@@ -634,6 +671,14 @@ async fn get_updates(shared: &Shared, body: &Value) -> Response {
             _ = tokio::time::sleep_until(deadline) => {}
         }
     }
+}
+
+/// The `text` of a request body ("" when absent).
+fn text_field(body: &Value) -> String {
+    body.get("text")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
 }
 
 /// A `Message` the bot "sent": `text` and `chat_id` come from the request.
@@ -883,4 +928,58 @@ async fn cut_off_updates(shared: &Shared, body: &Value, partial: bool) -> Respon
         .header(header::CONTENT_TYPE, "application/json")
         .body(axum::body::Body::from_stream(stream))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+// ----- streamed replies: drafts, edits, deletions ---------------------------------------------
+
+impl FakeTelegram {
+    /// While `on`, `sendMessageDraft` answers 404 "Not Found: method not found", as a Bot API
+    /// server older than 9.3 does (the call is recorded with status 404).
+    pub fn refuse_drafts(&self, on: bool) {
+        self.shared.lock().refuse_drafts = on;
+    }
+
+    /// The 404 body of an unknown method.
+    pub fn method_not_found() -> Value {
+        json!({"ok": false, "error_code": 404, "description": "Not Found: method not found"})
+    }
+
+    /// The 400 body of an edit that changes nothing.
+    pub fn not_modified() -> Value {
+        json!({
+            "ok": false,
+            "error_code": 400,
+            "description": "Bad Request: message is not modified: specified new message content \
+                and reply markup are exactly the same as a current content and reply markup of \
+                the message"
+        })
+    }
+
+    /// Calls of `method` (case-insensitive) with their outcome and receive time, in order.
+    pub fn calls_of(&self, method: &str) -> Vec<TelegramCall> {
+        self.shared
+            .lock()
+            .calls
+            .iter()
+            .filter(|c| c.is(method))
+            .cloned()
+            .collect()
+    }
+
+    /// The current text of message `id` (after its edits), `None` when the fake never sent it
+    /// or it was deleted.
+    pub fn message_text(&self, id: i64) -> Option<String> {
+        self.shared.lock().texts.get(&id).cloned()
+    }
+
+    /// The message ids the fake gave the `sendMessage` calls to `chat_id` it answered, in order.
+    pub fn sent_message_ids(&self, chat_id: i64) -> Vec<i64> {
+        self.shared
+            .lock()
+            .sent_ids
+            .iter()
+            .filter(|(chat, _)| *chat == chat_id)
+            .map(|(_, id)| *id)
+            .collect()
+    }
 }

@@ -101,7 +101,7 @@ pub(super) async fn send_request(
                 req.request_id,
                 req.request_id
             );
-            let id = send_part(chan, chat_id, thread, None, &html).await?;
+            let id = send_part(chan.bot(), chat_id, thread, None, &html).await?;
             return Ok(SentRef {
                 message_ids: vec![id],
             });

@@ -3,7 +3,8 @@
 //! Split by concern: [`normalize`] turns a Bot API `Update` into an [`InboundEvent`]; [`poll`]
 //! runs `getUpdates` long polling with a durable offset; [`send`] delivers replies (Markdown →
 //! HTML, split at 4096 UTF-16 units, plain-text fallback, `retry_after`); [`render`] and
-//! [`chunk`] are the pure text functions behind it.
+//! [`chunk`] are the pure text functions behind it; [`stream`] shows a reply while it is written
+//! (`sendMessageDraft` in private chats, `editMessageText` in groups).
 //!
 //! The API base URL is configurable (`channels.telegram.api_url`, without `/bot<token>`), which is
 //! how tests point the adapter at a loopback fake and how users reach a self-hosted Bot API server.
@@ -14,6 +15,7 @@ pub mod normalize;
 pub mod poll;
 pub mod render;
 pub mod send;
+pub mod stream;
 pub mod webhook;
 
 use crate::channel::{Channel, ChannelError, InboundSink, StateStore};
@@ -76,6 +78,8 @@ pub struct TelegramChannel {
     me: OnceLock<BotIdentity>,
     approvals: Mutex<HashMap<String, approval::SentApproval>>,
     up: std::sync::atomic::AtomicBool,
+    /// The Bot API server refused `sendMessageDraft`: stream with edits from now on.
+    drafts_refused: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl TelegramChannel {
@@ -105,6 +109,7 @@ impl TelegramChannel {
             me: OnceLock::new(),
             approvals: Mutex::new(HashMap::new()),
             up: std::sync::atomic::AtomicBool::new(false),
+            drafts_refused: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         })
     }
 
@@ -184,5 +189,13 @@ impl Channel for TelegramChannel {
         first_part: usize,
     ) -> Result<SentRef, ChannelError> {
         send::send(self, msg, first_part).await
+    }
+
+    fn open_draft(
+        &self,
+        target: crate::stream::DraftTarget,
+        log: Arc<dyn crate::stream::DraftLog>,
+    ) -> Option<Box<dyn crate::stream::Draft>> {
+        stream::open(self, target, log)
     }
 }

@@ -16,7 +16,7 @@ use teloxide::prelude::Requester;
 use teloxide::types::{
     ChatAction, ChatId, LinkPreviewOptions, MessageId, ParseMode, ReplyParameters, ThreadId,
 };
-use teloxide::{ApiError, RequestError};
+use teloxide::{ApiError, Bot, RequestError};
 
 const MAX_TRIES: usize = 5;
 
@@ -65,7 +65,7 @@ pub(crate) fn map_error(e: RequestError) -> ChannelError {
     }
 }
 
-fn parse_chat_id(id: &str) -> Result<ChatId, ChannelError> {
+pub(super) fn parse_chat_id(id: &str) -> Result<ChatId, ChannelError> {
     id.parse::<i64>()
         .map(ChatId)
         .map_err(|_| ChannelError::Api {
@@ -75,7 +75,7 @@ fn parse_chat_id(id: &str) -> Result<ChatId, ChannelError> {
         })
 }
 
-fn parse_i32(id: &Option<String>) -> Option<i32> {
+pub(super) fn parse_i32(id: &Option<String>) -> Option<i32> {
     id.as_deref().and_then(|s| s.parse().ok())
 }
 
@@ -108,7 +108,7 @@ pub(super) async fn send(
             let parts = ethan_cards::render_telegram(ui);
             let mut sent = SentRef::default();
             for (i, part) in parts.iter().enumerate().skip(first) {
-                match send_part(chan, chat_id, thread, None, part).await {
+                match send_part(chan.bot(), chat_id, thread, None, part).await {
                     Ok(id) => sent.message_ids.push(id),
                     Err(e) => return Err(ChannelError::stopped_at(first, i, parts.len(), sent, e)),
                 }
@@ -122,34 +122,49 @@ pub(super) async fn send(
             super::approval::resolve(chan, request_id, outcome).await;
             Ok(SentRef::default())
         }
-        OutboundBody::Text(markdown) => {
-            let html = markdown_to_html(markdown);
-            // Replies are threaded under the asker's message only in groups.
-            // The first part only: the rest follow it.
-            let mut reply_to = match msg.chat.kind {
-                ChatKind::Group if first == 0 => parse_i32(&msg.reply_to),
-                _ => None,
-            };
-            let parts = chunk_html(&html, TELEGRAM_TEXT_LIMIT);
-            let mut sent = SentRef::default();
-            for (i, part) in parts.iter().enumerate().skip(first) {
-                // Telegram refuses a message with no visible text.
-                if html_to_display_text(part).trim().is_empty() {
-                    continue;
-                }
-                match send_part(chan, chat_id, thread, reply_to.take(), part).await {
-                    Ok(id) => sent.message_ids.push(id),
-                    Err(e) => return Err(ChannelError::stopped_at(first, i, parts.len(), sent, e)),
-                }
-            }
-            Ok(sent)
+        OutboundBody::Text(markdown) => send_text(chan.bot(), msg, markdown, first).await,
+    }
+}
+
+/// Send the Markdown reply `markdown` of `msg` from part `first` on: rendered to HTML, split at
+/// [`TELEGRAM_TEXT_LIMIT`] UTF-16 units, each part with [`send_part`]. In groups the first part
+/// answers `msg.reply_to`. Parts without visible text are skipped (their index still counts).
+///
+/// # Errors
+/// As [`send`]: [`ChannelError::Partial`] when a part fails after this call delivered one.
+pub(super) async fn send_text(
+    bot: &Bot,
+    msg: &OutboundMessage,
+    markdown: &str,
+    first: usize,
+) -> Result<SentRef, ChannelError> {
+    let chat_id = parse_chat_id(&msg.chat.id)?;
+    let thread = parse_i32(&msg.chat.thread).map(|t| ThreadId(MessageId(t)));
+    let html = markdown_to_html(markdown);
+    // Replies are threaded under the asker's message only in groups.
+    // The first part only: the rest follow it.
+    let mut reply_to = match msg.chat.kind {
+        ChatKind::Group if first == 0 => parse_i32(&msg.reply_to),
+        _ => None,
+    };
+    let parts = chunk_html(&html, TELEGRAM_TEXT_LIMIT);
+    let mut sent = SentRef::default();
+    for (i, part) in parts.iter().enumerate().skip(first) {
+        // Telegram refuses a message with no visible text.
+        if html_to_display_text(part).trim().is_empty() {
+            continue;
+        }
+        match send_part(bot, chat_id, thread, reply_to.take(), part).await {
+            Ok(id) => sent.message_ids.push(id),
+            Err(e) => return Err(ChannelError::stopped_at(first, i, parts.len(), sent, e)),
         }
     }
+    Ok(sent)
 }
 
 /// Send one part as HTML, falling back to plain text when Telegram rejects the entities.
 pub(super) async fn send_part(
-    chan: &TelegramChannel,
+    bot: &Bot,
     chat_id: ChatId,
     thread: Option<ThreadId>,
     reply_to: Option<i32>,
@@ -164,16 +179,15 @@ pub(super) async fn send_part(
         } else {
             html.to_string()
         };
-        let mut req =
-            chan.bot()
-                .send_message(chat_id, text)
-                .link_preview_options(LinkPreviewOptions {
-                    is_disabled: true,
-                    url: None,
-                    prefer_small_media: false,
-                    prefer_large_media: false,
-                    show_above_text: false,
-                });
+        let mut req = bot
+            .send_message(chat_id, text)
+            .link_preview_options(LinkPreviewOptions {
+                is_disabled: true,
+                url: None,
+                prefer_small_media: false,
+                prefer_large_media: false,
+                show_above_text: false,
+            });
         if !plain {
             req = req.parse_mode(ParseMode::Html);
         }

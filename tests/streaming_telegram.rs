@@ -509,7 +509,11 @@ async fn a_strangers_streamed_turn_shows_no_tool_arguments_and_runs_nothing() {
         marker.display()
     );
     let model = ScriptedModel::start(vec![
-        Step::tool_call("call_1", "shell", &json!({ "command": command }).to_string()),
+        Step::tool_call(
+            "call_1",
+            "shell",
+            &json!({ "command": command }).to_string(),
+        ),
         Step::slow_text("I can't do that here.", Duration::from_millis(100)),
     ])
     .await;
@@ -528,9 +532,10 @@ async fn a_strangers_streamed_turn_shows_no_tool_arguments_and_runs_nothing() {
         }
     }));
     wait_until("the answer is shown", WAIT, || {
-        tg.all_calls()
-            .iter()
-            .any(|c| text(c).contains("I can&#39;t do that here.") || text(c).contains("I can't do that here."))
+        tg.all_calls().iter().any(|c| {
+            text(c).contains("I can&#39;t do that here.")
+                || text(c).contains("I can't do that here.")
+        })
     })
     .await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -560,7 +565,10 @@ async fn a_strangers_streamed_turn_shows_no_tool_arguments_and_runs_nothing() {
         .and_then(|m| m.into_iter().rev().find(|m| m["role"] == "tool"))
         .expect("a tool result went back to the model");
     assert!(
-        tool_result["content"].as_str().unwrap_or("").contains("Error"),
+        tool_result["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Error"),
         "{tool_result}"
     );
     daemon.stop();

@@ -103,6 +103,14 @@ impl Fakes {
         let model_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let telegram = tg_listener.local_addr().unwrap();
         let model = model_listener.local_addr().unwrap();
+        // As a real server does: a streamed chunk goes out at once, not after the client's
+        // delayed ACK of the previous one (Nagle).
+        use axum::serve::ListenerExt;
+        let nodelay = |tcp: &mut tokio::net::TcpStream| {
+            let _ = tcp.set_nodelay(true);
+        };
+        let tg_listener = tg_listener.tap_io(nodelay);
+        let model_listener = model_listener.tap_io(nodelay);
         tokio::spawn(async move { axum::serve(tg_listener, tg_app).await });
         tokio::spawn(async move { axum::serve(model_listener, model_app).await });
         Fakes {

@@ -14,7 +14,8 @@ pub fn telegram_config(config: &crate::config::Config) -> TelegramConfig {
             .then(|| t.webhook_url.clone()),
         webhook_secret: t.webhook_secret.expose().to_string(),
         streaming: t.streaming,
-        stream_interval: std::time::Duration::from_millis(t.stream_interval_ms),
+        // Faster than this only earns 429s.
+        stream_interval: std::time::Duration::from_millis(t.stream_interval_ms.max(250)),
     }
 }
 

@@ -146,7 +146,8 @@ pub struct TelegramSection {
     /// `auto` (drafts in private chats, edits in groups), `draft`, `edit` or `off`.
     #[serde(deserialize_with = "stream_mode")]
     pub streaming: ethan_channels::StreamMode,
-    /// The least time between two draft updates or edits, in ms (never under 1 s in groups).
+    /// The least time between two draft updates or edits, in ms (at least 250; never under 1 s
+    /// in groups).
     pub stream_interval_ms: u64,
 }
 

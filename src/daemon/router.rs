@@ -628,7 +628,15 @@ impl Router {
         let reply = self.agent.run_turn_with_cards(&input, &cancel).await;
         drop(input);
         let draft = match presenter {
-            Some(p) => p.stop().await,
+            Some(p) => {
+                let draft = p.stop().await;
+                if draft.is_none() {
+                    // The draft is lost: the reply goes out as a new message, so a crash must
+                    // not finish the old one as well.
+                    stream::forget_handle(&self.store, ev).await;
+                }
+                draft
+            }
             None => None,
         };
         let outcome = reply.outcome;

@@ -77,7 +77,9 @@ impl DraftLog for StoreDraftLog {
 
 /// A draft being fed from a turn's events, by a task of its own.
 pub struct Presenter {
-    done: CancellationToken,
+    /// Cancelled by [`Presenter::stop`], or when the presenter is dropped (the turn panicked):
+    /// the task never outlives its turn.
+    done: tokio_util::sync::DropGuard,
     task: JoinHandle<(Box<dyn Draft>, DraftView)>,
 }
 
@@ -87,14 +89,20 @@ impl Presenter {
         let (tx, rx) = mpsc::unbounded_channel();
         let done = CancellationToken::new();
         let task = tokio::spawn(present(draft, rx, done.clone()));
-        (Presenter { done, task }, tx)
+        (
+            Presenter {
+                done: done.drop_guard(),
+                task,
+            },
+            tx,
+        )
     }
 
     /// Stop updating (events still queued are dropped: the final answer replaces them) and give
     /// back the draft with what it last showed. `None` when the task panicked (the draft is
     /// lost; the caller sends the reply as an ordinary message).
     pub async fn stop(self) -> Option<(Box<dyn Draft>, DraftView)> {
-        self.done.cancel();
+        drop(self.done);
         match self.task.await {
             Ok(r) => Some(r),
             Err(e) => {

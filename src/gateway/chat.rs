@@ -1,7 +1,10 @@
 //! `POST /api/chat {session?, message}` → a Server-Sent Events stream of the turn:
-//! `text` {text}, `tool_start` {id, name}, `tool_end` {id, name, ms, ok}, `consent_request`
-//! {request_id, tool, description, always}, `ui` {messages: [A2UI]}, then `done`
-//! {session, outcome} or `error` {message}. The session key is `web:<session>` (a new one when
+//! `delta` {text} (a piece of the answer as the model writes it), `delta_reset` {} (forget the
+//! pieces since the last reset: a retry starts over, or they were a preamble to tool calls),
+//! `tool_start` {id, name, summary}, `tool_end` {id, name, ms, ok, denied}, `consent_request`
+//! {request_id, tool, description, always}, `ui` {messages: [A2UI]}, `text` {text} (the whole
+//! answer: the deltas after the last reset, plus the note when the model's length limit cut it
+//! off), then `done` {session, outcome} or `error` {message}. The session key is `web:<session>` (a new one when
 //! none is given). The turn runs in the session's queue ([`super::TurnQueue`]): a request on a
 //! session whose turn is still running waits for it (the stream stays open, without events,
 //! until its turn starts). Closing the stream cancels the turn, or drops it while it waits.

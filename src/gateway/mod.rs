@@ -66,12 +66,19 @@ pub async fn bind(listen: SocketAddr) -> std::io::Result<TcpListener> {
 }
 
 /// Serve `router` on an already bound listener until `shutdown` fires (in-flight requests are
-/// finished first).
+/// finished first). Connections are `TCP_NODELAY`: a streamed answer's small `delta` events go
+/// out as they come instead of waiting for the client's delayed ACK (~40 ms each).
 pub async fn serve_listener(
     listener: TcpListener,
     router: axum::Router,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("cannot set TCP_NODELAY on a gateway connection: {e}");
+        }
+    });
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             let _ = shutdown.changed().await;

@@ -354,14 +354,41 @@ impl OpenAiClient {
             return self.assembled(assembler);
         }
         let idle = Duration::from_secs(self.idle_timeout_secs);
+        let deadline = tokio::time::Instant::now() + MAX_STREAM_TIME;
+        // Only events count as progress: a server sending nothing but keep-alive comments stalls.
+        let mut last_event = tokio::time::Instant::now();
+        let mut received = 0usize;
         'read: loop {
-            let bytes = match tokio::time::timeout(idle, resp.chunk()).await {
+            let wait_until = (last_event + idle).min(deadline);
+            let bytes = match tokio::time::timeout_at(wait_until, resp.chunk()).await {
+                // A server that sent its last chunk but neither [DONE] nor closed: the answer
+                // is whole.
+                Err(_) if assembler.is_complete() => break,
+                Err(_) if tokio::time::Instant::now() >= deadline => {
+                    return Err(ProviderError::BadResponse(format!(
+                        "the streamed answer was still going after {} s",
+                        MAX_STREAM_TIME.as_secs()
+                    ))
+                    .into())
+                }
                 Err(_) => return Err(ProviderError::Stalled(self.idle_timeout_secs).into()),
                 Ok(Err(e)) => return Err(self.transport_error(e).into()),
                 Ok(Ok(None)) => break,
                 Ok(Ok(Some(b))) => b,
             };
-            for data in decoder.feed(&bytes) {
+            received += bytes.len();
+            if received > MAX_STREAM_BYTES {
+                return Err(ProviderError::BadResponse(format!(
+                    "the streamed answer exceeded {} MiB",
+                    MAX_STREAM_BYTES >> 20
+                ))
+                .into());
+            }
+            let datas = decoder.feed(&bytes);
+            if !datas.is_empty() {
+                last_event = tokio::time::Instant::now();
+            }
+            for data in datas {
                 self.take(&mut assembler, &data, deltas, sent)?;
                 if assembler.is_done() {
                     break 'read;
@@ -414,6 +441,12 @@ impl OpenAiClient {
                 Err(_) => return Err(ProviderError::Stalled(self.idle_timeout_secs)),
                 Ok(Err(e)) => return Err(self.transport_error(e)),
                 Ok(Ok(None)) => return Ok(out),
+                Ok(Ok(Some(b))) if out.len() + b.len() > MAX_STREAM_BYTES => {
+                    return Err(ProviderError::BadResponse(format!(
+                        "the answer exceeded {} MiB",
+                        MAX_STREAM_BYTES >> 20
+                    )))
+                }
                 Ok(Ok(Some(b))) => out.extend_from_slice(&b),
             }
         }
@@ -492,6 +525,13 @@ fn retry_after(resp: &reqwest::Response) -> Option<Duration> {
         .map(Duration::from_secs)
 }
 
+/// The most a streamed answer may carry (bytes of the body): a server that sends more, or a
+/// line that never ends, fails the request instead of growing the daemon's memory.
+const MAX_STREAM_BYTES: usize = 8 << 20;
+/// The longest a streamed answer may take in all, however steadily it comes: a model stuck
+/// repeating itself is cut off.
+const MAX_STREAM_TIME: Duration = Duration::from_secs(30 * 60);
+
 /// Whether an error answer to a streamed request refuses one of its streaming parameters:
 /// HTTP 400 (or 422) whose `error.param` or `error.message` names `stream_options` or `stream`
 /// (e.g. "stream is not supported", "Unrecognized request argument supplied: stream"), and
@@ -513,7 +553,18 @@ fn refused_parameter(status: u16, text: &str, body: &Value) -> Option<Refused> {
     let names = |p: &str| param == p || words.contains(&p);
     if body.get("stream_options").is_some() && names("stream_options") {
         Some(Refused::StreamOptions)
-    } else if body.get("stream").is_some() && (names("stream") || names("streaming")) {
+    } else if body.get("stream").is_some()
+        && (names("stream")
+            || [
+                "streaming is not supported",
+                "streaming not supported",
+                "does not support streaming",
+                "streaming is disabled",
+                "streaming is not enabled",
+            ]
+            .iter()
+            .any(|p| message.contains(p)))
+    {
         Some(Refused::Stream)
     } else {
         None
@@ -699,7 +750,19 @@ mod tests {
             refused_parameter(400, &by_param, &plain),
             Some(Refused::Stream)
         );
+        assert_eq!(
+            refused_parameter(400, &err("This model does not support streaming."), &plain),
+            Some(Refused::Stream)
+        );
         // Not about streaming, not a 400, or a parameter the request did not carry.
+        assert_eq!(
+            refused_parameter(
+                400,
+                &err("logprobs are not supported when streaming"),
+                &streamed
+            ),
+            None
+        );
         assert_eq!(
             refused_parameter(400, &err("upstream model failed"), &streamed),
             None
@@ -950,5 +1013,71 @@ mod tests {
             .map(|b| b["stream"].clone())
             .collect();
         assert_eq!(streams, [json!(true), Value::Null, Value::Null]);
+    }
+
+    #[tokio::test]
+    async fn a_server_sending_only_keep_alive_comments_stalls() {
+        let sse = "text/event-stream";
+        let keep_alive = |n: usize| -> Answer {
+            Box::new(move || {
+                let parts = futures::StreamExt::then(futures::stream::iter(0..n), |_| async {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    Ok::<_, std::io::Error>(axum::body::Bytes::from_static(b": ping\n\n"))
+                });
+                axum::response::Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(axum::body::Body::from_stream(parts))
+                    .unwrap()
+            })
+        };
+        let mut answers: Vec<Answer> = (0..MAX_RETRIES).map(|_| keep_alive(20)).collect();
+        answers.push(body_of(sse, vec![piece("Awake"), end()]));
+        let mut client = client_for(answers).await;
+        client.idle_timeout_secs = 1;
+        let (result, _) = streamed(&client).await;
+        // Comments every 300 ms never count as progress: each of those answers stalled after
+        // a second and was retried; the last one answered.
+        assert_eq!(result.unwrap().message.content.as_deref(), Some("Awake"));
+    }
+
+    #[tokio::test]
+    async fn a_stream_larger_than_the_cap_fails_instead_of_growing() {
+        let sse = "text/event-stream";
+        // A line that never ends: 9 MiB without a newline.
+        let huge = || -> Result<String, ()> { Ok("x".repeat(MAX_STREAM_BYTES + (1 << 20))) };
+        let answers: Vec<Answer> = (0..=MAX_RETRIES)
+            .map(|_| body_of(sse, vec![huge()]))
+            .collect();
+        let client = client_for(answers).await;
+        let (result, _) = streamed(&client).await;
+        match result {
+            Err(ProviderError::BadResponse(m)) => assert!(m.contains("exceeded 8 MiB"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_complete_answer_without_done_or_close_is_taken() {
+        let answer: Answer = Box::new(|| {
+            let first = futures::stream::iter([Ok::<_, std::io::Error>(axum::body::Bytes::from(
+                format!(
+                    "{}data: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"stop\"}}]}}\n\n",
+                    piece("Whole").unwrap()
+                ),
+            ))]);
+            // Then nothing, and the connection stays open.
+            let rest = futures::stream::pending();
+            axum::response::Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(axum::body::Body::from_stream(futures::StreamExt::chain(
+                    first, rest,
+                )))
+                .unwrap()
+        });
+        let mut client = client_for(vec![answer]).await;
+        client.idle_timeout_secs = 1;
+        let (result, events) = streamed(&client).await;
+        assert_eq!(result.unwrap().message.content.as_deref(), Some("Whole"));
+        assert_eq!(events, [delta("Whole")]);
     }
 }

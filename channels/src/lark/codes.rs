@@ -12,6 +12,8 @@ pub const TOKEN_CODES: [i64; 4] = [99991661, 99991663, 99991664, 99991671];
 
 /// Request frequency limit (usually with HTTP 429 and `x-ogw-ratelimit-reset`).
 pub const RATE_LIMITED: i64 = 99991400;
+/// IM: the same message is updated too frequently ("230020 frequency limit").
+pub const MESSAGE_RATE_LIMITED: i64 = 230020;
 
 /// Card content the platform refuses; the same content is then sent as a `post`/text message.
 /// 230099 "failed to create card content", 11310 card content could not be parsed, 200621

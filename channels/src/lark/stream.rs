@@ -131,6 +131,10 @@ pub struct CardHandle {
     pub created_ms: i64,
     pub progress_element: String,
     pub answer_element: String,
+    /// The message that shows the card, once it was sent: a finish after a restart does not
+    /// post the card again (Lark keeps a `uuid` for an hour only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
 }
 
 impl CardHandle {
@@ -322,7 +326,13 @@ pub(crate) fn open(
     target: DraftTarget,
     log: Arc<dyn DraftLog>,
 ) -> Option<Box<dyn Draft>> {
-    if config.streaming == StreamMode::Off || !core.cardkit.open_now() {
+    // A reply that already lives in a card is finished there, whatever the mode is now.
+    let resumed = target
+        .resume
+        .as_ref()
+        .and_then(CardHandle::from_draft_handle)
+        .is_some();
+    if !resumed && (config.streaming == StreamMode::Off || !core.cardkit.open_now()) {
         return None;
     }
     let card = target
@@ -330,9 +340,9 @@ pub(crate) fn open(
         .as_ref()
         .and_then(CardHandle::from_draft_handle)
         .map(|handle| Card {
+            message_id: handle.message_id.clone(),
             handle,
             seq: 0,
-            message_id: None,
             progress: None,
             answer: None,
         });
@@ -383,6 +393,7 @@ impl CardDraft {
             created_ms: now_ms(),
             progress_element: PROGRESS_ELEMENT.into(),
             answer_element: ANSWER_ELEMENT.into(),
+            message_id: None,
         };
         if let Err(e) = self.log.record(&handle.to_draft_handle()).await {
             tracing::warn!(
@@ -415,7 +426,16 @@ impl CardDraft {
         let uuid = send::uuid_for(&msg, 0, CARD_UUID_TAG, "", 0);
         match send::post_raw(&self.core, &msg, "interactive", &content, &uuid).await {
             Ok(id) => {
-                card.message_id = Some(id);
+                card.message_id = Some(id.clone());
+                card.handle.message_id = Some(id);
+                let handle = card.handle.to_draft_handle();
+                if let Err(e) = self.log.record(&handle).await {
+                    tracing::warn!(
+                        target: TARGET,
+                        "could not record the message of streaming card {}: {e}",
+                        card.handle.card_id
+                    );
+                }
                 Ok(())
             }
             Err(ApiError::Api { code, .. }) => {
@@ -625,6 +645,22 @@ impl Draft for CardDraft {
         }
         match outcome {
             Ok(()) => {}
+            // Busy, not refused: the daemon tries the whole finish again (it is safe to repeat).
+            Err(ApiError::Api {
+                code, http_status, ..
+            }) if code == codes::RATE_LIMITED
+                || code == codes::MESSAGE_RATE_LIMITED
+                || http_status == 429
+                || http_status >= 500 =>
+            {
+                return Err(ChannelError::Transport {
+                    platform: super::PLATFORM,
+                    message: format!(
+                        "the streaming card is rate-limited or unavailable (code {code}, HTTP \
+                         {http_status}); finishing it again later"
+                    ),
+                });
+            }
             Err(ApiError::Api { code, .. }) => {
                 tracing::warn!(
                     target: TARGET,
@@ -735,6 +771,7 @@ mod tests {
             created_ms: 1_700_000_000_123,
             progress_element: PROGRESS_ELEMENT.into(),
             answer_element: ANSWER_ELEMENT.into(),
+            message_id: None,
         };
         let stored = h.to_draft_handle();
         assert_eq!(stored.0["card_id"], "7355372766134157313");

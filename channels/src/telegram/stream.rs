@@ -475,7 +475,14 @@ impl TelegramDraft {
             Ok(_) => Ok(true),
             Err(CallError::Api {
                 code, description, ..
-            }) if code == 404 || code == 400 => {
+            }) if code == 404
+                || (code == 400 && {
+                    // Only a refusal of the method itself: a 400 about this chat or thread
+                    // must not turn drafts off for every chat.
+                    let d = description.to_ascii_lowercase();
+                    d.contains("method") || d.contains("draft")
+                }) =>
+            {
                 if !self.drafts_refused.swap(true, Ordering::Relaxed) {
                     tracing::warn!(
                         "telegram refused sendMessageDraft ({code}: {description}); streamed \
@@ -646,6 +653,8 @@ impl Draft for TelegramDraft {
             Err(e) => match e.retry_after() {
                 Some(wait) => {
                     tracing::debug!("telegram 429 while streaming; next update in {wait:?}");
+                    // A server's absurd retry_after must not overflow the clock.
+                    let wait = wait.min(std::time::Duration::from_secs(3600));
                     self.not_before = Some(Instant::now() + wait);
                     Ok(())
                 }

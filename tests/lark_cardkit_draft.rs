@@ -133,11 +133,15 @@ async fn draft_fills_one_card_and_a_repeated_finish_shows_the_answer_once() {
     assert_eq!(cards.len(), 1);
     let card_id = cards[0].card_id.clone();
     assert_eq!(cards[0].created["config"]["streaming_mode"], true);
-    // The handle was recorded, naming the card.
+    // The handle was recorded, naming the card, before the card was sent; then again with the
+    // message that shows it.
     let recorded = log.all();
-    assert_eq!(recorded.len(), 1);
+    assert_eq!(recorded.len(), 2);
     assert_eq!(recorded[0].0["card_id"], card_id.as_str());
     assert!(recorded[0].0["created_ms"].as_i64().unwrap() > 0);
+    assert!(recorded[0].0.get("message_id").is_none());
+    assert_eq!(recorded[1].0["card_id"], card_id.as_str());
+    assert!(recorded[1].0["message_id"].is_string());
     // The card went out as the reply.
     let sent = fake.messages();
     assert_eq!(sent.len(), 1);
@@ -210,14 +214,13 @@ async fn a_draft_opened_again_from_its_handle_finishes_in_the_same_card() {
     assert!(fake.card_writes().iter().all(|w| w.code == 0));
     assert_eq!(content(&fake, "answer"), "The answer so far, complete.");
     assert!(is_closed(&fake));
-    // The card message was sent again with the same uuid: shown once.
+    // The handle named the card's message: it was not posted again.
     let requests = fake.send_requests();
-    assert_eq!(requests.len(), 2, "{}", fake.describe());
-    assert_eq!(requests[0].body["uuid"], requests[1].body["uuid"]);
+    assert_eq!(requests.len(), 1, "{}", fake.describe());
     let shown = fake.messages();
     assert_eq!(shown.len(), 1);
     assert_eq!(sent.message_ids, [shown[0].message_id.clone()]);
-    assert_eq!(log.all().len(), 1, "no new card, no new handle");
+    assert_eq!(log.all().len(), 2, "no new card, no new handle");
 }
 
 #[tokio::test(flavor = "multi_thread")]

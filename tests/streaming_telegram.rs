@@ -282,17 +282,13 @@ async fn refused_drafts_fall_back_to_edits_and_the_reply_arrives_once() {
     home.assert_no_panic();
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_group_answer_cut_by_a_kill_is_finished_in_the_same_message() {
+/// Ask in the group, kill the daemon once `streamed` (a first edit was seen), restart it on
+/// the same home, and check that the answer is finished by an edit of the same message, with no
+/// second message.
+async fn killed_in_a_group_is_finished_in_the_same_message(model: &ScriptedModel) {
     let home = TestHome::new();
-    let dir = tempfile::tempdir().unwrap();
     let tg = FakeTelegram::start().await;
-    // The turn runs again after the restart: the model is asked twice. The first run is killed
-    // while the model "thinks" (30 s) after the tool's line was edited to done.
-    let mut steps = reading_turn(&dir, Duration::from_secs(30));
-    steps.extend(reading_turn(&dir, Duration::from_millis(1500)));
-    let model = ScriptedModel::start(steps).await;
-    config(&home, &tg, &model, "");
+    config(&home, &tg, model, "");
     let mut daemon = Daemon::start(&home);
     ask_in_group(&tg, "what do my notes say?");
 
@@ -312,28 +308,21 @@ async fn a_group_answer_cut_by_a_kill_is_finished_in_the_same_message() {
     assert_eq!(tg.sent_message_ids(GROUP), ids, "{}", tg.describe_calls());
     let last = answered(edits_of(&tg, ids[0])).pop().expect("an edit");
     assert_eq!(text(&last), answer_html());
-    assert_eq!(model.requests().len(), 4, "{}", model.describe());
     daemon.stop();
     home.assert_no_panic();
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_private_answer_cut_by_a_kill_is_sent_once_after_the_restart() {
+/// Ask in a private chat, kill the daemon once `shown` is true of the drafts so far, restart it
+/// on the same home, and check that exactly one `sendMessage` carries the whole answer.
+async fn killed_in_private_is_sent_once(model: &ScriptedModel, shown: fn(&[Value]) -> bool) {
     let home = TestHome::new();
-    let dir = tempfile::tempdir().unwrap();
     let tg = FakeTelegram::start().await;
-    // Killed while the model "thinks" after the tool ran; the turn runs again after the restart.
-    let mut steps = reading_turn(&dir, Duration::from_secs(30));
-    steps.extend(reading_turn(&dir, Duration::from_millis(1500)));
-    let model = ScriptedModel::start(steps).await;
-    config(&home, &tg, &model, "");
+    config(&home, &tg, model, "");
     let mut daemon = Daemon::start(&home);
     tg.push_text(OWNER, OWNER, "what do my notes say?");
 
-    wait_until("the tool's line is done in the draft", WAIT, || {
-        tg.calls("sendMessageDraft")
-            .iter()
-            .any(|d| d["text"].as_str().is_some_and(|t| t.contains("done")))
+    wait_until("the draft to kill in", WAIT, || {
+        shown(&tg.calls("sendMessageDraft"))
     })
     .await;
     daemon.kill();
@@ -350,9 +339,37 @@ async fn a_private_answer_cut_by_a_kill_is_sent_once_after_the_restart() {
         "{}",
         tg.describe_calls()
     );
-    assert_eq!(model.requests().len(), 4, "{}", model.describe());
     daemon.stop();
     home.assert_no_panic();
+}
+
+/// The model's steps of a reading turn killed while it "thinks" (30 s) after the tool's line
+/// was shown as done, then of the same turn run again after the restart.
+fn reading_turn_run_twice(dir: &tempfile::TempDir) -> Vec<Step> {
+    let mut steps = reading_turn(dir, Duration::from_secs(30));
+    steps.extend(reading_turn(dir, Duration::from_millis(1500)));
+    steps
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_group_answer_cut_by_a_kill_is_finished_in_the_same_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::start(reading_turn_run_twice(&dir)).await;
+    killed_in_a_group_is_finished_in_the_same_message(&model).await;
+    assert_eq!(model.requests().len(), 4, "{}", model.describe());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_private_answer_cut_by_a_kill_is_sent_once_after_the_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::start(reading_turn_run_twice(&dir)).await;
+    killed_in_private_is_sent_once(&model, |drafts| {
+        drafts
+            .iter()
+            .any(|d| d["text"].as_str().is_some_and(|t| t.contains("done")))
+    })
+    .await;
+    assert_eq!(model.requests().len(), 4, "{}", model.describe());
 }
 
 // ----- answers streamed by the model (text deltas) -------------------------------------------
@@ -444,54 +461,12 @@ async fn a_group_sees_one_message_edited_a_second_apart_into_the_answer() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_group_answer_streamed_when_killed_is_finished_by_an_edit_of_the_same_message() {
-    let home = TestHome::new();
-    let tg = FakeTelegram::start().await;
-    let model = slow_model(2).await;
-    config(&home, &tg, &model, "");
-    let mut daemon = Daemon::start(&home);
-    ask_in_group(&tg, "tell me about streaming");
-
-    tg.wait_for_calls("editMessageText", 1, WAIT).await;
-    daemon.kill();
-    let ids = tg.sent_message_ids(GROUP);
-    assert_eq!(ids.len(), 1, "{}", tg.describe_calls());
-    assert_ne!(
-        tg.message_text(ids[0]),
-        Some(answer_html()),
-        "killed too late"
-    );
-
-    let mut daemon = Daemon::start(&home);
-    wait_for_whole_answer_in(&tg, ids[0]).await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(tg.sent_message_ids(GROUP), ids, "{}", tg.describe_calls());
-    let last = answered(edits_of(&tg, ids[0])).pop().expect("an edit");
-    assert_eq!(text(&last), answer_html());
-    daemon.stop();
-    home.assert_no_panic();
+    killed_in_a_group_is_finished_in_the_same_message(&slow_model(2).await).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_private_answer_streamed_when_killed_is_sent_once_after_the_restart() {
-    let home = TestHome::new();
-    let tg = FakeTelegram::start().await;
-    let model = slow_model(2).await;
-    config(&home, &tg, &model, "");
-    let mut daemon = Daemon::start(&home);
-    tg.push_text(OWNER, OWNER, "tell me about streaming");
-
-    tg.wait_for_calls("sendMessageDraft", 1, WAIT).await;
-    daemon.kill();
-    assert!(tg.sent_message_ids(OWNER).is_empty(), "killed too late");
-
-    let mut daemon = Daemon::start(&home);
-    tg.wait_for_sent(1, WAIT).await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let sent = to_chat(tg.calls_of("sendMessage"), OWNER);
-    assert_eq!(sent.len(), 1, "{}", tg.describe_calls());
-    assert_eq!(text(&sent[0]), answer_html());
-    daemon.stop();
-    home.assert_no_panic();
+    killed_in_private_is_sent_once(&slow_model(2).await, |drafts| !drafts.is_empty()).await;
 }
 
 /// From the attacker's side: a stranger in the group gets the model (which does what the

@@ -18,6 +18,7 @@
 
 pub mod channel;
 pub mod delivery;
+pub mod error;
 pub mod lark;
 pub mod model;
 pub mod stream;

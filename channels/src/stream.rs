@@ -10,7 +10,7 @@
 //! [`DraftTarget::resume`] and finish the answer in the same message instead of sending a
 //! second one.
 
-use crate::channel::ChannelError;
+use crate::error::ChannelError;
 use crate::model::{ChatRef, SentRef};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

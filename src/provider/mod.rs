@@ -11,6 +11,7 @@
 
 pub mod openai;
 pub mod sse;
+pub mod tolerant;
 pub mod types;
 
 pub use openai::OpenAiClient;

@@ -11,7 +11,7 @@
 
 use super::sse::{ChunkAssembler, SseDecoder};
 use super::types::{ChatMessage, Role, ToolCall, ToolSpec};
-use super::{Completion, FinishReason, ModelProvider, ProviderError, MAX_RETRIES};
+use super::{tolerant, Completion, FinishReason, ModelProvider, ProviderError, MAX_RETRIES};
 use crate::config::{ModelConfig, Secret};
 use ethan_core::event::{EventSink, TurnEvent};
 use serde_json::{json, Value};
@@ -206,7 +206,7 @@ impl OpenAiClient {
         if !(200..300).contains(&status) {
             return (Err(classify_error(status, &text)), retry_after);
         }
-        (parse_completion(&text), None)
+        (parse_completion(&text, offers_tools(body)), None)
     }
 
     /// One completion, streamed: each piece of text goes to `deltas` as
@@ -338,7 +338,7 @@ impl OpenAiClient {
             let t = text.trim_start();
             if !(t.starts_with("data:") || t.starts_with(':')) {
                 // The server ignored `stream`: a whole completion.
-                let c = parse_completion(&text)?;
+                let c = parse_completion(&text, offers_tools(body))?;
                 *sent |= send_whole_text(&c, deltas);
                 return Ok(c);
             }
@@ -351,7 +351,7 @@ impl OpenAiClient {
                     break;
                 }
             }
-            return self.assembled(assembler);
+            return self.assembled(assembler, offers_tools(body));
         }
         let idle = Duration::from_secs(self.idle_timeout_secs);
         let deadline = tokio::time::Instant::now() + MAX_STREAM_TIME;
@@ -400,7 +400,7 @@ impl OpenAiClient {
                 self.take(&mut assembler, &data, deltas, sent)?;
             }
         }
-        self.assembled(assembler)
+        self.assembled(assembler, offers_tools(body))
     }
 
     /// One `data` payload into the assembler; its text piece, if any, to `deltas`.
@@ -419,7 +419,11 @@ impl OpenAiClient {
     }
 
     /// The completion of a stream that ended, or why it is not one.
-    fn assembled(&self, assembler: ChunkAssembler) -> Result<Completion, StreamFailure> {
+    fn assembled(
+        &self,
+        assembler: ChunkAssembler,
+        offered_tools: bool,
+    ) -> Result<Completion, StreamFailure> {
         if !assembler.is_complete() {
             return Err(ProviderError::BadResponse(
                 "the stream ended before its last chunk (no finish_reason, no [DONE])".into(),
@@ -429,7 +433,9 @@ impl OpenAiClient {
         if let Some(usage) = assembler.usage() {
             tracing::debug!(model = %self.model, %usage, "streamed answer usage");
         }
-        Ok(assembler.into_completion())
+        let mut c = assembler.into_completion();
+        tolerant::finish_message(&mut c.message, offered_tools);
+        Ok(c)
     }
 
     /// The rest of a response body, each read bounded by the idle timeout.
@@ -582,11 +588,16 @@ fn send_whole_text(c: &Completion, deltas: &EventSink) -> bool {
     }
 }
 
-/// A message in the Chat Completions wire shape: `role`, `content` (`null` beside tool calls),
+/// A message in the Chat Completions wire shape: `role`, `content` (`""` beside tool calls),
 /// `tool_calls[]{id, type: "function", function{name, arguments}}`, `tool_call_id`. The
 /// neutral `opaque` field is not sent: this API has none.
 fn to_wire(m: &ChatMessage) -> Value {
-    let mut v = json!({"role": m.role.as_str(), "content": m.content});
+    // `""`, not `null`, beside tool calls: some servers (llama-cpp-python) answer 500 for null.
+    let content = match &m.content {
+        None if !m.tool_calls.is_empty() => Some(String::new()),
+        c => c.clone(),
+    };
+    let mut v = json!({"role": m.role.as_str(), "content": content});
     if !m.tool_calls.is_empty() {
         v["tool_calls"] = m
             .tool_calls
@@ -621,22 +632,27 @@ fn from_wire(v: &Value) -> Result<ChatMessage, String> {
             .as_array()
             .ok_or_else(|| "tool_calls is not a list".to_string())?;
         for (i, c) in calls.iter().enumerate() {
-            let text = |field: &Value| -> Result<String, String> {
-                match field {
-                    Value::Null => Ok(String::new()),
-                    Value::String(s) => Ok(s.clone()),
-                    other => Err(format!("tool_calls[{i}]: expected a string, got {other}")),
-                }
-            };
             let f = c
                 .get("function")
                 .ok_or_else(|| format!("tool_calls[{i}] has no function"))?;
+            let name = match f.get("name") {
+                None | Some(Value::Null) => String::new(),
+                Some(Value::String(s)) => s.clone(),
+                Some(other) => {
+                    return Err(format!(
+                        "tool_calls[{i}].function.name is not a string: {other}"
+                    ))
+                }
+            };
             tool_calls.push(ToolCall {
-                id: text(c.get("id").unwrap_or(&Value::Null))?,
-                name: text(f.get("name").unwrap_or(&Value::Null))?,
-                arguments: text(f.get("arguments").unwrap_or(&Value::Null))?,
+                id: tolerant::id_text(c.get("id")),
+                name,
+                arguments: tolerant::arguments_text(f.get("arguments")),
             });
         }
+    }
+    if tool_calls.is_empty() {
+        tool_calls.extend(tolerant::legacy_function_call(v));
     }
     Ok(ChatMessage {
         role,
@@ -670,7 +686,16 @@ impl ModelProvider for OpenAiClient {
     }
 }
 
-fn parse_completion(text: &str) -> Result<Completion, ProviderError> {
+/// Whether a request body offers tools.
+fn offers_tools(body: &Value) -> bool {
+    body.get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|t| !t.is_empty())
+}
+
+/// The completion of a whole (not streamed) answer; `offered_tools`: the request offered tools
+/// (tool calls written as text are then taken as calls, see [`tolerant`]).
+fn parse_completion(text: &str, offered_tools: bool) -> Result<Completion, ProviderError> {
     let v: Value = serde_json::from_str(text)
         .map_err(|e| ProviderError::BadResponse(format!("not JSON ({e})")))?;
     let choice = v
@@ -682,12 +707,8 @@ fn parse_completion(text: &str) -> Result<Completion, ProviderError> {
             .ok_or_else(|| ProviderError::BadResponse("no choices[0].message".into()))?,
     )
     .map_err(|e| ProviderError::BadResponse(format!("choices[0].message: {e}")))?;
-    // Some servers omit the id of a tool call; every call needs one for its result.
-    for (i, c) in message.tool_calls.iter_mut().enumerate() {
-        if c.id.is_empty() {
-            c.id = format!("call_{i}_{}", uuid::Uuid::new_v4().simple());
-        }
-    }
+    // Ids filled in and unique, calls written as text taken as calls.
+    tolerant::finish_message(&mut message, offered_tools);
     Ok(Completion {
         message,
         finish_reason: choice
@@ -785,20 +806,20 @@ mod tests {
     fn parses_tool_calls_and_garbage() {
         let ok = r#"{"choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,
             "tool_calls":[{"id":"c1","type":"function","function":{"name":"file_read","arguments":"{\"path\":\"a\"}"}}]}}]}"#;
-        let c = parse_completion(ok).unwrap();
+        let c = parse_completion(ok, true).unwrap();
         assert_eq!(c.message.tool_calls[0].name, "file_read");
         assert_eq!(c.finish_reason, Some(FinishReason::ToolCalls));
         assert!(!c.truncated());
         let cut = r#"{"choices":[{"index":0,"finish_reason":"length","message":{"role":"assistant","content":"The first half"}}]}"#;
-        let c = parse_completion(cut).unwrap();
+        let c = parse_completion(cut, true).unwrap();
         assert!(c.truncated());
         assert_eq!(c.message.content.as_deref(), Some("The first half"));
         assert!(matches!(
-            parse_completion("<html>"),
+            parse_completion("<html>", true),
             Err(ProviderError::BadResponse(_))
         ));
         assert!(matches!(
-            parse_completion(r#"{"choices":[]}"#),
+            parse_completion(r#"{"choices":[]}"#, true),
             Err(ProviderError::BadResponse(_))
         ));
     }

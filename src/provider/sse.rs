@@ -182,7 +182,8 @@ impl ChunkAssembler {
 
     /// One entry of `delta.tool_calls` (at position `pos` in its chunk).
     fn push_call(&mut self, pos: usize, c: &Value) -> Result<(), ProviderError> {
-        let id = string_field(c.get("id"), "tool_calls[].id")?;
+        // An id of any JSON type (some servers send integers), as text.
+        let id = Some(super::tolerant::id_text(c.get("id"))).filter(|s| !s.is_empty());
         // No index: the call with this id, a new call for a new id, else the last call.
         let index = match c.get("index") {
             Some(Value::Number(n)) => n

@@ -140,7 +140,10 @@ impl ProviderError {
     /// Whether another attempt may succeed.
     pub fn is_transient(&self) -> bool {
         match self {
-            ProviderError::Http { status, .. } => *status == 429 || *status >= 500,
+            // 408 and 429 ask for another try; any other 4xx would be refused again.
+            ProviderError::Http { status, .. } => {
+                *status == 408 || *status == 429 || *status >= 500
+            }
             ProviderError::Timeout(_)
             | ProviderError::Stalled(_)
             | ProviderError::Connect { .. }

@@ -358,6 +358,18 @@ mod tests {
     }
 
     #[test]
+    fn an_integer_id_in_a_stream_is_text() {
+        let body = concat!(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":5,\"function\":{\"name\":\"shell\",\"arguments\":\"{}\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+            "data: [DONE]\n\n"
+        );
+        let (c, _, _) = run(body, 9).unwrap();
+        assert_eq!(c.message.tool_calls[0].id, "5");
+        assert_eq!(c.message.tool_calls[0].name, "shell");
+    }
+
+    #[test]
     fn tool_calls_interleaved_by_index_with_arguments_in_pieces() {
         let chunks = [
             r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"file_read","arguments":""}}]}}]}"#,

@@ -315,10 +315,9 @@ impl Router {
         }
     }
 
-    /// Deliver `text` as the reply to `ev`: first record it as being sent (state `sending`, one
-    /// write), then send, then mark the event `done` once the platform confirmed it, or `failed`
-    /// when it refused or could not be reached (logged).
-    async fn answer(&self, ev: &InboundEvent, text: &str) {
+    /// Record `text` as the reply to `ev` being sent (state `sending`, one write; a failure is
+    /// logged).
+    async fn record_sending(&self, ev: &InboundEvent, text: &str) {
         if let Err(e) = self
             .store
             .set_inbound_sending(ev.channel.as_str(), &ev.event_id, text)
@@ -329,6 +328,13 @@ impl Router {
                 ev.event_id
             );
         }
+    }
+
+    /// Deliver `text` as the reply to `ev`: first record it as being sent (state `sending`, one
+    /// write), then send, then mark the event `done` once the platform confirmed it, or `failed`
+    /// when it refused or could not be reached (logged).
+    async fn answer(&self, ev: &InboundEvent, text: &str) {
+        self.record_sending(ev, text).await;
         let state = match self.reply(ev, text).await {
             Ok(()) => "done",
             Err(e) => {
@@ -536,16 +542,7 @@ impl Router {
         mut draft: Box<dyn Draft>,
         tools: &[ToolLine],
     ) {
-        if let Err(e) = self
-            .store
-            .set_inbound_sending(ev.channel.as_str(), &ev.event_id, text)
-            .await
-        {
-            tracing::error!(
-                "cannot record the reply to event {} as being sent: {e}",
-                ev.event_id
-            );
-        }
+        self.record_sending(ev, text).await;
         let mut attempt = 1;
         let mut delay = DELIVERY_RETRY.first_delay;
         let state = loop {

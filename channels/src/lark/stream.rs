@@ -317,6 +317,14 @@ pub(crate) struct CardDraft {
     parts_ids: Vec<String>,
 }
 
+impl Card {
+    /// The `sequence` of the card's next operation and the request `uuid` derived from it.
+    fn next_op(&mut self) -> (u64, String) {
+        self.seq = next_sequence(self.seq, self.handle.created_ms, now_ms());
+        (self.seq, format!("{}-{}", self.handle.card_id, self.seq))
+    }
+}
+
 /// The draft for `target`, or `None` when streaming is off or CardKit was refused for lack of
 /// its scope less than [`SCOPE_BACKOFF`] ago. Every mode but `off` means a card (Telegram's
 /// `draft`/`edit` do not apply to Lark).
@@ -453,9 +461,7 @@ impl CardDraft {
             return Ok(());
         };
         self.ops.take().await;
-        let seq = next_sequence(card.seq, card.handle.created_ms, now_ms());
-        card.seq = seq;
-        let uuid = format!("{}-{seq}", card.handle.card_id);
+        let (seq, uuid) = card.next_op();
         self.core
             .api
             .put_card_element_content(&card.handle.card_id, element, content, seq, &uuid)
@@ -474,9 +480,7 @@ impl CardDraft {
             return Ok(());
         };
         self.ops.take().await;
-        let seq = next_sequence(card.seq, card.handle.created_ms, now_ms());
-        card.seq = seq;
-        let uuid = format!("{}-{seq}", card.handle.card_id);
+        let (seq, uuid) = card.next_op();
         self.core
             .api
             .patch_card_settings(&card.handle.card_id, settings, seq, &uuid)

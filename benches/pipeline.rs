@@ -79,6 +79,7 @@ fn msg(role: Role, text: String) -> ChatMessage {
         tool_calls: Vec::new(),
         tool_call_id: None,
         opaque: None,
+        is_error: false,
     }
 }
 

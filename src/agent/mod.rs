@@ -250,6 +250,20 @@ impl Agent {
                     history = trim_history(history);
                     continue;
                 }
+                Err(ProviderError::Interrupted { shown, cause }) => {
+                    // The person has seen `shown`: it stays, with a note, and is not replayed.
+                    tracing::warn!(
+                        "the streamed answer in {} broke off: {cause}",
+                        input.session_key
+                    );
+                    turn.push(ChatMessage::assistant(shown.clone()));
+                    let text = with_note(
+                        &shown,
+                        &format!("(The answer broke off here: {})", cause.user_message()),
+                    );
+                    emit(&input.events, TurnEvent::Text(text.clone()));
+                    break TurnOutcome::Answer(text);
+                }
                 Err(e) => {
                     break TurnOutcome::Failed {
                         user_message: e.user_message(),
@@ -337,22 +351,30 @@ impl Agent {
                             "tool call {}",
                             r.tool_call_id
                         );
-                        turn.push(ChatMessage::tool(r.tool_call_id, r.model_text));
+                        turn.push(if r.result.ok {
+                            ChatMessage::tool(r.tool_call_id, r.model_text)
+                        } else {
+                            ChatMessage::tool_error(r.tool_call_id, r.model_text)
+                        });
                     }
                 }
                 Err(progress) => {
                     // What happened, call by call: a call that ran keeps its result (its side
                     // effects are real), the others say they were stopped or never started.
                     for (c, p) in calls.iter().zip(progress) {
-                        let text = match p {
+                        let (text, ok) = match p {
                             Progress::Ran(r) => {
                                 emit(&input.events, tool_end(&r));
-                                r.model_text
+                                (r.model_text, r.result.ok)
                             }
-                            Progress::Stopped => Progress::STOPPED_TEXT.to_string(),
-                            Progress::NotStarted => Progress::NOT_STARTED_TEXT.to_string(),
+                            Progress::Stopped => (Progress::STOPPED_TEXT.to_string(), false),
+                            Progress::NotStarted => (Progress::NOT_STARTED_TEXT.to_string(), false),
                         };
-                        turn.push(ChatMessage::tool(c.id.clone(), text));
+                        turn.push(if ok {
+                            ChatMessage::tool(c.id.clone(), text)
+                        } else {
+                            ChatMessage::tool_error(c.id.clone(), text)
+                        });
                     }
                     break TurnOutcome::Stopped;
                 }
@@ -430,13 +452,18 @@ pub const CUT_OFF_NOTE: &str = "… (the answer was cut off at the model's lengt
 /// `text` (Markdown) followed by [`CUT_OFF_NOTE`] in a paragraph of its own; a code block the
 /// cut left open is closed first, so the note is not shown as code.
 fn with_cut_off_note(text: &str) -> String {
+    with_note(text, CUT_OFF_NOTE)
+}
+
+/// `text` with a closing fence if a code block is left open, then `note` as its own paragraph.
+fn with_note(text: &str, note: &str) -> String {
     let mut out = text.trim_end().to_string();
     if let Some(fence) = open_fence(&out) {
         out.push('\n');
         out.push_str(&fence);
     }
     out.push_str("\n\n");
-    out.push_str(CUT_OFF_NOTE);
+    out.push_str(note);
     out
 }
 

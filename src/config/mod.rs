@@ -1,13 +1,15 @@
 //! Configuration: where it lives, how it is read, and what is refused.
 //!
 //! Sources, lowest precedence first: built-in defaults; the well-known environment variables
-//! `OPENAI_API_KEY`, `OPENAI_BASE_URL`, `TELEGRAM_BOT_TOKEN`, `LARK_APP_ID`, `LARK_APP_SECRET`,
-//! `SEARXNG_BASE_URL`; the YAML file (`--config PATH`, else `ETHAN_CONFIG`, else
+//! `TELEGRAM_BOT_TOKEN`, `LARK_APP_ID`, `LARK_APP_SECRET`, `SEARXNG_BASE_URL`; the YAML file (`--config PATH`, else `ETHAN_CONFIG`, else
 //! `$ETHAN_HOME/config.yaml`, `ETHAN_HOME` defaulting to `~/.ethan`); `ETHAN__SECTION__KEY`
 //! overrides (double underscores separate levels: `ETHAN__MODEL__NAME`,
 //! `ETHAN__CHANNELS__TELEGRAM__DM_POLICY`). Read with the `config` crate, then deserialised into
 //! the typed [`Config`] with the failing key's path in every error. Keys are those of DESIGN §7;
-//! unknown keys and bad values stop the start.
+//! unknown keys and bad values stop the start. A model endpoint (`model`, each
+//! `model.fallback` entry) left without `base_url` or `api_key` takes its provider's variables
+//! (`OPENAI_BASE_URL`/`OPENAI_API_KEY`, `ANTHROPIC_BASE_URL`/`ANTHROPIC_API_KEY`), then the
+//! provider's public endpoint.
 
 mod channels;
 mod secret;
@@ -75,6 +77,7 @@ impl Loaded {
 pub fn secret_values(c: &Config) -> Vec<String> {
     let t = &c.channels.telegram;
     let l = &c.channels.lark;
+    let fallback_keys = c.model.fallback.iter().map(|f| &f.api_key);
     [
         &c.model.api_key,
         &t.token,
@@ -89,6 +92,7 @@ pub fn secret_values(c: &Config) -> Vec<String> {
         &c.gateway.token,
     ]
     .into_iter()
+    .chain(fallback_keys)
     .filter(|s| !s.is_empty())
     .map(|s| s.expose().to_string())
     .collect()
@@ -159,8 +163,6 @@ fn read_raw(path: &Path, file_found: bool) -> Result<serde_json::Value, ConfigEr
     };
     let mut b = config::Config::builder();
     for (var, key) in [
-        ("OPENAI_API_KEY", "model.api_key"),
-        ("OPENAI_BASE_URL", "model.base_url"),
         ("TELEGRAM_BOT_TOKEN", "channels.telegram.token"),
         ("LARK_APP_ID", "channels.lark.app_id"),
         ("LARK_APP_SECRET", "channels.lark.app_secret"),
@@ -226,7 +228,33 @@ pub fn from_value(mut raw: serde_json::Value) -> Result<Config, ConfigError> {
     }
     let mut config: Config = deserialize_at(raw, "")?;
     config.tools.per_tool = per_tool;
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let m = &mut config.model;
+    fill_endpoint(m.provider, &mut m.base_url, &mut m.api_key, env);
+    for f in &mut m.fallback {
+        fill_endpoint(f.provider, &mut f.base_url, &mut f.api_key, env);
+    }
     Ok(config)
+}
+
+/// An empty `base_url` / `api_key` of a model endpoint from the provider's variables
+/// (`OPENAI_BASE_URL` / `OPENAI_API_KEY`, `ANTHROPIC_BASE_URL` / `ANTHROPIC_API_KEY`), an
+/// empty `base_url` without its variable from the provider's public endpoint.
+fn fill_endpoint(
+    provider: ProviderKind,
+    base_url: &mut String,
+    api_key: &mut Secret,
+    env: impl Fn(&str) -> Option<String>,
+) {
+    let (key_var, url_var) = provider.env_vars();
+    if base_url.trim().is_empty() {
+        *base_url = env(url_var).unwrap_or_else(|| provider.default_base_url().to_string());
+    }
+    if api_key.is_empty() {
+        if let Some(k) = env(key_var) {
+            *api_key = Secret::new(k);
+        }
+    }
 }
 
 fn deserialize_at<T: serde::de::DeserializeOwned>(
@@ -280,6 +308,18 @@ fn check_url(key: &str, v: &str, allow_empty: bool) -> Result<(), ConfigError> {
 /// Checks that serde cannot express.
 fn validate(c: &Config) -> Result<(), ConfigError> {
     check_url("model.base_url", &c.model.base_url, false)?;
+    for (i, f) in c.model.fallback.iter().enumerate() {
+        check_url(&format!("model.fallback[{i}].base_url"), &f.base_url, false)?;
+        if f.name.trim().is_empty() {
+            return Err(key_err(
+                &format!("model.fallback[{i}].name"),
+                "must not be empty",
+            ));
+        }
+    }
+    if c.model.max_tokens == 0 {
+        return Err(key_err("model.max_tokens", "must be at least 1"));
+    }
     check_url(
         "channels.telegram.api_url",
         &c.channels.telegram.api_url,

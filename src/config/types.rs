@@ -57,13 +57,57 @@ pub struct Config {
     pub scheduler: SchedulerConfig,
     pub retention: RetentionConfig,
     pub gateway: GatewayConfig,
+    pub budget: BudgetConfig,
+}
+
+/// Which wire protocol a model endpoint speaks (`model.provider`, `model.fallback[].provider`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    /// OpenAI Chat Completions (`POST {base_url}/chat/completions`): OpenAI, DeepSeek, Qwen,
+    /// OpenRouter, vLLM, Ollama, llama.cpp, …
+    #[default]
+    Openai,
+    /// Anthropic Messages (`POST {base_url}/v1/messages`).
+    Anthropic,
+}
+
+impl ProviderKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Openai => "openai",
+            ProviderKind::Anthropic => "anthropic",
+        }
+    }
+
+    /// The base URL used when none is configured (after the provider's `*_BASE_URL` variable).
+    pub fn default_base_url(self) -> &'static str {
+        match self {
+            ProviderKind::Openai => "https://api.openai.com/v1",
+            ProviderKind::Anthropic => "https://api.anthropic.com",
+        }
+    }
+
+    /// The environment variables read for an empty `api_key` and `base_url`.
+    pub fn env_vars(self) -> (&'static str, &'static str) {
+        match self {
+            ProviderKind::Openai => ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+            ProviderKind::Anthropic => ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ModelConfig {
-    /// Prefix to which `/chat/completions` is appended, e.g. `https://api.openai.com/v1`.
+    /// The wire protocol: `openai` (default) or `anthropic`.
+    pub provider: ProviderKind,
+    /// OpenAI: the prefix to which `/chat/completions` is appended, e.g.
+    /// `https://api.openai.com/v1`. Anthropic: the host, e.g. `https://api.anthropic.com`
+    /// (`/v1/messages` is appended). Empty: the provider's `*_BASE_URL` variable, else its
+    /// public endpoint (filled in when the config is loaded).
     pub base_url: String,
+    /// Empty: the provider's `*_API_KEY` variable (filled in when the config is loaded).
     pub api_key: Secret,
     pub name: String,
     /// Added before the built-in system prompt.
@@ -76,12 +120,17 @@ pub struct ModelConfig {
     /// Streamed answers: the longest silence between two chunks, in seconds, before the
     /// request counts as timed out (replaces `timeout_secs` for them).
     pub idle_timeout_secs: u64,
+    /// Anthropic: the most tokens an answer may have (`max_tokens`, required by that API).
+    pub max_tokens: u32,
+    /// Models tried in order when the one before failed in a way another could fix.
+    pub fallback: Vec<ModelEndpoint>,
 }
 
 impl Default for ModelConfig {
     fn default() -> Self {
         Self {
-            base_url: "https://api.openai.com/v1".into(),
+            provider: ProviderKind::Openai,
+            base_url: String::new(),
             api_key: Secret::default(),
             name: "gpt-4o-mini".into(),
             system_prompt: String::new(),
@@ -89,8 +138,54 @@ impl Default for ModelConfig {
             history_messages: 50,
             timeout_secs: 120,
             idle_timeout_secs: 60,
+            max_tokens: 8192,
+            fallback: Vec::new(),
         }
     }
+}
+
+/// A model endpoint: the primary (`model.provider`, `base_url`, `api_key`, `name`) or one entry
+/// of `model.fallback`. Time limits and `max_tokens` are those of `model`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelEndpoint {
+    pub provider: ProviderKind,
+    /// As `model.base_url` (empty: the provider's variable, else its public endpoint).
+    pub base_url: String,
+    /// As `model.api_key` (empty: the provider's variable).
+    pub api_key: Secret,
+    /// The model name; also how a scheduled job picks this entry (`schedule_create.model`).
+    pub name: String,
+}
+
+impl ModelConfig {
+    /// The primary endpoint (`model.provider`, `base_url`, `api_key`, `name`).
+    pub fn primary(&self) -> ModelEndpoint {
+        ModelEndpoint {
+            provider: self.provider,
+            base_url: self.base_url.clone(),
+            api_key: self.api_key.clone(),
+            name: self.name.clone(),
+        }
+    }
+
+    /// The primary endpoint, then the fallback entries, in order.
+    pub fn endpoints(&self) -> Vec<ModelEndpoint> {
+        std::iter::once(self.primary())
+            .chain(self.fallback.iter().cloned())
+            .collect()
+    }
+}
+
+/// `budget.*`: token limits per day (0 = no limit). A day starts at midnight in the configured
+/// zone (`timezone`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BudgetConfig {
+    /// Tokens (input + output, cache reads and writes included) the whole daemon may use a day.
+    pub daily_tokens: u64,
+    /// Tokens one chat (a DM, a group, the terminal) may use a day.
+    pub chat_daily_tokens: u64,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -16,6 +16,27 @@ pub mod types;
 
 pub use openai::OpenAiClient;
 
+use crate::config::{ModelConfig, ModelEndpoint, ProviderKind};
+use std::sync::Arc;
+
+/// A client for endpoint `ep` (the primary or a fallback entry), speaking its provider's wire
+/// protocol, with the time limits of `cfg`.
+///
+/// # Errors
+/// [`ProviderError::Connect`] when the HTTP client cannot be built.
+pub fn connect(
+    ep: &ModelEndpoint,
+    cfg: &ModelConfig,
+) -> Result<Arc<dyn ModelProvider>, ProviderError> {
+    match ep.provider {
+        ProviderKind::Openai => Ok(Arc::new(OpenAiClient::for_endpoint(ep, cfg)?)),
+        ProviderKind::Anthropic => Err(ProviderError::Connect {
+            url: ep.base_url.clone(),
+            message: "the Anthropic provider is not built yet".into(),
+        }),
+    }
+}
+
 /// Retries after the first attempt for transient failures.
 pub const MAX_RETRIES: u32 = 3;
 

@@ -12,8 +12,9 @@
 use super::sse::{ChunkAssembler, SseDecoder};
 use super::types::{ChatMessage, Role, ToolCall, ToolSpec};
 use super::{tolerant, Completion, FinishReason, ModelProvider, ProviderError, MAX_RETRIES};
-use crate::config::{ModelConfig, Secret};
+use crate::config::{ModelConfig, ModelEndpoint, Secret};
 use ethan_core::event::{EventSink, TurnEvent};
+use ethan_core::provider::Usage;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -67,8 +68,17 @@ impl OpenAiClient {
     /// # Errors
     /// [`ProviderError::Connect`] when the HTTP client cannot be built (TLS setup).
     pub fn new(cfg: &ModelConfig) -> Result<Self, ProviderError> {
+        Self::for_endpoint(&cfg.primary(), cfg)
+    }
+
+    /// A client for endpoint `ep` (the primary or a fallback entry) with the time limits of
+    /// `cfg`.
+    ///
+    /// # Errors
+    /// As [`OpenAiClient::new`].
+    pub fn for_endpoint(ep: &ModelEndpoint, cfg: &ModelConfig) -> Result<Self, ProviderError> {
         let connect_error = |e: reqwest::Error| ProviderError::Connect {
-            url: cfg.base_url.clone(),
+            url: ep.base_url.clone(),
             message: e.to_string(),
         };
         let http = reqwest::Client::builder()
@@ -83,9 +93,9 @@ impl OpenAiClient {
         Ok(Self {
             http,
             stream_http,
-            base_url: cfg.base_url.trim_end_matches('/').to_string(),
-            api_key: cfg.api_key.clone(),
-            model: cfg.name.clone(),
+            base_url: ep.base_url.trim_end_matches('/').to_string(),
+            api_key: ep.api_key.clone(),
+            model: ep.name.clone(),
             timeout_secs: cfg.timeout_secs,
             idle_timeout_secs: cfg.idle_timeout_secs.max(1),
             backoff: Duration::from_millis(500),
@@ -96,6 +106,12 @@ impl OpenAiClient {
 
     pub fn model(&self) -> &str {
         &self.model
+    }
+
+    /// `c` with this client's model name as the one that answered.
+    fn with_model(&self, mut c: Completion) -> Completion {
+        c.model = self.model.clone();
+        c
     }
 
     fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
@@ -206,7 +222,10 @@ impl OpenAiClient {
         if !(200..300).contains(&status) {
             return (Err(classify_error(status, &text)), retry_after);
         }
-        (parse_completion(&text, offers_tools(body)), None)
+        (
+            parse_completion(&text, offers_tools(body)).map(|c| self.with_model(c)),
+            None,
+        )
     }
 
     /// One completion, streamed: each piece of text goes to `deltas` as
@@ -251,8 +270,8 @@ impl OpenAiClient {
             if !self.stream_options_refused.load(Ordering::Relaxed) {
                 body["stream_options"] = json!({"include_usage": true});
             }
-            let mut sent = false;
-            match self.stream_once(&body, deltas, &mut sent).await {
+            let mut shown = String::new();
+            match self.stream_once(&body, deltas, &mut shown).await {
                 Ok(c) => return Ok(c),
                 Err(StreamFailure::Refused(what)) => {
                     // Not a retry: the same request without the parameter, at once.
@@ -267,16 +286,24 @@ impl OpenAiClient {
                             self.base_url
                         );
                     }
-                    if sent {
+                    if !shown.is_empty() {
                         let _ = deltas.send(TurnEvent::DeltaReset);
                     }
                 }
                 Err(StreamFailure::Error(e, retry_after)) => {
-                    if sent {
-                        let _ = deltas.send(TurnEvent::DeltaReset);
-                    }
                     if !(e.is_transient() && attempt < MAX_RETRIES) {
-                        return Err(e);
+                        // The person keeps what was shown; nothing starts over.
+                        return Err(if shown.is_empty() {
+                            e
+                        } else {
+                            ProviderError::Interrupted {
+                                shown,
+                                cause: Box::new(e),
+                            }
+                        });
+                    }
+                    if !shown.is_empty() {
+                        let _ = deltas.send(TurnEvent::DeltaReset);
                     }
                     let wait = self.retry_wait(attempt, retry_after);
                     tracing::warn!(
@@ -291,12 +318,12 @@ impl OpenAiClient {
         }
     }
 
-    /// One streamed attempt; `sent` tells whether a piece of text went to `deltas`.
+    /// One streamed attempt; `shown` gathers the text sent to `deltas`.
     async fn stream_once(
         &self,
         body: &Value,
         deltas: &EventSink,
-        sent: &mut bool,
+        shown: &mut String,
     ) -> Result<Completion, StreamFailure> {
         let request = self
             .request_with(
@@ -338,15 +365,17 @@ impl OpenAiClient {
             let t = text.trim_start();
             if !(t.starts_with("data:") || t.starts_with(':')) {
                 // The server ignored `stream`: a whole completion.
-                let c = parse_completion(&text, offers_tools(body))?;
-                *sent |= send_whole_text(&c, deltas);
+                let c = self.with_model(parse_completion(&text, offers_tools(body))?);
+                if send_whole_text(&c, deltas) {
+                    shown.push_str(c.message.content.as_deref().unwrap_or_default());
+                }
                 return Ok(c);
             }
             // A stream under another content type.
             let mut datas = decoder.feed(&whole);
             datas.extend(decoder.finish());
             for data in datas {
-                self.take(&mut assembler, &data, deltas, sent)?;
+                self.take(&mut assembler, &data, deltas, shown)?;
                 if assembler.is_done() {
                     break;
                 }
@@ -389,7 +418,7 @@ impl OpenAiClient {
                 last_event = tokio::time::Instant::now();
             }
             for data in datas {
-                self.take(&mut assembler, &data, deltas, sent)?;
+                self.take(&mut assembler, &data, deltas, shown)?;
                 if assembler.is_done() {
                     break 'read;
                 }
@@ -397,7 +426,7 @@ impl OpenAiClient {
         }
         if !assembler.is_done() {
             for data in decoder.finish() {
-                self.take(&mut assembler, &data, deltas, sent)?;
+                self.take(&mut assembler, &data, deltas, shown)?;
             }
         }
         self.assembled(assembler, offers_tools(body))
@@ -409,11 +438,11 @@ impl OpenAiClient {
         assembler: &mut ChunkAssembler,
         data: &str,
         deltas: &EventSink,
-        sent: &mut bool,
+        shown: &mut String,
     ) -> Result<(), ProviderError> {
         if let Some(piece) = assembler.push(data)? {
+            shown.push_str(&piece);
             let _ = deltas.send(TurnEvent::Delta(piece));
-            *sent = true;
         }
         Ok(())
     }
@@ -430,12 +459,11 @@ impl OpenAiClient {
             )
             .into());
         }
-        if let Some(usage) = assembler.usage() {
-            tracing::debug!(model = %self.model, %usage, "streamed answer usage");
-        }
+        let usage = assembler.usage().and_then(usage_of);
         let mut c = assembler.into_completion();
+        c.usage = usage;
         tolerant::finish_message(&mut c.message, offered_tools);
-        Ok(c)
+        Ok(self.with_model(c))
     }
 
     /// The rest of a response body, each read bounded by the idle timeout.
@@ -663,6 +691,7 @@ fn from_wire(v: &Value) -> Result<ChatMessage, String> {
             .and_then(Value::as_str)
             .map(str::to_string),
         opaque: None,
+        is_error: false,
     })
 }
 
@@ -683,6 +712,17 @@ impl ModelProvider for OpenAiClient {
         deltas: &EventSink,
     ) -> Result<Completion, ProviderError> {
         OpenAiClient::complete_streaming(self, messages, tools, deltas).await
+    }
+
+    async fn check(&self) -> Result<String, ProviderError> {
+        match OpenAiClient::check(self).await {
+            // Many compatible servers have no model list; the endpoint answered.
+            Err(ProviderError::Http { status: 404, .. }) => Ok(format!(
+                "{} answers (no /models list; model {})",
+                self.base_url, self.model
+            )),
+            other => other,
+        }
     }
 }
 
@@ -715,6 +755,24 @@ fn parse_completion(text: &str, offered_tools: bool) -> Result<Completion, Provi
             .get("finish_reason")
             .and_then(Value::as_str)
             .map(FinishReason::parse),
+        usage: v.get("usage").and_then(usage_of),
+        model: String::new(),
+    })
+}
+
+/// The tokens of an OpenAI `usage` object (`prompt_tokens`, `completion_tokens`,
+/// `prompt_tokens_details.cached_tokens`); `None` when it has neither count.
+fn usage_of(u: &Value) -> Option<Usage> {
+    let n = |p: &str| u.pointer(p).and_then(Value::as_u64);
+    let (input, output) = (n("/prompt_tokens"), n("/completion_tokens"));
+    if input.is_none() && output.is_none() {
+        return None;
+    }
+    Some(Usage {
+        input_tokens: input.unwrap_or(0),
+        output_tokens: output.unwrap_or(0),
+        cache_read_tokens: n("/prompt_tokens_details/cached_tokens").unwrap_or(0),
+        cache_write_tokens: 0,
     })
 }
 
@@ -918,6 +976,7 @@ mod tests {
             tool_calls: Vec::new(),
             tool_call_id: None,
             opaque: None,
+            is_error: false,
         };
         let result = client.complete_streaming(&[user], &[], &tx).await;
         drop(tx);

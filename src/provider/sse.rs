@@ -282,8 +282,11 @@ impl ChunkAssembler {
                 tool_calls,
                 tool_call_id: None,
                 opaque: None,
+                is_error: false,
             },
             finish_reason: self.finish_reason.as_deref().map(FinishReason::parse),
+            usage: None,
+            model: String::new(),
         }
     }
 }

@@ -18,8 +18,8 @@ impl Db {
         {
             let mut stmt = tx
                 .prepare_cached(
-                    "INSERT INTO messages(session_id, role, content, tool_calls, tool_call_id, opaque, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    "INSERT INTO messages(session_id, role, content, tool_calls, tool_call_id, opaque, is_error, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 )
                 .op("append messages")?;
             let ts = now();
@@ -42,6 +42,7 @@ impl Db {
                     calls,
                     m.tool_call_id,
                     opaque,
+                    m.is_error,
                     ts
                 ])
                 .op("append messages")?;
@@ -60,7 +61,7 @@ impl Db {
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(
-                "SELECT role, content, tool_calls, tool_call_id, opaque FROM messages
+                "SELECT role, content, tool_calls, tool_call_id, opaque, is_error FROM messages
                  WHERE session_id = ?1 ORDER BY id DESC LIMIT ?2",
             )
             .op("load history")?;
@@ -72,12 +73,13 @@ impl Db {
                     r.get::<_, Option<String>>(2)?,
                     r.get::<_, Option<String>>(3)?,
                     r.get::<_, Option<String>>(4)?,
+                    r.get::<_, bool>(5)?,
                 ))
             })
             .op("load history")?;
         let mut out = Vec::new();
         for row in rows {
-            let (role, content, calls, tool_call_id, opaque) = row.op("load history")?;
+            let (role, content, calls, tool_call_id, opaque, is_error) = row.op("load history")?;
             let role = Role::parse(&role).ok_or_else(|| StoreError::Corrupt {
                 op: "load history",
                 message: format!("unknown role {role:?}"),
@@ -102,6 +104,7 @@ impl Db {
                 tool_calls,
                 tool_call_id,
                 opaque,
+                is_error,
             });
         }
         out.reverse();

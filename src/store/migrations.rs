@@ -208,6 +208,26 @@ const STEPS: &[&str] = &[
     )
     WHERE tool_calls IS NOT NULL AND json_valid(tool_calls);
     "#,
+    // 8: a tool result's failure flag (Anthropic `tool_result.is_error`), and the usage ledger:
+    // one row per model call with the tokens the provider reported (created_at in Unix seconds)
+    r#"
+    ALTER TABLE messages ADD COLUMN is_error INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE model_usage (
+        id                  INTEGER PRIMARY KEY,
+        created_at          INTEGER NOT NULL,
+        model               TEXT NOT NULL,
+        session_key         TEXT NOT NULL DEFAULT '',
+        channel             TEXT NOT NULL DEFAULT '',
+        chat_id             TEXT NOT NULL DEFAULT '',
+        job_id              TEXT,
+        input_tokens        INTEGER NOT NULL DEFAULT 0,
+        output_tokens       INTEGER NOT NULL DEFAULT 0,
+        cache_read_tokens   INTEGER NOT NULL DEFAULT 0,
+        cache_write_tokens  INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX model_usage_time ON model_usage(created_at);
+    CREATE INDEX model_usage_chat ON model_usage(channel, chat_id, created_at);
+    "#,
 ];
 
 pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {

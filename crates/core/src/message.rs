@@ -57,6 +57,9 @@ pub struct ChatMessage {
     /// A provider's own data for this message, kept as it is (see the module doc).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opaque: Option<Value>,
+    /// On a `tool` message: the call failed or was refused (Anthropic `tool_result.is_error`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
 }
 
 impl ChatMessage {
@@ -76,6 +79,7 @@ impl ChatMessage {
             tool_calls: Vec::new(),
             tool_call_id: None,
             opaque: None,
+            is_error: false,
         }
     }
     /// A tool result for `tool_call_id`.
@@ -86,6 +90,14 @@ impl ChatMessage {
             tool_calls: Vec::new(),
             tool_call_id: Some(tool_call_id.into()),
             opaque: None,
+            is_error: false,
+        }
+    }
+    /// A tool result for `tool_call_id` that reports a failure or refusal.
+    pub fn tool_error(tool_call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            is_error: true,
+            ..Self::tool(tool_call_id, content)
         }
     }
 }

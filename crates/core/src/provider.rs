@@ -12,6 +12,45 @@ pub struct Completion {
     pub message: ChatMessage,
     /// Why the model stopped; `None` when the provider did not say.
     pub finish_reason: Option<FinishReason>,
+    /// The tokens of the call as the provider reported them; `None` when it did not.
+    pub usage: Option<Usage>,
+    /// The model that answered (its configured name); empty when the provider did not say.
+    pub model: String,
+}
+
+/// The tokens one model call used, as the provider reported them. `input_tokens` counts every
+/// token of the prompt, those read from or written to the provider's prompt cache included
+/// (OpenAI `prompt_tokens`; Anthropic `input_tokens` + `cache_read_input_tokens` +
+/// `cache_creation_input_tokens`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Of `input_tokens`: read from the prompt cache (OpenAI
+    /// `prompt_tokens_details.cached_tokens`; Anthropic `cache_read_input_tokens`).
+    pub cache_read_tokens: u64,
+    /// Of `input_tokens`: written to the prompt cache (Anthropic
+    /// `cache_creation_input_tokens`; OpenAI reports none).
+    pub cache_write_tokens: u64,
+}
+
+impl Usage {
+    /// Input and output together: what budgets count.
+    pub fn total(&self) -> u64 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
+
+    /// Adds `other` to `self`.
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cache_read_tokens = self
+            .cache_read_tokens
+            .saturating_add(other.cache_read_tokens);
+        self.cache_write_tokens = self
+            .cache_write_tokens
+            .saturating_add(other.cache_write_tokens);
+    }
 }
 
 impl Completion {
@@ -72,6 +111,10 @@ pub trait ModelProvider: Send + Sync {
     /// over first sends [`crate::event::TurnEvent::DeltaReset`]). The completion returned is the
     /// whole message, as `complete` would return it.
     ///
+    /// When the stream fails for good after pieces were sent, the pieces are not withdrawn: the
+    /// error is [`ProviderError::Interrupted`] with the text shown, so the person keeps it and
+    /// no other model starts over.
+    ///
     /// The default sends no pieces: a provider that cannot stream answers all at once.
     async fn complete_streaming(
         &self,
@@ -81,6 +124,15 @@ pub trait ModelProvider: Send + Sync {
     ) -> Result<Completion, ProviderError> {
         let _ = deltas;
         self.complete(messages, tools).await
+    }
+
+    /// Whether the endpoint answers and accepts the key, spending no tokens where the API
+    /// allows it (`ethan doctor`): one line saying what answered.
+    ///
+    /// # Errors
+    /// As [`ModelProvider::complete`].
+    async fn check(&self) -> Result<String, ProviderError> {
+        Ok("not checked (this provider has no check)".into())
     }
 }
 
@@ -103,6 +155,13 @@ pub enum ProviderError {
     Connect { url: String, message: String },
     #[error("the model endpoint sent an unreadable answer: {0}")]
     BadResponse(String),
+    /// A streamed answer failed for good after `shown` had been sent to the person as
+    /// [`crate::event::TurnEvent::Delta`]s (and was not withdrawn).
+    #[error("the streamed answer broke off after {} characters: {cause}", shown.chars().count())]
+    Interrupted {
+        shown: String,
+        cause: Box<ProviderError>,
+    },
 }
 
 impl ProviderError {
@@ -134,6 +193,7 @@ impl ProviderError {
             ProviderError::BadResponse(_) => {
                 "The model service sent an answer I couldn't read; please try again.".into()
             }
+            ProviderError::Interrupted { cause, .. } => cause.user_message(),
         }
     }
 
@@ -148,7 +208,30 @@ impl ProviderError {
             | ProviderError::Stalled(_)
             | ProviderError::Connect { .. }
             | ProviderError::BadResponse(_) => true,
-            ProviderError::ContextLength(_) | ProviderError::Auth { .. } => false,
+            ProviderError::ContextLength(_)
+            | ProviderError::Auth { .. }
+            | ProviderError::Interrupted { .. } => false,
+        }
+    }
+
+    /// Whether another endpoint or model may answer where this one failed (the fallback
+    /// chain moves on): it could not be reached, timed out, stalled, was rate-limited, failed
+    /// (5xx, 408), refused the key (401/403), did not know the model or path (404), or sent
+    /// an unreadable answer. Not for a request refused as invalid (400, 422, context length):
+    /// another model would refuse it too. Never after text was shown ([`Interrupted`]).
+    ///
+    /// [`Interrupted`]: ProviderError::Interrupted
+    pub fn may_fall_back(&self) -> bool {
+        match self {
+            ProviderError::Http { status, .. } => {
+                matches!(*status, 404 | 408 | 429) || *status >= 500
+            }
+            ProviderError::Auth { .. }
+            | ProviderError::Timeout(_)
+            | ProviderError::Stalled(_)
+            | ProviderError::Connect { .. }
+            | ProviderError::BadResponse(_) => true,
+            ProviderError::ContextLength(_) | ProviderError::Interrupted { .. } => false,
         }
     }
 }

@@ -29,7 +29,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// Environment variable prefixes removed from every child.
-pub const SCRUBBED_PREFIXES: [&str; 4] = ["ETHAN_", "OPENAI_", "TELEGRAM_", "LARK_"];
+pub const SCRUBBED_PREFIXES: [&str; 5] = ["ETHAN_", "OPENAI_", "ANTHROPIC_", "TELEGRAM_", "LARK_"];
 /// `RUST_LOG` given to `ethan run`.
 pub const DAEMON_RUST_LOG: &str = "ethan=debug,ethan_channels=debug";
 /// Bound of [`run_cli`].

@@ -7,7 +7,7 @@
 pub mod prompt;
 
 use crate::config::Loaded;
-use crate::provider::{ModelProvider, ProviderError};
+use crate::provider::{Chain, ModelProvider, ProviderError};
 use crate::tools::executor::{Executor, Progress};
 use crate::tools::policy::{Audience, Policy};
 use crate::tools::{ToolContext, ToolSummary};
@@ -37,6 +37,9 @@ pub struct TurnInput {
     pub allowed_tools: Option<Vec<String>>,
     /// Where to report progress as it happens (the gateway's event stream); `None` = nobody.
     pub events: Option<EventSink>,
+    /// The model to ask first (a scheduled job's `model`: the primary's or a fallback entry's
+    /// name); `None` = the chain's order.
+    pub model: Option<String>,
 }
 
 pub use ethan_core::event::{EventSink, TurnEvent};
@@ -92,8 +95,8 @@ pub struct TurnReply {
 }
 
 pub struct Agent {
-    /// The model API ([`ethan_core::provider::ModelProvider`]; OpenAI-compatible today).
-    pub provider: Arc<dyn ModelProvider>,
+    /// The models: the primary and its fallbacks ([`crate::provider::Chain`]).
+    pub models: Chain,
     pub executor: Executor,
     pub policy: Policy,
     /// The store ([`ethan_core::store::Storage`]).
@@ -169,7 +172,7 @@ impl Agent {
             input.channel,
             !allowed.is_empty(),
         ));
-        let base_ctx = ToolContext {
+        let mut base_ctx = ToolContext {
             execution_id: String::new(),
             trace_id: input.trace_id.clone(),
             session_key: input.session_key.clone(),
@@ -193,6 +196,7 @@ impl Agent {
             },
             taint: crate::tools::Taint::default(),
             assessment: None,
+            model: String::new(),
         };
         // Private data seen earlier in the session counts, even once the call that read it has
         // left the history window (the answers may still repeat it); `/new` starts clean.
@@ -212,6 +216,7 @@ impl Agent {
                 .mark(&format!("{source}, earlier in this conversation"));
         }
 
+        let models = self.models_for(input);
         let mut turn = vec![ChatMessage::user(input.text.clone())];
         let max_iter = self.config.config.model.max_tool_iterations;
         let mut trimmed = false;
@@ -231,11 +236,11 @@ impl Agent {
             let call = async {
                 match &input.events {
                     Some(events) => {
-                        self.provider
+                        models
                             .complete_streaming(&messages, &specs, events)
                             .await
                     }
-                    None => self.provider.complete(&messages, &specs).await,
+                    None => models.complete(&messages, &specs).await,
                 }
             };
             let completion = tokio::select! {
@@ -272,6 +277,9 @@ impl Agent {
                 }
             };
             iterations += 1;
+            tracing::debug!(model = %completion.model, "model answered in {}", input.session_key);
+            // The audit of the calls below names the model that proposed them.
+            base_ctx.model = completion.model.clone();
             let truncated = completion.truncated();
             let mut msg = completion.message;
             msg.role = Role::Assistant;
@@ -409,6 +417,23 @@ impl Agent {
 }
 
 impl Agent {
+    /// The chain a turn asks: from its `model` when that names an entry, else in order (an
+    /// unknown name is logged and ignored).
+    fn models_for(&self, input: &TurnInput) -> Chain {
+        let Some(name) = input.model.as_deref() else {
+            return self.models.clone();
+        };
+        self.models.starting_at(name).unwrap_or_else(|| {
+            tracing::warn!(
+                "model {name:?} of {} is not configured (model.name or a model.fallback \
+                 name); using {}",
+                input.session_key,
+                self.models.names().join(", ")
+            );
+            self.models.clone()
+        })
+    }
+
     /// What a tool call does, in one line for progress views ([`TurnEvent::ToolStart`]): the
     /// first of its string arguments that says the most (`command`, `path`, `query`, `url`, …,
     /// else the first string), secrets redacted, at most 80 characters.

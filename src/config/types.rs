@@ -124,6 +124,9 @@ pub struct ModelConfig {
     pub max_tokens: u32,
     /// Models tried in order when the one before failed in a way another could fix.
     pub fallback: Vec<ModelEndpoint>,
+    /// Seconds a model whose requests failed 3 times in a row is skipped before one call
+    /// probes it again.
+    pub fallback_cooldown_secs: u64,
 }
 
 impl Default for ModelConfig {
@@ -140,6 +143,7 @@ impl Default for ModelConfig {
             idle_timeout_secs: 60,
             max_tokens: 8192,
             fallback: Vec::new(),
+            fallback_cooldown_secs: 60,
         }
     }
 }

@@ -154,6 +154,8 @@ pub struct NewJob {
     pub end_date: Option<String>,
     pub deliver_to: Option<String>,
     pub allowed_tools: Vec<String>,
+    /// The model its runs ask first; checked against the configured names by the caller.
+    pub model: Option<String>,
 }
 
 /// Where the request was made: the default target and the creator.
@@ -308,6 +310,12 @@ pub fn plan(
         anchor: now.timestamp(),
         end_at: end_at.map(|e| e.timestamp()),
         allowed_tools: allowed,
+        model: new
+            .model
+            .as_deref()
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+            .map(str::to_string),
         channel: target.channel.as_str().to_string(),
         chat_id: target.chat.id.clone(),
         chat_kind: match target.chat.kind {

@@ -9,11 +9,13 @@
 //! ([`FinishReason::Length`]: cut off by the output-length limit). Answers can also be streamed
 //! (`stream: true`, [`sse`]): their text goes to the turn's event sink as it arrives.
 
+pub mod chain;
 pub mod openai;
 pub mod sse;
 pub mod tolerant;
 pub mod types;
 
+pub use chain::Chain;
 pub use openai::OpenAiClient;
 
 use crate::config::{ModelConfig, ModelEndpoint, ProviderKind};
@@ -41,3 +43,11 @@ pub fn connect(
 pub const MAX_RETRIES: u32 = 3;
 
 pub use ethan_core::provider::{Completion, FinishReason, ModelProvider, ProviderError};
+
+/// The fallback chain of `cfg`: the primary endpoint, then `model.fallback` ([`Chain`]).
+///
+/// # Errors
+/// As [`connect`], for the first endpoint that fails.
+pub fn chain(cfg: &ModelConfig) -> Result<Chain, ProviderError> {
+    Chain::from_config(cfg, |ep| connect(ep, cfg))
+}

@@ -9,8 +9,8 @@ impl Db {
         self.conn()
             .prepare_cached(
                 "INSERT INTO audit (execution_id, trace_id, session_key, user_id, channel, tool, args,
-                 started_ms, ended_ms, ok, attempt, error_kind, error, output_bytes, spill_path)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                 started_ms, ended_ms, ok, attempt, error_kind, error, output_bytes, spill_path, model)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
             )
             .and_then(|mut st| {
                 st.execute(rusqlite::params![
@@ -28,7 +28,8 @@ impl Db {
                     e.error_kind,
                     e.error,
                     e.output_bytes as i64,
-                    e.spill_path
+                    e.spill_path,
+                    e.model
                 ])
             })
             .op("write audit")?;
@@ -45,7 +46,7 @@ impl Db {
         let mut st = conn
             .prepare(
                 "SELECT execution_id, trace_id, session_key, user_id, channel, tool, args, started_ms,
-                 ended_ms, ok, attempt, error_kind, error, output_bytes, spill_path FROM audit
+                 ended_ms, ok, attempt, error_kind, error, output_bytes, spill_path, model FROM audit
                  WHERE (?1 IS NULL OR session_key = ?1) ORDER BY id DESC LIMIT ?2",
             )
             .op("read audit")?;
@@ -67,6 +68,7 @@ impl Db {
                     error: r.get(12)?,
                     output_bytes: r.get::<_, i64>(13)? as u64,
                     spill_path: r.get(14)?,
+                    model: r.get(15)?,
                 })
             })
             .op("read audit")?;
@@ -132,6 +134,7 @@ mod tests {
             error: None,
             output_bytes: 3,
             spill_path: None,
+            model: Some("m".into()),
         }
     }
 

@@ -16,7 +16,7 @@ use rusqlite::{params, OptionalExtension, Row};
 
 const JOB_COLUMNS: &str = "id, title, prompt, kind, spec, timezone, anchor, end_at, allowed_tools, \
      channel, chat_id, chat_kind, thread, creator, created_in, next_run, paused, state, created_at, \
-     updated_at";
+     updated_at, model";
 
 const RUN_COLUMNS: &str =
     "id, job_id, scheduled_for, trigger_kind, claimed_by, status, started_at, \
@@ -51,6 +51,7 @@ fn job_from_row(r: &Row<'_>) -> rusqlite::Result<RawJob> {
         state: JobState::Active,
         created_at: r.get(18)?,
         updated_at: r.get(19)?,
+        model: r.get(20)?,
     };
     Ok((job, r.get(8)?, r.get(17)?))
 }
@@ -106,7 +107,7 @@ impl Db {
                 &format!(
                     "INSERT OR IGNORE INTO jobs ({JOB_COLUMNS}) VALUES \
                      (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, \
-                      ?18, ?19, ?20)"
+                      ?18, ?19, ?20, ?21)"
                 ),
                 params![
                     job.id,
@@ -129,6 +130,7 @@ impl Db {
                     job.state.as_str(),
                     job.created_at,
                     job.updated_at,
+                    job.model,
                 ],
             )
             .op("insert job")?;
@@ -441,6 +443,7 @@ pub(crate) mod tests {
             anchor: 1_700_000_000,
             end_at: None,
             allowed_tools: vec!["file_write".into()],
+            model: None,
             channel: "telegram".into(),
             chat_id: "42".into(),
             chat_kind: "direct".into(),

@@ -128,6 +128,7 @@ mod tests {
             tool_calls: vec![ToolCall::new(id, "file_read", "{}")],
             tool_call_id: None,
             opaque: None,
+            is_error: false,
         }
     }
 
@@ -173,12 +174,14 @@ mod tests {
             &[
                 ChatMessage::user("q"),
                 thinking.clone(),
-                ChatMessage::tool("c9", "r"),
+                ChatMessage::tool_error("c9", "r"),
             ],
         )
         .unwrap();
         let back = s.load_window(&sid, 10).unwrap();
         assert_eq!(back[1], thinking);
         assert_eq!(back[2].opaque, None);
+        assert!(back[2].is_error, "a failed tool result stays marked");
+        assert!(!back[1].is_error);
     }
 }

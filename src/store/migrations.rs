@@ -228,6 +228,11 @@ const STEPS: &[&str] = &[
     CREATE INDEX model_usage_time ON model_usage(created_at);
     CREATE INDEX model_usage_chat ON model_usage(channel, chat_id, created_at);
     "#,
+    // 9: the model a job's runs ask first, and the model that proposed an audited tool call
+    r#"
+    ALTER TABLE jobs ADD COLUMN model TEXT;
+    ALTER TABLE audit ADD COLUMN model TEXT;
+    "#,
 ];
 
 pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {

@@ -171,6 +171,8 @@ pub struct ToolContext {
     pub assessment: Option<Assessment>,
     /// The store and the clock the daemon lends its tools.
     pub services: Services,
+    /// The model that proposed the call (for the audit); empty outside a model turn.
+    pub model: String,
 }
 
 /// What the daemon lends a tool beyond the call: the store (`None` where there is none, e.g. a
@@ -257,6 +259,7 @@ impl ToolContext {
             taint: Taint::default(),
             assessment: None,
             services: Services::default(),
+            model: String::new(),
         }
     }
 }

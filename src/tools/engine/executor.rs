@@ -238,6 +238,7 @@ impl Executor {
         let entry = AuditEntry {
             execution_id: uuid::Uuid::new_v4().to_string(),
             trace_id: base.trace_id.clone(),
+            model: (!base.model.is_empty()).then(|| base.model.clone()),
             session_key: base.session_key.clone(),
             user_id: base.user_id.clone(),
             channel: base.channel.as_str().to_string(),
@@ -446,6 +447,7 @@ impl Executor {
         let entry = AuditEntry {
             execution_id: ctx.execution_id.clone(),
             trace_id: ctx.trace_id.clone(),
+            model: (!ctx.model.is_empty()).then(|| ctx.model.clone()),
             session_key: ctx.session_key.clone(),
             user_id: ctx.user_id.clone(),
             channel: ctx.channel.as_str().to_string(),

@@ -196,7 +196,14 @@ impl Registry {
         r.register_builtin(Arc::new(crate::tools::fd_find::FdFind::new()));
         let tz = config.timezone.clone();
         r.register_builtin(Arc::new(
-            crate::tools::schedule_create::ScheduleCreate::new(tz.clone()),
+            crate::tools::schedule_create::ScheduleCreate::new(tz.clone()).with_models(
+                config
+                    .model
+                    .endpoints()
+                    .into_iter()
+                    .map(|e| e.name)
+                    .collect(),
+            ),
         ));
         r.register_builtin(Arc::new(crate::tools::schedule_list::ScheduleList::new(
             tz.clone(),

@@ -47,6 +47,9 @@ pub struct JobRecord {
     pub end_at: Option<i64>,
     /// Side-effect tools the job may use when it runs (fixed at creation).
     pub allowed_tools: Vec<String>,
+    /// The model its runs ask first (the primary's `model.name` or a `model.fallback` name);
+    /// `None`: the configured order.
+    pub model: Option<String>,
     /// Target channel (`telegram`, `lark`).
     pub channel: String,
     pub chat_id: String,
@@ -173,4 +176,7 @@ pub struct AuditEntry {
     pub error: Option<String>,
     pub output_bytes: u64,
     pub spill_path: Option<String>,
+    /// The model that proposed the call; `None` when not known (entries older than the column,
+    /// calls made outside a model turn).
+    pub model: Option<String>,
 }

@@ -1,7 +1,9 @@
 //! `schedule_create{prompt, cron | interval_minutes | at, timezone?, title?, end_date?,
-//! deliver_to?, allowed_tools?, job_id?}`: a job that runs the prompt unattended on a schedule
+//! deliver_to?, allowed_tools?, job_id?, model?}`: a job that runs the prompt unattended on a schedule
 //! and posts the answer as a digest — to the chat it was created in, or to `deliver_to`
-//! (`telegram:<chat_id>` / `lark:<chat_id>`, required from the terminal).
+//! (`telegram:<chat_id>` / `lark:<chat_id>`, required from the terminal). `model` picks the
+//! model its runs ask first: the primary's `model.name` or a `model.fallback` entry's `name`
+//! (e.g. a cheaper one for a daily digest).
 //!
 //! A side effect: on chat platforms only the owner may create jobs, and the approval shows the
 //! schedule, the target and the `allowed_tools` the job may use when it runs (fixed now, since
@@ -20,12 +22,37 @@ use serde_json::{json, Value};
 pub struct ScheduleCreate {
     /// `timezone` from the config.
     config_tz: Option<String>,
+    /// The configured model names (`model.name`, then each `model.fallback` name).
+    models: Vec<String>,
 }
 
 impl ScheduleCreate {
     pub fn new(config_tz: Option<String>) -> Self {
         Self {
             config_tz: config_tz.filter(|t| !t.trim().is_empty()),
+            models: Vec::new(),
+        }
+    }
+
+    /// The model names a job may pick (`model` argument).
+    pub fn with_models(mut self, models: Vec<String>) -> Self {
+        self.models = models;
+        self
+    }
+
+    /// `model` must name a configured model.
+    fn check_model(&self, new: &NewJob) -> Result<(), ToolResult> {
+        match new.model.as_deref().map(str::trim) {
+            Some(m) if !m.is_empty() && !self.models.iter().any(|n| n == m) => {
+                Err(ToolResult::err(
+                    ErrorKind::Validation,
+                    format!(
+                        "model {m:?} is not configured; the configured models are: {}",
+                        self.models.join(", ")
+                    ),
+                ))
+            }
+            _ => Ok(()),
         }
     }
 }
@@ -52,6 +79,8 @@ struct Args {
     allowed_tools: Vec<String>,
     #[serde(default)]
     job_id: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
 }
 
 fn parse(args: &Value) -> Result<NewJob, ToolResult> {
@@ -68,6 +97,7 @@ fn parse(args: &Value) -> Result<NewJob, ToolResult> {
         end_date: a.end_date,
         deliver_to: a.deliver_to,
         allowed_tools: a.allowed_tools,
+        model: a.model,
     })
 }
 
@@ -147,6 +177,7 @@ impl ScheduleCreate {
     ) -> Result<crate::store::jobs::JobRecord, ToolResult> {
         let new = parse(args)?;
         check_tools(&new, ctx)?;
+        self.check_model(&new)?;
         job::plan(
             &new,
             &origin(ctx),
@@ -181,7 +212,8 @@ impl Tool for ScheduleCreate {
                 "end_date": {"type": "string", "description": "No runs after this ISO date (inclusive) or date-time."},
                 "deliver_to": {"type": "string", "description": "telegram:<chat_id> or lark:<chat_id>; default: this chat."},
                 "allowed_tools": {"type": "array", "items": {"type": "string"}, "description": "Side-effect tools the job may use when it runs (e.g. file_write); read-only tools are always available. A job that reads private data (files, shell, knowledge, Lark) and then fetches, searches or sends must also list web_fetch / web_search / lark_message_send."},
-                "job_id": {"type": "string", "description": "Optional id; generated when omitted."}
+                "job_id": {"type": "string", "description": "Optional id; generated when omitted."},
+                "model": {"type": "string", "description": "The model the job's runs use (a configured model name, e.g. a cheaper one for a digest); default: the main model."}
             },
             "required": ["prompt"],
             "additionalProperties": false
@@ -211,7 +243,12 @@ impl Tool for ScheduleCreate {
             .unwrap_or_default();
         Some(format!(
             "create scheduled job {id} \"{title}\": {sched} ({zone}), first run {first}{end}; \
-             digest posted to {target}.\nPrompt: {prompt}\nWhen it runs unattended it may use: {tools}.",
+             digest posted to {target}{model}.\nPrompt: {prompt}\nWhen it runs unattended it may use: {tools}.",
+            model = job
+                .model
+                .as_deref()
+                .map(|m| format!(", answered by model {m}"))
+                .unwrap_or_default(),
             title = job.title,
             sched = job::describe_schedule(&job, self.config_tz.as_deref()),
             zone = zone.name(),
@@ -262,7 +299,7 @@ impl Tool for ScheduleCreate {
             Ok(n) => n,
             Err(e) => return e,
         };
-        if let Err(e) = check_tools(&new, ctx) {
+        if let Err(e) = check_tools(&new, ctx).and_then(|_| self.check_model(&new)) {
             return e;
         }
         let store = match store_of(ctx) {
@@ -286,13 +323,18 @@ impl Tool for ScheduleCreate {
             .unwrap_or_else(|e: schedule::ScheduleError| e.to_string());
         ToolResult::ok(format!(
             "Created job `{id}` (\"{title}\"): {sched}, time zone {zone}; next run {next}. Each \
-             digest goes to {target}. When it runs it may use {tools}. Change it with \
+             digest goes to {target}. When it runs it may use {tools}{model}. Change it with \
              schedule_pause or schedule_remove and job_id \"{id}\".",
             id = job.id,
             title = job.title,
             zone = zone.name(),
             target = job::target_label(&job),
             tools = tools_text(&job.allowed_tools),
+            model = job
+                .model
+                .as_deref()
+                .map(|m| format!(", and model {m} answers"))
+                .unwrap_or_default(),
         ))
         .with_metadata(json!({
             "job_id": job.id,

@@ -96,13 +96,14 @@ impl Tool for ScheduleList {
             let zone = job::zone_of(&j, tz);
             let mut out = job_line(&j, runs.first(), tz);
             out.push_str(&format!(
-                "\nPrompt: {}\nMay use: {}\nRecent runs:",
+                "\nPrompt: {}\nMay use: {}\nModel: {}\nRecent runs:",
                 j.prompt,
                 if j.allowed_tools.is_empty() {
                     "read-only tools only".to_string()
                 } else {
                     j.allowed_tools.join(", ")
-                }
+                },
+                j.model.as_deref().unwrap_or("the main model"),
             ));
             if runs.is_empty() {
                 out.push_str(" none");

@@ -387,3 +387,37 @@ async fn chat_prints_a_streamed_answer_once_with_the_preamble_before_the_tool() 
     assert!(requests.iter().all(|r| r["stream"] == json!(true)));
     model.assert_protocol_ok();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn doctor_checks_every_model_in_the_chain() {
+    let model = ScriptedModel::start(vec![]).await;
+    let home = TestHome::new();
+    home.write_config(&format!(
+        "model:\n  base_url: {0}\n  api_key: k\n  name: main\n  fallback:\n    - {{ base_url: \
+         \"{0}\", api_key: k2, name: cheap }}\n    - {{ provider: anthropic, name: claude-x }}\n",
+        model.base_url()
+    ));
+    let out = tokio::task::spawn_blocking(move || {
+        let out = run_cli(&home, &["doctor"], None);
+        drop(home);
+        out
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{stdout}");
+    assert!(stdout.contains("ok    model: "), "{stdout}");
+    assert!(stdout.contains("ok    model.fallback[0]: "), "{stdout}");
+    assert!(
+        stdout.contains(
+            "FAIL  model.fallback[1]: no API key for claude-x (anthropic): set \
+             model.fallback[1].api_key in the config or ANTHROPIC_API_KEY"
+        ),
+        "{stdout}"
+    );
+    assert_eq!(
+        model.models_calls(),
+        2,
+        "each OpenAI entry's model list was asked"
+    );
+}

@@ -10,6 +10,7 @@ mod support;
 use serde_json::{json, Value};
 use std::time::Duration;
 use support::daemon::gateway_addr;
+use support::gateway::{final_text, names, streamed_text, Event};
 use support::{run_cli, Daemon, ScriptedModel, Step, TestHome};
 use tokio::time::Instant;
 
@@ -28,86 +29,14 @@ fn start(home: &TestHome, model: &ScriptedModel, model_extra: &str) -> Daemon {
     Daemon::start_with_env(home, &[("TMPDIR", tmp.to_str().unwrap())])
 }
 
-/// One SSE event of the gateway: name, data, and when it was read.
-type Event = (String, Value, Instant);
-
-/// `POST /api/chat` and the SSE events until `done` or `error`; `on_event` sees each one.
+/// `POST /api/chat` with this file's token ([`support::gateway::chat`]).
 async fn chat(
     base: &str,
     session: &str,
     message: &str,
-    mut on_event: impl FnMut(&str, &Value),
+    on_event: impl FnMut(&str, &Value),
 ) -> Vec<Event> {
-    let resp = reqwest::Client::new()
-        .post(format!("{base}/api/chat"))
-        .bearer_auth(TOKEN)
-        .json(&json!({"session": session, "message": message}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    let mut resp = resp;
-    let mut buf = String::new();
-    let mut events = Vec::new();
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let chunk = tokio::time::timeout_at(deadline, resp.chunk())
-            .await
-            .expect("SSE stream timed out")
-            .expect("SSE read");
-        let Some(chunk) = chunk else { return events };
-        buf.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = buf.find("\n\n") {
-            let block: String = buf.drain(..end + 2).collect();
-            let mut name = String::new();
-            let mut data = String::new();
-            for line in block.lines() {
-                if let Some(v) = line.strip_prefix("event:") {
-                    name = v.trim().to_string();
-                } else if let Some(v) = line.strip_prefix("data:") {
-                    data.push_str(v.trim());
-                }
-            }
-            if name.is_empty() {
-                continue; // keep-alive comment
-            }
-            let value: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
-            on_event(&name, &value);
-            let last = name == "done" || name == "error";
-            events.push((name, value, Instant::now()));
-            if last {
-                return events;
-            }
-        }
-    }
-}
-
-fn names(events: &[Event]) -> Vec<&str> {
-    events.iter().map(|(n, _, _)| n.as_str()).collect()
-}
-
-/// The text of the `text` event (panics without exactly one).
-fn final_text(events: &[Event]) -> String {
-    let texts: Vec<&Value> = events
-        .iter()
-        .filter(|(n, _, _)| n == "text")
-        .map(|(_, d, _)| d)
-        .collect();
-    assert_eq!(texts.len(), 1, "{:?}", names(events));
-    texts[0]["text"].as_str().unwrap().to_string()
-}
-
-/// The `delta` pieces after the last `delta_reset`, concatenated.
-fn streamed_text(events: &[Event]) -> String {
-    let mut text = String::new();
-    for (name, data, _) in events {
-        match name.as_str() {
-            "delta" => text.push_str(data["text"].as_str().unwrap()),
-            "delta_reset" => text.clear(),
-            _ => {}
-        }
-    }
-    text
+    support::gateway::chat(base, TOKEN, session, message, WAIT, on_event).await
 }
 
 /// Asserts that every `delta` / `delta_reset` comes before the `text` and the `done` event.

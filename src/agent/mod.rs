@@ -235,11 +235,7 @@ impl Agent {
             let specs = registry.specs(&active);
             let call = async {
                 match &input.events {
-                    Some(events) => {
-                        models
-                            .complete_streaming(&messages, &specs, events)
-                            .await
-                    }
+                    Some(events) => models.complete_streaming(&messages, &specs, events).await,
                     None => models.complete(&messages, &specs).await,
                 }
             };

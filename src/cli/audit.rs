@@ -51,6 +51,9 @@ pub async fn print(loaded: &Loaded, n: usize, session: Option<&str>) -> anyhow::
         if let Some(p) = &e.spill_path {
             println!("    full output: {p}");
         }
+        if let Some(m) = &e.model {
+            println!("    proposed by model: {m}");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

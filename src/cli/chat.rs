@@ -21,12 +21,13 @@ pub async fn run(
     message: Option<String>,
     session: Option<String>,
 ) -> anyhow::Result<ExitCode> {
-    let model = &loaded.config.model;
-    if model.api_key.is_empty() && model.base_url.starts_with("https://api.openai.com") {
+    let model = loaded.config.model.primary();
+    if model.missing_key() {
         anyhow::bail!(
-            "no API key: set model.api_key in {} or OPENAI_API_KEY (or point model.base_url at a \
-             local OpenAI-compatible endpoint)",
-            loaded.path.display()
+            "no API key: set model.api_key in {} or {} (or point model.base_url at a local \
+             endpoint)",
+            loaded.path.display(),
+            model.key_var()
         );
     }
     if message.as_deref().is_some_and(|m| m.trim().is_empty()) {

@@ -2,7 +2,7 @@
 //! to do when something is missing. Exit code 1 when any check fails.
 
 use crate::config::Loaded;
-use crate::provider::{OpenAiClient, ProviderError};
+use crate::config::{ModelConfig, ModelEndpoint};
 use crate::store::inbound::DEDUPE_WINDOW_SECS;
 use crate::store::prelude::*;
 use crate::store::Store;
@@ -122,27 +122,13 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
         );
     }
 
-    let default_endpoint = c.model.base_url.starts_with("https://api.openai.com");
-    if c.model.api_key.is_empty() && default_endpoint {
-        r.fail(
-            "model",
-            "no API key: set model.api_key in the config or OPENAI_API_KEY (or point model.base_url at a local endpoint)",
-        );
-    } else {
-        match OpenAiClient::new(&c.model) {
-            Err(e) => r.fail("model", e.to_string()),
-            Ok(client) => match client.check().await {
-                Ok(s) => r.ok("model", s),
-                Err(ProviderError::Http { status: 404, .. }) => r.ok(
-                    "model",
-                    format!(
-                        "{} answers (no /models list; model {})",
-                        c.model.base_url, c.model.name
-                    ),
-                ),
-                Err(e) => r.fail("model", e.to_string()),
-            },
-        }
+    for (i, ep) in c.model.endpoints().iter().enumerate() {
+        let what = if i == 0 {
+            "model".to_string()
+        } else {
+            format!("model.fallback[{}]", i - 1)
+        };
+        check_model(&mut r, &what, ep, &c.model).await;
     }
 
     let tg = &c.channels.telegram;
@@ -329,5 +315,36 @@ async fn lark_checks(r: &mut Report, loaded: &Loaded) {
             "lark",
             "no owners and no allow_from: nobody may talk to the bot in DMs (add owners: [\"lark:<your open_id>\"])",
         );
+    }
+}
+
+/// One model endpoint: a key where the public endpoint needs one, then the provider's own
+/// check (a model list, spending no tokens).
+async fn check_model(r: &mut Report, what: &str, ep: &ModelEndpoint, cfg: &ModelConfig) {
+    if ep.missing_key() {
+        let key_var = ep.key_var();
+        let key = if what == "model" {
+            "model.api_key".to_string()
+        } else {
+            format!("{what}.api_key")
+        };
+        r.fail(
+            what,
+            format!(
+                "no API key for {} ({}): set {key} in the config or {key_var} (or point the \
+                 base_url at a local endpoint)",
+                ep.name,
+                ep.provider.as_str()
+            ),
+        );
+        return;
+    }
+    let client = match crate::provider::connect(ep, cfg) {
+        Ok(c) => c,
+        Err(e) => return r.fail(what, e.to_string()),
+    };
+    match client.check().await {
+        Ok(s) => r.ok(what, format!("{s} [{}]", ep.provider.as_str())),
+        Err(e) => r.fail(what, format!("{} ({}): {e}", ep.name, ep.provider.as_str())),
     }
 }

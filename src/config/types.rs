@@ -181,6 +181,23 @@ impl ModelConfig {
     }
 }
 
+impl ModelEndpoint {
+    /// Whether the endpoint lacks a key it needs: no `api_key`, and `base_url` is the provider's
+    /// public endpoint (a local server usually takes none).
+    pub fn missing_key(&self) -> bool {
+        self.api_key.is_empty()
+            && self
+                .base_url
+                .trim_end_matches('/')
+                .starts_with(self.provider.default_base_url())
+    }
+
+    /// The variable that supplies this provider's key (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`).
+    pub fn key_var(&self) -> &'static str {
+        self.provider.env_vars().0
+    }
+}
+
 /// `budget.*`: token limits per day (0 = no limit). A day starts at midnight in the configured
 /// zone (`timezone`).
 #[derive(Debug, Clone, Default, Deserialize)]

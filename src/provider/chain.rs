@@ -409,9 +409,18 @@ mod tests {
         );
         let b = Scripted::new("b", vec![]);
         let c = chain(&[&a, &b], Duration::from_secs(60));
-        assert!(matches!(ask(&c).await, Err(ProviderError::Http { status: 400, .. })));
-        assert!(matches!(ask(&c).await, Err(ProviderError::Interrupted { .. })));
-        assert!(matches!(ask(&c).await, Err(ProviderError::ContextLength(_))));
+        assert!(matches!(
+            ask(&c).await,
+            Err(ProviderError::Http { status: 400, .. })
+        ));
+        assert!(matches!(
+            ask(&c).await,
+            Err(ProviderError::Interrupted { .. })
+        ));
+        assert!(matches!(
+            ask(&c).await,
+            Err(ProviderError::ContextLength(_))
+        ));
         assert_eq!(b.calls(), 0);
         assert!(lock(&c.links[0].breaker).open_until.is_none());
     }
@@ -421,14 +430,23 @@ mod tests {
         // A 404 is not retried: each counts one request.
         let a = Scripted::new(
             "a",
-            vec![Err(http(404)), Err(http(404)), Err(http(404)), Err(http(503))],
+            vec![
+                Err(http(404)),
+                Err(http(404)),
+                Err(http(404)),
+                Err(http(503)),
+            ],
         );
         let b = Scripted::new("b", vec![]);
         let c = chain(&[&a, &b], Duration::from_millis(100));
         for _ in 0..3 {
             ask(&c).await.unwrap();
         }
-        assert_eq!(a.calls(), 3, "two single failures do not open it; the third does");
+        assert_eq!(
+            a.calls(),
+            3,
+            "two single failures do not open it; the third does"
+        );
         ask(&c).await.unwrap();
         assert_eq!(a.calls(), 3, "open: skipped");
         tokio::time::sleep(Duration::from_millis(150)).await;
@@ -445,7 +463,10 @@ mod tests {
         let c = chain(&[&a, &b], Duration::from_secs(60));
         assert!(matches!(ask(&c).await, Err(ProviderError::Timeout(5))));
         // Both open: the first is called anyway rather than failing without a try.
-        assert!(matches!(ask(&c).await, Err(ProviderError::Http { status: 502, .. })));
+        assert!(matches!(
+            ask(&c).await,
+            Err(ProviderError::Http { status: 502, .. })
+        ));
         assert_eq!((a.calls(), b.calls()), (2, 1));
     }
 

@@ -11,12 +11,14 @@
 //!   CardKit routes (streaming cards) live in [`lark::cardkit`].
 //! - [`model::ScriptedModel`]: an OpenAI-compatible Chat Completions server answering from a
 //!   script of [`model::Step`]s, which also checks the tool-call protocol of every request.
+//! - [`gateway`]: a client of the daemon's HTTP gateway (`POST /api/chat` as SSE events).
 //! - [`daemon`]: [`daemon::TestHome`] (a temporary `ETHAN_HOME`), [`daemon::Daemon`] (the real
 //!   `ethan run` process), [`daemon::run_cli`] and [`daemon::wait_until`].
 
 #![allow(dead_code, unused_imports)]
 
 pub mod daemon;
+pub mod gateway;
 pub mod lark;
 pub mod model;
 pub mod search_fakes;

@@ -464,4 +464,27 @@ mod tests {
             .await;
         assert!(r.ok, "{r:?}");
     }
+
+    #[tokio::test]
+    async fn a_job_may_name_a_configured_model_and_only_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = chat_ctx(dir.path());
+        let t = ScheduleCreate::new(None).with_models(vec!["main".into(), "cheap".into()]);
+        let bad = json!({"prompt": "x", "interval_minutes": 60, "model": "gpt-9"});
+        assert_eq!(t.consent_check(&bad, &ctx), None);
+        let r = t.run(bad, &ctx).await;
+        assert_eq!(r.error_kind, Some(ErrorKind::Validation));
+        let e = r.error.unwrap();
+        assert!(e.contains("\"gpt-9\"") && e.contains("main, cheap"), "{e}");
+
+        let args = json!({"prompt": "digest", "interval_minutes": 60, "model": "cheap",
+                          "job_id": "digest"});
+        let d = t.consent_check(&args, &ctx).unwrap();
+        assert!(d.contains("answered by model cheap"), "{d}");
+        let r = t.run(args, &ctx).await;
+        assert!(r.ok && r.output.contains("model cheap"), "{r:?}");
+        let store = ctx.services.store.clone().unwrap();
+        let job = store.get_job("digest").await.unwrap().unwrap();
+        assert_eq!(job.model.as_deref(), Some("cheap"));
+    }
 }

@@ -2,7 +2,7 @@
 //! to do when something is missing. Exit code 1 when any check fails.
 
 use crate::config::Loaded;
-use crate::provider::{OpenAiClient, ProviderError};
+use crate::provider::ProviderError;
 use crate::store::inbound::DEDUPE_WINDOW_SECS;
 use crate::store::prelude::*;
 use crate::store::Store;
@@ -122,14 +122,22 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
         );
     }
 
-    let default_endpoint = c.model.base_url.starts_with("https://api.openai.com");
+    let provider = c.model.provider;
+    let default_endpoint = c
+        .model
+        .base_url
+        .trim_end_matches('/')
+        .starts_with(provider.default_base_url().trim_end_matches("/v1"));
     if c.model.api_key.is_empty() && default_endpoint {
         r.fail(
             "model",
-            "no API key: set model.api_key in the config or OPENAI_API_KEY (or point model.base_url at a local endpoint)",
+            format!(
+                "no API key: set model.api_key in the config or {} (or point model.base_url at a local endpoint)",
+                provider.env_vars().0
+            ),
         );
     } else {
-        match OpenAiClient::new(&c.model) {
+        match crate::provider::connect(&c.model.primary(), &c.model) {
             Err(e) => r.fail("model", e.to_string()),
             Ok(client) => match client.check().await {
                 Ok(s) => r.ok("model", s),

@@ -13,7 +13,6 @@ use crate::config::Loaded;
 use crate::consent::owners::Owners;
 use crate::consent::terminal::TerminalInput;
 use crate::consent::Consent;
-use crate::provider::OpenAiClient;
 use crate::store::{Store, StoreError};
 use crate::tools::executor::{Executor, ExecutorOptions};
 use crate::tools::policy::Policy;
@@ -47,7 +46,8 @@ pub fn build_agent(
     store: Store,
     consent: Option<Arc<Consent>>,
 ) -> anyhow::Result<Arc<Agent>> {
-    let provider = OpenAiClient::new(&loaded.config.model).context("model client")?;
+    let provider = crate::provider::connect(&loaded.config.model.primary(), &loaded.config.model)
+        .context("model client")?;
     let registry = Arc::new(Registry::builtin_at(
         &loaded.config,
         loaded.file_found.then_some(loaded.path.as_path()),
@@ -68,7 +68,7 @@ pub fn build_agent(
         executor = executor.with_gate(c);
     }
     Ok(Arc::new(Agent {
-        provider: Arc::new(provider),
+        provider,
         executor,
         policy: Policy::from_config(&loaded.config.tools),
         store: store.shared(),

@@ -958,19 +958,23 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_failure_after_the_retries_withdraws_the_pieces() {
+    async fn a_failure_after_the_retries_keeps_the_last_pieces() {
         let sse = "text/event-stream";
         let answers: Vec<Answer> = (0..=MAX_RETRIES)
             .map(|_| body_of(sse, vec![piece("part"), Err(())]))
             .collect();
         let client = client_for(answers).await;
         let (result, events) = streamed(&client).await;
-        assert!(
-            matches!(result, Err(ProviderError::BadResponse(_))),
-            "{result:?}"
-        );
-        assert_eq!(events.len(), 2 * (MAX_RETRIES as usize + 1));
-        assert_eq!(events.last(), Some(&TurnEvent::DeltaReset));
+        match result {
+            Err(ProviderError::Interrupted { shown, cause }) => {
+                assert_eq!(shown, "part");
+                assert!(matches!(*cause, ProviderError::BadResponse(_)), "{cause}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // A reset before each retry, none after the last attempt: its piece stays shown.
+        assert_eq!(events.len(), 2 * (MAX_RETRIES as usize + 1) - 1);
+        assert_eq!(events.last(), Some(&delta("part")));
     }
 
     #[tokio::test]

@@ -223,7 +223,8 @@ impl OpenAiClient {
     /// One completion, streamed: each piece of text goes to `deltas` as
     /// [`TurnEvent::Delta`] as it arrives. Retried on transient failures like
     /// [`OpenAiClient::complete`]; a retry after pieces were sent first sends
-    /// [`TurnEvent::DeltaReset`] (so does a final failure after pieces were sent).
+    /// [`TurnEvent::DeltaReset`]. A final failure after pieces were sent keeps them:
+    /// [`ProviderError::Interrupted`], with no reset.
     ///
     /// A server that answers with a whole `application/json` completion is read as such and
     /// its text sent as one piece; so is every answer once the server refused `stream`.

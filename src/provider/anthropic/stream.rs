@@ -10,8 +10,8 @@
 //! `message_stop`, `ping`, and `error` (`error.type`, `error.message`). Unknown event and delta
 //! types are ignored, as the API's versioning policy asks.
 
-use super::super::{Completion, ProviderError};
 use super::wire;
+use crate::provider::{Completion, ProviderError};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 

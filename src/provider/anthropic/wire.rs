@@ -12,9 +12,9 @@
 //! `cache_creation_input_tokens`). Errors ([`classify_error`]): `{"type": "error", "error":
 //! {"type", "message"}}`.
 
-use super::super::http::error_message;
-use super::super::types::{ChatMessage, Role, ToolCall, ToolSpec};
-use super::super::{tolerant, Completion, FinishReason, ProviderError};
+use crate::provider::http::error_message;
+use crate::provider::types::{ChatMessage, Role, ToolCall, ToolSpec};
+use crate::provider::{tolerant, Completion, FinishReason, ProviderError};
 use ethan_core::provider::Usage;
 use serde_json::{json, Value};
 use std::collections::HashSet;

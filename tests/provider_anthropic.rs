@@ -20,18 +20,18 @@ const TOKEN: &str = "test-gateway-token-0123456789";
 const KEY: &str = "sk-ant-api03-test-key-must-not-leak-7f3a9c";
 const WAIT: Duration = Duration::from_secs(30);
 
-/// The config: `model.provider: anthropic` at the fake, the key in the config unless
-/// `key_in_config` is false, and the gateway.
-fn write_config(home: &TestHome, fake: &FakeAnthropic, key_in_config: bool) {
-    let key = if key_in_config {
-        format!("  api_key: {KEY}\n")
+/// The config: `model.provider: anthropic`, with the fake's URL and the key in the config
+/// when `in_config` is true (else they come from `ANTHROPIC_BASE_URL` / `ANTHROPIC_API_KEY`),
+/// and the gateway; and a note in the workspace.
+fn write_config(home: &TestHome, fake: &FakeAnthropic, in_config: bool) {
+    let endpoint = if in_config {
+        format!("  base_url: {}\n  api_key: {KEY}\n", fake.base_url())
     } else {
         String::new()
     };
     home.write_config(&format!(
-        "model:\n  provider: anthropic\n  base_url: {}\n{key}  name: claude-test\n  max_tokens: 1024\n\
-         gateway:\n  token: {TOKEN}\n",
-        fake.base_url()
+        "model:\n  provider: anthropic\n{endpoint}  name: claude-test\n  max_tokens: 1024\n\
+         gateway:\n  token: {TOKEN}\n"
     ));
     std::fs::create_dir_all(home.path().join("workspace")).unwrap();
     home.write_file("workspace/notes.txt", "anthropic notes 42\n");
@@ -138,7 +138,7 @@ async fn run_turns(
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn two_tool_uses_are_answered_in_one_message_with_the_key_from_the_environment() {
+async fn two_tool_uses_are_answered_in_one_message_with_the_key_and_url_from_the_environment() {
     let home = TestHome::new();
     let fake = FakeAnthropic::start(
         KEY,
@@ -156,9 +156,14 @@ async fn two_tool_uses_are_answered_in_one_message_with_the_key_from_the_environ
     .await;
     write_config(&home, &fake, false);
     // Everything logged, HTTP clients included: the key must still not show.
+    let url = fake.base_url();
     let (turns, log) = run_turns(
         &home,
-        &[("ANTHROPIC_API_KEY", KEY), ("RUST_LOG", "trace")],
+        &[
+            ("ANTHROPIC_API_KEY", KEY),
+            ("ANTHROPIC_BASE_URL", &url),
+            ("RUST_LOG", "trace"),
+        ],
         &[("s1", "read my notes and list the folder")],
     )
     .await;

@@ -12,7 +12,6 @@ use std::time::Duration;
 use support::daemon::gateway_addr;
 use support::gateway::{final_text, names, streamed_text, Event};
 use support::{run_cli, Daemon, ScriptedModel, Step, TestHome};
-use tokio::time::Instant;
 
 const TOKEN: &str = "test-gateway-token-0123456789";
 const WAIT: Duration = Duration::from_secs(30);

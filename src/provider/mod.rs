@@ -1,20 +1,27 @@
-//! The model provider: an OpenAI-compatible Chat Completions client (OpenAI, DeepSeek, Qwen,
-//! Moonshot, OpenRouter, vLLM, llama.cpp, Ollama all speak it) with tool calls.
+//! The model providers: an OpenAI-compatible Chat Completions client ([`openai`]; OpenAI,
+//! DeepSeek, Qwen, Moonshot, OpenRouter, vLLM, llama.cpp, Ollama all speak it) and an Anthropic
+//! Messages client ([`anthropic`]), both with tool calls; [`connect`] picks one by
+//! `model.provider`.
 //!
-//! `POST {model.base_url}/chat/completions` with `Authorization: Bearer <api_key>`. 429, 5xx,
-//! timeouts, dropped connections and unreadable bodies are retried with bounded exponential
-//! backoff (at most [`MAX_RETRIES`] retries; `Retry-After` honoured up to 30 s); a context-length
-//! error is reported as [`ProviderError::ContextLength`] so the agent can shorten the history.
-//! The answer's `finish_reason` is read into [`Completion::finish_reason`]
-//! ([`FinishReason::Length`]: cut off by the output-length limit). Answers can also be streamed
-//! (`stream: true`, [`sse`]): their text goes to the turn's event sink as it arrives.
+//! OpenAI: `POST {model.base_url}/chat/completions` with `Authorization: Bearer <api_key>`.
+//! Anthropic: `POST {model.base_url}/v1/messages` with `x-api-key`. 429, 5xx, timeouts,
+//! dropped connections and unreadable bodies are retried with bounded exponential backoff (at
+//! most [`MAX_RETRIES`] retries; `Retry-After` honoured up to 30 s); a context-length error is
+//! reported as [`ProviderError::ContextLength`] so the agent can shorten the history. The
+//! answer's stop reason is read into [`Completion::finish_reason`] ([`FinishReason::Length`]:
+//! cut off by the output-length limit). Answers can also be streamed (`stream: true`, [`sse`]
+//! framing): their text goes to the turn's event sink as it arrives. [`chain`] puts the
+//! primary and its `model.fallback` entries behind one provider with a circuit breaker each.
 
+pub mod anthropic;
 pub mod chain;
+mod http;
 pub mod openai;
 pub mod sse;
 pub mod tolerant;
 pub mod types;
 
+pub use anthropic::AnthropicClient;
 pub use chain::Chain;
 pub use openai::OpenAiClient;
 
@@ -32,10 +39,7 @@ pub fn connect(
 ) -> Result<Arc<dyn ModelProvider>, ProviderError> {
     match ep.provider {
         ProviderKind::Openai => Ok(Arc::new(OpenAiClient::for_endpoint(ep, cfg)?)),
-        ProviderKind::Anthropic => Err(ProviderError::Connect {
-            url: ep.base_url.clone(),
-            message: "the Anthropic provider is not built yet".into(),
-        }),
+        ProviderKind::Anthropic => Ok(Arc::new(AnthropicClient::for_endpoint(ep, cfg)?)),
     }
 }
 

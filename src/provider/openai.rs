@@ -9,6 +9,9 @@
 //! refuses `stream` or `stream_options` (HTTP 400 naming the parameter) is remembered by the
 //! client and its clones, and called without it.
 
+use super::http::{
+    error_message, is_event_stream, observe, retry_after, MAX_STREAM_BYTES, MAX_STREAM_TIME,
+};
 use super::sse::{ChunkAssembler, SseDecoder};
 use super::types::{ChatMessage, Role, ToolCall, ToolSpec};
 use super::{tolerant, Completion, FinishReason, ModelProvider, ProviderError, MAX_RETRIES};
@@ -148,21 +151,10 @@ impl OpenAiClient {
         body
     }
 
-    /// Records the model latency metric for a finished call.
-    fn observe<T>(started: std::time::Instant, result: &Result<T, ProviderError>) {
-        let outcome = if result.is_ok() { "ok" } else { "error" };
-        crate::metrics::METRICS
-            .model_latency
-            .with_label_values(&[outcome])
-            .observe(started.elapsed().as_secs_f64());
-    }
-
     /// The wait before retry `attempt` (0-based): `Retry-After` if the server gave one, else
     /// the doubling backoff; at most 30 s.
     fn retry_wait(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
-        retry_after
-            .unwrap_or(self.backoff * 2u32.pow(attempt))
-            .min(Duration::from_secs(30))
+        super::http::retry_wait(self.backoff, attempt, retry_after)
     }
 
     /// One completion, retried on transient failures.
@@ -174,7 +166,7 @@ impl OpenAiClient {
         let body = self.body(messages, tools);
         let started = std::time::Instant::now();
         let result = self.complete_body(&body).await;
-        Self::observe(started, &result);
+        observe(started, &result);
         result
     }
 
@@ -231,7 +223,8 @@ impl OpenAiClient {
     /// One completion, streamed: each piece of text goes to `deltas` as
     /// [`TurnEvent::Delta`] as it arrives. Retried on transient failures like
     /// [`OpenAiClient::complete`]; a retry after pieces were sent first sends
-    /// [`TurnEvent::DeltaReset`] (so does a final failure after pieces were sent).
+    /// [`TurnEvent::DeltaReset`]. A final failure after pieces were sent keeps them:
+    /// [`ProviderError::Interrupted`], with no reset.
     ///
     /// A server that answers with a whole `application/json` completion is read as such and
     /// its text sent as one piece; so is every answer once the server refused `stream`.
@@ -248,7 +241,7 @@ impl OpenAiClient {
         let base = self.body(messages, tools);
         let started = std::time::Instant::now();
         let result = self.stream_body(&base, deltas).await;
-        Self::observe(started, &result);
+        observe(started, &result);
         result
     }
 
@@ -341,11 +334,7 @@ impl OpenAiClient {
                 Ok(Ok(r)) => r,
             };
         let status = resp.status().as_u16();
-        let is_sse = resp
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.to_ascii_lowercase().starts_with("text/event-stream"));
+        let is_sse = is_event_stream(&resp);
         if !(200..300).contains(&status) {
             let retry_after = retry_after(&resp);
             let text = String::from_utf8_lossy(&self.read_rest(&mut resp).await?).into_owned();
@@ -468,36 +457,17 @@ impl OpenAiClient {
 
     /// The rest of a response body, each read bounded by the idle timeout.
     async fn read_rest(&self, resp: &mut reqwest::Response) -> Result<Vec<u8>, ProviderError> {
-        let idle = Duration::from_secs(self.idle_timeout_secs);
-        let mut out = Vec::new();
-        loop {
-            match tokio::time::timeout(idle, resp.chunk()).await {
-                Err(_) => return Err(ProviderError::Stalled(self.idle_timeout_secs)),
-                Ok(Err(e)) => return Err(self.transport_error(e)),
-                Ok(Ok(None)) => return Ok(out),
-                Ok(Ok(Some(b))) if out.len() + b.len() > MAX_STREAM_BYTES => {
-                    return Err(ProviderError::BadResponse(format!(
-                        "the answer exceeded {} MiB",
-                        MAX_STREAM_BYTES >> 20
-                    )))
-                }
-                Ok(Ok(Some(b))) => out.extend_from_slice(&b),
-            }
-        }
+        super::http::read_rest(
+            resp,
+            self.idle_timeout_secs,
+            &self.base_url,
+            self.timeout_secs,
+        )
+        .await
     }
 
     fn transport_error(&self, e: reqwest::Error) -> ProviderError {
-        if e.is_timeout() {
-            ProviderError::Timeout(self.timeout_secs)
-        } else if e.is_connect() {
-            ProviderError::Connect {
-                url: self.base_url.clone(),
-                message: e.to_string(),
-            }
-        } else {
-            // A body cut off midway, a reset connection, …
-            ProviderError::BadResponse(e.to_string())
-        }
+        super::http::transport_error(e, &self.base_url, self.timeout_secs)
     }
 
     /// `GET {base_url}/models`: whether the endpoint answers and accepts the key.
@@ -517,22 +487,6 @@ impl OpenAiClient {
     }
 }
 
-/// The `error.message` of an OpenAI-style error body, else the body itself (shortened).
-fn error_message(text: &str) -> String {
-    let parsed: Option<Value> = serde_json::from_str(text).ok();
-    let msg = parsed.as_ref().and_then(|v| {
-        v.pointer("/error/message")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    });
-    let msg = msg.unwrap_or_else(|| text.to_string());
-    let mut s: String = msg.chars().take(300).collect();
-    if s.len() < msg.len() {
-        s.push('…');
-    }
-    s
-}
-
 fn classify_error(status: u16, text: &str) -> ProviderError {
     let message = error_message(text);
     let lower = text.to_ascii_lowercase();
@@ -549,22 +503,6 @@ fn classify_error(status: u16, text: &str) -> ProviderError {
     }
     ProviderError::Http { status, message }
 }
-
-/// The `Retry-After` header in seconds, if any.
-fn retry_after(resp: &reqwest::Response) -> Option<Duration> {
-    resp.headers()
-        .get(reqwest::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs)
-}
-
-/// The most a streamed answer may carry (bytes of the body): a server that sends more, or a
-/// line that never ends, fails the request instead of growing the daemon's memory.
-const MAX_STREAM_BYTES: usize = 8 << 20;
-/// The longest a streamed answer may take in all, however steadily it comes: a model stuck
-/// repeating itself is cut off.
-const MAX_STREAM_TIME: Duration = Duration::from_secs(30 * 60);
 
 /// Whether an error answer to a streamed request refuses one of its streaming parameters:
 /// HTTP 400 (or 422) whose `error.param` or `error.message` names `stream_options` or `stream`

@@ -12,11 +12,15 @@
 //! - [`model::ScriptedModel`]: an OpenAI-compatible Chat Completions server answering from a
 //!   script of [`model::Step`]s, which also checks the tool-call protocol of every request.
 //! - [`gateway`]: a client of the daemon's HTTP gateway (`POST /api/chat` as SSE events).
+//! - [`anthropic::FakeAnthropic`]: an Anthropic Messages API server answering from a script of
+//!   [`anthropic::AStep`]s (whole messages or SSE streams), which validates every request
+//!   (headers, alternation, tool-use pairing, cache breakpoints, thinking blocks given back).
 //! - [`daemon`]: [`daemon::TestHome`] (a temporary `ETHAN_HOME`), [`daemon::Daemon`] (the real
 //!   `ethan run` process), [`daemon::run_cli`] and [`daemon::wait_until`].
 
 #![allow(dead_code, unused_imports)]
 
+pub mod anthropic;
 pub mod daemon;
 pub mod gateway;
 pub mod lark;

@@ -128,6 +128,7 @@ mod tests {
             tool_calls: vec![ToolCall::new(id, "file_read", "{}")],
             tool_call_id: None,
             opaque: None,
+            is_error: false,
         }
     }
 

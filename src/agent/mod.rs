@@ -4,6 +4,7 @@
 //! `model.max_tool_iterations`. The turn's messages are stored when it ends (answered, failed or
 //! stopped), in one transaction, so the history never holds a tool call without its result.
 
+pub mod budget;
 pub mod prompt;
 
 use crate::config::Loaded;
@@ -37,6 +38,9 @@ pub struct TurnInput {
     pub allowed_tools: Option<Vec<String>>,
     /// Where to report progress as it happens (the gateway's event stream); `None` = nobody.
     pub events: Option<EventSink>,
+    /// The scheduled job this turn is a run of (its model calls are recorded under it); `None`
+    /// for a person's turn.
+    pub job_id: Option<String>,
 }
 
 pub use ethan_core::event::{EventSink, TurnEvent};
@@ -120,6 +124,14 @@ impl Agent {
         cancel: &CancellationToken,
     ) -> TurnReply {
         let mut cards: Vec<ethan_cards::Ui> = Vec::new();
+        // Over a daily token budget: one sentence, the model is not called, nothing is stored.
+        if let Some(text) = budget::refusal(self, input).await {
+            emit(&input.events, TurnEvent::Text(text.clone()));
+            return TurnReply {
+                outcome: TurnOutcome::Answer(text),
+                cards,
+            };
+        }
         let session_id = match self.store.current_session(&input.session_key).await {
             Ok(s) => s,
             Err(e) => {
@@ -271,6 +283,7 @@ impl Agent {
                     }
                 }
             };
+            budget::record(self, input, &completion).await;
             iterations += 1;
             let truncated = completion.truncated();
             let mut msg = completion.message;

@@ -58,6 +58,7 @@ pub async fn run(
         unattended: false,
         allowed_tools: None,
         events: Some(events),
+        job_id: None,
     };
 
     if let Some(text) = message {

@@ -621,6 +621,7 @@ impl Router {
             unattended: false,
             allowed_tools: None,
             events,
+            job_id: None,
         };
         let reply = self.agent.run_turn_with_cards(&input, &cancel).await;
         drop(input);

@@ -120,6 +120,7 @@ pub async fn chat(
         unattended: false,
         allowed_tools: None,
         events: Some(tx),
+        job_id: None,
     };
     let turns = s.turns.clone();
     let c2 = cancel.clone();

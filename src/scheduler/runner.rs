@@ -611,6 +611,7 @@ impl Execute for JobExecutor {
             unattended: true,
             allowed_tools: Some(job.allowed_tools.clone()),
             events: None,
+            job_id: Some(job.id.clone()),
         };
         let reply = self
             .agent

@@ -33,7 +33,7 @@ fn thousands(n: u64) -> String {
     let d = n.to_string();
     let mut out = String::new();
     for (i, c) in d.chars().enumerate() {
-        if i > 0 && (d.len() - i) % 3 == 0 {
+        if i > 0 && (d.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -173,20 +173,21 @@ fn telegram_config(home: &TestHome, tg: &FakeTelegram, model: &ScriptedModel, bu
 
 /// Send `text` in the DM of `user`, and wait for the next message sent there.
 async fn ask(tg: &FakeTelegram, user: i64, text: &str) -> String {
-    let before = tg.send_message_calls_to(user).len();
-    tg.push_text(user, user, text);
-    support::wait_until(&format!("an answer to {text:?}"), WAIT, || {
+    let sent_to_user = || {
         tg.sent_messages()
             .iter()
             .filter(|m| m["chat_id"] == json!(user))
             .count()
-            > before
+    };
+    let before = sent_to_user();
+    tg.push_text(user, user, text);
+    support::wait_until(&format!("an answer to {text:?}"), WAIT, || {
+        sent_to_user() > before
     })
     .await;
     tg.sent_messages()
         .iter()
-        .filter(|m| m["chat_id"] == json!(user))
-        .last()
+        .rfind(|m| m["chat_id"] == json!(user))
         .and_then(|m| m["text"].as_str().map(str::to_string))
         .unwrap_or_default()
 }

@@ -292,3 +292,62 @@ async fn usage_in_a_dm_shows_todays_tokens_to_the_owner_only() {
     daemon.stop();
     home.assert_no_panic();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scheduled_jobs_calls_are_recorded_under_the_job_and_its_chat() {
+    let home = TestHome::new();
+    let tg = FakeTelegram::start().await;
+    let create = json!({
+        "job_id": "morning",
+        "prompt": "Summarise what happened today",
+        "cron": "0 9 * * 1-5",
+        "title": "Morning digest",
+    })
+    .to_string();
+    let model = ScriptedModel::start(vec![
+        Step::tool_call("c1", "schedule_create", &create),
+        Step::text("created"),
+        Step::text("Three things happened today."),
+    ])
+    .await;
+    telegram_config(&home, &tg, &model, "  chat_daily_tokens: 0\n");
+    tg.push_text(OWNER, OWNER, "every weekday at 9 send me a summary");
+    let mut daemon = Daemon::start(&home);
+    let sent = tg.wait_for_sent(1, WAIT).await;
+    let approve = sent[0]["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+        .as_str()
+        .expect("an approval request")
+        .to_string();
+    tg.push_update(FakeTelegram::callback_update(900, OWNER, OWNER, &approve));
+    tg.wait_for_sent(2, WAIT).await;
+    daemon.stop();
+
+    let out = cli(&home, &["jobs", "run", "morning"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(model.requests().len(), 3, "{}", model.describe());
+    let db = rusqlite::Connection::open(home.path().join("ethan.db")).unwrap();
+    let rows: Vec<(String, String, Option<String>)> = db
+        .prepare("SELECT channel, chat_id, job_id FROM model_usage ORDER BY id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let chat = ("telegram".to_string(), OWNER.to_string());
+    assert_eq!(
+        rows,
+        vec![
+            (chat.0.clone(), chat.1.clone(), None),
+            (chat.0.clone(), chat.1.clone(), None),
+            (chat.0.clone(), chat.1.clone(), Some("morning".to_string())),
+        ]
+    );
+    // The chat's figures (what its budget counts) include the job's run.
+    let by_chat = stdout(&cli(&home, &["usage", "--by", "chat"]).await);
+    assert_eq!(
+        row(&by_chat, &format!("telegram:{OWNER}")).map(|r| r[0]),
+        Some(3),
+        "{by_chat}"
+    );
+    home.assert_no_panic();
+}

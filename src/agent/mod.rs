@@ -3,6 +3,8 @@
 //! the tool calls it proposes, feed the results back, and repeat until a final answer or
 //! `model.max_tool_iterations`. The turn's messages are stored when it ends (answered, failed or
 //! stopped), in one transaction, so the history never holds a tool call without its result.
+//! A turn over a daily token budget is answered without calling the model, and every model call
+//! that returns is recorded in the usage ledger ([`budget`]).
 
 pub mod budget;
 pub mod prompt;

@@ -1,17 +1,19 @@
 //! The usage ledger and the daily token budgets through the real binary and a scripted model
 //! that reports `usage` in every answer: `ethan usage` shows the tokens the model reported (by
 //! model, chat and day), a chat over `budget.chat_daily_tokens` or a daemon over
-//! `budget.daily_tokens` gets one sentence and no model call, and `/usage` in a Telegram DM is
-//! the owner's.
+//! `budget.daily_tokens` gets one sentence and no model call, `/usage` in a Telegram DM is the
+//! owner's, a scheduled job's calls count for its chat, and Lark behaves as Telegram does.
 
 mod support;
 
 use serde_json::{json, Value};
 use std::time::Duration;
+use support::lark::{self, FakeLark};
 use support::{run_cli, Daemon, FakeTelegram, ScriptedModel, Step, TestHome};
 
 const OWNER: i64 = 218485655;
 const OTHER: i64 = 4242;
+const LARK_OWNER: &str = "ou_84aad35d084aa403a838cf73ee18467";
 const WAIT: Duration = Duration::from_secs(30);
 const ZONE: &str = "Asia/Shanghai";
 
@@ -349,5 +351,53 @@ async fn a_scheduled_jobs_calls_are_recorded_under_the_job_and_its_chat() {
         Some(3),
         "{by_chat}"
     );
+    home.assert_no_panic();
+}
+
+/// Send `text` in the Lark DM of `sender`, and wait until the message answering it (a card,
+/// streamed or not) shows `needle`; its Markdown.
+async fn ask_lark(fake: &FakeLark, sender: &str, text: &str, needle: &str) -> String {
+    let before = fake.messages().len();
+    fake.push_event(&lark::p2p_text(sender, text));
+    let answer = || {
+        fake.messages()
+            .get(before)
+            .map(|m| m.card_markdown())
+            .unwrap_or_default()
+    };
+    support::wait_until(
+        &format!("{needle:?} in the answer to {text:?}"),
+        WAIT,
+        || answer().contains(needle),
+    )
+    .await;
+    answer()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn on_lark_the_chat_budget_and_usage_work_alike() {
+    let home = TestHome::new();
+    let fake = FakeLark::start().await;
+    let model = ScriptedModel::start(vec![Step::text("lark answer")]).await;
+    home.write_config(&format!(
+        "model:\n  base_url: {}\n  api_key: sk-test\n  name: m\ntimezone: {ZONE}\n\
+         channels:\n{}owners: [\"lark:{LARK_OWNER}\"]\nbudget:\n  chat_daily_tokens: 10\n",
+        model.base_url(),
+        fake.channel_yaml(""),
+    ));
+    let mut daemon = Daemon::start(&home);
+    fake.wait_connections(1, WAIT).await;
+
+    ask_lark(&fake, LARK_OWNER, "hello", "lark answer").await;
+    let (input, output) = reported(&model.requests()[0], "lark answer");
+    let sentence = format!(
+        "This chat has used its daily token budget (10 tokens); it resets at 00:00 ({ZONE})."
+    );
+    ask_lark(&fake, LARK_OWNER, "again", &sentence).await;
+    assert_eq!(model.requests().len(), 1, "the model was not called");
+    let figures = format!("this chat: {} of 10 tokens", thousands(input + output));
+    let usage = ask_lark(&fake, LARK_OWNER, "/usage", &figures).await;
+    assert!(usage.contains("Token usage today"), "{usage}");
+    daemon.stop();
     home.assert_no_panic();
 }

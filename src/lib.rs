@@ -23,3 +23,4 @@ pub mod scheduler;
 pub mod store;
 pub mod tools;
 pub mod tz;
+pub mod usage;

@@ -55,6 +55,15 @@ enum Command {
         #[arg(long)]
         session: Option<String>,
     },
+    /// Tokens used by model calls: per model, day or chat, over the last days
+    Usage {
+        /// How many local days, today included (1 to 36500)
+        #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=36_500))]
+        days: u32,
+        /// What each row is
+        #[arg(long, value_enum, default_value_t = cli::usage::By::Model)]
+        by: cli::usage::By,
+    },
     /// Scheduled jobs: list, remove, run now
     Jobs {
         #[command(subcommand)]
@@ -146,6 +155,7 @@ fn main() -> ExitCode {
                 cli::audit::print(&loaded, n, session.as_deref()).await
             }
             Command::Jobs { command } => cli::jobs::run(loaded, command).await,
+            Command::Usage { days, by } => cli::usage::print(&loaded, days, by).await,
             Command::Tools {
                 command: ToolsCommand::List { channel },
             } => cli::tools::list(&loaded, channel.as_deref()),

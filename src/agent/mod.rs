@@ -3,7 +3,10 @@
 //! the tool calls it proposes, feed the results back, and repeat until a final answer or
 //! `model.max_tool_iterations`. The turn's messages are stored when it ends (answered, failed or
 //! stopped), in one transaction, so the history never holds a tool call without its result.
+//! A turn over a daily token budget is answered without calling the model, and every model call
+//! that returns is recorded in the usage ledger ([`budget`]).
 
+pub mod budget;
 pub mod prompt;
 
 use crate::config::Loaded;
@@ -40,6 +43,9 @@ pub struct TurnInput {
     /// The model to ask first (a scheduled job's `model`: the primary's or a fallback entry's
     /// name); `None` = the chain's order.
     pub model: Option<String>,
+    /// The scheduled job this turn is a run of (its model calls are recorded under it); `None`
+    /// for a person's turn.
+    pub job_id: Option<String>,
 }
 
 pub use ethan_core::event::{EventSink, TurnEvent};
@@ -123,6 +129,14 @@ impl Agent {
         cancel: &CancellationToken,
     ) -> TurnReply {
         let mut cards: Vec<ethan_cards::Ui> = Vec::new();
+        // Over a daily token budget: one sentence, the model is not called, nothing is stored.
+        if let Some(text) = budget::refusal(self, input).await {
+            emit(&input.events, TurnEvent::Text(text.clone()));
+            return TurnReply {
+                outcome: TurnOutcome::Answer(text),
+                cards,
+            };
+        }
         let session_id = match self.store.current_session(&input.session_key).await {
             Ok(s) => s,
             Err(e) => {
@@ -272,6 +286,7 @@ impl Agent {
                     }
                 }
             };
+            budget::record(self, input, &completion).await;
             iterations += 1;
             tracing::debug!(model = %completion.model, "model answered in {}", input.session_key);
             // The audit of the calls below names the model that proposed them.

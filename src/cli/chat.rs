@@ -60,6 +60,7 @@ pub async fn run(
         allowed_tools: None,
         events: Some(events),
         model: None,
+        job_id: None,
     };
 
     if let Some(text) = message {

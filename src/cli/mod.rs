@@ -1,4 +1,5 @@
-//! Subcommands other than `run`: the terminal chat, `doctor`, `tools list`, `audit`, `jobs`.
+//! Subcommands other than `run`: the terminal chat, `doctor`, `tools list`, `audit`, `jobs`,
+//! `usage`.
 
 pub mod audit;
 pub mod chat;
@@ -7,6 +8,7 @@ pub mod jobs;
 pub mod live;
 pub mod owner;
 pub mod tools;
+pub mod usage;
 
 /// `ethan gateway token`: print the gateway's bearer token (the configured one, else the stored
 /// one, created now if there is none).

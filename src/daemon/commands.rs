@@ -1,5 +1,5 @@
 //! Chat commands handled by the daemon itself, before the model: `/start`, `/help`, `/new`,
-//! `/stop`, `/approve [id]`, `/deny [id]`, `/claim <code>`. A command may carry `@botname`
+//! `/stop`, `/approve [id]`, `/deny [id]`, `/claim <code>`, `/usage`. A command may carry `@botname`
 //! (already removed by the adapter for the bot's own name) and arguments.
 
 /// A recognised command.
@@ -13,6 +13,8 @@ pub enum Command {
     Deny(Option<String>),
     /// Claim ownership with a one-time code from `ethan owner claim`.
     Claim(String),
+    /// Today's token usage (owner only).
+    Usage,
 }
 
 impl Command {
@@ -39,6 +41,7 @@ pub fn parse(text: &str) -> Option<Command> {
         "approve" | "yes" => Some(Command::Approve(arg)),
         "deny" | "no" => Some(Command::Deny(arg)),
         "claim" => Some(Command::Claim(arg.unwrap_or_default())),
+        "usage" => Some(Command::Usage),
         _ => None,
     }
 }
@@ -50,6 +53,7 @@ Commands:\n\
 - /new — start a fresh conversation (I forget this one; in a group, owner only)\n\
 - /stop — cancel the answer I'm working on (in a group: the owner or whoever asked)\n\
 - /approve <id>, /deny <id> — answer an approval request (owner only)\n\
+- /usage — today's token usage and budgets (owner only)\n\
 - /claim <code> — become my owner with a code from `ethan owner claim` (in a DM)\n\
 - /help — this message";
 
@@ -71,6 +75,7 @@ mod tests {
             parse("/claim K7PQ2MZX"),
             Some(Command::Claim("K7PQ2MZX".into()))
         );
+        assert_eq!(parse("/usage@ethan_bot"), Some(Command::Usage));
         assert_eq!(parse("/unknown"), None);
         assert_eq!(parse("hello /new"), None);
         assert_eq!(parse(""), None);

@@ -35,6 +35,8 @@
 //! In a group chat, `/new` (which wipes the group's history and session grants) is for the bot's
 //! owner only, and `/stop` for the owner or the sender of the running turn; anyone else gets a
 //! short refusal and nothing changes. In a DM the sender is the conversation's only user.
+//! `/usage` (today's tokens against the budgets, [`crate::usage::today_summary`]) is for the
+//! owner only, in any chat.
 
 use super::access::{self, Access};
 use super::commands::{self, Command};
@@ -110,6 +112,8 @@ enum StopOutcome {
 
 /// The reply to a group member who is not the owner and tries `/new`.
 pub const NEW_OWNER_ONLY: &str = "Only the bot's owner can start a fresh conversation in a group.";
+/// The reply to anyone but the owner who asks for `/usage`.
+pub const USAGE_OWNER_ONLY: &str = "Only the bot's owner can see the token usage.";
 /// The reply to a group member who tries to `/stop` someone else's turn.
 pub const STOP_NOT_YOURS: &str =
     "Only the bot's owner or the person who asked can stop this answer.";
@@ -476,6 +480,31 @@ impl Router {
                 }
             }),
             Some(Command::Stop) => Some("Nothing is running.".to_string()),
+            Some(Command::Usage) if !is_owner => {
+                tracing::info!(
+                    "{} user {} is not the owner; refused /usage in {key}",
+                    ev.channel,
+                    ev.sender.id
+                );
+                Some(USAGE_OWNER_ONLY.to_string())
+            }
+            Some(Command::Usage) => Some(
+                match crate::usage::today_summary(
+                    &self.store,
+                    &self.agent.config.config,
+                    ev.channel.as_str(),
+                    &ev.chat.id,
+                    chrono::Utc::now(),
+                )
+                .await
+                {
+                    Ok(text) => text,
+                    Err(e) => {
+                        tracing::error!("/usage failed: {e}");
+                        "I couldn't read the token usage (database error).".to_string()
+                    }
+                },
+            ),
             Some(c @ (Command::Approve(_) | Command::Deny(_) | Command::Claim(_))) => {
                 Some(self.out_of_band(&ev, &c).await)
             }
@@ -622,6 +651,7 @@ impl Router {
             allowed_tools: None,
             events,
             model: None,
+            job_id: None,
         };
         let reply = self.agent.run_turn_with_cards(&input, &cancel).await;
         drop(input);

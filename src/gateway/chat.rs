@@ -121,6 +121,7 @@ pub async fn chat(
         allowed_tools: None,
         events: Some(tx),
         model: None,
+        job_id: None,
     };
     let turns = s.turns.clone();
     let c2 = cancel.clone();

@@ -612,6 +612,7 @@ impl Execute for JobExecutor {
             allowed_tools: Some(job.allowed_tools.clone()),
             events: None,
             model: job.model.clone(),
+            job_id: Some(job.id.clone()),
         };
         let reply = self
             .agent

@@ -3,7 +3,7 @@
 //! [`sessions`] (session key → current session), [`messages`] (the full model conversation,
 //! tool calls and results included), [`inbound`] (platform events: dedupe and delivery state),
 //! [`kv`] (small state such as the Telegram offset), [`audit`], [`jobs`], [`owners`],
-//! [`knowledge`] (the knowledge index); [`traits`] implements the store traits of
+//! [`knowledge`] (the knowledge index), [`usage`] (the tokens of every model call); [`traits`] implements the store traits of
 //! [`ethan_core::store`] on top of them.
 //!
 //! The connection lives on a thread of its own ([`Store`] is a handle to it): async code sends a
@@ -22,13 +22,14 @@ mod migrations;
 pub mod owners;
 pub mod sessions;
 mod traits;
+pub mod usage;
 
 pub use traits::KvState;
 
 /// The store traits, for code that calls them on a [`Store`].
 pub mod prelude {
     pub use ethan_core::store::{
-        AuditStore, JobStore, KvStore, MessageStore, OwnerStore, SessionStore,
+        AuditStore, JobStore, KvStore, MessageStore, OwnerStore, SessionStore, UsageStore,
     };
 }
 

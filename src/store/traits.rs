@@ -10,7 +10,7 @@ use ethan_channels::InboundEvent;
 use ethan_core::message::ChatMessage;
 use ethan_core::store::{
     AuditEntry, AuditStore, Delivery, JobRecord, JobStore, KvStore, MessageStore, OwnerStore,
-    RunRecord, RunStatus, SessionStore,
+    RunRecord, RunStatus, SessionStore, UsageGrouping, UsageRecord, UsageRow, UsageStore,
 };
 
 fn owned(s: Option<&str>) -> Option<String> {
@@ -286,6 +286,37 @@ impl OwnerStore for Store {
     async fn take_claim_code(&self, code: &str) -> Result<bool, StoreError> {
         let code = code.to_owned();
         self.call("claim code", move |db| db.take_claim_code(&code))
+            .await
+    }
+}
+
+#[async_trait]
+impl UsageStore for Store {
+    async fn record_usage(&self, record: &UsageRecord) -> Result<(), StoreError> {
+        let record = record.clone();
+        self.call("record usage", move |db| db.record_usage(&record))
+            .await
+    }
+    async fn tokens_since(
+        &self,
+        since: i64,
+        chat: Option<(&str, &str)>,
+    ) -> Result<u64, StoreError> {
+        let chat = chat.map(|(c, id)| (c.to_owned(), id.to_owned()));
+        self.call("sum usage", move |db| {
+            db.tokens_since(
+                since,
+                chat.as_ref().map(|(c, id)| (c.as_str(), id.as_str())),
+            )
+        })
+        .await
+    }
+    async fn usage_report(
+        &self,
+        since: i64,
+        by: UsageGrouping,
+    ) -> Result<Vec<UsageRow>, StoreError> {
+        self.call("read usage", move |db| db.usage_report(since, &by))
             .await
     }
 }

@@ -5,14 +5,17 @@
 //! (the SQLite store runs its statements on a connection thread of its own). Each trait is one
 //! concern: [`SessionStore`] (session key → current session), [`MessageStore`] (the
 //! provider-neutral history), [`KvStore`] (small durable state), [`AuditStore`] (the audit log
-//! and the replay guard), [`JobStore`] (scheduled jobs and their runs) and [`OwnerStore`]
-//! (owners added at run time). [`Storage`] is all of them, the handle the daemon passes around.
+//! and the replay guard), [`JobStore`] (scheduled jobs and their runs), [`OwnerStore`]
+//! (owners added at run time) and [`UsageStore`] (the tokens of every model call). [`Storage`] is all of them, the handle the daemon passes around.
 //!
 //! Times are Unix seconds (UTC) unless a field says otherwise.
 
 pub mod records;
 
-pub use records::{AuditEntry, Delivery, JobRecord, JobState, RunRecord, RunStatus};
+pub use records::{
+    AuditEntry, DayOf, Delivery, JobRecord, JobState, RunRecord, RunStatus, UsageGrouping,
+    UsageRecord, UsageRow,
+};
 
 use crate::message::ChatMessage;
 use async_trait::async_trait;
@@ -190,15 +193,42 @@ pub trait OwnerStore: Send + Sync {
     async fn take_claim_code(&self, code: &str) -> Result<bool, StoreError>;
 }
 
+/// The usage ledger: one row per model call with the tokens the provider reported, kept for
+/// good. Budgets ([`UsageStore::tokens_since`]) and reports ([`UsageStore::usage_report`]) read
+/// it.
+#[async_trait]
+pub trait UsageStore: Send + Sync {
+    /// Record one model call.
+    async fn record_usage(&self, record: &UsageRecord) -> Result<(), StoreError>;
+    /// Input + output tokens of the calls made at or after `since` (Unix seconds), of the whole
+    /// ledger or of one chat (`(channel, chat_id)`).
+    async fn tokens_since(&self, since: i64, chat: Option<(&str, &str)>)
+        -> Result<u64, StoreError>;
+    /// The calls made at or after `since` (Unix seconds), grouped by `by`: days in ascending
+    /// order; models and chats by total tokens, most first (then by key).
+    async fn usage_report(
+        &self,
+        since: i64,
+        by: UsageGrouping,
+    ) -> Result<Vec<UsageRow>, StoreError>;
+}
+
 /// Every store trait: the handle the daemon gives the agent, the tool engine, the tools and the
 /// scheduler.
 pub trait Storage:
-    SessionStore + MessageStore + KvStore + AuditStore + JobStore + OwnerStore
+    SessionStore + MessageStore + KvStore + AuditStore + JobStore + OwnerStore + UsageStore
 {
 }
 
 impl<T> Storage for T where
-    T: SessionStore + MessageStore + KvStore + AuditStore + JobStore + OwnerStore + ?Sized
+    T: SessionStore
+        + MessageStore
+        + KvStore
+        + AuditStore
+        + JobStore
+        + OwnerStore
+        + UsageStore
+        + ?Sized
 {
 }
 

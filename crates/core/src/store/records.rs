@@ -180,3 +180,85 @@ pub struct AuditEntry {
     /// calls made outside a model turn).
     pub model: Option<String>,
 }
+
+/// One model call in the usage ledger: the tokens the provider reported for it, and where the
+/// call was made. Times are Unix seconds; tokens are counted as [`crate::provider::Usage`] counts
+/// them (`input_tokens` includes the cached ones).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageRecord {
+    pub created_at: i64,
+    /// The model that answered (the provider's name for it, else the configured one).
+    pub model: String,
+    pub session_key: String,
+    /// The channel's name (`telegram`, `lark`, `terminal`, `web`, …).
+    pub channel: String,
+    pub chat_id: String,
+    /// The scheduled job whose run made the call; `None` for a person's turn.
+    pub job_id: Option<String>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+}
+
+/// The day a Unix time (seconds) falls on, as a sortable label (`2026-12-02`), in whichever zone
+/// the caller chose.
+pub type DayOf = std::sync::Arc<dyn Fn(i64) -> String + Send + Sync>;
+
+/// How [`crate::store::UsageStore::usage_report`] groups the ledger.
+#[derive(Clone)]
+pub enum UsageGrouping {
+    /// By local day; the function names the day of a call (the configured zone's date).
+    Day(DayOf),
+    /// By the model that answered.
+    Model,
+    /// By chat: `<channel>:<chat_id>`.
+    Chat,
+}
+
+impl std::fmt::Debug for UsageGrouping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            UsageGrouping::Day(_) => "Day",
+            UsageGrouping::Model => "Model",
+            UsageGrouping::Chat => "Chat",
+        })
+    }
+}
+
+/// One group of a usage report: how many model calls and their tokens.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct UsageRow {
+    /// The day (`2026-12-02`), the model, or the chat (`telegram:123`).
+    pub key: String,
+    pub calls: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+}
+
+impl UsageRow {
+    /// Input and output together (what budgets count).
+    pub fn total(&self) -> u64 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
+
+    /// Adds one call's tokens.
+    pub fn add_call(&mut self, r: &UsageRecord) {
+        self.calls += 1;
+        self.input_tokens = self.input_tokens.saturating_add(r.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(r.output_tokens);
+        self.cache_read_tokens = self.cache_read_tokens.saturating_add(r.cache_read_tokens);
+        self.cache_write_tokens = self.cache_write_tokens.saturating_add(r.cache_write_tokens);
+    }
+
+    /// Adds another row's counts (for a total row).
+    pub fn add_row(&mut self, r: &UsageRow) {
+        self.calls = self.calls.saturating_add(r.calls);
+        self.input_tokens = self.input_tokens.saturating_add(r.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(r.output_tokens);
+        self.cache_read_tokens = self.cache_read_tokens.saturating_add(r.cache_read_tokens);
+        self.cache_write_tokens = self.cache_write_tokens.saturating_add(r.cache_write_tokens);
+    }
+}

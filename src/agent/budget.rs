@@ -1,0 +1,93 @@
+//! Token budgets and the usage ledger, for the agent loop: [`refusal`] checks the daily budgets
+//! (`budget.daily_tokens` for the whole daemon, `budget.chat_daily_tokens` for one chat; 0 = no
+//! limit) before a turn calls the model, and [`record`] writes each model call's tokens to the
+//! ledger. A day runs from midnight in the configured zone ([`crate::usage::local_day`]);
+//! scheduled jobs count toward the daemon and toward the chat they post to. A store failure
+//! never fails a turn: it is logged, and the turn goes on (unbudgeted, or unrecorded).
+
+use super::{Agent, TurnInput};
+use crate::usage::{local_day, thousands, zone};
+use ethan_core::provider::Completion;
+use ethan_core::store::UsageRecord;
+
+/// The answer to a turn over a daily budget (one sentence: whose budget, how large, when it
+/// resets), or `None` when the turn may call the model. The daemon's budget is checked first.
+pub(super) async fn refusal(agent: &Agent, input: &TurnInput) -> Option<String> {
+    let budget = &agent.config.config.budget;
+    if budget.daily_tokens == 0 && budget.chat_daily_tokens == 0 {
+        return None;
+    }
+    let day = local_day(zone(&agent.config.config), chrono::Utc::now(), 0);
+    let used = |chat: Option<(&'static str, String)>| async move {
+        let chat_ref = chat.as_ref().map(|(c, id)| (*c, id.as_str()));
+        match agent.store.tokens_since(day.start, chat_ref).await {
+            Ok(n) => Some(n),
+            Err(e) => {
+                tracing::warn!("cannot read today's token usage ({e}); not enforcing the budget");
+                None
+            }
+        }
+    };
+    if budget.daily_tokens > 0 && used(None).await? >= budget.daily_tokens {
+        tracing::info!(
+            "the daily token budget ({}) is used up; refused a turn in {}",
+            budget.daily_tokens,
+            input.session_key
+        );
+        return Some(format!(
+            "I have used my daily token budget ({} tokens); it resets at {}.",
+            thousands(budget.daily_tokens),
+            day.reset_label()
+        ));
+    }
+    let chat = Some((input.channel.as_str(), input.chat_id.clone()));
+    if budget.chat_daily_tokens > 0 && used(chat).await? >= budget.chat_daily_tokens {
+        tracing::info!(
+            "the chat {}:{} used its daily token budget ({}); refused a turn",
+            input.channel,
+            input.chat_id,
+            budget.chat_daily_tokens
+        );
+        return Some(format!(
+            "This chat has used its daily token budget ({} tokens); it resets at {}.",
+            thousands(budget.chat_daily_tokens),
+            day.reset_label()
+        ));
+    }
+    None
+}
+
+/// Record the tokens of one model call that returned `completion`, under the model that
+/// answered (else the configured one). A completion without usage records nothing.
+pub(super) async fn record(agent: &Agent, input: &TurnInput, completion: &Completion) {
+    let Some(usage) = completion.usage else {
+        tracing::debug!(
+            "the model reported no usage for a call in {}; nothing recorded",
+            input.session_key
+        );
+        return;
+    };
+    let model = if completion.model.trim().is_empty() {
+        agent.config.config.model.name.clone()
+    } else {
+        completion.model.clone()
+    };
+    let record = UsageRecord {
+        created_at: chrono::Utc::now().timestamp(),
+        model,
+        session_key: input.session_key.clone(),
+        channel: input.channel.as_str().to_string(),
+        chat_id: input.chat_id.clone(),
+        job_id: input.job_id.clone(),
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        cache_read_tokens: usage.cache_read_tokens,
+        cache_write_tokens: usage.cache_write_tokens,
+    };
+    if let Err(e) = agent.store.record_usage(&record).await {
+        tracing::warn!(
+            "cannot record the token usage of a call in {}: {e}",
+            input.session_key
+        );
+    }
+}

@@ -1,0 +1,223 @@
+//! Token usage for people: the day the budgets count (from midnight in the configured zone, to
+//! the next midnight), token counts written with thousands separators, and the owner's `/usage`
+//! summary. The ledger itself is [`ethan_core::store::UsageStore`]; the budget check is
+//! [`crate::agent::budget`]; `ethan usage` is [`crate::cli::usage`].
+
+use crate::config::Config;
+use chrono::{DateTime, Days, NaiveTime, Utc};
+use chrono_tz::Tz;
+use ethan_core::store::{DayOf, StoreError, UsageGrouping, UsageStore};
+use std::sync::Arc;
+
+/// The zone days are counted in: the config's `timezone`, else the system zone (an unknown
+/// configured name, which config validation refuses anyway, falls back to the system zone).
+pub fn zone(config: &Config) -> Tz {
+    crate::tz::effective_zone(None, config.timezone.as_deref()).unwrap_or_else(|e| {
+        tracing::warn!("{e}; counting token budgets in the system zone");
+        crate::tz::system_zone()
+    })
+}
+
+/// One local day in a zone: from its midnight to the next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalDay {
+    pub zone: Tz,
+    /// The day's first instant (Unix seconds).
+    pub start: i64,
+    /// The next day's first instant: when daily budgets reset.
+    pub reset: DateTime<Utc>,
+}
+
+/// The first instant of `date` in `zone` (midnight, or the end of a gap that swallowed it).
+fn midnight(zone: &Tz, date: chrono::NaiveDate) -> Option<DateTime<Utc>> {
+    crate::tz::resolve_local(zone, date.and_time(NaiveTime::MIN))
+}
+
+/// The local day of `now` in `zone`, `days_back` days before it (0: today).
+pub fn local_day(zone: Tz, now: DateTime<Utc>, days_back: u64) -> LocalDay {
+    let today = crate::tz::to_local(&zone, now).date();
+    let date = today
+        .checked_sub_days(Days::new(days_back))
+        .unwrap_or(today);
+    let start = midnight(&zone, date).map_or(now.timestamp() - 86_400, |t| t.timestamp());
+    let reset = date
+        .checked_add_days(Days::new(1))
+        .and_then(|d| midnight(&zone, d))
+        .unwrap_or(now + chrono::Duration::days(1));
+    LocalDay { zone, start, reset }
+}
+
+impl LocalDay {
+    /// When the day ends, for people: `00:00 (Asia/Shanghai)`.
+    pub fn reset_label(&self) -> String {
+        format!(
+            "{} ({})",
+            self.reset.with_timezone(&self.zone).format("%H:%M"),
+            self.zone.name()
+        )
+    }
+}
+
+/// The local date of a Unix time in `zone` (`2026-12-02`), for [`UsageGrouping::Day`].
+pub fn day_of(zone: Tz) -> DayOf {
+    Arc::new(move |t| {
+        DateTime::from_timestamp(t, 0)
+            .map(|t| crate::tz::to_local(&zone, t).format("%Y-%m-%d").to_string())
+            .unwrap_or_else(|| "?".into())
+    })
+}
+
+/// `n` with thousands separators: `50,000`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `12,345 tokens`, with ` of 50,000` when `budget` is set (not 0).
+fn against(used: u64, budget: u64) -> String {
+    if budget == 0 {
+        format!("{} tokens", thousands(used))
+    } else {
+        format!("{} of {} tokens", thousands(used), thousands(budget))
+    }
+}
+
+/// The owner's `/usage` answer (Markdown): today's tokens (since local midnight) of the whole
+/// daemon and of the chat `(channel, chat_id)`, each against its budget when one is set, and
+/// per model. Errors: the store's.
+pub async fn today_summary(
+    store: &dyn UsageStore,
+    config: &Config,
+    channel: &str,
+    chat_id: &str,
+    now: DateTime<Utc>,
+) -> Result<String, StoreError> {
+    let day = local_day(zone(config), now, 0);
+    let all = store.tokens_since(day.start, None).await?;
+    let chat = store
+        .tokens_since(day.start, Some((channel, chat_id)))
+        .await?;
+    let models = store.usage_report(day.start, UsageGrouping::Model).await?;
+    let budget = &config.budget;
+    let mut out = format!(
+        "**Token usage today** (since 00:00, {}; resets at {})\n\
+         - all chats: {}\n\
+         - this chat: {}\n",
+        day.zone.name(),
+        day.reset_label(),
+        against(all, budget.daily_tokens),
+        against(chat, budget.chat_daily_tokens),
+    );
+    if models.is_empty() {
+        out.push_str("\nNo model calls yet today.");
+    } else {
+        out.push_str("\nBy model:\n");
+        for m in &models {
+            out.push_str(&format!(
+                "- {}: {} call{}, {} tokens ({} in, {} out)\n",
+                m.key,
+                m.calls,
+                if m.calls == 1 { "" } else { "s" },
+                thousands(m.total()),
+                thousands(m.input_tokens),
+                thousands(m.output_tokens),
+            ));
+        }
+    }
+    Ok(out.trim_end().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn utc(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn thousands_are_grouped() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(50_000), "50,000");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn a_day_runs_from_local_midnight_to_the_next() {
+        let sh = crate::tz::parse_zone("Asia/Shanghai").unwrap();
+        // 2026-12-01T20:00Z is 2026-12-02 04:00 in Shanghai (+8).
+        let d = local_day(sh, utc("2026-12-01T20:00:00Z"), 0);
+        assert_eq!(d.start, utc("2026-12-01T16:00:00Z").timestamp());
+        assert_eq!(d.reset, utc("2026-12-02T16:00:00Z"));
+        assert_eq!(d.reset_label(), "00:00 (Asia/Shanghai)");
+        let week = local_day(sh, utc("2026-12-01T20:00:00Z"), 6);
+        assert_eq!(week.start, utc("2026-11-25T16:00:00Z").timestamp());
+        assert_eq!(
+            day_of(sh)(utc("2026-12-01T15:59:59Z").timestamp()),
+            "2026-12-01"
+        );
+        assert_eq!(
+            day_of(sh)(utc("2026-12-01T16:00:00Z").timestamp()),
+            "2026-12-02"
+        );
+    }
+
+    #[test]
+    fn a_midnight_lost_to_daylight_saving_starts_the_day_at_the_gaps_end() {
+        // Santiago: 2026-09-06 00:00 -04 jumps to 01:00 -03.
+        let cl = crate::tz::parse_zone("America/Santiago").unwrap();
+        let d = local_day(cl, utc("2026-09-05T12:00:00Z"), 0);
+        assert_eq!(d.reset, utc("2026-09-06T04:00:00Z"));
+        assert_eq!(d.reset_label(), "01:00 (America/Santiago)");
+        // The day after is 23 hours long.
+        let next = local_day(cl, utc("2026-09-06T12:00:00Z"), 0);
+        assert_eq!(next.start, d.reset.timestamp());
+        assert_eq!(next.reset, utc("2026-09-07T03:00:00Z"));
+    }
+
+    #[test]
+    fn grouping_by_local_day_follows_the_zone_across_a_dst_change() {
+        let ny = crate::tz::parse_zone("America/New_York").unwrap();
+        let day = day_of(ny);
+        // 2026-11-01: EDT (-4) → EST (-5) at 06:00Z.
+        assert_eq!(day(utc("2026-11-01T03:59:00Z").timestamp()), "2026-10-31");
+        assert_eq!(day(utc("2026-11-01T04:00:00Z").timestamp()), "2026-11-01");
+        assert_eq!(day(utc("2026-11-02T04:30:00Z").timestamp()), "2026-11-01");
+        assert_eq!(day(utc("2026-11-02T05:00:00Z").timestamp()), "2026-11-02");
+        let recs: Vec<_> = [
+            "2026-11-01T03:59:00Z",
+            "2026-11-01T04:00:00Z",
+            "2026-11-02T04:30:00Z",
+            "2026-11-02T05:00:00Z",
+        ]
+        .iter()
+        .map(|t| ethan_core::store::UsageRecord {
+            created_at: utc(t).timestamp(),
+            model: "m".into(),
+            session_key: String::new(),
+            channel: "web".into(),
+            chat_id: "s".into(),
+            job_id: None,
+            input_tokens: 10,
+            output_tokens: 1,
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
+        })
+        .collect();
+        let rows = crate::store::usage::group(&recs, &UsageGrouping::Day(day));
+        let got: Vec<(&str, u64)> = rows.iter().map(|r| (r.key.as_str(), r.calls)).collect();
+        assert_eq!(
+            got,
+            [("2026-10-31", 1), ("2026-11-01", 2), ("2026-11-02", 1)]
+        );
+    }
+}

@@ -269,6 +269,7 @@ async fn claim_makes_an_owner() {
     assert_eq!(code.len(), 8);
     let mut daemon = start(&home);
     tg.push_text(STRANGER, STRANGER, "/claim WRONGCOD");
+    tg.wait_for_sent(1, WAIT).await;
     tg.push_text(STRANGER, STRANGER, &format!("/claim {code}"));
     let sent = tg.wait_for_sent(2, WAIT).await;
     assert!(sent[0]["text"].as_str().unwrap().contains("not valid"));

@@ -1,7 +1,8 @@
 //! The fallback chain through the real daemon and its HTTP gateway, with two scripted model
-//! servers: a primary answering 500 hands the turn to the fallback entry (which also proposes
-//! the tool call the audit attributes to it), the breaker then skips the primary without a
-//! request, and after `model.fallback_cooldown_secs` one turn probes it; a refused request
+//! servers: a primary answering 500 hands the turn to the fallback entry after one attempt
+//! (the fallback proposes the tool call the audit attributes to it, and gets its result back),
+//! after three failed requests the breaker skips the primary without a request, and after
+//! `model.fallback_cooldown_secs` one turn probes it; a refused request
 //! (400) is not moved; a streamed answer that broke off after text was shown is not replayed on
 //! the fallback, and the person keeps the text with a note.
 
@@ -34,11 +35,13 @@ async fn chat(base: &str, session: &str, message: &str) -> Vec<Event> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failing_primary_hands_the_turn_to_the_fallback_which_is_skipped_then_probed() {
-    let primary = ScriptedModel::start((0..4).map(|_| Step::server_error()).collect()).await;
+    let primary = ScriptedModel::start((0..3).map(|_| Step::server_error()).collect()).await;
     let backup = ScriptedModel::start(vec![
         Step::tool_call("c1", "find_tools", r#"{"query":"time"}"#),
-        Step::text("backup answer one"),
-        Step::text("backup answer two"),
+        Step::text("backup answer 1"),
+        Step::text("backup answer 2"),
+        Step::text("backup answer 3"),
+        Step::text("backup answer 4"),
     ])
     .await;
     let home = TestHome::new();
@@ -48,12 +51,13 @@ async fn a_failing_primary_hands_the_turn_to_the_fallback_which_is_skipped_then_
     let events = chat(&base, "s1", "what tools tell the time?").await;
     assert_eq!(
         final_text(&events),
-        "backup answer one",
+        "backup answer 1",
         "{:?}",
         names(&events)
     );
-    assert_eq!(primary.requests().len(), 4, "one try and three retries");
-    // The tool call's follow-up went to the model that proposed it: the primary is open.
+    // One attempt on the primary (the fallback is the retry); the tool call's follow-up went
+    // straight to the model that proposed it.
+    assert_eq!(primary.requests().len(), 1);
     assert_eq!(backup.requests().len(), 2);
     assert_eq!(backup.requests()[0]["model"], "backup-model");
     assert!(backup
@@ -61,18 +65,24 @@ async fn a_failing_primary_hands_the_turn_to_the_fallback_which_is_skipped_then_
         .iter()
         .all(|a| a.as_deref() == Some("Bearer backup-key")));
 
-    // The breaker is open: the next turn goes straight to the fallback.
-    let events = chat(&base, "s1", "again").await;
-    assert_eq!(final_text(&events), "backup answer two");
-    assert_eq!(primary.requests().len(), 4, "skipped while open");
+    // Two more failed requests open the primary's breaker...
+    for n in 2..=3 {
+        let events = chat(&base, "s1", "again").await;
+        assert_eq!(final_text(&events), format!("backup answer {n}"));
+    }
+    assert_eq!(primary.requests().len(), 3);
+    // ...and the next turn goes straight to the fallback.
+    let events = chat(&base, "s1", "and again").await;
+    assert_eq!(final_text(&events), "backup answer 4");
+    assert_eq!(primary.requests().len(), 3, "skipped while open");
 
     // After the cool-down one turn probes the primary, which answers now.
     tokio::time::sleep(Duration::from_millis(3_300)).await;
     primary.push_step(Step::text("primary is back"));
     let events = chat(&base, "s1", "and now?").await;
     assert_eq!(final_text(&events), "primary is back");
-    assert_eq!(primary.requests().len(), 5);
-    assert_eq!(backup.requests().len(), 3);
+    assert_eq!(primary.requests().len(), 4);
+    assert_eq!(backup.requests().len(), 5);
     primary.assert_protocol_ok();
     backup.assert_protocol_ok();
 
@@ -115,13 +125,13 @@ async fn a_request_refused_as_invalid_is_not_moved_to_the_fallback() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stream_that_broke_after_text_was_shown_is_not_replayed_on_the_fallback() {
-    // Every attempt shows two pieces, then goes silent past the idle timeout.
+    // The answer shows two pieces, then goes silent past the idle timeout.
     let answer = "The first part arrives and then the server goes quiet";
-    let primary = ScriptedModel::start(
-        (0..4)
-            .map(|_| Step::stall(3, Duration::from_secs(5), Step::text(answer)))
-            .collect(),
-    )
+    let primary = ScriptedModel::start(vec![Step::stall(
+        3,
+        Duration::from_secs(5),
+        Step::text(answer),
+    )])
     .await;
     let backup = ScriptedModel::start(vec![Step::text("a different answer")]).await;
     let home = TestHome::new();
@@ -137,7 +147,11 @@ async fn a_stream_that_broke_after_text_was_shown_is_not_replayed_on_the_fallbac
     let text = final_text(&events);
     assert!(text.starts_with(shown.trim_end()), "{text}");
     assert!(text.contains("The answer broke off here"), "{text}");
-    assert_eq!(primary.requests().len(), 4);
+    assert_eq!(
+        primary.requests().len(),
+        1,
+        "one attempt while a fallback exists"
+    );
     assert!(
         backup.requests().is_empty(),
         "text was shown: never replayed elsewhere"

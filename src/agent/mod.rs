@@ -230,7 +230,7 @@ impl Agent {
                 .mark(&format!("{source}, earlier in this conversation"));
         }
 
-        let models = self.models_for(input);
+        let mut models = self.models_for(input);
         let mut turn = vec![ChatMessage::user(input.text.clone())];
         let max_iter = self.config.config.model.max_tool_iterations;
         let mut trimmed = false;
@@ -291,6 +291,11 @@ impl Agent {
             tracing::debug!(model = %completion.model, "model answered in {}", input.session_key);
             // The audit of the calls below names the model that proposed them.
             base_ctx.model = completion.model.clone();
+            // The rest of the turn starts at the model that answered: the results of its tool
+            // calls go back to it (the chain still moves on if it fails).
+            if let Some(pinned) = models.starting_at(&completion.model) {
+                models = pinned;
+            }
             let truncated = completion.truncated();
             let mut msg = completion.message;
             msg.role = Role::Assistant;

@@ -230,9 +230,9 @@ pub fn from_value(mut raw: serde_json::Value) -> Result<Config, ConfigError> {
     config.tools.per_tool = per_tool;
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
     let m = &mut config.model;
-    fill_endpoint(m.provider, &mut m.base_url, &mut m.api_key, env);
+    fill_endpoint(m.provider, &mut m.base_url, &mut m.api_key, true, env);
     for f in &mut m.fallback {
-        fill_endpoint(f.provider, &mut f.base_url, &mut f.api_key, env);
+        fill_endpoint(f.provider, &mut f.base_url, &mut f.api_key, false, env);
     }
     Ok(config)
 }
@@ -240,17 +240,28 @@ pub fn from_value(mut raw: serde_json::Value) -> Result<Config, ConfigError> {
 /// An empty `base_url` / `api_key` of a model endpoint from the provider's variables
 /// (`OPENAI_BASE_URL` / `OPENAI_API_KEY`, `ANTHROPIC_BASE_URL` / `ANTHROPIC_API_KEY`), an
 /// empty `base_url` without its variable from the provider's public endpoint.
+///
+/// The primary (`primary`) takes the key variable whatever its `base_url` (the variables are
+/// meant for it). A fallback entry takes it only when its `base_url` is the one the variables
+/// go with (empty, the provider's public endpoint, or `*_BASE_URL`): an entry pointing at
+/// another host (a local server, another vendor) never receives the key meant for the provider.
 fn fill_endpoint(
     provider: ProviderKind,
     base_url: &mut String,
     api_key: &mut Secret,
+    primary: bool,
     env: impl Fn(&str) -> Option<String>,
 ) {
     let (key_var, url_var) = provider.env_vars();
+    let env_url = env(url_var);
+    let same = |a: &str, b: &str| a.trim().trim_end_matches('/') == b.trim().trim_end_matches('/');
+    let keyed_host = base_url.trim().is_empty()
+        || same(base_url, provider.default_base_url())
+        || env_url.as_deref().is_some_and(|u| same(base_url, u));
     if base_url.trim().is_empty() {
-        *base_url = env(url_var).unwrap_or_else(|| provider.default_base_url().to_string());
+        *base_url = env_url.unwrap_or_else(|| provider.default_base_url().to_string());
     }
-    if api_key.is_empty() {
+    if api_key.is_empty() && (primary || keyed_host) {
         if let Some(k) = env(key_var) {
             *api_key = Secret::new(k);
         }
@@ -314,6 +325,15 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
             return Err(key_err(
                 &format!("model.fallback[{i}].name"),
                 "must not be empty",
+            ));
+        }
+    }
+    let names: Vec<String> = c.model.endpoints().into_iter().map(|e| e.name).collect();
+    for (i, n) in names.iter().enumerate().skip(1) {
+        if names[..i].contains(n) {
+            return Err(key_err(
+                &format!("model.fallback[{}].name", i - 1),
+                format!("{n:?} is already the name of another model; names pick a model, so each must be unique"),
             ));
         }
     }
@@ -460,6 +480,57 @@ mod tests {
         assert_eq!(c.tools.profile, Profile::Full);
         assert_eq!(c.gateway.listen, "127.0.0.1:8900");
         assert_eq!(c.channels.lark.stale_after_secs, 900);
+    }
+
+    #[test]
+    fn a_providers_key_variable_goes_only_to_the_hosts_it_is_for() {
+        let env = |name: &str| match name {
+            "OPENAI_API_KEY" => Some("sk-openai".to_string()),
+            "ANTHROPIC_API_KEY" => Some("sk-ant".to_string()),
+            "ANTHROPIC_BASE_URL" => Some("https://proxy.example/anthropic".to_string()),
+            _ => None,
+        };
+        let fill = |provider, url: &str, primary| {
+            let (mut url, mut key) = (url.to_string(), Secret::default());
+            fill_endpoint(provider, &mut url, &mut key, primary, env);
+            (url, key.expose().to_string())
+        };
+        // A fallback entry on another host gets no key it was not given.
+        assert_eq!(
+            fill(ProviderKind::Openai, "http://127.0.0.1:11434/v1", false),
+            ("http://127.0.0.1:11434/v1".into(), String::new())
+        );
+        assert_eq!(
+            fill(ProviderKind::Openai, "https://api.deepseek.com/v1", false).1,
+            ""
+        );
+        // Empty, the public endpoint, or the variable's own host: the key goes with it.
+        assert_eq!(
+            fill(ProviderKind::Openai, "", false),
+            ("https://api.openai.com/v1".into(), "sk-openai".into())
+        );
+        assert_eq!(
+            fill(ProviderKind::Openai, "https://api.openai.com/v1/", false).1,
+            "sk-openai"
+        );
+        assert_eq!(
+            fill(ProviderKind::Anthropic, "", false),
+            ("https://proxy.example/anthropic".into(), "sk-ant".into())
+        );
+        assert_eq!(
+            fill(
+                ProviderKind::Anthropic,
+                "https://proxy.example/anthropic",
+                false
+            )
+            .1,
+            "sk-ant"
+        );
+        // The primary takes its provider's variable whatever its host (as before).
+        assert_eq!(
+            fill(ProviderKind::Openai, "https://api.deepseek.com/v1", true).1,
+            "sk-openai"
+        );
     }
 
     #[test]

@@ -160,6 +160,8 @@ pub struct ModelEndpoint {
     pub api_key: Secret,
     /// The model name; also how a scheduled job picks this entry (`schedule_create.model`).
     pub name: String,
+    /// Anthropic: `max_tokens` for this model; `None` (the primary, or not given): `model.max_tokens`.
+    pub max_tokens: Option<u32>,
 }
 
 impl ModelConfig {
@@ -170,6 +172,7 @@ impl ModelConfig {
             base_url: self.base_url.clone(),
             api_key: self.api_key.clone(),
             name: self.name.clone(),
+            max_tokens: None,
         }
     }
 

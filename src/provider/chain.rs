@@ -1,22 +1,25 @@
 //! The fallback chain: the primary model (`model.*`) and the `model.fallback` entries, tried in
 //! order, each behind a circuit breaker.
 //!
-//! - A call goes to the first entry whose breaker is closed. When it fails in a way another
-//!   endpoint could fix ([`ProviderError::may_fall_back`]: connection, timeout, stall, 408, 429,
-//!   5xx, 401/403/404, an unreadable answer) the same request goes to the next entry. A request
-//!   refused as invalid (400, 422, context length) is not moved, and neither is a streamed
-//!   answer that broke off after text was shown ([`ProviderError::Interrupted`]): the person
-//!   keeps what they saw.
+//! - A call goes to the first entry whose breaker lets it through. When it fails in a way
+//!   another endpoint could fix ([`ProviderError::may_fall_back`]: connection, timeout, stall,
+//!   408, 429, 5xx, 401/403/404, an unreadable answer) the same request goes to the next entry.
+//!   While another entry could take over, an entry gets one attempt (the next entry is the
+//!   retry, so a hung endpoint costs one `timeout_secs`, not four); the last candidate keeps its
+//!   client's own retries. A request refused as invalid (400, 422, context length) is not
+//!   moved, and neither is a streamed answer that broke off after text was shown
+//!   ([`ProviderError::Interrupted`]): the person keeps what they saw.
 //! - Breaker: an entry whose requests failed [`TRIP_AFTER`] times in a row opens and is skipped
-//!   for `model.fallback_cooldown_secs` (60 by default). A call's failure counts the retries the
-//!   client made inside it (a transient error was tried `1 +` [`super::MAX_RETRIES`] times).
-//!   After the cool-down, one call probes it (half-open): an answer closes the breaker, a
-//!   failure opens it again. When every entry is open the calls go to the first entry anyway.
+//!   for `model.fallback_cooldown_secs` (60 by default); a call counts every request it made
+//!   (1, or `1 +` [`super::MAX_RETRIES`] when the client retried). After the cool-down one call
+//!   probes it (half-open; the slot is taken just before that call and only that call settles
+//!   it): an answer closes the breaker, a failure opens it again. A broken stream counts as a
+//!   failure of its endpoint. When every entry is open the first entry is asked anyway.
 //! - The state lives in the process: a restart (or each `ethan chat`) starts with every breaker
 //!   closed.
 //!
 //! Every answer's [`Completion::model`] names the entry that gave it; an answer from any entry
-//! but the first is logged (`answered by fallback model …`).
+//! but the first of the order is logged (`answered by fallback model …`).
 
 use super::{Completion, ModelProvider, ProviderError, MAX_RETRIES};
 use crate::config::{ModelConfig, ModelEndpoint};
@@ -40,7 +43,11 @@ pub struct Chain {
 
 struct Link {
     name: String,
-    provider: Arc<dyn ModelProvider>,
+    /// The client with its own retries: used when no other entry could take over.
+    full: Arc<dyn ModelProvider>,
+    /// The same endpoint with one attempt only: used while another entry can take over (the
+    /// next entry is the retry) and for probes.
+    quick: Arc<dyn ModelProvider>,
     breaker: Mutex<Breaker>,
 }
 
@@ -63,6 +70,15 @@ enum Admission {
 }
 
 impl Breaker {
+    /// Whether [`Breaker::admit`] would let a call through now (without taking a probe slot).
+    fn would_admit(&self, now: Instant) -> bool {
+        match self.open_until {
+            None => true,
+            Some(until) => !self.probing && now >= until,
+        }
+    }
+
+    /// Lets a call through, taking the probe slot when the cool-down is over.
     fn admit(&mut self, now: Instant) -> Admission {
         match self.open_until {
             None => Admission::Closed,
@@ -75,15 +91,31 @@ impl Breaker {
         }
     }
 
-    fn succeeded(&mut self) {
-        *self = Breaker::default();
+    /// The endpoint answered: closed.
+    fn succeeded(&mut self, admission: Admission) {
+        self.failures = 0;
+        self.open_until = None;
+        if admission == Admission::Probe {
+            self.probing = false;
+        }
     }
 
-    /// `requests`: how many requests the failed call made. Whether the breaker (re)opened.
-    fn failed(&mut self, requests: u32, now: Instant, cooldown: Duration) -> bool {
-        let was_probe = std::mem::take(&mut self.probing);
+    /// The endpoint failed after `requests` requests. Whether the breaker opened (a failed
+    /// probe opens it again).
+    fn failed(
+        &mut self,
+        admission: Admission,
+        requests: u32,
+        now: Instant,
+        cooldown: Duration,
+    ) -> bool {
         self.failures = self.failures.saturating_add(requests);
-        if was_probe || self.failures >= TRIP_AFTER {
+        if admission == Admission::Probe {
+            self.probing = false;
+            self.open_until = Some(now + cooldown);
+            return true;
+        }
+        if self.failures >= TRIP_AFTER && self.open_until.is_none() {
             self.open_until = Some(now + cooldown);
             return true;
         }
@@ -91,21 +123,24 @@ impl Breaker {
     }
 
     /// A call that ended without a verdict on the endpoint (a refused request, a cancelled
-    /// call): a probe slot is given back.
-    fn released(&mut self) {
-        self.probing = false;
+    /// call): its probe slot, if it held one, is given back.
+    fn released(&mut self, admission: Admission) {
+        if admission == Admission::Probe {
+            self.probing = false;
+        }
     }
 }
 
 impl Chain {
     /// The chain of `cfg`: its primary endpoint, then `cfg.fallback`, each connected with
-    /// `connect` (which picks the wire protocol).
+    /// `connect(endpoint, retries)` (which picks the wire protocol) twice: with
+    /// [`super::MAX_RETRIES`] retries and with none.
     ///
     /// # Errors
     /// The first endpoint whose client cannot be built.
     pub fn from_config(
         cfg: &ModelConfig,
-        connect: impl Fn(&ModelEndpoint) -> Result<Arc<dyn ModelProvider>, ProviderError>,
+        connect: impl Fn(&ModelEndpoint, u32) -> Result<Arc<dyn ModelProvider>, ProviderError>,
     ) -> Result<Chain, ProviderError> {
         let links = cfg
             .endpoints()
@@ -113,7 +148,8 @@ impl Chain {
             .map(|ep| {
                 Ok(Link {
                     name: ep.name.clone(),
-                    provider: connect(ep)?,
+                    full: connect(ep, MAX_RETRIES)?,
+                    quick: connect(ep, 0)?,
                     breaker: Mutex::new(Breaker::default()),
                 })
             })
@@ -124,7 +160,8 @@ impl Chain {
         ))
     }
 
-    /// A chain of named providers, tried in the order given.
+    /// A chain of named providers, tried in the order given; each provider serves both as the
+    /// retrying and the single-attempt client.
     pub fn from_providers(
         providers: Vec<(String, Arc<dyn ModelProvider>)>,
         cooldown: Duration,
@@ -133,7 +170,8 @@ impl Chain {
             .into_iter()
             .map(|(name, provider)| Link {
                 name,
-                provider,
+                full: provider.clone(),
+                quick: provider,
                 breaker: Mutex::new(Breaker::default()),
             })
             .collect();
@@ -173,26 +211,16 @@ impl Chain {
     pub fn providers(&self) -> Vec<(&str, &Arc<dyn ModelProvider>)> {
         self.links
             .iter()
-            .map(|l| (l.name.as_str(), &l.provider))
+            .map(|l| (l.name.as_str(), &l.full))
             .collect()
     }
 
-    /// The entries to try now, in order, each with whether its call is a probe. When every
-    /// breaker is open, the first entry of the order (without a probe slot).
-    fn admitted(&self) -> Vec<(usize, Admission)> {
+    /// Whether an entry after position `n` of the order could be called now.
+    fn another_follows(&self, n: usize) -> bool {
         let now = Instant::now();
-        let mut out: Vec<(usize, Admission)> = self
-            .order
+        self.order[n + 1..]
             .iter()
-            .filter_map(|&i| {
-                let a = lock(&self.links[i].breaker).admit(now);
-                (a != Admission::Skip).then_some((i, a))
-            })
-            .collect();
-        if out.is_empty() {
-            out.push((self.order[0], Admission::Closed));
-        }
-        out
+            .any(|&j| lock(&self.links[j].breaker).would_admit(now))
     }
 
     async fn call(
@@ -201,79 +229,116 @@ impl Chain {
         tools: &[ToolSpec],
         deltas: Option<&EventSink>,
     ) -> Result<Completion, ProviderError> {
-        let admitted = self.admitted();
-        let mut guards: Vec<ProbeGuard> = admitted
-            .iter()
-            .filter(|(_, a)| *a == Admission::Probe)
-            .map(|&(i, _)| ProbeGuard {
-                link: &self.links[i],
-                armed: true,
-            })
-            .collect();
-        let last = admitted.len() - 1;
+        let ask = |client: &Arc<dyn ModelProvider>| {
+            let client = client.clone();
+            async move {
+                match deltas {
+                    Some(d) => client.complete_streaming(messages, tools, d).await,
+                    None => client.complete(messages, tools).await,
+                }
+            }
+        };
         let mut last_error = None;
-        for (n, &(i, admission)) in admitted.iter().enumerate() {
+        for (n, &i) in self.order.iter().enumerate() {
             let link = &self.links[i];
+            // The probe slot is taken here, just before the call, and only by this call.
+            let admission = lock(&link.breaker).admit(Instant::now());
+            if admission == Admission::Skip {
+                continue;
+            }
             if admission == Admission::Probe {
                 tracing::info!("probing model {} after its cool-down", link.name);
             }
-            let result = match deltas {
-                Some(d) => link.provider.complete_streaming(messages, tools, d).await,
-                None => link.provider.complete(messages, tools).await,
+            let single = self.another_follows(n);
+            let mut guard = ProbeGuard {
+                link,
+                admission,
+                armed: true,
             };
-            // The verdict is in: the probe slot is settled below, not given back.
-            if let Some(g) = guards.iter_mut().find(|g| std::ptr::eq(g.link, link)) {
-                g.armed = false;
-            }
+            let result = ask(if single { &link.quick } else { &link.full }).await;
+            guard.armed = false;
+            // Requests the failed call made: one, or all of the client's tries.
+            let requests = |e: &ProviderError| {
+                if !single && e.is_transient() {
+                    1 + MAX_RETRIES
+                } else {
+                    1
+                }
+            };
             match result {
                 Ok(mut c) => {
-                    lock(&link.breaker).succeeded();
+                    lock(&link.breaker).succeeded(admission);
                     if c.model.is_empty() {
                         c.model = link.name.clone();
                     }
-                    if i != 0 {
+                    if n != 0 {
                         tracing::info!("answered by fallback model {}", link.name);
                     }
                     return Ok(c);
                 }
                 Err(e) if e.may_fall_back() => {
-                    let requests = if e.is_transient() { 1 + MAX_RETRIES } else { 1 };
-                    if lock(&link.breaker).failed(requests, Instant::now(), self.cooldown) {
-                        tracing::warn!(
-                            "model {} failed {TRIP_AFTER}+ requests in a row ({e}); skipping it \
-                             for {} s",
-                            link.name,
-                            self.cooldown.as_secs()
-                        );
-                    }
-                    if n < last {
-                        let next = &self.links[admitted[n + 1].0].name;
-                        tracing::warn!("model {} failed ({e}); trying {next}", link.name);
+                    self.note_failure(link, admission, requests(&e), &e);
+                    if single {
+                        tracing::warn!("model {} failed ({e}); trying the next model", link.name);
                     }
                     last_error = Some(e);
                 }
                 Err(e) => {
-                    // The request itself was refused, or text was shown: not the endpoint's
-                    // fault, and nothing to move elsewhere.
-                    lock(&link.breaker).released();
+                    match &e {
+                        // Text was shown: the endpoint failed, but nothing moves elsewhere.
+                        ProviderError::Interrupted { cause, .. } => {
+                            self.note_failure(link, admission, requests(cause), cause)
+                        }
+                        // The request itself was refused: no verdict on the endpoint.
+                        _ => lock(&link.breaker).released(admission),
+                    }
                     return Err(e);
                 }
             }
         }
-        Err(last_error.unwrap_or_else(|| ProviderError::BadResponse("no model configured".into())))
+        if let Some(e) = last_error {
+            return Err(e);
+        }
+        // Every breaker is open: the first entry is asked anyway, rather than no one.
+        let Some(&first) = self.order.first() else {
+            return Err(ProviderError::BadResponse("no model is configured".into()));
+        };
+        let link = &self.links[first];
+        let result = ask(&link.full).await;
+        if let Ok(c) = &result {
+            lock(&link.breaker).succeeded(Admission::Closed);
+            let mut c = c.clone();
+            if c.model.is_empty() {
+                c.model = link.name.clone();
+            }
+            return Ok(c);
+        }
+        result
+    }
+
+    /// Counts a failure of `link`, logging when its breaker opens.
+    fn note_failure(&self, link: &Link, admission: Admission, requests: u32, e: &ProviderError) {
+        if lock(&link.breaker).failed(admission, requests, Instant::now(), self.cooldown) {
+            tracing::warn!(
+                "model {} failed {TRIP_AFTER}+ requests in a row ({e}); skipping it for {} s",
+                link.name,
+                self.cooldown.as_secs()
+            );
+        }
     }
 }
 
 /// Gives a probe slot back when a call is dropped before its verdict (the turn was stopped).
 struct ProbeGuard<'a> {
     link: &'a Link,
+    admission: Admission,
     armed: bool,
 }
 
 impl Drop for ProbeGuard<'_> {
     fn drop(&mut self) {
         if self.armed {
-            lock(&self.link.breaker).released();
+            lock(&self.link.breaker).released(self.admission);
         }
     }
 }
@@ -301,9 +366,12 @@ impl ModelProvider for Chain {
         self.call(messages, tools, Some(deltas)).await
     }
 
-    /// The primary's check.
+    /// The first entry's check.
     async fn check(&self) -> Result<String, ProviderError> {
-        self.links[self.order[0]].provider.check().await
+        match self.order.first() {
+            Some(&i) => self.links[i].full.check().await,
+            None => Err(ProviderError::BadResponse("no model is configured".into())),
+        }
     }
 }
 
@@ -374,24 +442,51 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_server_error_moves_to_the_next_model_and_opens_the_breaker() {
-        let a = Scripted::new("a", vec![Err(http(500)), Ok("back")]);
-        let b = Scripted::new("b", vec![Ok("one"), Ok("two")]);
+    async fn a_server_error_moves_to_the_next_model_and_three_open_the_breaker() {
+        let a = Scripted::new(
+            "a",
+            vec![Err(http(500)), Err(http(500)), Err(http(500)), Ok("back")],
+        );
+        let b = Scripted::new("b", vec![Ok("1"), Ok("2"), Ok("3"), Ok("4")]);
         let c = chain(&[&a, &b], Duration::from_millis(200));
         let first = ask(&c).await.unwrap();
-        assert_eq!(first.message.content.as_deref(), Some("b says one"));
+        assert_eq!(first.message.content.as_deref(), Some("b says 1"));
         assert_eq!(first.model, "b");
         assert_eq!(first.message.role, Role::Assistant);
-        // A 500 was retried inside the client: the breaker is open; `a` is skipped.
-        let second = ask(&c).await.unwrap();
-        assert_eq!(second.message.content.as_deref(), Some("b says two"));
-        assert_eq!(a.calls(), 1);
+        // With another model to take over, each failure is one request: three open it.
+        ask(&c).await.unwrap();
+        assert!(lock(&c.links[0].breaker).open_until.is_none());
+        ask(&c).await.unwrap();
+        assert!(lock(&c.links[0].breaker).open_until.is_some());
+        assert_eq!(a.calls(), 3);
+        let fourth = ask(&c).await.unwrap();
+        assert_eq!(fourth.message.content.as_deref(), Some("b says 4"));
+        assert_eq!(a.calls(), 3, "skipped while open");
         tokio::time::sleep(Duration::from_millis(250)).await;
         // After the cool-down one call probes `a`, which answers: closed again.
-        let third = ask(&c).await.unwrap();
-        assert_eq!(third.message.content.as_deref(), Some("a says back"));
-        assert_eq!(a.calls(), 2);
-        assert!(lock(&c.links[0].breaker).open_until.is_none());
+        let fifth = ask(&c).await.unwrap();
+        assert_eq!(fifth.message.content.as_deref(), Some("a says back"));
+        assert_eq!(a.calls(), 4);
+        let breaker = lock(&c.links[0].breaker);
+        assert!(breaker.open_until.is_none() && !breaker.probing && breaker.failures == 0);
+    }
+
+    #[test]
+    fn only_the_probe_settles_the_probe_slot() {
+        let now = Instant::now();
+        let cool = Duration::from_secs(60);
+        let mut b = Breaker::default();
+        assert_eq!(b.admit(now), Admission::Closed);
+        // A call admitted before the breaker opened...
+        assert!(b.failed(Admission::Closed, 3, now, cool));
+        let later = now + cool;
+        assert_eq!(b.admit(later), Admission::Probe);
+        // ...finishing (failed or refused) while the probe is in flight leaves the slot taken.
+        assert!(!b.failed(Admission::Closed, 1, later, cool));
+        b.released(Admission::Closed);
+        assert_eq!(b.admit(later), Admission::Skip, "one probe at a time");
+        b.succeeded(Admission::Probe);
+        assert_eq!(b.admit(later), Admission::Closed);
     }
 
     #[tokio::test]
@@ -462,7 +557,7 @@ mod tests {
         let b = Scripted::new("b", vec![Err(ProviderError::Timeout(5)), Ok("late")]);
         let c = chain(&[&a, &b], Duration::from_secs(60));
         assert!(matches!(ask(&c).await, Err(ProviderError::Timeout(5))));
-        // Both open: the first is called anyway rather than failing without a try.
+        // `a` failed once; `b`, the last candidate, failed with its retries: open.
         assert!(matches!(
             ask(&c).await,
             Err(ProviderError::Http { status: 502, .. })
@@ -480,7 +575,7 @@ mod tests {
         assert_eq!(answer.message.content.as_deref(), Some("a says x"));
         assert_eq!(answer.model, "a");
         assert!(c.starting_at("nope").is_none());
-        // The breaker is shared: `b` is open for the whole chain too.
-        assert!(lock(&c.links[1].breaker).open_until.is_some());
+        // The breaker is shared: `b`'s failure counts for the whole chain.
+        assert_eq!(lock(&c.links[1].breaker).failures, 1);
     }
 }

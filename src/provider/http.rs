@@ -118,6 +118,31 @@ pub(crate) async fn read_rest(
     }
 }
 
+/// The body of a whole (not streamed) answer, at most [`MAX_STREAM_BYTES`]
+/// ([`ProviderError::BadResponse`] beyond); its time is bounded by the request's own timeout
+/// (`timeout_secs` of the client that sent it).
+pub(crate) async fn read_capped(
+    resp: &mut reqwest::Response,
+    base_url: &str,
+    timeout_secs: u64,
+) -> Result<String, ProviderError> {
+    let mut out = Vec::new();
+    while let Some(b) = resp
+        .chunk()
+        .await
+        .map_err(|e| transport_error(e, base_url, timeout_secs))?
+    {
+        if out.len() + b.len() > MAX_STREAM_BYTES {
+            return Err(ProviderError::BadResponse(format!(
+                "the answer exceeded {} MiB",
+                MAX_STREAM_BYTES >> 20
+            )));
+        }
+        out.extend_from_slice(&b);
+    }
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
 /// Records the model latency metric (`ok` / `error`) of a call that started at `started`.
 pub(crate) fn observe<T>(started: std::time::Instant, result: &Result<T, ProviderError>) {
     let outcome = if result.is_ok() { "ok" } else { "error" };

@@ -28,8 +28,13 @@ pub use openai::OpenAiClient;
 use crate::config::{ModelConfig, ModelEndpoint, ProviderKind};
 use std::sync::Arc;
 
+/// Retries after the first attempt for transient failures.
+pub const MAX_RETRIES: u32 = 3;
+
+pub use ethan_core::provider::{Completion, FinishReason, ModelProvider, ProviderError};
+
 /// A client for endpoint `ep` (the primary or a fallback entry), speaking its provider's wire
-/// protocol, with the time limits of `cfg`.
+/// protocol, with the time limits of `cfg` and [`MAX_RETRIES`] retries.
 ///
 /// # Errors
 /// [`ProviderError::Connect`] when the HTTP client cannot be built.
@@ -37,21 +42,32 @@ pub fn connect(
     ep: &ModelEndpoint,
     cfg: &ModelConfig,
 ) -> Result<Arc<dyn ModelProvider>, ProviderError> {
-    match ep.provider {
-        ProviderKind::Openai => Ok(Arc::new(OpenAiClient::for_endpoint(ep, cfg)?)),
-        ProviderKind::Anthropic => Ok(Arc::new(AnthropicClient::for_endpoint(ep, cfg)?)),
-    }
+    connect_with_retries(ep, cfg, MAX_RETRIES)
 }
 
-/// Retries after the first attempt for transient failures.
-pub const MAX_RETRIES: u32 = 3;
-
-pub use ethan_core::provider::{Completion, FinishReason, ModelProvider, ProviderError};
+/// [`connect`] with at most `retries` retries of a transient failure (0: one attempt).
+///
+/// # Errors
+/// As [`connect`].
+pub fn connect_with_retries(
+    ep: &ModelEndpoint,
+    cfg: &ModelConfig,
+    retries: u32,
+) -> Result<Arc<dyn ModelProvider>, ProviderError> {
+    Ok(match ep.provider {
+        ProviderKind::Openai => {
+            Arc::new(OpenAiClient::for_endpoint(ep, cfg)?.with_max_retries(retries))
+        }
+        ProviderKind::Anthropic => {
+            Arc::new(AnthropicClient::for_endpoint(ep, cfg)?.with_max_retries(retries))
+        }
+    })
+}
 
 /// The fallback chain of `cfg`: the primary endpoint, then `model.fallback` ([`Chain`]).
 ///
 /// # Errors
 /// As [`connect`], for the first endpoint that fails.
 pub fn chain(cfg: &ModelConfig) -> Result<Chain, ProviderError> {
-    Chain::from_config(cfg, |ep| connect(ep, cfg))
+    Chain::from_config(cfg, |ep, retries| connect_with_retries(ep, cfg, retries))
 }

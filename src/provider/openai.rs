@@ -37,6 +37,9 @@ pub struct OpenAiClient {
     idle_timeout_secs: u64,
     /// First backoff delay; doubled per retry.
     backoff: Duration,
+    /// Retries after the first attempt for transient failures ([`MAX_RETRIES`] unless
+    /// [`Self::with_max_retries`] says otherwise).
+    max_retries: u32,
     /// The server refused `stream`: streamed calls are made as whole ones.
     stream_refused: Arc<AtomicBool>,
     /// The server refused `stream_options`: streamed calls are made without it.
@@ -102,6 +105,7 @@ impl OpenAiClient {
             timeout_secs: cfg.timeout_secs,
             idle_timeout_secs: cfg.idle_timeout_secs.max(1),
             backoff: Duration::from_millis(500),
+            max_retries: MAX_RETRIES,
             stream_refused: Arc::new(AtomicBool::new(false)),
             stream_options_refused: Arc::new(AtomicBool::new(false)),
         })
@@ -109,6 +113,12 @@ impl OpenAiClient {
 
     pub fn model(&self) -> &str {
         &self.model
+    }
+
+    /// The same client, retrying a transient failure at most `n` times (0: one attempt).
+    pub fn with_max_retries(mut self, n: u32) -> Self {
+        self.max_retries = n;
+        self
     }
 
     /// `c` with this client's model name as the one that answered.
@@ -177,11 +187,12 @@ impl OpenAiClient {
             let (result, retry_after) = self.complete_once(body).await;
             match result {
                 Ok(c) => return Ok(c),
-                Err(e) if e.is_transient() && attempt < MAX_RETRIES => {
+                Err(e) if e.is_transient() && attempt < self.max_retries => {
                     let wait = self.retry_wait(attempt, retry_after);
                     tracing::warn!(
-                        "model request failed ({e}); retry {}/{MAX_RETRIES} in {} ms",
+                        "model request failed ({e}); retry {}/{} in {} ms",
                         attempt + 1,
+                        self.max_retries,
                         wait.as_millis()
                     );
                     tokio::time::sleep(wait).await;
@@ -196,7 +207,7 @@ impl OpenAiClient {
         &self,
         body: &Value,
     ) -> (Result<Completion, ProviderError>, Option<Duration>) {
-        let resp = match self
+        let mut resp = match self
             .request(reqwest::Method::POST, "/chat/completions")
             .json(body)
             .send()
@@ -207,10 +218,12 @@ impl OpenAiClient {
         };
         let status = resp.status().as_u16();
         let retry_after = retry_after(&resp);
-        let text = match resp.text().await {
-            Ok(t) => t,
-            Err(e) => return (Err(self.transport_error(e)), None),
-        };
+        // Capped like a stream: a hostile or broken server cannot grow the daemon's memory.
+        let text =
+            match super::http::read_capped(&mut resp, &self.base_url, self.timeout_secs).await {
+                Ok(t) => t,
+                Err(e) => return (Err(e), None),
+            };
         if !(200..300).contains(&status) {
             return (Err(classify_error(status, &text)), retry_after);
         }
@@ -284,7 +297,7 @@ impl OpenAiClient {
                     }
                 }
                 Err(StreamFailure::Error(e, retry_after)) => {
-                    if !(e.is_transient() && attempt < MAX_RETRIES) {
+                    if !(e.is_transient() && attempt < self.max_retries) {
                         // The person keeps what was shown; nothing starts over.
                         return Err(if shown.is_empty() {
                             e
@@ -300,8 +313,9 @@ impl OpenAiClient {
                     }
                     let wait = self.retry_wait(attempt, retry_after);
                     tracing::warn!(
-                        "streamed model request failed ({e}); retry {}/{MAX_RETRIES} in {} ms",
+                        "streamed model request failed ({e}); retry {}/{} in {} ms",
                         attempt + 1,
+                        self.max_retries,
                         wait.as_millis()
                     );
                     tokio::time::sleep(wait).await;
@@ -472,13 +486,15 @@ impl OpenAiClient {
 
     /// `GET {base_url}/models`: whether the endpoint answers and accepts the key.
     pub async fn check(&self) -> Result<String, ProviderError> {
-        let resp = self
+        let mut resp = self
             .request(reqwest::Method::GET, "/models")
             .send()
             .await
             .map_err(|e| self.transport_error(e))?;
         let status = resp.status().as_u16();
-        let text = resp.text().await.unwrap_or_default();
+        let text = super::http::read_capped(&mut resp, &self.base_url, self.timeout_secs)
+            .await
+            .unwrap_or_default();
         if (200..300).contains(&status) {
             Ok(format!("{} answers (model {})", self.base_url, self.model))
         } else {

@@ -6,9 +6,13 @@ use super::{Ctx, Db, StoreError};
 pub use ethan_core::store::{UsageGrouping, UsageRecord, UsageRow};
 use std::collections::HashMap;
 
-/// A stored count as SQLite's integer (counts beyond `i64::MAX` are clamped).
+/// The most tokens one call is recorded with: a count beyond it (a broken or hostile endpoint)
+/// is clamped, so sums over any number of rows stay far from SQLite's integer overflow.
+const MAX_TOKENS_PER_CALL: u64 = 1_000_000_000;
+
+/// A stored count as SQLite's integer, clamped to [`MAX_TOKENS_PER_CALL`].
 fn int(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
+    n.min(MAX_TOKENS_PER_CALL) as i64
 }
 
 /// A stored count back (a negative one, written by hand, reads as 0).
@@ -175,6 +179,20 @@ mod tests {
     }
 
     #[test]
+    fn an_absurd_count_is_clamped_so_sums_never_overflow() {
+        let db = Db::open_in_memory().unwrap();
+        for _ in 0..4 {
+            db.record_usage(&call(100, "a", ("telegram", "1"), u64::MAX, u64::MAX))
+                .unwrap();
+        }
+        assert_eq!(
+            db.tokens_since(0, None).unwrap(),
+            8 * MAX_TOKENS_PER_CALL,
+            "the budget check still reads a sum"
+        );
+    }
+
+    #[test]
     fn reports_group_by_model_and_by_chat_most_first() {
         let db = Db::open_in_memory().unwrap();
         db.record_usage(&call(100, "small", ("telegram", "1"), 10, 5))
@@ -245,6 +263,9 @@ mod tests {
         let db = Db::open_in_memory().unwrap();
         db.record_usage(&call(1, "m", ("web", "s"), u64::MAX, 0))
             .unwrap();
-        assert_eq!(db.usage_since(0).unwrap()[0].input_tokens, i64::MAX as u64);
+        assert_eq!(
+            db.usage_since(0).unwrap()[0].input_tokens,
+            MAX_TOKENS_PER_CALL
+        );
     }
 }

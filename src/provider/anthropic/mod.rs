@@ -51,6 +51,9 @@ pub struct AnthropicClient {
     idle_timeout_secs: u64,
     /// First backoff delay; doubled per retry.
     backoff: Duration,
+    /// Retries after the first attempt for transient failures ([`MAX_RETRIES`] unless
+    /// [`Self::with_max_retries`] says otherwise).
+    max_retries: u32,
 }
 
 impl AnthropicClient {
@@ -83,11 +86,18 @@ impl AnthropicClient {
             base_url: base.to_string(),
             api_key: ep.api_key.clone(),
             model: ep.name.clone(),
-            max_tokens: cfg.max_tokens.max(1),
+            max_tokens: ep.max_tokens.unwrap_or(cfg.max_tokens).max(1),
             timeout_secs: cfg.timeout_secs,
             idle_timeout_secs: cfg.idle_timeout_secs.max(1),
             backoff: Duration::from_millis(500),
+            max_retries: MAX_RETRIES,
         })
+    }
+
+    /// The same client, retrying a transient failure at most `n` times (0: one attempt).
+    pub fn with_max_retries(mut self, n: u32) -> Self {
+        self.max_retries = n;
+        self
     }
 
     pub fn model(&self) -> &str {
@@ -173,11 +183,12 @@ impl AnthropicClient {
             let (result, retry_after) = self.complete_once(body).await;
             match result {
                 Ok(c) => return Ok(c),
-                Err(e) if e.is_transient() && attempt < MAX_RETRIES => {
+                Err(e) if e.is_transient() && attempt < self.max_retries => {
                     let wait = self.retry_wait(attempt, retry_after);
                     tracing::warn!(
-                        "model request failed ({e}); retry {}/{MAX_RETRIES} in {} ms",
+                        "model request failed ({e}); retry {}/{} in {} ms",
                         attempt + 1,
+                        self.max_retries,
                         wait.as_millis()
                     );
                     tokio::time::sleep(wait).await;
@@ -192,7 +203,7 @@ impl AnthropicClient {
         &self,
         body: &Value,
     ) -> (Result<Completion, ProviderError>, Option<Duration>) {
-        let resp = match self
+        let mut resp = match self
             .request(&self.http, reqwest::Method::POST, "/messages")
             .json(body)
             .send()
@@ -203,10 +214,12 @@ impl AnthropicClient {
         };
         let status = resp.status().as_u16();
         let retry_after = retry_after(&resp);
-        let text = match resp.text().await {
-            Ok(t) => t,
-            Err(e) => return (Err(self.transport_error(e)), None),
-        };
+        // Capped like a stream: a hostile or broken server cannot grow the daemon's memory.
+        let text =
+            match super::http::read_capped(&mut resp, &self.base_url, self.timeout_secs).await {
+                Ok(t) => t,
+                Err(e) => return (Err(e), None),
+            };
         if !(200..300).contains(&status) {
             return (Err(wire::classify_error(status, &text)), retry_after);
         }
@@ -255,7 +268,7 @@ impl AnthropicClient {
             match self.stream_once(body, deltas, &mut shown).await {
                 Ok(c) => return Ok(c),
                 Err((e, retry_after)) => {
-                    if !(e.is_transient() && attempt < MAX_RETRIES) {
+                    if !(e.is_transient() && attempt < self.max_retries) {
                         // The person keeps what was shown; nothing starts over.
                         return Err(if shown.is_empty() {
                             e
@@ -271,8 +284,9 @@ impl AnthropicClient {
                     }
                     let wait = self.retry_wait(attempt, retry_after);
                     tracing::warn!(
-                        "streamed model request failed ({e}); retry {}/{MAX_RETRIES} in {} ms",
+                        "streamed model request failed ({e}); retry {}/{} in {} ms",
                         attempt + 1,
+                        self.max_retries,
                         wait.as_millis()
                     );
                     tokio::time::sleep(wait).await;
@@ -411,13 +425,15 @@ impl AnthropicClient {
     /// # Errors
     /// As [`AnthropicClient::complete`] (401/403: [`ProviderError::Auth`]).
     pub async fn check(&self) -> Result<String, ProviderError> {
-        let resp = self
+        let mut resp = self
             .request(&self.http, reqwest::Method::GET, "/models")
             .send()
             .await
             .map_err(|e| self.transport_error(e))?;
         let status = resp.status().as_u16();
-        let text = resp.text().await.unwrap_or_default();
+        let text = super::http::read_capped(&mut resp, &self.base_url, self.timeout_secs)
+            .await
+            .unwrap_or_default();
         match status {
             200..=299 => Ok(format!(
                 "{} answers (Anthropic Messages API, model {})",

@@ -48,6 +48,7 @@ async fn client_seeing(answers: Vec<Answer>, suffix: &str, key: &str) -> (Anthro
         base_url: format!("http://{addr}{suffix}"),
         api_key: Secret::new(key),
         name: "claude-test".into(),
+        max_tokens: None,
     };
     let mut client = AnthropicClient::for_endpoint(&ep, &ModelConfig::default()).unwrap();
     client.backoff = Duration::from_millis(1);

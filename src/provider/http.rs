@@ -143,6 +143,93 @@ pub(crate) async fn read_capped(
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
+/// How many times a transient failure is retried, and the first wait (doubled per retry).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Retries {
+    pub max: u32,
+    pub backoff: Duration,
+}
+
+impl Retries {
+    /// After attempt `attempt` (0-based) failed with `e`: `Some(e)` when it is final (not
+    /// transient, or no retry left), else `None` after waiting (`Retry-After` if given) and
+    /// logging the retry. `what` names the request in the log line.
+    pub(crate) async fn wait_or_give_up(
+        &self,
+        what: &str,
+        e: ProviderError,
+        retry_after: Option<Duration>,
+        attempt: u32,
+    ) -> Option<ProviderError> {
+        if !(e.is_transient() && attempt < self.max) {
+            return Some(e);
+        }
+        let wait = retry_wait(self.backoff, attempt, retry_after);
+        tracing::warn!(
+            "{what} failed ({e}); retry {}/{} in {} ms",
+            attempt + 1,
+            self.max,
+            wait.as_millis()
+        );
+        tokio::time::sleep(wait).await;
+        None
+    }
+
+    /// `once` until it answers or fails for good; `once` returns the result of one attempt
+    /// and the server's `Retry-After`, if any.
+    pub(crate) async fn run<T, F, Fut>(&self, mut once: F) -> Result<T, ProviderError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = (Result<T, ProviderError>, Option<Duration>)>,
+    {
+        let mut attempt = 0;
+        loop {
+            let (result, retry_after) = once().await;
+            match result {
+                Ok(v) => return Ok(v),
+                Err(e) => {
+                    if let Some(e) = self
+                        .wait_or_give_up("model request", e, retry_after, attempt)
+                        .await
+                    {
+                        return Err(e);
+                    }
+                    attempt += 1;
+                }
+            }
+        }
+    }
+
+    /// After a streamed attempt failed with `e` having shown `shown`: the error to return
+    /// when it is final — [`ProviderError::Interrupted`] when text was shown (not withdrawn:
+    /// the person keeps it) — else `None` after withdrawing the text
+    /// ([`ethan_core::event::TurnEvent::DeltaReset`]) and waiting for the retry.
+    pub(crate) async fn after_stream_failure(
+        &self,
+        e: ProviderError,
+        retry_after: Option<Duration>,
+        attempt: u32,
+        shown: String,
+        deltas: &ethan_core::event::EventSink,
+    ) -> Option<ProviderError> {
+        if !(e.is_transient() && attempt < self.max) {
+            return Some(if shown.is_empty() {
+                e
+            } else {
+                ProviderError::Interrupted {
+                    shown,
+                    cause: Box::new(e),
+                }
+            });
+        }
+        if !shown.is_empty() {
+            let _ = deltas.send(ethan_core::event::TurnEvent::DeltaReset);
+        }
+        self.wait_or_give_up("streamed model request", e, retry_after, attempt)
+            .await
+    }
+}
+
 /// Records the model latency metric (`ok` / `error`) of a call that started at `started`.
 pub(crate) fn observe<T>(started: std::time::Instant, result: &Result<T, ProviderError>) {
     let outcome = if result.is_ok() { "ok" } else { "error" };

@@ -161,12 +161,6 @@ impl OpenAiClient {
         body
     }
 
-    /// The wait before retry `attempt` (0-based): `Retry-After` if the server gave one, else
-    /// the doubling backoff; at most 30 s.
-    fn retry_wait(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
-        super::http::retry_wait(self.backoff, attempt, retry_after)
-    }
-
     /// One completion, retried on transient failures.
     pub async fn complete(
         &self,
@@ -182,24 +176,13 @@ impl OpenAiClient {
 
     /// A whole answer for `body`, retried on transient failures.
     async fn complete_body(&self, body: &Value) -> Result<Completion, ProviderError> {
-        let mut attempt = 0;
-        loop {
-            let (result, retry_after) = self.complete_once(body).await;
-            match result {
-                Ok(c) => return Ok(c),
-                Err(e) if e.is_transient() && attempt < self.max_retries => {
-                    let wait = self.retry_wait(attempt, retry_after);
-                    tracing::warn!(
-                        "model request failed ({e}); retry {}/{} in {} ms",
-                        attempt + 1,
-                        self.max_retries,
-                        wait.as_millis()
-                    );
-                    tokio::time::sleep(wait).await;
-                    attempt += 1;
-                }
-                Err(e) => return Err(e),
-            }
+        self.retries().run(|| self.complete_once(body)).await
+    }
+
+    fn retries(&self) -> super::http::Retries {
+        super::http::Retries {
+            max: self.max_retries,
+            backoff: self.backoff,
         }
     }
 
@@ -297,28 +280,13 @@ impl OpenAiClient {
                     }
                 }
                 Err(StreamFailure::Error(e, retry_after)) => {
-                    if !(e.is_transient() && attempt < self.max_retries) {
-                        // The person keeps what was shown; nothing starts over.
-                        return Err(if shown.is_empty() {
-                            e
-                        } else {
-                            ProviderError::Interrupted {
-                                shown,
-                                cause: Box::new(e),
-                            }
-                        });
+                    let retries = self.retries();
+                    if let Some(e) = retries
+                        .after_stream_failure(e, retry_after, attempt, shown, deltas)
+                        .await
+                    {
+                        return Err(e);
                     }
-                    if !shown.is_empty() {
-                        let _ = deltas.send(TurnEvent::DeltaReset);
-                    }
-                    let wait = self.retry_wait(attempt, retry_after);
-                    tracing::warn!(
-                        "streamed model request failed ({e}); retry {}/{} in {} ms",
-                        attempt + 1,
-                        self.max_retries,
-                        wait.as_millis()
-                    );
-                    tokio::time::sleep(wait).await;
                     attempt += 1;
                 }
             }

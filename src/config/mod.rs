@@ -93,6 +93,12 @@ pub fn secret_values(c: &Config) -> Vec<String> {
     ]
     .into_iter()
     .chain(fallback_keys)
+    .chain(
+        c.mcp
+            .servers
+            .values()
+            .flat_map(|s| s.env.values().chain(s.headers.values())),
+    )
     .filter(|s| !s.is_empty())
     .map(|s| s.expose().to_string())
     .collect()
@@ -388,6 +394,43 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
                 c.gateway.listen
             ),
         ));
+    }
+    for (name, s) in &c.mcp.servers {
+        let key = format!("mcp.servers.{name}");
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-')
+        {
+            return Err(key_err(&key, "a server name must match [A-Za-z0-9_-]+"));
+        }
+        match (&s.command, &s.url) {
+            (Some(c), None) if !c.trim().is_empty() => {}
+            (None, Some(u)) => check_url(&format!("{key}.url"), u, false)?,
+            _ => return Err(key_err(
+                &key,
+                "exactly one of command (a program speaking MCP on stdio) or url (a streamable \
+                     HTTP endpoint) must be set",
+            )),
+        }
+        if s.url.is_some() && (!s.args.is_empty() || !s.env.is_empty()) {
+            return Err(key_err(
+                &key,
+                "args and env belong to a command server, not a url",
+            ));
+        }
+        if s.command.is_some() && !s.headers.is_empty() {
+            return Err(key_err(
+                &format!("{key}.headers"),
+                "headers belong to a url server",
+            ));
+        }
+        if s.timeout_secs == 0 {
+            return Err(key_err(
+                &format!("{key}.timeout_secs"),
+                "must be at least 1",
+            ));
+        }
     }
     for (name, _) in c.tools.per_tool.iter() {
         if !name

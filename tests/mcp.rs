@@ -269,6 +269,41 @@ fn is_dead(pid: u32) -> bool {
     }
 }
 
+/// The local addresses (hex, as in `/proc/net/tcp{,6}`) of the sockets listening on `port`.
+fn listening(port: u16) -> Vec<String> {
+    let port = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .flat_map(|f| {
+            std::fs::read_to_string(f)
+                .unwrap_or_default()
+                .lines()
+                .skip(1)
+                .filter_map(|l| {
+                    let fields: Vec<&str> = l.split_whitespace().collect();
+                    let local = fields.get(1)?;
+                    (fields.get(3) == Some(&"0A") && local.ends_with(&port))
+                        .then(|| local.trim_end_matches(&port).to_string())
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Node preload: `listen(port, …)` without a host listens on 127.0.0.1.
+const LOOPBACK_PRELOAD: &str = r#"
+const net = require("net");
+const listen = net.Server.prototype.listen;
+net.Server.prototype.listen = function (...args) {
+  const port = args[0];
+  if ((typeof port === "number" || (typeof port === "string" && /^[0-9]+$/.test(port)))
+      && typeof args[1] !== "string") {
+    args.splice(1, 0, "127.0.0.1");
+  }
+  return listen.apply(this, args);
+};
+"#;
+
 /// server-everything in streamable HTTP mode on a loopback port; killed when dropped.
 struct HttpServer {
     child: Child,
@@ -285,12 +320,17 @@ impl HttpServer {
             .unwrap()
             .port();
         let stderr = dir.join("http-server.err");
+        // The server listens on every interface (`app.listen(PORT)`, no host option): a preload
+        // gives a bare port the loopback host, so the test stays on 127.0.0.1.
+        let preload = dir.join("loopback-only.cjs");
+        std::fs::write(&preload, LOOPBACK_PRELOAD).unwrap();
         let child = Command::new(&s.everything)
             .arg("streamableHttp")
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", dir)
             .env("PORT", port.to_string())
+            .env("NODE_OPTIONS", format!("--require {}", preload.display()))
             .current_dir(dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -308,6 +348,12 @@ impl HttpServer {
             if said.contains(&format!("listening on port {port}"))
                 && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
             {
+                let addrs = listening(port);
+                assert_eq!(
+                    addrs,
+                    ["0100007F"],
+                    "server-everything must listen on 127.0.0.1 only"
+                );
                 return server;
             }
             if let Ok(Some(status)) = server.child.try_wait() {
@@ -478,7 +524,7 @@ async fn get_env_shows_none_of_the_daemons_secrets() {
     ])
     .await;
     let server = format!(
-        "    everything: {{ command: \"{}\", args: [], env: {{ MCP_TEST_MARKER: \"marker-value\" }} }}\n",
+        "    everything: {{ command: \"{}\", args: [], env: {{ MCP_TEST_MARKER: \"env-value-DO-NOT-LOG-4715\" }} }}\n",
         s.everything.display()
     );
     config(&home, &tg, &model, MODEL_KEY, &server, "");
@@ -515,6 +561,15 @@ async fn get_env_shows_none_of_the_daemons_secrets() {
     }
     tg.wait_for_sent(1, WAIT).await;
     daemon.stop();
+    // A configured env value counts as a secret: not in the log.
+    let log = home.log();
+    assert!(
+        !log.contains("env-value-DO-NOT-LOG"),
+        "env value in daemon.log"
+    );
+    for secret in [MODEL_KEY, BOT_TOKEN, OPENAI_KEY, GITHUB_TOKEN] {
+        assert!(!log.contains(secret), "{secret} in daemon.log");
+    }
     home.assert_no_panic();
 }
 
@@ -617,6 +672,9 @@ async fn a_killed_server_answers_a_dependency_error_then_serves_again() {
             descendants(daemon.pid())
         )
     });
+    // Servers run in the workspace.
+    let cwd = std::fs::read_link(format!("/proc/{old}/cwd")).unwrap();
+    assert_eq!(cwd, home.path().join("workspace"));
     let status = Command::new("kill")
         .args(["-KILL", &old.to_string()])
         .status()

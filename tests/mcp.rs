@@ -7,7 +7,8 @@
 //! read-only asks and runs once approved, `get-env` shows none of the daemon's secrets; a
 //! non-owner in a group never gets an `mcp__` tool; a killed server answers a dependency error and
 //! is back within 30 s; a server whose command does not exist is logged once and the daemon runs
-//! on; every MCP call has its audit row; `ethan mcp list` shows servers and tools with their risk.
+//! on; every MCP call has its audit row; `ethan mcp list` shows servers and tools with their risk,
+//! and `ethan doctor` checks that each server starts.
 
 mod support;
 
@@ -942,4 +943,44 @@ async fn mcp_list_prints_servers_and_tools_with_their_risk() {
     );
     let now = line("get_current_time");
     assert!(now.contains("read_only"), "{now}");
+}
+
+/// `ethan doctor` starts each server: one that lists its tools is ok, one whose command does not
+/// exist fails, naming the command.
+#[tokio::test(flavor = "multi_thread")]
+async fn doctor_checks_that_each_server_starts_and_lists_tools() {
+    const GHOST: &str = "/nonexistent/ethan-mcp-ghost-server";
+    let s = servers();
+    let home = TestHome::new();
+    let tg = FakeTelegram::start().await;
+    let model = ScriptedModel::start(vec![]).await;
+    let servers = format!(
+        "{}    ghost: {{ command: \"{GHOST}\", args: [] }}\n",
+        everything_yaml(&s)
+    );
+    config(&home, &tg, &model, "sk-test", &servers, "");
+    let (out, _home) = tokio::task::spawn_blocking(move || {
+        let out = run_cli(&home, &["doctor"], None);
+        (out, home)
+    })
+    .await
+    .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let line = |needle: &str| -> String {
+        text.lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no {needle:?} line in:\n{text}"))
+            .to_string()
+    };
+    let everything = line("mcp everything");
+    assert!(
+        everything.starts_with("ok") && everything.contains("tools"),
+        "{everything}"
+    );
+    let ghost = line("mcp ghost");
+    assert!(
+        ghost.starts_with("FAIL") && ghost.contains(GHOST),
+        "{ghost}"
+    );
 }

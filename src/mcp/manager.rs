@@ -61,6 +61,8 @@ pub struct ServerHandle {
     /// The configured server name.
     pub name: String,
     peer: RwLock<Option<Peer<RoleClient>>>,
+    /// The process group of the running child, if the server is a command.
+    pgid: Mutex<Option<u32>>,
 }
 
 impl ServerHandle {
@@ -68,11 +70,17 @@ impl ServerHandle {
         Self {
             name: name.to_string(),
             peer: RwLock::new(None),
+            pgid: Mutex::new(None),
         }
     }
 
     fn set_peer(&self, p: Option<Peer<RoleClient>>) {
         *self.peer.write().unwrap_or_else(|e| e.into_inner()) = p;
+    }
+
+    /// The process group id of the running child (a command server that is up), if any.
+    pub fn pgid(&self) -> Option<u32> {
+        *lock(&self.pgid)
     }
 
     fn not_running(&self) -> ToolResult {
@@ -309,6 +317,7 @@ impl McpManager {
             };
             match connected {
                 Ok((running, pgid)) => {
+                    *lock(&s.handle.pgid) = pgid;
                     let peer = running.peer().clone();
                     match self.relist(&s, &peer).await {
                         Ok(n) => {
@@ -338,6 +347,7 @@ impl McpManager {
                         }
                     };
                     s.handle.set_peer(None);
+                    *lock(&s.handle.pgid) = None;
                     if stopped {
                         ct.cancel();
                         let _ = tokio::time::timeout(Duration::from_secs(3), wait).await;
@@ -418,7 +428,6 @@ pub async fn probe(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::Tool;
     use serde_json::json;
 
     fn cfg() -> McpServerConfig {
@@ -498,5 +507,81 @@ mod tests {
             e.contains("/nonexistent/mcp-server-xyz") && e.contains("not found"),
             "{e}"
         );
+    }
+
+    /// End to end against the real `server-everything` when `tests/tools/install.sh` installed
+    /// it (`ETHAN_TEST_TOOLS`, else `target/test-tools`); skipped otherwise.
+    #[tokio::test]
+    async fn the_manager_registers_calls_and_restarts_a_real_server() {
+        let dir = std::env::var_os("ETHAN_TEST_TOOLS")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/test-tools"));
+        let bin = dir.join("npm/node_modules/.bin/mcp-server-everything");
+        if !bin.exists() {
+            eprintln!("skipped: {} is not installed", bin.display());
+            return;
+        }
+        let home = tempfile::tempdir().unwrap();
+        let mut config = crate::config::Config::default();
+        config.mcp.servers.insert(
+            "everything".into(),
+            McpServerConfig {
+                command: Some(bin.display().to_string()),
+                ..Default::default()
+            },
+        );
+        let loaded = Loaded {
+            config,
+            home: home.path().to_path_buf(),
+            path: home.path().join("config.yaml"),
+            file_found: false,
+            notices: Vec::new(),
+        };
+        let slot: RegistrySlot = Arc::new(RwLock::new(Arc::new(Registry::default())));
+        let m = McpManager::new(&loaded, slot.clone());
+        m.start();
+        let echo = |slot: &RegistrySlot| slot.read().unwrap().get("mcp__everything__echo").cloned();
+        let ctx = crate::tools::ToolContext::local(home.path().to_path_buf());
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let mut first = None;
+        while tokio::time::Instant::now() < deadline {
+            if let Some(t) = echo(&slot) {
+                let r = t.run(json!({"message": "hi"}), &ctx).await;
+                if r.ok {
+                    first = Some(r.output);
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert_eq!(first.as_deref(), Some("Echo: hi"));
+        // Kill the process group: the tool stays and answers a dependency error, then the
+        // restarted server serves again.
+        // Only the group this manager started.
+        let pgid = m.servers[0].handle.pgid();
+        assert!(pgid.is_some());
+        kill_group(pgid);
+        let mut saw_dependency = false;
+        let mut back = false;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while tokio::time::Instant::now() < deadline {
+            let t = echo(&slot).expect("still registered");
+            let r = t.run(json!({"message": "again"}), &ctx).await;
+            if r.ok {
+                back = saw_dependency;
+                if back {
+                    break;
+                }
+            } else {
+                assert_eq!(r.error_kind, Some(ErrorKind::Dependency), "{r:?}");
+                saw_dependency = true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(
+            saw_dependency && back,
+            "dependency {saw_dependency}, back {back}"
+        );
+        m.shutdown().await;
     }
 }

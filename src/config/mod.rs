@@ -101,6 +101,14 @@ pub fn secret_values(c: &Config) -> Vec<String> {
     )
     .filter(|s| !s.is_empty())
     .map(|s| s.expose().to_string())
+    // A header such as `Authorization: Bearer <token>` also hides the token on its own.
+    .flat_map(|v| {
+        let token = v
+            .split_once(' ')
+            .map(|(_, t)| t.trim().to_string())
+            .filter(|t| t.len() >= 8);
+        std::iter::once(v).chain(token)
+    })
     .collect()
 }
 
@@ -550,6 +558,47 @@ mod tests {
         let mut v: serde_json::Value = c.try_deserialize().unwrap();
         strip_nulls(&mut v);
         v
+    }
+
+    #[test]
+    fn mcp_servers_are_checked_and_their_values_are_secrets() {
+        let c = from_value(json!({"mcp": {"servers": {
+            "a": {"command": "srv", "env": {"TOKEN_X": "env-secret-1"}},
+            "b": {"url": "http://127.0.0.1:3001/mcp", "headers": {"Authorization": "Bearer tok-12345678"}}
+        }}}))
+        .unwrap();
+        validate(&c).unwrap();
+        let s = secret_values(&c);
+        for v in ["env-secret-1", "Bearer tok-12345678", "tok-12345678"] {
+            assert!(s.iter().any(|x| x == v), "{v} in {s:?}");
+        }
+        assert_eq!(c.mcp.servers["a"].timeout_secs, 60);
+        assert!(c.mcp.servers["a"].enabled);
+        for (bad, key) in [
+            (json!({"x y": {"command": "srv"}}), "mcp.servers.x y"),
+            (json!({"a": {}}), "mcp.servers.a"),
+            (
+                json!({"a": {"command": "srv", "url": "http://x/"}}),
+                "mcp.servers.a",
+            ),
+            (json!({"a": {"url": "ftp://x/"}}), "mcp.servers.a.url"),
+            (
+                json!({"a": {"command": "srv", "timeout_secs": 0}}),
+                "mcp.servers.a.timeout_secs",
+            ),
+            (
+                json!({"a": {"command": "srv", "headers": {"A": "b"}}}),
+                "mcp.servers.a.headers",
+            ),
+        ] {
+            let c = from_value(json!({"mcp": {"servers": bad}})).unwrap();
+            let err = validate(&c).unwrap_err().to_string();
+            assert!(err.contains(key), "{err}");
+        }
+        let err = from_value(json!({"mcp": {"servers": {"a": {"command": "x", "cmd": 1}}}}))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("mcp.servers.a.cmd"), "{err}");
     }
 
     #[test]

@@ -147,6 +147,10 @@ pub struct McpManager {
     workspace: PathBuf,
     shutdown: CancellationToken,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Servers whose first start ended (listed, or failed); with `settled_changed`, for
+    /// [`McpManager::wait_started`].
+    settled: std::sync::atomic::AtomicUsize,
+    settled_changed: Notify,
 }
 
 /// The tools of `tools/list`, as JSON (`name`, `description`, `inputSchema`, `annotations`).
@@ -257,6 +261,8 @@ impl McpManager {
             workspace: loaded.workspace(),
             shutdown: CancellationToken::new(),
             tasks: Mutex::new(Vec::new()),
+            settled: Default::default(),
+            settled_changed: Notify::new(),
         })
     }
 
@@ -266,6 +272,30 @@ impl McpManager {
         for s in &self.servers {
             let (me, s) = (self.clone(), s.clone());
             tasks.push(tokio::spawn(async move { me.supervise(s).await }));
+        }
+    }
+
+    /// Wait until every server's first start has ended (its tools listed, or failed), at most
+    /// `limit` (for `ethan chat -m`, whose one turn should see the tools).
+    pub async fn wait_started(&self, limit: Duration) {
+        use std::sync::atomic::Ordering;
+        let _ = tokio::time::timeout(limit, async {
+            loop {
+                let notified = self.settled_changed.notified();
+                if self.settled.load(Ordering::SeqCst) >= self.servers.len() {
+                    return;
+                }
+                notified.await;
+            }
+        })
+        .await;
+    }
+
+    fn settle_once(&self, first: &mut bool) {
+        if std::mem::replace(first, false) {
+            self.settled
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            self.settled_changed.notify_waiters();
         }
     }
 
@@ -308,6 +338,7 @@ impl McpManager {
         let mut delay = Duration::from_secs(1);
         let mut missing_logged = false;
         let mut failures = 0u32;
+        let mut first = true;
         loop {
             let handler = Handler::default();
             let changed = handler.changed.clone();
@@ -331,6 +362,7 @@ impl McpManager {
                             tracing::warn!("mcp server {name}: tools/list failed: {e}");
                         }
                     }
+                    self.settle_once(&mut first);
                     let ct = running.cancellation_token();
                     let mut wait = Box::pin(running.waiting());
                     let stopped = loop {
@@ -381,6 +413,7 @@ impl McpManager {
                     }
                 }
             }
+            self.settle_once(&mut first);
             failures += 1;
             tokio::select! {
                 _ = self.shutdown.cancelled() => return,

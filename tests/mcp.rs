@@ -984,3 +984,46 @@ async fn doctor_checks_that_each_server_starts_and_lists_tools() {
         "{ghost}"
     );
 }
+
+/// `ethan chat -m` (no daemon) starts the servers and waits for their first start: the model's
+/// first call to an MCP tool is served.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_one_shot_chat_serves_an_mcp_call() {
+    let s = servers();
+    let home = TestHome::new();
+    let model = ScriptedModel::start(vec![
+        Step::tool_call(
+            "c1",
+            "mcp__everything__echo",
+            r#"{"message": "one-shot-6262"}"#,
+        ),
+        Step::echo_last_tool_result("chat: "),
+    ])
+    .await;
+    home.write_config(&format!(
+        "model:\n  base_url: {}\n  api_key: sk-test\n  name: m\nmcp:\n  servers:\n{}",
+        model.base_url(),
+        everything_yaml(&s)
+    ));
+    let (out, _home) = tokio::task::spawn_blocking(move || {
+        let out = run_cli(&home, &["chat", "-m", "echo it"], None);
+        (out, home)
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reqs = model.requests();
+    assert_eq!(reqs.len(), 2, "{}", model.describe());
+    let got = result_for(&reqs[1], "c1");
+    assert!(
+        got.contains("one-shot-6262") && !got.starts_with("Error"),
+        "{got}"
+    );
+    assert!(stdout.contains("one-shot-6262"), "{stdout}");
+    model.assert_protocol_ok();
+}

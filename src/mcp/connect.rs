@@ -5,7 +5,12 @@
 //! [`crate::sandbox::env::PASSED`] (no variable whose name looks secret) plus the server's own
 //! `env` ([`child_env`]), so a server cannot read the daemon's keys. It leads a process group
 //! of its own, and the whole group is killed when the connection ends (`npx` starts the real
-//! server as a grandchild). Its stderr is logged at debug level, redacted.
+//! server as a grandchild). Where the kernel enforces Landlock, it runs in the sandbox of an
+//! approved shell command ([`crate::sandbox::landlock`]): `$ETHAN_HOME` (less the workspace),
+//! the config file and the user's credential places are unreadable to it and everything it
+//! starts; the rest of the machine and the network are as the user's permissions allow (as for
+//! shell commands, a folder that contains a hidden place, such as `$HOME` for `~/.ethan`, keeps
+//! its existing entries but gets no new ones). Its stderr is logged at debug level, redacted.
 
 use super::manager::Handler;
 use crate::config::{McpServerConfig, Secret};
@@ -47,6 +52,7 @@ pub async fn connect(
     name: &str,
     cfg: &McpServerConfig,
     workspace: &Path,
+    ethan_home: Option<&Path>,
     handler: Handler,
     redactor: Arc<Redactor>,
 ) -> Result<(Running, Option<u32>), ConnectError> {
@@ -68,6 +74,25 @@ pub async fn connect(
             .envs(child_env(&cfg.env))
             .current_dir(workspace)
             .kill_on_drop(true);
+        let protection = crate::sandbox::protected::Protection::new(ethan_home, workspace);
+        match crate::sandbox::landlock::prepare(&protection, None) {
+            Ok(Some(prepared)) => {
+                let prepared = Arc::new(prepared);
+                // SAFETY: only `landlock_restrict_self(2)` and `prctl(2)`, async-signal-safe
+                // system calls, run between fork and exec; nothing is allocated.
+                unsafe {
+                    cmd.pre_exec(move || prepared.restrict_current_process());
+                }
+            }
+            Ok(None) => tracing::debug!(
+                "mcp server {name}: no Landlock on this kernel; it runs unsandboxed"
+            ),
+            Err(e) => {
+                return Err(ConnectError::Failed(format!(
+                    "the sandbox could not be prepared: {e}"
+                )))
+            }
+        }
         let mut wrap = process_wrap::tokio::CommandWrap::from(cmd);
         wrap.wrap(process_wrap::tokio::ProcessGroup::leader());
         let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(wrap)

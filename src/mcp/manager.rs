@@ -145,6 +145,8 @@ pub struct McpManager {
     slot: RegistrySlot,
     redactor: Arc<Redactor>,
     workspace: PathBuf,
+    /// `$ETHAN_HOME`, hidden from the children by the sandbox.
+    home: PathBuf,
     shutdown: CancellationToken,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// Servers whose first start ended (listed, or failed); with `settled_changed`, for
@@ -259,6 +261,7 @@ impl McpManager {
             slot,
             redactor: Arc::new(Redactor::new(loaded.secret_values())),
             workspace: loaded.workspace(),
+            home: loaded.home.clone(),
             shutdown: CancellationToken::new(),
             tasks: Mutex::new(Vec::new()),
             settled: Default::default(),
@@ -344,7 +347,7 @@ impl McpManager {
             let changed = handler.changed.clone();
             let connected = tokio::select! {
                 _ = self.shutdown.cancelled() => return,
-                c = connect(&name, &s.cfg, &self.workspace, handler, self.redactor.clone()) => c,
+                c = connect(&name, &s.cfg, &self.workspace, Some(&self.home), handler, self.redactor.clone()) => c,
             };
             match connected {
                 Ok((running, pgid)) => {
@@ -436,6 +439,7 @@ pub async fn probe(
         name,
         cfg,
         &loaded.workspace(),
+        Some(&loaded.home),
         Handler::default(),
         redactor.clone(),
     )

@@ -10,8 +10,10 @@
 //!
 //! A tool without annotations, or whose `openWorldHint` is not `false` (the spec's default is
 //! `true`), can carry data off the machine: [`Tool::egress`] names the server, so after private
-//! data entered a turn such a call asks (the taint rule). Consent texts show server, tool and
-//! the arguments with every configured secret redacted.
+//! data entered a turn such a call asks (the taint rule). Every MCP tool's output counts as
+//! private data ([`Tool::reads_private`]): a server is typically the owner's database, tracker
+//! or mailbox, and the daemon cannot tell which. Consent texts show server, tool and the
+//! arguments with every configured secret redacted.
 
 use super::manager::ServerHandle;
 use crate::tools::redact::Redactor;
@@ -117,6 +119,9 @@ impl Tool for McpTool {
             )
         })
     }
+    fn reads_private(&self) -> bool {
+        true
+    }
     fn consent_always(&self, _args: &Value, _ctx: &ToolContext) -> bool {
         self.risk() == Risk::Dangerous
     }
@@ -165,6 +170,33 @@ mod tests {
         assert_eq!(Hints::from_annotations(None).risk(), Risk::Write);
         assert_eq!(h(json!("junk")).risk(), Risk::Write);
         assert_eq!(h(json!({"readOnlyHint": "yes"})).risk(), Risk::Write);
+    }
+
+    #[test]
+    fn consent_and_egress_name_the_server_and_redact_arguments() {
+        let t = McpTool {
+            name: "mcp__srv__send".into(),
+            remote: "send".into(),
+            description: String::new(),
+            parameters: json!({"type": "object"}),
+            hints: Hints::from_annotations(None),
+            timeout: Duration::from_secs(60),
+            handle: Arc::new(super::super::manager::ServerHandle::new("srv")),
+            redactor: Arc::new(Redactor::new(vec!["hunter2-secret".into()])),
+        };
+        let ctx = ToolContext::local(std::env::temp_dir());
+        let args = json!({"text": "my hunter2-secret"});
+        let c = t.consent_check(&args, &ctx).unwrap();
+        assert!(c.contains("srv") && c.contains("send"), "{c}");
+        assert!(!c.contains("hunter2-secret"), "{c}");
+        let e = t.egress(&args, &ctx).unwrap();
+        assert_eq!(e.scope, "egress:mcp:srv");
+        assert!(e
+            .destination
+            .contains("the MCP server srv, which can reach outside this machine"));
+        assert!(!e.destination.contains("hunter2-secret"));
+        assert!(t.reads_private() && !t.consent_always(&args, &ctx));
+        assert_eq!(t.timeout(), Duration::from_secs(60));
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //! `Mcp-Session-Id` header is sent back on later requests; `GET` opens the server's stream;
 //! `DELETE` ends the session. A `404` on a request that carried a session id means the session
 //! expired. Error bodies are read up to [`ERROR_BODY_LIMIT`] bytes for the message, JSON
-//! answers up to [`JSON_BODY_LIMIT`].
+//! answers up to [`JSON_BODY_LIMIT`], and one SSE event up to [`SSE_EVENT_LIMIT`] (a stream
+//! whose event grows past it ends with an error), so a server cannot make the daemon buffer
+//! without bound.
 
 use futures::stream::BoxStream;
 use futures::StreamExt;
@@ -25,6 +27,9 @@ use std::sync::Arc;
 pub const ERROR_BODY_LIMIT: usize = 4096;
 /// The largest JSON answer read, bytes.
 pub const JSON_BODY_LIMIT: usize = 16 * 1024 * 1024;
+
+/// The largest SSE event read, bytes (counted from the previous blank line).
+pub const SSE_EVENT_LIMIT: usize = 16 * 1024 * 1024;
 
 const SESSION: &str = "mcp-session-id";
 const LAST_EVENT: &str = "last-event-id";
@@ -85,8 +90,39 @@ async fn read_limited(resp: reqwest::Response, limit: usize) -> Result<Vec<u8>> 
     Ok(out)
 }
 
+/// Bytes since the last event boundary (`\n\n`) of a byte stream, or an error past `limit`.
+fn bounded<S>(
+    s: S,
+    limit: usize,
+) -> impl futures::Stream<Item = std::result::Result<bytes::Bytes, std::io::Error>>
+where
+    S: futures::Stream<Item = reqwest::Result<bytes::Bytes>>,
+{
+    let mut pending = 0usize;
+    let mut last = 0u8;
+    s.map(move |chunk| {
+        let chunk = chunk.map_err(std::io::Error::other)?;
+        for &b in chunk.iter() {
+            if b == b'\n' && last == b'\n' {
+                pending = 0;
+            } else if b != b'\r' {
+                pending += 1;
+            }
+            if b != b'\r' {
+                last = b;
+            }
+        }
+        if pending > limit {
+            return Err(std::io::Error::other(format!(
+                "an SSE event exceeded {limit} bytes"
+            )));
+        }
+        Ok(chunk)
+    })
+}
+
 fn sse(resp: reqwest::Response) -> BoxStream<'static, std::result::Result<Sse, SseError>> {
-    SseStream::from_bytes_stream(resp.bytes_stream()).boxed()
+    SseStream::from_bytes_stream(bounded(resp.bytes_stream(), SSE_EVENT_LIMIT)).boxed()
 }
 
 async fn failure(resp: reqwest::Response) -> StreamableHttpError<HttpError> {
@@ -211,5 +247,25 @@ impl StreamableHttpClient for HttpClient {
             return Err(StreamableHttpError::UnexpectedContentType(ct));
         }
         Ok(sse(resp))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_endless_sse_event_is_cut_off() {
+        let ok = futures::stream::iter(vec![Ok(bytes::Bytes::from_static(
+            b"data: 1\n\ndata: 2\n\n",
+        ))]);
+        let items: Vec<_> = bounded(ok, 8).collect().await;
+        assert!(items.iter().all(|r| r.is_ok()));
+        let long = futures::stream::iter(vec![
+            Ok(bytes::Bytes::from_static(b"data: 1\n\n")),
+            Ok(bytes::Bytes::from(vec![b'x'; 20])),
+        ]);
+        let items: Vec<_> = bounded(long, 8).collect().await;
+        assert!(items[0].is_ok() && items[1].is_err());
     }
 }

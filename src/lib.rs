@@ -16,6 +16,7 @@ pub mod gateway;
 pub mod jobs;
 pub mod knowledge;
 pub mod logging;
+pub mod mcp;
 pub mod metrics;
 pub mod provider;
 pub mod sandbox;

@@ -74,6 +74,17 @@ enum Command {
         #[command(subcommand)]
         command: ToolsCommand,
     },
+    /// MCP servers: list each server's state and tools (starts and stops them; no daemon needed)
+    Mcp {
+        #[command(subcommand)]
+        command: McpCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum McpCommand {
+    /// Start each enabled server, list its tools with their risk, stop it
+    List,
 }
 
 #[derive(Subcommand)]
@@ -159,6 +170,9 @@ fn main() -> ExitCode {
             Command::Tools {
                 command: ToolsCommand::List { channel },
             } => cli::tools::list(&loaded, channel.as_deref()),
+            Command::Mcp {
+                command: McpCommand::List,
+            } => cli::mcp::list(&loaded).await,
         }
     });
     match result {

@@ -113,7 +113,7 @@ pub struct Agent {
 impl Agent {
     /// The tools `audience` may use (the exposure policy, DESIGN §3).
     pub fn allowed_tools(&self, audience: &Audience) -> BTreeSet<String> {
-        self.policy.allowed(self.executor.registry(), audience)
+        self.policy.allowed(&self.executor.registry(), audience)
     }
 
     /// Run one turn to its end. Never panics on model output; every failure is an outcome.
@@ -169,7 +169,8 @@ impl Agent {
             unattended: input.unattended,
             allowed_tools: input.allowed_tools.clone(),
         };
-        let registry = self.executor.registry();
+        let registry_snapshot = self.executor.registry();
+        let registry: &crate::tools::registry::Registry = &registry_snapshot;
         let allowed = self.allowed_tools(&audience);
         // Sent up front: the fast path; the rest is found with find_tools.
         let mut active = self.policy.initial(registry, &allowed);

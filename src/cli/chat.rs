@@ -38,6 +38,22 @@ pub async fn run(
     let input = TerminalInput::spawn();
     let consent = crate::daemon::build_consent(&loaded, &store, Some(input.clone()));
     let agent = crate::daemon::build_agent(loaded.clone(), store.clone(), Some(consent.clone()))?;
+    // MCP servers: a one-shot message waits for their first start (each at most its
+    // timeout_secs); a session gets their tools as they come.
+    let mcp = crate::mcp::McpManager::new(&loaded, agent.executor.registry_slot());
+    mcp.start();
+    if message.is_some() {
+        let limit = loaded
+            .config
+            .mcp
+            .servers
+            .values()
+            .map(|s| s.timeout_secs)
+            .max()
+            .unwrap_or(0);
+        mcp.wait_started(std::time::Duration::from_secs(limit))
+            .await;
+    }
     let name = session.unwrap_or_else(|| {
         format!(
             "{}-{}",
@@ -77,6 +93,7 @@ pub async fn run(
         for card in &reply.cards {
             println!("\n{}", ethan_cards::render_text(card));
         }
+        mcp.shutdown().await;
         return Ok(match reply.outcome {
             TurnOutcome::Answer(_) | TurnOutcome::IterationCap(_) => ExitCode::SUCCESS,
             TurnOutcome::Failed {
@@ -156,5 +173,6 @@ pub async fn run(
             TurnOutcome::Stopped => eprintln!("(stopped)"),
         }
     }
+    mcp.shutdown().await;
     Ok(ExitCode::SUCCESS)
 }

@@ -160,6 +160,12 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
         }
     }
     lark_checks(&mut r, &loaded).await;
+    for (name, result) in crate::cli::mcp::check(&loaded).await {
+        match result {
+            Ok(n) => r.ok(&format!("mcp {name}"), format!("{n} tools")),
+            Err(why) => r.fail(&format!("mcp {name}"), why),
+        }
+    }
     if tg.token.is_empty() && c.channels.lark.app_id.is_empty() {
         r.warn(
             "channels",

@@ -1,11 +1,12 @@
 //! Subcommands other than `run`: the terminal chat, `doctor`, `tools list`, `audit`, `jobs`,
-//! `usage`.
+//! `usage`, `mcp list`.
 
 pub mod audit;
 pub mod chat;
 pub mod doctor;
 pub mod jobs;
 pub mod live;
+pub mod mcp;
 pub mod owner;
 pub mod tools;
 pub mod usage;

@@ -93,8 +93,22 @@ pub fn secret_values(c: &Config) -> Vec<String> {
     ]
     .into_iter()
     .chain(fallback_keys)
+    .chain(
+        c.mcp
+            .servers
+            .values()
+            .flat_map(|s| s.env.values().chain(s.headers.values())),
+    )
     .filter(|s| !s.is_empty())
     .map(|s| s.expose().to_string())
+    // A header such as `Authorization: Bearer <token>` also hides the token on its own.
+    .flat_map(|v| {
+        let token = v
+            .split_once(' ')
+            .map(|(_, t)| t.trim().to_string())
+            .filter(|t| t.len() >= 8);
+        std::iter::once(v).chain(token)
+    })
     .collect()
 }
 
@@ -409,6 +423,43 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
             ),
         ));
     }
+    for (name, s) in &c.mcp.servers {
+        let key = format!("mcp.servers.{name}");
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-')
+        {
+            return Err(key_err(&key, "a server name must match [A-Za-z0-9_-]+"));
+        }
+        match (&s.command, &s.url) {
+            (Some(c), None) if !c.trim().is_empty() => {}
+            (None, Some(u)) => check_url(&format!("{key}.url"), u, false)?,
+            _ => return Err(key_err(
+                &key,
+                "exactly one of command (a program speaking MCP on stdio) or url (a streamable \
+                     HTTP endpoint) must be set",
+            )),
+        }
+        if s.url.is_some() && (!s.args.is_empty() || !s.env.is_empty()) {
+            return Err(key_err(
+                &key,
+                "args and env belong to a command server, not a url",
+            ));
+        }
+        if s.command.is_some() && !s.headers.is_empty() {
+            return Err(key_err(
+                &format!("{key}.headers"),
+                "headers belong to a url server",
+            ));
+        }
+        if s.timeout_secs == 0 {
+            return Err(key_err(
+                &format!("{key}.timeout_secs"),
+                "must be at least 1",
+            ));
+        }
+    }
     for (name, _) in c.tools.per_tool.iter() {
         if !name
             .chars()
@@ -578,6 +629,47 @@ mod tests {
         let mut v: serde_json::Value = c.try_deserialize().unwrap();
         strip_nulls(&mut v);
         v
+    }
+
+    #[test]
+    fn mcp_servers_are_checked_and_their_values_are_secrets() {
+        let c = from_value(json!({"mcp": {"servers": {
+            "a": {"command": "srv", "env": {"TOKEN_X": "env-secret-1"}},
+            "b": {"url": "http://127.0.0.1:3001/mcp", "headers": {"Authorization": "Bearer tok-12345678"}}
+        }}}))
+        .unwrap();
+        validate(&c).unwrap();
+        let s = secret_values(&c);
+        for v in ["env-secret-1", "Bearer tok-12345678", "tok-12345678"] {
+            assert!(s.iter().any(|x| x == v), "{v} in {s:?}");
+        }
+        assert_eq!(c.mcp.servers["a"].timeout_secs, 60);
+        assert!(c.mcp.servers["a"].enabled);
+        for (bad, key) in [
+            (json!({"x y": {"command": "srv"}}), "mcp.servers.x y"),
+            (json!({"a": {}}), "mcp.servers.a"),
+            (
+                json!({"a": {"command": "srv", "url": "http://x/"}}),
+                "mcp.servers.a",
+            ),
+            (json!({"a": {"url": "ftp://x/"}}), "mcp.servers.a.url"),
+            (
+                json!({"a": {"command": "srv", "timeout_secs": 0}}),
+                "mcp.servers.a.timeout_secs",
+            ),
+            (
+                json!({"a": {"command": "srv", "headers": {"A": "b"}}}),
+                "mcp.servers.a.headers",
+            ),
+        ] {
+            let c = from_value(json!({"mcp": {"servers": bad}})).unwrap();
+            let err = validate(&c).unwrap_err().to_string();
+            assert!(err.contains(key), "{err}");
+        }
+        let err = from_value(json!({"mcp": {"servers": {"a": {"command": "x", "cmd": 1}}}}))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("mcp.servers.a.cmd"), "{err}");
     }
 
     #[test]

@@ -58,6 +58,7 @@ pub struct Config {
     pub retention: RetentionConfig,
     pub gateway: GatewayConfig,
     pub budget: BudgetConfig,
+    pub mcp: McpConfig,
 }
 
 /// Which wire protocol a model endpoint speaks (`model.provider`, `model.fallback[].provider`).
@@ -538,6 +539,55 @@ impl Default for GatewayConfig {
             enabled: true,
             listen: "127.0.0.1:8900".into(),
             token: Secret::default(),
+        }
+    }
+}
+
+/// `mcp:`: Model Context Protocol servers whose tools are registered beside the built-ins
+/// (`mcp__<server>__<tool>`, see [`crate::mcp`]).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpConfig {
+    /// By server name (`[A-Za-z0-9_-]+`).
+    pub servers: BTreeMap<String, McpServerConfig>,
+}
+
+/// `mcp.servers.<name>`: exactly one of `command` (a child process speaking MCP over stdio) or
+/// `url` (a streamable HTTP endpoint, MCP spec 2025-06-18 "Transports").
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpServerConfig {
+    /// The program to start (looked up in `PATH`); run in the workspace with a cleared
+    /// environment plus `env`.
+    pub command: Option<String>,
+    pub args: Vec<String>,
+    /// Extra variables for the child; their values count as secrets (redacted).
+    pub env: BTreeMap<String, Secret>,
+    /// `http(s)://…` of a streamable HTTP endpoint.
+    pub url: Option<String>,
+    /// HTTP headers sent with every request to `url`; their values count as secrets.
+    pub headers: BTreeMap<String, Secret>,
+    /// Time limit of one tool call, seconds (default 60).
+    pub timeout_secs: u64,
+    pub enabled: bool,
+    /// When non-empty: only these tools of the server (the server's own names).
+    pub allow: Vec<String>,
+    /// Tools of the server left out (the server's own names).
+    pub deny: Vec<String>,
+}
+
+impl Default for McpServerConfig {
+    fn default() -> Self {
+        Self {
+            command: None,
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            url: None,
+            headers: BTreeMap::new(),
+            timeout_secs: 60,
+            enabled: true,
+            allow: Vec::new(),
+            deny: Vec::new(),
         }
     }
 }

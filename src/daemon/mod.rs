@@ -1,5 +1,6 @@
 //! `ethan run`: the daemon. Opens the store, builds the agent, starts every configured channel and
-//! the scheduler, resumes events a crash left unfinished, and runs until SIGINT/SIGTERM. Never
+//! the scheduler and the MCP servers ([`crate::mcp`], in the background), resumes events a
+//! crash left unfinished, and runs until SIGINT/SIGTERM (then closes the MCP servers). Never
 //! reads stdin.
 
 pub mod access;
@@ -119,6 +120,9 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
         .context("starting the background checkpoint")?;
     let consent = build_consent(&loaded, &store, None);
     let agent = build_agent(loaded.clone(), store.clone(), Some(consent.clone()))?;
+    // MCP servers start in the background; their tools appear when each has listed them.
+    let mcp = crate::mcp::McpManager::new(&loaded, agent.executor.registry_slot());
+    mcp.start();
 
     let mut channels: HashMap<ChannelKind, Arc<dyn Channel>> = HashMap::new();
     let mut telegram: Option<Arc<TelegramChannel>> = None;
@@ -293,6 +297,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
     for t in tasks {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(3), t).await;
     }
+    mcp.shutdown().await;
     if let Err(e) = store.checkpoint().await {
         tracing::warn!("final database checkpoint failed: {e}");
     }

@@ -5,7 +5,8 @@
 //!
 //! Known names are those of every built-in tool of this binary, enabled or not (the Lark tools
 //! exist only with a Lark app configured, but naming them is not a typo). An alias (`bash`) is
-//! refused too: the policy matches tools by their own names.
+//! refused too: the policy matches tools by their own names. Names of MCP tools
+//! (`mcp__<server>__…`) are not checked: a server's tools are known only once it runs.
 
 use crate::config::{Config, ConfigError, Secret, ToolsConfig};
 use crate::tools::registry::{Registry, ALIASES};
@@ -47,7 +48,9 @@ pub fn check_tool_names(tools: &ToolsConfig) -> Result<(), ConfigError> {
 }
 
 fn check_one(known: &[String], key: &str, name: &str) -> Result<(), ConfigError> {
-    if known.iter().any(|k| k == name) {
+    // MCP tools are known only once their server lists them: `mcp__<server>__<tool>` and
+    // `mcp__<server>__*` are accepted here.
+    if known.iter().any(|k| k == name) || name.starts_with(crate::mcp::names::PREFIX) {
         return Ok(());
     }
     let message = if let Some((_, tool)) = ALIASES.iter().find(|(a, _)| *a == name) {

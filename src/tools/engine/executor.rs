@@ -90,8 +90,12 @@ pub struct ExecutorOptions {
     pub policy: Option<Policy>,
 }
 
+/// The executor's registry, swappable: the MCP manager puts a new one in when a server lists
+/// or changes its tools; a turn takes a snapshot ([`Executor::registry`]) and keeps it.
+pub type RegistrySlot = Arc<std::sync::RwLock<Arc<Registry>>>;
+
 pub struct Executor {
-    registry: Arc<Registry>,
+    registry: RegistrySlot,
     replay: ReplayGuard,
     store: Option<StorageRef>,
     redactor: Redactor,
@@ -109,7 +113,7 @@ impl Executor {
     pub fn new(registry: Arc<Registry>, opts: ExecutorOptions) -> Self {
         Self {
             replay: ReplayGuard::new(opts.store.clone()),
-            registry,
+            registry: Arc::new(std::sync::RwLock::new(registry)),
             store: opts.store,
             redactor: Redactor::new(opts.secrets),
             spill_dir: opts.spill_dir,
@@ -125,8 +129,17 @@ impl Executor {
         self
     }
 
-    pub fn registry(&self) -> &Registry {
-        &self.registry
+    /// The current registry (a snapshot: later swaps do not change it).
+    pub fn registry(&self) -> Arc<Registry> {
+        self.registry
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The slot the registry lives in, for whoever swaps it (the MCP manager).
+    pub fn registry_slot(&self) -> RegistrySlot {
+        self.registry.clone()
     }
 
     pub fn redactor(&self) -> &Redactor {
@@ -243,7 +256,7 @@ impl Executor {
             user_id: base.user_id.clone(),
             channel: base.channel.as_str().to_string(),
             tool: self
-                .registry
+                .registry()
                 .resolve(&call.name)
                 .map(str::to_string)
                 .unwrap_or_else(|| self.redactor.text(&call.name)),
@@ -266,9 +279,10 @@ impl Executor {
     }
 
     fn is_read_only(&self, name: &str) -> bool {
-        self.registry
+        let registry = self.registry();
+        registry
             .resolve(name)
-            .and_then(|n| self.registry.get(n))
+            .and_then(|n| registry.get(n))
             .is_some_and(|t| !t.risk().has_side_effects())
     }
 
@@ -302,10 +316,11 @@ impl Executor {
         let mut tool_name: Option<String> = None;
         let mut attempts = 0;
         let mut parsed: Option<Value> = None;
+        let registry = self.registry();
 
         let result = async {
             // 1-2. alias, existence, policy
-            let Some(name) = self.registry.resolve(&requested) else {
+            let Some(name) = registry.resolve(&requested) else {
                 return ToolResult::err(
                     ErrorKind::Validation,
                     format!(
@@ -315,7 +330,7 @@ impl Executor {
                 );
             };
             tool_name = Some(name.to_string());
-            let tool = match self.registry.get(name) {
+            let tool = match registry.get(name) {
                 Some(t) => t,
                 None => return ToolResult::err(ErrorKind::Internal, "resolved tool vanished"),
             };
@@ -339,7 +354,7 @@ impl Executor {
             };
             parsed = Some(args.clone());
             // 4. validate
-            match self.registry.validator(name) {
+            match registry.validator(name) {
                 Some(Ok(v)) => {
                     if let Err(violations) = v.validate(&args) {
                         return ToolResult::err(

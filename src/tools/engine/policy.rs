@@ -7,6 +7,11 @@
 //! 4. an unattended run (a scheduled job) gets read-only tools plus the side-effect tools in
 //!    its `allowed_tools`.
 //!
+//! Names in `tools.allow`, `also_allow`, `deny` and `fast_path` are exact tool names or
+//! patterns ending in `*` (`mcp__<server>__*`: every tool of one MCP server). MCP tools
+//! ([`crate::mcp`]) are never offered to a non-owner on a chat platform (they are not in
+//! [`NON_OWNER`]) and are never sent up front unless `tools.fast_path` names them.
+//!
 //! `find_tools` is always allowed. The same decision is checked again when a call executes, so
 //! this module is where the sender and unattended rules live; consent only applies the same
 //! [`Audience`] predicates to the calls that need a yes ([`crate::consent`]).
@@ -92,6 +97,15 @@ impl Audience {
     }
 }
 
+/// Whether `name` is in `set`: by name, or by a pattern `prefix*` whose prefix it starts with.
+fn names(set: &BTreeSet<String>, name: &str) -> bool {
+    set.contains(name)
+        || set.iter().any(|p| {
+            p.strip_suffix('*')
+                .is_some_and(|prefix| name.starts_with(prefix))
+        })
+}
+
 /// The configured policy.
 #[derive(Debug, Clone)]
 pub struct Policy {
@@ -137,13 +151,13 @@ impl Policy {
                 audience.channel
             ));
         }
-        if self.deny.contains(name) {
+        if names(&self.deny, name) {
             return Some(format!(
                 "{name} is switched off by the configuration (tools.deny)"
             ));
         }
-        let in_profile = self.base.as_ref().is_none_or(|b| b.contains(name));
-        if !(in_profile || self.also_allow.contains(name)) {
+        let in_profile = self.base.as_ref().is_none_or(|b| names(b, name));
+        if !(in_profile || names(&self.also_allow, name)) {
             return Some(format!(
                 "{name} is not enabled by the configured tool profile (tools.profile / tools.allow)"
             ));
@@ -168,7 +182,7 @@ impl Policy {
             .iter()
             .filter(|n| {
                 n.as_str() == FIND_TOOLS
-                    || self.fast_path.contains(n.as_str())
+                    || names(&self.fast_path, n)
                     || registry.get(n).is_some_and(|t| t.fast_path())
             })
             .cloned()
@@ -192,6 +206,54 @@ mod tests {
             unattended: false,
             allowed_tools: None,
         }
+    }
+
+    #[test]
+    fn mcp_patterns_and_non_owners() {
+        use crate::tools::{Risk, Tool, ToolContext, ToolResult};
+        struct T(&'static str);
+        #[async_trait::async_trait]
+        impl Tool for T {
+            fn name(&self) -> &str {
+                self.0
+            }
+            fn description(&self) -> &str {
+                "t"
+            }
+            fn parameters(&self) -> serde_json::Value {
+                serde_json::json!({"type": "object"})
+            }
+            fn risk(&self) -> Risk {
+                Risk::ReadOnly
+            }
+            async fn run(&self, _: serde_json::Value, _: &ToolContext) -> ToolResult {
+                ToolResult::ok("")
+            }
+        }
+        let mut r = Registry::default();
+        for n in ["mcp__a__x", "mcp__a__y", "mcp__b__x", "find_tools"] {
+            r.register(std::sync::Arc::new(T(n)));
+        }
+        let cfg = ToolsConfig {
+            deny: vec!["mcp__a__*".into()],
+            ..Default::default()
+        };
+        let p = Policy::from_config(&cfg);
+        let owner = p.allowed(&r, &aud(ChannelKind::Telegram, true));
+        assert_eq!(names(&owner), ["find_tools", "mcp__b__x"]);
+        assert_eq!(names(&p.initial(&r, &owner)), ["find_tools"]);
+        let stranger = p.allowed(&r, &aud(ChannelKind::Telegram, false));
+        assert_eq!(names(&stranger), ["find_tools"]);
+        let cfg = ToolsConfig {
+            profile: Profile::Minimal,
+            also_allow: vec!["mcp__a__*".into()],
+            fast_path: vec!["mcp__a__x".into()],
+            ..Default::default()
+        };
+        let p = Policy::from_config(&cfg);
+        let owner = p.allowed(&r, &aud(ChannelKind::Terminal, true));
+        assert_eq!(names(&owner), ["find_tools", "mcp__a__x", "mcp__a__y"]);
+        assert_eq!(names(&p.initial(&r, &owner)), ["find_tools", "mcp__a__x"]);
     }
 
     fn names(s: &BTreeSet<String>) -> Vec<&str> {

@@ -34,14 +34,18 @@ pub struct Skipped {
     pub reason: String,
 }
 
+#[derive(Clone)]
 struct Entry {
     tool: Arc<dyn Tool>,
-    /// Compiled at registration (outside tools) or on first use (built-in tools).
-    validator: OnceLock<Result<ArgsValidator, String>>,
+    /// Compiled at registration (outside tools) or on first use (built-in tools); shared by
+    /// the clones of a registry.
+    validator: Arc<OnceLock<Result<ArgsValidator, String>>>,
     spec: ToolSpec,
 }
 
-#[derive(Default)]
+/// Clones share the tools and their compiled validators (the MCP manager builds each new
+/// registry from the built-ins this way).
+#[derive(Default, Clone)]
 pub struct Registry {
     tools: BTreeMap<String, Entry>,
     skipped: Vec<Skipped>,
@@ -71,7 +75,7 @@ impl Registry {
     fn add(&mut self, tool: Arc<dyn Tool>, builtin: bool) {
         let name = tool.name().to_string();
         let parameters = tool.parameters();
-        let validator = OnceLock::new();
+        let validator = Arc::new(OnceLock::new());
         let checked = if !valid_name(&name) {
             Err("the name must match ^[A-Za-z0-9_-]{1,64}$".to_string())
         } else if ALIASES.iter().any(|(a, _)| *a == name) {
@@ -109,6 +113,15 @@ impl Registry {
                 );
             }
         }
+    }
+
+    /// Record a tool left out before registration (e.g. an MCP tool whose name clashes), for
+    /// `ethan tools list`.
+    pub fn record_skipped(&mut self, name: &str, reason: String) {
+        self.skipped.push(Skipped {
+            name: name.to_string(),
+            reason,
+        });
     }
 
     /// The canonical name for `name` (an alias resolved), if such a tool exists.

@@ -1,0 +1,624 @@
+//! The lifecycle of the configured servers, and the registry they feed.
+//!
+//! [`McpManager::start`] starts one task per enabled server, in parallel and in the background
+//! (channels do not wait for them). Each task connects ([`super::connect`]), lists the tools
+//! (`tools/list`, MCP spec 2025-06-18 "Tools"), and swaps a new registry into the executor:
+//! the built-ins plus the tools of every server ([`McpManager::rebuild`]). A
+//! `notifications/tools/list_changed` lists that server again and swaps again; a turn keeps
+//! the registry it started with.
+//!
+//! When a server's connection ends (its process exited or was killed, the endpoint went away)
+//! its known tools stay registered and answer a `dependency` error saying the server is being
+//! restarted, and the task reconnects after 1, 2, 4 … seconds (at most 30; back to 1 after a
+//! connection that listed its tools). A command that does not exist is logged once at error
+//! level, naming server and command; its retries only at debug level. [`McpManager::shutdown`]
+//! closes every connection and kills every child's process group.
+
+use super::connect::{connect, kill_group, ConnectError};
+use super::names::tool_name;
+use super::tool::{Hints, McpTool};
+use crate::config::{Loaded, McpServerConfig};
+use crate::tools::executor::RegistrySlot;
+use crate::tools::redact::Redactor;
+use crate::tools::registry::Registry;
+use crate::tools::{ErrorKind, ToolResult};
+use rmcp::handler::client::ClientHandler;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{NotificationContext, Peer, RoleClient, ServiceError};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// The longest wait between two restarts.
+pub const MAX_RESTART_DELAY: Duration = Duration::from_secs(30);
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The client side of one connection: it hears `notifications/tools/list_changed`.
+#[derive(Clone, Default)]
+pub struct Handler {
+    changed: Arc<Notify>,
+}
+
+impl ClientHandler for Handler {
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl std::future::Future<Output = ()> + Send + '_ {
+        self.changed.notify_one();
+        std::future::ready(())
+    }
+}
+
+/// What the tools of one server call through: the live connection, if there is one.
+pub struct ServerHandle {
+    /// The configured server name.
+    pub name: String,
+    peer: RwLock<Option<Peer<RoleClient>>>,
+    /// The process group of the running child, if the server is a command.
+    pgid: Mutex<Option<u32>>,
+}
+
+impl ServerHandle {
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            peer: RwLock::new(None),
+            pgid: Mutex::new(None),
+        }
+    }
+
+    fn set_peer(&self, p: Option<Peer<RoleClient>>) {
+        *self.peer.write().unwrap_or_else(|e| e.into_inner()) = p;
+    }
+
+    /// The process group id of the running child (a command server that is up), if any.
+    pub fn pgid(&self) -> Option<u32> {
+        *lock(&self.pgid)
+    }
+
+    fn not_running(&self) -> ToolResult {
+        ToolResult::err(
+            ErrorKind::Dependency,
+            format!(
+                "the MCP server {} is not running; it is being restarted",
+                self.name
+            ),
+        )
+    }
+
+    /// `tools/call` of `tool` with `arguments`; every failure is a `dependency` error naming the
+    /// server.
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: Option<serde_json::Map<String, Value>>,
+    ) -> ToolResult {
+        let peer = self.peer.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let Some(peer) = peer else {
+            return self.not_running();
+        };
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        if let Some(a) = arguments {
+            params = params.with_arguments(a);
+        }
+        match peer.call_tool(params).await {
+            Ok(r) => {
+                let v = serde_json::to_value(&r).unwrap_or(Value::Null);
+                super::result::convert(&self.name, &v)
+            }
+            Err(ServiceError::McpError(e)) => ToolResult::err(
+                ErrorKind::Dependency,
+                format!(
+                    "the MCP server {} refused the call: {}",
+                    self.name, e.message
+                ),
+            ),
+            Err(ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
+                self.not_running()
+            }
+            Err(e) => ToolResult::err(
+                ErrorKind::Dependency,
+                format!("the call to the MCP server {} failed: {e}", self.name),
+            ),
+        }
+    }
+}
+
+struct Server {
+    handle: Arc<ServerHandle>,
+    cfg: McpServerConfig,
+    /// The last `tools/list` answer, each tool as JSON.
+    tools: Mutex<Vec<Value>>,
+}
+
+/// The configured servers, their connections, and the registry they feed.
+pub struct McpManager {
+    servers: Vec<Arc<Server>>,
+    base: Arc<Registry>,
+    slot: RegistrySlot,
+    redactor: Arc<Redactor>,
+    workspace: PathBuf,
+    /// `$ETHAN_HOME`, hidden from the children by the sandbox.
+    home: PathBuf,
+    shutdown: CancellationToken,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Servers whose first start ended (listed, or failed); with `settled_changed`, for
+    /// [`McpManager::wait_started`].
+    settled: std::sync::atomic::AtomicUsize,
+    settled_changed: Notify,
+}
+
+/// The tools of `tools/list`, as JSON (`name`, `description`, `inputSchema`, `annotations`).
+pub async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<Value>, String> {
+    let tools = peer.list_all_tools().await.map_err(|e| e.to_string())?;
+    Ok(tools
+        .iter()
+        .filter_map(|t| serde_json::to_value(t).ok())
+        .collect())
+}
+
+/// Whether the server's `allow` / `deny` lists let `tool` (the server's own name) through.
+pub fn server_allows(cfg: &McpServerConfig, tool: &str) -> bool {
+    (cfg.allow.is_empty() || cfg.allow.iter().any(|a| a == tool))
+        && !cfg.deny.iter().any(|d| d == tool)
+}
+
+/// Build the adapters of one server's listed tools (`tools`: JSON of `tools/list` entries).
+/// Entries without a string `name` are skipped with a log line.
+pub fn adapters(
+    handle: &Arc<ServerHandle>,
+    cfg: &McpServerConfig,
+    tools: &[Value],
+    redactor: &Arc<Redactor>,
+) -> Vec<McpTool> {
+    let mut out = Vec::new();
+    for t in tools {
+        let Some(remote) = t.get("name").and_then(Value::as_str) else {
+            tracing::error!(
+                "the MCP server {} listed a tool without a name; skipped",
+                handle.name
+            );
+            continue;
+        };
+        if !server_allows(cfg, remote) {
+            continue;
+        }
+        let mut parameters = t.get("inputSchema").cloned().unwrap_or(Value::Null);
+        if let Value::Object(m) = &mut parameters {
+            m.remove("$schema");
+        }
+        let description = t
+            .get("description")
+            .and_then(Value::as_str)
+            .or_else(|| t.get("title").and_then(Value::as_str))
+            .unwrap_or("")
+            .to_string();
+        out.push(McpTool {
+            name: tool_name(&handle.name, remote),
+            remote: remote.to_string(),
+            description: format!("[MCP server {}] {description}", handle.name),
+            parameters,
+            hints: Hints::from_annotations(t.get("annotations")),
+            timeout: Duration::from_secs(cfg.timeout_secs.max(1)),
+            handle: handle.clone(),
+            redactor: redactor.clone(),
+        });
+    }
+    out
+}
+
+/// `base` plus the adapters, in order; a name taken by an earlier MCP tool is an error naming
+/// both (server and tool), the later one skipped. Schemas go through the registry's full check.
+pub fn registry_with(base: &Registry, tools: Vec<McpTool>) -> Registry {
+    let mut r = base.clone();
+    let mut seen: HashMap<String, (String, String)> = HashMap::new();
+    for t in tools {
+        if let Some((server, remote)) = seen.get(&t.name) {
+            let reason = format!(
+                "the tool {:?} of the MCP server {} has the same name as the tool {:?} of the MCP \
+                 server {}",
+                t.remote, t.handle.name, remote, server
+            );
+            tracing::error!("tool {:?} skipped: {reason}", t.name);
+            r.record_skipped(&t.name, reason);
+            continue;
+        }
+        seen.insert(t.name.clone(), (t.handle.name.clone(), t.remote.clone()));
+        r.register(Arc::new(t));
+    }
+    r
+}
+
+impl McpManager {
+    /// The manager of `loaded`'s enabled servers; `slot` is the executor's registry, whose
+    /// current content is taken as the built-ins.
+    pub fn new(loaded: &Loaded, slot: RegistrySlot) -> Arc<Self> {
+        let base = slot.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let servers = loaded
+            .config
+            .mcp
+            .servers
+            .iter()
+            .filter(|(_, c)| c.enabled)
+            .map(|(name, cfg)| {
+                Arc::new(Server {
+                    handle: Arc::new(ServerHandle::new(name)),
+                    cfg: cfg.clone(),
+                    tools: Mutex::new(Vec::new()),
+                })
+            })
+            .collect();
+        Arc::new(Self {
+            servers,
+            base,
+            slot,
+            redactor: Arc::new(Redactor::new(loaded.secret_values())),
+            workspace: loaded.workspace(),
+            home: loaded.home.clone(),
+            shutdown: CancellationToken::new(),
+            tasks: Mutex::new(Vec::new()),
+            settled: Default::default(),
+            settled_changed: Notify::new(),
+        })
+    }
+
+    /// Start every server in the background.
+    pub fn start(self: &Arc<Self>) {
+        let mut tasks = lock(&self.tasks);
+        for s in &self.servers {
+            let (me, s) = (self.clone(), s.clone());
+            tasks.push(tokio::spawn(async move { me.supervise(s).await }));
+        }
+    }
+
+    /// Wait until every server's first start has ended (its tools listed, or failed), at most
+    /// `limit` (for `ethan chat -m`, whose one turn should see the tools).
+    pub async fn wait_started(&self, limit: Duration) {
+        use std::sync::atomic::Ordering;
+        let _ = tokio::time::timeout(limit, async {
+            loop {
+                let notified = self.settled_changed.notified();
+                if self.settled.load(Ordering::SeqCst) >= self.servers.len() {
+                    return;
+                }
+                notified.await;
+            }
+        })
+        .await;
+    }
+
+    fn settle_once(&self, first: &mut bool) {
+        if std::mem::replace(first, false) {
+            self.settled
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            self.settled_changed.notify_waiters();
+        }
+    }
+
+    /// Close every connection (children and their process groups killed); waits up to 5 s.
+    pub async fn shutdown(&self) {
+        self.shutdown.cancel();
+        let tasks: Vec<_> = lock(&self.tasks).drain(..).collect();
+        for t in tasks {
+            let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+        }
+    }
+
+    /// Swap in the built-ins plus every server's known tools.
+    pub fn rebuild(&self) {
+        let mut all = Vec::new();
+        for s in &self.servers {
+            let tools = lock(&s.tools).clone();
+            all.extend(adapters(&s.handle, &s.cfg, &tools, &self.redactor));
+        }
+        let r = Arc::new(registry_with(&self.base, all));
+        *self.slot.write().unwrap_or_else(|e| e.into_inner()) = r;
+    }
+
+    async fn relist(&self, s: &Server, peer: &Peer<RoleClient>) -> Result<usize, String> {
+        let tools = list_tools(peer).await?;
+        let n = tools.len();
+        *lock(&s.tools) = tools;
+        self.rebuild();
+        Ok(n)
+    }
+
+    async fn supervise(self: Arc<Self>, s: Arc<Server>) {
+        let name = s.handle.name.clone();
+        let what = s
+            .cfg
+            .command
+            .clone()
+            .or_else(|| s.cfg.url.clone())
+            .unwrap_or_default();
+        let mut delay = Duration::from_secs(1);
+        let mut missing_logged = false;
+        let mut failures = 0u32;
+        let mut first = true;
+        loop {
+            let handler = Handler::default();
+            let changed = handler.changed.clone();
+            let connected = tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                c = connect(&name, &s.cfg, &self.workspace, Some(&self.home), handler, self.redactor.clone()) => c,
+            };
+            match connected {
+                Ok((running, pgid)) => {
+                    *lock(&s.handle.pgid) = pgid;
+                    let peer = running.peer().clone();
+                    match self.relist(&s, &peer).await {
+                        Ok(n) => {
+                            s.handle.set_peer(Some(peer.clone()));
+                            tracing::info!("mcp server {name} ready: {n} tools");
+                            delay = Duration::from_secs(1);
+                            failures = 0;
+                            missing_logged = false;
+                        }
+                        Err(e) => {
+                            tracing::warn!("mcp server {name}: tools/list failed: {e}");
+                        }
+                    }
+                    self.settle_once(&mut first);
+                    let ct = running.cancellation_token();
+                    let mut wait = Box::pin(running.waiting());
+                    let stopped = loop {
+                        tokio::select! {
+                            _ = self.shutdown.cancelled() => break true,
+                            _ = changed.notified() => match self.relist(&s, &peer).await {
+                                Ok(n) => tracing::info!("mcp server {name} changed its tools: {n} tools"),
+                                Err(e) => tracing::warn!("mcp server {name}: tools/list failed: {e}"),
+                            },
+                            r = &mut wait => {
+                                tracing::debug!("mcp server {name}: the connection ended: {r:?}");
+                                break false;
+                            }
+                        }
+                    };
+                    s.handle.set_peer(None);
+                    *lock(&s.handle.pgid) = None;
+                    if stopped {
+                        ct.cancel();
+                        let _ = tokio::time::timeout(Duration::from_secs(3), wait).await;
+                        kill_group(pgid);
+                        tracing::debug!("mcp server {name} closed");
+                        return;
+                    }
+                    kill_group(pgid);
+                    tracing::warn!(
+                        "mcp server {name} stopped; its tools answer an error until it is back \
+                         (restart in {} s)",
+                        delay.as_secs()
+                    );
+                }
+                Err(ConnectError::NotFound(cmd)) => {
+                    if missing_logged {
+                        tracing::debug!("mcp server {name}: the command {cmd:?} is still missing");
+                    } else {
+                        tracing::error!(
+                            "mcp server {name} cannot start: the command {cmd:?} was not found \
+                             (mcp.servers.{name}.command); retrying quietly"
+                        );
+                        missing_logged = true;
+                    }
+                }
+                Err(e) => {
+                    if failures == 0 {
+                        tracing::warn!("mcp server {name} ({what}) cannot start: {e}; retrying");
+                    } else {
+                        tracing::debug!("mcp server {name} ({what}) cannot start: {e}");
+                    }
+                }
+            }
+            self.settle_once(&mut first);
+            failures += 1;
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                _ = tokio::time::sleep(delay) => {}
+            }
+            delay = (delay * 2).min(MAX_RESTART_DELAY);
+        }
+    }
+}
+
+/// One server started, listed and stopped (for `ethan mcp list` and `ethan doctor`): its tools
+/// as adapters, or why it failed.
+pub async fn probe(
+    loaded: &Loaded,
+    name: &str,
+    cfg: &McpServerConfig,
+) -> Result<Vec<McpTool>, String> {
+    let redactor = Arc::new(Redactor::new(loaded.secret_values()));
+    let (running, pgid) = connect(
+        name,
+        cfg,
+        &loaded.workspace(),
+        Some(&loaded.home),
+        Handler::default(),
+        redactor.clone(),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let listed = tokio::time::timeout(
+        Duration::from_secs(cfg.timeout_secs.max(1)),
+        list_tools(running.peer()),
+    )
+    .await
+    .unwrap_or_else(|_| Err("no answer to tools/list in time".into()));
+    let _ = tokio::time::timeout(Duration::from_secs(3), running.cancel()).await;
+    kill_group(pgid);
+    let tools = listed?;
+    Ok(adapters(
+        &Arc::new(ServerHandle::new(name)),
+        cfg,
+        &tools,
+        &redactor,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cfg() -> McpServerConfig {
+        McpServerConfig {
+            command: Some("x".into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn tools_are_adapted_filtered_and_checked() {
+        let h = Arc::new(ServerHandle::new("srv"));
+        let red = Arc::new(Redactor::new(vec![]));
+        let listed = vec![
+            json!({"name": "echo", "description": "Echo", "inputSchema": {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "properties": {"message": {"type": "string"}}}, "annotations": {"readOnlyHint": true}}),
+            json!({"name": "bad", "inputSchema": {"type": "object", "properties": {"xs": {"type": "array"}}}}),
+            json!({"name": "hidden", "inputSchema": {"type": "object"}}),
+            json!({"noname": true}),
+        ];
+        let mut c = cfg();
+        c.deny = vec!["hidden".into()];
+        let tools = adapters(&h, &c, &listed, &red);
+        assert_eq!(tools.len(), 2);
+        assert!(tools[0].parameters.get("$schema").is_none());
+        let r = registry_with(&Registry::default(), tools);
+        let names: Vec<&str> = r.iter().map(|t| t.name()).collect();
+        assert_eq!(names, ["mcp__srv__echo"]);
+        assert!(r.skipped()[0].name == "mcp__srv__bad", "{:?}", r.skipped());
+        assert_eq!(
+            r.get("mcp__srv__echo").unwrap().risk().as_str(),
+            "read_only"
+        );
+        let mut c = cfg();
+        c.allow = vec!["bad".into()];
+        assert_eq!(adapters(&h, &c, &listed, &red).len(), 1);
+    }
+
+    #[test]
+    fn a_clash_names_both_and_keeps_the_first() {
+        let red = Arc::new(Redactor::new(vec![]));
+        let a = Arc::new(ServerHandle::new("s"));
+        let listed = vec![
+            json!({"name": "get.x", "inputSchema": {"type": "object"}}),
+            json!({"name": "get/x", "inputSchema": {"type": "object"}}),
+        ];
+        let r = registry_with(&Registry::default(), adapters(&a, &cfg(), &listed, &red));
+        assert_eq!(r.iter().count(), 1);
+        let why = &r.skipped()[0].reason;
+        assert!(why.contains("get/x") && why.contains("get.x"), "{why}");
+    }
+
+    #[tokio::test]
+    async fn a_server_that_is_not_running_gives_a_dependency_error() {
+        let h = ServerHandle::new("gone");
+        let r = h.call("echo", None).await;
+        assert_eq!(r.error_kind, Some(ErrorKind::Dependency));
+        assert!(r
+            .model_text()
+            .contains("not running; it is being restarted"));
+    }
+
+    #[tokio::test]
+    async fn a_missing_command_fails_the_probe_naming_it() {
+        let loaded = Loaded {
+            config: crate::config::Config::default(),
+            home: std::env::temp_dir(),
+            path: PathBuf::from("/nonexistent/config.yaml"),
+            file_found: false,
+            notices: Vec::new(),
+        };
+        let mut c = cfg();
+        c.command = Some("/nonexistent/mcp-server-xyz".into());
+        let Err(e) = probe(&loaded, "nope", &c).await else {
+            panic!("started")
+        };
+        assert!(
+            e.contains("/nonexistent/mcp-server-xyz") && e.contains("not found"),
+            "{e}"
+        );
+    }
+
+    /// End to end against the real `server-everything` when `tests/tools/install.sh` installed
+    /// it (`ETHAN_TEST_TOOLS`, else `target/test-tools`); skipped otherwise.
+    #[tokio::test]
+    async fn the_manager_registers_calls_and_restarts_a_real_server() {
+        let dir = std::env::var_os("ETHAN_TEST_TOOLS")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/test-tools"));
+        let bin = dir.join("npm/node_modules/.bin/mcp-server-everything");
+        if !bin.exists() {
+            eprintln!("skipped: {} is not installed", bin.display());
+            return;
+        }
+        let home = tempfile::tempdir().unwrap();
+        let mut config = crate::config::Config::default();
+        config.mcp.servers.insert(
+            "everything".into(),
+            McpServerConfig {
+                command: Some(bin.display().to_string()),
+                ..Default::default()
+            },
+        );
+        let loaded = Loaded {
+            config,
+            home: home.path().to_path_buf(),
+            path: home.path().join("config.yaml"),
+            file_found: false,
+            notices: Vec::new(),
+        };
+        let slot: RegistrySlot = Arc::new(RwLock::new(Arc::new(Registry::default())));
+        let m = McpManager::new(&loaded, slot.clone());
+        m.start();
+        let echo = |slot: &RegistrySlot| slot.read().unwrap().get("mcp__everything__echo").cloned();
+        let ctx = crate::tools::ToolContext::local(home.path().to_path_buf());
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let mut first = None;
+        while tokio::time::Instant::now() < deadline {
+            if let Some(t) = echo(&slot) {
+                let r = t.run(json!({"message": "hi"}), &ctx).await;
+                if r.ok {
+                    first = Some(r.output);
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert_eq!(first.as_deref(), Some("Echo: hi"));
+        // Kill the process group: the tool stays and answers a dependency error, then the
+        // restarted server serves again.
+        // Only the group this manager started.
+        let pgid = m.servers[0].handle.pgid();
+        assert!(pgid.is_some());
+        kill_group(pgid);
+        let mut saw_dependency = false;
+        let mut back = false;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while tokio::time::Instant::now() < deadline {
+            let t = echo(&slot).expect("still registered");
+            let r = t.run(json!({"message": "again"}), &ctx).await;
+            if r.ok {
+                back = saw_dependency;
+                if back {
+                    break;
+                }
+            } else {
+                assert_eq!(r.error_kind, Some(ErrorKind::Dependency), "{r:?}");
+                saw_dependency = true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(
+            saw_dependency && back,
+            "dependency {saw_dependency}, back {back}"
+        );
+        m.shutdown().await;
+    }
+}

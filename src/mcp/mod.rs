@@ -1,0 +1,20 @@
+//! Model Context Protocol servers (MCP spec 2025-06-18): their tools appear beside the
+//! built-ins as `mcp__<server>__<tool>` and pass the same registry check, validation, policy,
+//! consent, replay guard, time limit and audit.
+//!
+//! - [`names`]: the registered names;
+//! - [`connect`]: a child over stdio (cleared environment, own process group) or streamable
+//!   HTTP ([`http`]: rmcp's client trait on the daemon's reqwest), and the handshake;
+//! - [`tool`]: the adapter, and the risk read from the annotations;
+//! - [`result`]: a `tools/call` answer as a tool result;
+//! - [`manager`]: the lifecycle (start in the background, restarts, `tools/list_changed`,
+//!   shutdown) and the registry swap.
+
+pub mod connect;
+pub mod http;
+pub mod manager;
+pub mod names;
+pub mod result;
+pub mod tool;
+
+pub use manager::McpManager;

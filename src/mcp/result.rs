@@ -1,0 +1,178 @@
+//! The answer of a `tools/call` (MCP spec 2025-06-18, "Tools › Tool Result") as a
+//! [`ToolResult`]: the `content` items in order, one text block each:
+//! - `text` → its text;
+//! - `image` / `audio` → `[image returned: <mime>, <n> bytes; this model cannot see images]`
+//!   (`<n>`: the decoded size of the base64 `data`);
+//! - `resource_link` → `[resource link: <name> <uri> (<mime>)]`;
+//! - `resource` (embedded) → `[resource: <uri> (<mime>)]` followed by its text when it has
+//!   text, or `<n> bytes` of blob;
+//! - anything else → `[unsupported content type <type>]`.
+//!
+//! `structuredContent` is given as JSON text when there is no text item. `isError: true` makes
+//! an error result of kind `dependency` carrying the server's text. Nothing here panics on any
+//! input: the answer is read as plain JSON, a missing or mistyped field is treated as absent.
+
+use crate::tools::{ErrorKind, ToolResult};
+use serde_json::{json, Value};
+
+fn s<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+/// Decoded size of base64 text (padding and whitespace ignored).
+fn b64_len(data: &str) -> usize {
+    let n = data
+        .bytes()
+        .filter(|b| !b.is_ascii_whitespace() && *b != b'=')
+        .count();
+    n * 3 / 4
+}
+
+fn item_text(item: &Value) -> (String, bool) {
+    let kind = s(item, "type").unwrap_or("");
+    let mime = s(item, "mimeType").unwrap_or("unknown type");
+    match kind {
+        "text" => (s(item, "text").unwrap_or("").to_string(), true),
+        "image" | "audio" => (
+            format!(
+                "[{kind} returned: {mime}, {} bytes; this model cannot see {kind}s]",
+                b64_len(s(item, "data").unwrap_or(""))
+            ),
+            false,
+        ),
+        "resource_link" => (
+            format!(
+                "[resource link: {} {} ({mime})]",
+                s(item, "name").unwrap_or("(no name)"),
+                s(item, "uri").unwrap_or("(no uri)")
+            ),
+            false,
+        ),
+        "resource" => {
+            let r = item.get("resource").unwrap_or(&Value::Null);
+            let mime = s(r, "mimeType").unwrap_or("unknown type");
+            let head = format!("[resource: {} ({mime})]", s(r, "uri").unwrap_or("(no uri)"));
+            match (s(r, "text"), s(r, "blob")) {
+                (Some(t), _) => (format!("{head}\n{t}"), true),
+                (None, Some(b)) => (format!("{head} {} bytes", b64_len(b)), false),
+                _ => (head, false),
+            }
+        }
+        other => (format!("[unsupported content type {other:?}]"), false),
+    }
+}
+
+/// Convert the JSON of a `CallToolResult` (`server` names the server in error texts).
+pub fn convert(server: &str, result: &Value) -> ToolResult {
+    let mut parts = Vec::new();
+    let mut any_text = false;
+    let mut kinds = Vec::new();
+    if let Some(items) = result.get("content").and_then(Value::as_array) {
+        for item in items {
+            let (text, is_text) = item_text(item);
+            any_text |= is_text;
+            kinds.push(s(item, "type").unwrap_or("").to_string());
+            parts.push(text);
+        }
+    }
+    if !any_text {
+        if let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null()) {
+            parts.push(serde_json::to_string_pretty(structured).unwrap_or_default());
+        }
+    }
+    let text = parts.join("\n");
+    let meta = json!({ "mcp_server": server, "content_types": kinds });
+    if result.get("isError").and_then(Value::as_bool) == Some(true) {
+        let message = if text.trim().is_empty() {
+            format!("the MCP server {server} reported an error without a message")
+        } else {
+            format!("the MCP server {server} reported an error: {text}")
+        };
+        return ToolResult::err(ErrorKind::Dependency, message).with_metadata(meta);
+    }
+    ToolResult::ok(text).with_metadata(meta)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_items_are_the_output() {
+        let r = convert(
+            "e",
+            &json!({"content": [{"type": "text", "text": "Echo: hi"}, {"type": "text", "text": "two"}]}),
+        );
+        assert!(r.ok);
+        assert_eq!(r.output, "Echo: hi\ntwo");
+    }
+
+    #[test]
+    fn is_error_is_a_dependency_error_with_the_text() {
+        let r = convert(
+            "e",
+            &json!({"content": [{"type": "text", "text": "bad input"}], "isError": true}),
+        );
+        assert!(!r.ok);
+        assert_eq!(r.error_kind, Some(ErrorKind::Dependency));
+        assert!(r.error.unwrap().contains("bad input"));
+        let r = convert("e", &json!({"isError": true}));
+        assert!(r.error.unwrap().contains("without a message"));
+    }
+
+    #[test]
+    fn images_links_and_resources_are_described() {
+        let r = convert(
+            "e",
+            &json!({"content": [
+                {"type": "image", "data": "aGVsbG8=", "mimeType": "image/png"},
+                {"type": "resource_link", "name": "note.txt.gz", "uri": "demo://r/note.txt.gz", "mimeType": "application/gzip"},
+                {"type": "resource", "resource": {"uri": "demo://r/x", "mimeType": "text/plain", "text": "inside"}},
+                {"type": "resource", "resource": {"uri": "demo://r/y", "blob": "aGVsbG8="}},
+                {"type": "weird"}
+            ]}),
+        );
+        assert!(r.ok);
+        let o = &r.output;
+        assert!(
+            o.contains("[image returned: image/png, 5 bytes; this model cannot see images]"),
+            "{o}"
+        );
+        assert!(
+            o.contains("[resource link: note.txt.gz demo://r/note.txt.gz (application/gzip)]"),
+            "{o}"
+        );
+        assert!(
+            o.contains("[resource: demo://r/x (text/plain)]\ninside"),
+            "{o}"
+        );
+        assert!(
+            o.contains("[resource: demo://r/y (unknown type)] 5 bytes"),
+            "{o}"
+        );
+        assert!(o.contains("unsupported content type \"weird\""), "{o}");
+    }
+
+    #[test]
+    fn structured_content_only_without_text() {
+        let r = convert("t", &json!({"content": [], "structuredContent": {"a": 1}}));
+        assert!(r.output.contains("\"a\": 1"));
+        let r = convert(
+            "t",
+            &json!({"content": [{"type": "text", "text": "x"}], "structuredContent": {"a": 1}}),
+        );
+        assert_eq!(r.output, "x");
+    }
+
+    #[test]
+    fn garbage_does_not_panic() {
+        for v in [
+            json!(null),
+            json!(5),
+            json!({"content": 3}),
+            json!({"content": [1, null, {"type": 2}]}),
+        ] {
+            let _ = convert("x", &v);
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! The adapter: one MCP server tool as a [`Tool`] of the registry, so it passes the same
+//! validation, policy, consent, replay guard, time limit and audit as a built-in.
+//!
+//! Risk comes from the tool's `annotations` (MCP spec 2025-06-18, "Tools › Tool Annotations"),
+//! read conservatively, because a server's hints are claims, not guarantees:
+//! - `readOnlyHint: true` → [`Risk::ReadOnly`] (no question);
+//! - else `destructiveHint: true` → [`Risk::Dangerous`], asked every time
+//!   ([`Tool::consent_always`]);
+//! - anything else → [`Risk::Write`], asked once per session scope (`mcp__<server>__<tool>`).
+//!
+//! A tool without annotations, or whose `openWorldHint` is not `false` (the spec's default is
+//! `true`), can carry data off the machine: [`Tool::egress`] names the server, so after private
+//! data entered a turn such a call asks (the taint rule). Every MCP tool's output counts as
+//! private data ([`Tool::reads_private`]): a server is typically the owner's database, tracker
+//! or mailbox, and the daemon cannot tell which. Consent texts show server, tool and the
+//! arguments with every configured secret redacted.
+
+use super::manager::ServerHandle;
+use crate::tools::redact::Redactor;
+use crate::tools::{Egress, ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use async_trait::async_trait;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The hints of a tool's `annotations` object that decide its risk; `None`: absent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Hints {
+    /// Whether the tool had an `annotations` object at all.
+    pub present: bool,
+    pub read_only: Option<bool>,
+    pub destructive: Option<bool>,
+    pub open_world: Option<bool>,
+}
+
+impl Hints {
+    /// Read `annotations` (any JSON; a non-object counts as absent).
+    pub fn from_annotations(a: Option<&Value>) -> Self {
+        let Some(a) = a.filter(|a| a.is_object()) else {
+            return Self::default();
+        };
+        let b = |k: &str| a.get(k).and_then(Value::as_bool);
+        Self {
+            present: true,
+            read_only: b("readOnlyHint"),
+            destructive: b("destructiveHint"),
+            open_world: b("openWorldHint"),
+        }
+    }
+
+    /// The risk, as the module docs say.
+    pub fn risk(&self) -> Risk {
+        if self.read_only == Some(true) {
+            Risk::ReadOnly
+        } else if self.destructive == Some(true) {
+            Risk::Dangerous
+        } else {
+            Risk::Write
+        }
+    }
+
+    /// Whether a call can reach outside the machine: no annotations, or `openWorldHint` not
+    /// `false`.
+    pub fn open_world(&self) -> bool {
+        !self.present || self.open_world != Some(false)
+    }
+}
+
+/// One tool of one MCP server, registered as `mcp__<server>__<tool>`.
+pub struct McpTool {
+    /// The registered name.
+    pub name: String,
+    /// The server's own name for the tool (sent in `tools/call`).
+    pub remote: String,
+    pub description: String,
+    /// The `inputSchema`, `$schema` removed (the registry reads it as Draft 7).
+    pub parameters: Value,
+    pub hints: Hints,
+    /// `mcp.servers.<name>.timeout_secs`.
+    pub timeout: Duration,
+    pub handle: Arc<ServerHandle>,
+    pub redactor: Arc<Redactor>,
+}
+
+impl McpTool {
+    fn server(&self) -> &str {
+        &self.handle.name
+    }
+
+    fn shown_args(&self, args: &Value) -> String {
+        self.redactor.value(args).to_string()
+    }
+}
+
+#[async_trait]
+impl Tool for McpTool {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn description(&self) -> &str {
+        &self.description
+    }
+    fn parameters(&self) -> Value {
+        self.parameters.clone()
+    }
+    fn risk(&self) -> Risk {
+        self.hints.risk()
+    }
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+    fn consent_check(&self, args: &Value, _ctx: &ToolContext) -> Option<String> {
+        self.risk().has_side_effects().then(|| {
+            format!(
+                "the MCP server {} runs its tool {} with {}",
+                self.server(),
+                self.remote,
+                self.shown_args(args)
+            )
+        })
+    }
+    fn reads_private(&self) -> bool {
+        true
+    }
+    fn consent_always(&self, _args: &Value, _ctx: &ToolContext) -> bool {
+        self.risk() == Risk::Dangerous
+    }
+    fn egress(&self, args: &Value, _ctx: &ToolContext) -> Option<Egress> {
+        self.hints.open_world().then(|| Egress {
+            destination: format!(
+                "the MCP server {}, which can reach outside this machine: its tool {} with {}",
+                self.server(),
+                self.remote,
+                self.shown_args(args)
+            ),
+            scope: format!("egress:mcp:{}", self.server()),
+        })
+    }
+    async fn run(&self, args: Value, _ctx: &ToolContext) -> ToolResult {
+        let arguments = match args {
+            Value::Object(m) => Some(m),
+            Value::Null => None,
+            other => {
+                return ToolResult::err(
+                    ErrorKind::Validation,
+                    format!("the arguments must be a JSON object, not {other}"),
+                )
+            }
+        };
+        self.handle.call(&self.remote, arguments).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn risk_follows_the_annotations_conservatively() {
+        let h = |v: Value| Hints::from_annotations(Some(&v));
+        assert_eq!(h(json!({"readOnlyHint": true})).risk(), Risk::ReadOnly);
+        assert_eq!(
+            h(json!({"readOnlyHint": true, "destructiveHint": true})).risk(),
+            Risk::ReadOnly
+        );
+        assert_eq!(h(json!({"destructiveHint": true})).risk(), Risk::Dangerous);
+        assert_eq!(h(json!({"readOnlyHint": false})).risk(), Risk::Write);
+        assert_eq!(h(json!({})).risk(), Risk::Write);
+        assert_eq!(Hints::from_annotations(None).risk(), Risk::Write);
+        assert_eq!(h(json!("junk")).risk(), Risk::Write);
+        assert_eq!(h(json!({"readOnlyHint": "yes"})).risk(), Risk::Write);
+    }
+
+    #[test]
+    fn consent_and_egress_name_the_server_and_redact_arguments() {
+        let t = McpTool {
+            name: "mcp__srv__send".into(),
+            remote: "send".into(),
+            description: String::new(),
+            parameters: json!({"type": "object"}),
+            hints: Hints::from_annotations(None),
+            timeout: Duration::from_secs(60),
+            handle: Arc::new(super::super::manager::ServerHandle::new("srv")),
+            redactor: Arc::new(Redactor::new(vec!["hunter2-secret".into()])),
+        };
+        let ctx = ToolContext::local(std::env::temp_dir());
+        let args = json!({"text": "my hunter2-secret"});
+        let c = t.consent_check(&args, &ctx).unwrap();
+        assert!(c.contains("srv") && c.contains("send"), "{c}");
+        assert!(!c.contains("hunter2-secret"), "{c}");
+        let e = t.egress(&args, &ctx).unwrap();
+        assert_eq!(e.scope, "egress:mcp:srv");
+        assert!(e
+            .destination
+            .contains("the MCP server srv, which can reach outside this machine"));
+        assert!(!e.destination.contains("hunter2-secret"));
+        assert!(t.reads_private() && !t.consent_always(&args, &ctx));
+        assert_eq!(t.timeout(), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn open_world_unless_said_otherwise() {
+        assert!(Hints::from_annotations(None).open_world());
+        assert!(Hints::from_annotations(Some(&json!({}))).open_world());
+        assert!(Hints::from_annotations(Some(&json!({"openWorldHint": true}))).open_world());
+        assert!(!Hints::from_annotations(Some(&json!({"openWorldHint": false}))).open_world());
+    }
+}

@@ -542,8 +542,10 @@ async fn get_env_shows_none_of_the_daemons_secrets() {
     let reqs = model.wait_for_requests(2, WAIT).await;
     let env = result_for(&reqs[1], "v1");
     assert!(!env.starts_with("Error"), "{env}");
-    // It is the environment dump, with the server's configured variable.
+    // It is the environment dump, with the server's configured variable, whose value (a secret
+    // of the config, like a header) is redacted before the model sees it.
     assert!(env.contains("MCP_TEST_MARKER"), "{env}");
+    assert!(!env.contains("env-value-DO-NOT-LOG-4715"), "{env}");
     for secret in [MODEL_KEY, BOT_TOKEN, OPENAI_KEY, GITHUB_TOKEN] {
         assert!(!env.contains(secret), "{secret} reached the server: {env}");
     }

@@ -546,18 +546,19 @@ mod tests {
         );
     }
 
-    /// End to end against the real `server-everything` when `tests/tools/install.sh` installed
-    /// it (`ETHAN_TEST_TOOLS`, else `target/test-tools`); skipped otherwise.
+    /// End to end against the real `server-everything` installed by `tests/tools/install.sh`
+    /// (`ETHAN_TEST_TOOLS`, else `target/test-tools`); fails, saying so, when it is missing.
     #[tokio::test]
     async fn the_manager_registers_calls_and_restarts_a_real_server() {
         let dir = std::env::var_os("ETHAN_TEST_TOOLS")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/test-tools"));
         let bin = dir.join("npm/node_modules/.bin/mcp-server-everything");
-        if !bin.exists() {
-            eprintln!("skipped: {} is not installed", bin.display());
-            return;
-        }
+        assert!(
+            bin.exists(),
+            "{} is not installed: run tests/tools/install.sh",
+            bin.display()
+        );
         let home = tempfile::tempdir().unwrap();
         let mut config = crate::config::Config::default();
         config.mcp.servers.insert(

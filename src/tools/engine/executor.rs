@@ -419,8 +419,9 @@ impl Executor {
         }
         .await;
 
-        // 8. the model's copy, and the spill file
-        let full = result.model_text();
+        // 8. the model's copy, and the spill file; a configured secret (a key, a token, an MCP
+        // server's header or env value) that a tool printed never reaches either
+        let full = self.redactor.known(&result.model_text()).into_owned();
         let (mut model_text, cut) = truncate_for_model(&full, MODEL_OUTPUT_LIMIT);
         let mut result = result;
         let mut spill_path = None;

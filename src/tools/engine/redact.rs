@@ -112,6 +112,18 @@ impl Redactor {
         }
         out
     }
+
+    /// `s` with only the configured secret values replaced (no shape or flag guessing): for a
+    /// tool's output, whose text must otherwise reach the model as it is.
+    pub fn known<'a>(&self, s: &'a str) -> Cow<'a, str> {
+        let mut out = Cow::Borrowed(s);
+        for secret in &self.secrets {
+            if out.contains(secret.as_str()) {
+                out = Cow::Owned(out.replace(secret.as_str(), REDACTED));
+            }
+        }
+        out
+    }
 }
 
 /// Replace the values of sensitive argv flags and of `Bearer`/`Basic` credentials.
@@ -202,6 +214,17 @@ mod tests {
             v,
             json!({"api_key": REDACTED, "nested": [{"Authorization": REDACTED, "ok": "y"}], "password": REDACTED})
         );
+    }
+
+    #[test]
+    fn known_replaces_only_configured_values() {
+        let r = Redactor::new(vec!["env-value-1234".into()]);
+        let out = "A=env-value-1234 --token=abc Bearer xyz sk-looks-like-a-key";
+        assert_eq!(
+            r.known(out),
+            "A=<redacted> --token=abc Bearer xyz sk-looks-like-a-key"
+        );
+        assert!(matches!(r.known("nothing here"), Cow::Borrowed(_)));
     }
 
     #[test]

@@ -13,8 +13,8 @@ use serde_json::{json, Value};
 use std::time::Duration;
 use support::anthropic::{tool_results, AStep, FakeAnthropic};
 use support::daemon::gateway_addr;
+use support::gateway::{final_text, names, streamed_text, Event};
 use support::{run_cli, Daemon, TestHome};
-use tokio::time::Instant;
 
 const TOKEN: &str = "test-gateway-token-0123456789";
 const KEY: &str = "sk-ant-api03-test-key-must-not-leak-7f3a9c";
@@ -46,78 +46,9 @@ fn start(home: &TestHome, envs: &[(&str, &str)]) -> Daemon {
     Daemon::start_with_env(home, &all)
 }
 
-/// One SSE event of the gateway: name and data.
-type Event = (String, Value);
-
-/// `POST /api/chat` and the SSE events until `done` or `error`.
+/// `POST /api/chat` with this file's token ([`support::gateway::chat`]).
 async fn chat(base: &str, session: &str, message: &str) -> Vec<Event> {
-    let mut resp = reqwest::Client::new()
-        .post(format!("{base}/api/chat"))
-        .bearer_auth(TOKEN)
-        .json(&json!({"session": session, "message": message}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    let mut buf = String::new();
-    let mut events = Vec::new();
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let chunk = tokio::time::timeout_at(deadline, resp.chunk())
-            .await
-            .expect("SSE stream timed out")
-            .expect("SSE read");
-        let Some(chunk) = chunk else { return events };
-        buf.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = buf.find("\n\n") {
-            let block: String = buf.drain(..end + 2).collect();
-            let (mut name, mut data) = (String::new(), String::new());
-            for line in block.lines() {
-                if let Some(v) = line.strip_prefix("event:") {
-                    name = v.trim().to_string();
-                } else if let Some(v) = line.strip_prefix("data:") {
-                    data.push_str(v.trim());
-                }
-            }
-            if name.is_empty() {
-                continue;
-            }
-            let value: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
-            let last = name == "done" || name == "error";
-            events.push((name, value));
-            if last {
-                return events;
-            }
-        }
-    }
-}
-
-fn names(events: &[Event]) -> Vec<&str> {
-    events.iter().map(|(n, _)| n.as_str()).collect()
-}
-
-/// The text of the one `text` event.
-fn final_text(events: &[Event]) -> String {
-    let texts: Vec<&Value> = events
-        .iter()
-        .filter(|(n, _)| n == "text")
-        .map(|(_, d)| d)
-        .collect();
-    assert_eq!(texts.len(), 1, "{events:?}");
-    texts[0]["text"].as_str().unwrap().to_string()
-}
-
-/// The `delta` pieces after the last `delta_reset`, joined.
-fn streamed_text(events: &[Event]) -> String {
-    let mut text = String::new();
-    for (name, data) in events {
-        match name.as_str() {
-            "delta" => text.push_str(data["text"].as_str().unwrap()),
-            "delta_reset" => text.clear(),
-            _ => {}
-        }
-    }
-    text
+    support::gateway::chat(base, TOKEN, session, message, WAIT, |_, _| {}).await
 }
 
 /// Runs the daemon for one or more gateway turns: `turns` of `(session, message)`; the events

@@ -93,12 +93,13 @@ pub fn secret_values(c: &Config) -> Vec<String> {
     ]
     .into_iter()
     .chain(fallback_keys)
-    .chain(
-        c.mcp
-            .servers
-            .values()
-            .flat_map(|s| s.env.values().chain(s.headers.values())),
-    )
+    .chain(c.mcp.servers.values().flat_map(|s| {
+        s.env
+            .iter()
+            .chain(s.headers.iter())
+            .filter(|(name, value)| mcp_value_is_secret(name, value))
+            .map(|(_, value)| value)
+    }))
     .filter(|s| !s.is_empty())
     .map(|s| s.expose().to_string())
     // A header such as `Authorization: Bearer <token>` also hides the token on its own.
@@ -110,6 +111,27 @@ pub fn secret_values(c: &Config) -> Vec<String> {
         std::iter::once(v).chain(token)
     })
     .collect()
+}
+
+/// Whether an MCP server's `env` or header value counts as a secret: its name says it holds
+/// one (key, token, secret, password, auth, credential, cookie), or it is long enough (20+
+/// characters) to be a credential. A short plain setting (`NODE_ENV: production`, `PORT: 3000`,
+/// `Accept: application/json`) is not one: it is not hidden from logs or from tools' output.
+pub fn mcp_value_is_secret(name: &str, value: &Secret) -> bool {
+    let name = name.to_ascii_lowercase();
+    let named = [
+        "key",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "auth",
+        "credential",
+        "cookie",
+    ]
+    .iter()
+    .any(|w| name.contains(w));
+    named || value.expose().trim().chars().count() >= 20
 }
 
 /// Where to look: `--config` if given.
@@ -432,6 +454,13 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
         {
             return Err(key_err(&key, "a server name must match [A-Za-z0-9_-]+"));
         }
+        if name.contains("__") || name.ends_with('_') {
+            return Err(key_err(
+                &key,
+                "a server name must not contain `__` or end with `_` (tool names are \
+                 mcp__<server>__<tool>, and patterns mcp__<server>__* must name one server)",
+            ));
+        }
         match (&s.command, &s.url) {
             (Some(c), None) if !c.trim().is_empty() => {}
             (None, Some(u)) => check_url(&format!("{key}.url"), u, false)?,
@@ -531,6 +560,21 @@ mod tests {
         assert_eq!(c.tools.profile, Profile::Full);
         assert_eq!(c.gateway.listen, "127.0.0.1:8900");
         assert_eq!(c.channels.lark.stale_after_secs, 900);
+    }
+
+    #[test]
+    fn only_secret_looking_mcp_values_are_secrets() {
+        let v = |s: &str| Secret::new(s);
+        assert!(mcp_value_is_secret("GITHUB_TOKEN", &v("ghp_1")));
+        assert!(mcp_value_is_secret("Authorization", &v("Bearer x")));
+        assert!(mcp_value_is_secret("X-Api-Key", &v("abc")));
+        assert!(mcp_value_is_secret(
+            "DATABASE_URL",
+            &v("postgres://user:pass@db.internal/app")
+        ));
+        assert!(!mcp_value_is_secret("NODE_ENV", &v("production")));
+        assert!(!mcp_value_is_secret("PORT", &v("3000")));
+        assert!(!mcp_value_is_secret("Accept", &v("application/json")));
     }
 
     #[test]

@@ -106,10 +106,28 @@ pub async fn connect(
         if let Some(stderr) = stderr {
             let name = name.to_string();
             tokio::spawn(async move {
-                use tokio::io::AsyncBufReadExt;
-                let mut lines = tokio::io::BufReader::new(stderr).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    tracing::debug!("mcp server {name} stderr: {}", redactor.text(&line));
+                // Drained to the end (a server blocked on a full pipe would hang), lines logged
+                // lossily and at most 4 KiB each, so neither bad UTF-8 nor an endless line stops
+                // the reader or grows the daemon's memory.
+                use tokio::io::AsyncReadExt;
+                const MAX_LINE: usize = 4096;
+                let mut stderr = stderr;
+                let mut buf = [0u8; 8192];
+                let mut line: Vec<u8> = Vec::new();
+                loop {
+                    let n = match stderr.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => n,
+                    };
+                    for &b in &buf[..n] {
+                        if b == b'\n' {
+                            let text = String::from_utf8_lossy(&line);
+                            tracing::debug!("mcp server {name} stderr: {}", redactor.text(&text));
+                            line.clear();
+                        } else if line.len() < MAX_LINE {
+                            line.push(b);
+                        }
+                    }
                 }
             });
         }
@@ -138,7 +156,10 @@ pub async fn connect(
             .map_err(|_| ConnectError::Failed(format!("header {k:?} has an invalid value")))?;
         headers.insert(name, value);
     }
+    // No redirects: a header secret (an API key header, not only Authorization) must never be
+    // carried to another host.
     let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(limit)
         .build()
         .map_err(|e| ConnectError::Failed(format!("HTTP client: {e}")))?;

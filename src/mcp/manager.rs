@@ -153,6 +153,8 @@ pub struct McpManager {
     /// [`McpManager::wait_started`].
     settled: std::sync::atomic::AtomicUsize,
     settled_changed: Notify,
+    /// Held while the registry is rebuilt and swapped.
+    rebuilding: Mutex<()>,
 }
 
 /// The tools of `tools/list`, as JSON (`name`, `description`, `inputSchema`, `annotations`).
@@ -266,6 +268,7 @@ impl McpManager {
             tasks: Mutex::new(Vec::new()),
             settled: Default::default(),
             settled_changed: Notify::new(),
+            rebuilding: Mutex::new(()),
         })
     }
 
@@ -311,8 +314,10 @@ impl McpManager {
         }
     }
 
-    /// Swap in the built-ins plus every server's known tools.
+    /// Swap in the built-ins plus every server's known tools. One rebuild at a time, so two
+    /// servers listing at once cannot swap in each other's older view.
     pub fn rebuild(&self) {
+        let _one = lock(&self.rebuilding);
         let mut all = Vec::new();
         for s in &self.servers {
             let tools = lock(&s.tools).clone();
@@ -322,8 +327,12 @@ impl McpManager {
         *self.slot.write().unwrap_or_else(|e| e.into_inner()) = r;
     }
 
+    /// Lists a server's tools again (within its `timeout_secs`) and rebuilds the registry.
     async fn relist(&self, s: &Server, peer: &Peer<RoleClient>) -> Result<usize, String> {
-        let tools = list_tools(peer).await?;
+        let limit = Duration::from_secs(s.cfg.timeout_secs.max(1));
+        let tools = tokio::time::timeout(limit, list_tools(peer))
+            .await
+            .map_err(|_| format!("no answer to tools/list within {} s", limit.as_secs()))??;
         let n = tools.len();
         *lock(&s.tools) = tools;
         self.rebuild();

@@ -50,10 +50,11 @@ impl Hints {
 
     /// The risk, as the module docs say.
     pub fn risk(&self) -> Risk {
-        if self.read_only == Some(true) {
-            Risk::ReadOnly
-        } else if self.destructive == Some(true) {
+        // Conservatively: a tool that says it is both read-only and destructive is destructive.
+        if self.destructive == Some(true) {
             Risk::Dangerous
+        } else if self.read_only == Some(true) {
+            Risk::ReadOnly
         } else {
             Risk::Write
         }
@@ -114,7 +115,7 @@ impl Tool for McpTool {
             format!(
                 "the MCP server {} runs its tool {} with {}",
                 self.server(),
-                self.remote,
+                self.name,
                 self.shown_args(args)
             )
         })
@@ -130,7 +131,7 @@ impl Tool for McpTool {
             destination: format!(
                 "the MCP server {}, which can reach outside this machine: its tool {} with {}",
                 self.server(),
-                self.remote,
+                self.name,
                 self.shown_args(args)
             ),
             scope: format!("egress:mcp:{}", self.server()),
@@ -160,9 +161,10 @@ mod tests {
     fn risk_follows_the_annotations_conservatively() {
         let h = |v: Value| Hints::from_annotations(Some(&v));
         assert_eq!(h(json!({"readOnlyHint": true})).risk(), Risk::ReadOnly);
+        // Contradictory claims: the more dangerous one wins.
         assert_eq!(
             h(json!({"readOnlyHint": true, "destructiveHint": true})).risk(),
-            Risk::ReadOnly
+            Risk::Dangerous
         );
         assert_eq!(h(json!({"destructiveHint": true})).risk(), Risk::Dangerous);
         assert_eq!(h(json!({"readOnlyHint": false})).risk(), Risk::Write);

@@ -9,7 +9,7 @@
 use sha2::{Digest, Sha256};
 
 /// Every registered MCP tool name starts with this.
-pub const PREFIX: &str = "mcp__";
+pub const PREFIX: &str = crate::tools::engine::config_names::MCP_TOOL_PREFIX;
 /// The longest tool name the registry accepts.
 pub const MAX_LEN: usize = 64;
 

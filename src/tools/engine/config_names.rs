@@ -11,6 +11,10 @@
 use crate::config::{Config, ConfigError, Secret, ToolsConfig};
 use crate::tools::registry::{Registry, ALIASES};
 
+/// How every MCP tool's name starts (`mcp__<server>__<tool>`); such names come and go with
+/// the servers, so the config may name them before they are registered.
+pub const MCP_TOOL_PREFIX: &str = "mcp__";
+
 /// The names of every built-in tool of this binary, sorted, whether or not the configuration
 /// enables it.
 pub fn builtin_names() -> Vec<String> {
@@ -50,7 +54,7 @@ pub fn check_tool_names(tools: &ToolsConfig) -> Result<(), ConfigError> {
 fn check_one(known: &[String], key: &str, name: &str) -> Result<(), ConfigError> {
     // MCP tools are known only once their server lists them: `mcp__<server>__<tool>` and
     // `mcp__<server>__*` are accepted here.
-    if known.iter().any(|k| k == name) || name.starts_with(crate::mcp::names::PREFIX) {
+    if known.iter().any(|k| k == name) || name.starts_with(MCP_TOOL_PREFIX) {
         return Ok(());
     }
     let message = if let Some((_, tool)) = ALIASES.iter().find(|(a, _)| *a == name) {

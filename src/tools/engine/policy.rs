@@ -9,7 +9,7 @@
 //!
 //! Names in `tools.allow`, `also_allow`, `deny` and `fast_path` are exact tool names or
 //! patterns ending in `*` (`mcp__<server>__*`: every tool of one MCP server). MCP tools
-//! ([`crate::mcp`]) are never offered to a non-owner on a chat platform (they are not in
+//! (the daemon's MCP module) are never offered to a non-owner on a chat platform (they are not in
 //! [`NON_OWNER`]) and are never sent up front unless `tools.fast_path` names them.
 //!
 //! `find_tools` is always allowed. The same decision is checked again when a call executes, so

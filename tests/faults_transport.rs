@@ -108,7 +108,11 @@ async fn lark_connection_dropped_mid_fragment_event_redelivered_and_answered_onc
          channels:\n{}\
          owners: [\"lark:{LARK_OWNER}\"]\n",
         model.base_url(),
-        fake.channel_yaml(&format!("    allow_from: [\"{LARK_OTHER}\"]\n")),
+        // Whole reply cards: this test reads each answer from the message that carries it
+        // (streamed cards are covered by tests/streaming_lark.rs).
+        fake.channel_yaml(&format!(
+            "    allow_from: [\"{LARK_OTHER}\"]\n    streaming: off\n"
+        )),
     ));
     let mut daemon = Daemon::start(&home);
     fake.wait_connections(1, WAIT).await;

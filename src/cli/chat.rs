@@ -7,9 +7,6 @@ use crate::agent::{TurnInput, TurnOutcome};
 use crate::config::Loaded;
 use crate::consent::terminal::TerminalInput;
 use crate::daemon::commands::{self, Command};
-use crate::store::prelude::*;
-use crate::store::Store;
-use anyhow::Context;
 use ethan_channels::ChannelKind;
 use std::io::Write;
 use std::process::ExitCode;
@@ -33,11 +30,11 @@ pub async fn run(
     if message.as_deref().is_some_and(|m| m.trim().is_empty()) {
         anyhow::bail!("the message given with -m is empty");
     }
-    let store = Store::open(&loaded.db_path())
-        .with_context(|| format!("opening the database {}", loaded.db_path().display()))?;
+    let stores = crate::daemon::open_store::open(&loaded).await?;
+    let store = stores.main.clone();
     let input = TerminalInput::spawn();
     let consent = crate::daemon::build_consent(&loaded, &store, Some(input.clone()));
-    let agent = crate::daemon::build_agent(loaded.clone(), store.clone(), Some(consent.clone()))?;
+    let agent = crate::daemon::build_agent(loaded.clone(), &stores, Some(consent.clone()))?;
     // MCP servers: a one-shot message waits for their first start (each at most its
     // timeout_secs); a session gets their tools as they come.
     let mcp = crate::mcp::McpManager::new(&loaded, agent.executor.registry_slot());

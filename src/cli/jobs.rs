@@ -11,10 +11,8 @@ use crate::jobs::job;
 use crate::scheduler::delivery::{self, RetryPolicy};
 use crate::scheduler::runner::{Execute, JobExecutor, Scheduler, SchedulerOptions, SystemClock};
 use crate::store::jobs::{Delivery, JobState, RunStatus};
-use crate::store::prelude::*;
-use crate::store::Store;
+use crate::store::SharedStorage;
 use crate::tools::schedule_list::run_summary;
-use anyhow::Context;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -30,8 +28,8 @@ pub enum JobsCommand {
 }
 
 pub async fn run(loaded: Arc<Loaded>, cmd: JobsCommand) -> anyhow::Result<ExitCode> {
-    let store = Store::open(&loaded.db_path())
-        .with_context(|| format!("opening the database {}", loaded.db_path().display()))?;
+    let stores = crate::daemon::open_store::open(&loaded).await?;
+    let store = stores.main.clone();
     let config_tz = loaded
         .config
         .timezone
@@ -90,7 +88,7 @@ pub async fn run(loaded: Arc<Loaded>, cmd: JobsCommand) -> anyhow::Result<ExitCo
             }
         }
         JobsCommand::Remove { id } => {
-            let j = job::remove(&store, &id).await?;
+            let j = job::remove(&*store, &id).await?;
             println!("removed job {} ({:?})", j.id, j.title);
         }
         JobsCommand::Run { id } => {
@@ -99,8 +97,7 @@ pub async fn run(loaded: Arc<Loaded>, cmd: JobsCommand) -> anyhow::Result<ExitCo
             }
             // Everything that can fail to build is built before the slot is claimed.
             let consent = crate::daemon::build_consent(&loaded, &store, None);
-            let agent =
-                crate::daemon::build_agent(loaded.clone(), store.clone(), Some(consent.clone()))?;
+            let agent = crate::daemon::build_agent(loaded.clone(), &stores, Some(consent.clone()))?;
             let channels = delivery::send_channels(&loaded)?;
             consent.set_channels(channels.clone());
             let scheduler = Scheduler::new(

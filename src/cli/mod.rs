@@ -16,9 +16,7 @@ pub mod usage;
 pub async fn gateway_token(
     loaded: &crate::config::Loaded,
 ) -> anyhow::Result<std::process::ExitCode> {
-    use anyhow::Context;
-    let store = crate::store::Store::open(&loaded.db_path())
-        .with_context(|| format!("opening the database {}", loaded.db_path().display()))?;
+    let store = crate::daemon::open_store::open(loaded).await?.main;
     println!(
         "{}",
         crate::gateway::auth::ensure_token(loaded, &store).await?

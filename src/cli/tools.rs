@@ -15,7 +15,8 @@ pub fn list(loaded: &std::sync::Arc<Loaded>, channel: Option<&str>) -> anyhow::R
         Some("web") => ChannelKind::Web,
         Some(other) => anyhow::bail!("unknown channel {other:?} (terminal, telegram, lark, web)"),
     };
-    let agent = build_agent(loaded.clone(), Store::open_in_memory()?, None)?;
+    let stores = crate::store::OpenStore::sqlite(Store::open_in_memory()?);
+    let agent = build_agent(loaded.clone(), &stores, None)?;
     let exposed = agent.allowed_tools(&crate::tools::policy::Audience {
         channel,
         is_owner: true,

@@ -90,6 +90,7 @@ pub fn secret_values(c: &Config) -> Vec<String> {
         &c.tools.web_search.tavily.api_key,
         &c.knowledge.embeddings.api_key,
         &c.gateway.token,
+        &c.store.url,
     ]
     .into_iter()
     .chain(fallback_keys)
@@ -108,9 +109,55 @@ pub fn secret_values(c: &Config) -> Vec<String> {
             .split_once(' ')
             .map(|(_, t)| t.trim().to_string())
             .filter(|t| t.len() >= 8);
-        std::iter::once(v).chain(token)
+        // A URL's password (`store.url`) also hides on its own, as written and decoded.
+        let password = url_password(&v);
+        std::iter::once(v).chain(token).chain(password)
     })
     .collect()
+}
+
+/// The password of a URL such as `postgres://user:password@host/db`, percent-encoded as written
+/// and decoded; none when shorter than 6 characters (too short to hide without blanking out
+/// ordinary text).
+fn url_password(v: &str) -> Vec<String> {
+    let Some(raw) = reqwest::Url::parse(v)
+        .ok()
+        .and_then(|u| u.password().map(str::to_owned))
+    else {
+        return Vec::new();
+    };
+    let decoded = percent_decode(&raw);
+    let mut out = vec![raw];
+    if decoded != out[0] {
+        out.push(decoded);
+    }
+    out.retain(|p| p.chars().count() >= 6);
+    out
+}
+
+/// `%XX` sequences decoded (invalid ones kept as written).
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (
+            b[i],
+            b.get(i + 1).and_then(|c| hex(*c)),
+            b.get(i + 2).and_then(|c| hex(*c)),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Whether an MCP server's `env` or header value counts as a secret: its name says it holds
@@ -352,6 +399,33 @@ fn check_url(key: &str, v: &str, allow_empty: bool) -> Result<(), ConfigError> {
     }
 }
 
+/// `store.url` is empty or a PostgreSQL URL; `store.lease_secs` is 5..=3600.
+fn check_store(s: &types::StoreConfig) -> Result<(), ConfigError> {
+    let url = s.url.expose().trim();
+    if !url.is_empty() {
+        // Never echo the URL: it may hold a password.
+        if !s.is_postgres() {
+            return Err(key_err(
+                "store.url",
+                "must be empty (the SQLite file in $ETHAN_HOME) or a postgres:// URL",
+            ));
+        }
+        if let Err(e) = reqwest::Url::parse(url) {
+            return Err(key_err(
+                "store.url",
+                format!("is not a valid postgres:// URL: {e}"),
+            ));
+        }
+    }
+    if !(5..=3600).contains(&s.lease_secs) {
+        return Err(key_err(
+            "store.lease_secs",
+            "must be between 5 and 3600 seconds",
+        ));
+    }
+    Ok(())
+}
+
 /// Checks that serde cannot express.
 fn validate(c: &Config) -> Result<(), ConfigError> {
     check_url("model.base_url", &c.model.base_url, false)?;
@@ -376,6 +450,7 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
     if c.model.max_tokens == 0 {
         return Err(key_err("model.max_tokens", "must be at least 1"));
     }
+    check_store(&c.store)?;
     check_url(
         "channels.telegram.api_url",
         &c.channels.telegram.api_url,

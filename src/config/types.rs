@@ -59,6 +59,7 @@ pub struct Config {
     pub gateway: GatewayConfig,
     pub budget: BudgetConfig,
     pub mcp: McpConfig,
+    pub store: StoreConfig,
 }
 
 /// Which wire protocol a model endpoint speaks (`model.provider`, `model.fallback[].provider`).
@@ -522,6 +523,36 @@ impl Default for RetentionConfig {
             audit_days: 90,
             inbound_days: 7,
         }
+    }
+}
+
+/// `store:`: where sessions, messages, jobs, audit and the rest live.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// Empty (the default): the SQLite file `$ETHAN_HOME/ethan.db`. `postgres://user:password@host:port/db`
+    /// (or `postgresql://…`, libpq's URL form): a PostgreSQL database that several replicas can
+    /// share. A secret (it may hold a password).
+    pub url: Secret,
+    /// Seconds a replica's hold on a session (or on the Telegram poller) lasts without being
+    /// renewed: after a replica dies, another takes its sessions over within this time.
+    pub lease_secs: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            url: Secret::default(),
+            lease_secs: 30,
+        }
+    }
+}
+
+impl StoreConfig {
+    /// Whether `url` names a PostgreSQL database.
+    pub fn is_postgres(&self) -> bool {
+        let url = self.url.expose().trim();
+        url.starts_with("postgres://") || url.starts_with("postgresql://")
     }
 }
 

@@ -5,6 +5,7 @@
 
 pub mod access;
 pub mod commands;
+pub mod open_store;
 pub mod router;
 pub mod stream;
 pub mod typing;
@@ -14,7 +15,8 @@ use crate::config::Loaded;
 use crate::consent::owners::Owners;
 use crate::consent::terminal::TerminalInput;
 use crate::consent::Consent;
-use crate::store::{Store, StoreError};
+use crate::store::prelude::*;
+use crate::store::{DaemonStoreRef, OpenStore};
 use crate::tools::executor::{Executor, ExecutorOptions};
 use crate::tools::policy::Policy;
 use crate::tools::registry::Registry;
@@ -31,7 +33,7 @@ pub const MAX_CONCURRENT_TURNS: usize = 8;
 /// The consent service (`terminal`: stdin for `ethan chat`; `None` in the daemon).
 pub fn build_consent(
     loaded: &Loaded,
-    store: &Store,
+    store: &DaemonStoreRef,
     terminal: Option<TerminalInput>,
 ) -> Arc<Consent> {
     Arc::new(Consent::new(
@@ -44,16 +46,21 @@ pub fn build_consent(
 /// Build the agent shared by `run` and `chat`; `consent` becomes the executor's consent step.
 pub fn build_agent(
     loaded: Arc<Loaded>,
-    store: Store,
+    stores: &OpenStore,
     consent: Option<Arc<Consent>>,
 ) -> anyhow::Result<Arc<Agent>> {
+    let store = &stores.main;
     let models = crate::provider::chain(&loaded.config.model).context("model client")?;
     let registry = Arc::new(Registry::builtin_at(
         &loaded.config,
         loaded.file_found.then_some(loaded.path.as_path()),
-        Some((loaded.home.join("knowledge"), store.clone())),
+        Some((loaded.home.join("knowledge"), stores.index.clone())),
     ));
-    crate::knowledge::spawn_start_sync(&loaded.home, store.clone(), &loaded.config.knowledge);
+    crate::knowledge::spawn_start_sync(
+        &loaded.home,
+        stores.index.clone(),
+        &loaded.config.knowledge,
+    );
     let mut executor = Executor::new(
         registry,
         ExecutorOptions {
@@ -78,7 +85,7 @@ pub fn build_agent(
 
 /// Remove spill files, audit rows, replay keys, finished inbound events and `lark.seen:*` keys
 /// past `retention.*` (at start, then daily).
-pub async fn prune_retention(loaded: &Loaded, store: &Store) {
+pub async fn prune_retention(loaded: &Loaded, store: &DaemonStoreRef) {
     let r = &loaded.config.retention;
     let (dir, days) = (loaded.spill_dir(), r.spill_days);
     let files = tokio::task::spawn_blocking(move || crate::tools::spill::prune(&dir, days))
@@ -106,20 +113,16 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
     for n in &loaded.notices {
         tracing::info!("{n}");
     }
-    let store = Store::open(&loaded.db_path()).map_err(|e| match e {
-        // These already name the file.
-        e @ (StoreError::ReadOnly { .. } | StoreError::Io { .. }) => anyhow::Error::new(e),
-        e => anyhow::Error::new(e).context(format!(
-            "opening the database {}",
-            loaded.db_path().display()
-        )),
-    })?;
-    store
-        .checkpoint_in_background(&loaded.db_path(), std::time::Duration::from_secs(1))
-        .await
-        .context("starting the background checkpoint")?;
+    let stores = open_store::open(&loaded).await?;
+    if let Some(sqlite) = &stores.sqlite {
+        sqlite
+            .checkpoint_in_background(&loaded.db_path(), std::time::Duration::from_secs(1))
+            .await
+            .context("starting the background checkpoint")?;
+    }
+    let store = stores.main.clone();
     let consent = build_consent(&loaded, &store, None);
-    let agent = build_agent(loaded.clone(), store.clone(), Some(consent.clone()))?;
+    let agent = build_agent(loaded.clone(), &stores, Some(consent.clone()))?;
     // MCP servers start in the background; their tools appear when each has listed them.
     let mcp = crate::mcp::McpManager::new(&loaded, agent.executor.registry_slot());
     mcp.start();
@@ -271,7 +274,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
             }
         }));
     }
-    tracing::info!("ethan is running (database {})", loaded.db_path().display());
+    tracing::info!("ethan is running (store {})", open_store::describe(&loaded));
     notify_systemd("READY=1");
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())

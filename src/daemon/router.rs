@@ -45,8 +45,7 @@ use super::typing::Typing;
 use crate::agent::{Agent, TurnInput, TurnOutcome, TurnReply};
 use crate::consent::Consent;
 use crate::store::inbound::UnconfirmedReply;
-use crate::store::prelude::*;
-use crate::store::Store;
+use crate::store::DaemonStoreRef;
 use async_trait::async_trait;
 use ethan_channels::delivery::{retryable, send_with_retry, DeliveryError, RetryPolicy};
 use ethan_channels::{
@@ -119,7 +118,7 @@ pub const STOP_NOT_YOURS: &str =
     "Only the bot's owner or the person who asked can stop this answer.";
 
 pub struct Router {
-    store: Store,
+    store: DaemonStoreRef,
     agent: Arc<Agent>,
     consent: Arc<Consent>,
     channels: HashMap<ChannelKind, Arc<dyn Channel>>,
@@ -131,7 +130,7 @@ pub struct Router {
 impl Router {
     /// `max_turns`: the global cap on turns in flight.
     pub fn new(
-        store: Store,
+        store: DaemonStoreRef,
         agent: Arc<Agent>,
         consent: Arc<Consent>,
         channels: HashMap<ChannelKind, Arc<dyn Channel>>,
@@ -490,7 +489,7 @@ impl Router {
             }
             Some(Command::Usage) => Some(
                 match crate::usage::today_summary(
-                    &self.store,
+                    &*self.store,
                     &self.agent.config.config,
                     ev.channel.as_str(),
                     &ev.chat.id,

@@ -8,8 +8,7 @@
 //! after a crash continues in the same message, and a reply a crash caught while it was being
 //! sent is finished there ([`super::router`]).
 
-use crate::store::prelude::*;
-use crate::store::Store;
+use crate::store::DaemonStoreRef;
 use async_trait::async_trait;
 use ethan_channels::{
     ChannelError, Draft, DraftHandle, DraftLog, DraftView, InboundEvent, ToolLine, ToolState,
@@ -29,7 +28,7 @@ pub fn draft_key(ev: &InboundEvent) -> String {
 
 /// The draft handle recorded for the reply to `ev`, if any (a store error is logged and counts
 /// as none).
-pub async fn recorded_handle(store: &Store, ev: &InboundEvent) -> Option<DraftHandle> {
+pub async fn recorded_handle(store: &DaemonStoreRef, ev: &InboundEvent) -> Option<DraftHandle> {
     match store.kv_get(&draft_key(ev)).await {
         Ok(Some(json)) => match serde_json::from_str(&json) {
             Ok(v) => Some(DraftHandle(v)),
@@ -50,7 +49,7 @@ pub async fn recorded_handle(store: &Store, ev: &InboundEvent) -> Option<DraftHa
 }
 
 /// Forget the draft handle of `ev`'s reply (the reply is delivered or given up). Best effort.
-pub async fn forget_handle(store: &Store, ev: &InboundEvent) {
+pub async fn forget_handle(store: &DaemonStoreRef, ev: &InboundEvent) {
     if let Err(e) = store.kv_delete(&draft_key(ev)).await {
         tracing::warn!(
             "cannot forget the draft handle of event {}: {e}",
@@ -61,7 +60,7 @@ pub async fn forget_handle(store: &Store, ev: &InboundEvent) {
 
 /// A [`DraftLog`] writing to the store under one event's [`draft_key`].
 pub struct StoreDraftLog {
-    pub store: Store,
+    pub store: DaemonStoreRef,
     pub key: String,
 }
 

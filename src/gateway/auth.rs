@@ -4,8 +4,7 @@
 //! local process or web page could otherwise approve its own shell calls.
 
 use crate::config::Loaded;
-use crate::store::prelude::*;
-use crate::store::{Store, StoreError};
+use crate::store::{DaemonStoreRef, StoreError};
 use axum::http::HeaderMap;
 use rand::RngCore;
 use subtle::ConstantTimeEq;
@@ -13,7 +12,7 @@ use subtle::ConstantTimeEq;
 const KV_KEY: &str = "gateway.token";
 
 /// The configured token, else the stored one, else a new one (32 random bytes, hex) stored now.
-pub async fn ensure_token(loaded: &Loaded, store: &Store) -> Result<String, StoreError> {
+pub async fn ensure_token(loaded: &Loaded, store: &DaemonStoreRef) -> Result<String, StoreError> {
     let configured = &loaded.config.gateway.token;
     if !configured.is_empty() {
         return Ok(configured.expose().to_string());

@@ -16,7 +16,7 @@ pub mod health;
 
 use crate::agent::{Agent, TurnInput, TurnReply};
 use crate::consent::Consent;
-use crate::store::Store;
+use crate::store::DaemonStoreRef;
 use axum::routing::{get, post};
 use ethan_channels::{Channel, ChannelKind};
 use std::collections::HashMap;
@@ -40,7 +40,7 @@ pub trait TurnQueue: Send + Sync {
 pub struct GatewayState {
     pub agent: Arc<Agent>,
     pub consent: Arc<Consent>,
-    pub store: Store,
+    pub store: DaemonStoreRef,
     /// The bearer token for `/api/*`.
     pub token: String,
     pub channels: HashMap<ChannelKind, Arc<dyn Channel>>,

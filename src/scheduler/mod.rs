@@ -19,7 +19,8 @@ mod tests;
 
 use crate::agent::Agent;
 use crate::config::Loaded;
-use crate::store::Store;
+use crate::store::prelude::*;
+use crate::store::DaemonStoreRef;
 use ethan_channels::{Channel, ChannelKind};
 use runner::{JobExecutor, Scheduler, SchedulerOptions, SystemClock};
 use std::collections::HashMap;
@@ -29,7 +30,7 @@ use std::sync::Arc;
 /// `shutdown` turns true.
 pub fn start(
     loaded: &Loaded,
-    store: Store,
+    store: DaemonStoreRef,
     agent: Arc<Agent>,
     channels: HashMap<ChannelKind, Arc<dyn Channel>>,
     shutdown: tokio::sync::watch::Receiver<bool>,

@@ -235,6 +235,11 @@ const STEPS: &[&str] = &[
     "#,
 ];
 
+/// The schema version this build migrates to (the number of steps).
+pub(super) fn latest_version() -> i64 {
+    STEPS.len() as i64
+}
+
 pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     let current: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))

@@ -13,6 +13,7 @@
 //! answer in place ([`Store::call_blocking`]). Statements run one at a time, in the order sent.
 
 pub mod audit;
+pub mod backend;
 pub mod inbound;
 pub mod jobs;
 pub mod knowledge;
@@ -24,10 +25,14 @@ pub mod sessions;
 mod traits;
 pub mod usage;
 
+pub use backend::{
+    BackendInfo, DaemonStore, DaemonStoreRef, InboundStore, OpenStore, SharedStorage, StoreAdmin,
+};
 pub use traits::KvState;
 
 /// The store traits, for code that calls them on a [`Store`].
 pub mod prelude {
+    pub use super::backend::{InboundStore, SharedStorage, StoreAdmin};
     pub use ethan_core::store::{
         AuditStore, JobStore, KvStore, MessageStore, OwnerStore, SessionStore, UsageStore,
     };
@@ -149,9 +154,9 @@ impl Store {
         std::sync::Arc::new(self.clone())
     }
 
-    /// Write the WAL back into the database file (at shutdown).
-    pub async fn checkpoint(&self) -> Result<(), StoreError> {
-        self.call("checkpoint", |db| db.checkpoint()).await
+    /// This handle as the daemon's store handle (see [`backend::DaemonStore`]).
+    pub fn daemon(&self) -> DaemonStoreRef {
+        std::sync::Arc::new(self.clone())
     }
 
     /// See [`Db::checkpoint_in_background`].
@@ -165,11 +170,6 @@ impl Store {
             db.checkpoint_in_background(&path, every)
         })
         .await
-    }
-
-    /// The schema version (number of applied migrations).
-    pub async fn schema_version(&self) -> Result<i64, StoreError> {
-        self.call("schema version", |db| db.schema_version()).await
     }
 }
 
@@ -263,6 +263,11 @@ impl Db {
         self.conn()
             .pragma_update(None, "wal_autocheckpoint", 0)
             .op("wal_autocheckpoint")
+    }
+
+    /// The database file's path (empty for an in-memory database).
+    pub fn path(&self) -> String {
+        self.conn().path().unwrap_or_default().to_owned()
     }
 
     /// The schema version (number of applied migrations).

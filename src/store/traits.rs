@@ -3,7 +3,8 @@
 //! and awaits the answer. Also the async forms of the daemon-only statements (inbound events),
 //! and [`KvState`]: any store's kv table as the channels' [`ethan_channels::StateStore`].
 
-use super::inbound::UnconfirmedReply;
+use super::backend::{BackendInfo, InboundStore, StoreAdmin};
+use super::inbound::{RetentionCounts, UnconfirmedReply};
 use super::{Store, StoreError};
 use async_trait::async_trait;
 use ethan_channels::InboundEvent;
@@ -321,16 +322,16 @@ impl UsageStore for Store {
     }
 }
 
-/// Inbound events (the daemon's router only; no core trait yet).
-impl Store {
+#[async_trait]
+impl InboundStore for Store {
     /// See [`super::Db::record_inbound`].
-    pub async fn record_inbound(&self, ev: &InboundEvent) -> Result<bool, StoreError> {
+    async fn record_inbound(&self, ev: &InboundEvent) -> Result<bool, StoreError> {
         let ev = ev.clone();
         self.call("record inbound", move |db| db.record_inbound(&ev))
             .await
     }
     /// See [`super::Db::set_inbound_state`].
-    pub async fn set_inbound_state(
+    async fn set_inbound_state(
         &self,
         channel: &str,
         event_id: &str,
@@ -341,7 +342,7 @@ impl Store {
             .await
     }
     /// See [`super::Db::set_inbound_sending`].
-    pub async fn set_inbound_sending(
+    async fn set_inbound_sending(
         &self,
         channel: &str,
         event_id: &str,
@@ -354,12 +355,12 @@ impl Store {
         .await
     }
     /// See [`super::Db::unconfirmed_replies`].
-    pub async fn unconfirmed_replies(&self) -> Result<Vec<UnconfirmedReply>, StoreError> {
+    async fn unconfirmed_replies(&self) -> Result<Vec<UnconfirmedReply>, StoreError> {
         self.call("unconfirmed replies", |db| db.unconfirmed_replies())
             .await
     }
     /// See [`super::Db::inbound_state`].
-    pub async fn inbound_state(
+    async fn inbound_state(
         &self,
         channel: &str,
         event_id: &str,
@@ -369,22 +370,44 @@ impl Store {
             .await
     }
     /// See [`super::Db::unfinished_inbound`].
-    pub async fn unfinished_inbound(&self) -> Result<Vec<InboundEvent>, StoreError> {
+    async fn unfinished_inbound(&self) -> Result<Vec<InboundEvent>, StoreError> {
         self.call("unfinished inbound", |db| db.unfinished_inbound())
             .await
     }
     /// See [`super::Db::retention_counts`].
-    pub async fn retention_counts(&self) -> Result<super::inbound::RetentionCounts, StoreError> {
+    async fn retention_counts(&self) -> Result<RetentionCounts, StoreError> {
         self.call("count rows", |db| db.retention_counts()).await
     }
     /// See [`super::Db::prune_inbound`].
-    pub async fn prune_inbound(&self, days: u32) -> Result<(usize, usize), StoreError> {
+    async fn prune_inbound(&self, days: u32) -> Result<(usize, usize), StoreError> {
         self.call("prune inbound", move |db| db.prune_inbound(days))
             .await
     }
     /// See [`super::Db::prune_audit`].
-    pub async fn prune_audit(&self, days: u32) -> Result<usize, StoreError> {
+    async fn prune_audit(&self, days: u32) -> Result<usize, StoreError> {
         self.call("prune audit", move |db| db.prune_audit(days))
             .await
+    }
+}
+
+#[async_trait]
+impl StoreAdmin for Store {
+    async fn backend_info(&self) -> Result<BackendInfo, StoreError> {
+        let (path, schema_version) = self
+            .call("schema version", |db| Ok((db.path(), db.schema_version()?)))
+            .await?;
+        Ok(BackendInfo {
+            backend: "sqlite",
+            location: path,
+            server_version: format!("SQLite {}", rusqlite::version()),
+            schema_version,
+            binary_schema_version: super::migrations::latest_version(),
+        })
+    }
+    async fn schema_version(&self) -> Result<i64, StoreError> {
+        self.call("schema version", |db| db.schema_version()).await
+    }
+    async fn checkpoint(&self) -> Result<(), StoreError> {
+        self.call("checkpoint", |db| db.checkpoint()).await
     }
 }

@@ -1,0 +1,53 @@
+//! Opening the configured store for a process (`ethan run`, `chat`, the CLI commands): the
+//! SQLite file `$ETHAN_HOME/ethan.db` by default, or the PostgreSQL database of `store.url`
+//! (then no SQLite file is created; the knowledge index lives in memory, rebuilt from the
+//! knowledge files at start).
+
+use crate::config::Loaded;
+use crate::store::{OpenStore, Store, StoreError};
+
+/// Open (and migrate) the configured store. Errors name the file or the server and say why.
+pub async fn open(loaded: &Loaded) -> anyhow::Result<OpenStore> {
+    if loaded.config.store.is_postgres() {
+        return open_postgres(loaded).await;
+    }
+    let store = open_sqlite(loaded)?;
+    Ok(OpenStore::sqlite(store))
+}
+
+/// The SQLite store of `$ETHAN_HOME/ethan.db` (creating it), whatever `store.url` says: for
+/// `ethan store migrate`, which reads it.
+pub fn open_sqlite(loaded: &Loaded) -> anyhow::Result<Store> {
+    Store::open(&loaded.db_path()).map_err(|e| match e {
+        // These already name the file.
+        e @ (StoreError::ReadOnly { .. } | StoreError::Io { .. }) => anyhow::Error::new(e),
+        e => anyhow::Error::new(e).context(format!(
+            "opening the database {}",
+            loaded.db_path().display()
+        )),
+    })
+}
+
+async fn open_postgres(loaded: &Loaded) -> anyhow::Result<OpenStore> {
+    anyhow::bail!(
+        "store.url names PostgreSQL ({}), but this build has no PostgreSQL store",
+        describe(loaded)
+    )
+}
+
+/// Where the store is, for logs and errors: the SQLite file's path, or
+/// `postgresql://host:port/database` (never the user or password).
+pub fn describe(loaded: &Loaded) -> String {
+    if !loaded.config.store.is_postgres() {
+        return loaded.db_path().display().to_string();
+    }
+    match reqwest::Url::parse(loaded.config.store.url.expose().trim()) {
+        Ok(u) => format!(
+            "postgresql://{}:{}{}",
+            u.host_str().unwrap_or("localhost"),
+            u.port().unwrap_or(5432),
+            u.path()
+        ),
+        Err(_) => "postgresql (store.url)".into(),
+    }
+}

@@ -1,0 +1,125 @@
+//! The daemon's store seam: the traits beyond [`ethan_core::store::Storage`] that the daemon
+//! itself needs (inbound events and their reply state, retention, the backend's identity and
+//! schema version), and [`DaemonStore`], all of them in one handle. Two implementations: the
+//! SQLite [`super::Store`] (the default, one file) and, with a `postgres://` `store.url`, the
+//! PostgreSQL store.
+
+use super::inbound::{RetentionCounts, UnconfirmedReply};
+use async_trait::async_trait;
+use ethan_channels::InboundEvent;
+use ethan_core::store::{Storage, StoreError};
+use std::sync::Arc;
+
+/// Inbound platform events: recorded before the platform is acknowledged, deduplicated by the
+/// platform's event id (a unique constraint), and moved through the reply states described in
+/// [`super::inbound`].
+#[async_trait]
+pub trait InboundStore: Send + Sync {
+    /// Record an event; `Ok(true)` when it is new, `Ok(false)` for a redelivery (the same
+    /// `(channel, event_id)` already recorded, within the dedupe window).
+    async fn record_inbound(&self, ev: &InboundEvent) -> Result<bool, StoreError>;
+    /// Move an event to `state` (`processing` counts an attempt; `done` forgets the stored reply).
+    async fn set_inbound_state(
+        &self,
+        channel: &str,
+        event_id: &str,
+        state: &str,
+    ) -> Result<(), StoreError>;
+    /// State `sending` and the reply text, in one write, just before the reply is sent.
+    async fn set_inbound_sending(
+        &self,
+        channel: &str,
+        event_id: &str,
+        reply: &str,
+    ) -> Result<(), StoreError>;
+    /// Replies left in `sending` (sent, not confirmed), oldest first; unreadable rows are marked
+    /// `failed` and left out.
+    async fn unconfirmed_replies(&self) -> Result<Vec<UnconfirmedReply>, StoreError>;
+    /// The state of one event, if recorded.
+    async fn inbound_state(
+        &self,
+        channel: &str,
+        event_id: &str,
+    ) -> Result<Option<String>, StoreError>;
+    /// Events recorded but not finished, oldest first; those started
+    /// [`super::inbound::MAX_ATTEMPTS`] times are marked `failed` and left out.
+    async fn unfinished_inbound(&self) -> Result<Vec<InboundEvent>, StoreError>;
+    /// Rows in each table that retention prunes (for `ethan doctor`).
+    async fn retention_counts(&self) -> Result<RetentionCounts, StoreError>;
+    /// Delete finished events older than `days` days (never inside the dedupe window) and the
+    /// Lark adapter's `lark.seen:*` keys of the same age; returns `(events, seen keys)` removed.
+    async fn prune_inbound(&self, days: u32) -> Result<(usize, usize), StoreError>;
+    /// Delete audit entries and replay keys older than `days` days; returns the entries removed.
+    async fn prune_audit(&self, days: u32) -> Result<usize, StoreError>;
+}
+
+/// What `ethan doctor` and `/health` say about the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendInfo {
+    /// `sqlite` or `postgresql`.
+    pub backend: &'static str,
+    /// The file path (SQLite) or `host:port/database` (PostgreSQL; never the password).
+    pub location: String,
+    /// The server's version (`PostgreSQL 15.18`), or SQLite's library version.
+    pub server_version: String,
+    /// Migrations applied to the database.
+    pub schema_version: i64,
+    /// Migrations this binary knows; a database with more was written by a newer Ethan.
+    pub binary_schema_version: i64,
+}
+
+/// The backend's identity and housekeeping.
+#[async_trait]
+pub trait StoreAdmin: Send + Sync {
+    /// The backend, where it is, and its schema version. Errors: the store cannot be reached.
+    async fn backend_info(&self) -> Result<BackendInfo, StoreError>;
+    /// Migrations applied to the database (a cheap liveness check too).
+    async fn schema_version(&self) -> Result<i64, StoreError>;
+    /// Flush what the engine buffers (SQLite's WAL) at shutdown; a no-op where nothing is.
+    async fn checkpoint(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+/// Everything the daemon needs from its store.
+pub trait DaemonStore: Storage + InboundStore + StoreAdmin {}
+
+impl<T> DaemonStore for T where T: Storage + InboundStore + StoreAdmin + ?Sized {}
+
+/// A shared daemon store handle (either backend).
+pub type DaemonStoreRef = Arc<dyn DaemonStore>;
+
+/// `.shared()` on a daemon store handle: the same store as the core traits' handle (what the
+/// agent, the tool engine, the tools and the scheduler take).
+pub trait SharedStorage {
+    fn shared(&self) -> ethan_core::store::StorageRef;
+}
+
+impl SharedStorage for DaemonStoreRef {
+    fn shared(&self) -> ethan_core::store::StorageRef {
+        self.clone()
+    }
+}
+
+/// The stores a process opened from its configuration: `main` (the configured backend) and
+/// `index`, the SQLite store that holds the knowledge index — the same file as `main` with the
+/// default SQLite backend; with PostgreSQL, an in-memory index this process rebuilds from the
+/// knowledge files on its own disk at start.
+#[derive(Clone)]
+pub struct OpenStore {
+    pub main: DaemonStoreRef,
+    pub index: super::Store,
+    /// The SQLite store when it is `main` (for its background checkpoints).
+    pub sqlite: Option<super::Store>,
+}
+
+impl OpenStore {
+    /// One SQLite store as both the main store and the index.
+    pub fn sqlite(store: super::Store) -> Self {
+        Self {
+            main: store.daemon(),
+            index: store.clone(),
+            sqlite: Some(store),
+        }
+    }
+}

@@ -78,7 +78,7 @@ fn doctor_says_what_is_missing() {
     assert!(!out.status.success(), "{stdout}");
     assert!(stdout.contains("FAIL  model: no API key"), "{stdout}");
     assert!(stdout.contains("telegram: not configured"), "{stdout}");
-    assert!(stdout.contains("ok    database"), "{stdout}");
+    assert!(stdout.contains("ok    store: sqlite "), "{stdout}");
 }
 
 #[test]

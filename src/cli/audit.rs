@@ -1,14 +1,10 @@
 //! `ethan audit [-n N] [--session S]`: the newest tool-call audit entries (arguments redacted).
 
 use crate::config::Loaded;
-use crate::store::prelude::*;
-use crate::store::Store;
-use anyhow::Context;
 use std::process::ExitCode;
 
 pub async fn print(loaded: &Loaded, n: usize, session: Option<&str>) -> anyhow::Result<ExitCode> {
-    let store = Store::open(&loaded.db_path())
-        .with_context(|| format!("opening the database {}", loaded.db_path().display()))?;
+    let store = crate::daemon::open_store::open(loaded).await?.main;
     let rows = store.recent_audit(n, session).await?;
     if rows.is_empty() {
         println!(

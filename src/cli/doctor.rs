@@ -4,8 +4,7 @@
 use crate::config::Loaded;
 use crate::config::{ModelConfig, ModelEndpoint};
 use crate::store::inbound::DEDUPE_WINDOW_SECS;
-use crate::store::prelude::*;
-use crate::store::Store;
+use crate::store::{DaemonStoreRef, OpenStore};
 use ethan_channels::telegram::{TelegramChannel, TelegramConfig};
 use ethan_channels::Channel;
 use std::process::ExitCode;
@@ -29,7 +28,7 @@ impl Report {
 }
 
 /// One line: the rows in each table that retention prunes, and how long each is kept.
-async fn retention_line(r: &mut Report, loaded: &Loaded, store: &Store) {
+async fn retention_line(r: &mut Report, loaded: &Loaded, store: &DaemonStoreRef) {
     let days = &loaded.config.retention;
     match store.retention_counts().await {
         Ok(n) => r.ok(
@@ -67,25 +66,12 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
         r.warn("config", n);
     }
 
-    let store = Store::open(&loaded.db_path());
-    let schema = match &store {
-        Ok(s) => s.schema_version().await,
-        Err(e) => Err(e.clone()),
-    };
-    match schema {
-        Ok(v) => {
-            r.ok(
-                "database",
-                format!("{} (schema {v})", loaded.db_path().display()),
-            );
-            if let Ok(s) = &store {
-                retention_line(&mut r, &loaded, s).await;
-            }
-        }
-        Err(e) => r.fail("database", e.to_string()),
+    let stores = crate::daemon::open_store::open(&loaded).await;
+    let stores = store_check(&mut r, &loaded, stores).await;
+    if let Some(stores) = &stores {
+        retention_line(&mut r, &loaded, &stores.main).await;
+        knowledge_check(&mut r, &loaded, stores).await;
     }
-
-    knowledge_check(&mut r, &loaded).await;
 
     let protection = crate::sandbox::protected::Protection::new(
         Some(loaded.home.as_path()),
@@ -159,7 +145,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    lark_checks(&mut r, &loaded).await;
+    lark_checks(&mut r, &loaded, stores.as_ref().map(|s| &s.main)).await;
     for (name, result) in crate::cli::mcp::check(&loaded).await {
         match result {
             Ok(n) => r.ok(&format!("mcp {name}"), format!("{n} tools")),
@@ -179,23 +165,72 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// The store line: backend, where, server version, schema version. Fails when the store cannot
+/// be opened (unreachable, refused, a schema newer than this binary's).
+async fn store_check(
+    r: &mut Report,
+    loaded: &Loaded,
+    stores: anyhow::Result<OpenStore>,
+) -> Option<OpenStore> {
+    let stores = match stores {
+        Ok(s) => s,
+        Err(e) => {
+            r.fail("store", format!("{e:#}"));
+            return None;
+        }
+    };
+    match stores.main.backend_info().await {
+        Ok(i) if i.schema_version > i.binary_schema_version => {
+            r.fail(
+                "store",
+                format!(
+                    "{} {} has schema version {}, newer than this ethan knows ({}): use a newer \
+                     ethan",
+                    i.backend, i.location, i.schema_version, i.binary_schema_version
+                ),
+            );
+            None
+        }
+        Ok(i) => {
+            r.ok(
+                "store",
+                format!(
+                    "{} {} ({}), schema {}",
+                    i.backend, i.location, i.server_version, i.schema_version
+                ),
+            );
+            Some(stores)
+        }
+        Err(e) => {
+            r.fail(
+                "store",
+                format!("{}: {e}", crate::daemon::open_store::describe(loaded)),
+            );
+            None
+        }
+    }
+}
+
 /// The knowledge base: how many notes, and keyword-only or semantic search (probing the
 /// embeddings endpoint when one is configured).
-async fn knowledge_check(r: &mut Report, loaded: &Loaded) {
+async fn knowledge_check(r: &mut Report, loaded: &Loaded, stores: &OpenStore) {
     use crate::knowledge::embed::Embedder;
     let c = &loaded.config.knowledge.embeddings;
-    let count = match Store::open(&loaded.db_path()) {
-        Ok(s) => s.call("knowledge count", |db| db.knowledge_count()).await,
-        Err(e) => Err(e),
+    let dir = loaded.home.join("knowledge");
+    let notes = if stores.sqlite.is_none() {
+        format!(
+            "notes in {} (with PostgreSQL the index is kept in memory, rebuilt from these files \
+             at each start)",
+            dir.display()
+        )
+    } else {
+        stores
+            .index
+            .call("knowledge count", |db| db.knowledge_count())
+            .await
+            .map(|n| format!("{n} indexed note(s) in {}", dir.display()))
+            .unwrap_or_else(|e| format!("index unreadable ({e})"))
     };
-    let notes = count
-        .map(|n| {
-            format!(
-                "{n} indexed note(s) in {}",
-                loaded.home.join("knowledge").display()
-            )
-        })
-        .unwrap_or_else(|e| format!("index unreadable ({e})"));
     match Embedder::from_config(c) {
         None => r.ok(
             "knowledge",
@@ -231,7 +266,7 @@ fn when(unix: i64) -> String {
 /// Lark: credentials (a `tenant_access_token`), the bot identity (`/open-apis/bot/v3/info`),
 /// webhook secrets, and whether events arrive (from `lark.started_at` / `lark.last_event_at`,
 /// which `ethan run` keeps in the state store).
-async fn lark_checks(r: &mut Report, loaded: &Loaded) {
+async fn lark_checks(r: &mut Report, loaded: &Loaded, store: Option<&DaemonStoreRef>) {
     use ethan_channels::lark::{LarkChannel, LAST_EVENT_AT_KEY, STARTED_AT_KEY};
     let c = &loaded.config;
     let lk = &c.channels.lark;
@@ -283,8 +318,8 @@ async fn lark_checks(r: &mut Report, loaded: &Loaded) {
             ),
         ),
     }
-    let kv = match Store::open(&loaded.db_path()) {
-        Ok(s) => {
+    let kv = match store {
+        Some(s) => {
             let get = |k: &'static str| {
                 let s = s.clone();
                 async move {
@@ -297,7 +332,7 @@ async fn lark_checks(r: &mut Report, loaded: &Loaded) {
             };
             Some((get(STARTED_AT_KEY).await, get(LAST_EVENT_AT_KEY).await))
         }
-        Err(_) => None,
+        None => None,
     };
     match kv {
         Some((Some(started), last)) if last.is_none_or(|l| l < started) => r.warn(

@@ -3,9 +3,8 @@
 
 use crate::config::Loaded;
 use crate::consent::owners::{Owners, CLAIM_TTL_SECS};
-use crate::store::prelude::*;
-use crate::store::Store;
-use anyhow::{bail, Context};
+use crate::store::SharedStorage;
+use anyhow::bail;
 use std::process::ExitCode;
 
 /// The subcommands.
@@ -30,8 +29,7 @@ fn split(owner: &str) -> anyhow::Result<(&str, &str)> {
 }
 
 pub async fn run(loaded: &Loaded, cmd: OwnerCommand) -> anyhow::Result<ExitCode> {
-    let store = Store::open(&loaded.db_path())
-        .with_context(|| format!("opening the database {}", loaded.db_path().display()))?;
+    let store = crate::daemon::open_store::open(loaded).await?.main;
     match cmd {
         OwnerCommand::Claim => {
             let code = Owners::new(&loaded.config, store.shared())

@@ -3,10 +3,7 @@
 //! store directly; works whether or not the daemon runs.
 
 use crate::config::Loaded;
-use crate::store::prelude::*;
-use crate::store::Store;
 use crate::usage::{day_of, local_day, thousands, zone};
-use anyhow::Context;
 use ethan_core::store::{UsageGrouping, UsageRow};
 use std::process::ExitCode;
 
@@ -26,8 +23,7 @@ pub async fn print(loaded: &Loaded, days: u32, by: By) -> anyhow::Result<ExitCod
     if days == 0 {
         anyhow::bail!("--days must be at least 1 (1 is today)");
     }
-    let store = Store::open(&loaded.db_path())
-        .with_context(|| format!("opening the database {}", loaded.db_path().display()))?;
+    let store = crate::daemon::open_store::open(loaded).await?.main;
     let zone = zone(&loaded.config);
     let first = local_day(zone, chrono::Utc::now(), u64::from(days - 1));
     let grouping = match by {

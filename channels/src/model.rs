@@ -33,6 +33,10 @@ pub struct InboundEvent {
     pub reply_to: Option<String>,
     /// Unix seconds at which the platform says the message was sent.
     pub sent_at: i64,
+    /// The event's place in the platform's order (Telegram `update_id`, Lark `create_time` in
+    /// milliseconds): several replicas handle a chat's events in this order. 0 when unknown.
+    #[serde(default)]
+    pub seq: i64,
 }
 
 impl InboundEvent {

@@ -87,6 +87,7 @@ mod tests {
             addressed,
             reply_to: None,
             sent_at: 0,
+            seq: 0,
         }
     }
 

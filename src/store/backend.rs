@@ -81,10 +81,69 @@ pub trait StoreAdmin: Send + Sync {
     }
 }
 
-/// Everything the daemon needs from its store.
-pub trait DaemonStore: Storage + InboundStore + StoreAdmin {}
+/// An event of one session that is not finished, as a replica that takes the session over
+/// finds it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pending {
+    /// A turn to run: `received`, or `processing` when the replica that started it is gone
+    /// (`resumed`: run again, continuing its draft).
+    Turn { event: InboundEvent, resumed: bool },
+    /// A reply caught in `sending` by a replica that is gone.
+    Reply(UnconfirmedReply),
+}
 
-impl<T> DaemonStore for T where T: Storage + InboundStore + StoreAdmin + ?Sized {}
+/// Sharing one store between several `ethan run` processes (replicas): named leases that expire
+/// unless renewed, taken on a session before its events are handled and on the Telegram poller.
+/// Lease times are the database server's clock, so the replicas' clocks do not matter. The
+/// defaults are those of a store only one process uses (SQLite): nothing is shared, every lease
+/// is granted.
+#[async_trait]
+pub trait ReplicaStore: Send + Sync {
+    /// True when other processes may use this store at the same time (PostgreSQL).
+    fn replicated(&self) -> bool {
+        false
+    }
+    /// Take the lease `name` for `holder` for `secs` seconds: `Ok(true)` when it was free,
+    /// expired, or already `holder`'s (then it is extended).
+    async fn try_lease(&self, _name: &str, _holder: &str, _secs: u64) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+    /// Extend the leases of `names` that `holder` still holds by `secs` seconds; returns the
+    /// names it no longer holds (expired and taken by another).
+    async fn renew_leases(
+        &self,
+        _names: &[String],
+        _holder: &str,
+        _secs: u64,
+    ) -> Result<Vec<String>, StoreError> {
+        Ok(Vec::new())
+    }
+    /// Give the lease up (if `holder` holds it).
+    async fn release_lease(&self, _name: &str, _holder: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// The unfinished events of `session_key` in the platform's order (`seq`, then arrival);
+    /// events started [`super::inbound::MAX_ATTEMPTS`] times are marked `failed` and left out.
+    async fn pending_inbound(&self, _session_key: &str) -> Result<Vec<Pending>, StoreError> {
+        Ok(Vec::new())
+    }
+    /// Session keys with unfinished events (`received`, `processing`, `sending`) whose lease
+    /// (`session:<key>`) is not held by anyone: their replica died, or their event arrived while
+    /// another replica was letting the session go.
+    async fn unleased_sessions(&self) -> Result<Vec<String>, StoreError> {
+        Ok(Vec::new())
+    }
+}
+
+/// The lease name of a session.
+pub fn session_lease(session_key: &str) -> String {
+    format!("session:{session_key}")
+}
+
+/// Everything the daemon needs from its store.
+pub trait DaemonStore: Storage + InboundStore + StoreAdmin + ReplicaStore {}
+
+impl<T> DaemonStore for T where T: Storage + InboundStore + StoreAdmin + ReplicaStore + ?Sized {}
 
 /// A shared daemon store handle (either backend).
 pub type DaemonStoreRef = Arc<dyn DaemonStore>;

@@ -325,6 +325,7 @@ mod tests {
             addressed: true,
             reply_to: None,
             sent_at: 0,
+            seq: 0,
         }
     }
 
@@ -466,6 +467,7 @@ mod tests {
         // The id was reused by another message: a new event, recorded afresh.
         let reused = InboundEvent {
             sent_at: 1_700_000_000,
+            seq: 0,
             ..ev("5")
         };
         assert!(s.record_inbound(&reused).unwrap());

@@ -26,7 +26,8 @@ mod traits;
 pub mod usage;
 
 pub use backend::{
-    BackendInfo, DaemonStore, DaemonStoreRef, InboundStore, OpenStore, SharedStorage, StoreAdmin,
+    session_lease, BackendInfo, DaemonStore, DaemonStoreRef, InboundStore, OpenStore, Pending,
+    ReplicaStore, SharedStorage, StoreAdmin,
 };
 pub use traits::KvState;
 

@@ -3,7 +3,7 @@
 //! and awaits the answer. Also the async forms of the daemon-only statements (inbound events),
 //! and [`KvState`]: any store's kv table as the channels' [`ethan_channels::StateStore`].
 
-use super::backend::{BackendInfo, InboundStore, StoreAdmin};
+use super::backend::{BackendInfo, InboundStore, ReplicaStore, StoreAdmin};
 use super::inbound::{RetentionCounts, UnconfirmedReply};
 use super::{Store, StoreError};
 use async_trait::async_trait;
@@ -411,3 +411,6 @@ impl StoreAdmin for Store {
         self.call("checkpoint", |db| db.checkpoint()).await
     }
 }
+
+/// One process per SQLite file: the defaults (nothing shared, every lease granted).
+impl ReplicaStore for Store {}

@@ -197,6 +197,7 @@ pub fn normalize_message(
         addressed: direct || mentioned,
         reply_to: non_empty(&msg.parent_id),
         sent_at: sent_ms.div_euclid(1000),
+        seq: sent_ms,
     })
 }
 

@@ -105,6 +105,7 @@ pub fn normalize_update(update: &Update, me: &BotIdentity) -> Option<InboundEven
         addressed: direct || mentioned || reply_to_bot,
         reply_to: msg.reply_to_message().map(|r| r.id.0.to_string()),
         sent_at: msg.date.timestamp(),
+        seq: i64::from(update.id.0),
     })
 }
 

@@ -6,6 +6,7 @@
 pub mod access;
 pub mod commands;
 pub mod open_store;
+pub mod replica;
 pub mod router;
 pub mod stream;
 pub mod typing;
@@ -179,13 +180,31 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
     let token = crate::gateway::auth::ensure_token(&loaded, &store)
         .await
         .context("gateway token")?;
-    let router = router::Router::new(
-        store.clone(),
-        agent.clone(),
-        consent.clone(),
-        channels.clone(),
-        MAX_CONCURRENT_TURNS,
-    );
+    let replica = replica::Replica::for_store(&store, loaded.config.store.lease_secs);
+    let router = match &replica {
+        Some(r) => {
+            tracing::info!(
+                "replica {} on a shared store: sessions are leased for {} s",
+                r.id,
+                r.lease.as_secs()
+            );
+            router::Router::replicated(
+                store.clone(),
+                agent.clone(),
+                consent.clone(),
+                channels.clone(),
+                MAX_CONCURRENT_TURNS,
+                r.clone(),
+            )
+        }
+        None => router::Router::new(
+            store.clone(),
+            agent.clone(),
+            consent.clone(),
+            channels.clone(),
+            MAX_CONCURRENT_TURNS,
+        ),
+    };
     let gateway_state = Arc::new(crate::gateway::GatewayState {
         agent,
         consent,
@@ -258,13 +277,30 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
     } else if let Some(why) = needs_gateway {
         bail!("{why} needs the HTTP gateway, but gateway.enabled is false");
     }
+    if let Some(r) = &replica {
+        tasks.push(tokio::spawn(r.clone().renew_loop(shutdown_rx.clone())));
+        tasks.push(tokio::spawn(router.clone().sweep_loop(shutdown_rx.clone())));
+    }
     if let Some(ch) = telegram {
         let (sink, state, rx) = (sink.clone(), state.clone(), shutdown_rx.clone());
-        tasks.push(tokio::spawn(async move {
-            if let Err(e) = ch.run(sink, state, rx).await {
-                tracing::error!("telegram channel stopped: {e}");
+        let polling = loaded.config.channels.telegram.mode != crate::config::TelegramMode::Webhook;
+        match &replica {
+            // One poller among the replicas; in webhook mode every replica takes updates.
+            Some(r) if polling => {
+                tasks.push(tokio::spawn(replica::telegram_poller(
+                    r.clone(),
+                    ch,
+                    sink,
+                    state,
+                    rx,
+                )));
             }
-        }));
+            _ => tasks.push(tokio::spawn(async move {
+                if let Err(e) = ch.run(sink, state, rx).await {
+                    tracing::error!("telegram channel stopped: {e}");
+                }
+            })),
+        }
     }
     if let Some(ch) = lark {
         let (sink, state, rx) = (sink.clone(), state.clone(), shutdown_rx.clone());

@@ -40,12 +40,13 @@
 
 use super::access::{self, Access};
 use super::commands::{self, Command};
+use super::replica::Replica;
 use super::stream::{self, Presenter};
 use super::typing::Typing;
 use crate::agent::{Agent, TurnInput, TurnOutcome, TurnReply};
 use crate::consent::Consent;
 use crate::store::inbound::UnconfirmedReply;
-use crate::store::DaemonStoreRef;
+use crate::store::{DaemonStoreRef, Pending};
 use async_trait::async_trait;
 use ethan_channels::delivery::{retryable, send_with_retry, DeliveryError, RetryPolicy};
 use ethan_channels::{
@@ -81,6 +82,9 @@ enum Job {
     Resend(UnconfirmedReply),
     /// Run a web turn and hand its reply back to the gateway.
     Web(WebTurn),
+    /// Replicas only: take the session's lease and run its unfinished events from the store,
+    /// in the platform's order (see [`super::replica`]).
+    Pump,
 }
 
 /// A web turn waiting in its session's queue.
@@ -125,6 +129,8 @@ pub struct Router {
     workers: Mutex<HashMap<String, SessionWorker>>,
     running: Mutex<HashMap<String, RunningTurn>>,
     turn_slots: Arc<Semaphore>,
+    /// Set when the store is shared with other replicas.
+    replica: Option<Arc<Replica>>,
 }
 
 impl Router {
@@ -144,13 +150,120 @@ impl Router {
             workers: Mutex::new(HashMap::new()),
             running: Mutex::new(HashMap::new()),
             turn_slots: Arc::new(Semaphore::new(max_turns.max(1))),
+            replica: None,
         })
+    }
+
+    /// A router whose sessions are shared with other replicas through `replica`'s leases.
+    pub fn replicated(
+        store: DaemonStoreRef,
+        agent: Arc<Agent>,
+        consent: Arc<Consent>,
+        channels: HashMap<ChannelKind, Arc<dyn Channel>>,
+        max_turns: usize,
+        replica: Arc<Replica>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            agent,
+            consent,
+            channels,
+            workers: Mutex::new(HashMap::new()),
+            running: Mutex::new(HashMap::new()),
+            turn_slots: Arc::new(Semaphore::new(max_turns.max(1))),
+            replica: Some(replica),
+        })
+    }
+
+    /// Replicas: every [`super::replica::SWEEP_EVERY`], pump the sessions that have unfinished
+    /// events and no live lease (their replica died, or their event came in while the session
+    /// was being let go), until `shutdown`. Does nothing without replicas.
+    pub async fn sweep_loop(self: Arc<Self>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+        if self.replica.is_none() {
+            return;
+        }
+        loop {
+            match self.store.unleased_sessions().await {
+                Ok(keys) => {
+                    for key in keys {
+                        self.enqueue_job(key, Job::Pump);
+                    }
+                }
+                Err(e) => tracing::warn!("cannot look for sessions without a replica: {e}"),
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(super::replica::SWEEP_EVERY) => {}
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+
+    /// Replicas: take `key`'s lease and run its unfinished events in the platform's order; let
+    /// the lease go when none is left, then look once more (an event recorded by another
+    /// replica while this one held the lease is found here). An event still unfinished after
+    /// this replica handled it (a store write that failed) is not run again by this pump.
+    async fn pump(self: &Arc<Self>, key: &str) {
+        let Some(replica) = self.replica.clone() else {
+            return;
+        };
+        let lease = crate::store::session_lease(key);
+        let mut handled = std::collections::HashSet::new();
+        loop {
+            if !replica.take(&lease).await {
+                return;
+            }
+            let pending = match self.store.pending_inbound(key).await {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::error!("cannot read the unfinished events of {key}: {e}");
+                    replica.give_up(&lease).await;
+                    return;
+                }
+            };
+            let mut ran = false;
+            for p in pending {
+                match p {
+                    Pending::Turn { event, resumed } => {
+                        if !handled.insert(event.event_id.clone()) {
+                            continue;
+                        }
+                        ran = true;
+                        if resumed {
+                            tracing::info!(
+                                "taking over unfinished {} event {} in {key}",
+                                event.channel,
+                                event.event_id
+                            );
+                        }
+                        self.handle(event, resumed).await;
+                    }
+                    Pending::Reply(r) => {
+                        if !handled.insert(r.event.event_id.clone()) {
+                            continue;
+                        }
+                        ran = true;
+                        if let Some(r) = self.settle_unconfirmed(r).await {
+                            self.resend(r).await;
+                        }
+                    }
+                }
+            }
+            replica.give_up(&lease).await;
+            if !ran {
+                return;
+            }
+        }
     }
 
     /// At start: re-send (or report) replies a crash caught mid-send, then re-queue events that
     /// were recorded but never answered (a crash or a stop mid-turn); see the module docs.
     /// Returns how many events were queued (re-sends included). Errors are logged.
     pub async fn resume_unfinished(self: &Arc<Self>) -> usize {
+        if self.replica.is_some() {
+            // Other replicas may be running these right now: the sweep takes over only the
+            // sessions nobody holds.
+            return 0;
+        }
         let mut queued = self.resume_unconfirmed_replies().await;
         let events = match self.store.unfinished_inbound().await {
             Ok(e) => e,
@@ -177,73 +290,84 @@ impl Router {
                 return 0;
             }
         };
-        let now = crate::store::now();
         let mut queued = 0;
         for r in replies {
-            let ev = &r.event;
-            let what = format!(
-                "the reply ({} characters) to {} event {} in {}",
-                r.reply.chars().count(),
-                ev.channel,
-                ev.event_id,
-                ev.session_key()
-            );
-            let platform = platform_name(ev.channel);
-            let age = Duration::from_secs(u64::try_from(now - r.since).unwrap_or(0));
-            let window = self
-                .channels
-                .get(&ev.channel)
-                .map(|ch| ch.idempotent_send_window());
-            if window.is_some() && stream::recorded_handle(&self.store, ev).await.is_some() {
-                tracing::info!(
-                    "{what} was being sent when the daemon stopped; finishing it in the \
-                     message it was streamed into"
-                );
-                self.enqueue_job(ev.session_key(), Job::Resend(r));
+            if let Some(r) = self.settle_unconfirmed(r).await {
+                self.enqueue_job(r.event.session_key(), Job::Resend(r));
                 queued += 1;
-                continue;
-            }
-            match window {
-                Some(Some(w)) if age + RESEND_MARGIN < w => {
-                    tracing::info!(
-                        "{what} was being sent when the daemon stopped; sending it again with \
-                         the same idempotency key, so {platform} shows it once"
-                    );
-                    self.enqueue_job(ev.session_key(), Job::Resend(r));
-                    queued += 1;
-                }
-                Some(Some(w)) => {
-                    tracing::warn!(
-                        "{what} was being sent when the daemon stopped {} s ago, longer than \
-                         {platform} recognises a repeated send ({} s); it is not sent again, so \
-                         it may be missing",
-                        age.as_secs(),
-                        w.as_secs()
-                    );
-                    self.mark(ev, "unconfirmed").await;
-                }
-                Some(None) => {
-                    tracing::warn!(
-                        "{what} was being sent when the daemon stopped; {platform} has no \
-                         idempotent send, so it is not sent again (it may or may not have \
-                         arrived)"
-                    );
-                    self.mark(ev, "unconfirmed").await;
-                }
-                None => {
-                    tracing::warn!(
-                        "{what} was being sent when the daemon stopped; no {} channel is \
-                         running now, so it is not sent again",
-                        ev.channel
-                    );
-                    self.mark(ev, "unconfirmed").await;
-                }
             }
         }
         queued
     }
 
+    /// A reply caught in `sending` by a crash: `Some` when it is to be sent again (finished in
+    /// its recorded draft, or re-sent with the same idempotency key inside the channel's
+    /// window); otherwise it is marked `unconfirmed` with a warning saying why, and `None`.
+    async fn settle_unconfirmed(&self, r: UnconfirmedReply) -> Option<UnconfirmedReply> {
+        let now = crate::store::now();
+        let ev = &r.event;
+        let what = format!(
+            "the reply ({} characters) to {} event {} in {}",
+            r.reply.chars().count(),
+            ev.channel,
+            ev.event_id,
+            ev.session_key()
+        );
+        let platform = platform_name(ev.channel);
+        let age = Duration::from_secs(u64::try_from(now - r.since).unwrap_or(0));
+        let window = self
+            .channels
+            .get(&ev.channel)
+            .map(|ch| ch.idempotent_send_window());
+        if window.is_some() && stream::recorded_handle(&self.store, ev).await.is_some() {
+            tracing::info!(
+                "{what} was being sent when the daemon stopped; finishing it in the \
+                 message it was streamed into"
+            );
+            return Some(r);
+        }
+        match window {
+            Some(Some(w)) if age + RESEND_MARGIN < w => {
+                tracing::info!(
+                    "{what} was being sent when the daemon stopped; sending it again with \
+                     the same idempotency key, so {platform} shows it once"
+                );
+                return Some(r);
+            }
+            Some(Some(w)) => {
+                tracing::warn!(
+                    "{what} was being sent when the daemon stopped {} s ago, longer than \
+                     {platform} recognises a repeated send ({} s); it is not sent again, so \
+                     it may be missing",
+                    age.as_secs(),
+                    w.as_secs()
+                );
+            }
+            Some(None) => {
+                tracing::warn!(
+                    "{what} was being sent when the daemon stopped; {platform} has no \
+                     idempotent send, so it is not sent again (it may or may not have \
+                     arrived)"
+                );
+            }
+            None => {
+                tracing::warn!(
+                    "{what} was being sent when the daemon stopped; no {} channel is \
+                     running now, so it is not sent again",
+                    ev.channel
+                );
+            }
+        }
+        self.mark(ev, "unconfirmed").await;
+        None
+    }
+
     fn enqueue(self: &Arc<Self>, ev: InboundEvent) {
+        if self.replica.is_some() {
+            // The event is in the store; whichever replica holds the session runs it.
+            self.enqueue_job(ev.session_key(), Job::Pump);
+            return;
+        }
         self.enqueue_job(ev.session_key(), Job::Event { ev, resumed: false });
     }
 
@@ -279,6 +403,7 @@ impl Router {
                 )
             }
             Job::Web(_) => tracing::error!("could not queue a web turn for {key}"),
+            Job::Pump => tracing::error!("could not queue the events of {key}"),
         }
     }
 
@@ -292,6 +417,10 @@ impl Router {
                     Ok(Some(Job::Event { ev, resumed })) => me.handle(ev, resumed).await,
                     Ok(Some(Job::Resend(r))) => me.resend(r).await,
                     Ok(Some(Job::Web(turn))) => me.run_web_turn(turn).await,
+                    Ok(Some(Job::Pump)) => {
+                        // Pumps queued behind this one would find nothing new.
+                        me.pump(&key).await;
+                    }
                     Ok(None) => break,
                     Err(_) => {
                         let mut workers = me.workers.lock().unwrap_or_else(|p| p.into_inner());

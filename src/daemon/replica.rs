@@ -1,0 +1,189 @@
+//! Several `ethan run` processes on one shared store (PostgreSQL): what one replica does so
+//! that every event is answered once, in the platform's order, by whichever replica is alive.
+//!
+//! - **Sessions**: a replica handles a session's events only while it holds the session's
+//!   lease ([`crate::store::session_lease`], `store.lease_secs`, renewed every third of it).
+//!   It takes the lease, runs the session's unfinished events in the platform's order (the
+//!   router's `pump`), lets the lease go as soon as it has nothing left, and looks once more, so
+//!   an event recorded by another replica meanwhile is not left behind.
+//! - **Takeover**: every [`SWEEP_EVERY`] each replica asks the store for sessions with unfinished
+//!   events and no live lease (their replica died, or the event arrived while the session was
+//!   being let go) and pumps them. A replica killed mid-turn loses its lease after
+//!   `lease_secs`; its event is then run again by another replica (as after a crash).
+//! - **Telegram polling** ([`telegram_poller`]): one poller at a time, the holder of the
+//!   `telegram.poller` lease; the others try every [`LEADER_RETRY`], so another replica polls
+//!   within `lease_secs` + 5 s of the poller's death. The update offset is in the shared store.
+//!
+//! With the SQLite store (one process) none of this runs: the router queues events directly.
+
+use crate::store::DaemonStoreRef;
+use ethan_channels::{Channel, InboundSink, StateStore};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// How often each replica looks for sessions nobody holds.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(1);
+/// How often a replica that is not the Telegram poller tries to become it.
+pub const LEADER_RETRY: Duration = Duration::from_secs(5);
+/// The Telegram poller's lease name.
+pub const TELEGRAM_POLLER_LEASE: &str = "telegram.poller";
+
+/// This replica: its id, its lease time, and the leases it holds now.
+pub struct Replica {
+    /// `host:pid:random`, unique per process.
+    pub id: String,
+    /// `store.lease_secs`.
+    pub lease: Duration,
+    store: DaemonStoreRef,
+    held: Mutex<HashSet<String>>,
+}
+
+impl Replica {
+    /// A replica on `store` when the store is shared (PostgreSQL); `None` for SQLite.
+    pub fn for_store(store: &DaemonStoreRef, lease_secs: u64) -> Option<Arc<Replica>> {
+        if !store.replicated() {
+            return None;
+        }
+        Some(Arc::new(Replica {
+            id: replica_id(),
+            lease: Duration::from_secs(lease_secs.max(1)),
+            store: store.clone(),
+            held: Mutex::new(HashSet::new()),
+        }))
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Take (or extend) the lease `name`; false when another replica holds it. A store error is
+    /// logged and counts as not taken (the sweep tries again).
+    pub async fn take(&self, name: &str) -> bool {
+        match self
+            .store
+            .try_lease(name, &self.id, self.lease.as_secs())
+            .await
+        {
+            Ok(true) => {
+                self.held().insert(name.to_string());
+                true
+            }
+            Ok(false) => false,
+            Err(e) => {
+                tracing::warn!("cannot take the lease {name}: {e}");
+                false
+            }
+        }
+    }
+
+    /// Give the lease `name` up (a failure is logged; the lease then expires by itself).
+    pub async fn give_up(&self, name: &str) {
+        self.held().remove(name);
+        if let Err(e) = self.store.release_lease(name, &self.id).await {
+            tracing::warn!("cannot release the lease {name}: {e}");
+        }
+    }
+
+    /// Whether this replica believes it holds `name`.
+    pub fn holds(&self, name: &str) -> bool {
+        self.held().contains(name)
+    }
+
+    /// Renew every held lease every third of the lease time, until `shutdown`. A lease found
+    /// taken by another replica (this one was too slow to renew) is dropped and logged.
+    pub async fn renew_loop(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let every = (self.lease / 3).max(Duration::from_millis(500));
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {}
+                _ = shutdown.changed() => return,
+            }
+            let names: Vec<String> = self.held().iter().cloned().collect();
+            if names.is_empty() {
+                continue;
+            }
+            match self
+                .store
+                .renew_leases(&names, &self.id, self.lease.as_secs())
+                .await
+            {
+                Ok(lost) => {
+                    for name in lost {
+                        tracing::warn!(
+                            "the lease {name} expired before it was renewed and another \
+                             replica may have taken it over"
+                        );
+                        self.held().remove(&name);
+                    }
+                }
+                Err(e) => tracing::warn!("cannot renew leases: {e}"),
+            }
+        }
+    }
+}
+
+/// `host:pid:random`.
+fn replica_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    let host = if host.is_empty() { "host".into() } else { host };
+    format!(
+        "{host}:{}:{:08x}",
+        std::process::id(),
+        rand::random::<u32>()
+    )
+}
+
+/// Poll Telegram only while this replica holds the `telegram.poller` lease; try to take it
+/// every [`LEADER_RETRY`] otherwise. Stops polling when the lease is lost or at `shutdown`.
+pub async fn telegram_poller(
+    replica: Arc<Replica>,
+    channel: Arc<dyn Channel>,
+    sink: Arc<dyn InboundSink>,
+    state: Arc<dyn StateStore>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        if !replica.take(TELEGRAM_POLLER_LEASE).await {
+            tokio::select! {
+                _ = tokio::time::sleep(LEADER_RETRY) => continue,
+                _ = shutdown.changed() => return,
+            }
+        }
+        tracing::info!("this replica ({}) polls Telegram now", replica.id);
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut poll = tokio::spawn(channel.clone().run(sink.clone(), state.clone(), stop_rx));
+        let stopping = loop {
+            tokio::select! {
+                r = &mut poll => {
+                    match r {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => tracing::error!("telegram channel stopped: {e}"),
+                        Err(e) => tracing::error!("telegram polling task failed: {e}"),
+                    }
+                    replica.give_up(TELEGRAM_POLLER_LEASE).await;
+                    return;
+                }
+                _ = shutdown.changed() => break true,
+                _ = tokio::time::sleep(replica.lease / 3) => {
+                    if !replica.holds(TELEGRAM_POLLER_LEASE) {
+                        tracing::warn!("this replica lost the Telegram poller lease; it stops polling");
+                        break false;
+                    }
+                }
+            }
+        };
+        let _ = stop_tx.send(true);
+        let _ = tokio::time::timeout(Duration::from_secs(5), &mut poll).await;
+        if stopping {
+            replica.give_up(TELEGRAM_POLLER_LEASE).await;
+            return;
+        }
+    }
+}

@@ -125,7 +125,7 @@ pub async fn run(
             }
             Some(Command::New) => {
                 store.new_session(&key).await?;
-                consent.grants.clear(&key);
+                consent.grants.clear(&key).await;
                 println!("Started a fresh conversation.");
                 continue;
             }

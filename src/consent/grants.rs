@@ -1,15 +1,25 @@
-//! Consent grants, in memory, per session and scope. A scope is a tool name (`shell`) or, for file
-//! tools, a directory: a grant on `/a/b` covers `/a/b/c/d` but not `/a/other` (path components,
-//! not string prefixes). `consent_always` calls are never granted. A session's grants are cleared
+//! Consent grants, per session and scope. A scope is a tool name (`shell`) or, for file tools, a
+//! directory: a grant on `/a/b` covers `/a/b/c/d` but not `/a/other` (path components, not
+//! string prefixes). `consent_always` calls are never granted. A session's grants are cleared
 //! with the session (`/new`).
+//!
+//! Kept in memory; with a store shared by several replicas ([`Grants::share`]) also in the
+//! store's kv table (`consent.grants:<session key>`, a JSON list of scopes), so a replica that
+//! takes a session over keeps its grants.
 
+use ethan_core::store::StorageRef;
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 #[derive(Default)]
 pub struct Grants {
     by_session: Mutex<HashMap<String, Vec<String>>>,
+    shared: OnceLock<StorageRef>,
+}
+
+fn kv_key(session_key: &str) -> String {
+    format!("consent.grants:{session_key}")
 }
 
 /// Whether a grant on `granted` covers `scope`: equal, or `scope` is a path inside the granted
@@ -23,25 +33,69 @@ pub fn covers(granted: &str, scope: &str) -> bool {
 }
 
 impl Grants {
-    pub fn grant(&self, session_key: &str, scope: &str) {
-        let mut m = self.by_session.lock().unwrap_or_else(|p| p.into_inner());
-        let list = m.entry(session_key.to_string()).or_default();
-        if !list.iter().any(|g| g == scope) {
-            list.push(scope.to_string());
+    /// Keep grants in `store` too (replicas).
+    pub fn share(&self, store: StorageRef) {
+        let _ = self.shared.set(store);
+    }
+
+    fn memory(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<String>>> {
+        self.by_session.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The session's grants in the shared store (none when unreadable; a store error is logged).
+    async fn stored(&self, store: &StorageRef, session_key: &str) -> Vec<String> {
+        match store.kv_get(&kv_key(session_key)).await {
+            Ok(Some(v)) => serde_json::from_str(&v).unwrap_or_default(),
+            Ok(None) => Vec::new(),
+            Err(e) => {
+                tracing::warn!("cannot read the grants of {session_key}: {e}");
+                Vec::new()
+            }
         }
     }
 
-    pub fn is_granted(&self, session_key: &str, scope: &str) -> bool {
-        let m = self.by_session.lock().unwrap_or_else(|p| p.into_inner());
-        m.get(session_key)
-            .is_some_and(|list| list.iter().any(|g| covers(g, scope)))
+    pub async fn grant(&self, session_key: &str, scope: &str) {
+        let Some(store) = self.shared.get() else {
+            let mut m = self.memory();
+            let list = m.entry(session_key.to_string()).or_default();
+            if !list.iter().any(|g| g == scope) {
+                list.push(scope.to_string());
+            }
+            return;
+        };
+        let mut all = self.stored(store, session_key).await;
+        if !all.iter().any(|g| g == scope) {
+            all.push(scope.to_string());
+        }
+        let json = serde_json::to_string(&all).unwrap_or_else(|_| "[]".into());
+        if let Err(e) = store.kv_set(&kv_key(session_key), &json).await {
+            tracing::warn!("cannot store the grant of {scope} in {session_key}: {e}");
+        }
     }
 
-    pub fn clear(&self, session_key: &str) {
-        self.by_session
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(session_key);
+    /// Whether a grant of the session covers `scope`. With a shared store the store is asked
+    /// every time (another replica may have cleared the session).
+    pub async fn is_granted(&self, session_key: &str, scope: &str) -> bool {
+        match self.shared.get() {
+            Some(store) => self
+                .stored(store, session_key)
+                .await
+                .iter()
+                .any(|g| covers(g, scope)),
+            None => self
+                .memory()
+                .get(session_key)
+                .is_some_and(|list| list.iter().any(|g| covers(g, scope))),
+        }
+    }
+
+    pub async fn clear(&self, session_key: &str) {
+        self.memory().remove(session_key);
+        if let Some(store) = self.shared.get() {
+            if let Err(e) = store.kv_delete(&kv_key(session_key)).await {
+                tracing::warn!("cannot clear the grants of {session_key}: {e}");
+            }
+        }
     }
 }
 
@@ -60,14 +114,31 @@ mod tests {
         assert!(!covers("shell", "file_write"));
     }
 
-    #[test]
-    fn grants_are_per_session_and_cleared() {
+    #[tokio::test]
+    async fn grants_are_per_session_and_cleared() {
         let g = Grants::default();
-        g.grant("s1", "/work/proj");
-        assert!(g.is_granted("s1", "/work/proj/src/x"));
-        assert!(!g.is_granted("s1", "/work/other"));
-        assert!(!g.is_granted("s2", "/work/proj/src/x"));
-        g.clear("s1");
-        assert!(!g.is_granted("s1", "/work/proj"));
+        g.grant("s1", "/work/proj").await;
+        assert!(g.is_granted("s1", "/work/proj/src/x").await);
+        assert!(!g.is_granted("s1", "/work/other").await);
+        assert!(!g.is_granted("s2", "/work/proj/src/x").await);
+        g.clear("s1").await;
+        assert!(!g.is_granted("s1", "/work/proj").await);
+    }
+
+    /// Two replicas on one store: a grant given on one holds on the other, and `/new` on either
+    /// clears it for both.
+    #[tokio::test]
+    async fn shared_grants_hold_on_every_replica() {
+        let store = crate::store::Store::open_in_memory().unwrap().shared();
+        let (a, b) = (Grants::default(), Grants::default());
+        a.share(store.clone());
+        b.share(store);
+        a.grant("telegram:1", "shell").await;
+        a.grant("telegram:1", "/work/proj").await;
+        assert!(b.is_granted("telegram:1", "shell").await);
+        assert!(b.is_granted("telegram:1", "/work/proj/x").await);
+        assert!(!b.is_granted("telegram:2", "shell").await);
+        b.clear("telegram:1").await;
+        assert!(!a.is_granted("telegram:1", "shell").await);
     }
 }

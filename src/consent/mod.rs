@@ -28,6 +28,7 @@
 pub mod display;
 pub mod grants;
 pub mod owners;
+pub mod shared;
 pub mod terminal;
 
 use crate::tools::policy::Audience;
@@ -61,6 +62,23 @@ fn egress_description(source: &str, e: &ethan_core::tool::Egress, own: Option<&s
         d.push_str(own);
     }
     d
+}
+
+/// The answer to a counted press: its toast and the text that replaces the buttons.
+fn accepted(choice: ApprovalChoice, tool: &str) -> ApprovalAck {
+    let (toast, outcome) = match choice {
+        ApprovalChoice::Once => ("Approved", format!("✅ Approved once: {tool}")),
+        ApprovalChoice::Session => (
+            "Approved for this session",
+            format!("✅ Approved for this session: {tool}"),
+        ),
+        ApprovalChoice::Deny => ("Denied", format!("❌ Denied: {tool}")),
+    };
+    ApprovalAck {
+        accepted: true,
+        toast: toast.into(),
+        outcome: Some(outcome),
+    }
 }
 
 /// Why a call was refused; each has its own text for the model.
@@ -129,6 +147,13 @@ struct PendingGuard<'a> {
 
 impl Drop for PendingGuard<'_> {
     fn drop(&mut self) {
+        if let (Some(store), Ok(runtime)) = (
+            self.consent.shared.get().cloned(),
+            tokio::runtime::Handle::try_current(),
+        ) {
+            let id = self.request_id.clone();
+            runtime.spawn(async move { shared::forget(&*store, &id).await });
+        }
         let Some(p) = self.consent.pending().remove(&self.request_id) else {
             return;
         };
@@ -168,6 +193,8 @@ pub struct Consent {
     channels: OnceLock<HashMap<ChannelKind, Arc<dyn Channel>>>,
     terminal: Option<TerminalInput>,
     timeout: Duration,
+    /// The store shared with other replicas, when there are any ([`shared`]).
+    shared: OnceLock<ethan_core::store::StorageRef>,
 }
 
 impl Consent {
@@ -180,7 +207,14 @@ impl Consent {
             channels: OnceLock::new(),
             terminal,
             timeout,
+            shared: OnceLock::new(),
         }
+    }
+
+    /// Share waiting approvals and session grants with other replicas through `store`.
+    pub fn share(&self, store: ethan_core::store::StorageRef) {
+        self.grants.share(store.clone());
+        let _ = self.shared.set(store);
     }
 
     /// The chat channels used to ask (set once, when they are built).
@@ -209,6 +243,12 @@ impl Consent {
     pub async fn decide(&self, d: &ApprovalDecision) -> ApprovalAck {
         // The owner lookup may wait for the store, so it comes first, without the lock.
         let owner = self.owners.is_owner(d.channel, &d.user_id).await;
+        let local = self.pending().contains_key(&d.request_id);
+        if !local {
+            if let Some(store) = self.shared.get() {
+                return self.decide_shared(&**store, d, owner).await;
+            }
+        }
         let mut pending = self.pending();
         let known = pending
             .get(&d.request_id)
@@ -259,19 +299,58 @@ impl Consent {
             };
         };
         let _ = p.tx.send(d.choice);
-        let (toast, outcome) = match d.choice {
-            ApprovalChoice::Once => ("Approved", format!("✅ Approved once: {}", p.tool)),
-            ApprovalChoice::Session => (
-                "Approved for this session",
-                format!("✅ Approved for this session: {}", p.tool),
-            ),
-            ApprovalChoice::Deny => ("Denied", format!("❌ Denied: {}", p.tool)),
-        };
-        ApprovalAck {
-            accepted: true,
+        accepted(d.choice, &p.tool)
+    }
+
+    /// A press for a request this replica does not hold: answered through the shared store
+    /// when another replica's request is waiting there, with the same rules as a local one.
+    async fn decide_shared(
+        &self,
+        store: &dyn ethan_core::store::Storage,
+        d: &ApprovalDecision,
+        owner: bool,
+    ) -> ApprovalAck {
+        let refused = |toast: &str| ApprovalAck {
+            accepted: false,
             toast: toast.into(),
-            outcome: Some(outcome),
+            outcome: None,
+        };
+        let req = match shared::request(store, &d.request_id).await {
+            Ok(Some(r)) if r.channel == d.channel => r,
+            Ok(_) => return refused("This request is no longer waiting (answered or expired)."),
+            Err(e) => {
+                tracing::error!("cannot look up approval {}: {e}", d.request_id);
+                return refused("This request could not be looked up; try again.");
+            }
+        };
+        if d.channel != ChannelKind::Web && req.chat_id != d.chat_id {
+            tracing::warn!(
+                "{} user {} answered approval {} from chat {:?}, not the chat it was posted in; \
+                 refused",
+                d.channel,
+                d.user_id,
+                d.request_id,
+                d.chat_id
+            );
+            return refused("Not counted: answer this request in the chat where it was asked.");
         }
+        if !owner {
+            tracing::info!(
+                "{} user {} pressed an approval button but is not the owner",
+                d.channel,
+                d.user_id
+            );
+            return refused("Not allowed: only the bot's owner can answer this.");
+        }
+        if let Err(e) = shared::answer(store, &d.request_id, d.choice).await {
+            tracing::error!("cannot record the answer to approval {}: {e}", d.request_id);
+            return refused("The answer could not be recorded; try again.");
+        }
+        tracing::info!(
+            "approval {} answered here for the replica that asked",
+            d.request_id
+        );
+        accepted(d.choice, &req.tool)
     }
 
     /// Web consent: a `consent_request` event on the turn's stream, answered by
@@ -369,6 +448,20 @@ impl Consent {
             message: Some((channel.clone(), chat.clone())),
             tool: tool.to_string(),
         };
+        let store = self.shared.get().cloned();
+        if let Some(store) = &store {
+            let req = shared::SharedRequest {
+                channel: ctx.channel,
+                chat_id: chat.id.clone(),
+                tool: tool.to_string(),
+            };
+            if let Err(e) = shared::publish(&**store, &request_id, &req).await {
+                tracing::warn!(
+                    "cannot share approval {request_id} with the other replicas ({e}); only a \
+                     press that reaches this replica answers it"
+                );
+            }
+        }
         let msg = OutboundMessage {
             chat: chat.clone(),
             reply_to: None,
@@ -385,9 +478,26 @@ impl Consent {
             self.pending().remove(&request_id);
             return Err(Denial::NoProvider);
         }
-        match tokio::time::timeout(self.timeout, rx).await {
-            Ok(Ok(choice)) => Ok(choice),
-            Ok(Err(_)) | Err(_) => {
+        let elsewhere = async {
+            match &store {
+                Some(store) => Ok(shared::wait_answer(&**store, &request_id).await),
+                None => std::future::pending().await,
+            }
+        };
+        let answer = tokio::time::timeout(self.timeout, async {
+            tokio::select! {
+                local = rx => local.map_err(|_| ()),
+                remote = elsewhere => remote,
+            }
+        })
+        .await;
+        match answer {
+            Ok(Ok(choice)) => {
+                // Answered (here or on another replica): no longer waiting.
+                self.pending().remove(&request_id);
+                Ok(choice)
+            }
+            Ok(Err(())) | Err(_) => {
                 self.pending().remove(&request_id);
                 let secs = self.timeout.as_secs();
                 let resolve = OutboundMessage {
@@ -459,7 +569,7 @@ impl ConsentGate for Consent {
         if audience.is_chat_non_owner() {
             return Err(self.deny(Denial::NotOwner, &name));
         }
-        if !always && self.grants.is_granted(&ctx.session_key, &scope) {
+        if !always && self.grants.is_granted(&ctx.session_key, &scope).await {
             ctx.approved_actions.push(CONSENTED.to_string());
             return Ok(());
         }
@@ -522,7 +632,7 @@ impl ConsentGate for Consent {
             }
             ApprovalChoice::Session => {
                 if !always {
-                    self.grants.grant(&ctx.session_key, &scope);
+                    self.grants.grant(&ctx.session_key, &scope).await;
                 }
                 approve(ctx);
                 Ok(())

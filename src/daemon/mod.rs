@@ -16,7 +16,7 @@ use crate::config::Loaded;
 use crate::consent::owners::Owners;
 use crate::consent::terminal::TerminalInput;
 use crate::consent::Consent;
-use crate::store::prelude::*;
+use crate::store::SharedStorage;
 use crate::store::{DaemonStoreRef, OpenStore};
 use crate::tools::executor::{Executor, ExecutorOptions};
 use crate::tools::policy::Policy;
@@ -183,6 +183,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
     let replica = replica::Replica::for_store(&store, loaded.config.store.lease_secs);
     let router = match &replica {
         Some(r) => {
+            consent.share(store.shared());
             tracing::info!(
                 "replica {} on a shared store: sessions are leased for {} s",
                 r.id,

@@ -47,6 +47,40 @@ pub fn ethan_bin() -> &'static str {
 /// A temporary `ETHAN_HOME`, removed when dropped.
 pub struct TestHome {
     dir: tempfile::TempDir,
+    /// With `ETHAN_TEST_STORE=postgres`: this home's database (created on first use).
+    pg_url: std::sync::OnceLock<String>,
+}
+
+/// Whether the suite runs on PostgreSQL (`ETHAN_TEST_STORE=postgres`): then every config a
+/// test writes gets `store.url` of a database of its own on a throwaway cluster
+/// (`ethan::store::pg::cluster`), unless the config sets `store:` itself.
+pub fn suite_on_postgres() -> bool {
+    std::env::var("ETHAN_TEST_STORE").is_ok_and(|v| v == "postgres")
+}
+
+/// A new, empty database on the throwaway cluster (started on first use); panics saying why
+/// when PostgreSQL cannot be started (e.g. its binaries are not installed).
+pub fn fresh_pg_database() -> String {
+    std::thread::spawn(|| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime for the database setup");
+        rt.block_on(ethan::store::pg::cluster::fresh_database())
+    })
+    .join()
+    .expect("the database setup thread")
+    .unwrap_or_else(|e| panic!("cannot start the test PostgreSQL: {e}"))
+}
+
+/// `yaml` with `store.url` appended when `url` is given and `yaml` has no top-level `store:`.
+pub fn with_store_url(yaml: &str, url: Option<&str>) -> String {
+    match url {
+        Some(url) if !yaml.lines().any(|l| l.starts_with("store:")) => {
+            format!("{}\nstore:\n  url: \"{url}\"\n", yaml.trim_end())
+        }
+        _ => yaml.to_string(),
+    }
 }
 
 impl Default for TestHome {
@@ -62,7 +96,15 @@ impl TestHome {
             .prefix("ethan-test-home-")
             .tempdir()
             .expect("TestHome: create temp dir");
-        TestHome { dir }
+        TestHome {
+            dir,
+            pg_url: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// This home's PostgreSQL database when the suite runs on PostgreSQL ([`suite_on_postgres`]).
+    pub fn pg_url(&self) -> Option<String> {
+        suite_on_postgres().then(|| self.pg_url.get_or_init(fresh_pg_database).clone())
     }
 
     /// The directory.
@@ -77,6 +119,7 @@ impl TestHome {
 
     /// Writes `yaml` to `<home>/config.yaml` (replacing it).
     pub fn write_config(&self, yaml: &str) {
+        let yaml = with_store_url(yaml, self.pg_url().as_deref());
         std::fs::write(self.config_path(), yaml).expect("TestHome: write config.yaml");
     }
 

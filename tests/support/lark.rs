@@ -187,6 +187,8 @@ struct LarkState {
     client_config: Value,
     connections: usize,
     current: Option<(usize, mpsc::UnboundedSender<WsCommand>)>,
+    /// Every open connection (several daemons, each with its own), by connection id.
+    live: Vec<(usize, mpsc::UnboundedSender<WsCommand>)>,
     acks: Vec<Ack>,
     pushed_at: HashMap<u64, Instant>,
     pings: usize,
@@ -255,6 +257,7 @@ impl FakeLark {
                 }),
                 connections: 0,
                 current: None,
+                live: Vec::new(),
                 acks: Vec::new(),
                 pushed_at: HashMap::new(),
                 pings: 0,
@@ -1063,6 +1066,7 @@ async fn serve_ws(shared: Arc<Shared>, stream: tokio::net::TcpStream) {
         st.connections += 1;
         let id = st.connections;
         st.current = Some((id, tx.clone()));
+        st.live.push((id, tx.clone()));
         id
     };
     loop {
@@ -1086,6 +1090,7 @@ async fn serve_ws(shared: Arc<Shared>, stream: tokio::net::TcpStream) {
     if st.current.as_ref().is_some_and(|(id, _)| *id == conn_id) {
         st.current = None;
     }
+    st.live.retain(|(id, _)| *id != conn_id);
     // Dropping the halves closes the TCP connection without a close frame.
 }
 
@@ -1127,6 +1132,59 @@ fn on_client_frame(shared: &Shared, bytes: &[u8], tx: &mpsc::UnboundedSender<WsC
             latency,
             frame: f,
         });
+    }
+}
+
+// ----- several clients at once (replicas) ---------------------------------------------------
+
+impl FakeLark {
+    /// The ids of the connections open now, oldest first (Lark delivers each event to one of an
+    /// app's connections).
+    pub fn live_connections(&self) -> Vec<usize> {
+        self.shared.lock().live.iter().map(|(id, _)| *id).collect()
+    }
+
+    /// Wait until `n` connections are open at once; panics after `timeout`.
+    pub async fn wait_live(&self, n: usize, timeout: Duration) -> Vec<usize> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let live = self.live_connections();
+            if live.len() >= n {
+                return live;
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "FakeLark: timed out after {timeout:?} waiting for {n} open connections (open: {live:?}).\n{}",
+                    self.describe()
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Push one event envelope on connection `conn` (an id from [`FakeLark::live_connections`]);
+    /// `None` when that connection is closed.
+    pub fn push_event_to(&self, conn: usize, envelope: &Value) -> Option<u64> {
+        let id = format!("fake-frame-{}", self.next_seq());
+        let f = self.data_frame("event", &id, 1, 0, envelope.to_string().into_bytes());
+        let seq = f.seq_id;
+        let bytes = f.to_bytes();
+        let mut st = self.shared.lock();
+        let (_, tx) = st.live.iter().find(|(c, _)| *c == conn)?;
+        tx.send(WsCommand::Send(bytes)).ok()?;
+        st.pushed_at.insert(seq, Instant::now());
+        Some(seq)
+    }
+
+    /// A `card.action.trigger` on connection `conn` (see [`FakeLark::push_card_action`]).
+    pub fn push_card_action_to(
+        &self,
+        conn: usize,
+        value: Value,
+        operator_open_id: &str,
+        chat_id: &str,
+    ) -> Option<u64> {
+        self.push_event_to(conn, &card_action(value, operator_open_id, chat_id))
     }
 }
 

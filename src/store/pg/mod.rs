@@ -6,7 +6,7 @@
 //! One concern per file, as for SQLite: [`sessions`], [`messages`], [`inbound`], [`kv`],
 //! [`audit`], [`jobs`], [`owners`], [`usage`]; [`admin`] (backend identity); [`migrations`] builds the schema under an
 //! advisory lock; [`errors`] turns the client's errors into [`StoreError`]s that say what failed
-//! and why; [`cluster`] starts a throwaway server for tests and benchmarks. The knowledge index
+//! and why; [`import`] copies a SQLite store in (`ethan store migrate`); [`cluster`] starts a throwaway server for tests and benchmarks. The knowledge index
 //! stays in SQLite.
 //!
 //! Where the engines differ, the SQLite behaviour is kept: a `LIMIT` beyond `i64::MAX` means no
@@ -19,6 +19,7 @@ pub mod admin;
 pub mod audit;
 pub mod cluster;
 pub mod errors;
+pub mod import;
 pub mod inbound;
 pub mod jobs;
 pub mod kv;

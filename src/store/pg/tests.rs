@@ -201,3 +201,20 @@ async fn text_with_nul_is_stored_with_a_replacement_character() {
     assert_eq!(back[0].content.as_deref(), Some("a\u{FFFD}b"));
     assert_eq!(back[1].content.as_deref(), Some("x\u{FFFD}"));
 }
+
+#[tokio::test]
+async fn sslmode_require_uses_tls_and_fails_clearly_without_it() {
+    let url = database().await;
+    // The throwaway server has no TLS: a required TLS connection is refused, not downgraded.
+    let e = PgStore::connect(&format!("{url}?sslmode=require"))
+        .await
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("TLS") && text.contains("127.0.0.1"), "{text}");
+    // `disable` and `prefer` connect in plain text.
+    for mode in ["disable", "prefer"] {
+        PgStore::connect(&format!("{url}?sslmode={mode}"))
+            .await
+            .unwrap();
+    }
+}

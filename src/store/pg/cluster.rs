@@ -124,6 +124,11 @@ fn find_binaries() -> Result<(PathBuf, PathBuf), ClusterError> {
         .collect();
     versions.sort();
     dirs.extend(versions.into_iter().rev().map(|(_, p)| p));
+    find_binaries_in(dirs)
+}
+
+/// The first of `dirs` with both `initdb` and `postgres`.
+fn find_binaries_in(dirs: Vec<PathBuf>) -> Result<(PathBuf, PathBuf), ClusterError> {
     dirs.into_iter()
         .map(|d| (d.join("initdb"), d.join("postgres")))
         .find(|(i, p)| i.is_file() && p.is_file())
@@ -368,5 +373,49 @@ fn run_server(
             )));
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_server_binaries_the_error_says_what_to_install() {
+        let empty = tempfile::tempdir().unwrap();
+        let e = find_binaries_in(vec![empty.path().to_path_buf()]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("install the Debian package postgresql"),
+            "{e}"
+        );
+        std::fs::write(empty.path().join("initdb"), "").unwrap();
+        std::fs::write(empty.path().join("postgres"), "").unwrap();
+        assert_eq!(
+            find_binaries_in(vec![empty.path().to_path_buf()])
+                .unwrap()
+                .0,
+            empty.path().join("initdb")
+        );
+    }
+
+    #[test]
+    fn directories_of_dead_processes_are_removed_and_live_ones_kept() {
+        let temp = tempfile::tempdir().unwrap();
+        // A child that has exited and been waited for: its pid is not running.
+        let mut child = Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let (stale, live, other) = (
+            temp.path().join(format!("ethan-pg-{dead}")),
+            temp.path().join(format!("ethan-pg-{}", std::process::id())),
+            temp.path().join("ethan-pg-notapid"),
+        );
+        for d in [&stale, &live, &other] {
+            std::fs::create_dir(d).unwrap();
+        }
+        remove_stale(temp.path());
+        assert!(!stale.exists());
+        assert!(live.exists() && other.exists());
     }
 }

@@ -46,6 +46,11 @@ enum Command {
         #[command(subcommand)]
         command: cli::owner::OwnerCommand,
     },
+    /// The store: copy the SQLite store into PostgreSQL
+    Store {
+        #[command(subcommand)]
+        command: cli::store::StoreCommand,
+    },
     /// Show the newest tool-call audit entries (arguments redacted)
     Audit {
         /// How many entries
@@ -162,6 +167,7 @@ fn main() -> ExitCode {
                 command: GatewayCommand::Token,
             } => cli::gateway_token(&loaded).await,
             Command::Owner { command } => cli::owner::run(&loaded, command).await,
+            Command::Store { command } => cli::store::run(&loaded, command).await,
             Command::Audit { n, session } => {
                 cli::audit::print(&loaded, n, session.as_deref()).await
             }

@@ -1,5 +1,5 @@
 //! Subcommands other than `run`: the terminal chat, `doctor`, `tools list`, `audit`, `jobs`,
-//! `usage`, `mcp list`.
+//! `usage`, `mcp list`, `store migrate`.
 
 pub mod audit;
 pub mod chat;
@@ -8,6 +8,7 @@ pub mod jobs;
 pub mod live;
 pub mod mcp;
 pub mod owner;
+pub mod store;
 pub mod tools;
 pub mod usage;
 

@@ -32,7 +32,7 @@ pub const MAX_ATTEMPTS: i64 = 3;
 pub const DEDUPE_WINDOW_SECS: i64 = 3 * 86_400;
 
 /// Prefix of the Lark adapter's "published once" keys in the `kv` table (values: Unix seconds).
-const LARK_SEEN_PREFIX: &str = "lark.seen:";
+pub(crate) const LARK_SEEN_PREFIX: &str = "lark.seen:";
 
 /// Rows in each table that retention prunes (see [`Db::retention_counts`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -14,6 +14,8 @@
 
 pub mod audit;
 pub mod backend;
+#[cfg(test)]
+mod conformance;
 pub mod inbound;
 pub mod jobs;
 pub mod knowledge;
@@ -21,6 +23,8 @@ pub mod kv;
 pub mod messages;
 mod migrations;
 pub mod owners;
+#[cfg(feature = "postgres")]
+pub mod pg;
 pub mod sessions;
 mod traits;
 pub mod usage;

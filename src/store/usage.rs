@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 /// The most tokens one call is recorded with: a count beyond it (a broken or hostile endpoint)
 /// is clamped, so sums over any number of rows stay far from SQLite's integer overflow.
-const MAX_TOKENS_PER_CALL: u64 = 1_000_000_000;
+pub(crate) const MAX_TOKENS_PER_CALL: u64 = 1_000_000_000;
 
 /// A stored count as SQLite's integer, clamped to [`MAX_TOKENS_PER_CALL`].
 fn int(n: u64) -> i64 {

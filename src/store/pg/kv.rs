@@ -1,0 +1,53 @@
+//! Small durable key/value state on PostgreSQL, as in SQLite (`super::super::kv`).
+
+use super::errors::pg_error;
+use super::{text, PgStore, StoreError};
+use async_trait::async_trait;
+use ethan_core::store::KvStore;
+
+#[async_trait]
+impl KvStore for PgStore {
+    async fn kv_get(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let op = "kv get";
+        let client = self.client(op).await?;
+        let stmt = client
+            .prepare_cached("SELECT value FROM kv WHERE key = $1")
+            .await
+            .map_err(|e| pg_error(op, &e))?;
+        match client
+            .query_opt(&stmt, &[&key])
+            .await
+            .map_err(|e| pg_error(op, &e))?
+        {
+            Some(row) => row.try_get(0).map_err(|e| pg_error(op, &e)),
+            None => Ok(None),
+        }
+    }
+
+    async fn kv_set(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        let op = "kv set";
+        let client = self.client(op).await?;
+        let stmt = client
+            .prepare_cached(
+                "INSERT INTO kv (key, value) VALUES ($1, $2)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            )
+            .await
+            .map_err(|e| pg_error(op, &e))?;
+        client
+            .execute(&stmt, &[&key, &text(value)])
+            .await
+            .map_err(|e| pg_error(op, &e))?;
+        Ok(())
+    }
+
+    async fn kv_delete(&self, key: &str) -> Result<(), StoreError> {
+        let op = "kv delete";
+        let client = self.client(op).await?;
+        client
+            .execute("DELETE FROM kv WHERE key = $1", &[&key])
+            .await
+            .map_err(|e| pg_error(op, &e))?;
+        Ok(())
+    }
+}

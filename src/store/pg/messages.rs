@@ -1,0 +1,118 @@
+//! The conversation of each session on PostgreSQL, as in SQLite (`super::super::messages`):
+//! tool calls as `[{id, name, arguments}]` JSON text and a provider's `opaque` value as JSON
+//! text, both read back exactly as written.
+
+use super::errors::pg_error;
+use super::{limit, opt_text, PgStore, StoreError};
+use async_trait::async_trait;
+use ethan_core::message::{ChatMessage, Role};
+use ethan_core::store::MessageStore;
+
+fn corrupt(message: String) -> StoreError {
+    StoreError::Corrupt {
+        op: "load history",
+        message,
+    }
+}
+
+#[async_trait]
+impl MessageStore for PgStore {
+    async fn append_messages(
+        &self,
+        session_id: &str,
+        msgs: &[ChatMessage],
+    ) -> Result<(), StoreError> {
+        let op = "append messages";
+        let mut client = self.client(op).await?;
+        let tx = client.transaction().await.map_err(|e| pg_error(op, &e))?;
+        let stmt = tx
+            .prepare_cached(
+                "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, opaque,
+                 is_error, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            )
+            .await
+            .map_err(|e| pg_error(op, &e))?;
+        let ts = crate::store::now();
+        for m in msgs {
+            let calls = if m.tool_calls.is_empty() {
+                None
+            } else {
+                Some(
+                    serde_json::to_string(&m.tool_calls).map_err(|e| StoreError::Corrupt {
+                        op,
+                        message: e.to_string(),
+                    })?,
+                )
+            };
+            let opaque = m.opaque.as_ref().map(|v| v.to_string());
+            tx.execute(
+                &stmt,
+                &[
+                    &session_id,
+                    &m.role.as_str(),
+                    &opt_text(m.content.as_deref()),
+                    &calls,
+                    &m.tool_call_id,
+                    &opaque,
+                    &m.is_error,
+                    &ts,
+                ],
+            )
+            .await
+            .map_err(|e| pg_error(op, &e))?;
+        }
+        tx.commit().await.map_err(|e| pg_error(op, &e))
+    }
+
+    async fn load_window(
+        &self,
+        session_id: &str,
+        n: usize,
+    ) -> Result<Vec<ChatMessage>, StoreError> {
+        let op = "load history";
+        let client = self.client(op).await?;
+        let stmt = client
+            .prepare_cached(
+                "SELECT role, content, tool_calls, tool_call_id, opaque, is_error FROM messages
+                 WHERE session_id = $1 ORDER BY id DESC LIMIT $2",
+            )
+            .await
+            .map_err(|e| pg_error(op, &e))?;
+        let rows = client
+            .query(&stmt, &[&session_id, &limit(n)])
+            .await
+            .map_err(|e| pg_error(op, &e))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows.iter().rev() {
+            let get = |e: tokio_postgres::Error| pg_error(op, &e);
+            let role: String = r.try_get(0).map_err(get)?;
+            let role =
+                Role::parse(&role).ok_or_else(|| corrupt(format!("unknown role {role:?}")))?;
+            let calls: Option<String> = r.try_get(2).map_err(get)?;
+            let tool_calls = match calls {
+                Some(c) => serde_json::from_str(&c).map_err(|e| corrupt(e.to_string()))?,
+                None => Vec::new(),
+            };
+            let opaque: Option<String> = r.try_get(4).map_err(get)?;
+            let opaque = match opaque {
+                Some(o) => {
+                    Some(serde_json::from_str(&o).map_err(|e| corrupt(format!("opaque: {e}")))?)
+                }
+                None => None,
+            };
+            out.push(ChatMessage {
+                role,
+                content: r.try_get(1).map_err(get)?,
+                tool_calls,
+                tool_call_id: r.try_get(3).map_err(get)?,
+                opaque,
+                is_error: r.try_get(5).map_err(get)?,
+            });
+        }
+        let first_user = out.iter().position(|m| m.role == Role::User);
+        Ok(match first_user {
+            Some(i) => out.split_off(i),
+            None => Vec::new(),
+        })
+    }
+}

@@ -1,0 +1,220 @@
+//! PostgreSQL-only tests on the throwaway cluster ([`super::cluster`]): replicas connecting and
+//! migrating at once, claims from two stores, a newer schema refused, the error texts of a bad
+//! URL, a refused connection and a wrong password, the backend's identity. The shared behaviour
+//! is checked by `crate::store::conformance`, which takes its PostgreSQL store from
+//! [`subject`].
+
+use super::cluster::{cluster, fresh_database, PASSWORD_USER};
+use super::{PgStore, SCHEMA_VERSION};
+use crate::store::conformance::{self, Backdate, Subject};
+use crate::store::{StoreAdmin, StoreError};
+use async_trait::async_trait;
+use ethan_core::message::ChatMessage;
+use ethan_core::store::{MessageStore, SessionStore};
+use std::sync::Arc;
+
+/// A fresh database; fails (never skips) when the cluster cannot start.
+async fn database() -> String {
+    match fresh_database().await {
+        Ok(url) => url,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// A [`PgStore`] on a fresh database, for the conformance suite.
+pub(crate) async fn subject() -> Subject {
+    let store = PgStore::connect(&database().await).await.unwrap();
+    Subject {
+        store: store.daemon(),
+        backdate: Arc::new(store),
+    }
+}
+
+#[async_trait]
+impl Backdate for PgStore {
+    async fn backdate_inbound(&self, event_id: &str, secs: i64) {
+        let client = self.client("backdate").await.unwrap();
+        client
+            .execute(
+                "UPDATE inbound_events SET received_at = received_at - $2,
+                 updated_at = updated_at - $2 WHERE event_id = $1",
+                &[&event_id, &secs],
+            )
+            .await
+            .unwrap();
+    }
+}
+
+/// Run one statement on `url` as given.
+async fn exec(url: &str, sql: &str) {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    let conn = tokio::spawn(conn);
+    client.batch_execute(sql).await.unwrap();
+    drop(client);
+    let _ = conn.await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_connecting_at_once_apply_each_migration_once() {
+    let url = database().await;
+    let (a, b, c) = tokio::join!(
+        PgStore::connect(&url),
+        PgStore::connect(&url),
+        PgStore::connect(&url)
+    );
+    let (a, b, _c) = (a.unwrap(), b.unwrap(), c.unwrap());
+    assert_eq!(a.schema_version().await.unwrap(), SCHEMA_VERSION);
+    let client = a.client("test").await.unwrap();
+    let steps: i64 = client
+        .query_one("SELECT COUNT(*) FROM schema_version", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(steps, SCHEMA_VERSION);
+    // Two replicas claiming the same slot at once: one run.
+    conformance::concurrent_claims(&[a.daemon(), b.daemon()]).await;
+    // And asking for the same session key at once: one session.
+    let (x, y) = tokio::join!(
+        a.current_session("lark:oc_1"),
+        b.current_session("lark:oc_1")
+    );
+    assert_eq!(x.unwrap(), y.unwrap());
+}
+
+#[tokio::test]
+async fn a_database_with_a_newer_schema_is_refused() {
+    let url = database().await;
+    PgStore::connect(&url).await.unwrap();
+    exec(
+        &url,
+        &format!(
+            "INSERT INTO schema_version (version, applied_at) VALUES ({}, 0)",
+            SCHEMA_VERSION + 1
+        ),
+    )
+    .await;
+    let e = PgStore::connect(&url).await.unwrap_err();
+    assert!(
+        matches!(e, StoreError::Corrupt { op: "migrate", .. }),
+        "{e:?}"
+    );
+    let text = e.to_string();
+    assert!(
+        text.contains(&format!("schema version {}", SCHEMA_VERSION + 1))
+            && text.contains("newer")
+            && text.contains("use a newer ethan"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_refused_connection_names_the_server() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let e = PgStore::connect(&format!("postgres://ethan@127.0.0.1:{port}/bot"))
+        .await
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains(&format!("connection refused to 127.0.0.1:{port}/bot")),
+        "{text}"
+    );
+    assert!(matches!(e, StoreError::Backend { op: "connect", .. }));
+}
+
+#[tokio::test]
+async fn a_bad_url_says_so() {
+    let e = PgStore::connect("postgres://ethan@127.0.0.1:notaport/bot")
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("URL is not valid"), "{e}");
+}
+
+#[tokio::test]
+async fn a_wrong_password_is_refused_with_the_servers_reason() {
+    let url = database().await;
+    let port = cluster().unwrap().port();
+    let db = url.rsplit('/').next().unwrap().to_owned();
+    exec(
+        &url,
+        &format!(
+            "DO $$ BEGIN CREATE ROLE {PASSWORD_USER} LOGIN PASSWORD 'right-one';
+             EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+             ALTER DATABASE \"{db}\" OWNER TO {PASSWORD_USER};"
+        ),
+    )
+    .await;
+    let e = PgStore::connect(&format!(
+        "postgres://{PASSWORD_USER}:wrong@127.0.0.1:{port}/{db}"
+    ))
+    .await
+    .unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains(&format!(
+            "password authentication failed for user \"{PASSWORD_USER}\""
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("wrong"), "the password is not shown: {text}");
+    let ok = PgStore::connect(&format!(
+        "postgres://{PASSWORD_USER}:right-one@127.0.0.1:{port}/{db}"
+    ))
+    .await
+    .unwrap();
+    assert_eq!(ok.schema_version().await.unwrap(), SCHEMA_VERSION);
+}
+
+#[tokio::test]
+async fn backend_info_names_the_server_never_the_password() {
+    let url = database().await;
+    let store = PgStore::connect(&url).await.unwrap();
+    let info = store.backend_info().await.unwrap();
+    let db = url.rsplit('/').next().unwrap();
+    assert_eq!(info.backend, "postgresql");
+    assert_eq!(
+        info.location,
+        format!("127.0.0.1:{}/{db}", cluster().unwrap().port())
+    );
+    assert!(info.server_version.starts_with("PostgreSQL 1"), "{info:?}");
+    assert_eq!(info.schema_version, SCHEMA_VERSION);
+    assert_eq!(info.binary_schema_version, SCHEMA_VERSION);
+    store.checkpoint().await.unwrap();
+}
+
+#[tokio::test]
+async fn text_with_nul_is_stored_with_a_replacement_character() {
+    let store = PgStore::connect(&database().await).await.unwrap();
+    let sid = store.current_session("t:nul").await.unwrap();
+    store
+        .append_messages(
+            &sid,
+            &[ChatMessage::user("a\0b"), ChatMessage::tool("c", "x\0")],
+        )
+        .await
+        .unwrap();
+    let back = store.load_window(&sid, 10).await.unwrap();
+    assert_eq!(back[0].content.as_deref(), Some("a\u{FFFD}b"));
+    assert_eq!(back[1].content.as_deref(), Some("x\u{FFFD}"));
+}
+
+#[tokio::test]
+async fn sslmode_require_uses_tls_and_fails_clearly_without_it() {
+    let url = database().await;
+    // The throwaway server has no TLS: a required TLS connection is refused, not downgraded.
+    let e = PgStore::connect(&format!("{url}?sslmode=require"))
+        .await
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("TLS") && text.contains("127.0.0.1"), "{text}");
+    // `disable` and `prefer` connect in plain text.
+    for mode in ["disable", "prefer"] {
+        PgStore::connect(&format!("{url}?sslmode={mode}"))
+            .await
+            .unwrap();
+    }
+}

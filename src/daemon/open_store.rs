@@ -28,9 +28,25 @@ pub fn open_sqlite(loaded: &Loaded) -> anyhow::Result<Store> {
     })
 }
 
+#[cfg(feature = "postgres")]
+async fn open_postgres(loaded: &Loaded) -> anyhow::Result<OpenStore> {
+    use anyhow::Context;
+    let pg = crate::store::pg::PgStore::connect(loaded.config.store.url.expose().trim())
+        .await
+        .with_context(|| format!("opening the store {}", describe(loaded)))?;
+    let index = Store::open_in_memory().context("the in-memory knowledge index")?;
+    Ok(OpenStore {
+        main: std::sync::Arc::new(pg),
+        index,
+        sqlite: None,
+    })
+}
+
+#[cfg(not(feature = "postgres"))]
 async fn open_postgres(loaded: &Loaded) -> anyhow::Result<OpenStore> {
     anyhow::bail!(
-        "store.url names PostgreSQL ({}), but this build has no PostgreSQL store",
+        "store.url names PostgreSQL ({}), but this ethan was built without the `postgres` \
+         feature",
         describe(loaded)
     )
 }

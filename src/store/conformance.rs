@@ -82,6 +82,7 @@ fn ev(id: &str) -> InboundEvent {
         addressed: true,
         reply_to: None,
         sent_at: 0,
+        seq: 0,
     }
 }
 

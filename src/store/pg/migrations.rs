@@ -155,6 +155,16 @@ const STEPS: &[&str] = &[
     CREATE INDEX model_usage_time ON model_usage(created_at);
     CREATE INDEX model_usage_chat ON model_usage(channel, chat_id, created_at);
     "#,
+    // 2: replicas: named leases (sessions, the Telegram poller) timed by the server's clock,
+    // and a session's unfinished events found without a scan
+    r#"
+    CREATE TABLE leases (
+        name        TEXT PRIMARY KEY,
+        holder      TEXT NOT NULL,
+        expires_at  TIMESTAMPTZ NOT NULL
+    );
+    CREATE INDEX inbound_session_state ON inbound_events(session_key, state);
+    "#,
 ];
 
 /// The schema version this build creates and understands.

@@ -4,7 +4,7 @@
 //! statement is async, so nothing blocks a runtime thread.
 //!
 //! One concern per file, as for SQLite: [`sessions`], [`messages`], [`inbound`], [`kv`],
-//! [`audit`], [`jobs`], [`owners`], [`usage`]; [`admin`] (backend identity); [`migrations`] builds the schema under an
+//! [`audit`], [`jobs`], [`owners`], [`usage`], [`replica`] (leases for replicas); [`admin`] (backend identity); [`migrations`] builds the schema under an
 //! advisory lock; [`errors`] turns the client's errors into [`StoreError`]s that say what failed
 //! and why; [`import`] copies a SQLite store in (`ethan store migrate`); [`cluster`] starts a throwaway server for tests and benchmarks. The knowledge index
 //! stays in SQLite.
@@ -26,6 +26,7 @@ pub mod kv;
 pub mod messages;
 mod migrations;
 pub mod owners;
+pub mod replica;
 pub mod sessions;
 #[cfg(test)]
 pub(crate) mod tests;

@@ -218,3 +218,166 @@ async fn sslmode_require_uses_tls_and_fails_clearly_without_it() {
             .unwrap();
     }
 }
+
+/// An event of `chat` with the platform order `seq`.
+fn chat_event(chat: &str, id: &str, seq: i64) -> ethan_channels::InboundEvent {
+    use ethan_channels::{ChannelKind, ChatKind, ChatRef, InboundEvent, Sender};
+    InboundEvent {
+        channel: ChannelKind::Lark,
+        event_id: id.into(),
+        message_id: Some(id.into()),
+        chat: ChatRef {
+            id: chat.into(),
+            kind: ChatKind::Group,
+            thread: None,
+        },
+        sender: Sender {
+            id: "ou_1".into(),
+            display_name: "A".into(),
+            is_bot: false,
+        },
+        text: id.into(),
+        addressed: true,
+        reply_to: None,
+        sent_at: seq / 1000,
+        seq,
+    }
+}
+
+#[tokio::test]
+async fn leases_exclude_other_holders_expire_renew_and_release() {
+    use crate::store::ReplicaStore;
+    let url = database().await;
+    let (a, b) = (
+        PgStore::connect(&url).await.unwrap(),
+        PgStore::connect(&url).await.unwrap(),
+    );
+    assert!(a.replicated());
+    assert!(a.try_lease("x", "A", 30).await.unwrap());
+    assert!(!b.try_lease("x", "B", 30).await.unwrap(), "held by A");
+    assert!(
+        a.try_lease("x", "A", 30).await.unwrap(),
+        "A extends its own"
+    );
+    assert!(a
+        .renew_leases(&["x".into()], "A", 30)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        b.renew_leases(&["x".into()], "B", 30).await.unwrap(),
+        vec!["x".to_string()],
+        "B does not hold x"
+    );
+    b.release_lease("x", "B").await.unwrap();
+    assert!(
+        !b.try_lease("x", "B", 30).await.unwrap(),
+        "B cannot release A's lease"
+    );
+    a.release_lease("x", "A").await.unwrap();
+    assert!(
+        b.try_lease("x", "B", 30).await.unwrap(),
+        "free after A let go"
+    );
+
+    // An expired lease goes to whoever asks, and its old holder learns it lost it.
+    assert!(a.try_lease("y", "A", 1).await.unwrap());
+    tokio::time::sleep(std::time::Duration::from_millis(1_300)).await;
+    assert!(b.try_lease("y", "B", 30).await.unwrap(), "expired");
+    assert_eq!(
+        a.renew_leases(&["y".into()], "A", 30).await.unwrap(),
+        vec!["y".to_string()]
+    );
+}
+
+#[tokio::test]
+async fn one_of_two_replicas_taking_a_lease_at_once_gets_it() {
+    use crate::store::ReplicaStore;
+    let url = database().await;
+    let (a, b) = (
+        PgStore::connect(&url).await.unwrap(),
+        PgStore::connect(&url).await.unwrap(),
+    );
+    for i in 0..20 {
+        let name = format!("race-{i}");
+        let (x, y) = tokio::join!(a.try_lease(&name, "A", 30), b.try_lease(&name, "B", 30));
+        assert!(x.unwrap() ^ y.unwrap(), "exactly one holder of {name}");
+    }
+}
+
+#[tokio::test]
+async fn a_sessions_pending_events_come_in_the_platform_order() {
+    use crate::store::{session_lease, InboundStore, Pending, ReplicaStore};
+    let store = PgStore::connect(&database().await).await.unwrap();
+    // Recorded out of order (two replicas' intakes), listed in the platform's order.
+    for (id, seq) in [("m30", 30_000), ("m10", 10_000), ("m20", 20_000)] {
+        assert!(store
+            .record_inbound(&chat_event("oc_1", id, seq))
+            .await
+            .unwrap());
+    }
+    store
+        .record_inbound(&chat_event("oc_2", "other", 5))
+        .await
+        .unwrap();
+    store
+        .set_inbound_state("lark", "m10", "processing")
+        .await
+        .unwrap();
+    store
+        .set_inbound_sending("lark", "m20", "the reply")
+        .await
+        .unwrap();
+    let key = chat_event("oc_1", "x", 0).session_key();
+    let pending = store.pending_inbound(&key).await.unwrap();
+    assert_eq!(pending.len(), 3, "{pending:?}");
+    assert!(
+        matches!(&pending[0], Pending::Turn { event, resumed: true } if event.event_id == "m10"),
+        "{pending:?}"
+    );
+    assert!(
+        matches!(&pending[1], Pending::Reply(r) if r.event.event_id == "m20" && r.reply == "the reply"),
+        "{pending:?}"
+    );
+    assert!(
+        matches!(&pending[2], Pending::Turn { event, resumed: false } if event.event_id == "m30"),
+        "{pending:?}"
+    );
+
+    // Sessions with unfinished events and nobody holding them.
+    let mut free = store.unleased_sessions().await.unwrap();
+    free.sort();
+    assert_eq!(free, vec![key.clone(), "lark:oc_2".to_string()]);
+    assert!(store
+        .try_lease(&session_lease(&key), "A", 30)
+        .await
+        .unwrap());
+    assert_eq!(
+        store.unleased_sessions().await.unwrap(),
+        vec!["lark:oc_2".to_string()]
+    );
+    store
+        .set_inbound_state("lark", "other", "done")
+        .await
+        .unwrap();
+    assert!(store.unleased_sessions().await.unwrap().is_empty());
+
+    // An event started MAX_ATTEMPTS times is failed, not handed out again.
+    for _ in 0..crate::store::inbound::MAX_ATTEMPTS {
+        store
+            .set_inbound_state("lark", "m30", "processing")
+            .await
+            .unwrap();
+    }
+    let pending = store.pending_inbound(&key).await.unwrap();
+    assert!(
+        pending
+            .iter()
+            .all(|p| !matches!(p, Pending::Turn { event, .. } if event.event_id == "m30")),
+        "{pending:?}"
+    );
+    assert_eq!(
+        store.inbound_state("lark", "m30").await.unwrap().as_deref(),
+        Some("failed")
+    );
+}

@@ -31,6 +31,7 @@ fn event() -> InboundEvent {
         addressed: true,
         reply_to: None,
         sent_at: 1_700_000_123,
+        seq: 0,
     }
 }
 

@@ -228,6 +228,12 @@ impl Router {
                             continue;
                         }
                         ran = true;
+                        tracing::debug!(
+                            "replica {} runs {} event {} in {key}",
+                            replica.id,
+                            event.channel,
+                            event.event_id
+                        );
                         if resumed {
                             tracing::info!(
                                 "taking over unfinished {} event {} in {key}",

@@ -19,6 +19,7 @@
 pub mod channel;
 pub mod delivery;
 pub mod error;
+pub mod net;
 pub mod lark;
 pub mod model;
 pub mod stream;

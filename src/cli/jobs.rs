@@ -101,6 +101,11 @@ pub async fn run(loaded: Arc<Loaded>, cmd: JobsCommand) -> anyhow::Result<ExitCo
             let consent = crate::daemon::build_consent(&loaded, &store, None);
             let agent =
                 crate::daemon::build_agent(loaded.clone(), store.clone(), Some(consent.clone()))?;
+            crate::knowledge::spawn_start_sync(
+                &loaded.home,
+                store.clone(),
+                &loaded.config.knowledge,
+            );
             let channels = delivery::send_channels(&loaded)?;
             consent.set_channels(channels.clone());
             let scheduler = Scheduler::new(

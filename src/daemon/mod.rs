@@ -42,6 +42,8 @@ pub fn build_consent(
 }
 
 /// Build the agent shared by `run` and `chat`; `consent` becomes the executor's consent step.
+/// Commands that run turns also start the knowledge sync ([`crate::knowledge::spawn_start_sync`]);
+/// `tools list` does not.
 pub fn build_agent(
     loaded: Arc<Loaded>,
     store: Store,
@@ -53,7 +55,6 @@ pub fn build_agent(
         loaded.file_found.then_some(loaded.path.as_path()),
         Some((loaded.home.join("knowledge"), store.clone())),
     ));
-    crate::knowledge::spawn_start_sync(&loaded.home, store.clone(), &loaded.config.knowledge);
     let mut executor = Executor::new(
         registry,
         ExecutorOptions {
@@ -120,6 +121,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
         .context("starting the background checkpoint")?;
     let consent = build_consent(&loaded, &store, None);
     let agent = build_agent(loaded.clone(), store.clone(), Some(consent.clone()))?;
+    crate::knowledge::spawn_start_sync(&loaded.home, store.clone(), &loaded.config.knowledge);
     // MCP servers start in the background; their tools appear when each has listed them.
     let mcp = crate::mcp::McpManager::new(&loaded, agent.executor.registry_slot());
     mcp.start();

@@ -19,9 +19,9 @@
 pub mod channel;
 pub mod delivery;
 pub mod error;
-pub mod net;
 pub mod lark;
 pub mod model;
+pub mod net;
 pub mod stream;
 pub mod telegram;
 

@@ -56,7 +56,9 @@ fn strip_url(msg: &str) -> String {
         Some(start) => {
             let rest = &msg[start + " for url (".len()..];
             let end = rest.find(')').map_or(rest.len(), |i| i + 1);
-            format!("{}{}", &msg[..start], &rest[end..]).trim().to_string()
+            format!("{}{}", &msg[..start], &rest[end..])
+                .trim()
+                .to_string()
         }
         None => msg.trim().to_string(),
     }

@@ -208,19 +208,25 @@ pub fn load(opts: &LoadOptions) -> Result<Loaded, ConfigError> {
     let text = read_file(&path, explicit)?;
     let file_found = text.is_some();
     let lines = match &text {
-        Some(t) => Some(
-            origin::FileLines::parse(t).map_err(|(line, message)| ConfigError::File {
-                path: path.clone(),
-                message: format!("line {line}: {message}"),
-            })?,
-        ),
+        Some(t) => {
+            Some(
+                origin::FileLines::parse(t).map_err(|(line, message)| ConfigError::File {
+                    path: path.clone(),
+                    message: format!("line {line}: {message}"),
+                })?,
+            )
+        }
         None => None,
     };
     let raw = read_raw(&path, text.as_deref())?;
     let (config, mut problems) = from_value_all(raw.clone());
     problems.extend(validate_all(&config).into_iter().map(to_problem));
     if !problems.is_empty() {
-        return Err(ConfigError::Invalid(locate(problems, lines.as_ref(), &path)));
+        return Err(ConfigError::Invalid(locate(
+            problems,
+            lines.as_ref(),
+            &path,
+        )));
     }
     let mut notices = notices(&raw);
     notices.extend(origin::env_warnings());
@@ -244,7 +250,7 @@ fn read_file(path: &Path, explicit: bool) -> Result<Option<String>, ConfigError>
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if explicit {
                 Err(err(
-                    "not found (`ethan init` writes one; see README.md)".into(),
+                    "not found (`ethan init` writes one; see README.md)".into()
                 ))
             } else {
                 Ok(None)
@@ -295,7 +301,9 @@ fn read_raw(path: &Path, text: Option<&str>) -> Result<serde_json::Value, Config
     for (var, key) in origin::WELL_KNOWN_VARS {
         if let Ok(v) = std::env::var(var) {
             if !v.is_empty() {
-                b = b.set_default(*key, v).map_err(|e| file_err(e.to_string()))?;
+                b = b
+                    .set_default(*key, v)
+                    .map_err(|e| file_err(e.to_string()))?;
             }
         }
     }
@@ -453,22 +461,31 @@ fn validate_all(c: &Config) -> Vec<ConfigError> {
     if c.model.max_tokens == 0 {
         errs.push(key_err("model.max_tokens", "must be at least 1"));
     }
-    errs.extend(check_url(
-        "channels.telegram.api_url",
-        &c.channels.telegram.api_url,
-        false,
-    ).err());
-    errs.extend(check_url(
-        "channels.telegram.webhook_url",
-        &c.channels.telegram.webhook_url,
-        true,
-    ).err());
+    errs.extend(
+        check_url(
+            "channels.telegram.api_url",
+            &c.channels.telegram.api_url,
+            false,
+        )
+        .err(),
+    );
+    errs.extend(
+        check_url(
+            "channels.telegram.webhook_url",
+            &c.channels.telegram.webhook_url,
+            true,
+        )
+        .err(),
+    );
     errs.extend(check_url("channels.lark.base_url", &c.channels.lark.base_url, true).err());
-    errs.extend(check_url(
-        "knowledge.embeddings.base_url",
-        &c.knowledge.embeddings.base_url,
-        true,
-    ).err());
+    errs.extend(
+        check_url(
+            "knowledge.embeddings.base_url",
+            &c.knowledge.embeddings.base_url,
+            true,
+        )
+        .err(),
+    );
     if c.model.name.trim().is_empty() {
         errs.push(key_err("model.name", "must not be empty"));
     }
@@ -502,12 +519,10 @@ fn validate_all(c: &Config) -> Vec<ConfigError> {
         match o.split_once(':') {
             Some(("telegram", id)) if id.trim().parse::<i64>().is_ok() => {}
             Some(("lark", id)) if !id.trim().is_empty() => {}
-            _ => {
-                errs.push(key_err(
-                    &format!("owners[{i}]"),
-                    format!("{o:?} must look like telegram:<numeric user id> or lark:<open_id>"),
-                ))
-            }
+            _ => errs.push(key_err(
+                &format!("owners[{i}]"),
+                format!("{o:?} must look like telegram:<numeric user id> or lark:<open_id>"),
+            )),
         }
     }
     if let Some(tz) = c.timezone.as_deref().filter(|t| !t.trim().is_empty()) {
@@ -787,13 +802,24 @@ mod tests {
         assert!(missing.is_empty(), "config.example.yaml lacks {missing:?}");
         // The check itself finds a missing key.
         let mut less = raw.clone();
-        less["retention"].as_object_mut().unwrap().remove("log_days");
-        less["model"]["fallback"][0].as_object_mut().unwrap().remove("max_tokens");
+        less["retention"]
+            .as_object_mut()
+            .unwrap()
+            .remove("log_days");
+        less["model"]["fallback"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("max_tokens");
         let mut missing = Vec::new();
         check(&mut Vec::new(), &[&less], &mut missing);
-        assert!(missing.contains(&"retention.log_days".to_string()), "{missing:?}");
         assert!(
-            missing.iter().any(|m| m.starts_with("model.fallback") && m.ends_with("max_tokens")),
+            missing.contains(&"retention.log_days".to_string()),
+            "{missing:?}"
+        );
+        assert!(
+            missing
+                .iter()
+                .any(|m| m.starts_with("model.fallback") && m.ends_with("max_tokens")),
             "{missing:?}"
         );
     }

@@ -81,14 +81,8 @@ impl FileLines {
 }
 
 enum Frame {
-    Map {
-        path: Vec<Seg>,
-        key: Option<String>,
-    },
-    Seq {
-        path: Vec<Seg>,
-        index: usize,
-    },
+    Map { path: Vec<Seg>, key: Option<String> },
+    Seq { path: Vec<Seg>, index: usize },
 }
 
 #[derive(Default)]
@@ -270,7 +264,10 @@ mod tests {
         let (line, msg) = FileLines::parse("\n- model: x\n").unwrap_err();
         assert_eq!(line, 2);
         assert!(msg.contains("found a list"), "{msg}");
-        assert!(FileLines::parse("hello\n").unwrap_err().1.contains("plain value"));
+        assert!(FileLines::parse("hello\n")
+            .unwrap_err()
+            .1
+            .contains("plain value"));
         assert!(FileLines::parse("").is_ok());
         assert!(FileLines::parse("# only comments\n").is_ok());
         let (line, _) = FileLines::parse("model:\n  name: [x\n").unwrap_err();

@@ -76,7 +76,8 @@ pub(crate) fn deserialize_all<T: DeserializeOwned + Default>(
             match s {
                 serde_path_to_error::Segment::Seq { index } => segs.push(Seg::Index(*index)),
                 serde_path_to_error::Segment::Map { key } => segs.push(Seg::Key(key.clone())),
-                serde_path_to_error::Segment::Enum { .. } | serde_path_to_error::Segment::Unknown => {}
+                serde_path_to_error::Segment::Enum { .. }
+                | serde_path_to_error::Segment::Unknown => {}
             }
         }
         let inner = e.into_inner().to_string();
@@ -303,14 +304,22 @@ mod tests {
         refuse_misshapen_sections(&mut raw, &mut problems);
         let _: Config = deserialize_all(raw, &[], &mut problems);
         let keys: Vec<&str> = problems.iter().map(|p| p.key.as_str()).collect();
-        for k in ["channels", "model.timeout_secs", "model.nmae", "gateway.listen"] {
+        for k in [
+            "channels",
+            "model.timeout_secs",
+            "model.nmae",
+            "gateway.listen",
+        ] {
             assert!(keys.contains(&k), "{k} in {problems:?}");
         }
         assert_eq!(problems.len(), 4, "{problems:?}");
         let p = problems.iter().find(|p| p.key == "model.nmae").unwrap();
         assert!(p.message.contains("did you mean `name`"), "{p}");
         let p = problems.iter().find(|p| p.key == "channels").unwrap();
-        assert!(p.message.contains("expected a map with keys") && p.message.contains("an empty list"), "{p}");
+        assert!(
+            p.message.contains("expected a map with keys") && p.message.contains("an empty list"),
+            "{p}"
+        );
     }
 
     #[test]
@@ -319,7 +328,10 @@ mod tests {
         let mut raw = json!({"model": "gpt-4o"});
         refuse_misshapen_sections(&mut raw, &mut problems);
         let m = &problems[0].message;
-        assert!(m.contains("expected a map with keys provider, base_url, api_key, name"), "{m}");
+        assert!(
+            m.contains("expected a map with keys provider, base_url, api_key, name"),
+            "{m}"
+        );
         assert!(m.contains("\"gpt-4o\""), "{m}");
     }
 }

@@ -1,9 +1,10 @@
-//! Subcommands other than `run`: the terminal chat, `doctor`, `tools list`, `audit`, `jobs`,
+//! Subcommands other than `run`: `init`, the terminal chat, `doctor`, `tools list`, `audit`, `jobs`,
 //! `usage`, `mcp list`.
 
 pub mod audit;
 pub mod chat;
 pub mod doctor;
+pub mod init;
 pub mod jobs;
 pub mod live;
 pub mod mcp;

@@ -27,6 +27,7 @@
 
 pub mod display;
 pub mod grants;
+mod input;
 pub mod owners;
 pub mod terminal;
 

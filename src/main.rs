@@ -43,6 +43,9 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         session: Option<String>,
     },
+    /// Whether a daemon runs (pid, uptime, version), its channels, turns in flight, approvals
+    /// waiting, and the next scheduled runs
+    Status,
     /// Check the config, the database, the model endpoint and the channel credentials
     Doctor,
     /// The HTTP gateway's API token
@@ -224,6 +227,7 @@ fn main() -> ExitCode {
             Command::Init(_) => Ok(ExitCode::FAILURE),
             Command::Chat { message, session } => cli::chat::run(loaded, message, session).await,
             Command::Doctor => cli::doctor::run(loaded).await,
+            Command::Status => cli::status::run(&loaded).await,
             Command::Gateway {
                 command: GatewayCommand::Token,
             } => cli::gateway_token(&loaded).await,

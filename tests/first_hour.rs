@@ -318,3 +318,55 @@ fn tools_list_keeps_its_columns_and_whole_sentences() {
         assert!(!l.trim_end().ends_with("e.g."), "cut at e.g.: {l}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn status_tells_a_running_daemon_from_none() {
+    let home = TestHome::new();
+    let model = ScriptedModel::start(vec![]).await;
+    let tg = FakeTelegram::start().await;
+    home.write_config(&format!(
+        "model:\n  base_url: {}\n  api_key: sk-status\n  name: m\nchannels:\n  telegram:\n    token: \"{}\"\n    api_url: {}\nowners: [\"telegram:1\"]\n",
+        model.base_url(),
+        tg.token(),
+        tg.base_url()
+    ));
+    let before = run_cli(&home, &["status"], None);
+    assert!(!before.status.success());
+    assert!(
+        text(&before.stdout).contains("daemon     not running"),
+        "{}",
+        text(&before.stdout)
+    );
+
+    let mut daemon = support::Daemon::start(&home);
+    let mut last = String::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        let out = run_cli(&home, &["status"], None);
+        last = text(&out.stdout);
+        if out.status.success() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let pid = daemon.pid();
+    assert!(
+        last.contains(&format!("daemon     running: pid {pid}, up ")),
+        "{last}"
+    );
+    assert!(last.contains(env!("CARGO_PKG_VERSION")), "{last}");
+    assert!(last.contains("channels   telegram up; store up"), "{last}");
+    assert!(last.contains("turns      0 in flight"), "{last}");
+    assert!(last.contains("approvals  0 waiting"), "{last}");
+    assert!(last.contains("jobs       no run scheduled"), "{last}");
+    println!("{last}");
+
+    daemon.stop();
+    let after = run_cli(&home, &["status"], None);
+    assert!(!after.status.success());
+    assert!(
+        text(&after.stdout).contains("daemon     not running"),
+        "{}",
+        text(&after.stdout)
+    );
+}

@@ -1,4 +1,4 @@
-//! Subcommands other than `run`: `init`, the terminal chat, `doctor`, `tools list`, `audit`, `jobs`,
+//! Subcommands other than `run`: `init`, the terminal chat, `doctor`, `status`, `tools list`, `audit`, `jobs`,
 //! `usage`, `mcp list`.
 
 pub mod audit;
@@ -9,6 +9,7 @@ pub mod jobs;
 pub mod live;
 pub mod mcp;
 pub mod owner;
+pub mod status;
 pub mod tools;
 pub mod usage;
 

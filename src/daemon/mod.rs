@@ -6,6 +6,7 @@
 pub mod access;
 pub mod commands;
 pub mod router;
+pub mod running;
 pub mod stream;
 pub mod typing;
 
@@ -223,6 +224,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
     // One HTTP server: the gateway's routes plus the webhook routes of channels in webhook mode.
     let mut app = crate::gateway::router(gateway_state);
     let mut needs_gateway = None;
+    let mut gateway_addr = None;
     if let Some(ch) = &telegram {
         if loaded.config.channels.telegram.mode == crate::config::TelegramMode::Webhook {
             app = app.merge(ethan_channels::telegram::webhook::router(
@@ -248,6 +250,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
         let listener = crate::gateway::bind(listen).await.with_context(|| {
             format!("binding gateway.listen {listen} (is another ethan running?)")
         })?;
+        gateway_addr = listener.local_addr().ok();
         let rx = shutdown_rx.clone();
         tasks.push(tokio::spawn(async move {
             if let Err(e) = crate::gateway::serve_listener(listener, app, rx).await {
@@ -273,6 +276,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
             }
         }));
     }
+    running::record_start(&store, gateway_addr).await;
     tracing::info!("ethan is running (database {})", loaded.db_path().display());
     notify_systemd("READY=1");
 
@@ -283,6 +287,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
         _ = term.recv() => {},
     }
     notify_systemd("STOPPING=1");
+    running::record_stop(&store).await;
     tracing::info!(
         "shutting down: no new events; waiting up to {SHUTDOWN_GRACE_SECS} s for turns in flight"
     );

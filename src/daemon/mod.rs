@@ -106,7 +106,7 @@ pub use crate::config::{lark_config, telegram_config};
 
 pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
     for n in &loaded.notices {
-        tracing::info!("{n}");
+        tracing::warn!("{n}");
     }
     let store = Store::open(&loaded.db_path()).map_err(|e| match e {
         // These already name the file.

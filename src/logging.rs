@@ -1,19 +1,59 @@
-//! Logging with `tracing`, to stderr, with every configured secret value, and everything shaped
+//! Logging with `tracing`, to stderr (or, for an interactive `ethan chat`, to daily files
+//! `$ETHAN_HOME/logs/ethan-YYYY-MM-DD.log`, so log lines never land in the conversation), with
+//! every configured secret value, and everything shaped
 //! like a credential ([`crate::tools::redact::redact_shapes`]: API keys, tokens, JWTs, private
 //! keys), replaced by `<redacted>` before a line is written (HTTP libraries put request URLs,
 //! which for the Bot API contain the token, into their error texts; tool arguments and errors
 //! may carry whatever a user pasted).
 //!
-//! The filter comes from `RUST_LOG` (default `ethan=info,ethan_channels=info,warn`).
+//! The filter: `--log-level`, else `-v` (debug), else `RUST_LOG`, else the command's default
+//! (`ethan=info,ethan_channels=info,warn` for `run`).
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::EnvFilter;
 
-/// The secret values to hide; filled in once the config is loaded.
+/// The secret values to hide; filled in once the config is loaded. Also where lines go.
 #[derive(Clone, Default)]
-pub struct Redactor(Arc<RwLock<Vec<String>>>);
+pub struct Redactor(Arc<RwLock<Vec<String>>>, Option<Arc<PathBuf>>);
+
+/// Where log lines go.
+#[derive(Debug, Clone)]
+pub enum LogTo {
+    Stderr,
+    /// Daily files in this folder (`ethan-YYYY-MM-DD.log`, local date).
+    Files(PathBuf),
+}
+
+/// The daily file of `dir` for today.
+pub fn log_file(dir: &Path) -> PathBuf {
+    dir.join(format!(
+        "ethan-{}.log",
+        chrono::Local::now().format("%Y-%m-%d")
+    ))
+}
+
+/// Remove the daily files of `dir` older than `days` days (by the date in their name); how many.
+pub fn prune(dir: &Path, days: u32) -> usize {
+    let cutoff = chrono::Local::now().date_naive() - chrono::Days::new(u64::from(days));
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut n = 0;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let date = name
+            .strip_prefix("ethan-")
+            .and_then(|r| r.strip_suffix(".log"))
+            .and_then(|d| chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").ok());
+        if date.is_some_and(|d| d < cutoff) && std::fs::remove_file(e.path()).is_ok() {
+            n += 1;
+        }
+    }
+    n
+}
 
 impl Redactor {
     pub fn set(&self, mut secrets: Vec<String>) {
@@ -56,7 +96,22 @@ impl Write for RedactingWriter {
         let text = String::from_utf8_lossy(&self.buf);
         let clean = self.redactor.redact(&text);
         self.buf.clear();
-        std::io::stderr().write_all(clean.as_bytes())
+        match &self.redactor.1 {
+            None => std::io::stderr().write_all(clean.as_bytes()),
+            Some(dir) => {
+                use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+                let _ = std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir.as_path());
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .mode(0o600)
+                    .open(log_file(dir))?
+                    .write_all(clean.as_bytes())
+            }
+        }
     }
 }
 
@@ -76,23 +131,45 @@ impl<'a> MakeWriter<'a> for Redactor {
     }
 }
 
-/// Install the global subscriber; `default` is the filter used when `RUST_LOG` is unset.
-pub fn init(default: &str) -> Redactor {
-    let redactor = Redactor::default();
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+/// Install the global subscriber. `level` (from `--log-level` or `-v`) wins over `RUST_LOG`,
+/// which wins over `default`. An invalid `level` is an error.
+pub fn init(default: &str, level: Option<&str>, to: LogTo) -> Result<Redactor, String> {
+    let dir = match to {
+        LogTo::Stderr => None,
+        LogTo::Files(d) => Some(Arc::new(d)),
+    };
+    let redactor = Redactor(Arc::default(), dir.clone());
+    let filter = match level {
+        Some(l) => EnvFilter::try_new(l).map_err(|e| format!("--log-level {l:?}: {e}"))?,
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default)),
+    };
     use std::io::IsTerminal;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
+        .with_ansi(dir.is_none() && std::io::stderr().is_terminal())
         .with_writer(redactor.clone())
         .with_target(false)
         .try_init();
-    redactor
+    Ok(redactor)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn old_daily_files_are_pruned() {
+        let dir = tempfile::tempdir().unwrap();
+        let today = log_file(dir.path());
+        for name in ["ethan-2000-01-01.log", "notes.txt"] {
+            std::fs::write(dir.path().join(name), "x").unwrap();
+        }
+        std::fs::write(&today, "x").unwrap();
+        assert_eq!(prune(dir.path(), 7), 1);
+        assert!(today.exists());
+        assert!(dir.path().join("notes.txt").exists());
+        assert!(!dir.path().join("ethan-2000-01-01.log").exists());
+    }
 
     #[test]
     fn replaces_every_secret() {

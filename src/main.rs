@@ -17,12 +17,21 @@ struct Cli {
     /// Config file (default: $ETHAN_CONFIG, else $ETHAN_HOME/config.yaml, ETHAN_HOME defaulting to ~/.ethan)
     #[arg(long, global = true, value_name = "PATH")]
     config: Option<PathBuf>,
+    /// More log detail (debug for Ethan's own lines)
+    #[arg(short, long, global = true)]
+    verbose: bool,
+    /// Log filter, e.g. debug or ethan=trace,warn (wins over -v and RUST_LOG)
+    #[arg(long, global = true, value_name = "FILTER")]
+    log_level: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// Write a first config file: asks for the model endpoint, chat channels and owner, and
+    /// tests each (flags and --yes for scripts)
+    Init(cli::init::InitArgs),
     /// Run the daemon: every configured channel. Stops on SIGINT/SIGTERM.
     Run,
     /// A terminal session with the agent (or one message with -m)
@@ -34,6 +43,9 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         session: Option<String>,
     },
+    /// Whether a daemon runs (pid, uptime, version), its channels, turns in flight, approvals
+    /// waiting, and the next scheduled runs
+    Status,
     /// Check the config, the database, the model endpoint and the channel credentials
     Doctor,
     /// The HTTP gateway's API token
@@ -117,6 +129,32 @@ fn ignore_sigxfsz() {
     }
 }
 
+fn init(
+    config: Option<PathBuf>,
+    args: cli::init::InitArgs,
+    redactor: &logging::Redactor,
+) -> ExitCode {
+    let result = cli::init::target(config).and_then(|path| {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(cli::init::run(path, args))
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("ethan: {}", redactor.redact(&format!("{e:#}")));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Whether stdin and stderr are both a terminal (a person is typing and reading).
+fn interactive() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
+}
+
 fn main() -> ExitCode {
     ignore_sigxfsz();
     let cli = Cli::parse();
@@ -124,7 +162,31 @@ fn main() -> ExitCode {
         Command::Run => "ethan=info,ethan_channels=info,warn",
         _ => "ethan=warn,ethan_channels=warn,error",
     };
-    let redactor = logging::init(default_filter);
+    let level = cli.log_level.clone().or_else(|| {
+        cli.verbose
+            .then(|| "ethan=debug,ethan_channels=debug,warn".to_string())
+    });
+    // An interactive chat keeps log lines out of the conversation: they go to daily files.
+    let log_dir = match &cli.command {
+        Command::Chat { message: None, .. } if interactive() => {
+            config::home_dir().ok().map(|h| h.join("logs"))
+        }
+        _ => None,
+    };
+    let to = log_dir
+        .clone()
+        .map_or(logging::LogTo::Stderr, logging::LogTo::Files);
+    let redactor = match logging::init(default_filter, level.as_deref(), to) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("ethan: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Command::Init(args) = cli.command {
+        // Before any config is loaded: there may be none yet, or a broken one to replace.
+        return init(cli.config, args, &redactor);
+    }
     let loaded = match config::load(&config::LoadOptions {
         config_path: cli.config.clone(),
     })
@@ -135,7 +197,9 @@ fn main() -> ExitCode {
         Ok(l) => l,
         Err(e) => {
             if matches!(cli.command, Command::Doctor) {
-                println!("FAIL  config: {e}");
+                for line in e.lines() {
+                    println!("FAIL  config: {line}");
+                }
             } else {
                 eprintln!("ethan: {e}");
             }
@@ -143,6 +207,9 @@ fn main() -> ExitCode {
         }
     };
     redactor.set(loaded.secret_values());
+    if let Some(dir) = &log_dir {
+        logging::prune(dir, loaded.config.retention.log_days);
+    }
     // The config file is protected wherever it lives (usually inside $ETHAN_HOME already).
     if loaded.file_found {
         ethan::sandbox::protected::protect_also(vec![loaded.path.clone()]);
@@ -161,8 +228,11 @@ fn main() -> ExitCode {
     let result = rt.block_on(async {
         match cli.command {
             Command::Run => daemon::run(loaded).await.map(|_| ExitCode::SUCCESS),
+            // Handled before the config is loaded.
+            Command::Init(_) => Ok(ExitCode::FAILURE),
             Command::Chat { message, session } => cli::chat::run(loaded, message, session).await,
             Command::Doctor => cli::doctor::run(loaded).await,
+            Command::Status => cli::status::run(&loaded).await,
             Command::Gateway {
                 command: GatewayCommand::Token,
             } => cli::gateway_token(&loaded).await,

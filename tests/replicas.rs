@@ -12,10 +12,10 @@ mod support;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
+use support::daemon::{fresh_pg_database, wait_for_log};
 use support::lark::{self, FakeLark};
 use support::model::echo_user;
 use support::telegram::FakeTelegram;
-use support::daemon::{fresh_pg_database, wait_for_log};
 use support::{wait_until, Daemon, ScriptedModel, Step, TestHome};
 
 const OWNER: &str = "ou_84aad35d084aa403a838cf73ee18467";
@@ -103,9 +103,12 @@ async fn messages_spread_over_three_replicas_are_each_answered_once_in_each_chat
     let mut pushed = 0usize;
     let deadline = Instant::now() + WAIT;
     while pushed < CHATS * PER_CHAT || waiting.iter().any(Option::is_some) {
-        assert!(Instant::now() < deadline, "intake stalled: {}", fake.describe());
-        let acked: std::collections::HashSet<u64> =
-            fake.acks().iter().map(|a| a.seq_id).collect();
+        assert!(
+            Instant::now() < deadline,
+            "intake stalled: {}",
+            fake.describe()
+        );
+        let acked: std::collections::HashSet<u64> = fake.acks().iter().map(|a| a.seq_id).collect();
         for c in 0..CHATS {
             if waiting[c].is_some_and(|seq| !acked.contains(&seq)) {
                 continue;
@@ -216,7 +219,10 @@ async fn a_replica_killed_mid_turn_is_taken_over_and_answers_once_within_the_lea
     let event = lark::group_mention("oc_kill", OWNER, "a long question");
     let id = lark::message_id(&event);
     fake.push_event_to(conns[0], &event).unwrap();
-    wait_until("the model got the turn", WAIT, || model.requests().len() == 1).await;
+    wait_until("the model got the turn", WAIT, || {
+        model.requests().len() == 1
+    })
+    .await;
     let runner = homes
         .iter()
         .position(|h| h.log().contains(&format!("runs lark event {id}")))
@@ -270,7 +276,10 @@ async fn an_approval_asked_on_one_replica_is_answered_by_a_press_on_another() {
     fake.push_event_to(conns[0], &event).unwrap();
     let sent = fake.wait_for_messages(1, WAIT).await;
     let card = &sent[0];
-    assert_eq!(card.content["header"]["title"]["content"], "Approval needed");
+    assert_eq!(
+        card.content["header"]["title"]["content"],
+        "Approval needed"
+    );
     let value = card.content["body"]["elements"][1]["columns"][0]["elements"][0]["behaviors"][0]
         ["value"]
         .clone();
@@ -288,19 +297,29 @@ async fn an_approval_asked_on_one_replica_is_answered_by_a_press_on_another() {
     let ack = fake.wait_ack(seq, WAIT).await;
     let data = ack.data.expect("callback data");
     assert_eq!(data["toast"]["type"], "success", "{data}");
-    assert!(data["card"]["data"].to_string().contains("Approved"), "{data}");
+    assert!(
+        data["card"]["data"].to_string().contains("Approved"),
+        "{data}"
+    );
 
     let sent = fake.wait_for_messages(2, WAIT).await;
     assert!(
-        sent[1].card_markdown().contains("approved-on-the-asking-replica"),
+        sent[1]
+            .card_markdown()
+            .contains("approved-on-the-asking-replica"),
         "{:?}",
         sent[1]
     );
     let marker = |h: &TestHome| h.path().join("workspace").join("replica-approved.txt");
-    assert!(marker(&homes[asking]).exists(), "the call ran on the asking replica");
+    assert!(
+        marker(&homes[asking]).exists(),
+        "the call ran on the asking replica"
+    );
     assert!(!marker(&homes[other]).exists(), "and only there");
     // A second press finds nothing waiting.
-    let seq = fake.push_card_action_to(press_conn, value, OWNER, &chat).unwrap();
+    let seq = fake
+        .push_card_action_to(press_conn, value, OWNER, &chat)
+        .unwrap();
     let data = fake.wait_ack(seq, WAIT).await.data.expect("callback data");
     assert_eq!(data["toast"]["type"], "error", "{data}");
     model.assert_protocol_ok();

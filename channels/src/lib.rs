@@ -21,6 +21,7 @@ pub mod delivery;
 pub mod error;
 pub mod lark;
 pub mod model;
+pub mod net;
 pub mod stream;
 pub mod telegram;
 

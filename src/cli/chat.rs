@@ -1,14 +1,15 @@
 //! `ethan chat`: a terminal session. `-m TEXT` sends one message and prints the answer on stdout
 //! (exit 0; exit 1 with a clear message on stderr when the model endpoint fails). Without `-m`,
-//! reads lines from stdin until EOF or `/exit`. A new session each time unless `--session NAME`.
+//! reads lines until EOF, Ctrl-D or `/exit` (a line editor with history on a terminal). Ctrl-C
+//! during an answer stops it; at the prompt, a first Ctrl-C says how to quit and a second one
+//! quits. A new session each time unless `--session NAME`.
 
 use super::live::Live;
 use crate::agent::{TurnInput, TurnOutcome};
 use crate::config::Loaded;
-use crate::consent::terminal::TerminalInput;
+use crate::consent::terminal::{Line, TerminalInput};
 use crate::daemon::commands::{self, Command};
 use ethan_channels::ChannelKind;
-use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -32,9 +33,18 @@ pub async fn run(
     }
     let stores = crate::daemon::open_store::open(&loaded).await?;
     let store = stores.main.clone();
-    let input = TerminalInput::spawn();
+    let input = if message.is_some() {
+        TerminalInput::spawn()
+    } else {
+        TerminalInput::spawn_editor(Some(loaded.home.join("history")))
+    };
     let consent = crate::daemon::build_consent(&loaded, &store, Some(input.clone()));
     let agent = crate::daemon::build_agent(loaded.clone(), &stores, Some(consent.clone()))?;
+    crate::knowledge::spawn_start_sync(
+        &loaded.home,
+        stores.index.clone(),
+        &loaded.config.knowledge,
+    );
     // MCP servers: a one-shot message waits for their first start (each at most its
     // timeout_secs); a session gets their tools as they come.
     let mcp = crate::mcp::McpManager::new(&loaded, agent.executor.registry_slot());
@@ -104,14 +114,24 @@ pub async fn run(
         });
     }
 
-    eprintln!("Ethan — session {name}. Type a message; /new starts over, /exit or Ctrl-D quits, Ctrl-C stops an answer.");
+    eprintln!(
+        "Ethan — session {name}. Type a message; /new starts over, /exit or Ctrl-D quits, \
+         Ctrl-C stops an answer."
+    );
+    let mut interrupted = false;
     loop {
-        eprint!("you> ");
-        let _ = std::io::stderr().flush();
-        let Some(line) = input.next_line().await else {
-            break;
+        let text = match input.read("you> ", true).await {
+            Line::Eof => break,
+            // A first Ctrl-C at the prompt warns; a second one in a row quits.
+            Line::Interrupted if interrupted => break,
+            Line::Interrupted => {
+                interrupted = true;
+                eprintln!("(press Ctrl-C again or Ctrl-D to quit)");
+                continue;
+            }
+            Line::Text(line) => line.trim().to_string(),
         };
-        let text = line.trim().to_string();
+        interrupted = false;
         if text.is_empty() {
             continue;
         }

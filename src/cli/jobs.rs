@@ -98,6 +98,11 @@ pub async fn run(loaded: Arc<Loaded>, cmd: JobsCommand) -> anyhow::Result<ExitCo
             // Everything that can fail to build is built before the slot is claimed.
             let consent = crate::daemon::build_consent(&loaded, &store, None);
             let agent = crate::daemon::build_agent(loaded.clone(), &stores, Some(consent.clone()))?;
+            crate::knowledge::spawn_start_sync(
+                &loaded.home,
+                stores.index.clone(),
+                &loaded.config.knowledge,
+            );
             let channels = delivery::send_channels(&loaded)?;
             consent.set_channels(channels.clone());
             let scheduler = Scheduler::new(

@@ -1,6 +1,7 @@
 //! What `ethan chat` shows while a turn runs: the answer printed on stdout as the model writes
-//! it, and a one-line status on stderr while a tool runs (`… running shell: ls -la`), cleared
-//! when it ends (only when stderr is a terminal). On a terminal, control characters in the
+//! it, and a one-line status on stderr with a spinner and the seconds waited while the model
+//! thinks (`⠹ thinking (4s, Ctrl-C stops)`) or a tool runs (`⠹ running shell: ls -la (2s, …)`),
+//! wiped before anything else is written (only when stderr is a terminal). On a terminal, control characters in the
 //! model's text are shown escaped, so an answer cannot drive the terminal.
 
 use crate::consent::display::escape_invisible;
@@ -63,6 +64,65 @@ impl Live {
     }
 }
 
+/// What the status line says while nothing else is shown.
+enum Waiting {
+    /// Waiting for the model's first words.
+    Model,
+    /// A tool runs: `… running shell: ls`.
+    Tool(String),
+}
+
+/// The status line on stderr (a terminal only): drawn over and over with a spinner and the
+/// seconds waited, wiped before anything else is written.
+struct Status {
+    enabled: bool,
+    shown: bool,
+    waiting: Option<(Waiting, std::time::Instant)>,
+    frame: usize,
+}
+
+impl Status {
+    const FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+
+    fn clear(&mut self) {
+        if self.shown {
+            eprint!("\r\x1b[2K");
+            let _ = std::io::stderr().flush();
+            self.shown = false;
+        }
+    }
+
+    fn wait(&mut self, w: Option<Waiting>) {
+        self.clear();
+        self.waiting = w.map(|w| (w, std::time::Instant::now()));
+    }
+
+    /// Redraw (a tick); not in the first 300 ms (a quick answer shows no flicker), nor while a
+    /// question waits for its answer on the terminal.
+    fn draw(&mut self) {
+        let asking = crate::consent::terminal::ASKING.load(std::sync::atomic::Ordering::SeqCst);
+        let Some((what, since)) = &self.waiting else {
+            return;
+        };
+        if !self.enabled || asking || since.elapsed().as_millis() < 300 {
+            return;
+        }
+        let secs = since.elapsed().as_secs();
+        let text = match what {
+            Waiting::Model => "thinking".to_string(),
+            Waiting::Tool(line) => line.clone(),
+        };
+        self.frame = (self.frame + 1) % Self::FRAMES.len();
+        eprint!(
+            "\r\x1b[2K{} {} ({secs}s, Ctrl-C stops)",
+            Self::FRAMES[self.frame],
+            escape_invisible(&text)
+        );
+        let _ = std::io::stderr().flush();
+        self.shown = true;
+    }
+}
+
 /// The printing loop; returns the answer text streamed since the last reset.
 async fn print_events(
     mut rx: mpsc::UnboundedReceiver<TurnEvent>,
@@ -71,13 +131,17 @@ async fn print_events(
     stderr_tty: bool,
 ) -> String {
     let mut streamed = String::new();
-    let mut status = false;
-    let clear_status = |status: &mut bool| {
-        if *status {
-            eprint!("\r\x1b[2K");
-            *status = false;
-        }
+    let mut status = Status {
+        enabled: stderr_tty,
+        shown: false,
+        waiting: None,
+        frame: 0,
     };
+    status.wait(Some(Waiting::Model));
+    // Whether stdout is in the middle of a line (a status line needs a line of its own).
+    let mut mid_line = false;
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(120));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         let e = tokio::select! {
             biased;
@@ -87,10 +151,18 @@ async fn print_events(
             },
             // The turn ended and everything it sent has been taken (biased: the queue first).
             _ = done.cancelled() => break,
+            _ = tick.tick() => {
+                if mid_line && status.waiting.is_some() && status.enabled {
+                    println!();
+                    mid_line = false;
+                }
+                status.draw();
+                continue;
+            }
         };
         match e {
             TurnEvent::Delta(t) => {
-                clear_status(&mut status);
+                status.wait(None);
                 let shown = if stdout_tty {
                     escape_invisible(&t)
                 } else {
@@ -99,26 +171,29 @@ async fn print_events(
                 let mut out = std::io::stdout().lock();
                 let _ = out.write_all(shown.as_bytes());
                 let _ = out.flush();
+                mid_line = !t.ends_with('\n');
                 streamed.push_str(&t);
             }
-            TurnEvent::DeltaReset if !streamed.is_empty() => {
-                println!();
-                streamed.clear();
+            TurnEvent::DeltaReset => {
+                status.wait(Some(Waiting::Model));
+                if !streamed.is_empty() {
+                    println!();
+                    mid_line = false;
+                    streamed.clear();
+                }
             }
-            TurnEvent::ToolStart { name, summary, .. } if stderr_tty => {
-                clear_status(&mut status);
+            TurnEvent::ToolStart { name, summary, .. } => {
                 let line = if summary.is_empty() {
-                    format!("… running {name}")
+                    format!("running {name}")
                 } else {
-                    format!("… running {name}: {summary}")
+                    format!("running {name}: {summary}")
                 };
-                eprint!("{}", escape_invisible(&line));
-                status = true;
+                status.wait(Some(Waiting::Tool(line)));
             }
-            TurnEvent::ToolEnd { .. } => clear_status(&mut status),
+            TurnEvent::ToolEnd { .. } => status.wait(Some(Waiting::Model)),
             _ => {}
         }
     }
-    clear_status(&mut status);
+    status.clear();
     streamed
 }

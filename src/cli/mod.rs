@@ -1,13 +1,15 @@
-//! Subcommands other than `run`: the terminal chat, `doctor`, `tools list`, `audit`, `jobs`,
-//! `usage`, `mcp list`, `store migrate`.
+//! Subcommands other than `run`: `init`, the terminal chat, `doctor`, `status`, `tools list`,
+//! `audit`, `jobs`, `usage`, `mcp list`, `store migrate`.
 
 pub mod audit;
 pub mod chat;
 pub mod doctor;
+pub mod init;
 pub mod jobs;
 pub mod live;
 pub mod mcp;
 pub mod owner;
+pub mod status;
 pub mod store;
 pub mod tools;
 pub mod usage;

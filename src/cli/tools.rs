@@ -23,27 +23,72 @@ pub fn list(loaded: &std::sync::Arc<Loaded>, channel: Option<&str>) -> anyhow::R
         unattended: false,
         allowed_tools: None,
     });
-    println!(
-        "{:<12} {:<10} {:<8} description",
-        "tool",
-        "risk",
-        channel.as_str()
-    );
-    for t in agent.executor.registry().iter() {
-        let first = t.description().split(". ").next().unwrap_or("");
+    let registry = agent.executor.registry();
+    let tools: Vec<_> = registry.iter().collect();
+    // Columns as wide as the longest name, so a long MCP tool name does not shift the rest.
+    let w = tools
+        .iter()
+        .map(|t| t.name().chars().count())
+        .chain(std::iter::once(4))
+        .max()
+        .unwrap_or(4);
+    let ch = channel.as_str();
+    let cw = ch.len().max(3);
+    println!("{:<w$}  {:<9}  {:<cw$}  description", "tool", "risk", ch);
+    for t in tools {
+        let exposed = if exposed.contains(t.name()) {
+            "yes"
+        } else {
+            "no"
+        };
         println!(
-            "{:<12} {:<10} {:<8} {first}",
+            "{:<w$}  {:<9}  {:<cw$}  {}",
             t.name(),
             t.risk().as_str(),
-            if exposed.contains(t.name()) {
-                "yes"
-            } else {
-                "no"
-            }
+            exposed,
+            first_sentence(t.description())
         );
     }
-    for s in agent.executor.registry().skipped() {
-        println!("{:<12} skipped: {}", s.name, s.reason);
+    for s in registry.skipped() {
+        println!("{:<w$}  skipped: {}", s.name, s.reason);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The first sentence of `text` on one line: up to the first ". " that ends a sentence (not one
+/// after "e.g", "i.e", "etc" or "vs").
+fn first_sentence(text: &str) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut from = 0;
+    while let Some(i) = flat[from..].find(". ") {
+        let end = from + i;
+        let word = flat[..end]
+            .rsplit(' ')
+            .next()
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        if !["e.g", "i.e", "etc", "vs", "cf"].contains(&word.trim_start_matches('(')) {
+            return flat[..=end].to_string();
+        }
+        from = end + 2;
+    }
+    flat
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_sentence;
+
+    #[test]
+    fn a_sentence_does_not_end_at_an_abbreviation() {
+        assert_eq!(
+            first_sentence("Run a command (e.g. ls). More here."),
+            "Run a command (e.g. ls)."
+        );
+        assert_eq!(
+            first_sentence("One line\n  wrapped. Two."),
+            "One line wrapped."
+        );
+        assert_eq!(first_sentence("No full stop"), "No full stop");
+    }
 }

@@ -12,11 +12,14 @@
 //! provider's public endpoint.
 
 mod channels;
+pub mod origin;
+pub mod problems;
 mod secret;
 mod types;
 pub mod watch;
 
 pub use channels::{lark_config, telegram_config};
+pub use problems::Problem;
 pub use secret::Secret;
 pub use types::*;
 
@@ -31,6 +34,33 @@ pub enum ConfigError {
     Key { key: String, message: String },
     #[error("cannot find the home directory; set ETHAN_HOME")]
     NoHome,
+    /// Every problem found, in file order (then those from variables and defaults).
+    #[error("{}", show_problems(.0))]
+    Invalid(Vec<Problem>),
+}
+
+fn show_problems(p: &[Problem]) -> String {
+    match p {
+        [one] => one.to_string(),
+        many => format!(
+            "{} problems in the configuration:\n  {}",
+            many.len(),
+            many.iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join("\n  ")
+        ),
+    }
+}
+
+impl ConfigError {
+    /// Each problem on its own (one for the variants other than [`ConfigError::Invalid`]).
+    pub fn lines(&self) -> Vec<String> {
+        match self {
+            ConfigError::Invalid(p) => p.iter().map(|p| p.to_string()).collect(),
+            other => vec![other.to_string()],
+        }
+    }
 }
 
 /// The loaded configuration and where it came from.
@@ -212,7 +242,9 @@ const LIST_KEYS: &[&str] = &[
     "tools.web_fetch.allow_private",
 ];
 
-/// Read, merge and check the configuration.
+/// Read, merge and check the configuration. Errors: the file missing (when named), a directory,
+/// unreadable, or not YAML ([`ConfigError::File`]); else every problem at once, in file order,
+/// each naming the line or the variable its value came from ([`ConfigError::Invalid`]).
 pub fn load(opts: &LoadOptions) -> Result<Loaded, ConfigError> {
     let home = home_dir()?;
     let (path, explicit) = match (&opts.config_path, std::env::var_os("ETHAN_CONFIG")) {
@@ -220,18 +252,33 @@ pub fn load(opts: &LoadOptions) -> Result<Loaded, ConfigError> {
         (None, Some(p)) if !p.is_empty() => (PathBuf::from(p), true),
         _ => (home.join("config.yaml"), false),
     };
-    let file_found = path.is_file();
-    if explicit && !file_found {
-        return Err(ConfigError::File {
-            path,
-            message: "not found".into(),
-        });
+    let text = read_file(&path, explicit)?;
+    let file_found = text.is_some();
+    let lines = match &text {
+        Some(t) => {
+            Some(
+                origin::FileLines::parse(t).map_err(|(line, message)| ConfigError::File {
+                    path: path.clone(),
+                    message: format!("line {line}: {message}"),
+                })?,
+            )
+        }
+        None => None,
+    };
+    let raw = read_raw(&path, text.as_deref())?;
+    let (config, mut problems) = from_value_all(raw.clone());
+    problems.extend(validate_all(&config).into_iter().map(to_problem));
+    if !problems.is_empty() {
+        return Err(ConfigError::Invalid(locate(
+            problems,
+            lines.as_ref(),
+            &path,
+        )));
     }
-    let raw = read_raw(&path, file_found)?;
-    let config = from_value(raw.clone())?;
-    validate(&config)?;
+    let mut notices = notices(&raw);
+    notices.extend(origin::env_warnings());
     Ok(Loaded {
-        notices: notices(&raw),
+        notices,
         config,
         home,
         path,
@@ -239,30 +286,76 @@ pub fn load(opts: &LoadOptions) -> Result<Loaded, ConfigError> {
     })
 }
 
-fn read_raw(path: &Path, file_found: bool) -> Result<serde_json::Value, ConfigError> {
+/// The file's text; `None` when it does not exist and was not named. A directory, a file that
+/// cannot be read, and a missing file are told apart.
+fn read_file(path: &Path, explicit: bool) -> Result<Option<String>, ConfigError> {
+    let err = |message: String| ConfigError::File {
+        path: path.to_path_buf(),
+        message,
+    };
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if explicit {
+                Err(err(
+                    "not found (`ethan init` writes one; see README.md)".into()
+                ))
+            } else {
+                Ok(None)
+            }
+        }
+        Err(e) => Err(err(format!("cannot be read: {e}"))),
+        Ok(m) if m.is_dir() => Err(err(format!(
+            "is a directory; give the YAML file itself (e.g. {})",
+            path.join("config.yaml").display()
+        ))),
+        Ok(_) => std::fs::read_to_string(path)
+            .map(Some)
+            .map_err(|e| err(format!("cannot be read: {e}"))),
+    }
+}
+
+/// Each problem with where its value came from, in file order; those from variables and
+/// defaults after them.
+fn locate(
+    mut problems: Vec<Problem>,
+    lines: Option<&origin::FileLines>,
+    path: &Path,
+) -> Vec<Problem> {
+    let shown = path.display().to_string();
+    for p in &mut problems {
+        p.source = origin::source_of(&p.segs, lines, &shown);
+        if p.source.as_deref().is_some_and(|s| s.starts_with(&shown)) {
+            p.line = lines.and_then(|l| l.line_of(&p.segs));
+        }
+    }
+    problems.sort_by_key(|p| (p.line.is_none(), p.line));
+    problems
+}
+
+fn to_problem(e: ConfigError) -> Problem {
+    match e {
+        ConfigError::Key { key, message } => Problem::new(problems::parse_key(&key), message),
+        other => Problem::new(Vec::new(), other.to_string()),
+    }
+}
+
+fn read_raw(path: &Path, text: Option<&str>) -> Result<serde_json::Value, ConfigError> {
     let file_err = |message: String| ConfigError::File {
         path: path.to_path_buf(),
         message,
     };
     let mut b = config::Config::builder();
-    for (var, key) in [
-        ("TELEGRAM_BOT_TOKEN", "channels.telegram.token"),
-        ("LARK_APP_ID", "channels.lark.app_id"),
-        ("LARK_APP_SECRET", "channels.lark.app_secret"),
-        ("SEARXNG_BASE_URL", "tools.web_search.searxng.base_url"),
-    ] {
+    for (var, key) in origin::WELL_KNOWN_VARS {
         if let Ok(v) = std::env::var(var) {
             if !v.is_empty() {
-                b = b.set_default(key, v).map_err(|e| file_err(e.to_string()))?;
+                b = b
+                    .set_default(*key, v)
+                    .map_err(|e| file_err(e.to_string()))?;
             }
         }
     }
-    if file_found {
-        b = b.add_source(
-            config::File::from(path.to_path_buf())
-                .format(config::FileFormat::Yaml)
-                .required(true),
-        );
+    if let Some(text) = text {
+        b = b.add_source(config::File::from_str(text, config::FileFormat::Yaml));
     }
     let mut env = config::Environment::with_prefix("ETHAN")
         .prefix_separator("__")
@@ -293,8 +386,19 @@ fn strip_nulls(v: &mut serde_json::Value) {
     }
 }
 
-/// Deserialise with the failing key's path in the error.
-pub fn from_value(mut raw: serde_json::Value) -> Result<Config, ConfigError> {
+/// Deserialise; every problem (with its key's path) in the error.
+pub fn from_value(raw: serde_json::Value) -> Result<Config, ConfigError> {
+    match from_value_all(raw) {
+        (c, p) if p.is_empty() => Ok(c),
+        (_, p) => Err(ConfigError::Invalid(p)),
+    }
+}
+
+/// The config read from `raw` with every bad value left at its default, and the problems.
+fn from_value_all(mut raw: serde_json::Value) -> (Config, Vec<Problem>) {
+    use origin::Seg;
+    let mut problems = Vec::new();
+    problems::refuse_misshapen_sections(&mut raw, &mut problems);
     // `tools.<name>` sections are read apart, so their errors name `tools.<name>.<key>`.
     let mut per_tool = std::collections::BTreeMap::new();
     if let Some(tools) = raw.get_mut("tools").and_then(|t| t.as_object_mut()) {
@@ -305,11 +409,12 @@ pub fn from_value(mut raw: serde_json::Value) -> Result<Config, ConfigError> {
             .collect();
         for name in names {
             let v = tools.remove(&name).unwrap_or_default();
-            let o: ToolOverride = deserialize_at(v, &format!("tools.{name}"))?;
+            let prefix = [Seg::Key("tools".into()), Seg::Key(name.clone())];
+            let o: ToolOverride = problems::deserialize_all(v, &prefix, &mut problems);
             per_tool.insert(name, o);
         }
     }
-    let mut config: Config = deserialize_at(raw, "")?;
+    let mut config: Config = problems::deserialize_all(raw, &[], &mut problems);
     config.tools.per_tool = per_tool;
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
     let m = &mut config.model;
@@ -317,7 +422,7 @@ pub fn from_value(mut raw: serde_json::Value) -> Result<Config, ConfigError> {
     for f in &mut m.fallback {
         fill_endpoint(f.provider, &mut f.base_url, &mut f.api_key, false, env);
     }
-    Ok(config)
+    (config, problems)
 }
 
 /// An empty `base_url` / `api_key` of a model endpoint from the provider's variables
@@ -349,36 +454,6 @@ fn fill_endpoint(
             *api_key = Secret::new(k);
         }
     }
-}
-
-fn deserialize_at<T: serde::de::DeserializeOwned>(
-    raw: serde_json::Value,
-    prefix: &str,
-) -> Result<T, ConfigError> {
-    serde_path_to_error::deserialize::<_, T>(raw).map_err(|e| {
-        let inner_path = e.path().to_string();
-        let path = match (prefix.is_empty(), inner_path == ".") {
-            (true, _) => inner_path,
-            (false, true) => prefix.to_string(),
-            (false, false) => format!("{prefix}.{inner_path}"),
-        };
-        let inner = e.into_inner().to_string();
-        // serde reports an unknown field at its parent's path; name the field itself.
-        let key = match inner
-            .strip_prefix("unknown field `")
-            .and_then(|r| r.split('`').next())
-        {
-            Some(field) if path == "." => field.to_string(),
-            Some(field) if !path.ends_with(field) => format!("{path}.{field}"),
-            _ => path,
-        };
-        let message = if inner.starts_with("unknown field") {
-            format!("unknown key ({inner})")
-        } else {
-            inner
-        };
-        ConfigError::Key { key, message }
-    })
 }
 
 fn key_err(key: &str, message: impl Into<String>) -> ConfigError {
@@ -426,13 +501,23 @@ fn check_store(s: &types::StoreConfig) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Checks that serde cannot express.
+/// Checks that serde cannot express; the first failing one (tests).
+#[cfg(test)]
 fn validate(c: &Config) -> Result<(), ConfigError> {
-    check_url("model.base_url", &c.model.base_url, false)?;
+    match validate_all(c).into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Checks that serde cannot express: every failing one.
+fn validate_all(c: &Config) -> Vec<ConfigError> {
+    let mut errs = Vec::new();
+    errs.extend(check_url("model.base_url", &c.model.base_url, false).err());
     for (i, f) in c.model.fallback.iter().enumerate() {
-        check_url(&format!("model.fallback[{i}].base_url"), &f.base_url, false)?;
+        errs.extend(check_url(&format!("model.fallback[{i}].base_url"), &f.base_url, false).err());
         if f.name.trim().is_empty() {
-            return Err(key_err(
+            errs.push(key_err(
                 &format!("model.fallback[{i}].name"),
                 "must not be empty",
             ));
@@ -441,57 +526,66 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
     let names: Vec<String> = c.model.endpoints().into_iter().map(|e| e.name).collect();
     for (i, n) in names.iter().enumerate().skip(1) {
         if names[..i].contains(n) {
-            return Err(key_err(
+            errs.push(key_err(
                 &format!("model.fallback[{}].name", i - 1),
                 format!("{n:?} is already the name of another model; names pick a model, so each must be unique"),
             ));
         }
     }
     if c.model.max_tokens == 0 {
-        return Err(key_err("model.max_tokens", "must be at least 1"));
+        errs.push(key_err("model.max_tokens", "must be at least 1"));
     }
-    check_store(&c.store)?;
-    check_url(
-        "channels.telegram.api_url",
-        &c.channels.telegram.api_url,
-        false,
-    )?;
-    check_url(
-        "channels.telegram.webhook_url",
-        &c.channels.telegram.webhook_url,
-        true,
-    )?;
-    check_url("channels.lark.base_url", &c.channels.lark.base_url, true)?;
-    check_url(
-        "knowledge.embeddings.base_url",
-        &c.knowledge.embeddings.base_url,
-        true,
-    )?;
+    errs.extend(check_store(&c.store).err());
+    errs.extend(
+        check_url(
+            "channels.telegram.api_url",
+            &c.channels.telegram.api_url,
+            false,
+        )
+        .err(),
+    );
+    errs.extend(
+        check_url(
+            "channels.telegram.webhook_url",
+            &c.channels.telegram.webhook_url,
+            true,
+        )
+        .err(),
+    );
+    errs.extend(check_url("channels.lark.base_url", &c.channels.lark.base_url, true).err());
+    errs.extend(
+        check_url(
+            "knowledge.embeddings.base_url",
+            &c.knowledge.embeddings.base_url,
+            true,
+        )
+        .err(),
+    );
     if c.model.name.trim().is_empty() {
-        return Err(key_err("model.name", "must not be empty"));
+        errs.push(key_err("model.name", "must not be empty"));
     }
     if c.model.max_tool_iterations == 0 {
-        return Err(key_err("model.max_tool_iterations", "must be at least 1"));
+        errs.push(key_err("model.max_tool_iterations", "must be at least 1"));
     }
     if c.model.history_messages == 0 {
-        return Err(key_err("model.history_messages", "must be at least 1"));
+        errs.push(key_err("model.history_messages", "must be at least 1"));
     }
     if c.model.timeout_secs == 0 {
-        return Err(key_err("model.timeout_secs", "must be at least 1"));
+        errs.push(key_err("model.timeout_secs", "must be at least 1"));
     }
     if c.model.idle_timeout_secs == 0 {
-        return Err(key_err("model.idle_timeout_secs", "must be at least 1"));
+        errs.push(key_err("model.idle_timeout_secs", "must be at least 1"));
     }
     if c.channels.lark.streaming == ethan_channels::StreamMode::Draft
         || c.channels.lark.streaming == ethan_channels::StreamMode::Edit
     {
-        return Err(key_err(
+        errs.push(key_err(
             "channels.lark.streaming",
             "Lark streams into a card: expected card (or auto) or off",
         ));
     }
     if c.channels.telegram.streaming == ethan_channels::StreamMode::Card {
-        return Err(key_err(
+        errs.push(key_err(
             "channels.telegram.streaming",
             "cards are Lark's: expected auto, draft, edit or off",
         ));
@@ -500,19 +594,19 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
         match o.split_once(':') {
             Some(("telegram", id)) if id.trim().parse::<i64>().is_ok() => {}
             Some(("lark", id)) if !id.trim().is_empty() => {}
-            _ => {
-                return Err(key_err(
-                    &format!("owners[{i}]"),
-                    format!("{o:?} must look like telegram:<numeric user id> or lark:<open_id>"),
-                ))
-            }
+            _ => errs.push(key_err(
+                &format!("owners[{i}]"),
+                format!("{o:?} must look like telegram:<numeric user id> or lark:<open_id>"),
+            )),
         }
     }
     if let Some(tz) = c.timezone.as_deref().filter(|t| !t.trim().is_empty()) {
-        crate::tz::parse_zone(tz).map_err(|e| key_err("timezone", e.to_string()))?;
+        if let Err(e) = crate::tz::parse_zone(tz) {
+            errs.push(key_err("timezone", e.to_string()));
+        }
     }
     if c.gateway.listen.parse::<std::net::SocketAddr>().is_err() {
-        return Err(key_err(
+        errs.push(key_err(
             "gateway.listen",
             format!(
                 "{:?} is not an address like 127.0.0.1:8900",
@@ -527,10 +621,10 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
                 .chars()
                 .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-')
         {
-            return Err(key_err(&key, "a server name must match [A-Za-z0-9_-]+"));
+            errs.push(key_err(&key, "a server name must match [A-Za-z0-9_-]+"));
         }
         if name.contains("__") || name.ends_with('_') {
-            return Err(key_err(
+            errs.push(key_err(
                 &key,
                 "a server name must not contain `__` or end with `_` (tool names are \
                  mcp__<server>__<tool>, and patterns mcp__<server>__* must name one server)",
@@ -538,27 +632,27 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
         }
         match (&s.command, &s.url) {
             (Some(c), None) if !c.trim().is_empty() => {}
-            (None, Some(u)) => check_url(&format!("{key}.url"), u, false)?,
-            _ => return Err(key_err(
+            (None, Some(u)) => errs.extend(check_url(&format!("{key}.url"), u, false).err()),
+            _ => errs.push(key_err(
                 &key,
                 "exactly one of command (a program speaking MCP on stdio) or url (a streamable \
                      HTTP endpoint) must be set",
             )),
         }
         if s.url.is_some() && (!s.args.is_empty() || !s.env.is_empty()) {
-            return Err(key_err(
+            errs.push(key_err(
                 &key,
                 "args and env belong to a command server, not a url",
             ));
         }
         if s.command.is_some() && !s.headers.is_empty() {
-            return Err(key_err(
+            errs.push(key_err(
                 &format!("{key}.headers"),
                 "headers belong to a url server",
             ));
         }
         if s.timeout_secs == 0 {
-            return Err(key_err(
+            errs.push(key_err(
                 &format!("{key}.timeout_secs"),
                 "must be at least 1",
             ));
@@ -569,10 +663,10 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
             .chars()
             .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-')
         {
-            return Err(key_err(&format!("tools.{name}"), "unknown key"));
+            errs.push(key_err(&format!("tools.{name}"), "unknown key"));
         }
     }
-    Ok(())
+    errs
 }
 
 /// Keys accepted now whose feature comes in a later version: (key prefix, what is missing).
@@ -712,6 +806,97 @@ mod tests {
         assert_eq!(c.channels.telegram.allow_from, vec!["42".to_string()]);
         assert_eq!(c.tools.per_tool["shell"].timeout_secs, Some(30));
         assert!(notices(&raw).is_empty(), "{:?}", notices(&raw));
+    }
+
+    /// Every key the config accepts (asked of serde, section by section) is in the example, and
+    /// the example loads without a problem.
+    #[test]
+    fn the_example_config_has_every_key_and_loads() {
+        use origin::Seg;
+        use serde_json::Value;
+        fn check(segs: &mut Vec<Seg>, values: &[&Value], missing: &mut Vec<String>) {
+            let Some(keys) = problems::keys_at(segs) else {
+                return;
+            };
+            let tools = segs.len() == 1 && segs[0] == Seg::Key("tools".into());
+            for k in keys {
+                let children: Vec<&Value> = values.iter().filter_map(|v| v.get(&k)).collect();
+                segs.push(Seg::Key(k.clone()));
+                if children.is_empty() {
+                    missing.push(origin::key_string(segs));
+                } else if problems::keys_at(segs).is_some() {
+                    check(segs, &children, missing);
+                } else {
+                    // A list of sections, or a map of them (`mcp.servers`): every item's keys.
+                    for (step, items) in [
+                        (
+                            Seg::Index(0),
+                            children
+                                .iter()
+                                .filter_map(|c| c.as_array())
+                                .flatten()
+                                .collect::<Vec<_>>(),
+                        ),
+                        (
+                            Seg::Key("x".into()),
+                            children
+                                .iter()
+                                .filter_map(|c| c.as_object())
+                                .flat_map(|m| m.values())
+                                .collect(),
+                        ),
+                    ] {
+                        segs.push(step);
+                        if problems::keys_at(segs).is_some() {
+                            check(segs, &items, missing);
+                        }
+                        segs.pop();
+                    }
+                }
+                segs.pop();
+            }
+            if tools {
+                let per_tool: Vec<&Value> = values
+                    .iter()
+                    .filter_map(|v| v.as_object())
+                    .flat_map(|m| m.iter())
+                    .filter(|(k, _)| !TOOLS_SECTION_KEYS.contains(&k.as_str()))
+                    .map(|(_, v)| v)
+                    .collect();
+                segs.push(Seg::Key("shell".into()));
+                check(segs, &per_tool, missing);
+                segs.pop();
+            }
+        }
+        let raw = serde_yaml_value(include_str!("../../config.example.yaml"));
+        let c = from_value(raw.clone()).unwrap();
+        let problems = validate_all(&c);
+        assert!(problems.is_empty(), "{problems:?}");
+        let mut missing = Vec::new();
+        check(&mut Vec::new(), &[&raw], &mut missing);
+        assert!(missing.is_empty(), "config.example.yaml lacks {missing:?}");
+        // The check itself finds a missing key.
+        let mut less = raw.clone();
+        less["retention"]
+            .as_object_mut()
+            .unwrap()
+            .remove("log_days");
+        less["model"]["fallback"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("max_tokens");
+        let mut missing = Vec::new();
+        check(&mut Vec::new(), &[&less], &mut missing);
+        assert!(
+            missing.contains(&"retention.log_days".to_string()),
+            "{missing:?}"
+        );
+        assert!(
+            missing
+                .iter()
+                .any(|m| m.starts_with("model.fallback") && m.ends_with("max_tokens")),
+            "{missing:?}"
+        );
     }
 
     #[test]

@@ -514,6 +514,9 @@ pub struct RetentionConfig {
     /// update 24 hours, Lark redelivers for hours), so values below the 3-day dedupe window
     /// count as 3; unfinished events are never removed.
     pub inbound_days: u32,
+    /// Days the daily log files of `$ETHAN_HOME/logs/` (written by an interactive `ethan chat`)
+    /// are kept.
+    pub log_days: u32,
 }
 
 impl Default for RetentionConfig {
@@ -522,6 +525,7 @@ impl Default for RetentionConfig {
             spill_days: 7,
             audit_days: 90,
             inbound_days: 7,
+            log_days: 14,
         }
     }
 }

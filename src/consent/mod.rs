@@ -27,6 +27,7 @@
 
 pub mod display;
 pub mod grants;
+mod input;
 pub mod owners;
 pub mod shared;
 pub mod terminal;
@@ -227,6 +228,11 @@ impl Consent {
     }
 
     /// The ids of requests waiting in a chat (for `/approve` without an id).
+    /// Approval requests waiting for an answer, in every chat.
+    pub fn pending_count(&self) -> usize {
+        self.pending().len()
+    }
+
     pub fn pending_in_chat(&self, channel: ChannelKind, chat_id: &str) -> Vec<String> {
         self.pending()
             .iter()

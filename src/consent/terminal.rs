@@ -2,41 +2,15 @@
 //! when stdin is not a terminal, so `yes | ethan chat -m …` works. EOF, Ctrl-C or anything but
 //! y/yes/a/always means no; `a`/`always` grants the scope for the session.
 //!
-//! Stdin is read by one thread feeding a channel ([`TerminalInput`]), shared by the chat prompt
-//! and the consent question so they never compete for the same bytes.
+//! Stdin is read by one thread ([`TerminalInput`], in `input.rs`), shared by the chat prompt and
+//! the consent question so they never compete for the same bytes.
 
-use std::io::BufRead;
-use std::sync::Arc;
-use tokio::sync::{mpsc, Mutex};
+pub use super::input::{Line, TerminalInput};
+use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Lines from stdin, read on a dedicated thread. `None` = EOF.
-#[derive(Clone)]
-pub struct TerminalInput {
-    rx: Arc<Mutex<mpsc::Receiver<String>>>,
-}
-
-impl TerminalInput {
-    pub fn spawn() -> Self {
-        let (tx, rx) = mpsc::channel(16);
-        std::thread::spawn(move || {
-            let stdin = std::io::stdin();
-            for line in stdin.lock().lines() {
-                let Ok(line) = line else { break };
-                if tx.blocking_send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Self {
-            rx: Arc::new(Mutex::new(rx)),
-        }
-    }
-
-    /// The next line, or `None` at EOF.
-    pub async fn next_line(&self) -> Option<String> {
-        self.rx.lock().await.recv().await
-    }
-}
+/// Set while a question waits for its answer on the terminal, so a status line (the chat's
+/// spinner) is not drawn over it.
+pub static ASKING: AtomicBool = AtomicBool::new(false);
 
 /// The person's answer at the terminal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,11 +50,18 @@ pub async fn ask(
     } else {
         "[y/a(lways this session)/N]"
     };
+    ASKING.store(true, Ordering::SeqCst);
+    use std::io::IsTerminal;
+    if std::io::stderr().is_terminal() {
+        // Over a status line, if one is shown.
+        eprint!("\r\x1b[2K");
+    }
     eprint!("{}", question(tool, description, choices));
     let answer = tokio::select! {
         line = input.next_line() => line.map(|l| parse_answer(&l)).unwrap_or(TerminalAnswer::No),
         _ = tokio::signal::ctrl_c() => TerminalAnswer::No,
     };
+    ASKING.store(false, Ordering::SeqCst);
     match (answer, always) {
         (TerminalAnswer::Session, true) => TerminalAnswer::Once,
         (a, _) => a,

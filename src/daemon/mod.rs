@@ -8,6 +8,7 @@ pub mod commands;
 pub mod open_store;
 pub mod replica;
 pub mod router;
+pub mod running;
 pub mod stream;
 pub mod typing;
 
@@ -45,6 +46,8 @@ pub fn build_consent(
 }
 
 /// Build the agent shared by `run` and `chat`; `consent` becomes the executor's consent step.
+/// Commands that run turns also start the knowledge sync ([`crate::knowledge::spawn_start_sync`]);
+/// `tools list` does not.
 pub fn build_agent(
     loaded: Arc<Loaded>,
     stores: &OpenStore,
@@ -57,11 +60,6 @@ pub fn build_agent(
         loaded.file_found.then_some(loaded.path.as_path()),
         Some((loaded.home.join("knowledge"), stores.index.clone())),
     ));
-    crate::knowledge::spawn_start_sync(
-        &loaded.home,
-        stores.index.clone(),
-        &loaded.config.knowledge,
-    );
     let mut executor = Executor::new(
         registry,
         ExecutorOptions {
@@ -112,7 +110,7 @@ pub use crate::config::{lark_config, telegram_config};
 
 pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
     for n in &loaded.notices {
-        tracing::info!("{n}");
+        tracing::warn!("{n}");
     }
     let stores = open_store::open(&loaded).await?;
     if let Some(sqlite) = &stores.sqlite {
@@ -124,6 +122,11 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
     let store = stores.main.clone();
     let consent = build_consent(&loaded, &store, None);
     let agent = build_agent(loaded.clone(), &stores, Some(consent.clone()))?;
+    crate::knowledge::spawn_start_sync(
+        &loaded.home,
+        stores.index.clone(),
+        &loaded.config.knowledge,
+    );
     // MCP servers start in the background; their tools appear when each has listed them.
     let mcp = crate::mcp::McpManager::new(&loaded, agent.executor.registry_slot());
     mcp.start();
@@ -244,6 +247,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
     // One HTTP server: the gateway's routes plus the webhook routes of channels in webhook mode.
     let mut app = crate::gateway::router(gateway_state);
     let mut needs_gateway = None;
+    let mut gateway_addr = None;
     if let Some(ch) = &telegram {
         if loaded.config.channels.telegram.mode == crate::config::TelegramMode::Webhook {
             app = app.merge(ethan_channels::telegram::webhook::router(
@@ -269,6 +273,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
         let listener = crate::gateway::bind(listen).await.with_context(|| {
             format!("binding gateway.listen {listen} (is another ethan running?)")
         })?;
+        gateway_addr = listener.local_addr().ok();
         let rx = shutdown_rx.clone();
         tasks.push(tokio::spawn(async move {
             if let Err(e) = crate::gateway::serve_listener(listener, app, rx).await {
@@ -311,6 +316,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
             }
         }));
     }
+    running::record_start(&loaded.home, gateway_addr).await;
     tracing::info!("ethan is running (store {})", open_store::describe(&loaded));
     notify_systemd("READY=1");
 
@@ -321,6 +327,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
         _ = term.recv() => {},
     }
     notify_systemd("STOPPING=1");
+    running::record_stop(&loaded.home).await;
     tracing::info!(
         "shutting down: no new events; waiting up to {SHUTDOWN_GRACE_SECS} s for turns in flight"
     );

@@ -1070,6 +1070,10 @@ pub struct RouterTurns(pub Arc<Router>);
 
 #[async_trait]
 impl crate::gateway::TurnQueue for RouterTurns {
+    fn in_flight(&self) -> usize {
+        self.0.turns_in_flight()
+    }
+
     async fn run(&self, input: TurnInput, cancel: CancellationToken) -> Option<TurnReply> {
         let (done, reply) = oneshot::channel();
         let key = input.session_key.clone();

@@ -1,5 +1,6 @@
 //! `GET /healthz`: 200 when the store and every enabled channel are up, else 503; the JSON body
-//! gives each part's state. `GET /metrics`: Prometheus text ([`crate::metrics`]).
+//! gives each part's state, the version and pid, the turns in flight and the approvals waiting
+//! (read by `ethan status`). `GET /metrics`: Prometheus text ([`crate::metrics`]).
 
 use super::GatewayState;
 use axum::extract::State;
@@ -29,6 +30,10 @@ pub async fn healthz(State(s): State<Arc<GatewayState>>) -> impl IntoResponse {
             "status": if all_up { "ok" } else { "degraded" },
             "store": if store_ok { "up" } else { "down" },
             "channels": channels,
+            "version": env!("CARGO_PKG_VERSION"),
+            "pid": std::process::id(),
+            "turns_in_flight": s.turns.in_flight(),
+            "pending_approvals": s.consent.pending_count(),
         })),
     )
 }

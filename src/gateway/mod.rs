@@ -34,6 +34,11 @@ pub trait TurnQueue: Send + Sync {
     /// drops it while it still waits. `None` when the turn was not run: cancelled before it
     /// started, or the daemon is stopping.
     async fn run(&self, input: TurnInput, cancel: CancellationToken) -> Option<TurnReply>;
+
+    /// Turns running or waiting now (for `/healthz`).
+    fn in_flight(&self) -> usize {
+        0
+    }
 }
 
 /// What the gateway's handlers share.

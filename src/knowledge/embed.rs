@@ -117,12 +117,12 @@ impl Embedder {
         }
         let resp = req.send().await.map_err(|e| EmbedError::Request {
             url: self.url.clone(),
-            message: e.without_url().to_string(),
+            message: ethan_channels::net::describe(&e),
         })?;
         let status = resp.status();
         let text = resp.text().await.map_err(|e| EmbedError::Request {
             url: self.url.clone(),
-            message: e.without_url().to_string(),
+            message: ethan_channels::net::describe(&e),
         })?;
         if !status.is_success() {
             return Err(EmbedError::Http {

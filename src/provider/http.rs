@@ -84,10 +84,10 @@ pub(crate) fn transport_error(
     } else if e.is_connect() {
         ProviderError::Connect {
             url: base_url.to_string(),
-            message: e.to_string(),
+            message: ethan_channels::net::describe(&e),
         }
     } else {
-        ProviderError::BadResponse(e.to_string())
+        ProviderError::BadResponse(ethan_channels::net::describe(&e))
     }
 }
 

@@ -221,7 +221,7 @@ impl LarkApi {
             .json(&json!({"app_id": self.app_id, "app_secret": self.app_secret}))
             .send()
             .await
-            .map_err(|e| transport(format!("request failed: {}", e.without_url())))?;
+            .map_err(|e| transport(format!("request failed: {}", crate::net::describe(&e))))?;
         let status = resp.status().as_u16();
         let body: Value = resp
             .json()
@@ -291,7 +291,7 @@ impl LarkApi {
             let resp = req
                 .send()
                 .await
-                .map_err(|e| transport(format!("request failed: {}", e.without_url())))?;
+                .map_err(|e| transport(format!("request failed: {}", crate::net::describe(&e))))?;
             let status = resp.status().as_u16();
             let reset = resp
                 .headers()
@@ -543,7 +543,7 @@ impl LarkApi {
             .json(&json!({"AppID": self.app_id, "AppSecret": self.app_secret}))
             .send()
             .await
-            .map_err(|e| transport(format!("request failed: {}", e.without_url())))?;
+            .map_err(|e| transport(format!("request failed: {}", crate::net::describe(&e))))?;
         let status = resp.status().as_u16();
         if status != 200 {
             return Err(transport(format!("HTTP {status} (server busy)")));

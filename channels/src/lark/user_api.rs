@@ -217,7 +217,7 @@ impl UserApi {
         let resp = req
             .send()
             .await
-            .map_err(|e| transport(format!("request failed: {}", e.without_url())))?;
+            .map_err(|e| transport(format!("request failed: {}", crate::net::describe(&e))))?;
         let status = resp.status().as_u16();
         let bytes = resp
             .bytes()

@@ -60,7 +60,7 @@ pub(crate) fn map_error(e: RequestError) -> ChannelError {
         },
         other => ChannelError::Transport {
             platform: PLATFORM,
-            message: other.to_string(),
+            message: crate::net::describe(&other),
         },
     }
 }

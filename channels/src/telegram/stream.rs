@@ -241,7 +241,7 @@ impl RawApi {
             .send()
             .await
             // The URL holds the token: keep it out of the message.
-            .map_err(|e| CallError::Transport(format!("{method}: {}", e.without_url())))?;
+            .map_err(|e| CallError::Transport(format!("{method}: {}", crate::net::describe(&e))))?;
         let status = resp.status().as_u16();
         let answer: Value = resp.json().await.map_err(|e| {
             CallError::Transport(format!(

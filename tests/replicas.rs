@@ -310,6 +310,13 @@ async fn an_approval_asked_on_one_replica_is_answered_by_a_press_on_another() {
         "{:?}",
         sent[1]
     );
+    assert!(
+        homes[other]
+            .log()
+            .contains("answered here for the replica that asked"),
+        "the press was taken by the replica that was not waiting:\n{}",
+        homes[other].log()
+    );
     let marker = |h: &TestHome| h.path().join("workspace").join("replica-approved.txt");
     assert!(
         marker(&homes[asking]).exists(),

@@ -85,6 +85,61 @@ fn write_config(home: &Path, fakes: &fake::Fakes, lark: &lark::FakeLark) {
     std::fs::write(home.join("config.yaml"), yaml).unwrap();
 }
 
+/// A replica's config: Telegram only, the shared PostgreSQL store `url`.
+fn write_replica_config(home: &Path, fakes: &fake::Fakes, url: &str) {
+    std::fs::create_dir_all(home).unwrap();
+    let yaml = format!(
+        "model:\n  base_url: http://{}/v1\n  api_key: sk-bench\n  name: bench-model\n\
+         channels:\n  telegram:\n    token: \"{}\"\n    api_url: http://{}\n    dm_policy: open\n\
+         gateway:\n  listen: 127.0.0.1:0\nstore:\n  url: \"{url}\"\n",
+        fakes.model,
+        fake::TOKEN,
+        fakes.telegram,
+    );
+    std::fs::write(home.join("config.yaml"), yaml).unwrap();
+}
+
+/// (9) `replicas` × `ethan run` on one fresh PostgreSQL database (the throwaway cluster of
+/// `ethan::store::pg::cluster`), `chats` × `per_chat` messages queued at once through the one
+/// Telegram poller: (replied, seconds, CPU of all replicas).
+async fn replica_throughput(
+    bin: &Path,
+    work: &Path,
+    fakes: &fake::Fakes,
+    replicas: usize,
+    chats: usize,
+    per_chat: usize,
+) -> (usize, f64, Duration) {
+    let url = ethan::store::pg::cluster::fresh_database()
+        .await
+        .unwrap_or_else(|e| panic!("the PostgreSQL benchmark needs PostgreSQL: {e}"));
+    fakes.reset_polls();
+    let mut daemons = Vec::new();
+    for i in 0..replicas {
+        let home = work.join(format!("replicas-{replicas}-{i}"));
+        write_replica_config(&home, fakes, &url);
+        let log = work.join(format!("replicas-{replicas}-{i}.log"));
+        daemons.push(Daemon::spawn(bin, &home, &log));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while fakes.first_poll().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "no replica polled Telegram in 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The other replicas are up too (they sweep for work from their start).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let cpu0: Duration = daemons.iter().map(|d| d.cpu()).sum();
+    let (replied, secs) = fakes.burst(chats, per_chat, Duration::from_secs(600)).await;
+    let cpu1: Duration = daemons.iter().map(|d| d.cpu()).sum();
+    for d in daemons {
+        d.stop();
+    }
+    (replied, secs, cpu1.saturating_sub(cpu0))
+}
+
 /// Wait until Telegram polled and a new Lark connection is up; the later of the two instants.
 async fn wait_ready(
     d: &mut Daemon,
@@ -208,6 +263,21 @@ async fn main() {
     d.stop();
     let turns = chats * per_chat;
 
+    // (9) replicas on PostgreSQL
+    let counts: Vec<usize> = std::env::var("BENCH_REPLICAS")
+        .unwrap_or_else(|_| "1,2,3".into())
+        .split(',')
+        .filter_map(|n| n.trim().parse().ok())
+        .collect();
+    let mut replica_runs = Vec::new();
+    for &n in &counts {
+        eprintln!("[bench] throughput on PostgreSQL, {n} replica(s): {chats} chats x {per_chat}");
+        replica_runs.push((
+            n,
+            replica_throughput(&bin, work.path(), &fakes, n, chats, per_chat).await,
+        ));
+    }
+
     let inbound = sorted(legs.inbound);
     let outbound = sorted(legs.outbound);
     let total = sorted(legs.total);
@@ -320,6 +390,30 @@ async fn main() {
         ),
         ">= 2000 turns/s",
     );
+    let one = replica_runs
+        .iter()
+        .find(|(n, _)| *n == 1)
+        .map(|(_, (r, s, _))| *r as f64 / s.max(1e-9));
+    for (n, (r, s, cpu)) in &replica_runs {
+        let rate = *r as f64 / s.max(1e-9);
+        let vs = match one {
+            Some(one) if *n > 1 => format!(", {:.2}x one replica", rate / one),
+            _ => String::new(),
+        };
+        figure(
+            "9",
+            &format!("throughput, {chats} sessions x {per_chat}, PostgreSQL, {n} replica(s)"),
+            &format!(
+                "{rate:.0} turns/s ({r}/{turns}){vs}; CPU of all replicas {:.3} ms/turn",
+                cpu.as_secs_f64() * 1e3 / (*r).max(1) as f64
+            ),
+            if *n == 2 {
+                ">= 1.5x one replica"
+            } else {
+                "reported"
+            },
+        );
+    }
     figure(
         "8",
         &format!("streaming, n={streamed}: model's first chunk -> first draft (Telegram DM)"),
@@ -340,4 +434,7 @@ async fn main() {
         "<= 15 MB",
     );
     assert_eq!(replied, turns, "some turns got no reply");
+    for (n, (r, _, _)) in &replica_runs {
+        assert_eq!(*r, turns, "{n} replica(s): some turns got no reply");
+    }
 }

@@ -183,7 +183,11 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
     let token = crate::gateway::auth::ensure_token(&loaded, &store)
         .await
         .context("gateway token")?;
-    let replica = replica::Replica::for_store(&store, loaded.config.store.lease_secs);
+    let replica = replica::Replica::for_store(
+        &store,
+        loaded.config.store.lease_secs,
+        2 * MAX_CONCURRENT_TURNS,
+    );
     let router = match &replica {
         Some(r) => {
             consent.share(store.shared());

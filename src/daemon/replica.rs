@@ -25,6 +25,8 @@ use tokio::sync::watch;
 
 /// How often each replica looks for sessions nobody holds.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(1);
+/// How soon it looks again when it left sessions behind for want of room.
+pub const SWEEP_BUSY: Duration = Duration::from_millis(50);
 /// How often a replica that is not the Telegram poller tries to become it.
 pub const LEADER_RETRY: Duration = Duration::from_secs(5);
 /// The Telegram poller's lease name.
@@ -38,11 +40,23 @@ pub struct Replica {
     pub lease: Duration,
     store: DaemonStoreRef,
     held: Mutex<HashSet<String>>,
+    /// Sessions with a pump queued here and not started yet.
+    queued: Mutex<HashSet<String>>,
+    /// Pumps running here now.
+    running: std::sync::atomic::AtomicUsize,
+    /// Most sessions this replica queues or runs at once; the rest wait in the store for
+    /// whichever replica has room (so a busy replica leaves work to the others).
+    capacity: usize,
 }
 
 impl Replica {
     /// A replica on `store` when the store is shared (PostgreSQL); `None` for SQLite.
-    pub fn for_store(store: &DaemonStoreRef, lease_secs: u64) -> Option<Arc<Replica>> {
+    /// `capacity`: most sessions queued or running here at once.
+    pub fn for_store(
+        store: &DaemonStoreRef,
+        lease_secs: u64,
+        capacity: usize,
+    ) -> Option<Arc<Replica>> {
         if !store.replicated() {
             return None;
         }
@@ -51,7 +65,39 @@ impl Replica {
             lease: Duration::from_secs(lease_secs.max(1)),
             store: store.clone(),
             held: Mutex::new(HashSet::new()),
+            queued: Mutex::new(HashSet::new()),
+            running: std::sync::atomic::AtomicUsize::new(0),
+            capacity: capacity.max(1),
         }))
+    }
+
+    fn queued(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.queued.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether to queue a pump of `key` here: not when one is already queued (it will find the
+    /// new event), nor when this replica is full (the session waits in the store for a sweep,
+    /// here or on another replica). [`Want::Queue`] counts it as queued.
+    pub fn want(&self, key: &str) -> Want {
+        let mut queued = self.queued();
+        if queued.contains(key) {
+            return Want::Already;
+        }
+        let running = self.running.load(std::sync::atomic::Ordering::Relaxed);
+        if queued.len() + running >= self.capacity {
+            return Want::Full;
+        }
+        queued.insert(key.to_string());
+        Want::Queue
+    }
+
+    /// A queued pump of `key` starts; it counts as running until the guard is dropped (also
+    /// when the pump panics).
+    pub fn started(self: &Arc<Self>, key: &str) -> PumpGuard {
+        self.queued().remove(key);
+        self.running
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        PumpGuard(self.clone())
     }
 
     fn held(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
@@ -121,6 +167,28 @@ impl Replica {
                 Err(e) => tracing::warn!("cannot renew leases: {e}"),
             }
         }
+    }
+}
+
+/// What [`Replica::want`] says about a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Want {
+    /// Queue a pump of it here.
+    Queue,
+    /// A pump of it is already queued here.
+    Already,
+    /// This replica has no room; leave it in the store.
+    Full,
+}
+
+/// A running pump (see [`Replica::started`]).
+pub struct PumpGuard(Arc<Replica>);
+
+impl Drop for PumpGuard {
+    fn drop(&mut self) {
+        self.0
+            .running
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

@@ -40,7 +40,7 @@
 
 use super::access::{self, Access};
 use super::commands::{self, Command};
-use super::replica::Replica;
+use super::replica::{Replica, Want};
 use super::stream::{self, Presenter};
 use super::typing::Typing;
 use crate::agent::{Agent, TurnInput, TurnOutcome, TurnReply};
@@ -179,20 +179,33 @@ impl Router {
     /// events and no live lease (their replica died, or their event came in while the session
     /// was being let go), until `shutdown`. Does nothing without replicas.
     pub async fn sweep_loop(self: Arc<Self>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
-        if self.replica.is_none() {
+        let Some(replica) = self.replica.clone() else {
             return;
-        }
+        };
         loop {
+            let mut full = false;
             match self.store.unleased_sessions().await {
                 Ok(keys) => {
                     for key in keys {
-                        self.enqueue_job(key, Job::Pump);
+                        match replica.want(&key) {
+                            Want::Queue => self.enqueue_job(key, Job::Pump),
+                            Want::Already => {}
+                            Want::Full => {
+                                full = true;
+                                break;
+                            }
+                        }
                     }
                 }
                 Err(e) => tracing::warn!("cannot look for sessions without a replica: {e}"),
             }
+            let pause = if full {
+                super::replica::SWEEP_BUSY
+            } else {
+                super::replica::SWEEP_EVERY
+            };
             tokio::select! {
-                _ = tokio::time::sleep(super::replica::SWEEP_EVERY) => {}
+                _ = tokio::time::sleep(pause) => {}
                 _ = shutdown.changed() => return,
             }
         }
@@ -369,9 +382,13 @@ impl Router {
     }
 
     fn enqueue(self: &Arc<Self>, ev: InboundEvent) {
-        if self.replica.is_some() {
-            // The event is in the store; whichever replica holds the session runs it.
-            self.enqueue_job(ev.session_key(), Job::Pump);
+        if let Some(replica) = &self.replica {
+            // The event is in the store; whichever replica takes the session runs it: this one
+            // unless it is full (then a sweep, here or elsewhere, finds it).
+            let key = ev.session_key();
+            if replica.want(&key) == Want::Queue {
+                self.enqueue_job(key, Job::Pump);
+            }
             return;
         }
         self.enqueue_job(ev.session_key(), Job::Event { ev, resumed: false });
@@ -409,7 +426,11 @@ impl Router {
                 )
             }
             Job::Web(_) => tracing::error!("could not queue a web turn for {key}"),
-            Job::Pump => tracing::error!("could not queue the events of {key}"),
+            Job::Pump => {
+                // Not queued after all: free its place (a sweep finds the session again).
+                drop(self.replica.as_ref().map(|r| r.started(&key)));
+                tracing::error!("could not queue the events of {key}")
+            }
         }
     }
 
@@ -424,7 +445,7 @@ impl Router {
                     Ok(Some(Job::Resend(r))) => me.resend(r).await,
                     Ok(Some(Job::Web(turn))) => me.run_web_turn(turn).await,
                     Ok(Some(Job::Pump)) => {
-                        // Pumps queued behind this one would find nothing new.
+                        let _running = me.replica.as_ref().map(|r| r.started(&key));
                         me.pump(&key).await;
                     }
                     Ok(None) => break,

@@ -344,6 +344,9 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
     let left = router.turns_in_flight();
     if left > 0 {
         tracing::info!("{left} turn(s) still running; they will be answered after the restart");
+    } else if let Some(r) = &replica {
+        // Nothing runs here any more: the other replicas take these sessions at once.
+        r.give_up_all().await;
     }
     for t in tasks {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(3), t).await;

@@ -18,7 +18,7 @@
 
 use crate::store::DaemonStoreRef;
 use ethan_channels::{Channel, InboundSink, StateStore};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -39,7 +39,10 @@ pub struct Replica {
     /// `store.lease_secs`.
     pub lease: Duration,
     store: DaemonStoreRef,
-    held: Mutex<HashSet<String>>,
+    /// Leases held, each with the generation it was taken in: a renewal that started before a
+    /// lease was given up and taken again cannot drop the new hold.
+    held: Mutex<HashMap<String, u64>>,
+    generation: std::sync::atomic::AtomicU64,
     /// Sessions with a pump queued here and not started yet.
     queued: Mutex<HashSet<String>>,
     /// Pumps running here now.
@@ -64,7 +67,8 @@ impl Replica {
             id: replica_id(),
             lease: Duration::from_secs(lease_secs.max(1)),
             store: store.clone(),
-            held: Mutex::new(HashSet::new()),
+            held: Mutex::new(HashMap::new()),
+            generation: std::sync::atomic::AtomicU64::new(0),
             queued: Mutex::new(HashSet::new()),
             running: std::sync::atomic::AtomicUsize::new(0),
             capacity: capacity.max(1),
@@ -100,7 +104,7 @@ impl Replica {
         PumpGuard(self.clone())
     }
 
-    fn held(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -113,7 +117,10 @@ impl Replica {
             .await
         {
             Ok(true) => {
-                self.held().insert(name.to_string());
+                let generation = self
+                    .generation
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.held().insert(name.to_string(), generation);
                 true
             }
             Ok(false) => false,
@@ -121,6 +128,15 @@ impl Replica {
                 tracing::warn!("cannot take the lease {name}: {e}");
                 false
             }
+        }
+    }
+
+    /// Give every held lease up (at shutdown, once no turn runs: other replicas take the
+    /// sessions over at once instead of after `lease_secs`).
+    pub async fn give_up_all(&self) {
+        let names: Vec<String> = self.held().keys().cloned().collect();
+        for name in names {
+            self.give_up(&name).await;
         }
     }
 
@@ -134,7 +150,7 @@ impl Replica {
 
     /// Whether this replica believes it holds `name`.
     pub fn holds(&self, name: &str) -> bool {
-        self.held().contains(name)
+        self.held().contains_key(name)
     }
 
     /// Renew every held lease every third of the lease time, until `shutdown`. A lease found
@@ -146,22 +162,28 @@ impl Replica {
                 _ = tokio::time::sleep(every) => {}
                 _ = shutdown.changed() => return,
             }
-            let names: Vec<String> = self.held().iter().cloned().collect();
-            if names.is_empty() {
+            let snapshot: HashMap<String, u64> = self.held().clone();
+            if snapshot.is_empty() {
                 continue;
             }
+            let names: Vec<String> = snapshot.keys().cloned().collect();
             match self
                 .store
                 .renew_leases(&names, &self.id, self.lease.as_secs())
                 .await
             {
                 Ok(lost) => {
+                    let mut held = self.held();
                     for name in lost {
+                        // Given up and taken again since the snapshot: the new hold stands.
+                        if held.get(&name) != snapshot.get(&name) {
+                            continue;
+                        }
                         tracing::warn!(
                             "the lease {name} expired before it was renewed and another \
                              replica may have taken it over"
                         );
-                        self.held().remove(&name);
+                        held.remove(&name);
                     }
                 }
                 Err(e) => tracing::warn!("cannot renew leases: {e}"),
@@ -248,7 +270,13 @@ pub async fn telegram_poller(
             }
         };
         let _ = stop_tx.send(true);
-        let _ = tokio::time::timeout(Duration::from_secs(5), &mut poll).await;
+        if tokio::time::timeout(Duration::from_secs(5), &mut poll)
+            .await
+            .is_err()
+        {
+            // Never two pollers in one process.
+            poll.abort();
+        }
         if stopping {
             replica.give_up(TELEGRAM_POLLER_LEASE).await;
             return;

@@ -221,10 +221,10 @@ impl Router {
         };
         let lease = crate::store::session_lease(key);
         let mut handled = std::collections::HashSet::new();
+        if !replica.take(&lease).await {
+            return;
+        }
         loop {
-            if !replica.take(&lease).await {
-                return;
-            }
             let pending = match self.store.pending_inbound(key).await {
                 Ok(p) => p,
                 Err(e) => {
@@ -235,12 +235,23 @@ impl Router {
             };
             let mut ran = false;
             for p in pending {
+                if !replica.holds(&lease) {
+                    tracing::warn!(
+                        "this replica lost the lease of {key}; its events are left to the \
+                         replica that took it"
+                    );
+                    return;
+                }
+                let id = match &p {
+                    Pending::Turn { event, .. } => event.event_id.clone(),
+                    Pending::Reply(r) => r.event.event_id.clone(),
+                };
+                if !handled.insert(id) {
+                    continue;
+                }
+                ran = true;
                 match p {
                     Pending::Turn { event, resumed } => {
-                        if !handled.insert(event.event_id.clone()) {
-                            continue;
-                        }
-                        ran = true;
                         tracing::debug!(
                             "replica {} runs {} event {} in {key}",
                             replica.id,
@@ -257,18 +268,30 @@ impl Router {
                         self.handle(event, resumed).await;
                     }
                     Pending::Reply(r) => {
-                        if !handled.insert(r.event.event_id.clone()) {
-                            continue;
-                        }
-                        ran = true;
                         if let Some(r) = self.settle_unconfirmed(r).await {
                             self.resend(r).await;
                         }
                     }
                 }
             }
+            if ran {
+                // More may have come in meanwhile: keep the lease and look again.
+                continue;
+            }
             replica.give_up(&lease).await;
-            if !ran {
+            // An event recorded by a replica that found the lease held just before it was let
+            // go is found here.
+            let left = match self.store.pending_inbound(key).await {
+                Ok(p) => p.iter().any(|p| {
+                    let id = match p {
+                        Pending::Turn { event, .. } => &event.event_id,
+                        Pending::Reply(r) => &r.event.event_id,
+                    };
+                    !handled.contains(id)
+                }),
+                Err(_) => false,
+            };
+            if !left || !replica.take(&lease).await {
                 return;
             }
         }
@@ -489,11 +512,30 @@ impl Router {
         }
     }
 
-    /// Deliver `text` as the reply to `ev`: first record it as being sent (state `sending`, one
-    /// write), then send, then mark the event `done` once the platform confirmed it, or `failed`
-    /// when it refused or could not be reached (logged).
-    async fn answer(&self, ev: &InboundEvent, text: &str) {
-        self.record_sending(ev, text).await;
+    /// The state of an event answered outside its session's queue (`/approve`, `/claim`, a
+    /// refused `/stop`): `processing` (re-run after a crash) with one process; with replicas
+    /// `answering`, which no other replica takes over — it holds no session lease, so another
+    /// replica would otherwise run it a second time while this one answers.
+    fn out_of_band_state(&self) -> &'static str {
+        if self.replica.is_some() {
+            "answering"
+        } else {
+            "processing"
+        }
+    }
+
+    /// [`Router::answer`] for an event answered outside its session's queue: with replicas the
+    /// reply is not recorded as `sending` (another replica would take that over), only the
+    /// final state.
+    async fn answer_out_of_band(&self, ev: &InboundEvent, text: &str) {
+        if self.replica.is_none() {
+            return self.answer(ev, text).await;
+        }
+        self.deliver_and_mark(ev, text).await;
+    }
+
+    /// Send `text` as the reply and mark the event `done` (or `failed`, logged).
+    async fn deliver_and_mark(&self, ev: &InboundEvent, text: &str) {
         let state = match self.reply(ev, text).await {
             Ok(()) => "done",
             Err(e) => {
@@ -507,6 +549,14 @@ impl Router {
             }
         };
         self.mark(ev, state).await;
+    }
+
+    /// Deliver `text` as the reply to `ev`: first record it as being sent (state `sending`, one
+    /// write), then send, then mark the event `done` once the platform confirmed it, or `failed`
+    /// when it refused or could not be reached (logged).
+    async fn answer(&self, ev: &InboundEvent, text: &str) {
+        self.record_sending(ev, text).await;
+        self.deliver_and_mark(ev, text).await;
     }
 
     /// Send again a reply a crash caught mid-send: finish it in the message it was streamed
@@ -1042,9 +1092,11 @@ impl InboundSink for RouterSink {
                         return Ok(PublishOutcome::Accepted);
                     }
                     StopOutcome::NotAllowed => {
-                        router.mark(&ev, "processing").await;
+                        router.mark(&ev, router.out_of_band_state()).await;
                         let router = Arc::clone(router);
-                        tokio::spawn(async move { router.answer(&ev, STOP_NOT_YOURS).await });
+                        tokio::spawn(async move {
+                            router.answer_out_of_band(&ev, STOP_NOT_YOURS).await
+                        });
                         return Ok(PublishOutcome::Accepted);
                     }
                     StopOutcome::NothingRunning => {}
@@ -1055,17 +1107,17 @@ impl InboundSink for RouterSink {
             Some(cmd) if cmd.bypasses_queue() => {
                 // /claim works for people not yet allowed; /approve and /deny check the owner.
                 // The reply goes out from a task of its own: the intake never waits on a send.
-                router.mark(&ev, "processing").await;
+                router.mark(&ev, router.out_of_band_state()).await;
                 let router = Arc::clone(router);
                 if matches!(cmd, Command::Claim(_)) {
                     // Settled before the next event is taken in: it decides who that sender is
                     // (one local write). Only its reply goes out from a task.
                     let reply = router.out_of_band(&ev, &cmd).await;
-                    tokio::spawn(async move { router.answer(&ev, &reply).await });
+                    tokio::spawn(async move { router.answer_out_of_band(&ev, &reply).await });
                 } else {
                     tokio::spawn(async move {
                         let reply = router.out_of_band(&ev, &cmd).await;
-                        router.answer(&ev, &reply).await;
+                        router.answer_out_of_band(&ev, &reply).await;
                     });
                 }
                 return Ok(PublishOutcome::Accepted);

@@ -13,6 +13,9 @@
 //!   idempotent sends) or report.
 //! - `unconfirmed`: a reply whose delivery was cut off and that was not sent again, because the
 //!   platform could have shown it twice; final, like `done`.
+//! - `answering` (replicas only): a command answered outside its session's queue (`/approve`,
+//!   `/claim`, a refused `/stop`) while its reply goes out; never taken over by another
+//!   replica, which would answer it twice.
 //!
 //! Dedupe is bounded in time: a finished record older than [`DEDUPE_WINDOW_SECS`] no longer
 //! makes an event with the same id a duplicate (Telegram may restart its `update_id` numbering

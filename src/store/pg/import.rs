@@ -260,11 +260,18 @@ async fn read_table(store: &Store, t: &'static Table) -> Result<Vec<Vec<PgValue>
                 row[2] = Value::Integer(0);
             }
         }
-        let sent_at = (t.name == "inbound_events").then(|| match &row[3] {
-            Value::Text(p) => serde_json::from_str::<serde_json::Value>(p)
-                .ok()
-                .and_then(|v| v.get("sent_at").and_then(serde_json::Value::as_i64)),
+        let payload = (t.name == "inbound_events").then(|| match &row[3] {
+            Value::Text(p) => serde_json::from_str::<serde_json::Value>(p).ok(),
             _ => None,
+        });
+        let sent_at = payload.as_ref().map(|p| {
+            p.as_ref()
+                .and_then(|v| v.get("sent_at").and_then(serde_json::Value::as_i64))
+        });
+        let platform_seq = payload.as_ref().map(|p| {
+            p.as_ref()
+                .and_then(|v| v.get("seq").and_then(serde_json::Value::as_i64))
+                .unwrap_or(0)
         });
         let mut values = t
             .columns
@@ -272,8 +279,9 @@ async fn read_table(store: &Store, t: &'static Table) -> Result<Vec<Vec<PgValue>
             .zip(row)
             .map(|((c, k), v)| convert(t.name, c, *k, v))
             .collect::<Result<Vec<_>, _>>()?;
-        if let Some(sent_at) = sent_at {
+        if let (Some(sent_at), Some(platform_seq)) = (sent_at, platform_seq) {
             values.push(Box::new(sent_at));
+            values.push(Box::new(platform_seq));
         }
         out.push(values);
     }
@@ -313,6 +321,7 @@ pub async fn import_sqlite(from: &Store, to_url: &str) -> Result<ImportCounts, S
         let mut names: Vec<&str> = t.columns.iter().map(|(c, _)| *c).collect();
         if t.name == "inbound_events" {
             names.push("sent_at");
+            names.push("platform_seq");
         }
         let placeholders: Vec<String> = (1..=names.len()).map(|i| format!("${i}")).collect();
         let stmt = tx

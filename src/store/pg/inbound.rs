@@ -77,8 +77,8 @@ impl InboundStore for PgStore {
             .prepare_cached(
                 "INSERT INTO inbound_events
                  (channel, event_id, session_key, payload, sent_at, state, attempts, received_at,
-                  updated_at)
-                 VALUES ($1, $2, $3, $4, $5, 'received', 0, $6, $6)
+                  updated_at, platform_seq)
+                 VALUES ($1, $2, $3, $4, $5, 'received', 0, $6, $6, $7)
                  ON CONFLICT (channel, event_id) DO NOTHING",
             )
             .await
@@ -93,6 +93,7 @@ impl InboundStore for PgStore {
                     &payload,
                     &ev.sent_at,
                     &ts,
+                    &ev.seq,
                 ],
             )
             .await

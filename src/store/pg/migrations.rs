@@ -156,6 +156,7 @@ const STEPS: &[&str] = &[
     CREATE INDEX model_usage_chat ON model_usage(channel, chat_id, created_at);
     "#,
     // 2: replicas: named leases (sessions, the Telegram poller) timed by the server's clock,
+    // an event's place in the platform's order (`InboundEvent::seq`) as a column of its own,
     // and a session's unfinished events found without a scan
     r#"
     CREATE TABLE leases (
@@ -163,6 +164,7 @@ const STEPS: &[&str] = &[
         holder      TEXT NOT NULL,
         expires_at  TIMESTAMPTZ NOT NULL
     );
+    ALTER TABLE inbound_events ADD COLUMN platform_seq BIGINT NOT NULL DEFAULT 0;
     CREATE INDEX inbound_session_state ON inbound_events(session_key, state);
     "#,
 ];

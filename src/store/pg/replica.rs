@@ -84,12 +84,13 @@ impl ReplicaStore for PgStore {
             )
             .await
             .map_err(|e| pg_error(op, &e))?;
-        // The platform's order (the event's `seq`), then arrival.
+        // The platform's order (the event's `seq`, in a column: the payload is never cast to
+        // jsonb, which refuses text holding U+0000), then arrival.
         let rows = client
             .query(
                 "SELECT channel, event_id, payload, state, reply, updated_at FROM inbound_events
                  WHERE session_key = $1 AND state IN ('received', 'processing', 'sending')
-                 ORDER BY COALESCE((payload::jsonb ->> 'seq')::bigint, 0), seq",
+                 ORDER BY platform_seq, seq",
                 &[&session_key],
             )
             .await
@@ -140,11 +141,13 @@ impl ReplicaStore for PgStore {
         let client = self.client(op).await?;
         let rows = client
             .query(
-                "SELECT DISTINCT e.session_key FROM inbound_events e
+                "SELECT e.session_key FROM inbound_events e
                  WHERE e.state IN ('received', 'processing', 'sending')
                    AND NOT EXISTS (
                      SELECT 1 FROM leases l
                      WHERE l.name = 'session:' || e.session_key AND l.expires_at > now())
+                 GROUP BY e.session_key
+                 ORDER BY MIN(e.received_at), MIN(e.seq)
                  LIMIT 1000",
                 &[],
             )

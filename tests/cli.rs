@@ -317,20 +317,18 @@ fn doctor_shows_the_size_of_the_pruned_tables() {
         ),
         "{stdout}"
     );
-    let db = rusqlite::Connection::open(home.path().join("ethan.db")).unwrap();
-    db.execute(
+    support::store::execute(
+        &home,
         "INSERT INTO inbound_events
          (channel, event_id, session_key, payload, state, attempts, received_at, updated_at)
          VALUES ('telegram', '1', 'k', '{}', 'done', 1, 0, 0)",
-        [],
-    )
-    .unwrap();
-    db.execute(
+        &[],
+    );
+    support::store::execute(
+        &home,
         "INSERT INTO kv (key, value) VALUES ('lark.seen:om_1', '0')",
-        [],
-    )
-    .unwrap();
-    drop(db);
+        &[],
+    );
     let out = run_cli(&home, &["doctor"], None);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(

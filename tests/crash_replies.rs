@@ -15,14 +15,11 @@ use support::{Daemon, FakeTelegram, ScriptedModel, Step, TestHome};
 const WAIT: Duration = Duration::from_secs(30);
 
 fn inbound_state(home: &TestHome, channel: &str, event_id: &str) -> Option<String> {
-    rusqlite::Connection::open(home.path().join("ethan.db"))
-        .ok()?
-        .query_row(
-            "SELECT state FROM inbound_events WHERE channel = ?1 AND event_id = ?2",
-            [channel, event_id],
-            |r| r.get(0),
-        )
-        .ok()
+    support::store::value(
+        home,
+        "SELECT state FROM inbound_events WHERE channel = ?1 AND event_id = ?2",
+        &[channel, event_id],
+    )
 }
 
 #[tokio::test(flavor = "multi_thread")]

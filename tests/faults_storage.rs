@@ -51,6 +51,12 @@ fn count_containing(texts: &[String], needle: &str) -> usize {
 #[tokio::test(flavor = "multi_thread")]
 async fn locked_database_loses_no_update_and_answers_once_after_release() {
     let home = TestHome::new();
+    if support::store::skip_unless_sqlite(
+        &home,
+        "its subject is SQLite's write lock held by another process",
+    ) {
+        return;
+    }
     let tg = FakeTelegram::start().await;
     let model = ScriptedModel::start(support::model::echo_user(4)).await;
     write_config(&home, &tg, &model);
@@ -151,6 +157,12 @@ const REFUSE_OFFSET: &str = "
 #[tokio::test(flavor = "multi_thread")]
 async fn failed_offset_write_does_not_stop_polling() {
     let home = TestHome::new();
+    if support::store::skip_unless_sqlite(
+        &home,
+        "it makes SQLite refuse one write with a trigger in the file",
+    ) {
+        return;
+    }
     let tg = FakeTelegram::start().await;
     let model = ScriptedModel::start(support::model::echo_user(4)).await;
     write_config(&home, &tg, &model);
@@ -245,6 +257,12 @@ async fn deliver_like_lark(fake: &support::lark::FakeLark, event: &Value) -> usi
 #[tokio::test(flavor = "multi_thread")]
 async fn lark_message_during_a_locked_database_is_not_lost() {
     let home = TestHome::new();
+    if support::store::skip_unless_sqlite(
+        &home,
+        "its subject is SQLite's write lock held by another process",
+    ) {
+        return;
+    }
     let fake = support::lark::FakeLark::start().await;
     let model = ScriptedModel::start(support::model::echo_user(6)).await;
     home.write_config(&format!(
@@ -336,6 +354,9 @@ fn make_database_read_only(home: &TestHome) -> ChildLimits {
 #[tokio::test(flavor = "multi_thread")]
 async fn read_only_database_refuses_to_start_with_one_clear_line() {
     let home = TestHome::new();
+    if support::store::skip_unless_sqlite(&home, "its subject is a read-only SQLite file") {
+        return;
+    }
     let model = ScriptedModel::start(vec![]).await;
     home.write_config(&format!(
         "model:\n  base_url: {}\n  api_key: sk-test\n  name: test-model\n",
@@ -470,15 +491,15 @@ async fn spill_file_over_the_size_limit_is_reported_and_the_daemon_keeps_serving
     assert!(spilled.is_empty(), "{spilled:?}");
 
     // The audit row is there, without a spill path.
-    let conn = rusqlite::Connection::open(db_path(&home)).unwrap();
-    let (ok, output_bytes, spill_path): (bool, i64, Option<String>) = conn
-        .query_row(
-            "SELECT ok, output_bytes, spill_path FROM audit WHERE tool = 'shell'",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .expect("one audit row for the shell call");
-    drop(conn);
+    let row = support::store::row(
+        &home,
+        "SELECT ok, output_bytes, spill_path FROM audit WHERE tool = 'shell'",
+        &[],
+    )
+    .expect("one audit row for the shell call");
+    let ok = row[0].as_deref() == Some("1");
+    let output_bytes: i64 = row[1].as_deref().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let spill_path = row[2].clone();
     assert!(ok);
     assert!(output_bytes > FILE_SIZE_LIMIT as i64, "{output_bytes}");
     assert_eq!(spill_path, None);

@@ -96,14 +96,20 @@ async fn refused_calls_come_back_as_text_and_are_audited() {
     model.assert_protocol_ok();
 
     // One audit row per proposal; the secret argument is redacted there and absent from logs.
-    let db = rusqlite::Connection::open(home.path().join("ethan.db")).unwrap();
-    let rows: Vec<(String, String, Option<String>)> = db
-        .prepare("SELECT tool, args, error_kind FROM audit ORDER BY id")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let rows: Vec<(String, String, Option<String>)> = support::store::rows(
+        &home,
+        "SELECT tool, args, error_kind FROM audit ORDER BY id",
+        &[],
+    )
+    .into_iter()
+    .map(|r| {
+        (
+            r[0].clone().unwrap_or_default(),
+            r[1].clone().unwrap_or_default(),
+            r[2].clone(),
+        )
+    })
+    .collect();
     assert_eq!(rows.len(), 5, "{rows:?}");
     let tools: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
     assert_eq!(

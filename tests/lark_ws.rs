@@ -33,18 +33,12 @@ fn write_config_lark(
     ));
 }
 
-fn db(home: &TestHome) -> rusqlite::Connection {
-    rusqlite::Connection::open(home.path().join("ethan.db")).expect("open db")
-}
-
 fn inbound_state(home: &TestHome, event_id: &str) -> Option<String> {
-    db(home)
-        .query_row(
-            "SELECT state FROM inbound_events WHERE channel = 'lark' AND event_id = ?1",
-            [event_id],
-            |r| r.get(0),
-        )
-        .ok()
+    support::store::value(
+        home,
+        "SELECT state FROM inbound_events WHERE channel = 'lark' AND event_id = ?1",
+        &[event_id],
+    )
 }
 
 fn assert_no_secrets(home: &TestHome) {
@@ -399,13 +393,12 @@ async fn doctor_checks_lark_and_hints_when_no_event_arrived() {
     let mut daemon = Daemon::start(&home);
     fake.wait_connections(1, WAIT).await;
     support::wait_until("the start time is stored", WAIT, || {
-        db(&home)
-            .query_row(
-                "SELECT value FROM kv WHERE key = 'lark.started_at'",
-                [],
-                |r| r.get::<_, String>(0),
-            )
-            .is_ok()
+        support::store::row(
+            &home,
+            "SELECT value FROM kv WHERE key = 'lark.started_at'",
+            &[],
+        )
+        .is_some()
     })
     .await;
     daemon.stop();

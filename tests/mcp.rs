@@ -199,16 +199,20 @@ fn group_mention(update_id: i64, user: i64, text: &str) -> Value {
 
 /// `(tool, ok, error_kind)` of every audit row, in order.
 fn audit_rows(home: &TestHome) -> Vec<(String, bool, Option<String>)> {
-    let db = rusqlite::Connection::open(home.path().join("ethan.db")).unwrap();
-    let mut stmt = db
-        .prepare("SELECT tool, ok, error_kind FROM audit ORDER BY id")
-        .unwrap();
-    let rows = stmt
-        .query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? != 0, r.get(2)?)))
-        .unwrap()
-        .collect::<Result<Vec<_>, _>>()
-        .unwrap();
-    rows
+    support::store::rows(
+        home,
+        "SELECT tool, ok, error_kind FROM audit ORDER BY id",
+        &[],
+    )
+    .into_iter()
+    .map(|r| {
+        (
+            r[0].clone().unwrap_or_default(),
+            r[1].as_deref() == Some("1"),
+            r[2].clone(),
+        )
+    })
+    .collect()
 }
 
 // ----- processes -----------------------------------------------------------------------------

@@ -57,14 +57,20 @@ async fn pasted_credentials_are_redacted_in_audit_rows_and_the_log() {
     assert!(out.status.success(), "{log}");
     assert_eq!(model.requests().len(), 2, "{}", model.describe());
 
-    let db = rusqlite::Connection::open(home.path().join("ethan.db")).unwrap();
-    let rows: Vec<(String, String, Option<String>)> = db
-        .prepare("SELECT tool, args, error FROM audit ORDER BY id")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let rows: Vec<(String, String, Option<String>)> = support::store::rows(
+        &home,
+        "SELECT tool, args, error FROM audit ORDER BY id",
+        &[],
+    )
+    .into_iter()
+    .map(|r| {
+        (
+            r[0].clone().unwrap_or_default(),
+            r[1].clone().unwrap_or_default(),
+            r[2].clone(),
+        )
+    })
+    .collect();
     assert_eq!(rows.len(), 3, "{rows:?}");
     let secrets = [
         GITHUB,

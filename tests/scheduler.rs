@@ -14,20 +14,25 @@ const LARK_OWNER: &str = "ou_84aad35d084aa403a838cf73ee18467";
 const LARK_GROUP: &str = "oc_5ce6d572455d361153b7xx51da133945";
 const WAIT: Duration = Duration::from_secs(30);
 
-fn db(home: &TestHome) -> rusqlite::Connection {
-    rusqlite::Connection::open(home.path().join("ethan.db")).expect("open db")
-}
-
 /// (status, delivery, delivered message id) of the job's newest run.
 fn last_run(home: &TestHome, job: &str) -> (String, String, Option<String>) {
-    db(home)
-        .query_row(
-            "SELECT status, delivery, delivered_message_id FROM job_runs WHERE job_id = ?1 \
-             ORDER BY id DESC LIMIT 1",
-            [job],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .expect("a run was recorded")
+    let r = support::store::row(
+        home,
+        "SELECT status, delivery, delivered_message_id FROM job_runs WHERE job_id = ?1 \
+         ORDER BY id DESC LIMIT 1",
+        &[job],
+    )
+    .expect("a run was recorded");
+    (
+        r[0].clone().unwrap_or_default(),
+        r[1].clone().unwrap_or_default(),
+        r[2].clone(),
+    )
+}
+
+/// The state of job `id` ("" when there is none).
+fn job_state(home: &TestHome, id: &str) -> String {
+    support::store::value(home, "SELECT state FROM jobs WHERE id = ?1", &[id]).unwrap_or_default()
 }
 
 fn create_args() -> String {
@@ -291,16 +296,12 @@ async fn the_daemon_fires_a_one_shot_job_at_its_time() {
         WAIT,
         || {
             let (status, delivery, _) = last_run(&home, "soon");
-            let state: String = db(&home)
-                .query_row("SELECT state FROM jobs WHERE id = 'soon'", [], |r| r.get(0))
-                .unwrap_or_default();
+            let state = job_state(&home, "soon");
             (status.as_str(), delivery.as_str(), state.as_str()) == ("ok", "delivered", "done")
         },
     )
     .await;
-    let state: String = db(&home)
-        .query_row("SELECT state FROM jobs WHERE id = 'soon'", [], |r| r.get(0))
-        .unwrap();
+    let state = job_state(&home, "soon");
     assert_eq!(state, "done", "a one-shot job is done after it fired");
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(tg.sent_messages().len(), 3, "it fired once");

@@ -21,6 +21,9 @@ fn user_version(db: &std::path::Path) -> i64 {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_schema_6_database_is_migrated_and_its_session_continues() {
     let home = TestHome::new();
+    if support::store::skip_unless_sqlite(&home, "its subject is an old SQLite file's schema") {
+        return;
+    }
     let db = home.path().join("ethan.db");
     std::fs::copy(FIXTURE, &db).unwrap();
     assert_eq!(user_version(&db), 6);

@@ -177,14 +177,11 @@ async fn a_streamed_tool_call_is_validated_consented_and_audited() {
     model.assert_protocol_ok();
 
     // One audit row per call, as for a call that was not streamed.
-    let db = rusqlite::Connection::open(home.path().join("ethan.db")).unwrap();
-    let rows: Vec<(String, Option<String>)> = db
-        .prepare("SELECT tool, error_kind FROM audit ORDER BY id")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let rows: Vec<(String, Option<String>)> =
+        support::store::rows(&home, "SELECT tool, error_kind FROM audit ORDER BY id", &[])
+            .into_iter()
+            .map(|r| (r[0].clone().unwrap_or_default(), r[1].clone()))
+            .collect();
     // (A refused call's row is written when it is refused, before the valid calls run.)
     let mut rows = rows;
     rows.sort();

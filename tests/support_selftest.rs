@@ -669,7 +669,7 @@ async fn run_program_feeds_stdin_and_is_bounded() {
     home.write_config("telegram: {}\n");
     assert_eq!(
         std::fs::read_to_string(home.path().join("config.yaml")).unwrap(),
-        "telegram: {}\n"
+        support::daemon::with_store_url("telegram: {}\n", home.pg_url().as_deref())
     );
 
     let out = run_program(

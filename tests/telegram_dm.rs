@@ -32,18 +32,12 @@ fn write_config(home: &TestHome, tg: &FakeTelegram, model: &ScriptedModel, extra
     ));
 }
 
-fn db(home: &TestHome) -> rusqlite::Connection {
-    rusqlite::Connection::open(home.path().join("ethan.db")).expect("open db")
-}
-
 fn inbound_state(home: &TestHome, event_id: &str) -> Option<String> {
-    db(home)
-        .query_row(
-            "SELECT state FROM inbound_events WHERE channel = 'telegram' AND event_id = ?1",
-            [event_id],
-            |r| r.get(0),
-        )
-        .ok()
+    support::store::value(
+        home,
+        "SELECT state FROM inbound_events WHERE channel = 'telegram' AND event_id = ?1",
+        &[event_id],
+    )
 }
 
 fn tool_messages(req: &Value) -> Vec<Value> {
@@ -405,14 +399,13 @@ async fn a_new_update_reusing_an_old_update_id_is_answered() {
     // A record of the next update id, answered ten days ago.
     let reused = tg.next_update_id();
     let old = chrono::Utc::now().timestamp() - 10 * 86_400;
-    db(&home)
-        .execute(
-            "INSERT INTO inbound_events
-             (channel, event_id, session_key, payload, state, attempts, received_at, updated_at)
-             VALUES ('telegram', ?1, 'telegram:old', '{}', 'done', 1, ?2, ?2)",
-            rusqlite::params![reused.to_string(), old],
-        )
-        .unwrap();
+    support::store::execute(
+        &home,
+        "INSERT INTO inbound_events
+         (channel, event_id, session_key, payload, state, attempts, received_at, updated_at)
+         VALUES ('telegram', ?1, 'telegram:old', '{}', 'done', 1, ?2, ?2)",
+        &[&reused.to_string(), &old.to_string()],
+    );
 
     let mut daemon = Daemon::start(&home);
     assert_eq!(tg.push_text(OWNER, OWNER, "second"), reused);
@@ -448,41 +441,38 @@ async fn retention_prunes_old_events_at_start_and_a_recent_redelivery_is_not_rea
     daemon.stop();
 
     let old = chrono::Utc::now().timestamp() - 10 * 86_400;
-    let conn = db(&home);
-    conn.execute(
+    support::store::execute(
+        &home,
         "INSERT INTO inbound_events
          (channel, event_id, session_key, payload, state, attempts, received_at, updated_at)
          VALUES ('lark', 'old-done', 'lark:old', '{}', 'done', 1, ?1, ?1)",
-        [old],
-    )
-    .unwrap();
-    conn.execute(
+        &[&old.to_string()],
+    );
+    support::store::execute(
+        &home,
         "INSERT INTO kv (key, value) VALUES ('lark.seen:om_old', ?1), ('lark.seen:om_new', ?2)",
-        rusqlite::params![old.to_string(), chrono::Utc::now().timestamp().to_string()],
-    )
-    .unwrap();
-    drop(conn);
+        &[
+            &old.to_string(),
+            &chrono::Utc::now().timestamp().to_string(),
+        ],
+    );
 
     // Telegram offers every update again, the answered one included.
     tg.set_redeliver_all(true);
     let mut daemon = Daemon::start(&home);
     let lark_state = |id: &str| -> Option<String> {
-        db(&home)
-            .query_row(
-                "SELECT state FROM inbound_events WHERE channel = 'lark' AND event_id = ?1",
-                [id],
-                |r| r.get(0),
-            )
-            .ok()
+        support::store::value(
+            &home,
+            "SELECT state FROM inbound_events WHERE channel = 'lark' AND event_id = ?1",
+            &[id],
+        )
     };
     support::wait_until("the old answered event is pruned", WAIT, || {
         lark_state("old-done").is_none()
     })
     .await;
     let seen = |key: &str| -> bool {
-        db(&home)
-            .query_row("SELECT 1 FROM kv WHERE key = ?1", [key], |_| Ok(()))
-            .is_ok()
+        support::store::row(&home, "SELECT 1 FROM kv WHERE key = ?1", &[key]).is_some()
     };
     assert!(!seen("lark.seen:om_old") && seen("lark.seen:om_new"));
 

@@ -89,14 +89,13 @@ async fn a_panicking_tool_gives_an_internal_result_and_the_reply_still_arrives()
     );
 
     // Audited as a failed call; the daemon is still up and answers the next message.
-    let db = rusqlite::Connection::open(home.path().join("ethan.db")).unwrap();
-    let (ok, kind): (bool, Option<String>) = db
-        .query_row(
-            "SELECT ok, error_kind FROM audit WHERE tool = 'test_panic'",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap();
+    let audit = support::store::row(
+        &home,
+        "SELECT ok, error_kind FROM audit WHERE tool = 'test_panic'",
+        &[],
+    )
+    .expect("an audit row of test_panic");
+    let (ok, kind) = (audit[0].as_deref() == Some("1"), audit[1].clone());
     assert!(!ok);
     assert_eq!(kind.as_deref(), Some("internal"));
     assert!(daemon.is_running());

@@ -123,14 +123,11 @@ async fn a_turn_stopped_after_a_file_write_ran_keeps_its_result_in_the_history()
     // The stopped command was aborted with its turn, and the audit log has a row for it.
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(!late.exists());
-    let db = rusqlite::Connection::open(home.path().join("ethan.db")).unwrap();
-    let kinds: Vec<(String, Option<String>)> = db
-        .prepare("SELECT tool, error_kind FROM audit ORDER BY id")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
+    let kinds: Vec<(String, Option<String>)> =
+        support::store::rows(&home, "SELECT tool, error_kind FROM audit ORDER BY id", &[])
+            .into_iter()
+            .map(|r| (r[0].clone().unwrap_or_default(), r[1].clone()))
+            .collect();
     assert!(
         kinds.contains(&("file_write".into(), None))
             && kinds.contains(&("shell".into(), Some("stopped".into()))),

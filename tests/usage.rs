@@ -217,18 +217,13 @@ async fn a_chat_over_its_daily_budget_is_told_so_and_the_model_is_not_called() {
     assert!(ask(&tg, OTHER, "hi").await.contains("other answer"));
     assert_eq!(model.requests().len(), 2);
     // The refused question is not in the history the next model call would see.
-    let db = rusqlite::Connection::open(home.path().join("ethan.db")).unwrap();
-    let stored: i64 = db
-        .query_row(
-            "SELECT COUNT(*) FROM messages WHERE content LIKE '%and again%'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let stored = support::store::count(
+        &home,
+        "SELECT COUNT(*) FROM messages WHERE content LIKE '%and again%'",
+        &[],
+    );
     assert_eq!(stored, 0);
-    let usage_rows: i64 = db
-        .query_row("SELECT COUNT(*) FROM model_usage", [], |r| r.get(0))
-        .unwrap();
+    let usage_rows = support::store::count(&home, "SELECT COUNT(*) FROM model_usage", &[]);
     assert_eq!(usage_rows, 2);
     daemon.stop();
     home.assert_no_panic();
@@ -327,14 +322,20 @@ async fn a_scheduled_jobs_calls_are_recorded_under_the_job_and_its_chat() {
     let out = cli(&home, &["jobs", "run", "morning"]).await;
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(model.requests().len(), 3, "{}", model.describe());
-    let db = rusqlite::Connection::open(home.path().join("ethan.db")).unwrap();
-    let rows: Vec<(String, String, Option<String>)> = db
-        .prepare("SELECT channel, chat_id, job_id FROM model_usage ORDER BY id")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let rows: Vec<(String, String, Option<String>)> = support::store::rows(
+        &home,
+        "SELECT channel, chat_id, job_id FROM model_usage ORDER BY id",
+        &[],
+    )
+    .into_iter()
+    .map(|r| {
+        (
+            r[0].clone().unwrap_or_default(),
+            r[1].clone().unwrap_or_default(),
+            r[2].clone(),
+        )
+    })
+    .collect();
     let chat = ("telegram".to_string(), OWNER.to_string());
     assert_eq!(
         rows,

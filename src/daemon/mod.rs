@@ -288,6 +288,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
         bail!("{why} needs the HTTP gateway, but gateway.enabled is false");
     }
     if let Some(r) = &replica {
+        r.release_dead_local().await;
         tasks.push(tokio::spawn(r.clone().renew_loop(shutdown_rx.clone())));
         tasks.push(tokio::spawn(router.clone().sweep_loop(shutdown_rx.clone())));
     }

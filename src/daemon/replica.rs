@@ -214,17 +214,69 @@ impl Drop for PumpGuard {
     }
 }
 
-/// `host:pid:random`.
-fn replica_id() -> String {
+/// This machine's name, as replica ids start with it.
+fn host_name() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_default();
-    let host = if host.is_empty() { "host".into() } else { host };
+    if host.is_empty() {
+        "host".into()
+    } else {
+        host
+    }
+}
+
+/// `host:pid:random`.
+fn replica_id() -> String {
     format!(
-        "{host}:{}:{:08x}",
+        "{}:{}:{:08x}",
+        host_name(),
         std::process::id(),
         rand::random::<u32>()
     )
+}
+
+impl Replica {
+    /// At start: give up the leases still held by replicas of *this* machine whose process is
+    /// gone (a crash or kill -9 before this restart), so their sessions are taken over now
+    /// rather than after `lease_secs`. Leases of live processes and of other machines are
+    /// left alone. Returns how many were released.
+    pub async fn release_dead_local(&self) -> usize {
+        let holders = match self.store.lease_holders().await {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::warn!("cannot read the leases: {e}");
+                return 0;
+            }
+        };
+        let host = host_name();
+        let mut released = 0;
+        for (name, holder) in holders {
+            let mut parts = holder.split(':');
+            let (Some(h), Some(pid)) = (parts.next(), parts.next()) else {
+                continue;
+            };
+            let Ok(pid) = pid.parse::<u32>() else {
+                continue;
+            };
+            if h != host || pid == std::process::id() {
+                continue;
+            }
+            if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                continue;
+            }
+            match self.store.release_lease(&name, &holder).await {
+                Ok(()) => {
+                    tracing::info!(
+                        "released the lease {name} of {holder}: that process on this machine is gone"
+                    );
+                    released += 1;
+                }
+                Err(e) => tracing::warn!("cannot release the lease {name} of {holder}: {e}"),
+            }
+        }
+        released
+    }
 }
 
 /// Poll Telegram only while this replica holds the `telegram.poller` lease; try to take it

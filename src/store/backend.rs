@@ -127,6 +127,10 @@ pub trait ReplicaStore: Send + Sync {
     async fn pending_inbound(&self, _session_key: &str) -> Result<Vec<Pending>, StoreError> {
         Ok(Vec::new())
     }
+    /// The leases held now (not expired): `(name, holder)`.
+    async fn lease_holders(&self) -> Result<Vec<(String, String)>, StoreError> {
+        Ok(Vec::new())
+    }
     /// Session keys with unfinished events (`received`, `processing`, `sending`) whose lease
     /// (`session:<key>`) is not held by anyone: their replica died, or their event arrived while
     /// another replica was letting the session go.

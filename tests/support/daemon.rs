@@ -75,8 +75,13 @@ pub fn fresh_pg_database() -> String {
 
 /// `yaml` with `store.url` appended when `url` is given and `yaml` has no top-level `store:`.
 pub fn with_store_url(yaml: &str, url: Option<&str>) -> String {
+    // Not into a file whose top level is a list (a test of that very mistake).
+    let top_level_list = yaml
+        .lines()
+        .find(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .is_some_and(|l| l.starts_with('-'));
     match url {
-        Some(url) if !yaml.lines().any(|l| l.starts_with("store:")) => {
+        Some(url) if !top_level_list && !yaml.lines().any(|l| l.starts_with("store:")) => {
             format!("{}\nstore:\n  url: \"{url}\"\n", yaml.trim_end())
         }
         _ => yaml.to_string(),

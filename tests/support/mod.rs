@@ -26,6 +26,7 @@ pub mod gateway;
 pub mod lark;
 pub mod model;
 pub mod search_fakes;
+pub mod store;
 pub mod telegram;
 
 pub use daemon::{run_cli, run_cli_with_env, wait_until, Daemon, TestHome};

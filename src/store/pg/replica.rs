@@ -136,6 +136,22 @@ impl ReplicaStore for PgStore {
         Ok(out)
     }
 
+    async fn lease_holders(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let op = "read leases";
+        let client = self.client(op).await?;
+        let rows = client
+            .query(
+                "SELECT name, holder FROM leases WHERE expires_at > now() ORDER BY name",
+                &[],
+            )
+            .await
+            .map_err(|e| pg_error(op, &e))?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| Some((r.try_get(0).ok()?, r.try_get(1).ok()?)))
+            .collect())
+    }
+
     async fn unleased_sessions(&self) -> Result<Vec<String>, StoreError> {
         let op = "scan inbound";
         let client = self.client(op).await?;

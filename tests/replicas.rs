@@ -174,6 +174,10 @@ async fn messages_spread_over_three_replicas_are_each_answered_once_in_each_chat
     }
     for home in &homes {
         home.assert_no_panic();
+        assert!(
+            !home.path().join("ethan.db").exists(),
+            "a SQLite file was created beside the PostgreSQL store"
+        );
     }
 }
 
@@ -395,4 +399,57 @@ async fn the_telegram_poller_moves_to_another_replica_when_it_dies_and_nothing_i
     expected.sort();
     assert_eq!(texts, expected, "every update answered once");
     daemons[other].stop();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stop_taken_in_by_another_replica_stops_the_turn() {
+    let url = fresh_pg_database();
+    let fake = FakeLark::start().await;
+    let model = ScriptedModel::start(vec![Step::delay(
+        Duration::from_secs(30),
+        Step::text("too late"),
+    )])
+    .await;
+    let homes = homes(2, &url, |url| lark_config(&fake, &model, url, 30));
+    let (mut daemons, conns) = start_lark(&homes, &fake).await;
+
+    let event = lark::group_mention("oc_stop", OWNER, "a very long task");
+    let id = lark::message_id(&event);
+    fake.push_event_to(conns[0], &event).unwrap();
+    wait_until("the model got the turn", WAIT, || {
+        model.requests().len() == 1
+    })
+    .await;
+    let runner = homes
+        .iter()
+        .position(|h| h.log().contains(&format!("runs lark event {id}")))
+        .expect("a replica logs the turn it runs");
+    let other = 1 - runner;
+    let asked = Instant::now();
+    fake.push_event_to(
+        conns[other],
+        &lark::group_mention("oc_stop", OWNER, "/stop"),
+    )
+    .unwrap();
+    let sent = fake.wait_for_messages(1, WAIT).await;
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "stopped after {:?}",
+        asked.elapsed()
+    );
+    assert_eq!(sent[0].reply_to.as_deref(), Some(id.as_str()));
+    assert!(sent[0].card_markdown().contains("Stopped"), "{:?}", sent[0]);
+    assert!(
+        homes[runner]
+            .log()
+            .contains("/stop taken in by another replica"),
+        "{}",
+        homes[runner].log()
+    );
+    // No second answer to the /stop itself.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(replies(&fake).len(), 1, "{:?}", replies(&fake));
+    for d in &mut daemons {
+        d.stop();
+    }
 }

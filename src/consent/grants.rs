@@ -3,9 +3,10 @@
 //! string prefixes). `consent_always` calls are never granted. A session's grants are cleared
 //! with the session (`/new`).
 //!
-//! Kept in memory; with a store shared by several replicas ([`Grants::share`]) also in the
-//! store's kv table (`consent.grants:<session key>`, a JSON list of scopes), so a replica that
-//! takes a session over keeps its grants.
+//! Kept in memory (gone with the process); with a store shared by several replicas
+//! ([`Grants::share`]) in the store's kv table instead (`consent.grants:<session key>`, a JSON
+//! list of `{scope, at}`), so a replica that takes a session over keeps them. A stored grant
+//! lasts [`SHARED_GRANT_SECS`] (it would otherwise outlive every restart until `/new`).
 
 use ethan_core::store::StorageRef;
 use std::collections::HashMap;
@@ -16,6 +17,23 @@ use std::sync::{Mutex, OnceLock};
 pub struct Grants {
     by_session: Mutex<HashMap<String, Vec<String>>>,
     shared: OnceLock<StorageRef>,
+}
+
+/// How long a grant kept in a shared store lasts, in seconds: 12 hours.
+pub const SHARED_GRANT_SECS: i64 = 12 * 3600;
+
+/// A grant as the shared store keeps it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Stored {
+    scope: String,
+    /// Unix seconds of the approval.
+    at: i64,
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 fn kv_key(session_key: &str) -> String {
@@ -42,10 +60,15 @@ impl Grants {
         self.by_session.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The session's grants in the shared store (none when unreadable; a store error is logged).
-    async fn stored(&self, store: &StorageRef, session_key: &str) -> Vec<String> {
+    /// The session's grants in the shared store that have not expired (none when unreadable; a
+    /// store error is logged).
+    async fn stored(&self, store: &StorageRef, session_key: &str) -> Vec<Stored> {
         match store.kv_get(&kv_key(session_key)).await {
-            Ok(Some(v)) => serde_json::from_str(&v).unwrap_or_default(),
+            Ok(Some(v)) => serde_json::from_str::<Vec<Stored>>(&v)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|g| now() - g.at < SHARED_GRANT_SECS)
+                .collect(),
             Ok(None) => Vec::new(),
             Err(e) => {
                 tracing::warn!("cannot read the grants of {session_key}: {e}");
@@ -64,9 +87,11 @@ impl Grants {
             return;
         };
         let mut all = self.stored(store, session_key).await;
-        if !all.iter().any(|g| g == scope) {
-            all.push(scope.to_string());
-        }
+        all.retain(|g| g.scope != scope);
+        all.push(Stored {
+            scope: scope.to_string(),
+            at: now(),
+        });
         let json = serde_json::to_string(&all).unwrap_or_else(|_| "[]".into());
         if let Err(e) = store.kv_set(&kv_key(session_key), &json).await {
             tracing::warn!("cannot store the grant of {scope} in {session_key}: {e}");
@@ -81,7 +106,7 @@ impl Grants {
                 .stored(store, session_key)
                 .await
                 .iter()
-                .any(|g| covers(g, scope)),
+                .any(|g| covers(&g.scope, scope)),
             None => self
                 .memory()
                 .get(session_key)
@@ -140,5 +165,26 @@ mod tests {
         assert!(!b.is_granted("telegram:2", "shell").await);
         b.clear("telegram:1").await;
         assert!(!a.is_granted("telegram:1", "shell").await);
+    }
+
+    /// A stored grant older than SHARED_GRANT_SECS no longer counts.
+    #[tokio::test]
+    async fn a_shared_grant_expires() {
+        let store = crate::store::Store::open_in_memory().unwrap().shared();
+        let g = Grants::default();
+        g.share(store.clone());
+        let old = now() - SHARED_GRANT_SECS - 1;
+        store
+            .kv_set(
+                &kv_key("telegram:1"),
+                &format!(
+                    r#"[{{"scope":"shell","at":{old}}},{{"scope":"/w","at":{}}}]"#,
+                    now()
+                ),
+            )
+            .await
+            .unwrap();
+        assert!(!g.is_granted("telegram:1", "shell").await, "expired");
+        assert!(g.is_granted("telegram:1", "/w/x").await, "fresh");
     }
 }

@@ -335,3 +335,79 @@ pub async fn telegram_poller(
         }
     }
 }
+
+/// `/stop` for a turn running on another replica: the replica that takes the `/stop` in writes
+/// a request under `replica.stop:<session key>`; the replica running the session's turn looks
+/// for it every [`STOP_POLL`] and cancels the turn when the sender may stop it (the owner, or in
+/// a group the person who asked). A replica clears the key when it starts a turn, so a request
+/// found during a turn was made during it.
+pub mod remote_stop {
+    use ethan_core::store::KvStore;
+    use serde::{Deserialize, Serialize};
+    use std::time::Duration;
+    use tokio_util::sync::CancellationToken;
+
+    /// How often a running turn looks for a stop request from another replica.
+    pub const STOP_POLL: Duration = Duration::from_millis(500);
+
+    /// Who asked to stop.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct StopRequest {
+        pub sender_id: String,
+        pub owner: bool,
+    }
+
+    fn key(session_key: &str) -> String {
+        format!("replica.stop:{session_key}")
+    }
+
+    /// Ask the replica running `session_key`'s turn to stop it.
+    pub async fn request(
+        store: &dyn KvStore,
+        session_key: &str,
+        req: &StopRequest,
+    ) -> Result<(), ethan_core::store::StoreError> {
+        let json = serde_json::to_string(req).unwrap_or_default();
+        store.kv_set(&key(session_key), &json).await
+    }
+
+    /// Forget any earlier request (a turn starts).
+    pub async fn clear(store: &dyn KvStore, session_key: &str) {
+        let _ = store.kv_delete(&key(session_key)).await;
+    }
+
+    /// Until `done` fires: cancel `cancel` on a request from someone who may stop this turn
+    /// (`may_stop(request)`); other requests are dropped and logged.
+    pub async fn watch(
+        store: &dyn KvStore,
+        session_key: &str,
+        may_stop: impl Fn(&StopRequest) -> bool,
+        cancel: CancellationToken,
+        done: CancellationToken,
+    ) {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(STOP_POLL) => {}
+                _ = done.cancelled() => return,
+            }
+            let Ok(Some(v)) = store.kv_get(&key(session_key)).await else {
+                continue;
+            };
+            let _ = store.kv_delete(&key(session_key)).await;
+            match serde_json::from_str::<StopRequest>(&v) {
+                Ok(req) if may_stop(&req) => {
+                    tracing::info!(
+                        "stopping the turn of {session_key}: /stop taken in by another replica"
+                    );
+                    cancel.cancel();
+                    return;
+                }
+                Ok(req) => tracing::info!(
+                    "user {} may not stop the turn of {session_key}; refused",
+                    req.sender_id
+                ),
+                Err(e) => tracing::warn!("unreadable stop request for {session_key}: {e}"),
+            }
+        }
+    }
+}

@@ -835,6 +835,25 @@ impl Router {
                     sender_id: ev.sender.id.clone(),
                 },
             );
+        // Replicas: a /stop taken in by another replica reaches this turn through the store.
+        let stop_watch = CancellationToken::new();
+        if self.replica.is_some() {
+            use super::replica::remote_stop;
+            remote_stop::clear(&*self.store, &key).await;
+            let (store, key, cancel, done) = (
+                self.store.clone(),
+                key.clone(),
+                cancel.clone(),
+                stop_watch.clone(),
+            );
+            let (group, sender) = (ev.chat.kind == ChatKind::Group, ev.sender.id.clone());
+            tokio::spawn(async move {
+                let may_stop =
+                    |r: &remote_stop::StopRequest| !group || r.owner || r.sender_id == sender;
+                remote_stop::watch(&*store, &key, may_stop, cancel, done).await;
+            });
+        }
+        let _stop_watch = stop_watch.drop_guard();
         let typing = self.spawn_typing(ev);
         let (presenter, events) = match self.open_draft(ev, resumed).await {
             Some(draft) => {
@@ -1019,6 +1038,39 @@ impl Router {
 
     /// `/stop` from `ev`'s sender: cancel the running turn of its session when there is one and
     /// the sender may stop it (in a group: the owner or the turn's sender; in a DM: always).
+    /// Replicas: when another replica holds `ev`'s session (its turn runs there), ask it to stop
+    /// that turn through the store; true when asked.
+    async fn stop_elsewhere(&self, ev: &InboundEvent, is_owner: bool) -> bool {
+        let Some(replica) = &self.replica else {
+            return false;
+        };
+        let key = ev.session_key();
+        let lease = crate::store::session_lease(&key);
+        let held_elsewhere = match self.store.lease_holders().await {
+            Ok(h) => h
+                .iter()
+                .any(|(n, holder)| *n == lease && *holder != replica.id),
+            Err(e) => {
+                tracing::warn!("cannot read the leases: {e}");
+                false
+            }
+        };
+        if !held_elsewhere {
+            return false;
+        }
+        let req = super::replica::remote_stop::StopRequest {
+            sender_id: ev.sender.id.clone(),
+            owner: is_owner,
+        };
+        match super::replica::remote_stop::request(&*self.store, &key, &req).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!("cannot pass /stop for {key} to the replica running it: {e}");
+                false
+            }
+        }
+    }
+
     fn stop(&self, ev: &InboundEvent, is_owner: bool) -> StopOutcome {
         let key = ev.session_key();
         let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
@@ -1099,7 +1151,12 @@ impl InboundSink for RouterSink {
                         });
                         return Ok(PublishOutcome::Accepted);
                     }
-                    StopOutcome::NothingRunning => {}
+                    StopOutcome::NothingRunning => {
+                        if router.stop_elsewhere(&ev, is_owner).await {
+                            router.mark(&ev, "done").await;
+                            return Ok(PublishOutcome::Accepted);
+                        }
+                    }
                 }
             }
         }

@@ -230,7 +230,12 @@ async fn store_migrate_copies_every_table_once_into_an_empty_database() {
 #[tokio::test(flavor = "multi_thread")]
 async fn store_migrate_without_a_sqlite_store_says_so() {
     let home = TestHome::new();
-    home.write_config("model:\n  name: m\n");
+    home.write_config("model:\n  name: m\nstore:\n  url: \"\"\n");
+    // Neither --to nor store.url: it asks for the database.
+    let out = tokio::task::block_in_place(|| run_cli(&home, &["store", "migrate"], None));
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("name the PostgreSQL database"), "{stderr}");
     let out = tokio::task::block_in_place(|| {
         run_cli(
             &home,
@@ -241,4 +246,25 @@ async fn store_migrate_without_a_sqlite_store_says_so() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("no SQLite store to copy"), "{stderr}");
+
+    // While a daemon runs for this home (its record names a live process: this test's own),
+    // the copy is refused.
+    std::fs::write(
+        home.path().join("daemon.json"),
+        format!(
+            r#"{{"pid":{},"started_at":0,"version":"0","gateway":null}}"#,
+            std::process::id()
+        ),
+    )
+    .unwrap();
+    let out = tokio::task::block_in_place(|| {
+        run_cli(
+            &home,
+            &["store", "migrate", "--to", "postgres://u@127.0.0.1:1/db"],
+            None,
+        )
+    });
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("stop it first"), "{stderr}");
 }

@@ -199,6 +199,16 @@ async fn store_check(
                     i.backend, i.location, i.server_version, i.schema_version
                 ),
             );
+            if let Some(host) = plaintext_remote(&loaded.config.store) {
+                r.warn(
+                    "store",
+                    format!(
+                        "the connection to {host} is not encrypted (chat contents and, with \
+                         password authentication, the password cross the network in clear): \
+                         add ?sslmode=require to store.url"
+                    ),
+                );
+            }
             Some(stores)
         }
         Err(e) => {
@@ -209,6 +219,27 @@ async fn store_check(
             None
         }
     }
+}
+
+/// The host of a PostgreSQL `store.url` that is neither loopback nor a Unix socket and is
+/// reached without `sslmode=require`.
+fn plaintext_remote(store: &crate::config::StoreConfig) -> Option<String> {
+    if !store.is_postgres() {
+        return None;
+    }
+    let url = reqwest::Url::parse(store.url.expose().trim()).ok()?;
+    let tls = url
+        .query_pairs()
+        .any(|(k, v)| k == "sslmode" && v == "require");
+    let host = url.host_str().unwrap_or("").to_string();
+    let local = host.is_empty()
+        || host == "localhost"
+        || host.starts_with('/')
+        || host
+            .trim_matches(|c| c == '[' || c == ']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    (!tls && !local).then_some(host)
 }
 
 /// The knowledge base: how many notes, and keyword-only or semantic search (probing the
@@ -397,5 +428,32 @@ async fn check_model(r: &mut Report, what: &str, ep: &ModelEndpoint, cfg: &Model
     match client.check().await {
         Ok(s) => r.ok(what, format!("{s} [{}]", ep.provider.as_str())),
         Err(e) => r.fail(what, format!("{} ({}): {e}", ep.name, ep.provider.as_str())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plaintext_remote;
+    use crate::config::StoreConfig;
+
+    fn store(url: &str) -> StoreConfig {
+        serde_json::from_value(serde_json::json!({ "url": url })).unwrap()
+    }
+
+    #[test]
+    fn a_remote_store_without_tls_is_named() {
+        assert_eq!(
+            plaintext_remote(&store("postgres://u:p@db.internal:5432/e")).as_deref(),
+            Some("db.internal")
+        );
+        for quiet in [
+            "postgres://u:p@db.internal/e?sslmode=require",
+            "postgres://u:p@127.0.0.1:5432/e",
+            "postgres://u:p@localhost/e",
+            "postgres://u:p@[::1]/e",
+            "",
+        ] {
+            assert_eq!(plaintext_remote(&store(quiet)), None, "{quiet}");
+        }
     }
 }

@@ -5,16 +5,6 @@
 use crate::daemon::running::{self, DaemonRecord};
 use std::process::ExitCode;
 
-/// Whether process `pid` exists (signal 0 checks without sending).
-fn alive(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    // SAFETY: kill with signal 0 sends nothing; it only checks that the process exists.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
 /// `3h 05m`, `4m 10s`.
 fn uptime(secs: i64) -> String {
     let s = secs.max(0);
@@ -48,7 +38,7 @@ pub async fn run(loaded: &crate::config::Loaded) -> anyhow::Result<ExitCode> {
             "daemon     not running (no `ethan run` is up for {})",
             loaded.home.display()
         ),
-        Some(r) if !alive(r.pid) => println!(
+        Some(r) if !running::is_alive(r.pid) => println!(
             "daemon     not running (pid {} recorded at its start is gone: it stopped without \
              cleaning up; see its log)",
             r.pid
@@ -163,7 +153,7 @@ mod tests {
 
     #[test]
     fn this_process_is_alive_and_a_free_pid_is_not() {
-        assert!(alive(std::process::id()));
-        assert!(!alive(u32::MAX));
+        assert!(running::is_alive(std::process::id()));
+        assert!(!running::is_alive(u32::MAX));
     }
 }

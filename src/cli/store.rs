@@ -10,15 +10,38 @@ use std::process::ExitCode;
 pub enum StoreCommand {
     /// Copy the SQLite store into an empty PostgreSQL database (then set store.url to it)
     Migrate {
-        /// The target, `postgres://user:password@host:port/database` (`?sslmode=require` for TLS)
+        /// The target, `postgres://user:password@host:port/database` (`?sslmode=require` for
+        /// TLS); default: `store.url` of the config (which keeps the password out of the
+        /// process list and the shell's history)
         #[arg(long, value_name = "URL")]
-        to: String,
+        to: Option<String>,
     },
 }
 
 pub async fn run(loaded: &Loaded, cmd: StoreCommand) -> anyhow::Result<ExitCode> {
     match cmd {
-        StoreCommand::Migrate { to } => migrate(loaded, &to).await,
+        StoreCommand::Migrate { to } => {
+            let to = match to {
+                Some(to) => to,
+                None if loaded.config.store.is_postgres() => {
+                    loaded.config.store.url.expose().trim().to_string()
+                }
+                None => anyhow::bail!(
+                    "name the PostgreSQL database: --to postgres://… or store.url in {}",
+                    loaded.path.display()
+                ),
+            };
+            if let Some(r) = crate::daemon::running::read(&loaded.home).await {
+                if crate::daemon::running::is_alive(r.pid) {
+                    anyhow::bail!(
+                        "ethan run (pid {}) is using {}: stop it first, so the copy is whole",
+                        r.pid,
+                        loaded.db_path().display()
+                    );
+                }
+            }
+            migrate(loaded, &to).await
+        }
     }
 }
 

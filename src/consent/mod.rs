@@ -348,9 +348,15 @@ impl Consent {
             );
             return refused("Not allowed: only the bot's owner can answer this.");
         }
-        if let Err(e) = shared::answer(store, &d.request_id, d.choice).await {
-            tracing::error!("cannot record the answer to approval {}: {e}", d.request_id);
-            return refused("The answer could not be recorded; try again.");
+        match shared::answer(store, &d.request_id, d.choice).await {
+            Ok(true) => {}
+            Ok(false) => {
+                return refused("This request is no longer waiting (answered or expired).")
+            }
+            Err(e) => {
+                tracing::error!("cannot record the answer to approval {}: {e}", d.request_id);
+                return refused("The answer could not be recorded; try again.");
+            }
         }
         tracing::info!(
             "approval {} answered here for the replica that asked",

@@ -48,19 +48,23 @@ pub async fn request(store: &dyn KvStore, id: &str) -> Result<Option<SharedReque
         .and_then(|v| serde_json::from_str(&v).ok()))
 }
 
-/// Answer request `id`: the answer is written first, then the request stops waiting (a second
-/// press finds nothing).
+/// Answer request `id`: the request is taken (deleted and read in one statement, so of two
+/// presses at once only one counts), then the answer written. `Ok(false)`: it was no longer
+/// waiting (answered, or the wait ended).
 pub async fn answer(
     store: &dyn KvStore,
     id: &str,
     choice: ApprovalChoice,
-) -> Result<(), StoreError> {
+) -> Result<bool, StoreError> {
     let json = serde_json::to_string(&choice).map_err(|e| StoreError::Corrupt {
         op: "approval answer",
         message: e.to_string(),
     })?;
+    if store.kv_take(&request_key(id)).await?.is_none() {
+        return Ok(false);
+    }
     store.kv_set(&answer_key(id), &json).await?;
-    store.kv_delete(&request_key(id)).await
+    Ok(true)
 }
 
 /// Wait for an answer to `id` given on another replica (polling; never returns otherwise —

@@ -46,3 +46,13 @@ pub async fn read(home: &Path) -> Option<DaemonRecord> {
     let v = tokio::fs::read_to_string(path(home)).await.ok()?;
     serde_json::from_str(&v).ok()
 }
+
+/// Whether process `pid` exists (signal 0 checks without sending anything).
+pub fn is_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: kill with signal 0 sends nothing; it only checks that the process exists.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}

@@ -166,6 +166,11 @@ pub(crate) async fn kv(s: &dyn DaemonStore) {
     s.kv_delete("a").await.unwrap();
     s.kv_delete("a").await.unwrap();
     assert_eq!(s.kv_get("a").await.unwrap(), None);
+    // Taking a key returns its value once.
+    s.kv_set("t", "v").await.unwrap();
+    assert_eq!(s.kv_take("t").await.unwrap().as_deref(), Some("v"));
+    assert_eq!(s.kv_take("t").await.unwrap(), None);
+    assert_eq!(s.kv_get("t").await.unwrap(), None);
 }
 
 fn entry(session: &str, started_ms: i64, tool: &str) -> AuditEntry {

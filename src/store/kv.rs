@@ -30,6 +30,19 @@ impl Db {
             .op("kv delete")?;
         Ok(())
     }
+
+    /// Delete `key`, returning its value (see [`ethan_core::store::KvStore::kv_take`]).
+    pub fn kv_take(&self, key: &str) -> Result<Option<String>, StoreError> {
+        use rusqlite::OptionalExtension;
+        self.conn()
+            .query_row(
+                "DELETE FROM kv WHERE key = ?1 RETURNING value",
+                [key],
+                |r| r.get(0),
+            )
+            .optional()
+            .op("kv take")
+    }
 }
 
 #[cfg(test)]

@@ -68,6 +68,10 @@ impl KvStore for Store {
         let key = key.to_owned();
         self.call("kv delete", move |db| db.kv_delete(&key)).await
     }
+    async fn kv_take(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let key = key.to_owned();
+        self.call("kv take", move |db| db.kv_take(&key)).await
+    }
 }
 
 /// Any store's kv table as the channels' adapter state (the Telegram offset, Lark's seen

@@ -50,4 +50,16 @@ impl KvStore for PgStore {
             .map_err(|e| pg_error(op, &e))?;
         Ok(())
     }
+
+    async fn kv_take(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let op = "kv take";
+        let client = self.client(op).await?;
+        let row = client
+            .query_opt("DELETE FROM kv WHERE key = $1 RETURNING value", &[&key])
+            .await
+            .map_err(|e| pg_error(op, &e))?;
+        row.map(|r| r.try_get(0))
+            .transpose()
+            .map_err(|e| pg_error(op, &e))
+    }
 }

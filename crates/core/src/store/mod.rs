@@ -82,6 +82,9 @@ pub trait KvStore: Send + Sync {
     async fn kv_set(&self, key: &str, value: &str) -> Result<(), StoreError>;
     /// Remove `key`; removing a key that is not there is not an error.
     async fn kv_delete(&self, key: &str) -> Result<(), StoreError>;
+    /// Delete `key` and return the value it held, in one statement: of two callers taking the
+    /// same key at once, one gets the value and the other `None`.
+    async fn kv_take(&self, key: &str) -> Result<Option<String>, StoreError>;
 }
 
 /// The audit log (one entry per proposed tool call, arguments already redacted) and the

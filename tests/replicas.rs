@@ -453,3 +453,94 @@ async fn a_stop_taken_in_by_another_replica_stops_the_turn() {
         d.stop();
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_web_approval_asked_on_one_replica_is_answered_on_another() {
+    const TOKEN: &str = "replica-test-token";
+    let url = fresh_pg_database();
+    let model = ScriptedModel::start(vec![
+        Step::tool_call(
+            "w1",
+            "file_write",
+            r#"{"path": "web-approved.txt", "content": "ok"}"#,
+        ),
+        Step::text("written"),
+    ])
+    .await;
+    let homes = homes(2, &url, |url| {
+        format!(
+            "model:\n  base_url: {}\n  api_key: sk-test\n  name: test-model\n\
+             gateway:\n  listen: 127.0.0.1:0\n  token: {TOKEN}\n\
+             store:\n  url: \"{url}\"\n",
+            model.base_url()
+        )
+    });
+    let mut daemons: Vec<Daemon> = homes.iter().map(Daemon::start).collect();
+    let a = format!(
+        "http://{}",
+        support::daemon::gateway_addr(&homes[0], WAIT).await
+    );
+    let b = format!(
+        "http://{}",
+        support::daemon::gateway_addr(&homes[1], WAIT).await
+    );
+
+    // The turn runs on A; its approval is answered through B's gateway.
+    let answers = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let answers2 = answers.clone();
+    let events = support::gateway::chat(
+        &a,
+        TOKEN,
+        "s1",
+        "write the file",
+        WAIT,
+        move |name, data| {
+            if name == "consent_request" {
+                let id = data["request_id"].as_str().unwrap().to_string();
+                let (b, answers) = (b.clone(), answers2.clone());
+                tokio::spawn(async move {
+                    let r: Value = reqwest::Client::new()
+                        .post(format!("{b}/api/consent/{id}"))
+                        .bearer_auth(TOKEN)
+                        .json(&json!({"allowed": true}))
+                        .send()
+                        .await
+                        .unwrap()
+                        .json()
+                        .await
+                        .unwrap();
+                    answers.lock().unwrap().push(r);
+                });
+            }
+        },
+    )
+    .await;
+    let names = support::gateway::names(&events);
+    assert!(names.contains(&"consent_request"), "{names:?}");
+    assert_eq!(
+        support::gateway::final_text(&events),
+        "written",
+        "{events:?}"
+    );
+    assert_eq!(
+        answers.lock().unwrap()[0]["ok"],
+        true,
+        "{:?}",
+        answers.lock().unwrap()
+    );
+    let written = |h: &TestHome| h.path().join("workspace").join("web-approved.txt").exists();
+    assert!(
+        written(&homes[0]) && !written(&homes[1]),
+        "the call ran on A"
+    );
+    assert!(
+        homes[1]
+            .log()
+            .contains("answered here for the replica that asked"),
+        "{}",
+        homes[1].log()
+    );
+    for d in &mut daemons {
+        d.stop();
+    }
+}

@@ -394,19 +394,65 @@ impl Consent {
             message: None,
             tool: tool.to_string(),
         };
+        self.publish_shared(&request_id, ChannelKind::Web, &ctx.session_key, tool)
+            .await;
         let _ = events.send(ethan_core::event::TurnEvent::ConsentRequest {
             request_id: request_id.clone(),
             tool: tool.to_string(),
             description: description.to_string(),
             always,
         });
-        match tokio::time::timeout(self.timeout, rx).await {
-            Ok(Ok(choice)) => Ok(choice),
-            Ok(Err(_)) | Err(_) => {
-                self.pending().remove(&request_id);
-                Err(Denial::TimedOut(self.timeout.as_secs()))
-            }
+        match self.wait_answer(rx, &request_id).await {
+            Some(choice) => Ok(choice),
+            None => Err(Denial::TimedOut(self.timeout.as_secs())),
         }
+    }
+
+    /// With replicas: record request `id` in the shared store, so a press that reaches another
+    /// replica answers it (a failure is logged; then only this replica can).
+    async fn publish_shared(&self, id: &str, channel: ChannelKind, chat_id: &str, tool: &str) {
+        let Some(store) = self.shared.get() else {
+            return;
+        };
+        let req = shared::SharedRequest {
+            channel,
+            chat_id: chat_id.to_string(),
+            tool: tool.to_string(),
+        };
+        if let Err(e) = shared::publish(&**store, id, &req).await {
+            tracing::warn!(
+                "cannot share approval {id} with the other replicas ({e}); only a press that \
+                 reaches this replica answers it"
+            );
+        }
+    }
+
+    /// The answer to request `id`, given here (`rx`) or, with replicas, on another replica;
+    /// `None` when nobody answered within the consent timeout. Either way the request stops
+    /// waiting here.
+    async fn wait_answer(
+        &self,
+        rx: oneshot::Receiver<ApprovalChoice>,
+        id: &str,
+    ) -> Option<ApprovalChoice> {
+        let store = self.shared.get().cloned();
+        let elsewhere = async {
+            match &store {
+                Some(store) => Some(shared::wait_answer(&**store, id).await),
+                None => std::future::pending().await,
+            }
+        };
+        let answer = tokio::time::timeout(self.timeout, async {
+            tokio::select! {
+                local = rx => local.ok(),
+                remote = elsewhere => remote,
+            }
+        })
+        .await
+        .ok()
+        .flatten();
+        self.pending().remove(id);
+        answer
     }
 
     /// Count a denial and turn it into the model's result.
@@ -460,20 +506,8 @@ impl Consent {
             message: Some((channel.clone(), chat.clone())),
             tool: tool.to_string(),
         };
-        let store = self.shared.get().cloned();
-        if let Some(store) = &store {
-            let req = shared::SharedRequest {
-                channel: ctx.channel,
-                chat_id: chat.id.clone(),
-                tool: tool.to_string(),
-            };
-            if let Err(e) = shared::publish(&**store, &request_id, &req).await {
-                tracing::warn!(
-                    "cannot share approval {request_id} with the other replicas ({e}); only a \
-                     press that reaches this replica answers it"
-                );
-            }
-        }
+        self.publish_shared(&request_id, ctx.channel, &chat.id, tool)
+            .await;
         let msg = OutboundMessage {
             chat: chat.clone(),
             reply_to: None,
@@ -490,27 +524,9 @@ impl Consent {
             self.pending().remove(&request_id);
             return Err(Denial::NoProvider);
         }
-        let elsewhere = async {
-            match &store {
-                Some(store) => Ok(shared::wait_answer(&**store, &request_id).await),
-                None => std::future::pending().await,
-            }
-        };
-        let answer = tokio::time::timeout(self.timeout, async {
-            tokio::select! {
-                local = rx => local.map_err(|_| ()),
-                remote = elsewhere => remote,
-            }
-        })
-        .await;
-        match answer {
-            Ok(Ok(choice)) => {
-                // Answered (here or on another replica): no longer waiting.
-                self.pending().remove(&request_id);
-                Ok(choice)
-            }
-            Ok(Err(())) | Err(_) => {
-                self.pending().remove(&request_id);
+        match self.wait_answer(rx, &request_id).await {
+            Some(choice) => Ok(choice),
+            None => {
                 let secs = self.timeout.as_secs();
                 let resolve = OutboundMessage {
                     chat,

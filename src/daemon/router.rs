@@ -61,6 +61,8 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+/// Replicas: how long a web turn waits for its session to be free on the other replicas.
+const WEB_LEASE_WAIT: Duration = Duration::from_secs(120);
 /// A worker with nothing to do for this long exits.
 const WORKER_IDLE: Duration = Duration::from_secs(300);
 /// An unconfirmed reply is re-sent only if this much of the platform's idempotency window is
@@ -939,6 +941,28 @@ impl Router {
             return;
         };
         let key = input.session_key.clone();
+        // Replicas: one turn of a web session at a time across them (two requests of one
+        // session may reach two replicas behind a load balancer).
+        let lease = self
+            .replica
+            .clone()
+            .map(|r| (r, crate::store::session_lease(&key)));
+        if let Some((replica, name)) = &lease {
+            let deadline = tokio::time::Instant::now() + WEB_LEASE_WAIT;
+            while !replica.take(name).await {
+                if cancel.is_cancelled() || done.is_closed() {
+                    return;
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    tracing::warn!(
+                        "{key} is busy on another replica for {} s; running this turn anyway",
+                        WEB_LEASE_WAIT.as_secs()
+                    );
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
         self.running
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -954,6 +978,9 @@ impl Router {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&key);
+        if let Some((replica, name)) = &lease {
+            replica.give_up(name).await;
+        }
         let _ = done.send(reply);
     }
 

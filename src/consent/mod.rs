@@ -65,6 +65,41 @@ fn egress_description(source: &str, e: &ethan_core::tool::Egress, own: Option<&s
     d
 }
 
+/// Why a press `d` on a request posted in chat `posted_in` does not count, if it does not: on
+/// a chat platform it must come from that chat (web answers come from the gateway's token
+/// holder, who answers for every web session), and only the owner's counts. Logged.
+fn press_refused(d: &ApprovalDecision, posted_in: &str, owner: bool) -> Option<ApprovalAck> {
+    let refused = |toast: &str| ApprovalAck {
+        accepted: false,
+        toast: toast.into(),
+        outcome: None,
+    };
+    if d.channel != ChannelKind::Web && posted_in != d.chat_id {
+        tracing::warn!(
+            "{} user {} answered approval {} from chat {:?}, not the chat it was posted in; \
+             refused",
+            d.channel,
+            d.user_id,
+            d.request_id,
+            d.chat_id
+        );
+        return Some(refused(
+            "Not counted: answer this request in the chat where it was asked.",
+        ));
+    }
+    if !owner {
+        tracing::info!(
+            "{} user {} pressed an approval button but is not the owner",
+            d.channel,
+            d.user_id
+        );
+        return Some(refused(
+            "Not allowed: only the bot's owner can answer this.",
+        ));
+    }
+    None
+}
+
 /// The answer to a counted press: its toast and the text that replaces the buttons.
 fn accepted(choice: ApprovalChoice, tool: &str) -> ApprovalAck {
     let (toast, outcome) = match choice {
@@ -266,36 +301,12 @@ impl Consent {
                 outcome: None,
             };
         }
-        let same_chat = d.channel == ChannelKind::Web
-            || pending
-                .get(&d.request_id)
-                .is_some_and(|p| p.chat_id == d.chat_id);
-        if !same_chat {
-            tracing::warn!(
-                "{} user {} answered approval {} from chat {:?}, not the chat it was posted in; \
-                 refused",
-                d.channel,
-                d.user_id,
-                d.request_id,
-                d.chat_id
-            );
-            return ApprovalAck {
-                accepted: false,
-                toast: "Not counted: answer this request in the chat where it was asked.".into(),
-                outcome: None,
-            };
-        }
-        if !owner {
-            tracing::info!(
-                "{} user {} pressed an approval button but is not the owner",
-                d.channel,
-                d.user_id
-            );
-            return ApprovalAck {
-                accepted: false,
-                toast: "Not allowed: only the bot's owner can answer this.".into(),
-                outcome: None,
-            };
+        let posted_in = pending
+            .get(&d.request_id)
+            .map(|p| p.chat_id.as_str())
+            .unwrap_or_default();
+        if let Some(refusal) = press_refused(d, posted_in, owner) {
+            return refusal;
         }
         let Some(p) = pending.remove(&d.request_id) else {
             return ApprovalAck {
@@ -329,24 +340,8 @@ impl Consent {
                 return refused("This request could not be looked up; try again.");
             }
         };
-        if d.channel != ChannelKind::Web && req.chat_id != d.chat_id {
-            tracing::warn!(
-                "{} user {} answered approval {} from chat {:?}, not the chat it was posted in; \
-                 refused",
-                d.channel,
-                d.user_id,
-                d.request_id,
-                d.chat_id
-            );
-            return refused("Not counted: answer this request in the chat where it was asked.");
-        }
-        if !owner {
-            tracing::info!(
-                "{} user {} pressed an approval button but is not the owner",
-                d.channel,
-                d.user_id
-            );
-            return refused("Not allowed: only the bot's owner can answer this.");
+        if let Some(refusal) = press_refused(d, &req.chat_id, owner) {
+            return refusal;
         }
         match shared::answer(store, &d.request_id, d.choice).await {
             Ok(true) => {}

@@ -244,11 +244,7 @@ impl Router {
                     );
                     return;
                 }
-                let id = match &p {
-                    Pending::Turn { event, .. } => event.event_id.clone(),
-                    Pending::Reply(r) => r.event.event_id.clone(),
-                };
-                if !handled.insert(id) {
+                if !handled.insert(p.event().event_id.clone()) {
                     continue;
                 }
                 ran = true;
@@ -284,13 +280,7 @@ impl Router {
             // An event recorded by a replica that found the lease held just before it was let
             // go is found here.
             let left = match self.store.pending_inbound(key).await {
-                Ok(p) => p.iter().any(|p| {
-                    let id = match p {
-                        Pending::Turn { event, .. } => &event.event_id,
-                        Pending::Reply(r) => &r.event.event_id,
-                    };
-                    !handled.contains(id)
-                }),
+                Ok(p) => p.iter().any(|p| !handled.contains(&p.event().event_id)),
                 Err(_) => false,
             };
             if !left || !replica.take(&lease).await {

@@ -92,6 +92,16 @@ pub enum Pending {
     Reply(UnconfirmedReply),
 }
 
+impl Pending {
+    /// The event it belongs to.
+    pub fn event(&self) -> &InboundEvent {
+        match self {
+            Pending::Turn { event, .. } => event,
+            Pending::Reply(r) => &r.event,
+        }
+    }
+}
+
 /// Sharing one store between several `ethan run` processes (replicas): named leases that expire
 /// unless renewed, taken on a session before its events are handled and on the Telegram poller.
 /// Lease times are the database server's clock, so the replicas' clocks do not matter. The

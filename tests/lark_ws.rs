@@ -202,7 +202,15 @@ async fn a_two_fragment_event_is_answered_once() {
     let ack = fake.wait_ack(last, WAIT).await;
     assert_eq!(ack.code, 200);
     assert_eq!(ack.header("sum"), Some("2"));
-    let sent = fake.wait_for_messages(1, WAIT).await;
+    fake.wait_for_messages(1, WAIT).await;
+    // The reply is a streamed card: it holds the whole answer once it is finished.
+    support::wait_until("the card shows the whole answer", WAIT, || {
+        fake.messages()[0]
+            .card_markdown()
+            .contains("got your long message")
+    })
+    .await;
+    let sent = fake.messages();
     assert_eq!(sent[0].reply_to.as_deref(), Some(msg_id.as_str()));
     assert!(sent[0].card_markdown().contains("got your long message"));
     // Only the completing fragment is acknowledged.

@@ -58,6 +58,11 @@ enum Command {
         #[command(subcommand)]
         command: cli::owner::OwnerCommand,
     },
+    /// What Ethan remembers (long-term memory): list, forget
+    Memory {
+        #[command(subcommand)]
+        command: cli::memory::MemoryCommand,
+    },
     /// The store: copy the SQLite store into PostgreSQL
     Store {
         #[command(subcommand)]
@@ -238,6 +243,7 @@ fn main() -> ExitCode {
             } => cli::gateway_token(&loaded).await,
             Command::Owner { command } => cli::owner::run(&loaded, command).await,
             Command::Store { command } => cli::store::run(&loaded, command).await,
+            Command::Memory { command } => cli::memory::run(&loaded, command).await,
             Command::Audit { n, session } => {
                 cli::audit::print(&loaded, n, session.as_deref()).await
             }

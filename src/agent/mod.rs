@@ -1,7 +1,10 @@
-//! The agent loop: one turn of a session. Build the messages (system prompt + the history window
-//! from the store + the new input), call the model with the tools exposed to this turn, execute
-//! the tool calls it proposes, feed the results back, and repeat until a final answer or
-//! `model.max_tool_iterations`. The turn's messages are stored when it ends (answered, failed or
+//! The agent loop: one turn of a session. Build the messages (system prompt with the session's
+//! memory snapshot, the summary of what compaction folded away, the history since it, the new
+//! input), call the model with the tools exposed to this turn, execute the tool calls it
+//! proposes, feed the results back, and repeat until a final answer or
+//! `model.max_tool_iterations`. Before every request the history is compacted when it would
+//! pass 70 % of `model.context_tokens`, and the request is kept under the whole of it
+//! ([`crate::memory`]). The turn's messages are stored when it ends (answered, failed or
 //! stopped), in one transaction, so the history never holds a tool call without its result.
 //! A turn over a daily token budget is answered without calling the model, and every model call
 //! that returns is recorded in the usage ledger ([`budget`]).
@@ -10,7 +13,11 @@ pub mod budget;
 pub mod prompt;
 
 use crate::config::Loaded;
+use crate::memory::compact::{self, Compactor};
+use crate::memory::summarise::Summariser;
+use crate::memory::{chars_of, message_chars, snapshot};
 use crate::provider::{Chain, ModelProvider, ProviderError};
+use crate::tools::builtin::memory::Visible;
 use crate::tools::executor::{Executor, Progress};
 use crate::tools::policy::{Audience, Policy};
 use crate::tools::{ToolContext, ToolSummary};
@@ -108,6 +115,8 @@ pub struct Agent {
     /// The store ([`ethan_core::store::Storage`]).
     pub store: StorageRef,
     pub config: Arc<Loaded>,
+    /// The summary model's requests (compaction, facts to keep).
+    pub summariser: Summariser,
 }
 
 impl Agent {
@@ -151,18 +160,40 @@ impl Agent {
             }
         };
         let limit = self.config.config.model.history_messages as usize;
-        let mut history = match self.store.load_window(&session_id, limit).await {
-            Ok(h) => h,
-            Err(e) => {
-                tracing::error!("cannot load the history of {}: {e}", input.session_key);
-                Vec::new()
-            }
+        let group = input
+            .chat
+            .as_ref()
+            .is_some_and(|c| c.kind == ethan_channels::ChatKind::Group);
+        let visible = Visible::of(
+            input.channel,
+            group,
+            &input.chat_id,
+            &input.user_id,
+            input.is_owner,
+        );
+        let budget_chars = compact::budget_chars(self.config.config.model.context_tokens);
+        let compactor = Compactor {
+            store: &self.store,
+            summariser: &self.summariser,
+            session_id: &session_id,
+            owner: budget::call_owner(input),
+            visible: visible.clone(),
+            budget_chars,
         };
+        let (mut compaction, mut history) = compactor.load(limit).await;
         if !input.is_owner {
             // A group's history is shared: someone who is not the owner gets the chat and the
             // bot's visible answers, never the owner's tool calls and their results.
             history = without_tool_traffic(history);
         }
+        let memory = snapshot::for_session(
+            &self.store,
+            &self.config.config.memory,
+            &session_id,
+            &visible,
+            chrono::Utc::now().timestamp(),
+        )
+        .await;
         let audience = Audience {
             channel: input.channel,
             is_owner: input.is_owner,
@@ -182,11 +213,12 @@ impl Agent {
                 description: t.description().to_string(),
             })
             .collect();
-        let system = ChatMessage::system(prompt::system_prompt(
-            &self.config,
-            input.channel,
-            !allowed.is_empty(),
-        ));
+        let mut system_text = prompt::system_prompt(&self.config, input.channel, &allowed);
+        if !memory.text.is_empty() {
+            system_text.push_str("\n\n");
+            system_text.push_str(&memory.text);
+        }
+        let system = ChatMessage::system(system_text);
         let mut base_ctx = ToolContext {
             execution_id: String::new(),
             trace_id: input.trace_id.clone(),
@@ -225,6 +257,10 @@ impl Agent {
         };
         let recorded = earlier.is_some();
         let earlier = earlier.or_else(|| private_reads_in(&history, registry));
+        if memory.personal {
+            // The person's remembered facts are in the prompt: private data, like a file read.
+            base_ctx.taint.mark("memory (facts remembered about you)");
+        }
         if let Some(source) = &earlier {
             base_ctx
                 .taint
@@ -243,10 +279,31 @@ impl Agent {
                      Tell me to continue, or narrow the request."
                 ));
             }
-            let mut messages = Vec::with_capacity(1 + history.len() + turn.len());
+            // Compaction first (when the request would pass 70 % of the budget), then the turn
+            // itself kept under the whole budget.
+            let fixed = message_chars(&system) + chars_of(&turn);
+            tokio::select! {
+                _ = compactor.fit(&mut compaction, &mut history, fixed) => {}
+                _ = cancel.cancelled() => break TurnOutcome::Stopped,
+            }
+            let summary = compact::summary_message(&compaction);
+            let mut sent_turn = turn.clone();
+            let others = message_chars(&system)
+                + summary.as_ref().map_or(0, message_chars)
+                + history.iter().map(|(_, m)| message_chars(m)).sum::<usize>();
+            let removed = compact::fit_turn(&mut sent_turn, others, budget_chars);
+            if removed > 0 {
+                tracing::warn!(
+                    "removed {removed} tool result(s) of this turn from the request in {} to \
+                     stay within model.context_tokens",
+                    input.session_key
+                );
+            }
+            let mut messages = Vec::with_capacity(2 + history.len() + turn.len());
             messages.push(system.clone());
-            messages.extend(history.iter().cloned());
-            messages.extend(turn.iter().cloned());
+            messages.extend(summary);
+            messages.extend(history.iter().map(|(_, m)| m.clone()));
+            messages.extend(sent_turn);
             let specs = registry.specs(&active);
             let call = async {
                 match &input.events {
@@ -537,33 +594,33 @@ fn open_fence(markdown: &str) -> Option<String> {
     open
 }
 
-/// The history without tool calls and tool results: user messages and the assistant's visible
-/// text only (an assistant message that only called tools is dropped).
-fn without_tool_traffic(history: Vec<ChatMessage>) -> Vec<ChatMessage> {
+/// The history (with the messages' ids) without tool calls and tool results: user messages and
+/// the assistant's visible text only (an assistant message that only called tools is dropped).
+fn without_tool_traffic(history: Vec<(i64, ChatMessage)>) -> Vec<(i64, ChatMessage)> {
     history
         .into_iter()
-        .filter_map(|mut m| match m.role {
+        .filter_map(|(id, mut m)| match m.role {
             Role::Tool => None,
             Role::Assistant => {
                 m.tool_calls.clear();
                 m.content
                     .as_deref()
                     .is_some_and(|c| !c.trim().is_empty())
-                    .then_some(m)
+                    .then_some((id, m))
             }
-            _ => Some(m),
+            _ => Some((id, m)),
         })
         .collect()
 }
 
 /// The first tool in `history` whose result is private data ([`crate::tools::Tool::reads_private`]).
 fn private_reads_in(
-    history: &[ChatMessage],
+    history: &[(i64, ChatMessage)],
     registry: &crate::tools::registry::Registry,
 ) -> Option<String> {
     history
         .iter()
-        .flat_map(|m| m.tool_calls.iter())
+        .flat_map(|(_, m)| m.tool_calls.iter())
         .map(|c| c.name.as_str())
         .find(|name| {
             registry
@@ -575,13 +632,13 @@ fn private_reads_in(
 }
 
 /// Keep the newer half of the history, starting at a user message.
-fn trim_history(history: Vec<ChatMessage>) -> Vec<ChatMessage> {
+fn trim_history(history: Vec<(i64, ChatMessage)>) -> Vec<(i64, ChatMessage)> {
     let half = history.len() / 2;
     match history
         .iter()
         .enumerate()
         .skip(half.max(1))
-        .find(|(_, m)| m.role == Role::User)
+        .find(|(_, (_, m))| m.role == Role::User)
     {
         Some((i, _)) => history[i..].to_vec(),
         None => Vec::new(),
@@ -602,9 +659,10 @@ mod tests {
             ChatMessage::tool("x", "r"),
             ChatMessage::user("3"),
         ];
+        let h = h.into_iter().enumerate().map(|(i, m)| (i as i64, m)).collect();
         let t = trim_history(h);
-        assert_eq!(t[0].content.as_deref(), Some("3"));
-        assert!(trim_history(vec![ChatMessage::user("only")]).is_empty());
+        assert_eq!(t[0].1.content.as_deref(), Some("3"));
+        assert!(trim_history(vec![(1, ChatMessage::user("only"))]).is_empty());
     }
 
     #[test]

@@ -153,6 +153,21 @@ pub async fn run(
                 println!("Nothing is running.");
                 continue;
             }
+            Some(Command::Memory) => {
+                let visible = crate::tools::builtin::memory::Visible::of(
+                    ChannelKind::Terminal,
+                    false,
+                    "",
+                    "",
+                    true,
+                );
+                println!(
+                    "{}",
+                    crate::memory::listing(&agent.store, &visible, &agent.config.config.memory)
+                        .await
+                );
+                continue;
+            }
             Some(_) => {
                 println!(
                     "That command works in chats; here, approvals are asked on this terminal."

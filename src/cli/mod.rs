@@ -1,5 +1,5 @@
 //! Subcommands other than `run`: `init`, the terminal chat, `doctor`, `status`, `tools list`,
-//! `audit`, `jobs`, `usage`, `mcp list`, `store migrate`.
+//! `audit`, `jobs`, `usage`, `mcp list`, `store migrate`, `memory list|forget`.
 
 pub mod audit;
 pub mod chat;
@@ -8,6 +8,7 @@ pub mod init;
 pub mod jobs;
 pub mod live;
 pub mod mcp;
+pub mod memory;
 pub mod owner;
 pub mod status;
 pub mod store;

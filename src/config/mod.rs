@@ -570,6 +570,23 @@ fn validate_all(c: &Config) -> Vec<ConfigError> {
     if c.model.history_messages == 0 {
         errs.push(key_err("model.history_messages", "must be at least 1"));
     }
+    if c.model.context_tokens < 2_000 {
+        errs.push(key_err(
+            "model.context_tokens",
+            "must be at least 2000 (the system prompt, the summary and one turn must fit)",
+        ));
+    }
+    let summary = c.memory.summary_model.trim();
+    if !summary.is_empty() && !names.iter().any(|n| n == summary) {
+        errs.push(key_err(
+            "memory.summary_model",
+            format!(
+                "{summary:?} is not a configured model; expected model.name or a \
+                 model.fallback name ({})",
+                names.join(", ")
+            ),
+        ));
+    }
     if c.model.timeout_secs == 0 {
         errs.push(key_err("model.timeout_secs", "must be at least 1"));
     }

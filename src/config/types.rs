@@ -60,6 +60,31 @@ pub struct Config {
     pub budget: BudgetConfig,
     pub mcp: McpConfig,
     pub store: StoreConfig,
+    pub memory: MemoryConfig,
+}
+
+/// Long-term memory and compaction (`memory`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MemoryConfig {
+    /// A fact not confirmed or found by a search for this many days leaves the snapshot (it
+    /// stays searchable); 0 = never.
+    pub decay_days: u32,
+    /// The most characters of remembered facts put in a session's system prompt.
+    pub snapshot_chars: usize,
+    /// The model that summarises (compaction, long tool output) and extracts facts: the name of
+    /// `model.name` or of a `model.fallback` entry; empty = the main model.
+    pub summary_model: String,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        Self {
+            decay_days: 90,
+            snapshot_chars: 2_000,
+            summary_model: String::new(),
+        }
+    }
 }
 
 /// Which wire protocol a model endpoint speaks (`model.provider`, `model.fallback[].provider`).
@@ -115,8 +140,13 @@ pub struct ModelConfig {
     /// Added before the built-in system prompt.
     pub system_prompt: String,
     pub max_tool_iterations: u32,
-    /// Messages loaded per turn, cut at user-message boundaries.
+    /// The most messages of a session loaded per turn (those since its last summary), cut at
+    /// user-message boundaries; a long session is compacted by size first (`context_tokens`).
     pub history_messages: u32,
+    /// The model's context window in tokens (estimated at 4 characters a token): every request
+    /// stays under `context_tokens × 4` characters, and a session's history is compacted into
+    /// a summary once it would pass 70 % of it.
+    pub context_tokens: u32,
     /// Per-request timeout in seconds (answers that are not streamed).
     pub timeout_secs: u64,
     /// Streamed answers: the longest silence between two chunks, in seconds, before the
@@ -140,7 +170,8 @@ impl Default for ModelConfig {
             name: "gpt-4o-mini".into(),
             system_prompt: String::new(),
             max_tool_iterations: 20,
-            history_messages: 50,
+            history_messages: 400,
+            context_tokens: 32_000,
             timeout_secs: 120,
             idle_timeout_secs: 60,
             max_tokens: 8192,
@@ -399,9 +430,10 @@ pub const TOOLS_SECTION_KEYS: &[&str] = &[
     "workspace",
     "web_search",
     "web_fetch",
+    "summarise_over_chars",
 ];
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ToolsConfig {
     pub profile: Profile,
@@ -413,10 +445,31 @@ pub struct ToolsConfig {
     pub workspace: String,
     pub web_search: WebSearchConfig,
     pub web_fetch: WebFetchConfig,
+    /// A tool output longer than this (characters) reaches the model as a summary by
+    /// `memory.summary_model`, the full output spilled (tools that declare `no_compress` are
+    /// cut instead); 0 = never summarise.
+    pub summarise_over_chars: usize,
     /// Every other key is a tool name with its overrides (`shell: { timeout_secs: 30 }`);
     /// filled by `config::from_value`, which reads them with their own key paths.
     #[serde(skip)]
     pub per_tool: BTreeMap<String, ToolOverride>,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        Self {
+            profile: Profile::default(),
+            allow: Vec::new(),
+            also_allow: Vec::new(),
+            deny: Vec::new(),
+            fast_path: Vec::new(),
+            workspace: String::new(),
+            web_search: WebSearchConfig::default(),
+            web_fetch: WebFetchConfig::default(),
+            summarise_over_chars: 12_000,
+            per_tool: BTreeMap::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]

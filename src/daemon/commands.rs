@@ -1,5 +1,5 @@
 //! Chat commands handled by the daemon itself, before the model: `/start`, `/help`, `/new`,
-//! `/stop`, `/approve [id]`, `/deny [id]`, `/claim <code>`, `/usage`. A command may carry `@botname`
+//! `/stop`, `/approve [id]`, `/deny [id]`, `/claim <code>`, `/usage`, `/memory`. A command may carry `@botname`
 //! (already removed by the adapter for the bot's own name) and arguments.
 
 /// A recognised command.
@@ -15,6 +15,8 @@ pub enum Command {
     Claim(String),
     /// Today's token usage (owner only).
     Usage,
+    /// What is remembered about the asker (a direct chat) or the group.
+    Memory,
 }
 
 impl Command {
@@ -42,6 +44,7 @@ pub fn parse(text: &str) -> Option<Command> {
         "deny" | "no" => Some(Command::Deny(arg)),
         "claim" => Some(Command::Claim(arg.unwrap_or_default())),
         "usage" => Some(Command::Usage),
+        "memory" => Some(Command::Memory),
         _ => None,
     }
 }
@@ -54,6 +57,7 @@ Commands:\n\
 - /stop — cancel the answer I'm working on (in a group: the owner or whoever asked)\n\
 - /approve <id>, /deny <id> — answer an approval request (owner only)\n\
 - /usage — today's token usage and budgets (owner only)\n\
+- /memory — what I remember about you (in a group: about this group)\n\
 - /claim <code> — become my owner with a code from `ethan owner claim` (in a DM)\n\
 - /help — this message";
 
@@ -76,6 +80,7 @@ mod tests {
             Some(Command::Claim("K7PQ2MZX".into()))
         );
         assert_eq!(parse("/usage@ethan_bot"), Some(Command::Usage));
+        assert_eq!(parse("/memory"), Some(Command::Memory));
         assert_eq!(parse("/unknown"), None);
         assert_eq!(parse("hello /new"), None);
         assert_eq!(parse(""), None);

@@ -73,12 +73,19 @@ pub fn build_agent(
     if let Some(c) = consent {
         executor = executor.with_gate(c);
     }
+    let summariser =
+        crate::memory::summarise::Summariser::new(&models, &loaded.config, Some(store.shared()));
+    executor = executor.with_summariser(
+        Arc::new(summariser.clone()),
+        loaded.config.tools.summarise_over_chars,
+    );
     Ok(Arc::new(Agent {
         models,
         executor,
         policy: Policy::from_config(&loaded.config.tools),
         store: store.shared(),
         config: loaded,
+        summariser,
     }))
 }
 

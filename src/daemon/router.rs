@@ -677,6 +677,23 @@ impl Router {
                 }
             }),
             Some(Command::Stop) => Some("Nothing is running.".to_string()),
+            Some(Command::Memory) => {
+                let visible = crate::tools::builtin::memory::Visible::of(
+                    ev.channel,
+                    ev.chat.kind == ChatKind::Group,
+                    &ev.chat.id,
+                    &ev.sender.id,
+                    is_owner,
+                );
+                Some(
+                    crate::memory::listing(
+                        &self.agent.store,
+                        &visible,
+                        &self.agent.config.config.memory,
+                    )
+                    .await,
+                )
+            }
             Some(Command::Usage) if !is_owner => {
                 tracing::info!(
                     "{} user {} is not the owner; refused /usage in {key}",

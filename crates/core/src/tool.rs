@@ -344,6 +344,12 @@ pub trait Tool: Send + Sync {
     fn egress(&self, _args: &Value, _ctx: &ToolContext) -> Option<Egress> {
         None
     }
+    /// Whether the model must get this tool's output verbatim (ids, a file asked for exactly,
+    /// a card, a sent message): a long output is then cut (head and tail), never replaced by a
+    /// summary. Default: no.
+    fn no_compress(&self) -> bool {
+        false
+    }
     /// Run with already-parsed arguments.
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult;
 }

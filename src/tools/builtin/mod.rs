@@ -5,6 +5,7 @@ pub mod exec;
 pub mod files;
 pub mod knowledge;
 pub mod lark;
+pub mod memory;
 pub mod schedule;
 pub mod search;
 #[cfg(feature = "test-tools")]

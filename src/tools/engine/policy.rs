@@ -30,8 +30,12 @@ pub const MINIMAL: &[&str] = &[
     "knowledge_search",
     "knowledge_read",
     "find_tools",
+    "memory_search",
+    "history_search",
 ];
 pub const MESSAGING_ADDS: &[&str] = &[
+    "memory_save",
+    "memory_forget",
     "web_search",
     "web_fetch",
     "ui_card",
@@ -39,8 +43,18 @@ pub const MESSAGING_ADDS: &[&str] = &[
     "lark_chat_messages",
 ];
 pub const CODING_ADDS: &[&str] = &["file_write", "shell", "knowledge_add", "knowledge_edit"];
-/// What a non-owner may use on a chat platform.
-pub const NON_OWNER: &[&str] = &["web_search", "web_fetch", "ui_card"];
+/// What a non-owner may use on a chat platform. The memory tools only reach the asker's own
+/// personal memory (direct chats) or, in a group, the group's memory, whose changes ask the
+/// owner (refused for anyone else); `history_search` never returns tool results to them.
+pub const NON_OWNER: &[&str] = &[
+    "web_search",
+    "web_fetch",
+    "ui_card",
+    "memory_search",
+    "memory_save",
+    "memory_forget",
+    "history_search",
+];
 /// Always allowed: the way to reach the rest.
 pub const FIND_TOOLS: &str = "find_tools";
 

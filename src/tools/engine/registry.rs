@@ -243,6 +243,10 @@ impl Registry {
         r.register_builtin(Arc::new(crate::tools::knowledge_edit::KnowledgeEdit(
             knowledge,
         )));
+        r.register_builtin(Arc::new(crate::tools::memory_save::MemorySave));
+        r.register_builtin(Arc::new(crate::tools::memory_search::MemorySearch));
+        r.register_builtin(Arc::new(crate::tools::memory_forget::MemoryForget));
+        r.register_builtin(Arc::new(crate::tools::history_search::HistorySearch));
         #[cfg(feature = "test-tools")]
         r.register_builtin(Arc::new(crate::tools::test_panic::TestPanic));
         if let Some(lark) = crate::tools::lark_common::LarkClient::from_config(config) {

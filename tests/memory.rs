@@ -163,19 +163,38 @@ async fn memory_follows_the_person_into_later_sessions_and_never_into_a_group() 
     let mut daemon = start(&home);
 
     tg.push_text(OWNER, OWNER, "remember that I like green tea");
-    assert!(wait_reply(&tg, "saved-tea").await.is_empty(), "no approval for one's own memory");
+    assert!(
+        wait_reply(&tg, "saved-tea").await.is_empty(),
+        "no approval for one's own memory"
+    );
     tg.push_text(OWNER, OWNER, "/new");
     wait_reply(&tg, "Started a fresh conversation").await;
     tg.push_text(OWNER, OWNER, "what do I drink?");
     wait_reply(&tg, "dm-after-new").await;
     let dm = model.requests()[2].clone();
-    assert!(system_prompt(&dm).contains("Likes green tea."), "{}", system_prompt(&dm));
+    assert!(
+        system_prompt(&dm).contains("Likes green tea."),
+        "{}",
+        system_prompt(&dm)
+    );
 
-    tg.push_update(group_update(tg.next_update_id(), OWNER, "remember: standup at 9"));
+    tg.push_update(group_update(
+        tg.next_update_id(),
+        OWNER,
+        "remember: standup at 9",
+    ));
     let asked = wait_reply(&tg, "saved-standup").await;
-    assert_eq!(asked.len(), 1, "the group's memory asks the owner: {asked:?}");
+    assert_eq!(
+        asked.len(),
+        1,
+        "the group's memory asks the owner: {asked:?}"
+    );
     assert!(asked[0].contains("Standup is at 9:00."), "{}", asked[0]);
-    tg.push_update(group_update(tg.next_update_id(), STRANGER, "remember my secret hint"));
+    tg.push_update(group_update(
+        tg.next_update_id(),
+        STRANGER,
+        "remember my secret hint",
+    ));
     wait_reply(&tg, "stranger-done").await;
     let refused = model.requests()[6]["messages"]
         .as_array()
@@ -185,13 +204,20 @@ async fn memory_follows_the_person_into_later_sessions_and_never_into_a_group() 
         .find(|m| m["role"] == "tool")
         .unwrap()["content"]
         .to_string();
-    assert!(refused.contains("owner"), "a stranger's group fact is refused: {refused}");
+    assert!(
+        refused.contains("owner"),
+        "a stranger's group fact is refused: {refused}"
+    );
     tg.push_update(group_update(tg.next_update_id(), OWNER, "/new"));
     wait_reply(&tg, "Started a fresh conversation").await;
     tg.push_update(group_update(tg.next_update_id(), OWNER, "when is standup?"));
     wait_reply(&tg, "group-after-new").await;
     let group = model.requests()[7].clone();
-    assert!(system_prompt(&group).contains("Standup is at 9:00."), "{}", system_prompt(&group));
+    assert!(
+        system_prompt(&group).contains("Standup is at 9:00."),
+        "{}",
+        system_prompt(&group)
+    );
     assert!(!group.to_string().contains("password hint"));
     for (i, req) in model.requests()[3..=7].iter().enumerate() {
         assert!(
@@ -207,7 +233,10 @@ async fn memory_follows_the_person_into_later_sessions_and_never_into_a_group() 
         .into_iter()
         .find(|t| t.contains("What I remember about this group"))
         .unwrap();
-    assert!(listing.contains("Standup") && !listing.contains("tea"), "{listing}");
+    assert!(
+        listing.contains("Standup") && !listing.contains("tea"),
+        "{listing}"
+    );
 
     tg.push_text(OWNER, OWNER, "actually I switched to coffee");
     wait_reply(&tg, "saved-coffee").await;
@@ -235,7 +264,10 @@ async fn memory_follows_the_person_into_later_sessions_and_never_into_a_group() 
     let last = model.last_request().unwrap();
     let prompt = system_prompt(&last);
     assert!(prompt.contains("Likes coffee, not tea."), "{prompt}");
-    assert!(!prompt.contains("Likes green tea."), "the replaced fact is gone: {prompt}");
+    assert!(
+        !prompt.contains("Likes green tea."),
+        "the replaced fact is gone: {prompt}"
+    );
     tg.push_text(OWNER, OWNER, "/memory");
     wait_reply(&tg, "What I remember about you").await;
     daemon.stop();
@@ -243,7 +275,10 @@ async fn memory_follows_the_person_into_later_sessions_and_never_into_a_group() 
     // `ethan memory list` shows both scopes; the replaced fact only with --all.
     let out = support::run_cli(&home, &["memory", "list"], None);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(text.contains("Likes coffee") && text.contains("Standup"), "{text}");
+    assert!(
+        text.contains("Likes coffee") && text.contains("Standup"),
+        "{text}"
+    );
     assert!(!text.contains("green tea"), "{text}");
     let all = support::run_cli(&home, &["memory", "list", "--all"], None);
     assert!(String::from_utf8_lossy(&all.stdout).contains("green tea"));
@@ -370,11 +405,21 @@ async fn three_hundred_long_messages_stay_under_the_budget_and_stay_findable() {
     let budget = CONTEXT_TOKENS * 4;
     for (i, req) in requests.iter().enumerate() {
         let n = request_chars(req);
-        assert!(n <= budget, "request {i} ({}) has {n} characters > {budget}", kind(req));
+        assert!(
+            n <= budget,
+            "request {i} ({}) has {n} characters > {budget}",
+            kind(req)
+        );
     }
     let kinds: Vec<&str> = requests.iter().map(kind).collect();
-    let first_summary = kinds.iter().position(|k| *k == "summary").expect("a summary");
-    let first_extract = kinds.iter().position(|k| *k == "extract").expect("an extraction");
+    let first_summary = kinds
+        .iter()
+        .position(|k| *k == "summary")
+        .expect("a summary");
+    let first_extract = kinds
+        .iter()
+        .position(|k| *k == "extract")
+        .expect("an extraction");
     assert!(first_extract < first_summary, "{kinds:?}");
     // Once anything was summarised, every turn's first message after the system prompt is
     // the summary.
@@ -448,7 +493,10 @@ async fn a_long_tool_output_reaches_the_model_summarised_unless_it_must_stay_ver
         // The summary request for rg_search's output comes before the turn goes on.
         Step::custom(|req| {
             assert_eq!(kind(req), "output", "{req}");
-            (200, text_completion(req, "SUMMARY: 1000 lines that say needle"))
+            (
+                200,
+                text_completion(req, "SUMMARY: 1000 lines that say needle"),
+            )
         }),
         Step::text("searched"),
         Step::tool_call("f1", "file_read", r#"{"path": "big.txt"}"#),
@@ -479,7 +527,10 @@ async fn a_long_tool_output_reaches_the_model_summarised_unless_it_must_stay_ver
     assert!(read.contains("output truncated"), "{read}");
     assert!(!read.contains("SUMMARY"), "{read}");
     assert!(read.contains("full output saved to"), "{read}");
-    assert!(read.starts_with("needle xxxx") || read.contains("needle xxxx"), "{read}");
+    assert!(
+        read.starts_with("needle xxxx") || read.contains("needle xxxx"),
+        "{read}"
+    );
     daemon.stop();
     model.assert_protocol_ok();
 }

@@ -659,7 +659,11 @@ mod tests {
             ChatMessage::tool("x", "r"),
             ChatMessage::user("3"),
         ];
-        let h = h.into_iter().enumerate().map(|(i, m)| (i as i64, m)).collect();
+        let h = h
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| (i as i64, m))
+            .collect();
         let t = trim_history(h);
         assert_eq!(t[0].1.content.as_deref(), Some("3"));
         assert!(trim_history(vec![(1, ChatMessage::user("only"))]).is_empty());

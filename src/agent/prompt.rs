@@ -43,9 +43,7 @@ pub fn system_prompt(
             );
         }
         if allowed.contains("history_search") {
-            s.push_str(
-                "\nEarlier messages no longer shown here can be found with history_search.",
-            );
+            s.push_str("\nEarlier messages no longer shown here can be found with history_search.");
         }
     } else {
         s.push_str("\nNo tools are available in this chat.");

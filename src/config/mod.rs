@@ -740,7 +740,11 @@ mod tests {
         let c = from_value(json!({})).unwrap();
         assert_eq!(c.model.base_url, "https://api.openai.com/v1");
         assert_eq!(c.model.max_tool_iterations, 20);
-        assert_eq!(c.model.history_messages, 50);
+        assert_eq!(c.model.history_messages, 400);
+        assert_eq!(c.model.context_tokens, 32_000);
+        assert_eq!(c.memory.decay_days, 90);
+        assert_eq!(c.memory.snapshot_chars, 2_000);
+        assert_eq!(c.tools.summarise_over_chars, 12_000);
         assert_eq!(c.channels.telegram.api_url, "https://api.telegram.org");
         assert_eq!(c.channels.telegram.dm_policy, DmPolicy::Allowlist);
         assert_eq!(c.tools.profile, Profile::Full);

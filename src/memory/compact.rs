@@ -79,12 +79,18 @@ impl Compactor<'_> {
     pub async fn load(&self, limit: usize) -> (State, Vec<(i64, ChatMessage)>) {
         let state = match self.store.kv_get(&key(self.session_id)).await {
             Ok(Some(v)) => serde_json::from_str(&v).unwrap_or_else(|e| {
-                tracing::warn!("the compaction state of {} is unreadable: {e}", self.session_id);
+                tracing::warn!(
+                    "the compaction state of {} is unreadable: {e}",
+                    self.session_id
+                );
                 State::default()
             }),
             Ok(None) => State::default(),
             Err(e) => {
-                tracing::error!("cannot read the compaction state of {}: {e}", self.session_id);
+                tracing::error!(
+                    "cannot read the compaction state of {}: {e}",
+                    self.session_id
+                );
                 State::default()
             }
         };
@@ -184,11 +190,7 @@ impl Compactor<'_> {
         if transcript.trim().is_empty() {
             return;
         }
-        let facts = match self
-            .summariser
-            .extract_facts(transcript, &self.owner)
-            .await
-        {
+        let facts = match self.summariser.extract_facts(transcript, &self.owner).await {
             Ok(f) => f,
             Err(e) => {
                 tracing::warn!("cannot pick facts to remember in {}: {e}", self.session_id);
@@ -310,7 +312,10 @@ mod tests {
     use ethan_core::message::ToolCall;
 
     fn h(msgs: Vec<ChatMessage>) -> Vec<(i64, ChatMessage)> {
-        msgs.into_iter().enumerate().map(|(i, m)| (i as i64 + 1, m)).collect()
+        msgs.into_iter()
+            .enumerate()
+            .map(|(i, m)| (i as i64 + 1, m))
+            .collect()
     }
 
     #[test]
@@ -331,7 +336,8 @@ mod tests {
     #[test]
     fn group_material_leaves_tool_traffic_out() {
         let mut call = ChatMessage::assistant("");
-        call.tool_calls.push(ToolCall::new("1", "file_read", r#"{"path":"secret.txt"}"#));
+        call.tool_calls
+            .push(ToolCall::new("1", "file_read", r#"{"path":"secret.txt"}"#));
         let result = ChatMessage::tool("1", "SECRET-CONTENT");
         let msgs = [
             ChatMessage::user("read it"),
@@ -341,10 +347,16 @@ mod tests {
         ];
         let refs: Vec<&ChatMessage> = msgs.iter().collect();
         let group = render(&refs, false);
-        assert!(!group.contains("SECRET") && !group.contains("file_read"), "{group}");
+        assert!(
+            !group.contains("SECRET") && !group.contains("file_read"),
+            "{group}"
+        );
         assert!(group.contains("User: read it") && group.contains("Assistant: done"));
         let dm = render(&refs, true);
-        assert!(dm.contains("SECRET-CONTENT") && dm.contains("file_read"), "{dm}");
+        assert!(
+            dm.contains("SECRET-CONTENT") && dm.contains("file_read"),
+            "{dm}"
+        );
     }
 
     #[test]

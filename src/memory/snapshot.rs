@@ -38,7 +38,9 @@ pub async fn for_session(
     match store.kv_get(&key(session_id)).await {
         Ok(Some(v)) => match serde_json::from_str(&v) {
             Ok(s) => return s,
-            Err(e) => tracing::warn!("the memory snapshot of {session_id} is unreadable ({e}); making a new one"),
+            Err(e) => tracing::warn!(
+                "the memory snapshot of {session_id} is unreadable ({e}); making a new one"
+            ),
         },
         Ok(None) => {}
         Err(e) => {
@@ -143,10 +145,16 @@ mod tests {
         assert!(!text.contains("Old fact"), "decayed: {text}");
         // 60 characters hold the first line only; the second is counted as left out.
         assert!(!text.contains("Acme"), "{text}");
-        assert!(text.contains("(1 more: memory_search finds them)"), "{text}");
+        assert!(
+            text.contains("(1 more: memory_search finds them)"),
+            "{text}"
+        );
         let none = render(&facts[2..], MemoryScope::Personal, &cfg, now);
         assert_eq!(none, "");
-        let forever = MemoryConfig { decay_days: 0, ..cfg };
+        let forever = MemoryConfig {
+            decay_days: 0,
+            ..cfg
+        };
         assert!(render(&facts[2..], MemoryScope::Chat, &forever, now).contains("Old fact"));
     }
 }

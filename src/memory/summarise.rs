@@ -138,7 +138,11 @@ impl Summariser {
     ) -> Result<Vec<String>, String> {
         let material = tail_chars(transcript, self.material_chars());
         let (answer, _) = self
-            .ask(EXTRACT_SYSTEM, format!("The conversation:\n{material}"), owner)
+            .ask(
+                EXTRACT_SYSTEM,
+                format!("The conversation:\n{material}"),
+                owner,
+            )
             .await?;
         Ok(parse_facts(&answer))
     }
@@ -263,7 +267,10 @@ mod tests {
         );
         assert!(parse_facts("nothing worth keeping").is_empty());
         assert!(parse_facts("[not json]").is_empty());
-        assert_eq!(parse_facts(&serde_json::to_string(&vec!["f"; 30]).unwrap()).len(), 10);
+        assert_eq!(
+            parse_facts(&serde_json::to_string(&vec!["f"; 30]).unwrap()).len(),
+            10
+        );
     }
 
     #[test]

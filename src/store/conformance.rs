@@ -168,8 +168,14 @@ pub(crate) async fn memory(s: &dyn DaemonStore) {
         source: "tool".into(),
         replaces,
     };
-    let tea = s.save_fact(&fact("owner", "Likes tea.", None)).await.unwrap();
-    let other = s.save_fact(&fact("telegram:9", "Likes cats.", None)).await.unwrap();
+    let tea = s
+        .save_fact(&fact("owner", "Likes tea.", None))
+        .await
+        .unwrap();
+    let other = s
+        .save_fact(&fact("telegram:9", "Likes cats.", None))
+        .await
+        .unwrap();
     // A replacement of another subject's fact changes nothing there.
     let stray = s
         .save_fact(&fact("owner", "Not a cat person.", Some(other)))
@@ -182,7 +188,11 @@ pub(crate) async fn memory(s: &dyn DaemonStore) {
         .unwrap();
     let current = s.facts_of("owner", false).await.unwrap();
     let ids: Vec<i64> = current.iter().map(|f| f.id).collect();
-    assert_eq!(ids, vec![coffee, stray], "newest first, the replaced one hidden");
+    assert_eq!(
+        ids,
+        vec![coffee, stray],
+        "newest first, the replaced one hidden"
+    );
     let all = s.facts_of("owner", true).await.unwrap();
     let old = all.iter().find(|f| f.id == tea).unwrap();
     assert_eq!(old.superseded_by, Some(coffee));
@@ -193,7 +203,13 @@ pub(crate) async fn memory(s: &dyn DaemonStore) {
     // Forgetting needs the right subject and takes the replaced versions with it.
     assert!(!s.forget_fact(coffee, Some("telegram:9")).await.unwrap());
     assert!(s.forget_fact(coffee, Some("owner")).await.unwrap());
-    let left: Vec<i64> = s.facts_of("owner", true).await.unwrap().iter().map(|f| f.id).collect();
+    let left: Vec<i64> = s
+        .facts_of("owner", true)
+        .await
+        .unwrap()
+        .iter()
+        .map(|f| f.id)
+        .collect();
     assert_eq!(left, vec![stray]);
     assert!(!s.forget_fact(9_999_999, None).await.unwrap());
     assert_eq!(s.all_facts().await.unwrap().len(), 2);
@@ -212,17 +228,27 @@ pub(crate) async fn memory(s: &dyn DaemonStore) {
     .await
     .unwrap();
     let second = s.new_session("t:mem").await.unwrap();
-    s.append_messages(&second, &[ChatMessage::user("q2"), ChatMessage::assistant("a2")])
+    s.append_messages(
+        &second,
+        &[ChatMessage::user("q2"), ChatMessage::assistant("a2")],
+    )
+    .await
+    .unwrap();
+    let hits = s
+        .search_history("t:mem", "ZEBRA-17", false, 10)
         .await
         .unwrap();
-    let hits = s.search_history("t:mem", "ZEBRA-17", false, 10).await.unwrap();
     assert_eq!(hits.len(), 1, "{hits:?}");
     assert_eq!(hits[0].role, Role::User);
     assert_eq!(hits[0].session_id, first);
     let with_tools = s.search_history("t:mem", "zebra", true, 10).await.unwrap();
     assert_eq!(with_tools.len(), 2);
     assert_eq!(with_tools[0].role, Role::Tool, "newest first");
-    assert!(s.search_history("t:other", "zebra", true, 10).await.unwrap().is_empty());
+    assert!(s
+        .search_history("t:other", "zebra", true, 10)
+        .await
+        .unwrap()
+        .is_empty());
     let after = s.messages_after(&first, 0, 100).await.unwrap();
     assert_eq!(after.len(), 4);
     let cut = s.messages_after(&first, after[0].0, 100).await.unwrap();

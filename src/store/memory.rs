@@ -49,7 +49,13 @@ impl Db {
         tx.execute(
             "INSERT INTO memories(scope, subject, content, source, created_at, confirmed_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
-            rusqlite::params![fact.scope.as_str(), fact.subject, fact.content, fact.source, ts],
+            rusqlite::params![
+                fact.scope.as_str(),
+                fact.subject,
+                fact.content,
+                fact.source,
+                ts
+            ],
         )
         .op(op)?;
         let id = tx.last_insert_rowid();
@@ -141,20 +147,17 @@ impl Db {
             )
             .op(op)?;
         let rows = stmt
-            .query_map(
-                rusqlite::params![session_id, after, limit as i64],
-                |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, Option<String>>(2)?,
-                        r.get::<_, Option<String>>(3)?,
-                        r.get::<_, Option<String>>(4)?,
-                        r.get::<_, Option<String>>(5)?,
-                        r.get::<_, bool>(6)?,
-                    ))
-                },
-            )
+            .query_map(rusqlite::params![session_id, after, limit as i64], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                    r.get::<_, Option<String>>(3)?,
+                    r.get::<_, Option<String>>(4)?,
+                    r.get::<_, Option<String>>(5)?,
+                    r.get::<_, bool>(6)?,
+                ))
+            })
             .op(op)?;
         let mut out = Vec::new();
         for row in rows {

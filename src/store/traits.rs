@@ -10,9 +10,9 @@ use async_trait::async_trait;
 use ethan_channels::InboundEvent;
 use ethan_core::message::ChatMessage;
 use ethan_core::store::{
-    HistoryHit, MemoryFact, MemoryStore, NewFact,
-    AuditEntry, AuditStore, Delivery, JobRecord, JobStore, KvStore, MessageStore, OwnerStore,
-    RunRecord, RunStatus, SessionStore, UsageGrouping, UsageRecord, UsageRow, UsageStore,
+    AuditEntry, AuditStore, Delivery, HistoryHit, JobRecord, JobStore, KvStore, MemoryFact,
+    MemoryStore, MessageStore, NewFact, OwnerStore, RunRecord, RunStatus, SessionStore,
+    UsageGrouping, UsageRecord, UsageRow, UsageStore,
 };
 
 fn owned(s: Option<&str>) -> Option<String> {
@@ -300,7 +300,8 @@ impl OwnerStore for Store {
 impl MemoryStore for Store {
     async fn save_fact(&self, fact: &NewFact) -> Result<i64, StoreError> {
         let fact = fact.clone();
-        self.call("save memory", move |db| db.save_fact(&fact)).await
+        self.call("save memory", move |db| db.save_fact(&fact))
+            .await
     }
     async fn facts_of(
         &self,
@@ -335,8 +336,10 @@ impl MemoryStore for Store {
         limit: usize,
     ) -> Result<Vec<(i64, ChatMessage)>, StoreError> {
         let id = session_id.to_owned();
-        self.call("load history", move |db| db.messages_after(&id, after, limit))
-            .await
+        self.call("load history", move |db| {
+            db.messages_after(&id, after, limit)
+        })
+        .await
     }
     async fn search_history(
         &self,

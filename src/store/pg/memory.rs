@@ -172,7 +172,12 @@ impl MemoryStore for PgStore {
                    AND (m.role IN ('user', 'assistant') OR ($2 AND m.role = 'tool'))
                    AND strpos(lower(m.content), lower($3)) > 0
                  ORDER BY m.id DESC LIMIT $4",
-                &[&text(session_key), &with_tool_results, &text(needle), &limit(n)],
+                &[
+                    &text(session_key),
+                    &with_tool_results,
+                    &text(needle),
+                    &limit(n),
+                ],
             )
             .await
             .map_err(|e| pg_error(op, &e))?;

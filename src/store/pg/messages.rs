@@ -4,8 +4,8 @@
 
 use super::errors::pg_error;
 use super::{limit, opt_text, PgStore, StoreError};
-use async_trait::async_trait;
 use crate::store::messages::{decode_message, from_first_user};
+use async_trait::async_trait;
 use ethan_core::message::ChatMessage;
 use ethan_core::store::MessageStore;
 

@@ -145,7 +145,11 @@ impl Executor {
     }
 
     /// Summarise outputs longer than `over_chars` characters (0: never) with `summariser`.
-    pub fn with_summariser(mut self, summariser: Arc<dyn OutputSummariser>, over_chars: usize) -> Self {
+    pub fn with_summariser(
+        mut self,
+        summariser: Arc<dyn OutputSummariser>,
+        over_chars: usize,
+    ) -> Self {
         if over_chars > 0 {
             self.summariser = Some((summariser, over_chars));
         }

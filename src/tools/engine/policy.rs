@@ -299,8 +299,10 @@ mod tests {
                 "file_list",
                 "file_read",
                 "find_tools",
+                "history_search",
                 "knowledge_read",
                 "knowledge_search",
+                "memory_search",
                 "rg_search"
             ]
         );
@@ -332,7 +334,16 @@ mod tests {
         let stranger = p.allowed(&r, &aud(ChannelKind::Telegram, false));
         assert_eq!(
             names(&stranger),
-            ["find_tools", "ui_card", "web_fetch", "web_search"]
+            [
+                "find_tools",
+                "history_search",
+                "memory_forget",
+                "memory_save",
+                "memory_search",
+                "ui_card",
+                "web_fetch",
+                "web_search"
+            ]
         );
         let why = p
             .refusal(

@@ -71,11 +71,19 @@ impl Tool for HistorySearch {
             Ok(s) => s,
             Err(e) => return e,
         };
-        let query = args.get("query").and_then(Value::as_str).unwrap_or("").trim();
+        let query = args
+            .get("query")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .trim();
         if query.is_empty() {
             return ToolResult::err(ErrorKind::Validation, "query is empty");
         }
-        let limit = args.get("limit").and_then(Value::as_u64).unwrap_or(10).min(50) as usize;
+        let limit = args
+            .get("limit")
+            .and_then(Value::as_u64)
+            .unwrap_or(10)
+            .min(50) as usize;
         let group = ctx.chat.as_ref().is_some_and(|c| c.kind == ChatKind::Group);
         let with_tools = ctx.is_owner && !group;
         let hits = match store
@@ -86,7 +94,9 @@ impl Tool for HistorySearch {
             Err(e) => return ToolResult::err(ErrorKind::Dependency, e.to_string()),
         };
         if hits.is_empty() {
-            return ToolResult::ok(format!("no earlier message of this chat contains {query:?}"));
+            return ToolResult::ok(format!(
+                "no earlier message of this chat contains {query:?}"
+            ));
         }
         let lines: Vec<String> = hits
             .iter()
@@ -94,7 +104,11 @@ impl Tool for HistorySearch {
                 let when = chrono::DateTime::from_timestamp(h.created_at, 0)
                     .map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string())
                     .unwrap_or_default();
-                format!("[{when}, {}] {}", h.role.as_str(), snippet(&h.content, query))
+                format!(
+                    "[{when}, {}] {}",
+                    h.role.as_str(),
+                    snippet(&h.content, query)
+                )
             })
             .collect();
         ToolResult::ok(format!(

@@ -154,3 +154,80 @@ impl Tool for MemorySave {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ethan_core::{ChannelKind, ChatKind, ChatRef};
+
+    fn ctx(store: &ethan_core::store::StorageRef, group: bool, owner: bool) -> ToolContext {
+        let mut ctx = ToolContext::local(std::env::temp_dir());
+        ctx.services.store = Some(store.clone());
+        ctx.channel = ChannelKind::Telegram;
+        ctx.chat_id = if group { "-100".into() } else { "42".into() };
+        ctx.user_id = "42".into();
+        ctx.is_owner = owner;
+        ctx.chat = Some(ChatRef {
+            id: ctx.chat_id.clone(),
+            kind: if group {
+                ChatKind::Group
+            } else {
+                ChatKind::Direct
+            },
+            thread: None,
+        });
+        ctx
+    }
+
+    #[tokio::test]
+    async fn what_is_never_saved_and_who_is_asked() {
+        let store = crate::store::Store::open_in_memory().unwrap().shared();
+        let dm = ctx(&store, false, false);
+        // A credential is refused, whoever asks.
+        let r = MemorySave
+            .run(
+                json!({"content": "my key is sk-proj-abcdefghijklmnopqrstuvwx123456"}),
+                &dm,
+            )
+            .await;
+        assert_eq!(r.error_kind, Some(ErrorKind::Validation), "{r:?}");
+        assert!(store.all_facts().await.unwrap().is_empty());
+        // A person's own fact in a direct chat: saved, not asked, under that person.
+        assert_eq!(
+            MemorySave.consent_check(&json!({"content": "x"}), &dm),
+            None
+        );
+        let r = MemorySave.run(json!({"content": "Likes tea."}), &dm).await;
+        assert!(r.ok, "{r:?}");
+        let facts = store.facts_of("telegram:42", false).await.unwrap();
+        assert_eq!(facts.len(), 1);
+        // Saying it again confirms it instead of storing a copy.
+        let again = MemorySave.run(json!({"content": "likes  TEA"}), &dm).await;
+        assert!(again.output.contains("already remembered"), "{again:?}");
+        assert_eq!(store.all_facts().await.unwrap().len(), 1);
+        // In a group: a personal fact is refused, a group fact asks (the owner), and a
+        // replacement can only name a fact of the same memory.
+        let group = ctx(&store, true, true);
+        let r = MemorySave
+            .run(json!({"content": "x", "scope": "personal"}), &group)
+            .await;
+        assert_eq!(r.error_kind, Some(ErrorKind::Validation), "{r:?}");
+        let asked = MemorySave
+            .consent_check(&json!({"content": "Standup at 9."}), &group)
+            .unwrap();
+        assert!(
+            asked.contains("Standup at 9.") && asked.contains("group"),
+            "{asked}"
+        );
+        let r = MemorySave
+            .run(
+                json!({"content": "Standup at 10.", "replaces": facts[0].id}),
+                &group,
+            )
+            .await;
+        assert_eq!(r.error_kind, Some(ErrorKind::Validation), "{r:?}");
+        assert!(store.facts_of("telegram:42", false).await.unwrap()[0]
+            .superseded_by
+            .is_none());
+    }
+}

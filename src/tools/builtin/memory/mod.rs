@@ -38,7 +38,13 @@ pub struct Visible {
 impl Visible {
     /// What a turn in `channel` sees: in a group chat (`group`), that chat's memory only; in
     /// any other chat (a direct chat, the terminal, the web), the asker's personal memory only.
-    pub fn of(channel: ChannelKind, group: bool, chat_id: &str, user_id: &str, owner: bool) -> Self {
+    pub fn of(
+        channel: ChannelKind,
+        group: bool,
+        chat_id: &str,
+        user_id: &str,
+        owner: bool,
+    ) -> Self {
         if group {
             Visible {
                 personal: None,
@@ -155,7 +161,10 @@ mod tests {
 
     #[test]
     fn words_and_scores() {
-        assert_eq!(words("Likes Tea, hates coffee!"), ["likes", "tea", "hates", "coffee"]);
+        assert_eq!(
+            words("Likes Tea, hates coffee!"),
+            ["likes", "tea", "hates", "coffee"]
+        );
         assert_eq!(words("喜欢茶"), ["喜", "欢", "茶"]);
         let q = words("tea coffee");
         assert_eq!(score(&q, "I drink tea"), 1);

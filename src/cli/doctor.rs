@@ -145,6 +145,21 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
             );
         }
     }
+    match crate::tools::builtin::browser::hub::find_executable(&c.tools.browser) {
+        Some(exe) => r.ok(
+            "browser",
+            format!(
+                "{} (browser_session, browser_tab, browser_page)",
+                exe.display()
+            ),
+        ),
+        None => r.warn(
+            "browser",
+            "no Chromium found (tools.browser.executable, or chromium / chromium-browser / \
+             google-chrome on PATH): the browser tools say so when called; install it with \
+             `apt install chromium`",
+        ),
+    }
     lark_checks(&mut r, &loaded, stores.as_ref().map(|s| &s.main)).await;
     for (name, result) in crate::cli::mcp::check(&loaded).await {
         match result {

@@ -431,6 +431,7 @@ pub const TOOLS_SECTION_KEYS: &[&str] = &[
     "web_search",
     "web_fetch",
     "summarise_over_chars",
+    "browser",
 ];
 
 #[derive(Debug, Clone, Deserialize)]
@@ -449,6 +450,8 @@ pub struct ToolsConfig {
     /// `memory.summary_model`, the full output spilled (tools that declare `no_compress` are
     /// cut instead); 0 = never summarise.
     pub summarise_over_chars: usize,
+    /// `tools.browser`: the headless Chromium behind the browser tools.
+    pub browser: BrowserConfig,
     /// Every other key is a tool name with its overrides (`shell: { timeout_secs: 30 }`);
     /// filled by `config::from_value`, which reads them with their own key paths.
     #[serde(skip)]
@@ -467,6 +470,7 @@ impl Default for ToolsConfig {
             web_search: WebSearchConfig::default(),
             web_fetch: WebFetchConfig::default(),
             summarise_over_chars: 12_000,
+            browser: BrowserConfig::default(),
             per_tool: BTreeMap::new(),
         }
     }
@@ -527,6 +531,27 @@ pub struct WebFetchConfig {
     pub allow_private: Vec<String>,
     pub timeout_secs: Option<u64>,
     pub max_retries: Option<u32>,
+}
+
+/// `tools.browser`: the headless Chromium the browser tools drive (src/tools/builtin/browser/).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BrowserConfig {
+    /// Path or name of the Chromium binary; empty = the first of `chromium`, `chromium-browser`,
+    /// `google-chrome` found on `PATH`.
+    pub executable: String,
+    /// Seconds without a browser call after which the browser is closed (its sessions wiped);
+    /// the next call starts it again.
+    pub idle_secs: u64,
+}
+
+impl Default for BrowserConfig {
+    fn default() -> Self {
+        Self {
+            executable: String::new(),
+            idle_secs: 300,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -205,6 +205,23 @@ impl Registry {
         r.register_builtin(Arc::new(crate::tools::web_fetch::WebFetch::new(
             &config.tools.web_fetch,
         )));
+        // One headless browser per daemon, shared by the three browser tools.
+        let browser = crate::tools::builtin::browser::hub::BrowserHub::new(
+            config.tools.browser.clone(),
+            crate::tools::ssrf::SsrfGuard::new(
+                &config.tools.web_fetch.allow_private,
+                Arc::new(crate::tools::ssrf::SystemLookup),
+            ),
+        );
+        r.register_builtin(Arc::new(
+            crate::tools::builtin::browser::session::BrowserSession(browser.clone()),
+        ));
+        r.register_builtin(Arc::new(crate::tools::builtin::browser::tab::BrowserTab(
+            browser.clone(),
+        )));
+        r.register_builtin(Arc::new(crate::tools::builtin::browser::page::BrowserPage(
+            browser,
+        )));
         r.register_builtin(Arc::new(crate::tools::rg_search::RgSearch::new()));
         r.register_builtin(Arc::new(crate::tools::fd_find::FdFind::new()));
         let tz = config.timezone.clone();

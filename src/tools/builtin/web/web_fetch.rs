@@ -269,7 +269,7 @@ fn valid_utf8_but_cut(bytes: &[u8]) -> bool {
 }
 
 /// Title and readable Markdown of an HTML document.
-fn readable(html: &str, url: &str) -> (String, String) {
+pub(crate) fn readable(html: &str, url: &str) -> (String, String) {
     let cfg = dom_smoothie::Config {
         text_mode: dom_smoothie::TextMode::Markdown,
         max_elements_to_parse: 200_000,

@@ -1,0 +1,64 @@
+//! Browser tools on a real headless Chromium: `browser_session`, `browser_tab`, `browser_page`.
+//! Pages built by JavaScript, logins and forms, which `web_fetch` (static HTML) cannot do.
+//!
+//! The CDP client is `chromiumoxide` 0.9 (crates.io, MIT/Apache-2.0): the maintained line of
+//! the Rust DevTools clients (0.9.1, 2025; tokio-only since 0.7, so it shares the daemon's
+//! runtime), typed bindings for the whole protocol (Fetch interception, browser contexts,
+//! download behaviour), and it launches a browser the user installed — the `fetcher` feature,
+//! which downloads one, stays off. Its forks (`spider_chrome` and others) follow the crawler
+//! needs of their owners and pin their own protocol revision; `headless_chrome` is sync
+//! (threads). Chromium comes from the user's distribution ([`hub::find_executable`]).
+//!
+//! - [`hub`]: the one browser per daemon, started on first use, closed after
+//!   `tools.browser.idle_secs`, one isolated context per Ethan session, every request through
+//!   the SSRF guard of `web_fetch`, downloads denied.
+//! - [`view`]: reading a rendered page (readable text + numbered interactive elements).
+//! - [`session`], [`tab`], [`page`]: the three tools.
+//!
+//! Governance (README "Browser tools"): none of them is offered to a non-owner on a chat
+//! platform (they are not in the policy's `NON_OWNER`); navigation counts as data leaving
+//! ([`crate::tools::Tool::egress`]); `click`, `type`, `select` are side effects asked once per
+//! site per session (scope `browser:site:<host>`); `type` of a secret-shaped value asks every
+//! time.
+
+pub mod hub;
+pub mod page;
+pub mod session;
+pub mod tab;
+pub mod view;
+
+use crate::tools::{ErrorKind, ToolContext, ToolResult};
+use hub::BrowserError;
+use std::path::PathBuf;
+
+/// `$ETHAN_HOME` of the call (the profile goes under `browser/`), or a folder under the
+/// system's temporary directory where the context has none (tests, one-off runs).
+pub(crate) fn home(ctx: &ToolContext) -> PathBuf {
+    ctx.ethan_home
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("ethan-browser"))
+}
+
+pub(crate) fn fail(e: BrowserError) -> ToolResult {
+    let kind = match e {
+        BrowserError::NotInstalled | BrowserError::Launch(_) | BrowserError::Cdp(_) => {
+            ErrorKind::Dependency
+        }
+        BrowserError::Usage(_) => ErrorKind::Validation,
+    };
+    ToolResult::err(kind, e.to_string())
+}
+
+/// The egress of a navigation to `raw` (the whole URL leaves; approval covers one host).
+pub(crate) fn egress_of(raw: &str) -> crate::tools::Egress {
+    let host = view::host_of(raw.trim());
+    let host = if host.is_empty() {
+        raw.to_string()
+    } else {
+        host
+    };
+    crate::tools::Egress {
+        destination: format!("browser GET {} (host: {host})", raw.trim()),
+        scope: format!("egress:host:{host}"),
+    }
+}

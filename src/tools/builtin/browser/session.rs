@@ -1,0 +1,83 @@
+//! `browser_session{action: open|close|list}`: the calling Ethan session's browser session, an
+//! isolated browser context (its own cookies, storage and cache). `close` wipes it. `list`
+//! shows this session's tabs only: another chat's browsing is not this chat's business.
+
+use super::hub::BrowserHub;
+use super::{fail, home};
+use crate::tools::args::req_str;
+use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub struct BrowserSession(pub Arc<BrowserHub>);
+
+#[async_trait]
+impl Tool for BrowserSession {
+    fn name(&self) -> &str {
+        "browser_session"
+    }
+    fn description(&self) -> &str {
+        "Open, close or list this conversation's browser session (a real headless browser with \
+         its own cookies, for pages that need JavaScript, logins or clicks). `close` forgets \
+         everything it held. Use browser_page to navigate and read."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "action": {"type": "string", "enum": ["open", "close", "list"]}
+            },
+            "required": ["action"],
+            "additionalProperties": false
+        })
+    }
+    fn risk(&self) -> Risk {
+        Risk::ReadOnly
+    }
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(60)
+    }
+    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+        let action = match req_str(&args, "action") {
+            Ok(a) => a,
+            Err(e) => return e,
+        };
+        let key = ctx.session_key.as_str();
+        match action {
+            "open" => {
+                let existed = self.0.has_session(key).await;
+                match self.0.current_tab(key, &home(ctx)).await {
+                    Ok(tab) if existed => ToolResult::ok(format!(
+                        "the browser session was already open (current tab {})",
+                        tab.id
+                    )),
+                    Ok(tab) => ToolResult::ok(format!(
+                        "browser session opened with an empty tab {}; use browser_page \
+                         {{action: goto, url}} to load a page",
+                        tab.id
+                    )),
+                    Err(e) => fail(e),
+                }
+            }
+            "close" => {
+                if self.0.close_session(key).await {
+                    ToolResult::ok("browser session closed; its tabs, cookies and storage are gone")
+                } else {
+                    ToolResult::ok("there was no browser session to close")
+                }
+            }
+            "list" => {
+                if !self.0.has_session(key).await {
+                    return ToolResult::ok("no browser session is open in this conversation");
+                }
+                super::tab::list(&self.0, ctx).await
+            }
+            other => ToolResult::err(
+                ErrorKind::Validation,
+                format!("unknown action {other:?}; use open, close or list"),
+            ),
+        }
+    }
+}

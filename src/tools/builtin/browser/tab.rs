@@ -1,0 +1,142 @@
+//! `browser_tab{action: new|close|list|switch, url?, tab?}`: the tabs of this conversation's
+//! browser session. `new` with a `url` loads it (a navigation: it passes the SSRF guard and
+//! counts as data leaving, like `web_fetch`).
+
+use super::hub::BrowserHub;
+use super::{egress_of, fail, home, view};
+use crate::tools::args::{opt_u64, req_str};
+use crate::tools::{Egress, ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub struct BrowserTab(pub Arc<BrowserHub>);
+
+/// The session's tabs, one line each (`* ` marks the current one).
+pub(crate) async fn list(hub: &BrowserHub, ctx: &ToolContext) -> ToolResult {
+    let tabs = match hub
+        .session(&ctx.session_key, &home(ctx), |s| {
+            (s.tabs.clone(), s.current)
+        })
+        .await
+    {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    if tabs.0.is_empty() {
+        return ToolResult::ok("the browser session has no tabs");
+    }
+    let mut out = String::new();
+    for t in &tabs.0 {
+        let url = t.page.url().await.ok().flatten().unwrap_or_default();
+        let title = t.page.get_title().await.ok().flatten().unwrap_or_default();
+        let mark = if Some(t.id) == tabs.1 { "* " } else { "  " };
+        out.push_str(&format!("{mark}tab {}: {title} <{url}>\n", t.id));
+    }
+    ToolResult::ok(out.trim_end().to_string())
+}
+
+#[async_trait]
+impl Tool for BrowserTab {
+    fn name(&self) -> &str {
+        "browser_tab"
+    }
+    fn description(&self) -> &str {
+        "Tabs of this conversation's browser session: `new` (optionally loading `url`), `close` \
+         (`tab`, default the current one), `list`, `switch` (`tab`). browser_page acts on the \
+         current tab."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "action": {"type": "string", "enum": ["new", "close", "list", "switch"]},
+                "url": {"type": "string", "description": "new: the http(s) URL to load"},
+                "tab": {"type": "integer", "minimum": 1, "description": "close/switch: the tab number"}
+            },
+            "required": ["action"],
+            "additionalProperties": false
+        })
+    }
+    fn risk(&self) -> Risk {
+        Risk::ReadOnly
+    }
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(60)
+    }
+    fn egress(&self, args: &Value, _ctx: &ToolContext) -> Option<Egress> {
+        let url = args.get("url").and_then(Value::as_str)?;
+        Some(egress_of(url))
+    }
+    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+        let action = match req_str(&args, "action") {
+            Ok(a) => a,
+            Err(e) => return e,
+        };
+        let which = match opt_u64(&args, "tab") {
+            Ok(t) => t.map(|t| t as u32),
+            Err(e) => return e,
+        };
+        let key = ctx.session_key.as_str();
+        let home = home(ctx);
+        match action {
+            "new" => {
+                let tab = match self.0.new_tab(key, &home).await {
+                    Ok(t) => t,
+                    Err(e) => return fail(e),
+                };
+                match args.get("url").and_then(Value::as_str) {
+                    Some(url) => super::page::goto(&self.0, key, &tab, url, &ctx.taint).await,
+                    None => ToolResult::ok(format!("tab {} opened (empty) and current", tab.id)),
+                }
+            }
+            "list" => list(&self.0, ctx).await,
+            "switch" | "close" => {
+                let r = self
+                    .0
+                    .session(key, &home, |s| {
+                        let id = which.or(s.current)?;
+                        let pos = s.tabs.iter().position(|t| t.id == id)?;
+                        if action == "switch" {
+                            s.current = Some(id);
+                            return Some((id, None));
+                        }
+                        let tab = s.tabs.remove(pos);
+                        if s.current == Some(id) {
+                            s.current = s.tabs.last().map(|t| t.id);
+                        }
+                        Some((id, Some(tab)))
+                    })
+                    .await;
+                match r {
+                    Err(e) => fail(e),
+                    Ok(None) => ToolResult::err(
+                        ErrorKind::Validation,
+                        "no such tab; browser_tab {action: list} shows the tabs",
+                    ),
+                    Ok(Some((id, None))) => {
+                        let tab = self.0.current_tab(key, &home).await;
+                        match tab {
+                            Ok(t) => match view::read(&self.0, key, &t, &ctx.taint).await {
+                                Ok(text) => {
+                                    ToolResult::ok(format!("switched to tab {id}\n\n{text}"))
+                                }
+                                Err(e) => ToolResult::err(ErrorKind::Dependency, e),
+                            },
+                            Err(e) => fail(e),
+                        }
+                    }
+                    Ok(Some((id, Some(tab)))) => {
+                        let _ = (*tab.page).clone().close().await;
+                        ToolResult::ok(format!("tab {id} closed"))
+                    }
+                }
+            }
+            other => ToolResult::err(
+                ErrorKind::Validation,
+                format!("unknown action {other:?}; use new, close, list or switch"),
+            ),
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! Reading a rendered page: its readable text (the same Readability extraction as `web_fetch`,
+//! run on the DOM after JavaScript built it) and its interactive elements, numbered in the page
+//! (`data-ethan-el="N"`) so `click{element: N}` finds the one the model saw.
+
+use super::hub::{BrowserHub, Tab, View};
+use crate::tools::Taint;
+use chromiumoxide::Page;
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// Most interactive elements listed per read.
+pub const MAX_ELEMENTS: usize = 200;
+
+/// Numbers the visible interactive elements and returns them with the page's HTML.
+const READ_JS: &str = r#"(() => {
+  const sel = 'a[href],button,input:not([type=hidden]),select,textarea,summary,[role=button],[role=link],[role=checkbox],[role=tab],[onclick],[contenteditable=""],[contenteditable=true]';
+  document.querySelectorAll('[data-ethan-el]').forEach(e => e.removeAttribute('data-ethan-el'));
+  const clean = s => (s || '').replace(/\s+/g, ' ').trim().slice(0, 80);
+  const out = [];
+  let n = 0;
+  for (const e of document.querySelectorAll(sel)) {
+    const r = e.getBoundingClientRect();
+    const st = getComputedStyle(e);
+    if ((r.width === 0 && r.height === 0) || st.visibility === 'hidden' || st.display === 'none') continue;
+    n += 1;
+    e.setAttribute('data-ethan-el', String(n));
+    const tag = e.tagName.toLowerCase();
+    const type = tag === 'input' ? (e.getAttribute('type') || 'text').toLowerCase() : '';
+    let label = clean(e.getAttribute('aria-label'));
+    if (!label && e.id) {
+      const l = document.querySelector('label[for="' + CSS.escape(e.id) + '"]');
+      if (l) label = clean(l.innerText);
+    }
+    if (!label && e.closest('label')) label = clean(e.closest('label').innerText);
+    if (!label && tag !== 'input' && tag !== 'textarea' && tag !== 'select') label = clean(e.innerText);
+    if (!label && (type === 'submit' || type === 'button')) label = clean(e.value);
+    if (!label) label = clean(e.getAttribute('placeholder') || e.getAttribute('title') || e.getAttribute('name'));
+    const item = {n, tag};
+    if (type) item.type = type;
+    if (e.name) item.name = e.name;
+    if (label) item.label = label;
+    if (tag === 'a') item.href = e.href;
+    if (tag === 'select') item.options = Array.from(e.options).slice(0, 30).map(o => o.value);
+    out.push(item);
+    if (n >= 200) break;
+  }
+  return {url: location.href, title: document.title, html: document.documentElement.outerHTML, elements: out};
+})()"#;
+
+#[derive(Debug, Deserialize)]
+struct Snapshot {
+    url: String,
+    title: String,
+    html: String,
+    elements: Vec<Element>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Element {
+    n: u64,
+    tag: String,
+    #[serde(default)]
+    r#type: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    label: Option<String>,
+    #[serde(default)]
+    href: Option<String>,
+    #[serde(default)]
+    options: Option<Vec<String>>,
+}
+
+impl Element {
+    fn line(&self) -> String {
+        let mut kind = self.tag.clone();
+        if let Some(t) = &self.r#type {
+            kind = format!("{kind} {t}");
+        }
+        let mut s = format!("[{}] {kind}", self.n);
+        if let Some(l) = &self.label {
+            s.push_str(&format!(" \"{l}\""));
+        }
+        if let Some(n) = &self.name {
+            s.push_str(&format!(" name={n}"));
+        }
+        if let Some(h) = &self.href {
+            s.push_str(&format!(" -> {h}"));
+        }
+        if let Some(o) = &self.options {
+            s.push_str(&format!(" options: {}", o.join(" | ")));
+        }
+        s
+    }
+}
+
+/// Wait until the page's document is loaded (`readyState == "complete"`), at most `limit`.
+pub async fn settle(page: &Page, limit: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        let done = page
+            .evaluate("document.readyState")
+            .await
+            .ok()
+            .and_then(|r| r.into_value::<String>().ok())
+            .is_some_and(|s| s == "complete");
+        if done {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The current page of `tab` as text for the model: title, URL, readable text, numbered
+/// elements, and the requests the guard stopped. Records the [`View`] for the consent hooks.
+///
+/// A page from a host that `tools.web_fetch.allow_private` lists is on the owner's own network:
+/// its text is private data for the calls after this one (as with `web_fetch`), marked on
+/// `taint`.
+pub async fn read(
+    hub: &BrowserHub,
+    session_key: &str,
+    tab: &Tab,
+    taint: &Taint,
+) -> Result<String, String> {
+    let snap: Snapshot = tab
+        .page
+        .evaluate(READ_JS)
+        .await
+        .map_err(|e| format!("the page could not be read: {e}"))?
+        .into_value()
+        .map_err(|e| format!("the page could not be read: {e}"))?;
+    let host = host_of(&snap.url);
+    if !host.is_empty() && hub.guard().host_allowed(&host) {
+        taint.mark(&format!("browser page of {host}, a private address"));
+    }
+    let (title, text) = crate::tools::web_fetch::readable(&snap.html, &snap.url);
+    let title = if title.is_empty() { snap.title } else { title };
+    let mut out = String::new();
+    if !title.is_empty() {
+        out.push_str(&format!("# {title}\n"));
+    }
+    out.push_str(&format!("URL: {} (tab {})\n\n", snap.url, tab.id));
+    out.push_str(if text.trim().is_empty() {
+        "(no readable text)"
+    } else {
+        text.trim()
+    });
+    let mut labels = HashMap::new();
+    if !snap.elements.is_empty() {
+        out.push_str("\n\nInteractive elements (use their numbers with click, type, select):\n");
+        for e in snap.elements.iter().take(MAX_ELEMENTS) {
+            out.push_str(&e.line());
+            out.push('\n');
+            labels.insert(
+                e.n,
+                e.label
+                    .clone()
+                    .or_else(|| e.name.clone())
+                    .unwrap_or_else(|| e.tag.clone()),
+            );
+        }
+    }
+    out.push_str(&blocked_note(tab));
+    hub.set_view(
+        session_key,
+        View {
+            host,
+            url: snap.url,
+            labels,
+        },
+    );
+    Ok(out)
+}
+
+/// The requests the guard stopped since the last look, as a paragraph (empty when none).
+pub fn blocked_note(tab: &Tab) -> String {
+    let blocked = tab.take_blocked();
+    if blocked.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from("\n\nRequests of this page refused by the private-address guard:\n");
+    for b in blocked.iter().take(20) {
+        s.push_str(&format!("- {b}\n"));
+    }
+    if blocked.len() > 20 {
+        s.push_str(&format!("- … and {} more\n", blocked.len() - 20));
+    }
+    s
+}
+
+/// The host of `url`, lowercase; empty when it has none.
+pub fn host_of(url: &str) -> String {
+    reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
+        .unwrap_or_default()
+}

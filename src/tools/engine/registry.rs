@@ -351,7 +351,7 @@ mod tests {
         assert!(r.skipped().is_empty(), "{:?}", r.skipped());
         let names: Vec<String> = r.iter().map(|t| t.name().to_string()).collect();
         let test_tools = usize::from(cfg!(feature = "test-tools"));
-        assert_eq!(names.len(), 25 + test_tools, "{names:?}");
+        assert_eq!(names.len(), 28 + test_tools, "{names:?}");
         assert!(names.iter().any(|n| n == "lark_message_send"), "{names:?}");
         for tool in r.iter() {
             let name = tool.name();

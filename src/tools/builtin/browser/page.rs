@@ -245,6 +245,20 @@ impl Tool for BrowserPage {
             Ok(t) => t,
             Err(e) => return fail(e),
         };
+        // An approval named the site of the last look: act only while the tab still shows it.
+        if matches!(act.as_str(), "click" | "type" | "select") {
+            let now = tab.page.url().await.ok().flatten().unwrap_or_default();
+            let seen = self.0.view(key).map(|v| v.host).unwrap_or_default();
+            if host_of(&now) != seen {
+                return ToolResult::err(
+                    ErrorKind::Validation,
+                    format!(
+                        "the current tab shows {now}, not the page last read; call \
+                         browser_page {{action: read}} first"
+                    ),
+                );
+            }
+        }
         let need_element = || {
             element_arg(&args).ok_or_else(|| {
                 ToolResult::err(
@@ -492,9 +506,4 @@ impl Tool for BrowserPage {
             other => ToolResult::err(ErrorKind::Validation, format!("unknown action {other:?}")),
         }
     }
-}
-
-/// The host an approval of this call would cover (tests).
-pub fn scope_host(url: &str) -> String {
-    format!("browser:site:{}", host_of(url))
 }

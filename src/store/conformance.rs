@@ -83,6 +83,7 @@ fn ev(id: &str) -> InboundEvent {
         reply_to: None,
         sent_at: 0,
         seq: 0,
+        attachments: Vec::new(),
     }
 }
 
@@ -94,6 +95,7 @@ fn call(id: &str) -> ChatMessage {
         tool_call_id: None,
         opaque: None,
         is_error: false,
+        images: Vec::new(),
     }
 }
 

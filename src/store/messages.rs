@@ -105,6 +105,7 @@ impl Db {
                 tool_call_id,
                 opaque,
                 is_error,
+                images: Vec::new(),
             });
         }
         out.reverse();
@@ -129,6 +130,7 @@ mod tests {
             tool_call_id: None,
             opaque: None,
             is_error: false,
+            images: Vec::new(),
         }
     }
 

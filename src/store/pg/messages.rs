@@ -107,6 +107,7 @@ impl MessageStore for PgStore {
                 tool_call_id: r.try_get(3).map_err(get)?,
                 opaque,
                 is_error: r.try_get(5).map_err(get)?,
+                images: Vec::new(),
             });
         }
         let first_user = out.iter().position(|m| m.role == Role::User);

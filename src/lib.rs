@@ -17,6 +17,7 @@ pub mod jobs;
 pub mod knowledge;
 pub mod logging;
 pub mod mcp;
+pub mod media;
 pub mod metrics;
 pub mod provider;
 pub mod sandbox;

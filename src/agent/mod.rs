@@ -46,6 +46,9 @@ pub struct TurnInput {
     /// The scheduled job this turn is a run of (its model calls are recorded under it); `None`
     /// for a person's turn.
     pub job_id: Option<String>,
+    /// Pictures sent with `text`, for a model with vision ([`crate::media`]); sent with this
+    /// turn's requests only, never stored.
+    pub images: Vec<ethan_core::message::ImagePart>,
 }
 
 pub use ethan_core::event::{EventSink, TurnEvent};
@@ -232,7 +235,10 @@ impl Agent {
         }
 
         let mut models = self.models_for(input);
-        let mut turn = vec![ChatMessage::user(input.text.clone())];
+        let mut turn = vec![ChatMessage::user_with_images(
+            input.text.clone(),
+            input.images.clone(),
+        )];
         let max_iter = self.config.config.model.max_tool_iterations;
         let mut trimmed = false;
         let mut iterations = 0u32;

@@ -84,6 +84,7 @@ pub async fn run(
         events: Some(events),
         model: None,
         job_id: None,
+        images: Vec::new(),
     };
 
     if let Some(text) = message {

@@ -119,6 +119,7 @@ pub fn secret_values(c: &Config) -> Vec<String> {
         &l.user_refresh_token,
         &c.tools.web_search.tavily.api_key,
         &c.knowledge.embeddings.api_key,
+        &c.media.transcription.api_key,
         &c.gateway.token,
         &c.store.url,
     ]
@@ -561,6 +562,25 @@ fn validate_all(c: &Config) -> Vec<ConfigError> {
         )
         .err(),
     );
+    errs.extend(
+        check_url(
+            "media.transcription.base_url",
+            &c.media.transcription.base_url,
+            true,
+        )
+        .err(),
+    );
+    if !c.media.transcription.base_url.trim().is_empty()
+        && c.media.transcription.model.trim().is_empty()
+    {
+        errs.push(key_err(
+            "media.transcription.model",
+            "must be set when media.transcription.base_url is (e.g. whisper-1)",
+        ));
+    }
+    if c.media.max_image_bytes == 0 {
+        errs.push(key_err("media.max_image_bytes", "must be at least 1"));
+    }
     if c.model.name.trim().is_empty() {
         errs.push(key_err("model.name", "must not be empty"));
     }

@@ -60,6 +60,43 @@ pub struct Config {
     pub budget: BudgetConfig,
     pub mcp: McpConfig,
     pub store: StoreConfig,
+    pub media: MediaConfig,
+}
+
+/// `media`: pictures, voice notes and files sent in chats ([`crate::media`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MediaConfig {
+    /// The largest picture sent to the model, in bytes: a Telegram photo is taken at the
+    /// largest size under it; a bigger picture is saved but not shown.
+    pub max_image_bytes: u64,
+    /// Where voice notes and audio files are transcribed (OpenAI-compatible); empty
+    /// `base_url` = not transcribed.
+    pub transcription: TranscriptionConfig,
+    /// Show the transcript of a voice note in the first line of the reply.
+    pub echo_transcript: bool,
+}
+
+impl Default for MediaConfig {
+    fn default() -> Self {
+        Self {
+            max_image_bytes: 5_000_000,
+            transcription: TranscriptionConfig::default(),
+            echo_transcript: false,
+        }
+    }
+}
+
+/// `media.transcription`: `POST {base_url}/audio/transcriptions` (multipart `file`, `model`),
+/// as OpenAI's Whisper API and its compatibles (Groq, a local whisper server) take it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TranscriptionConfig {
+    /// Ends in `/v1`, like `model.base_url`; empty = voice notes are not transcribed.
+    pub base_url: String,
+    pub api_key: Secret,
+    /// e.g. `whisper-1`.
+    pub model: String,
 }
 
 /// Which wire protocol a model endpoint speaks (`model.provider`, `model.fallback[].provider`).
@@ -129,6 +166,9 @@ pub struct ModelConfig {
     /// Seconds a model whose requests failed 3 times in a row is skipped before one call
     /// probes it again.
     pub fallback_cooldown_secs: u64,
+    /// The model accepts pictures (OpenAI `image_url` parts, Anthropic `image` blocks); when
+    /// false, a picture reaches it as a sentence saying one was sent.
+    pub vision: bool,
 }
 
 impl Default for ModelConfig {
@@ -146,6 +186,7 @@ impl Default for ModelConfig {
             max_tokens: 8192,
             fallback: Vec::new(),
             fallback_cooldown_secs: 60,
+            vision: false,
         }
     }
 }

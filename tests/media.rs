@@ -249,16 +249,18 @@ async fn without_vision_a_photo_is_a_sentence_the_model_cannot_see() {
     daemon.stop();
 }
 
+/// Requests a [`FakeTranscriber`] received: `(Authorization header, body)`.
+type Seen = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+
 /// A loopback OpenAI-compatible transcription endpoint: `POST /v1/audio/transcriptions`
 /// answers `{"text": …}` and records each request's headers and body.
 struct FakeTranscriber {
     addr: std::net::SocketAddr,
-    seen: Arc<Mutex<Vec<(String, Vec<u8>)>>>,
+    seen: Seen,
 }
 
 impl FakeTranscriber {
     async fn start(text: &'static str) -> FakeTranscriber {
-        type Seen = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
         let seen: Seen = Arc::default();
         let app = axum::Router::new()
             .route(

@@ -49,6 +49,10 @@ pub struct TurnInput {
     /// Pictures sent with `text`, for a model with vision ([`crate::media`]); sent with this
     /// turn's requests only, never stored.
     pub images: Vec<ethan_core::message::ImagePart>,
+    /// What brought private data into the turn with the input itself (the owner's file sent
+    /// in the chat, [`crate::media`]): the turn starts tainted, so a call that carries data
+    /// off the machine asks the owner. `None` for plain text.
+    pub private_input: Option<String>,
 }
 
 pub use ethan_core::event::{EventSink, TurnEvent};
@@ -232,6 +236,10 @@ impl Agent {
             base_ctx
                 .taint
                 .mark(&format!("{source}, earlier in this conversation"));
+        }
+
+        if let Some(source) = &input.private_input {
+            base_ctx.taint.mark(source);
         }
 
         let mut models = self.models_for(input);

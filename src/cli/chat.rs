@@ -85,6 +85,7 @@ pub async fn run(
         model: None,
         job_id: None,
         images: Vec::new(),
+        private_input: None,
     };
 
     if let Some(text) = message {

@@ -891,6 +891,9 @@ impl Router {
             model: None,
             job_id: None,
             images: std::mem::take(&mut media.images),
+            private_input: media
+                .private
+                .then(|| "a file the owner sent in the chat".to_string()),
         };
         let reply = self.agent.run_turn_with_cards(&input, &cancel).await;
         drop(input);

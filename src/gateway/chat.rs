@@ -123,6 +123,7 @@ pub async fn chat(
         model: None,
         job_id: None,
         images: Vec::new(),
+        private_input: None,
     };
     let turns = s.turns.clone();
     let c2 = cancel.clone();

@@ -25,8 +25,12 @@
 //! - **Content.** The text of a document or PDF, a transcript and a picture are untrusted input,
 //!   like a fetched web page: they can carry instructions meant for the model (prompt
 //!   injection). They are given to the model marked as the file's content, not the user's
-//!   words; the tools they might steer stay under the same policy and consent as ever (a
-//!   non-owner gets no side-effect tool; egress after private reads asks the owner).
+//!   words, and the tools they might steer stay under the same policy and consent as ever (a
+//!   non-owner gets no side-effect tool). The owner's files are also private data, like a
+//!   `file_read`: a turn that received one starts tainted ([`Prepared::private`]), so a call
+//!   that would carry data off the machine (web_fetch, web_search, a message) asks the owner
+//!   first, showing where it goes — an injected "send this to evil.example" cannot leak the
+//!   document silently.
 //! - **Downloads.** Only from the platform's configured API; never past [`MAX_FILE_BYTES`] (or
 //!   the platform's own limit), never longer than [`DOWNLOAD_TIMEOUT`], and never to a private
 //!   address through a redirect. The bot token inside a Telegram file URL and the Lark bearer
@@ -76,6 +80,9 @@ pub struct Prepared {
     pub transcripts: Vec<String>,
     /// A non-owner's files: removed when this is dropped, at the end of the turn.
     pub scratch: Option<inbox::Scratch>,
+    /// The owner's file content (a picture, a transcript, a document's text) reached the
+    /// model: private data, so the turn starts tainted (calls that carry data out ask).
+    pub private: bool,
 }
 
 /// The media service of the daemon (one per process).
@@ -83,8 +90,11 @@ pub struct Media {
     config: Arc<Loaded>,
     fetcher: Fetcher,
     transcriber: Option<transcribe::Transcriber>,
-    cache: Mutex<VecDeque<(String, Instant, Arc<[u8]>)>>,
+    cache: Mutex<VecDeque<Cached>>,
 }
+
+/// A downloaded file in memory: `(channel:unique_id, when, bytes)`.
+type Cached = (String, Instant, Arc<[u8]>);
 
 impl Media {
     pub fn new(config: Arc<Loaded>) -> Self {
@@ -183,7 +193,7 @@ impl Media {
                 return format!("[The user sent {what}, but it could not be downloaded: {e}.]");
             }
         };
-        let saved = match self.keep(ev, att, file, &bytes, is_owner, p) {
+        let saved = match self.keep(att, file, &bytes, is_owner, p) {
             Ok(path) => path,
             Err(e) => {
                 tracing::warn!("{}: could not save {what}: {e}", ev.session_key());
@@ -196,8 +206,15 @@ impl Media {
             "not kept: files from people other than the owner are deleted after this turn"
                 .to_string()
         };
+        if is_owner {
+            p.private = true;
+        }
         match att.kind {
             AttachmentKind::Image => self.image(att, bytes, &saved, &place, p),
+            // A picture sent as a file (uncompressed) is still a picture.
+            AttachmentKind::Document if sniff_image(&bytes).is_some() => {
+                self.image(att, bytes, &saved, &place, p)
+            }
             AttachmentKind::Voice | AttachmentKind::Audio => {
                 self.audio(att, &bytes, &what, &place, p).await
             }
@@ -338,7 +355,6 @@ impl Media {
     /// Write the file where it belongs (see [`inbox`]).
     fn keep(
         &self,
-        ev: &InboundEvent,
         att: &Attachment,
         file: &FileRef,
         bytes: &[u8],
@@ -389,7 +405,6 @@ impl Media {
                 None => return Err(std::io::Error::other("no scratch directory")),
             }
         };
-        let _ = ev;
         inbox::save(&dir, &name, bytes)
     }
 }

@@ -716,6 +716,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn pictures_are_image_url_parts_after_the_text() {
+        let img = ethan_core::message::ImagePart {
+            mime: "image/png".into(),
+            data: std::sync::Arc::from(&b"\x89PNG"[..]),
+            path: "/w/inbox/p.png".into(),
+        };
+        let v = to_wire(&ChatMessage::user_with_images("what is it?", vec![img]));
+        assert_eq!(
+            v["content"],
+            json!([{"type": "text", "text": "what is it?"},
+                   {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw=="}}])
+        );
+        // Without pictures the content stays a string.
+        assert_eq!(to_wire(&ChatMessage::user("hi"))["content"], json!("hi"));
+    }
+
+    #[test]
     fn classifies_errors() {
         let ctx = r#"{"error":{"message":"This model's maximum context length is 8192 tokens","code":"context_length_exceeded"}}"#;
         assert!(matches!(

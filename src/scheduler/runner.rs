@@ -614,6 +614,7 @@ impl Execute for JobExecutor {
             model: job.model.clone(),
             job_id: Some(job.id.clone()),
             images: Vec::new(),
+            private_input: None,
         };
         let reply = self
             .agent

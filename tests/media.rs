@@ -10,7 +10,8 @@
 //!   reply's first line;
 //! - a PDF's text is inlined and the file saved under `<workspace>/inbox/<date>/`;
 //! - a 30 MB document gets the size sentence, is never fetched, and the turn goes on;
-//! - Lark: an image message and a file message are fetched through the resources API;
+//! - Lark: an image message, a file message and a post's embedded image are fetched through
+//!   the resources API;
 //! - attacker side: a non-owner's document is not left anywhere after the turn, and an
 //!   instruction hidden in the owner's document cannot send it out without the owner's yes.
 
@@ -236,7 +237,11 @@ async fn without_vision_a_photo_is_a_sentence_the_model_cannot_see() {
         "photos/file_1.jpg",
         jpeg("m"),
     );
-    let model = ScriptedModel::start(vec![Step::text("I can't see pictures.")]).await;
+    let model = ScriptedModel::start(vec![
+        Step::text("I can't see pictures."),
+        Step::text("Still can't."),
+    ])
+    .await;
     write_config(&home, &tg, &model, "");
     let mut daemon = Daemon::start(&home);
     tg.push_update(fixture("update_private_photo_caption.json"));
@@ -247,6 +252,13 @@ async fn without_vision_a_photo_is_a_sentence_the_model_cannot_see() {
     assert!(text.starts_with("What does the whiteboard say?"), "{text}");
     assert!(text.contains("sent a picture"), "{text}");
     assert!(text.contains("cannot see images"), "{text}");
+    // The same photo again (a new message, same file_unique_id): not downloaded twice.
+    let mut again = fixture("update_private_photo_caption.json");
+    again["update_id"] = json!(tg.next_update_id());
+    again["message"]["message_id"] = json!(4499);
+    tg.push_update(again);
+    tg.wait_for_sent(2, WAIT).await;
+    assert_eq!(tg.downloads(), vec!["photos/file_1.jpg".to_string()]);
     daemon.stop();
 }
 
@@ -482,12 +494,13 @@ async fn a_non_owners_document_is_not_left_anywhere_after_the_turn() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn lark_image_and_file_messages_are_fetched_through_the_resources_api() {
+async fn lark_images_files_and_post_images_are_fetched_through_the_resources_api() {
     let home = TestHome::new();
     let fake = FakeLark::start().await;
     let model = ScriptedModel::start(vec![
         Step::text("A tiny picture."),
         Step::text("The file greets you."),
+        Step::text("A chart, again."),
     ])
     .await;
     home.write_config(&format!(
@@ -559,6 +572,26 @@ async fn lark_image_and_file_messages_are_fetched_through_the_resources_api() {
     assert!(inbox_files(&home)
         .iter()
         .any(|p| p.file_name().is_some_and(|n| n == "hello.txt")));
+
+    // A rich-text post with an embedded image: its text and the picture.
+    let mut post = lark::p2p_text(LARK_OWNER, "");
+    post["event"]["message"]["message_type"] = json!("post");
+    post["event"]["message"]["content"] = json!(json!({"title": "", "content": [
+        [{"tag": "text", "text": "Here is the chart", "style": []}],
+        [{"tag": "img", "image_key": "img_v3_0post", "width": 384, "height": 192}],
+    ]})
+    .to_string());
+    let post_id = lark::message_id(&post);
+    fake.add_resource(&post_id, "img_v3_0post", "image", PNG.to_vec());
+    fake.push_event(&post);
+    fake.wait_for_messages(3, WAIT).await;
+    let user = last_user(&model.requests()[2]);
+    assert!(text_of(&user).starts_with("Here is the chart"), "{user}");
+    assert_eq!(
+        image_urls(&user),
+        vec![data_url("image/png", PNG)],
+        "{user}"
+    );
     daemon.stop();
     home.assert_no_panic();
 }

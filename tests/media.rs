@@ -3,8 +3,9 @@
 //! resources API), a loopback transcription endpoint and the scripted model.
 //!
 //! - a Telegram photo with a caption reaches a vision model as an image part (the largest size
-//!   under `media.max_image_bytes`, as downloaded) plus the caption, is saved in the inbox, and
-//!   is not sent again with the next turn's history;
+//!   under `media.max_image_bytes`, as downloaded) plus the caption, is saved in the inbox, is
+//!   not sent again with the next turn's history, and is shown again when the model
+//!   `file_read`s its saved path;
 //! - with `vision: false` it is a sentence saying the model cannot see images;
 //! - a voice note is transcribed, the transcript reaches the model and (echo_transcript) the
 //!   reply's first line;
@@ -162,6 +163,8 @@ async fn a_photo_with_a_caption_reaches_a_vision_model_as_an_image_part() {
         Step::text("You're welcome."),
     ])
     .await;
+    // Third turn: the model asks for the picture again by reading the saved file (its path is
+    // only known once the photo is saved, so that step is pushed later).
     write_config(&home, &tg, &model, "media:\n  max_image_bytes: 5000000\n");
     let cfg = std::fs::read_to_string(home.config_path()).unwrap();
     std::fs::write(
@@ -219,6 +222,26 @@ async fn a_photo_with_a_caption_reaches_a_vision_model_as_an_image_part() {
         earlier[0]
     );
     assert!(!second.to_string().contains("base64,"), "{second}");
+
+    // Unless the model asks: `file_read` of the saved path shows it again, for that turn.
+    let args = json!({ "path": saved[0].display().to_string() }).to_string();
+    model.push_step(Step::tool_call("r1", "file_read", &args));
+    model.push_step(Step::text("Same whiteboard."));
+    tg.push_text(OWNER, OWNER, "look at it again");
+    tg.wait_for_sent(3, WAIT).await;
+    let reqs = model.requests();
+    let after_read = &reqs[3];
+    let shown = last_user(after_read);
+    assert!(
+        text_of(&shown).contains("picture read by file_read"),
+        "{shown}"
+    );
+    assert_eq!(
+        image_urls(&shown),
+        vec![data_url("image/jpeg", &medium)],
+        "{shown}"
+    );
+    model.assert_protocol_ok();
     daemon.stop();
     home.assert_no_panic();
     assert!(

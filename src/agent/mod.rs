@@ -358,6 +358,7 @@ impl Agent {
                 .await;
             match results {
                 Ok(results) => {
+                    let mut pictures = Vec::new();
                     for r in results {
                         emit(&input.events, tool_end(&r));
                         if let Some(ui) = &r.result.ui {
@@ -390,11 +391,23 @@ impl Agent {
                             "tool call {}",
                             r.tool_call_id
                         );
+                        if r.result.ok {
+                            pictures.extend(self.picture_of(&r.result.metadata).await);
+                        }
                         turn.push(if r.result.ok {
                             ChatMessage::tool(r.tool_call_id, r.model_text)
                         } else {
                             ChatMessage::tool_error(r.tool_call_id, r.model_text)
                         });
+                    }
+                    // Pictures a tool read (`file_read` of a saved photo) follow the results,
+                    // for this request only; the history keeps the text.
+                    if !pictures.is_empty() {
+                        let paths: Vec<&str> = pictures.iter().map(|p| p.path.as_str()).collect();
+                        turn.push(ChatMessage::user_with_images(
+                            format!("[The picture read by file_read: {}]", paths.join(", ")),
+                            pictures,
+                        ));
                     }
                 }
                 Err(progress) => {
@@ -586,6 +599,33 @@ fn private_reads_in(
                 .is_some_and(|t| t.reads_private())
         })
         .map(str::to_string)
+}
+
+impl Agent {
+    /// The picture a tool result names in its metadata (`image`: the type, `path`), read
+    /// again for a model with `model.vision`, up to `media.max_image_bytes`.
+    async fn picture_of(
+        &self,
+        metadata: &serde_json::Value,
+    ) -> Option<ethan_core::message::ImagePart> {
+        let cfg = &self.config.config;
+        let mime = metadata.get("image")?.as_str()?;
+        let path = metadata.get("path")?.as_str()?;
+        if !cfg.model.vision {
+            return None;
+        }
+        let data = tokio::fs::read(path).await.ok()?;
+        if data.len() as u64 > cfg.media.max_image_bytes
+            || ethan_core::message::ImagePart::sniff(&data) != Some(mime)
+        {
+            return None;
+        }
+        Some(ethan_core::message::ImagePart {
+            mime: mime.to_string(),
+            data: data.into(),
+            path: path.to_string(),
+        })
+    }
 }
 
 /// Keep the newer half of the history, starting at a user message.

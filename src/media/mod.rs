@@ -38,7 +38,9 @@
 //! - **Parsing.** PDFs are parsed in a blocking thread with a page cap, a per-page inflation cap
 //!   and a time limit ([`extract`]); nothing is executed or rendered.
 //! - **History.** The stored conversation keeps the text, which names where each picture was
-//!   saved, never the bytes ([`ImagePart`] is not stored), so later turns do not resend pictures.
+//!   saved, never the bytes ([`ImagePart`] is not stored), so later turns do not resend pictures
+//!   unless the model asks: `file_read` of a saved picture shows it again (the agent attaches
+//!   it after the tool results, for that request only).
 
 pub mod download;
 pub mod extract;
@@ -465,19 +467,9 @@ fn pick(att: &Attachment, max_image_bytes: u64) -> Option<&FileRef> {
         .or_else(|| att.files.first())
 }
 
-/// The type of a picture from its first bytes.
+/// The type of a picture from its first bytes ([`ImagePart::sniff`]).
 fn sniff_image(b: &[u8]) -> Option<&'static str> {
-    if b.starts_with(&[0xFF, 0xD8, 0xFF]) {
-        Some("image/jpeg")
-    } else if b.starts_with(b"\x89PNG\r\n\x1a\n") {
-        Some("image/png")
-    } else if b.starts_with(b"GIF87a") || b.starts_with(b"GIF89a") {
-        Some("image/gif")
-    } else if b.len() >= 12 && &b[..4] == b"RIFF" && &b[8..12] == b"WEBP" {
-        Some("image/webp")
-    } else {
-        None
-    }
+    ImagePart::sniff(b)
 }
 
 /// "a picture", "a voice message", "the file report.pdf", … for the notes.

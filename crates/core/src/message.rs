@@ -82,6 +82,22 @@ pub struct ImagePart {
 }
 
 impl ImagePart {
+    /// The type of a picture a model takes (JPEG, PNG, GIF, WebP), from its first bytes;
+    /// `None` for anything else.
+    pub fn sniff(bytes: &[u8]) -> Option<&'static str> {
+        if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
+            Some("image/jpeg")
+        } else if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+            Some("image/png")
+        } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
+            Some("image/gif")
+        } else if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
+            Some("image/webp")
+        } else {
+            None
+        }
+    }
+
     /// `data:<mime>;base64,<bytes>` (OpenAI `image_url.url`).
     pub fn data_url(&self) -> String {
         format!("data:{};base64,{}", self.mime, self.base64())

@@ -5,8 +5,9 @@
 //!   bytes gets `-2`, `-3`, … before its extension; the same bytes again reuse the file.
 //! - Anyone else's files: a directory of its own under the system temporary directory
 //!   (`ethan-turn-<random>`, mode 0700), outside the workspace, removed when the turn ends
-//!   ([`Scratch`] on drop): nothing a non-owner sends is left where the owner's tools would
-//!   later read it as the owner's own.
+//!   ([`Scratch`] on drop; a daemon killed mid-turn leaves one, removed at the next start once
+//!   an hour old, [`sweep_stale_scratch`]): nothing a non-owner sends is left where the owner's
+//!   tools would later read it as the owner's own.
 
 use std::path::{Path, PathBuf};
 
@@ -95,10 +96,40 @@ pub struct Scratch {
     dir: PathBuf,
 }
 
+/// The name prefix of a [`Scratch`] directory.
+const SCRATCH_PREFIX: &str = "ethan-turn-";
+
+/// Remove the scratch directories in `tmp` older than `older_than` (left by a daemon that was
+/// killed mid-turn; a live turn's directory is younger). Links and files are left alone.
+/// Returns how many were removed.
+pub fn sweep_stale_scratch(tmp: &Path, older_than: std::time::Duration) -> usize {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        if !e.file_name().to_string_lossy().starts_with(SCRATCH_PREFIX) {
+            continue;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(e.path()) else {
+            continue;
+        };
+        let old = meta
+            .modified()
+            .ok()
+            .and_then(|m| m.elapsed().ok())
+            .is_some_and(|age| age > older_than);
+        if meta.is_dir() && old && std::fs::remove_dir_all(e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 impl Scratch {
     pub fn new() -> std::io::Result<Scratch> {
         let dir =
-            std::env::temp_dir().join(format!("ethan-turn-{}", uuid::Uuid::new_v4().simple()));
+            std::env::temp_dir().join(format!("{SCRATCH_PREFIX}{}", uuid::Uuid::new_v4().simple()));
         let mut b = std::fs::DirBuilder::new();
         #[cfg(unix)]
         {
@@ -154,6 +185,19 @@ mod tests {
         let b = save(d.path(), "r.txt", b"two").unwrap();
         assert_eq!(b, d.path().join("r-2.txt"));
         assert_eq!(std::fs::read(&a).unwrap(), b"one");
+    }
+
+    #[test]
+    fn only_old_scratch_directories_are_swept() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("ethan-turn-abc")).unwrap();
+        std::fs::create_dir(d.path().join("other")).unwrap();
+        let hour = std::time::Duration::from_secs(3600);
+        assert_eq!(sweep_stale_scratch(d.path(), hour), 0, "a young one stays");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert_eq!(sweep_stale_scratch(d.path(), std::time::Duration::ZERO), 1);
+        assert!(!d.path().join("ethan-turn-abc").exists());
+        assert!(d.path().join("other").exists());
     }
 
     #[test]

@@ -66,6 +66,9 @@ pub const CACHE_BYTES: usize = 64 * 1024 * 1024;
 /// How long a downloaded file is kept in memory.
 pub const CACHE_TTL: Duration = Duration::from_secs(600);
 
+/// A non-owner's temporary folder this old at start belongs to no live turn.
+pub const STALE_SCRATCH: Duration = Duration::from_secs(3600);
+
 /// Picture types a model takes (OpenAI and Anthropic both: JPEG, PNG, GIF, WebP).
 const IMAGE_TYPES: &[&str] = &["image/jpeg", "image/png", "image/gif", "image/webp"];
 
@@ -105,6 +108,11 @@ impl Media {
             DOWNLOAD_TIMEOUT,
         );
         let transcriber = transcribe::Transcriber::new(&config.config.media.transcription);
+        // A non-owner's files left by a daemon killed mid-turn.
+        let swept = inbox::sweep_stale_scratch(&std::env::temp_dir(), STALE_SCRATCH);
+        if swept > 0 {
+            tracing::info!("removed {swept} temporary folder(s) of files from an earlier run");
+        }
         Self {
             config,
             fetcher,

@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod provider;
 pub mod sandbox;
 pub mod scheduler;
+pub mod skills;
 pub mod store;
 pub mod tools;
 pub mod tz;

@@ -9,7 +9,9 @@
 //! A turn over a daily token budget is answered without calling the model, and every model call
 //! that returns is recorded in the usage ledger ([`budget`]).
 
+pub mod agents;
 pub mod budget;
+pub mod delegate;
 pub mod prompt;
 
 use crate::config::Loaded;
@@ -53,6 +55,19 @@ pub struct TurnInput {
     /// The scheduled job this turn is a run of (its model calls are recorded under it); `None`
     /// for a person's turn.
     pub job_id: Option<String>,
+    /// A sub-agent's turn: the agent named by `delegate` (else the bindings choose), the tools
+    /// it may use (a subset of its parent's), its depth (1 or 2) and how approvals name it.
+    pub child: Option<ChildTurn>,
+}
+
+/// What makes a turn a sub-agent's ([`TurnInput::child`]).
+#[derive(Debug, Clone)]
+pub struct ChildTurn {
+    pub agent: Option<String>,
+    pub tools: BTreeSet<String>,
+    pub depth: u8,
+    /// `sub-agent "research" (depth 1)`.
+    pub label: String,
 }
 
 pub use ethan_core::event::{EventSink, TurnEvent};
@@ -117,6 +132,10 @@ pub struct Agent {
     pub config: Arc<Loaded>,
     /// The summary model's requests (compaction, facts to keep).
     pub summariser: Summariser,
+    /// The configured agents and bindings.
+    pub agents: agents::Agents,
+    /// This agent itself, for the sub-agents its turns start ([`delegate`]).
+    pub me: std::sync::Weak<Agent>,
 }
 
 impl Agent {
@@ -164,6 +183,8 @@ impl Agent {
             .chat
             .as_ref()
             .is_some_and(|c| c.kind == ethan_channels::ChatKind::Group);
+        let chosen = self.choose_agent(input);
+        let memory_on = chosen.memory_on(group);
         let visible = Visible::of(
             input.channel,
             group,
@@ -177,7 +198,8 @@ impl Agent {
             summariser: &self.summariser,
             session_id: &session_id,
             owner: budget::call_owner(input),
-            visible: visible.clone(),
+            group,
+            extract_into: visible.personal.clone().filter(|_| memory_on),
             budget_chars,
         };
         let (mut compaction, mut history) = compactor.load(limit).await;
@@ -186,14 +208,18 @@ impl Agent {
             // bot's visible answers, never the owner's tool calls and their results.
             history = without_tool_traffic(history);
         }
-        let memory = snapshot::for_session(
-            &self.store,
-            &self.config.config.memory,
-            &session_id,
-            &visible,
-            chrono::Utc::now().timestamp(),
-        )
-        .await;
+        let memory = if memory_on {
+            snapshot::for_session(
+                &self.store,
+                &self.config.config.memory,
+                &session_id,
+                &visible,
+                chrono::Utc::now().timestamp(),
+            )
+            .await
+        } else {
+            snapshot::Snapshot::default()
+        };
         let audience = Audience {
             channel: input.channel,
             is_owner: input.is_owner,
@@ -202,7 +228,7 @@ impl Agent {
         };
         let registry_snapshot = self.executor.registry();
         let registry: &crate::tools::registry::Registry = &registry_snapshot;
-        let allowed = self.allowed_tools(&audience);
+        let allowed = self.turn_tools(input, &audience, &chosen, memory_on, registry);
         // Sent up front: the fast path; the rest is found with find_tools.
         let mut active = self.policy.initial(registry, &allowed);
         let catalog: Arc<[ToolSummary]> = allowed
@@ -213,7 +239,20 @@ impl Agent {
                 description: t.description().to_string(),
             })
             .collect();
-        let mut system_text = prompt::system_prompt(&self.config, input.channel, &allowed);
+        let custom = chosen
+            .config
+            .map(|c| c.system_prompt.as_str())
+            .filter(|p| !p.trim().is_empty())
+            .unwrap_or(&self.config.config.model.system_prompt);
+        let mut system_text = prompt::system_prompt(&self.config, custom, input.channel, &allowed);
+        if allowed.contains("skill_read") {
+            let (skills, _) = crate::skills::load(&self.config.home.join("skills"));
+            let section = crate::skills::prompt_section(&skills);
+            if !section.is_empty() {
+                system_text.push_str("\n\n");
+                system_text.push_str(&section);
+            }
+        }
         if !memory.text.is_empty() {
             system_text.push_str("\n\n");
             system_text.push_str(&memory.text);
@@ -240,11 +279,18 @@ impl Agent {
             services: ethan_core::tool::Services {
                 store: Some(self.store.clone()),
                 clock: ethan_core::clock::system(),
+                delegator: None,
             },
             taint: crate::tools::Taint::default(),
             assessment: None,
             model: String::new(),
+            sub_agent: input.child.as_ref().map(|c| c.label.clone()),
         };
+        if let Some(me) = self.me.upgrade() {
+            base_ctx.services.delegator = Some(Arc::new(delegate::Children::new(
+                me, input, &allowed, cancel,
+            )));
+        }
         // Private data seen earlier in the session counts, even once the call that read it has
         // left the history window (the answers may still repeat it); `/new` starts clean.
         let taint_key = format!("taint:{session_id}");
@@ -267,9 +313,12 @@ impl Agent {
                 .mark(&format!("{source}, earlier in this conversation"));
         }
 
-        let mut models = self.models_for(input);
+        let mut models = self.models_for(input, &chosen);
         let mut turn = vec![ChatMessage::user(input.text.clone())];
-        let max_iter = self.config.config.model.max_tool_iterations;
+        let max_iter = chosen
+            .config
+            .and_then(|c| c.max_tool_iterations)
+            .unwrap_or(self.config.config.model.max_tool_iterations);
         let mut trimmed = false;
         let mut iterations = 0u32;
         let outcome = loop {
@@ -491,10 +540,61 @@ impl Agent {
 }
 
 impl Agent {
+    /// The agent that answers `input`: the one a sub-agent's `delegate` named, else the
+    /// bindings' choice ([`agents::Agents::resolve`]).
+    pub fn choose_agent(&self, input: &TurnInput) -> agents::Chosen<'_> {
+        if let Some(name) = input.child.as_ref().and_then(|c| c.agent.as_deref()) {
+            if let Some(c) = self.agents.named(name) {
+                return c;
+            }
+        }
+        self.agents.resolve(agents::Place {
+            channel: input.channel.as_str(),
+            chat_id: &input.chat_id,
+            thread: input.chat.as_ref().and_then(|c| c.thread.as_deref()),
+            sender: &input.user_id,
+        })
+    }
+
+    /// The tools of this turn: the policy's for the sender, narrowed by the agent's own, by a
+    /// sub-agent's tool list, without the memory tools when the agent uses no memory here and
+    /// without `delegate` at the deepest level.
+    fn turn_tools(
+        &self,
+        input: &TurnInput,
+        audience: &Audience,
+        chosen: &agents::Chosen<'_>,
+        memory_on: bool,
+        registry: &crate::tools::registry::Registry,
+    ) -> BTreeSet<String> {
+        let mut allowed = agents::narrow(
+            self.allowed_tools(audience),
+            chosen.policy,
+            registry,
+            audience,
+        );
+        if let Some(child) = &input.child {
+            allowed.retain(|n| child.tools.contains(n) || n == crate::tools::policy::FIND_TOOLS);
+            if child.depth >= delegate::MAX_DEPTH {
+                allowed.remove(delegate::TOOL);
+            }
+        }
+        if !memory_on {
+            for t in ["memory_save", "memory_search", "memory_forget"] {
+                allowed.remove(t);
+            }
+        }
+        allowed
+    }
+
     /// The chain a turn asks: from its `model` when that names an entry, else in order (an
     /// unknown name is logged and ignored).
-    fn models_for(&self, input: &TurnInput) -> Chain {
-        let Some(name) = input.model.as_deref() else {
+    fn models_for(&self, input: &TurnInput, chosen: &agents::Chosen<'_>) -> Chain {
+        let agent_model = chosen
+            .config
+            .map(|c| c.model.as_str())
+            .filter(|m| !m.trim().is_empty());
+        let Some(name) = input.model.as_deref().or(agent_model) else {
             return self.models.clone();
         };
         self.models.starting_at(name).unwrap_or_else(|| {

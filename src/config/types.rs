@@ -61,6 +61,64 @@ pub struct Config {
     pub mcp: McpConfig,
     pub store: StoreConfig,
     pub memory: MemoryConfig,
+    /// Named agents beside the implicit `default` one (the top-level `model` and `tools`).
+    pub agents: BTreeMap<String, AgentConfig>,
+    /// Which agent answers where; the most specific match wins (sender > thread > chat >
+    /// channel), else `default`.
+    pub bindings: Vec<Binding>,
+}
+
+/// One named agent (`agents.<name>`): its own prompt, model, tools (which can only narrow what
+/// the top-level `tools` and the sender allow), memory and iteration cap.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentConfig {
+    /// Replaces `model.system_prompt` for this agent (empty: that one).
+    pub system_prompt: String,
+    /// The model to ask first: `model.name` or a `model.fallback` name (empty: the usual order).
+    pub model: String,
+    pub tools: AgentTools,
+    /// Which memory it uses: `personal` (direct chats only), `chat` (groups only) or `none`;
+    /// unset: the chat's own (personal in a direct chat, the group's in a group).
+    pub memory: Option<AgentMemory>,
+    /// Model calls per turn (unset: `model.max_tool_iterations`).
+    pub max_tool_iterations: Option<u32>,
+}
+
+/// An agent's tools: a profile or an allow list, then `also_allow`, then `deny`, as the
+/// top-level `tools` keys; applied on top of them (a tool must pass both).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentTools {
+    /// Unset (and no `allow`): every tool the top-level policy allows.
+    pub profile: Option<Profile>,
+    pub allow: Vec<String>,
+    pub also_allow: Vec<String>,
+    pub deny: Vec<String>,
+}
+
+/// `agents.<name>.memory`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentMemory {
+    Personal,
+    Chat,
+    None,
+}
+
+/// `bindings[]`: the agent that answers in a channel, a chat, a thread (Telegram topic, Lark
+/// thread) or for one sender. Ids are the platform's: a Telegram chat or user id, a Lark
+/// `chat_id` (`oc_…`) or `open_id` (`ou_…`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Binding {
+    /// An `agents` name, or `default`.
+    pub agent: String,
+    /// `telegram`, `lark`, `terminal` or `web`.
+    pub channel: String,
+    pub chat_id: Option<String>,
+    pub thread: Option<String>,
+    pub sender: Option<String>,
 }
 
 /// Long-term memory and compaction (`memory`).

@@ -677,6 +677,15 @@ impl Router {
                 }
             }),
             Some(Command::Stop) => Some("Nothing is running.".to_string()),
+            Some(Command::Agent) => Some(crate::agent::agents::answer_for(
+                &self.agent.agents,
+                crate::agent::agents::Place {
+                    channel: ev.channel.as_str(),
+                    chat_id: &ev.chat.id,
+                    thread: ev.chat.thread.as_deref(),
+                    sender: &ev.sender.id,
+                },
+            )),
             Some(Command::Memory) => {
                 let visible = crate::tools::builtin::memory::Visible::of(
                     ev.channel,
@@ -885,6 +894,7 @@ impl Router {
             events,
             model: None,
             job_id: None,
+            child: None,
         };
         let reply = self.agent.run_turn_with_cards(&input, &cancel).await;
         drop(input);

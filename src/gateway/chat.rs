@@ -122,6 +122,7 @@ pub async fn chat(
         events: Some(tx),
         model: None,
         job_id: None,
+        child: None,
     };
     let turns = s.turns.clone();
     let c2 = cancel.clone();

@@ -16,7 +16,7 @@
 
 use super::summarise::Summariser;
 use super::{chars_of, message_chars, CHARS_PER_TOKEN};
-use crate::tools::builtin::memory::{normalised, Visible};
+use crate::tools::builtin::memory::normalised;
 use crate::tools::redact::redact_shapes;
 use crate::tools::truncate::truncate_for_model;
 use crate::usage::CallOwner;
@@ -66,9 +66,11 @@ pub struct Compactor<'a> {
     pub session_id: &'a str,
     /// Whom the summary requests are counted for.
     pub owner: CallOwner,
-    /// Whose memory the turn sees: in a group, the summary leaves tool traffic out and nothing
-    /// is extracted.
-    pub visible: Visible,
+    /// A group session: the summary leaves tool traffic out.
+    pub group: bool,
+    /// Whose personal memory the extraction step saves into; `None` (a group, or memory off for
+    /// this agent): no extraction.
+    pub extract_into: Option<String>,
     /// `model.context_tokens × 4`.
     pub budget_chars: usize,
 }
@@ -139,9 +141,9 @@ impl Compactor<'_> {
 
     /// Fold `dropped` (the oldest messages, in order) into the summary and store the state.
     async fn compact(&self, state: &mut State, dropped: &[(i64, ChatMessage)]) {
-        let group = self.visible.is_group();
+        let group = self.group;
         let messages: Vec<&ChatMessage> = dropped.iter().map(|(_, m)| m).collect();
-        if let Some(subject) = &self.visible.personal {
+        if let Some(subject) = &self.extract_into {
             self.extract(subject, &render(&messages, false)).await;
         }
         let transcript = render(&messages, !group);

@@ -613,6 +613,7 @@ impl Execute for JobExecutor {
             events: None,
             model: job.model.clone(),
             job_id: Some(job.id.clone()),
+            child: None,
         };
         let reply = self
             .agent

@@ -348,6 +348,40 @@ mod tests {
     }
 
     #[test]
+    fn an_agent_never_gives_a_non_owner_a_side_effect_tool() {
+        use crate::tools::policy::Audience;
+        let mut c = Config::default();
+        c.agents.insert(
+            "generous".into(),
+            AgentConfig {
+                tools: crate::config::AgentTools {
+                    allow: vec!["shell".into(), "file_write".into(), "web_search".into()],
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        );
+        let agents = Agents::from_config(&c);
+        let registry = crate::tools::registry::Registry::builtin(&c);
+        let global = Policy::from_config(&c.tools);
+        let stranger = Audience {
+            channel: ethan_channels::ChannelKind::Telegram,
+            is_owner: false,
+            unattended: false,
+            allowed_tools: None,
+        };
+        let chosen = agents.named("generous").unwrap();
+        let tools = narrow(
+            global.allowed(&registry, &stranger),
+            chosen.policy,
+            &registry,
+            &stranger,
+        );
+        let names: Vec<&str> = tools.iter().map(String::as_str).collect();
+        assert_eq!(names, ["find_tools", "web_search"]);
+    }
+
+    #[test]
     fn memory_follows_the_agent_and_never_crosses_into_a_group() {
         let mut c = AgentConfig::default();
         let chosen = |c: &AgentConfig| {

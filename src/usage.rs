@@ -6,8 +6,60 @@
 use crate::config::Config;
 use chrono::{DateTime, Days, NaiveTime, Utc};
 use chrono_tz::Tz;
-use ethan_core::store::{DayOf, StoreError, UsageGrouping, UsageStore};
+use ethan_core::provider::Completion;
+use ethan_core::store::{DayOf, StoreError, UsageGrouping, UsageRecord, UsageStore};
 use std::sync::Arc;
+
+/// Whom a model call is counted for in the ledger: the session, its chat, and the scheduled job
+/// it ran for (if any).
+#[derive(Debug, Clone, Default)]
+pub struct CallOwner {
+    pub session_key: String,
+    pub channel: String,
+    pub chat_id: String,
+    pub job_id: Option<String>,
+}
+
+/// Record the tokens of one model call that returned `completion`, under the model that
+/// answered (else `configured_model`). A completion without usage records nothing; a store
+/// failure is logged, never returned (a turn does not fail over its ledger).
+pub async fn record_call(
+    store: &dyn UsageStore,
+    configured_model: &str,
+    owner: &CallOwner,
+    completion: &Completion,
+) {
+    let Some(usage) = completion.usage else {
+        tracing::debug!(
+            "the model reported no usage for a call in {}; nothing recorded",
+            owner.session_key
+        );
+        return;
+    };
+    let model = if completion.model.trim().is_empty() {
+        configured_model.to_string()
+    } else {
+        completion.model.clone()
+    };
+    let record = UsageRecord {
+        created_at: chrono::Utc::now().timestamp(),
+        model,
+        session_key: owner.session_key.clone(),
+        channel: owner.channel.clone(),
+        chat_id: owner.chat_id.clone(),
+        job_id: owner.job_id.clone(),
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        cache_read_tokens: usage.cache_read_tokens,
+        cache_write_tokens: usage.cache_write_tokens,
+    };
+    if let Err(e) = store.record_usage(&record).await {
+        tracing::warn!(
+            "cannot record the token usage of a call in {}: {e}",
+            owner.session_key
+        );
+    }
+}
 
 /// The zone days are counted in: the config's `timezone`, else the system zone (an unknown
 /// configured name, which config validation refuses anyway, falls back to the system zone).

@@ -438,6 +438,9 @@ async fn spill_file_over_the_size_limit_is_reported_and_the_daemon_keeps_serving
     ])
     .await;
     write_config(&home, &tg, &model);
+    // The cut copy is this test's subject; a summary would be another model request.
+    let config = std::fs::read_to_string(home.config_path()).unwrap();
+    home.write_config(&format!("{config}tools:\n  summarise_over_chars: 0\n"));
     let tmp = home.path().join("tmpdir");
     std::fs::create_dir_all(&tmp).unwrap();
     let limits = ChildLimits {

@@ -164,6 +164,7 @@ async fn store_migrate_copies_every_table_once_into_an_empty_database() {
         "replay_keys",
         "owners",
         "model_usage",
+        "memories",
     ] {
         assert!(stdout.contains(line), "{line} missing in: {stdout}");
     }

@@ -8,7 +8,6 @@
 use super::{Agent, TurnInput};
 use crate::usage::{local_day, thousands, zone};
 use ethan_core::provider::Completion;
-use ethan_core::store::UsageRecord;
 
 /// The answer to a turn over a daily budget (one sentence: whose budget, how large, when it
 /// resets), or `None` when the turn may call the model. The daemon's budget is checked first.
@@ -57,37 +56,24 @@ pub(super) async fn refusal(agent: &Agent, input: &TurnInput) -> Option<String> 
     None
 }
 
-/// Record the tokens of one model call that returned `completion`, under the model that
-/// answered (else the configured one). A completion without usage records nothing.
+/// Record the tokens of one model call of this turn that returned `completion`
+/// ([`crate::usage::record_call`]).
 pub(super) async fn record(agent: &Agent, input: &TurnInput, completion: &Completion) {
-    let Some(usage) = completion.usage else {
-        tracing::debug!(
-            "the model reported no usage for a call in {}; nothing recorded",
-            input.session_key
-        );
-        return;
-    };
-    let model = if completion.model.trim().is_empty() {
-        agent.config.config.model.name.clone()
-    } else {
-        completion.model.clone()
-    };
-    let record = UsageRecord {
-        created_at: chrono::Utc::now().timestamp(),
-        model,
+    crate::usage::record_call(
+        &*agent.store,
+        &agent.config.config.model.name,
+        &call_owner(input),
+        completion,
+    )
+    .await
+}
+
+/// Whom this turn's model calls are counted for.
+pub(super) fn call_owner(input: &TurnInput) -> crate::usage::CallOwner {
+    crate::usage::CallOwner {
         session_key: input.session_key.clone(),
         channel: input.channel.as_str().to_string(),
         chat_id: input.chat_id.clone(),
         job_id: input.job_id.clone(),
-        input_tokens: usage.input_tokens,
-        output_tokens: usage.output_tokens,
-        cache_read_tokens: usage.cache_read_tokens,
-        cache_write_tokens: usage.cache_write_tokens,
-    };
-    if let Err(e) = agent.store.record_usage(&record).await {
-        tracing::warn!(
-            "cannot record the token usage of a call in {}: {e}",
-            input.session_key
-        );
     }
 }

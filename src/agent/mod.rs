@@ -1,16 +1,25 @@
-//! The agent loop: one turn of a session. Build the messages (system prompt + the history window
-//! from the store + the new input), call the model with the tools exposed to this turn, execute
-//! the tool calls it proposes, feed the results back, and repeat until a final answer or
-//! `model.max_tool_iterations`. The turn's messages are stored when it ends (answered, failed or
+//! The agent loop: one turn of a session. Build the messages (system prompt with the session's
+//! memory snapshot, the summary of what compaction folded away, the history since it, the new
+//! input), call the model with the tools exposed to this turn, execute the tool calls it
+//! proposes, feed the results back, and repeat until a final answer or
+//! `model.max_tool_iterations`. Before every request the history is compacted when it would
+//! pass 70 % of `model.context_tokens`, and the request is kept under the whole of it
+//! ([`crate::memory`]). The turn's messages are stored when it ends (answered, failed or
 //! stopped), in one transaction, so the history never holds a tool call without its result.
 //! A turn over a daily token budget is answered without calling the model, and every model call
 //! that returns is recorded in the usage ledger ([`budget`]).
 
+pub mod agents;
 pub mod budget;
+pub mod delegate;
 pub mod prompt;
 
 use crate::config::Loaded;
+use crate::memory::compact::{self, Compactor};
+use crate::memory::summarise::Summariser;
+use crate::memory::{chars_of, message_chars, snapshot};
 use crate::provider::{Chain, ModelProvider, ProviderError};
+use crate::tools::builtin::memory::Visible;
 use crate::tools::executor::{Executor, Progress};
 use crate::tools::policy::{Audience, Policy};
 use crate::tools::{ToolContext, ToolSummary};
@@ -53,6 +62,19 @@ pub struct TurnInput {
     /// in the chat, [`crate::media`]): the turn starts tainted, so a call that carries data
     /// off the machine asks the owner. `None` for plain text.
     pub private_input: Option<String>,
+    /// A sub-agent's turn: the agent named by `delegate` (else the bindings choose), the tools
+    /// it may use (a subset of its parent's), its depth (1 or 2) and how approvals name it.
+    pub child: Option<ChildTurn>,
+}
+
+/// What makes a turn a sub-agent's ([`TurnInput::child`]).
+#[derive(Debug, Clone)]
+pub struct ChildTurn {
+    pub agent: Option<String>,
+    pub tools: BTreeSet<String>,
+    pub depth: u8,
+    /// `sub-agent "research" (depth 1)`.
+    pub label: String,
 }
 
 pub use ethan_core::event::{EventSink, TurnEvent};
@@ -115,6 +137,12 @@ pub struct Agent {
     /// The store ([`ethan_core::store::Storage`]).
     pub store: StorageRef,
     pub config: Arc<Loaded>,
+    /// The summary model's requests (compaction, facts to keep).
+    pub summariser: Summariser,
+    /// The configured agents and bindings.
+    pub agents: agents::Agents,
+    /// This agent itself, for the sub-agents its turns start ([`delegate`]).
+    pub me: std::sync::Weak<Agent>,
 }
 
 impl Agent {
@@ -158,18 +186,52 @@ impl Agent {
             }
         };
         let limit = self.config.config.model.history_messages as usize;
-        let mut history = match self.store.load_window(&session_id, limit).await {
-            Ok(h) => h,
-            Err(e) => {
-                tracing::error!("cannot load the history of {}: {e}", input.session_key);
-                Vec::new()
-            }
+        let group = input
+            .chat
+            .as_ref()
+            .is_some_and(|c| c.kind == ethan_channels::ChatKind::Group);
+        let chosen = self.choose_agent(input);
+        let memory_on = chosen.memory_on(group);
+        let visible = Visible::of(
+            input.channel,
+            group,
+            &input.chat_id,
+            &input.user_id,
+            input.is_owner,
+        );
+        let budget_chars = compact::budget_chars(self.config.config.model.context_tokens);
+        let compactor = Compactor {
+            store: &self.store,
+            summariser: &self.summariser,
+            session_id: &session_id,
+            owner: budget::call_owner(input),
+            group,
+            // Only a person's own conversation: not a job's, not a sub-agent's (its "user" is
+            // the parent model).
+            extract_into: visible
+                .personal
+                .clone()
+                .filter(|_| memory_on && !input.unattended && input.child.is_none()),
+            budget_chars,
         };
+        let (mut compaction, mut history) = compactor.load(limit).await;
         if !input.is_owner {
             // A group's history is shared: someone who is not the owner gets the chat and the
             // bot's visible answers, never the owner's tool calls and their results.
             history = without_tool_traffic(history);
         }
+        let memory = if memory_on {
+            snapshot::for_session(
+                &self.store,
+                &self.config.config.memory,
+                &session_id,
+                &visible,
+                chrono::Utc::now().timestamp(),
+            )
+            .await
+        } else {
+            snapshot::Snapshot::default()
+        };
         let audience = Audience {
             channel: input.channel,
             is_owner: input.is_owner,
@@ -178,7 +240,7 @@ impl Agent {
         };
         let registry_snapshot = self.executor.registry();
         let registry: &crate::tools::registry::Registry = &registry_snapshot;
-        let allowed = self.allowed_tools(&audience);
+        let allowed = self.turn_tools(input, &audience, &chosen, memory_on, registry);
         // Sent up front: the fast path; the rest is found with find_tools.
         let mut active = self.policy.initial(registry, &allowed);
         let catalog: Arc<[ToolSummary]> = allowed
@@ -189,11 +251,25 @@ impl Agent {
                 description: t.description().to_string(),
             })
             .collect();
-        let system = ChatMessage::system(prompt::system_prompt(
-            &self.config,
-            input.channel,
-            !allowed.is_empty(),
-        ));
+        let custom = chosen
+            .config
+            .map(|c| c.system_prompt.as_str())
+            .filter(|p| !p.trim().is_empty())
+            .unwrap_or(&self.config.config.model.system_prompt);
+        let mut system_text = prompt::system_prompt(&self.config, custom, input.channel, &allowed);
+        if allowed.contains("skill_read") {
+            let (skills, _) = crate::skills::load(&self.config.home.join("skills"));
+            let section = crate::skills::prompt_section(&skills);
+            if !section.is_empty() {
+                system_text.push_str("\n\n");
+                system_text.push_str(&section);
+            }
+        }
+        if !memory.text.is_empty() {
+            system_text.push_str("\n\n");
+            system_text.push_str(&memory.text);
+        }
+        let system = ChatMessage::system(system_text);
         let mut base_ctx = ToolContext {
             execution_id: String::new(),
             trace_id: input.trace_id.clone(),
@@ -215,11 +291,18 @@ impl Agent {
             services: ethan_core::tool::Services {
                 store: Some(self.store.clone()),
                 clock: ethan_core::clock::system(),
+                delegator: None,
             },
             taint: crate::tools::Taint::default(),
             assessment: None,
             model: String::new(),
+            sub_agent: input.child.as_ref().map(|c| c.label.clone()),
         };
+        if let Some(me) = self.me.upgrade() {
+            base_ctx.services.delegator = Some(Arc::new(delegate::Children::new(
+                me, input, &allowed, cancel,
+            )));
+        }
         // Private data seen earlier in the session counts, even once the call that read it has
         // left the history window (the answers may still repeat it); `/new` starts clean.
         let taint_key = format!("taint:{session_id}");
@@ -232,6 +315,10 @@ impl Agent {
         };
         let recorded = earlier.is_some();
         let earlier = earlier.or_else(|| private_reads_in(&history, registry));
+        if memory.personal {
+            // The person's remembered facts are in the prompt: private data, like a file read.
+            base_ctx.taint.mark("memory (facts remembered about you)");
+        }
         if let Some(source) = &earlier {
             base_ctx
                 .taint
@@ -242,12 +329,15 @@ impl Agent {
             base_ctx.taint.mark(source);
         }
 
-        let mut models = self.models_for(input);
+        let mut models = self.models_for(input, &chosen);
         let mut turn = vec![ChatMessage::user_with_images(
             input.text.clone(),
             input.images.clone(),
         )];
-        let max_iter = self.config.config.model.max_tool_iterations;
+        let max_iter = chosen
+            .config
+            .and_then(|c| c.max_tool_iterations)
+            .unwrap_or(self.config.config.model.max_tool_iterations);
         let mut trimmed = false;
         let mut iterations = 0u32;
         let outcome = loop {
@@ -257,10 +347,31 @@ impl Agent {
                      Tell me to continue, or narrow the request."
                 ));
             }
-            let mut messages = Vec::with_capacity(1 + history.len() + turn.len());
+            // Compaction first (when the request would pass 70 % of the budget), then the turn
+            // itself kept under the whole budget.
+            let fixed = message_chars(&system) + chars_of(&turn);
+            tokio::select! {
+                _ = compactor.fit(&mut compaction, &mut history, fixed) => {}
+                _ = cancel.cancelled() => break TurnOutcome::Stopped,
+            }
+            let summary = compact::summary_message(&compaction);
+            let mut sent_turn = turn.clone();
+            let others = message_chars(&system)
+                + summary.as_ref().map_or(0, message_chars)
+                + history.iter().map(|(_, m)| message_chars(m)).sum::<usize>();
+            let removed = compact::fit_turn(&mut sent_turn, others, budget_chars);
+            if removed > 0 {
+                tracing::warn!(
+                    "removed {removed} tool result(s) of this turn from the request in {} to \
+                     stay within model.context_tokens",
+                    input.session_key
+                );
+            }
+            let mut messages = Vec::with_capacity(2 + history.len() + turn.len());
             messages.push(system.clone());
-            messages.extend(history.iter().cloned());
-            messages.extend(turn.iter().cloned());
+            messages.extend(summary);
+            messages.extend(history.iter().map(|(_, m)| m.clone()));
+            messages.extend(sent_turn);
             let specs = registry.specs(&active);
             let call = async {
                 match &input.events {
@@ -276,8 +387,18 @@ impl Agent {
                 Ok(c) => c,
                 Err(ProviderError::ContextLength(msg)) if !trimmed && !history.is_empty() => {
                     trimmed = true;
-                    tracing::warn!("context too long ({msg}); retrying with half the history");
-                    history = trim_history(history);
+                    tracing::warn!(
+                        "context too long ({msg}); summarising the whole history and retrying"
+                    );
+                    // The estimate was short of the model's count: fold every message so far
+                    // into the summary (stored), so the next turns start small too.
+                    tokio::select! {
+                        _ = compactor.fit(&mut compaction, &mut history, budget_chars) => {}
+                        _ = cancel.cancelled() => break TurnOutcome::Stopped,
+                    }
+                    if !history.is_empty() {
+                        history = trim_history(history);
+                    }
                     continue;
                 }
                 Err(ProviderError::Interrupted { shown, cause }) => {
@@ -461,10 +582,61 @@ impl Agent {
 }
 
 impl Agent {
+    /// The agent that answers `input`: the one a sub-agent's `delegate` named, else the
+    /// bindings' choice ([`agents::Agents::resolve`]).
+    pub fn choose_agent(&self, input: &TurnInput) -> agents::Chosen<'_> {
+        if let Some(name) = input.child.as_ref().and_then(|c| c.agent.as_deref()) {
+            if let Some(c) = self.agents.named(name) {
+                return c;
+            }
+        }
+        self.agents.resolve(agents::Place {
+            channel: input.channel.as_str(),
+            chat_id: &input.chat_id,
+            thread: input.chat.as_ref().and_then(|c| c.thread.as_deref()),
+            sender: &input.user_id,
+        })
+    }
+
+    /// The tools of this turn: the policy's for the sender, narrowed by the agent's own, by a
+    /// sub-agent's tool list, without the memory tools when the agent uses no memory here and
+    /// without `delegate` at the deepest level.
+    fn turn_tools(
+        &self,
+        input: &TurnInput,
+        audience: &Audience,
+        chosen: &agents::Chosen<'_>,
+        memory_on: bool,
+        registry: &crate::tools::registry::Registry,
+    ) -> BTreeSet<String> {
+        let mut allowed = agents::narrow(
+            self.allowed_tools(audience),
+            chosen.policy,
+            registry,
+            audience,
+        );
+        if let Some(child) = &input.child {
+            allowed.retain(|n| child.tools.contains(n) || n == crate::tools::policy::FIND_TOOLS);
+            if child.depth >= delegate::MAX_DEPTH {
+                allowed.remove(delegate::TOOL);
+            }
+        }
+        if !memory_on {
+            for t in ["memory_save", "memory_search", "memory_forget"] {
+                allowed.remove(t);
+            }
+        }
+        allowed
+    }
+
     /// The chain a turn asks: from its `model` when that names an entry, else in order (an
     /// unknown name is logged and ignored).
-    fn models_for(&self, input: &TurnInput) -> Chain {
-        let Some(name) = input.model.as_deref() else {
+    fn models_for(&self, input: &TurnInput, chosen: &agents::Chosen<'_>) -> Chain {
+        let agent_model = chosen
+            .config
+            .map(|c| c.model.as_str())
+            .filter(|m| !m.trim().is_empty());
+        let Some(name) = input.model.as_deref().or(agent_model) else {
             return self.models.clone();
         };
         self.models.starting_at(name).unwrap_or_else(|| {
@@ -564,33 +736,34 @@ fn open_fence(markdown: &str) -> Option<String> {
     open
 }
 
-/// The history without tool calls and tool results: user messages and the assistant's visible
-/// text only (an assistant message that only called tools is dropped).
-fn without_tool_traffic(history: Vec<ChatMessage>) -> Vec<ChatMessage> {
+/// The history (with the messages' ids) without tool calls and tool results: user messages and
+/// the assistant's visible text only (an assistant message that only called tools is dropped).
+fn without_tool_traffic(history: Vec<(i64, ChatMessage)>) -> Vec<(i64, ChatMessage)> {
     history
         .into_iter()
-        .filter_map(|mut m| match m.role {
+        .filter_map(|(id, m)| match m.role {
             Role::Tool => None,
-            Role::Assistant => {
-                m.tool_calls.clear();
-                m.content
-                    .as_deref()
-                    .is_some_and(|c| !c.trim().is_empty())
-                    .then_some(m)
-            }
-            _ => Some(m),
+            // A step that called tools is not an answer the chat saw (its text may quote a
+            // tool result): dropped whole.
+            Role::Assistant if !m.tool_calls.is_empty() => None,
+            Role::Assistant => m
+                .content
+                .as_deref()
+                .is_some_and(|c| !c.trim().is_empty())
+                .then_some((id, m)),
+            _ => Some((id, m)),
         })
         .collect()
 }
 
 /// The first tool in `history` whose result is private data ([`crate::tools::Tool::reads_private`]).
 fn private_reads_in(
-    history: &[ChatMessage],
+    history: &[(i64, ChatMessage)],
     registry: &crate::tools::registry::Registry,
 ) -> Option<String> {
     history
         .iter()
-        .flat_map(|m| m.tool_calls.iter())
+        .flat_map(|(_, m)| m.tool_calls.iter())
         .map(|c| c.name.as_str())
         .find(|name| {
             registry
@@ -629,13 +802,13 @@ impl Agent {
 }
 
 /// Keep the newer half of the history, starting at a user message.
-fn trim_history(history: Vec<ChatMessage>) -> Vec<ChatMessage> {
+fn trim_history(history: Vec<(i64, ChatMessage)>) -> Vec<(i64, ChatMessage)> {
     let half = history.len() / 2;
     match history
         .iter()
         .enumerate()
         .skip(half.max(1))
-        .find(|(_, m)| m.role == Role::User)
+        .find(|(_, (_, m))| m.role == Role::User)
     {
         Some((i, _)) => history[i..].to_vec(),
         None => Vec::new(),
@@ -656,9 +829,14 @@ mod tests {
             ChatMessage::tool("x", "r"),
             ChatMessage::user("3"),
         ];
+        let h = h
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| (i as i64, m))
+            .collect();
         let t = trim_history(h);
-        assert_eq!(t[0].content.as_deref(), Some("3"));
-        assert!(trim_history(vec![ChatMessage::user("only")]).is_empty());
+        assert_eq!(t[0].1.content.as_deref(), Some("3"));
+        assert!(trim_history(vec![(1, ChatMessage::user("only"))]).is_empty());
     }
 
     #[test]

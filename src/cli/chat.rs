@@ -86,6 +86,7 @@ pub async fn run(
         job_id: None,
         images: Vec::new(),
         private_input: None,
+        child: None,
     };
 
     if let Some(text) = message {
@@ -153,6 +154,36 @@ pub async fn run(
             }
             Some(Command::Stop) => {
                 println!("Nothing is running.");
+                continue;
+            }
+            Some(Command::Agent) => {
+                println!(
+                    "{}",
+                    crate::agent::agents::answer_for(
+                        &agent.agents,
+                        crate::agent::agents::Place {
+                            channel: "terminal",
+                            chat_id: &name,
+                            thread: None,
+                            sender: &user,
+                        },
+                    )
+                );
+                continue;
+            }
+            Some(Command::Memory) => {
+                let visible = crate::tools::builtin::memory::Visible::of(
+                    ChannelKind::Terminal,
+                    false,
+                    "",
+                    "",
+                    true,
+                );
+                println!(
+                    "{}",
+                    crate::memory::listing(&agent.store, &visible, &agent.config.config.memory)
+                        .await
+                );
                 continue;
             }
             Some(_) => {

@@ -1,6 +1,7 @@
 //! Subcommands other than `run`: `init`, the terminal chat, `doctor`, `status`, `tools list`,
-//! `audit`, `jobs`, `usage`, `mcp list`, `store migrate`.
+//! `audit`, `jobs`, `usage`, `mcp list`, `store migrate`, `memory list|forget`, `agents list`, `skills list`.
 
+pub mod agents;
 pub mod audit;
 pub mod chat;
 pub mod doctor;
@@ -8,6 +9,7 @@ pub mod init;
 pub mod jobs;
 pub mod live;
 pub mod mcp;
+pub mod memory;
 pub mod owner;
 pub mod status;
 pub mod store;

@@ -590,6 +590,69 @@ fn validate_all(c: &Config) -> Vec<ConfigError> {
     if c.model.history_messages == 0 {
         errs.push(key_err("model.history_messages", "must be at least 1"));
     }
+    if c.model.context_tokens < 2_000 {
+        errs.push(key_err(
+            "model.context_tokens",
+            "must be at least 2000 (the system prompt, the summary and one turn must fit)",
+        ));
+    }
+    for (name, a) in &c.agents {
+        if name == "default" {
+            errs.push(key_err(
+                "agents.default",
+                "is the name of the top-level model and tools; give this agent another name",
+            ));
+        }
+        let m = a.model.trim();
+        if !m.is_empty() && !names.iter().any(|n| n == m) {
+            errs.push(key_err(
+                &format!("agents.{name}.model"),
+                format!(
+                    "{m:?} is not a configured model; expected model.name or a model.fallback \
+                     name ({})",
+                    names.join(", ")
+                ),
+            ));
+        }
+        if a.max_tool_iterations == Some(0) {
+            errs.push(key_err(
+                &format!("agents.{name}.max_tool_iterations"),
+                "must be at least 1",
+            ));
+        }
+    }
+    for (i, b) in c.bindings.iter().enumerate() {
+        if b.agent != "default" && !c.agents.contains_key(&b.agent) {
+            let known: Vec<&str> = std::iter::once("default")
+                .chain(c.agents.keys().map(String::as_str))
+                .collect();
+            errs.push(key_err(
+                &format!("bindings[{i}].agent"),
+                format!(
+                    "no agent named {:?} (the agents are: {})",
+                    b.agent,
+                    known.join(", ")
+                ),
+            ));
+        }
+        if !["telegram", "lark", "terminal", "web"].contains(&b.channel.as_str()) {
+            errs.push(key_err(
+                &format!("bindings[{i}].channel"),
+                format!("{:?}: expected telegram, lark, terminal or web", b.channel),
+            ));
+        }
+    }
+    let summary = c.memory.summary_model.trim();
+    if !summary.is_empty() && !names.iter().any(|n| n == summary) {
+        errs.push(key_err(
+            "memory.summary_model",
+            format!(
+                "{summary:?} is not a configured model; expected model.name or a \
+                 model.fallback name ({})",
+                names.join(", ")
+            ),
+        ));
+    }
     if c.model.timeout_secs == 0 {
         errs.push(key_err("model.timeout_secs", "must be at least 1"));
     }
@@ -743,7 +806,11 @@ mod tests {
         let c = from_value(json!({})).unwrap();
         assert_eq!(c.model.base_url, "https://api.openai.com/v1");
         assert_eq!(c.model.max_tool_iterations, 20);
-        assert_eq!(c.model.history_messages, 50);
+        assert_eq!(c.model.history_messages, 400);
+        assert_eq!(c.model.context_tokens, 32_000);
+        assert_eq!(c.memory.decay_days, 90);
+        assert_eq!(c.memory.snapshot_chars, 2_000);
+        assert_eq!(c.tools.summarise_over_chars, 12_000);
         assert_eq!(c.channels.telegram.api_url, "https://api.telegram.org");
         assert_eq!(c.channels.telegram.dm_policy, DmPolicy::Allowlist);
         assert_eq!(c.tools.profile, Profile::Full);

@@ -61,6 +61,12 @@ pub struct Config {
     pub mcp: McpConfig,
     pub store: StoreConfig,
     pub media: MediaConfig,
+    pub memory: MemoryConfig,
+    /// Named agents beside the implicit `default` one (the top-level `model` and `tools`).
+    pub agents: BTreeMap<String, AgentConfig>,
+    /// Which agent answers where; the most specific match wins (sender > thread > chat >
+    /// channel), else `default`.
+    pub bindings: Vec<Binding>,
 }
 
 /// `media`: pictures, voice notes and files sent in chats ([`crate::media`]).
@@ -97,6 +103,83 @@ pub struct TranscriptionConfig {
     pub api_key: Secret,
     /// e.g. `whisper-1`.
     pub model: String,
+}
+
+/// One named agent (`agents.<name>`): its own prompt, model, tools (which can only narrow what
+/// the top-level `tools` and the sender allow), memory and iteration cap.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentConfig {
+    /// Replaces `model.system_prompt` for this agent (empty: that one).
+    pub system_prompt: String,
+    /// The model to ask first: `model.name` or a `model.fallback` name (empty: the usual order).
+    pub model: String,
+    pub tools: AgentTools,
+    /// Which memory it uses: `personal` (direct chats only), `chat` (groups only) or `none`;
+    /// unset: the chat's own (personal in a direct chat, the group's in a group).
+    pub memory: Option<AgentMemory>,
+    /// Model calls per turn (unset: `model.max_tool_iterations`).
+    pub max_tool_iterations: Option<u32>,
+}
+
+/// An agent's tools: a profile or an allow list, then `also_allow`, then `deny`, as the
+/// top-level `tools` keys; applied on top of them (a tool must pass both).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentTools {
+    /// Unset (and no `allow`): every tool the top-level policy allows.
+    pub profile: Option<Profile>,
+    pub allow: Vec<String>,
+    pub also_allow: Vec<String>,
+    pub deny: Vec<String>,
+}
+
+/// `agents.<name>.memory`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentMemory {
+    Personal,
+    Chat,
+    None,
+}
+
+/// `bindings[]`: the agent that answers in a channel, a chat, a thread (Telegram topic, Lark
+/// thread) or for one sender. Ids are the platform's: a Telegram chat or user id, a Lark
+/// `chat_id` (`oc_…`) or `open_id` (`ou_…`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Binding {
+    /// An `agents` name, or `default`.
+    pub agent: String,
+    /// `telegram`, `lark`, `terminal` or `web`.
+    pub channel: String,
+    pub chat_id: Option<String>,
+    pub thread: Option<String>,
+    pub sender: Option<String>,
+}
+
+/// Long-term memory and compaction (`memory`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MemoryConfig {
+    /// A fact not confirmed or found by a search for this many days leaves the snapshot (it
+    /// stays searchable); 0 = never.
+    pub decay_days: u32,
+    /// The most characters of remembered facts put in a session's system prompt.
+    pub snapshot_chars: usize,
+    /// The model that summarises (compaction, long tool output) and extracts facts: the name of
+    /// `model.name` or of a `model.fallback` entry; empty = the main model.
+    pub summary_model: String,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        Self {
+            decay_days: 90,
+            snapshot_chars: 2_000,
+            summary_model: String::new(),
+        }
+    }
 }
 
 /// Which wire protocol a model endpoint speaks (`model.provider`, `model.fallback[].provider`).
@@ -152,8 +235,13 @@ pub struct ModelConfig {
     /// Added before the built-in system prompt.
     pub system_prompt: String,
     pub max_tool_iterations: u32,
-    /// Messages loaded per turn, cut at user-message boundaries.
+    /// The most messages of a session loaded per turn (those since its last summary), cut at
+    /// user-message boundaries; a long session is compacted by size first (`context_tokens`).
     pub history_messages: u32,
+    /// The model's context window in tokens (estimated at 4 characters a token): every request
+    /// stays under `context_tokens × 4` characters, and a session's history is compacted into
+    /// a summary once it would pass 70 % of it.
+    pub context_tokens: u32,
     /// Per-request timeout in seconds (answers that are not streamed).
     pub timeout_secs: u64,
     /// Streamed answers: the longest silence between two chunks, in seconds, before the
@@ -180,7 +268,8 @@ impl Default for ModelConfig {
             name: "gpt-4o-mini".into(),
             system_prompt: String::new(),
             max_tool_iterations: 20,
-            history_messages: 50,
+            history_messages: 400,
+            context_tokens: 32_000,
             timeout_secs: 120,
             idle_timeout_secs: 60,
             max_tokens: 8192,
@@ -440,9 +529,10 @@ pub const TOOLS_SECTION_KEYS: &[&str] = &[
     "workspace",
     "web_search",
     "web_fetch",
+    "summarise_over_chars",
 ];
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ToolsConfig {
     pub profile: Profile,
@@ -454,10 +544,31 @@ pub struct ToolsConfig {
     pub workspace: String,
     pub web_search: WebSearchConfig,
     pub web_fetch: WebFetchConfig,
+    /// A tool output longer than this (characters) reaches the model as a summary by
+    /// `memory.summary_model`, the full output spilled (tools that declare `no_compress` are
+    /// cut instead); 0 = never summarise.
+    pub summarise_over_chars: usize,
     /// Every other key is a tool name with its overrides (`shell: { timeout_secs: 30 }`);
     /// filled by `config::from_value`, which reads them with their own key paths.
     #[serde(skip)]
     pub per_tool: BTreeMap<String, ToolOverride>,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        Self {
+            profile: Profile::default(),
+            allow: Vec::new(),
+            also_allow: Vec::new(),
+            deny: Vec::new(),
+            fast_path: Vec::new(),
+            workspace: String::new(),
+            web_search: WebSearchConfig::default(),
+            web_fetch: WebFetchConfig::default(),
+            summarise_over_chars: 12_000,
+            per_tool: BTreeMap::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]

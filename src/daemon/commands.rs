@@ -1,5 +1,5 @@
 //! Chat commands handled by the daemon itself, before the model: `/start`, `/help`, `/new`,
-//! `/stop`, `/approve [id]`, `/deny [id]`, `/claim <code>`, `/usage`. A command may carry `@botname`
+//! `/stop`, `/approve [id]`, `/deny [id]`, `/claim <code>`, `/usage`, `/memory`, `/agent`. A command may carry `@botname`
 //! (already removed by the adapter for the bot's own name) and arguments.
 
 /// A recognised command.
@@ -15,6 +15,10 @@ pub enum Command {
     Claim(String),
     /// Today's token usage (owner only).
     Usage,
+    /// What is remembered about the asker (a direct chat) or the group.
+    Memory,
+    /// Which agent answers here, and why.
+    Agent,
 }
 
 impl Command {
@@ -42,6 +46,8 @@ pub fn parse(text: &str) -> Option<Command> {
         "deny" | "no" => Some(Command::Deny(arg)),
         "claim" => Some(Command::Claim(arg.unwrap_or_default())),
         "usage" => Some(Command::Usage),
+        "memory" => Some(Command::Memory),
+        "agent" => Some(Command::Agent),
         _ => None,
     }
 }
@@ -54,6 +60,8 @@ Commands:\n\
 - /stop — cancel the answer I'm working on (in a group: the owner or whoever asked)\n\
 - /approve <id>, /deny <id> — answer an approval request (owner only)\n\
 - /usage — today's token usage and budgets (owner only)\n\
+- /memory — what I remember about you (in a group: about this group)\n\
+- /agent — which of my agents answers here, and why\n\
 - /claim <code> — become my owner with a code from `ethan owner claim` (in a DM)\n\
 - /help — this message";
 
@@ -76,6 +84,8 @@ mod tests {
             Some(Command::Claim("K7PQ2MZX".into()))
         );
         assert_eq!(parse("/usage@ethan_bot"), Some(Command::Usage));
+        assert_eq!(parse("/memory"), Some(Command::Memory));
+        assert_eq!(parse("/agent"), Some(Command::Agent));
         assert_eq!(parse("/unknown"), None);
         assert_eq!(parse("hello /new"), None);
         assert_eq!(parse(""), None);

@@ -73,12 +73,22 @@ pub fn build_agent(
     if let Some(c) = consent {
         executor = executor.with_gate(c);
     }
-    Ok(Arc::new(Agent {
+    let summariser =
+        crate::memory::summarise::Summariser::new(&models, &loaded.config, Some(store.shared()));
+    executor = executor.with_summariser(
+        Arc::new(summariser.clone()),
+        loaded.config.tools.summarise_over_chars,
+    );
+    let agents = crate::agent::agents::Agents::from_config(&loaded.config);
+    Ok(Arc::new_cyclic(|me| Agent {
         models,
         executor,
         policy: Policy::from_config(&loaded.config.tools),
         store: store.shared(),
         config: loaded,
+        summariser,
+        agents,
+        me: me.clone(),
     }))
 }
 

@@ -683,6 +683,32 @@ impl Router {
                 }
             }),
             Some(Command::Stop) => Some("Nothing is running.".to_string()),
+            Some(Command::Agent) => Some(crate::agent::agents::answer_for(
+                &self.agent.agents,
+                crate::agent::agents::Place {
+                    channel: ev.channel.as_str(),
+                    chat_id: &ev.chat.id,
+                    thread: ev.chat.thread.as_deref(),
+                    sender: &ev.sender.id,
+                },
+            )),
+            Some(Command::Memory) => {
+                let visible = crate::tools::builtin::memory::Visible::of(
+                    ev.channel,
+                    ev.chat.kind == ChatKind::Group,
+                    &ev.chat.id,
+                    &ev.sender.id,
+                    is_owner,
+                );
+                Some(
+                    crate::memory::listing(
+                        &self.agent.store,
+                        &visible,
+                        &self.agent.config.config.memory,
+                    )
+                    .await,
+                )
+            }
             Some(Command::Usage) if !is_owner => {
                 tracing::info!(
                     "{} user {} is not the owner; refused /usage in {key}",
@@ -894,6 +920,7 @@ impl Router {
             private_input: media
                 .private
                 .then(|| "a file the owner sent in the chat".to_string()),
+            child: None,
         };
         let reply = self.agent.run_turn_with_cards(&input, &cancel).await;
         drop(input);

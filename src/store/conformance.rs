@@ -5,8 +5,9 @@
 //! message with tool calls, `is_error` and opaque values intact, kv overwrite and delete, the
 //! audit log newest first with its session filter, replay keys recorded once, jobs due by their
 //! next slot, one claim per slot (also when claimed concurrently), owners and one-time claim
-//! codes, the usage ledger's sums, clamping and reports, and the inbound events' dedupe window,
-//! states, attempts and retention.
+//! codes, the usage ledger's sums, clamping and reports, remembered facts (supersession, subjects,
+//! forgetting a chain) and history search, and the inbound events' dedupe window, states,
+//! attempts and retention.
 //!
 //! Backdating a record (to test windows and retention) needs a statement of the backend's own:
 //! [`Backdate`], implemented for each.
@@ -158,6 +159,110 @@ pub(crate) async fn messages(s: &dyn DaemonStore) {
     assert!(!back[1].is_error);
     // Sessions do not see each other's history.
     assert_eq!(s.load_window("no-such-session", 10).await.unwrap(), vec![]);
+}
+
+pub(crate) async fn memory(s: &dyn DaemonStore) {
+    use ethan_core::store::{MemoryScope, NewFact};
+    let fact = |subject: &str, content: &str, replaces: Option<i64>| NewFact {
+        scope: MemoryScope::Personal,
+        subject: subject.into(),
+        content: content.into(),
+        source: "tool".into(),
+        replaces,
+    };
+    let tea = s
+        .save_fact(&fact("owner", "Likes tea.", None))
+        .await
+        .unwrap();
+    let other = s
+        .save_fact(&fact("telegram:9", "Likes cats.", None))
+        .await
+        .unwrap();
+    // A replacement of another subject's fact changes nothing there.
+    let stray = s
+        .save_fact(&fact("owner", "Not a cat person.", Some(other)))
+        .await
+        .unwrap();
+    assert_eq!(s.facts_of("telegram:9", false).await.unwrap().len(), 1);
+    let coffee = s
+        .save_fact(&fact("owner", "Likes coffee, not tea.", Some(tea)))
+        .await
+        .unwrap();
+    let current = s.facts_of("owner", false).await.unwrap();
+    let ids: Vec<i64> = current.iter().map(|f| f.id).collect();
+    assert_eq!(
+        ids,
+        vec![coffee, stray],
+        "newest first, the replaced one hidden"
+    );
+    let all = s.facts_of("owner", true).await.unwrap();
+    let old = all.iter().find(|f| f.id == tea).unwrap();
+    assert_eq!(old.superseded_by, Some(coffee));
+    assert_eq!(old.scope, MemoryScope::Personal);
+    // Confirming moves a fact to the front.
+    s.confirm_facts(&[stray], now() + 100).await.unwrap();
+    assert_eq!(s.facts_of("owner", false).await.unwrap()[0].id, stray);
+    // Forgetting needs the right subject and takes the replaced versions with it.
+    assert!(!s.forget_fact(coffee, Some("telegram:9")).await.unwrap());
+    assert!(s.forget_fact(coffee, Some("owner")).await.unwrap());
+    let left: Vec<i64> = s
+        .facts_of("owner", true)
+        .await
+        .unwrap()
+        .iter()
+        .map(|f| f.id)
+        .collect();
+    assert_eq!(left, vec![stray]);
+    assert!(!s.forget_fact(9_999_999, None).await.unwrap());
+    assert_eq!(s.all_facts().await.unwrap().len(), 2);
+
+    // The history after a point, and searching every session of a key.
+    let first = s.current_session("t:mem").await.unwrap();
+    s.append_messages(
+        &first,
+        &[
+            ChatMessage::user("the code word is Zebra-17"),
+            ChatMessage {
+                content: Some("a working step quoting zebra-17".into()),
+                ..call("c0")
+            },
+            ChatMessage::tool("c0", "ok"),
+            call("c1"),
+            ChatMessage::tool("c1", "tool says zebra-17 too"),
+            ChatMessage::assistant("noted"),
+        ],
+    )
+    .await
+    .unwrap();
+    let second = s.new_session("t:mem").await.unwrap();
+    s.append_messages(
+        &second,
+        &[ChatMessage::user("q2"), ChatMessage::assistant("a2")],
+    )
+    .await
+    .unwrap();
+    // Without tool results, an assistant step that called tools is not searched either.
+    let hits = s
+        .search_history("t:mem", "ZEBRA-17", false, 10)
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(hits[0].role, Role::User);
+    assert_eq!(hits[0].session_id, first);
+    let with_tools = s.search_history("t:mem", "zebra", true, 10).await.unwrap();
+    assert_eq!(with_tools.len(), 3);
+    assert_eq!(with_tools[0].role, Role::Tool, "newest first");
+    assert!(s
+        .search_history("t:other", "zebra", true, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    let after = s.messages_after(&first, 0, 100).await.unwrap();
+    assert_eq!(after.len(), 6);
+    let cut = s.messages_after(&first, after[0].0, 100).await.unwrap();
+    assert!(cut.is_empty(), "no user message after the first: {cut:?}");
+    assert_eq!(s.messages_after(&first, 0, 1).await.unwrap(), vec![]);
+    assert!(after.windows(2).all(|w| w[0].0 < w[1].0));
 }
 
 pub(crate) async fn kv(s: &dyn DaemonStore) {
@@ -660,6 +765,10 @@ macro_rules! suite {
             #[tokio::test]
             async fn owners_and_claim_codes() {
                 super::owners(&*$open.store).await
+            }
+            #[tokio::test]
+            async fn memory_and_history_search() {
+                super::memory(&*$open.store).await
             }
             #[tokio::test]
             async fn usage_ledger() {

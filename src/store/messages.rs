@@ -80,40 +80,63 @@ impl Db {
         let mut out = Vec::new();
         for row in rows {
             let (role, content, calls, tool_call_id, opaque, is_error) = row.op("load history")?;
-            let role = Role::parse(&role).ok_or_else(|| StoreError::Corrupt {
-                op: "load history",
-                message: format!("unknown role {role:?}"),
-            })?;
-            let tool_calls = match calls {
-                Some(c) => serde_json::from_str(&c).map_err(|e| StoreError::Corrupt {
-                    op: "load history",
-                    message: e.to_string(),
-                })?,
-                None => Vec::new(),
-            };
-            let opaque = match opaque {
-                Some(o) => Some(serde_json::from_str(&o).map_err(|e| StoreError::Corrupt {
-                    op: "load history",
-                    message: format!("opaque: {e}"),
-                })?),
-                None => None,
-            };
-            out.push(ChatMessage {
-                role,
+            out.push(decode_message(
+                "load history",
+                &role,
                 content,
-                tool_calls,
+                calls,
                 tool_call_id,
                 opaque,
                 is_error,
-                images: Vec::new(),
-            });
+            )?);
         }
         out.reverse();
-        let first_user = out.iter().position(|m| m.role == Role::User);
-        Ok(match first_user {
-            Some(i) => out.split_off(i),
-            None => Vec::new(),
-        })
+        Ok(from_first_user(out, |m| m))
+    }
+}
+
+/// A stored message from its columns (`role`, `content`, `tool_calls` JSON, `tool_call_id`,
+/// `opaque` JSON, `is_error`), for both stores. Errors: [`StoreError::Corrupt`] for an unknown
+/// role or unreadable JSON.
+pub(crate) fn decode_message(
+    op: &'static str,
+    role: &str,
+    content: Option<String>,
+    calls: Option<String>,
+    tool_call_id: Option<String>,
+    opaque: Option<String>,
+    is_error: bool,
+) -> Result<ChatMessage, StoreError> {
+    let corrupt = |message: String| StoreError::Corrupt { op, message };
+    let role = Role::parse(role).ok_or_else(|| corrupt(format!("unknown role {role:?}")))?;
+    let tool_calls = match calls {
+        Some(c) => serde_json::from_str(&c).map_err(|e| corrupt(e.to_string()))?,
+        None => Vec::new(),
+    };
+    let opaque = match opaque {
+        Some(o) => Some(serde_json::from_str(&o).map_err(|e| corrupt(format!("opaque: {e}")))?),
+        None => None,
+    };
+    Ok(ChatMessage {
+        role,
+        content,
+        tool_calls,
+        tool_call_id,
+        opaque,
+        is_error,
+        images: Vec::new(),
+    })
+}
+
+/// `items` (oldest first) from the first user message on: a window never starts with a tool
+/// result or a tool call cut from its partner. Empty when there is no user message.
+pub(crate) fn from_first_user<T>(
+    mut items: Vec<T>,
+    message: impl Fn(&T) -> &ChatMessage,
+) -> Vec<T> {
+    match items.iter().position(|m| message(m).role == Role::User) {
+        Some(i) => items.split_off(i),
+        None => Vec::new(),
     }
 }
 

@@ -233,6 +233,22 @@ const STEPS: &[&str] = &[
     ALTER TABLE jobs ADD COLUMN model TEXT;
     ALTER TABLE audit ADD COLUMN model TEXT;
     "#,
+    // 10: long-term memory: facts with their scope (`personal` | `chat`) and subject (`owner`,
+    // `<channel>:<user_id>`, `<channel>:<chat_id>`); a fact that was replaced keeps the id of
+    // the one that replaced it. Times in Unix seconds.
+    r#"
+    CREATE TABLE memories (
+        id             INTEGER PRIMARY KEY AUTOINCREMENT,
+        scope          TEXT NOT NULL,
+        subject        TEXT NOT NULL,
+        content        TEXT NOT NULL,
+        source         TEXT NOT NULL,
+        created_at     INTEGER NOT NULL,
+        confirmed_at   INTEGER NOT NULL,
+        superseded_by  INTEGER
+    );
+    CREATE INDEX memories_subject ON memories(subject, superseded_by);
+    "#,
 ];
 
 /// The schema version this build migrates to (the number of steps).

@@ -3,7 +3,7 @@
 //! [`sessions`] (session key → current session), [`messages`] (the full model conversation,
 //! tool calls and results included), [`inbound`] (platform events: dedupe and delivery state),
 //! [`kv`] (small state such as the Telegram offset), [`audit`], [`jobs`], [`owners`],
-//! [`knowledge`] (the knowledge index), [`usage`] (the tokens of every model call); [`traits`] implements the store traits of
+//! [`knowledge`] (the knowledge index), [`usage`] (the tokens of every model call), [`memory`] (long-term facts, history search); [`traits`] implements the store traits of
 //! [`ethan_core::store`] on top of them.
 //!
 //! The connection lives on a thread of its own ([`Store`] is a handle to it): async code sends a
@@ -20,6 +20,7 @@ pub mod inbound;
 pub mod jobs;
 pub mod knowledge;
 pub mod kv;
+pub mod memory;
 pub mod messages;
 mod migrations;
 pub mod owners;
@@ -39,7 +40,8 @@ pub use traits::KvState;
 pub mod prelude {
     pub use super::backend::{InboundStore, SharedStorage, StoreAdmin};
     pub use ethan_core::store::{
-        AuditStore, JobStore, KvStore, MessageStore, OwnerStore, SessionStore, UsageStore,
+        AuditStore, JobStore, KvStore, MemoryStore, MessageStore, OwnerStore, SessionStore,
+        UsageStore,
     };
 }
 

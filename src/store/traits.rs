@@ -10,8 +10,9 @@ use async_trait::async_trait;
 use ethan_channels::InboundEvent;
 use ethan_core::message::ChatMessage;
 use ethan_core::store::{
-    AuditEntry, AuditStore, Delivery, JobRecord, JobStore, KvStore, MessageStore, OwnerStore,
-    RunRecord, RunStatus, SessionStore, UsageGrouping, UsageRecord, UsageRow, UsageStore,
+    AuditEntry, AuditStore, Delivery, HistoryHit, JobRecord, JobStore, KvStore, MemoryFact,
+    MemoryStore, MessageStore, NewFact, OwnerStore, RunRecord, RunStatus, SessionStore,
+    UsageGrouping, UsageRecord, UsageRow, UsageStore,
 };
 
 fn owned(s: Option<&str>) -> Option<String> {
@@ -292,6 +293,66 @@ impl OwnerStore for Store {
         let code = code.to_owned();
         self.call("claim code", move |db| db.take_claim_code(&code))
             .await
+    }
+}
+
+#[async_trait]
+impl MemoryStore for Store {
+    async fn save_fact(&self, fact: &NewFact) -> Result<i64, StoreError> {
+        let fact = fact.clone();
+        self.call("save memory", move |db| db.save_fact(&fact))
+            .await
+    }
+    async fn facts_of(
+        &self,
+        subject: &str,
+        with_superseded: bool,
+    ) -> Result<Vec<MemoryFact>, StoreError> {
+        let subject = subject.to_owned();
+        self.call("read memory", move |db| {
+            db.facts_of(&subject, with_superseded)
+        })
+        .await
+    }
+    async fn all_facts(&self) -> Result<Vec<MemoryFact>, StoreError> {
+        self.call("read memory", |db| db.all_facts()).await
+    }
+    async fn confirm_facts(&self, ids: &[i64], at: i64) -> Result<(), StoreError> {
+        let ids = ids.to_vec();
+        self.call("confirm memory", move |db| db.confirm_facts(&ids, at))
+            .await
+    }
+    async fn forget_fact(&self, id: i64, subject: Option<&str>) -> Result<bool, StoreError> {
+        let subject = owned(subject);
+        self.call("forget memory", move |db| {
+            db.forget_fact(id, subject.as_deref())
+        })
+        .await
+    }
+    async fn messages_after(
+        &self,
+        session_id: &str,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, ChatMessage)>, StoreError> {
+        let id = session_id.to_owned();
+        self.call("load history", move |db| {
+            db.messages_after(&id, after, limit)
+        })
+        .await
+    }
+    async fn search_history(
+        &self,
+        session_key: &str,
+        needle: &str,
+        with_tool_results: bool,
+        limit: usize,
+    ) -> Result<Vec<HistoryHit>, StoreError> {
+        let (key, needle) = (session_key.to_owned(), needle.to_owned());
+        self.call("search history", move |db| {
+            db.search_history(&key, &needle, with_tool_results, limit)
+        })
+        .await
     }
 }
 

@@ -14,10 +14,12 @@ pub mod builtin;
 pub mod engine;
 
 // The old flat paths (`crate::tools::shell`, `crate::tools::executor`, …) stay valid.
+pub use builtin::agents::{delegate, skill_read};
 pub use builtin::exec::shell;
 pub use builtin::files::{file_list, file_read, file_write, paths};
 pub use builtin::knowledge::{knowledge_add, knowledge_edit, knowledge_read, knowledge_search};
 pub use builtin::lark::{lark_calendar, lark_common, lark_messages, lark_send};
+pub use builtin::memory::{history_search, memory_forget, memory_save, memory_search};
 pub use builtin::schedule::{schedule_create, schedule_list, schedule_pause, schedule_remove};
 pub use builtin::search::{fd_find, rg_search};
 #[cfg(feature = "test-tools")]

@@ -187,6 +187,20 @@ const TABLES: &[Table] = &[
         ],
         identity: true,
     },
+    Table {
+        name: "memories",
+        columns: &[
+            ("id", Int),
+            ("scope", Text),
+            ("subject", Text),
+            ("content", Text),
+            ("source", Text),
+            ("created_at", Int),
+            ("confirmed_at", Int),
+            ("superseded_by", Int),
+        ],
+        identity: true,
+    },
 ];
 
 /// Rows copied per table, in copy order.

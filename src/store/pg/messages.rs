@@ -4,16 +4,10 @@
 
 use super::errors::pg_error;
 use super::{limit, opt_text, PgStore, StoreError};
+use crate::store::messages::{decode_message, from_first_user};
 use async_trait::async_trait;
-use ethan_core::message::{ChatMessage, Role};
+use ethan_core::message::ChatMessage;
 use ethan_core::store::MessageStore;
-
-fn corrupt(message: String) -> StoreError {
-    StoreError::Corrupt {
-        op: "load history",
-        message,
-    }
-}
 
 #[async_trait]
 impl MessageStore for PgStore {
@@ -84,36 +78,27 @@ impl MessageStore for PgStore {
             .map_err(|e| pg_error(op, &e))?;
         let mut out = Vec::with_capacity(rows.len());
         for r in rows.iter().rev() {
-            let get = |e: tokio_postgres::Error| pg_error(op, &e);
-            let role: String = r.try_get(0).map_err(get)?;
-            let role =
-                Role::parse(&role).ok_or_else(|| corrupt(format!("unknown role {role:?}")))?;
-            let calls: Option<String> = r.try_get(2).map_err(get)?;
-            let tool_calls = match calls {
-                Some(c) => serde_json::from_str(&c).map_err(|e| corrupt(e.to_string()))?,
-                None => Vec::new(),
-            };
-            let opaque: Option<String> = r.try_get(4).map_err(get)?;
-            let opaque = match opaque {
-                Some(o) => {
-                    Some(serde_json::from_str(&o).map_err(|e| corrupt(format!("opaque: {e}")))?)
-                }
-                None => None,
-            };
-            out.push(ChatMessage {
-                role,
-                content: r.try_get(1).map_err(get)?,
-                tool_calls,
-                tool_call_id: r.try_get(3).map_err(get)?,
-                opaque,
-                is_error: r.try_get(5).map_err(get)?,
-                images: Vec::new(),
-            });
+            out.push(decode_row(op, r)?);
         }
-        let first_user = out.iter().position(|m| m.role == Role::User);
-        Ok(match first_user {
-            Some(i) => out.split_off(i),
-            None => Vec::new(),
-        })
+        Ok(from_first_user(out, |m| m))
     }
+}
+
+/// A message from a row of `role, content, tool_calls, tool_call_id, opaque, is_error`
+/// (starting at column `0`).
+pub(super) fn decode_row(
+    op: &'static str,
+    r: &tokio_postgres::Row,
+) -> Result<ChatMessage, StoreError> {
+    let get = |e: tokio_postgres::Error| pg_error(op, &e);
+    let role: String = r.try_get(0).map_err(get)?;
+    decode_message(
+        op,
+        &role,
+        r.try_get(1).map_err(get)?,
+        r.try_get(2).map_err(get)?,
+        r.try_get(3).map_err(get)?,
+        r.try_get(4).map_err(get)?,
+        r.try_get(5).map_err(get)?,
+    )
 }

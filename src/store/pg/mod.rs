@@ -23,6 +23,7 @@ pub mod import;
 pub mod inbound;
 pub mod jobs;
 pub mod kv;
+pub mod memory;
 pub mod messages;
 mod migrations;
 pub mod owners;

@@ -17,8 +17,11 @@
 //!    task of its own ([`run_isolated`]): a panic inside a tool becomes an `internal` result,
 //!    and the task is aborted when the time runs out or the turn is cancelled (the executor's
 //!    future dropped);
-//! 8. cut the model's copy at 8000 characters (head + tail), the full output spilled to
-//!    `$ETHAN_HOME/spill/`.
+//! 8. the model's copy: an output over `tools.summarise_over_chars` is summarised by the
+//!    [`OutputSummariser`] when one is installed and the tool does not declare
+//!    [`Tool::no_compress`]; otherwise (or when the summary fails) it is cut at 8000 characters
+//!    (head + tail). Either way the full output is spilled to `$ETHAN_HOME/spill/` and its path
+//!    given.
 //!
 //! Every proposal gets exactly one audit entry, refused ones included, with its arguments
 //! redacted ([`crate::tools::redact`]).
@@ -55,6 +58,21 @@ pub struct CallOutcome {
 }
 
 pub use ethan_core::consent::ConsentGate;
+
+/// Writes the model's copy of a long tool output: a summary of it (the daemon's summary model,
+/// `memory.summary_model`).
+#[async_trait::async_trait]
+pub trait OutputSummariser: Send + Sync {
+    /// A summary of `output` (the full text `tool` returned, secrets already redacted) for the
+    /// call in `ctx`: `Ok((summary, the model that wrote it))`, or `Err(why)` (then the output
+    /// is cut instead).
+    async fn summarise(
+        &self,
+        tool: &str,
+        output: &str,
+        ctx: &ToolContext,
+    ) -> Result<(String, String), String>;
+}
 
 /// What became of one call of a turn the user stopped ([`Executor::execute_until`]).
 #[derive(Debug)]
@@ -103,6 +121,8 @@ pub struct Executor {
     overrides: BTreeMap<String, ToolOverride>,
     policy: Option<Policy>,
     gate: Option<Arc<dyn ConsentGate>>,
+    /// Long outputs' summariser and the length (characters) above which it is used.
+    summariser: Option<(Arc<dyn OutputSummariser>, usize)>,
 }
 
 fn now_ms() -> i64 {
@@ -120,7 +140,20 @@ impl Executor {
             overrides: opts.overrides,
             policy: opts.policy,
             gate: None,
+            summariser: None,
         }
+    }
+
+    /// Summarise outputs longer than `over_chars` characters (0: never) with `summariser`.
+    pub fn with_summariser(
+        mut self,
+        summariser: Arc<dyn OutputSummariser>,
+        over_chars: usize,
+    ) -> Self {
+        if over_chars > 0 {
+            self.summariser = Some((summariser, over_chars));
+        }
+        self
     }
 
     /// Install the consent step.
@@ -422,7 +455,30 @@ impl Executor {
         // 8. the model's copy, and the spill file; a configured secret (a key, a token, an MCP
         // server's header or env value) that a tool printed never reaches either
         let full = self.redactor.known(&result.model_text()).into_owned();
-        let (mut model_text, cut) = truncate_for_model(&full, MODEL_OUTPUT_LIMIT);
+        let tool_for_output = tool_name.as_deref().and_then(|n| registry.get(n));
+        let summary = match (&self.summariser, &tool_for_output) {
+            (Some((summariser, over)), Some(tool))
+                if !tool.no_compress() && full.chars().count() > *over =>
+            {
+                Some(summariser.summarise(tool.name(), &full, &ctx).await)
+            }
+            _ => None,
+        };
+        let (mut model_text, cut) = match &summary {
+            Some(Ok((text, model))) => (
+                format!(
+                    "[summary by {model} of an output of {} characters; the exact text is in \
+                     the file named below]\n{text}",
+                    full.chars().count()
+                ),
+                true,
+            ),
+            _ => truncate_for_model(&full, MODEL_OUTPUT_LIMIT),
+        };
+        if let Some(Err(why)) = &summary {
+            tracing::warn!("cannot summarise the output of {}: {why}", ctx.execution_id);
+            model_text.push_str(&format!("\n[the output could not be summarised: {why}]"));
+        }
         let mut result = result;
         let mut spill_path = None;
         if cut {
@@ -432,6 +488,9 @@ impl Executor {
                     Value::Null => Default::default(),
                     other => [("tool".to_string(), other)].into_iter().collect(),
                 };
+                if matches!(summary, Some(Ok(_))) {
+                    meta.insert("summarised".into(), json!(true));
+                }
                 match crate::tools::spill::write(dir, &ctx.execution_id, &full) {
                     Ok(p) => {
                         model_text.push_str(&format!("\n[full output saved to {}]", p.display()));

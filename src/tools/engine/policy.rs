@@ -30,8 +30,14 @@ pub const MINIMAL: &[&str] = &[
     "knowledge_search",
     "knowledge_read",
     "find_tools",
+    "memory_search",
+    "history_search",
+    "skill_read",
+    "delegate",
 ];
 pub const MESSAGING_ADDS: &[&str] = &[
+    "memory_save",
+    "memory_forget",
     "web_search",
     "web_fetch",
     "ui_card",
@@ -39,8 +45,18 @@ pub const MESSAGING_ADDS: &[&str] = &[
     "lark_chat_messages",
 ];
 pub const CODING_ADDS: &[&str] = &["file_write", "shell", "knowledge_add", "knowledge_edit"];
-/// What a non-owner may use on a chat platform.
-pub const NON_OWNER: &[&str] = &["web_search", "web_fetch", "ui_card"];
+/// What a non-owner may use on a chat platform. The memory tools only reach the asker's own
+/// personal memory (direct chats) or, in a group, the group's memory, whose changes ask the
+/// owner (refused for anyone else); `history_search` never returns tool results to them.
+pub const NON_OWNER: &[&str] = &[
+    "web_search",
+    "web_fetch",
+    "ui_card",
+    "memory_search",
+    "memory_save",
+    "memory_forget",
+    "history_search",
+];
 /// Always allowed: the way to reach the rest.
 pub const FIND_TOOLS: &str = "find_tools";
 
@@ -281,13 +297,17 @@ mod tests {
         assert_eq!(
             names(&p.allowed(&r, &aud(ChannelKind::Terminal, true))),
             [
+                "delegate",
                 "fd_find",
                 "file_list",
                 "file_read",
                 "find_tools",
+                "history_search",
                 "knowledge_read",
                 "knowledge_search",
-                "rg_search"
+                "memory_search",
+                "rg_search",
+                "skill_read"
             ]
         );
         cfg.also_allow = vec!["shell".into()];
@@ -318,7 +338,16 @@ mod tests {
         let stranger = p.allowed(&r, &aud(ChannelKind::Telegram, false));
         assert_eq!(
             names(&stranger),
-            ["find_tools", "ui_card", "web_fetch", "web_search"]
+            [
+                "find_tools",
+                "history_search",
+                "memory_forget",
+                "memory_save",
+                "memory_search",
+                "ui_card",
+                "web_fetch",
+                "web_search"
+            ]
         );
         let why = p
             .refusal(

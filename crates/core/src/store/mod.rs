@@ -6,11 +6,15 @@
 //! concern: [`SessionStore`] (session key → current session), [`MessageStore`] (the
 //! provider-neutral history), [`KvStore`] (small durable state), [`AuditStore`] (the audit log
 //! and the replay guard), [`JobStore`] (scheduled jobs and their runs), [`OwnerStore`]
-//! (owners added at run time) and [`UsageStore`] (the tokens of every model call). [`Storage`] is all of them, the handle the daemon passes around.
+//! (owners added at run time), [`UsageStore`] (the tokens of every model call) and
+//! [`MemoryStore`] (long-term facts, and searching the stored history). [`Storage`] is all of them, the handle the daemon passes around.
 //!
 //! Times are Unix seconds (UTC) unless a field says otherwise.
 
+pub mod memory;
 pub mod records;
+
+pub use memory::{HistoryHit, MemoryFact, MemoryScope, NewFact};
 
 pub use records::{
     AuditEntry, DayOf, Delivery, JobRecord, JobState, RunRecord, RunStatus, UsageGrouping,
@@ -216,10 +220,59 @@ pub trait UsageStore: Send + Sync {
     ) -> Result<Vec<UsageRow>, StoreError>;
 }
 
+/// Long-term memory ([`MemoryFact`]) and the stored history as compaction and search read it.
+/// Subjects and scopes are the caller's: the store never decides who may see what.
+#[async_trait]
+pub trait MemoryStore: Send + Sync {
+    /// Store a fact; returns its id. When `fact.replaces` names a current fact of the same
+    /// subject, that one is marked superseded by the new one in the same transaction (a
+    /// `replaces` of another subject, or of no fact, is ignored).
+    async fn save_fact(&self, fact: &NewFact) -> Result<i64, StoreError>;
+    /// The facts of one subject, most recently confirmed first (ties: newest id first);
+    /// superseded ones only when `with_superseded`.
+    async fn facts_of(
+        &self,
+        subject: &str,
+        with_superseded: bool,
+    ) -> Result<Vec<MemoryFact>, StoreError>;
+    /// Every fact, superseded ones included, by subject then id.
+    async fn all_facts(&self) -> Result<Vec<MemoryFact>, StoreError>;
+    /// Mark facts as confirmed (saved again, or found by a search) at `at` (Unix seconds).
+    async fn confirm_facts(&self, ids: &[i64], at: i64) -> Result<(), StoreError>;
+    /// Delete a fact and the facts it superseded (the whole chain), only if it belongs to
+    /// `subject` when one is given; `false` when there was no such fact.
+    async fn forget_fact(&self, id: i64, subject: Option<&str>) -> Result<bool, StoreError>;
+    /// The newest `limit` messages of a session whose id is above `after`, oldest first, with
+    /// their ids, cut so the list starts at a user message (as [`MessageStore::load_window`]).
+    async fn messages_after(
+        &self,
+        session_id: &str,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, ChatMessage)>, StoreError>;
+    /// The newest `limit` messages of every session of `session_key` (current and retired)
+    /// whose text contains `needle`, case-insensitively (ASCII letters), newest first; tool
+    /// results only when `with_tool_results`.
+    async fn search_history(
+        &self,
+        session_key: &str,
+        needle: &str,
+        with_tool_results: bool,
+        limit: usize,
+    ) -> Result<Vec<HistoryHit>, StoreError>;
+}
+
 /// Every store trait: the handle the daemon gives the agent, the tool engine, the tools and the
 /// scheduler.
 pub trait Storage:
-    SessionStore + MessageStore + KvStore + AuditStore + JobStore + OwnerStore + UsageStore
+    SessionStore
+    + MessageStore
+    + KvStore
+    + AuditStore
+    + JobStore
+    + OwnerStore
+    + UsageStore
+    + MemoryStore
 {
 }
 
@@ -231,6 +284,7 @@ impl<T> Storage for T where
         + JobStore
         + OwnerStore
         + UsageStore
+        + MemoryStore
         + ?Sized
 {
 }

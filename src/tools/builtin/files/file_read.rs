@@ -32,6 +32,9 @@ impl Tool for FileRead {
             "additionalProperties": false
         })
     }
+    fn no_compress(&self) -> bool {
+        true
+    }
     fn risk(&self) -> Risk {
         Risk::ReadOnly
     }

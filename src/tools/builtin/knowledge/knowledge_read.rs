@@ -30,6 +30,9 @@ impl Tool for KnowledgeRead {
             "additionalProperties": false
         })
     }
+    fn no_compress(&self) -> bool {
+        true
+    }
     fn risk(&self) -> Risk {
         Risk::ReadOnly
     }

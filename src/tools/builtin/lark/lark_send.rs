@@ -78,6 +78,9 @@ impl Tool for LarkMessageSend {
             "additionalProperties": false
         })
     }
+    fn no_compress(&self) -> bool {
+        true
+    }
     fn risk(&self) -> Risk {
         Risk::Write
     }

@@ -70,6 +70,9 @@ impl Tool for ScheduleList {
             "additionalProperties": false
         })
     }
+    fn no_compress(&self) -> bool {
+        true
+    }
     fn risk(&self) -> Risk {
         Risk::ReadOnly
     }

@@ -38,6 +38,9 @@ impl Tool for FindTools {
             "additionalProperties": false
         })
     }
+    fn no_compress(&self) -> bool {
+        true
+    }
     fn risk(&self) -> Risk {
         Risk::ReadOnly
     }

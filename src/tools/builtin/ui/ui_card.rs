@@ -116,6 +116,9 @@ impl Tool for UiCard {
         })
     }
 
+    fn no_compress(&self) -> bool {
+        true
+    }
     fn risk(&self) -> Risk {
         Risk::ReadOnly
     }

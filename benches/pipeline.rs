@@ -80,6 +80,7 @@ fn msg(role: Role, text: String) -> ChatMessage {
         tool_call_id: None,
         opaque: None,
         is_error: false,
+        images: Vec::new(),
     }
 }
 

@@ -58,6 +58,16 @@ enum Command {
         #[command(subcommand)]
         command: cli::owner::OwnerCommand,
     },
+    /// The configured agents and which chats they answer
+    Agents {
+        #[command(subcommand)]
+        command: ListCommand,
+    },
+    /// The skills: built-in and in $ETHAN_HOME/skills
+    Skills {
+        #[command(subcommand)]
+        command: ListCommand,
+    },
     /// What Ethan remembers (long-term memory): list, forget
     Memory {
         #[command(subcommand)]
@@ -101,6 +111,12 @@ enum Command {
         #[command(subcommand)]
         command: McpCommand,
     },
+}
+
+#[derive(Subcommand)]
+enum ListCommand {
+    /// List them
+    List,
 }
 
 #[derive(Subcommand)]
@@ -197,7 +213,10 @@ fn main() -> ExitCode {
     })
     .and_then(|l| {
         // Needs the tool registry, which the config module does not know.
-        ethan::tools::engine::config_names::check_tool_names(&l.config.tools).map(|()| l)
+        use ethan::tools::engine::config_names::{check_agent_tool_names, check_tool_names};
+        check_tool_names(&l.config.tools)
+            .and_then(|()| check_agent_tool_names(&l.config))
+            .map(|()| l)
     }) {
         Ok(l) => l,
         Err(e) => {
@@ -244,6 +263,12 @@ fn main() -> ExitCode {
             Command::Owner { command } => cli::owner::run(&loaded, command).await,
             Command::Store { command } => cli::store::run(&loaded, command).await,
             Command::Memory { command } => cli::memory::run(&loaded, command).await,
+            Command::Agents {
+                command: ListCommand::List,
+            } => Ok(cli::agents::list_agents(&loaded)),
+            Command::Skills {
+                command: ListCommand::List,
+            } => Ok(cli::agents::list_skills(&loaded)),
             Command::Audit { n, session } => {
                 cli::audit::print(&loaded, n, session.as_deref()).await
             }

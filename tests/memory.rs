@@ -430,7 +430,7 @@ async fn three_hundred_long_messages_stay_under_the_budget_and_stay_findable() {
     assert!(turns_after.len() > 100, "{}", turns_after.len());
     for req in &turns_after {
         let second = &req["messages"][1];
-        assert_eq!(second["role"], "system", "{second}");
+        assert_eq!(second["role"], "user", "{second}");
         assert!(
             second["content"]
                 .as_str()

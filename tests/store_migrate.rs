@@ -32,6 +32,7 @@ fn event() -> InboundEvent {
         reply_to: None,
         sent_at: 1_700_000_123,
         seq: 0,
+        attachments: Vec::new(),
     }
 }
 

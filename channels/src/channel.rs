@@ -2,7 +2,8 @@
 //! [`StateStore`] are the services the daemon hands to an adapter.
 
 use crate::model::{
-    ApprovalAck, ApprovalDecision, ChannelKind, InboundEvent, OutboundMessage, SentRef,
+    ApprovalAck, ApprovalDecision, AttachmentKind, ChannelKind, FileRef, InboundEvent, MediaSource,
+    OutboundMessage, SentRef,
 };
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -101,6 +102,31 @@ pub trait Channel: Send + Sync {
     ///
     /// Default `None` (Telegram has no idempotent send); the Lark adapter answers one hour.
     fn idempotent_send_window(&self) -> Option<std::time::Duration> {
+        None
+    }
+
+    /// Where to download `file`, one of the files of an attachment of `event` (Telegram:
+    /// `getFile`, then `{api_url}/file/bot<token>/<file_path>`; Lark: `GET
+    /// /open-apis/im/v1/messages/{message_id}/resources/{file_key}?type=image|file` with the
+    /// tenant token). The daemon does the download itself, bounded in size and time.
+    ///
+    /// Default: an error (the adapter has no files).
+    async fn media_source(
+        &self,
+        event: &InboundEvent,
+        kind: AttachmentKind,
+        file: &FileRef,
+    ) -> Result<MediaSource, ChannelError> {
+        let _ = (event, kind, file);
+        Err(ChannelError::Transport {
+            platform: "channel",
+            message: "this channel does not download files".into(),
+        })
+    }
+
+    /// The largest file a bot may download from this platform, in bytes, when it has such a
+    /// limit (the Telegram Bot API: 20 MB). Default `None`.
+    fn max_download_bytes(&self) -> Option<u64> {
         None
     }
 

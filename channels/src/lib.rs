@@ -4,7 +4,8 @@
 //! What this crate owns:
 //! - [`InboundEvent`] — a message from a person, normalised from a platform payload (Telegram
 //!   `Update`, later Lark `im.message.receive_v1`), with the platform's native event id
-//!   (Telegram `update_id`) for deduplication and the chat/thread it belongs to;
+//!   (Telegram `update_id`) for deduplication and the chat/thread it belongs to, and the files
+//!   it carried ([`Attachment`]), which the daemon downloads through [`Channel::media_source`];
 //! - [`OutboundMessage`] — what the daemon wants shown in a chat (Markdown text, a typing
 //!   indicator);
 //! - [`stream`]: the optional draft capability that shows a reply while it is written;
@@ -27,8 +28,9 @@ pub mod telegram;
 
 pub use channel::{Channel, ChannelError, InboundSink, PublishOutcome, StateStore};
 pub use model::{
-    ApprovalAck, ApprovalChoice, ApprovalDecision, ApprovalRequest, ChannelKind, ChatKind, ChatRef,
-    InboundEvent, OutboundBody, OutboundMessage, Sender, SentRef,
+    ApprovalAck, ApprovalChoice, ApprovalDecision, ApprovalRequest, Attachment, AttachmentKind,
+    ChannelKind, ChatKind, ChatRef, FileRef, InboundEvent, MediaSource, OutboundBody,
+    OutboundMessage, Sender, SentRef,
 };
 pub use stream::{
     Draft, DraftHandle, DraftLog, DraftTarget, DraftView, StreamMode, ToolLine, ToolState,

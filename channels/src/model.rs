@@ -37,6 +37,79 @@ pub struct InboundEvent {
     /// milliseconds): several replicas handle a chat's events in this order. 0 when unknown.
     #[serde(default)]
     pub seq: i64,
+    /// Files that came with the message (a photo, a document, a voice note…), not downloaded
+    /// yet: the daemon fetches them for the turn through [`crate::Channel::media_source`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
+}
+
+/// What kind of file a message carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttachmentKind {
+    /// A picture (Telegram `photo`, Lark `image` or a `post`'s `img`).
+    Image,
+    /// Any file (Telegram `document`, Lark `file`).
+    Document,
+    /// A voice note or recorded audio (Telegram `voice` and the sound of a `video_note`, Lark
+    /// `audio`).
+    Voice,
+    /// A music or audio file (Telegram `audio`).
+    Audio,
+}
+
+/// A file attached to a message, as the platform described it. The bytes are fetched later.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attachment {
+    pub kind: AttachmentKind,
+    /// The platform's handles for the file; several for a Telegram photo (one per size,
+    /// smallest first), else one.
+    pub files: Vec<FileRef>,
+    /// The sender's file name (Telegram `document.file_name`, Lark `file_name`), if any.
+    #[serde(default)]
+    pub file_name: Option<String>,
+    /// The MIME type the platform announced (Telegram `mime_type`), if any.
+    #[serde(default)]
+    pub mime_type: Option<String>,
+}
+
+/// One downloadable file of an [`Attachment`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileRef {
+    /// Telegram `file_id` (for `getFile`); Lark `image_key` / `file_key`.
+    pub id: String,
+    /// The same file whoever sent it (Telegram `file_unique_id`; Lark the key again): the key
+    /// downloads are deduplicated by.
+    pub unique_id: String,
+    /// Bytes, as the platform announced it (Telegram `file_size`); `None` when unknown.
+    #[serde(default)]
+    pub size: Option<u64>,
+    /// Pixels, for pictures (Telegram `PhotoSize.width`/`height`); 0 when unknown.
+    #[serde(default)]
+    pub width: u32,
+    #[serde(default)]
+    pub height: u32,
+}
+
+/// Where the bytes of a file are: a URL to `GET`, and the bearer token it needs (Lark's
+/// `tenant_access_token`; Telegram puts the bot token in the URL). Both are secrets: the
+/// `Debug` text hides them.
+#[derive(Clone)]
+pub struct MediaSource {
+    pub url: String,
+    pub bearer: Option<String>,
+    /// The size the platform gave when asked (Telegram `getFile` `file_size`), if any.
+    pub size: Option<u64>,
+}
+
+impl std::fmt::Debug for MediaSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MediaSource")
+            .field("url", &"<redacted>")
+            .field("bearer", &self.bearer.as_ref().map(|_| "<redacted>"))
+            .field("size", &self.size)
+            .finish()
+    }
 }
 
 impl InboundEvent {

@@ -9,7 +9,9 @@
 //! A turn over a daily token budget is answered without calling the model, and every model call
 //! that returns is recorded in the usage ledger ([`budget`]).
 
+pub mod agents;
 pub mod budget;
+pub mod delegate;
 pub mod prompt;
 
 use crate::config::Loaded;
@@ -53,6 +55,26 @@ pub struct TurnInput {
     /// The scheduled job this turn is a run of (its model calls are recorded under it); `None`
     /// for a person's turn.
     pub job_id: Option<String>,
+    /// Pictures sent with `text`, for a model with vision ([`crate::media`]); sent with this
+    /// turn's requests only, never stored.
+    pub images: Vec<ethan_core::message::ImagePart>,
+    /// What brought private data into the turn with the input itself (the owner's file sent
+    /// in the chat, [`crate::media`]): the turn starts tainted, so a call that carries data
+    /// off the machine asks the owner. `None` for plain text.
+    pub private_input: Option<String>,
+    /// A sub-agent's turn: the agent named by `delegate` (else the bindings choose), the tools
+    /// it may use (a subset of its parent's), its depth (1 or 2) and how approvals name it.
+    pub child: Option<ChildTurn>,
+}
+
+/// What makes a turn a sub-agent's ([`TurnInput::child`]).
+#[derive(Debug, Clone)]
+pub struct ChildTurn {
+    pub agent: Option<String>,
+    pub tools: BTreeSet<String>,
+    pub depth: u8,
+    /// `sub-agent "research" (depth 1)`.
+    pub label: String,
 }
 
 pub use ethan_core::event::{EventSink, TurnEvent};
@@ -117,6 +139,10 @@ pub struct Agent {
     pub config: Arc<Loaded>,
     /// The summary model's requests (compaction, facts to keep).
     pub summariser: Summariser,
+    /// The configured agents and bindings.
+    pub agents: agents::Agents,
+    /// This agent itself, for the sub-agents its turns start ([`delegate`]).
+    pub me: std::sync::Weak<Agent>,
 }
 
 impl Agent {
@@ -164,6 +190,8 @@ impl Agent {
             .chat
             .as_ref()
             .is_some_and(|c| c.kind == ethan_channels::ChatKind::Group);
+        let chosen = self.choose_agent(input);
+        let memory_on = chosen.memory_on(group);
         let visible = Visible::of(
             input.channel,
             group,
@@ -177,7 +205,13 @@ impl Agent {
             summariser: &self.summariser,
             session_id: &session_id,
             owner: budget::call_owner(input),
-            visible: visible.clone(),
+            group,
+            // Only a person's own conversation: not a job's, not a sub-agent's (its "user" is
+            // the parent model).
+            extract_into: visible
+                .personal
+                .clone()
+                .filter(|_| memory_on && !input.unattended && input.child.is_none()),
             budget_chars,
         };
         let (mut compaction, mut history) = compactor.load(limit).await;
@@ -186,14 +220,18 @@ impl Agent {
             // bot's visible answers, never the owner's tool calls and their results.
             history = without_tool_traffic(history);
         }
-        let memory = snapshot::for_session(
-            &self.store,
-            &self.config.config.memory,
-            &session_id,
-            &visible,
-            chrono::Utc::now().timestamp(),
-        )
-        .await;
+        let memory = if memory_on {
+            snapshot::for_session(
+                &self.store,
+                &self.config.config.memory,
+                &session_id,
+                &visible,
+                chrono::Utc::now().timestamp(),
+            )
+            .await
+        } else {
+            snapshot::Snapshot::default()
+        };
         let audience = Audience {
             channel: input.channel,
             is_owner: input.is_owner,
@@ -202,7 +240,7 @@ impl Agent {
         };
         let registry_snapshot = self.executor.registry();
         let registry: &crate::tools::registry::Registry = &registry_snapshot;
-        let allowed = self.allowed_tools(&audience);
+        let allowed = self.turn_tools(input, &audience, &chosen, memory_on, registry);
         // Sent up front: the fast path; the rest is found with find_tools.
         let mut active = self.policy.initial(registry, &allowed);
         let catalog: Arc<[ToolSummary]> = allowed
@@ -213,7 +251,20 @@ impl Agent {
                 description: t.description().to_string(),
             })
             .collect();
-        let mut system_text = prompt::system_prompt(&self.config, input.channel, &allowed);
+        let custom = chosen
+            .config
+            .map(|c| c.system_prompt.as_str())
+            .filter(|p| !p.trim().is_empty())
+            .unwrap_or(&self.config.config.model.system_prompt);
+        let mut system_text = prompt::system_prompt(&self.config, custom, input.channel, &allowed);
+        if allowed.contains("skill_read") {
+            let (skills, _) = crate::skills::load(&self.config.home.join("skills"));
+            let section = crate::skills::prompt_section(&skills);
+            if !section.is_empty() {
+                system_text.push_str("\n\n");
+                system_text.push_str(&section);
+            }
+        }
         if !memory.text.is_empty() {
             system_text.push_str("\n\n");
             system_text.push_str(&memory.text);
@@ -240,11 +291,18 @@ impl Agent {
             services: ethan_core::tool::Services {
                 store: Some(self.store.clone()),
                 clock: ethan_core::clock::system(),
+                delegator: None,
             },
             taint: crate::tools::Taint::default(),
             assessment: None,
             model: String::new(),
+            sub_agent: input.child.as_ref().map(|c| c.label.clone()),
         };
+        if let Some(me) = self.me.upgrade() {
+            base_ctx.services.delegator = Some(Arc::new(delegate::Children::new(
+                me, input, &allowed, cancel,
+            )));
+        }
         // Private data seen earlier in the session counts, even once the call that read it has
         // left the history window (the answers may still repeat it); `/new` starts clean.
         let taint_key = format!("taint:{session_id}");
@@ -267,9 +325,19 @@ impl Agent {
                 .mark(&format!("{source}, earlier in this conversation"));
         }
 
-        let mut models = self.models_for(input);
-        let mut turn = vec![ChatMessage::user(input.text.clone())];
-        let max_iter = self.config.config.model.max_tool_iterations;
+        if let Some(source) = &input.private_input {
+            base_ctx.taint.mark(source);
+        }
+
+        let mut models = self.models_for(input, &chosen);
+        let mut turn = vec![ChatMessage::user_with_images(
+            input.text.clone(),
+            input.images.clone(),
+        )];
+        let max_iter = chosen
+            .config
+            .and_then(|c| c.max_tool_iterations)
+            .unwrap_or(self.config.config.model.max_tool_iterations);
         let mut trimmed = false;
         let mut iterations = 0u32;
         let outcome = loop {
@@ -319,8 +387,18 @@ impl Agent {
                 Ok(c) => c,
                 Err(ProviderError::ContextLength(msg)) if !trimmed && !history.is_empty() => {
                     trimmed = true;
-                    tracing::warn!("context too long ({msg}); retrying with half the history");
-                    history = trim_history(history);
+                    tracing::warn!(
+                        "context too long ({msg}); summarising the whole history and retrying"
+                    );
+                    // The estimate was short of the model's count: fold every message so far
+                    // into the summary (stored), so the next turns start small too.
+                    tokio::select! {
+                        _ = compactor.fit(&mut compaction, &mut history, budget_chars) => {}
+                        _ = cancel.cancelled() => break TurnOutcome::Stopped,
+                    }
+                    if !history.is_empty() {
+                        history = trim_history(history);
+                    }
                     continue;
                 }
                 Err(ProviderError::Interrupted { shown, cause }) => {
@@ -401,6 +479,7 @@ impl Agent {
                 .await;
             match results {
                 Ok(results) => {
+                    let mut pictures = Vec::new();
                     for r in results {
                         emit(&input.events, tool_end(&r));
                         if let Some(ui) = &r.result.ui {
@@ -433,11 +512,23 @@ impl Agent {
                             "tool call {}",
                             r.tool_call_id
                         );
+                        if r.result.ok {
+                            pictures.extend(self.picture_of(&r.result.metadata).await);
+                        }
                         turn.push(if r.result.ok {
                             ChatMessage::tool(r.tool_call_id, r.model_text)
                         } else {
                             ChatMessage::tool_error(r.tool_call_id, r.model_text)
                         });
+                    }
+                    // Pictures a tool read (`file_read` of a saved photo) follow the results,
+                    // for this request only; the history keeps the text.
+                    if !pictures.is_empty() {
+                        let paths: Vec<&str> = pictures.iter().map(|p| p.path.as_str()).collect();
+                        turn.push(ChatMessage::user_with_images(
+                            format!("[The picture read by file_read: {}]", paths.join(", ")),
+                            pictures,
+                        ));
                     }
                 }
                 Err(progress) => {
@@ -491,10 +582,61 @@ impl Agent {
 }
 
 impl Agent {
+    /// The agent that answers `input`: the one a sub-agent's `delegate` named, else the
+    /// bindings' choice ([`agents::Agents::resolve`]).
+    pub fn choose_agent(&self, input: &TurnInput) -> agents::Chosen<'_> {
+        if let Some(name) = input.child.as_ref().and_then(|c| c.agent.as_deref()) {
+            if let Some(c) = self.agents.named(name) {
+                return c;
+            }
+        }
+        self.agents.resolve(agents::Place {
+            channel: input.channel.as_str(),
+            chat_id: &input.chat_id,
+            thread: input.chat.as_ref().and_then(|c| c.thread.as_deref()),
+            sender: &input.user_id,
+        })
+    }
+
+    /// The tools of this turn: the policy's for the sender, narrowed by the agent's own, by a
+    /// sub-agent's tool list, without the memory tools when the agent uses no memory here and
+    /// without `delegate` at the deepest level.
+    fn turn_tools(
+        &self,
+        input: &TurnInput,
+        audience: &Audience,
+        chosen: &agents::Chosen<'_>,
+        memory_on: bool,
+        registry: &crate::tools::registry::Registry,
+    ) -> BTreeSet<String> {
+        let mut allowed = agents::narrow(
+            self.allowed_tools(audience),
+            chosen.policy,
+            registry,
+            audience,
+        );
+        if let Some(child) = &input.child {
+            allowed.retain(|n| child.tools.contains(n) || n == crate::tools::policy::FIND_TOOLS);
+            if child.depth >= delegate::MAX_DEPTH {
+                allowed.remove(delegate::TOOL);
+            }
+        }
+        if !memory_on {
+            for t in ["memory_save", "memory_search", "memory_forget"] {
+                allowed.remove(t);
+            }
+        }
+        allowed
+    }
+
     /// The chain a turn asks: from its `model` when that names an entry, else in order (an
     /// unknown name is logged and ignored).
-    fn models_for(&self, input: &TurnInput) -> Chain {
-        let Some(name) = input.model.as_deref() else {
+    fn models_for(&self, input: &TurnInput, chosen: &agents::Chosen<'_>) -> Chain {
+        let agent_model = chosen
+            .config
+            .map(|c| c.model.as_str())
+            .filter(|m| !m.trim().is_empty());
+        let Some(name) = input.model.as_deref().or(agent_model) else {
             return self.models.clone();
         };
         self.models.starting_at(name).unwrap_or_else(|| {
@@ -599,15 +741,16 @@ fn open_fence(markdown: &str) -> Option<String> {
 fn without_tool_traffic(history: Vec<(i64, ChatMessage)>) -> Vec<(i64, ChatMessage)> {
     history
         .into_iter()
-        .filter_map(|(id, mut m)| match m.role {
+        .filter_map(|(id, m)| match m.role {
             Role::Tool => None,
-            Role::Assistant => {
-                m.tool_calls.clear();
-                m.content
-                    .as_deref()
-                    .is_some_and(|c| !c.trim().is_empty())
-                    .then_some((id, m))
-            }
+            // A step that called tools is not an answer the chat saw (its text may quote a
+            // tool result): dropped whole.
+            Role::Assistant if !m.tool_calls.is_empty() => None,
+            Role::Assistant => m
+                .content
+                .as_deref()
+                .is_some_and(|c| !c.trim().is_empty())
+                .then_some((id, m)),
             _ => Some((id, m)),
         })
         .collect()
@@ -629,6 +772,33 @@ fn private_reads_in(
                 .is_some_and(|t| t.reads_private())
         })
         .map(str::to_string)
+}
+
+impl Agent {
+    /// The picture a tool result names in its metadata (`image`: the type, `path`), read
+    /// again for a model with `model.vision`, up to `media.max_image_bytes`.
+    async fn picture_of(
+        &self,
+        metadata: &serde_json::Value,
+    ) -> Option<ethan_core::message::ImagePart> {
+        let cfg = &self.config.config;
+        let mime = metadata.get("image")?.as_str()?;
+        let path = metadata.get("path")?.as_str()?;
+        if !cfg.model.vision {
+            return None;
+        }
+        let data = tokio::fs::read(path).await.ok()?;
+        if data.len() as u64 > cfg.media.max_image_bytes
+            || ethan_core::message::ImagePart::sniff(&data) != Some(mime)
+        {
+            return None;
+        }
+        Some(ethan_core::message::ImagePart {
+            mime: mime.to_string(),
+            data: data.into(),
+            path: path.to_string(),
+        })
+    }
 }
 
 /// Keep the newer half of the history, starting at a user message.

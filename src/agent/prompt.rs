@@ -6,14 +6,16 @@ use crate::config::Loaded;
 use ethan_channels::ChannelKind;
 
 /// The system prompt of a turn in `channel` that may use the tools in `allowed`.
+/// `custom` is the agent's own prompt (else `model.system_prompt`).
 pub fn system_prompt(
     config: &Loaded,
+    custom: &str,
     channel: ChannelKind,
     allowed: &std::collections::BTreeSet<String>,
 ) -> String {
     let has_tools = !allowed.is_empty();
     let mut s = String::new();
-    let custom = config.config.model.system_prompt.trim();
+    let custom = custom.trim();
     if !custom.is_empty() {
         s.push_str(custom);
         s.push_str("\n\n");

@@ -1,4 +1,6 @@
-//! `ethan audit [-n N] [--session S]`: the newest tool-call audit entries (arguments redacted).
+//! `ethan audit [-n N] [--session S]`: the newest tool-call audit entries (arguments redacted);
+//! for a sub-agent's session (`<parent>/sub<depth>-<id>`, named in its answer), its transcript
+//! too.
 
 use crate::config::Loaded;
 use std::process::ExitCode;
@@ -11,7 +13,6 @@ pub async fn print(loaded: &Loaded, n: usize, session: Option<&str>) -> anyhow::
             "no tool calls recorded{}",
             session.map(|s| format!(" for {s}")).unwrap_or_default()
         );
-        return Ok(ExitCode::SUCCESS);
     }
     for e in rows.iter().rev() {
         let when = chrono::DateTime::from_timestamp_millis(e.started_ms)
@@ -49,6 +50,20 @@ pub async fn print(loaded: &Loaded, n: usize, session: Option<&str>) -> anyhow::
         }
         if let Some(m) = &e.model {
             println!("    proposed by model: {m}");
+        }
+    }
+    if let Some(key) = session.filter(|k| k.contains("/sub")) {
+        let id = store.current_session(key).await?;
+        let messages = store.load_window(&id, 1_000).await?;
+        println!("\ntranscript of {key} ({} messages):", messages.len());
+        for m in &messages {
+            let text = m.content.as_deref().unwrap_or("").trim();
+            if !text.is_empty() {
+                println!("{}: {text}", m.role.as_str());
+            }
+            for c in &m.tool_calls {
+                println!("{} calls {}({})", m.role.as_str(), c.name, c.arguments);
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -84,6 +84,9 @@ pub async fn run(
         events: Some(events),
         model: None,
         job_id: None,
+        images: Vec::new(),
+        private_input: None,
+        child: None,
     };
 
     if let Some(text) = message {
@@ -151,6 +154,21 @@ pub async fn run(
             }
             Some(Command::Stop) => {
                 println!("Nothing is running.");
+                continue;
+            }
+            Some(Command::Agent) => {
+                println!(
+                    "{}",
+                    crate::agent::agents::answer_for(
+                        &agent.agents,
+                        crate::agent::agents::Place {
+                            channel: "terminal",
+                            chat_id: &name,
+                            thread: None,
+                            sender: &user,
+                        },
+                    )
+                );
                 continue;
             }
             Some(Command::Memory) => {

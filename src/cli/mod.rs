@@ -1,6 +1,7 @@
 //! Subcommands other than `run`: `init`, the terminal chat, `doctor`, `status`, `tools list`,
-//! `audit`, `jobs`, `usage`, `mcp list`, `store migrate`, `memory list|forget`.
+//! `audit`, `jobs`, `usage`, `mcp list`, `store migrate`, `memory list|forget`, `agents list`, `skills list`.
 
+pub mod agents;
 pub mod audit;
 pub mod chat;
 pub mod doctor;

@@ -119,6 +119,7 @@ pub fn secret_values(c: &Config) -> Vec<String> {
         &l.user_refresh_token,
         &c.tools.web_search.tavily.api_key,
         &c.knowledge.embeddings.api_key,
+        &c.media.transcription.api_key,
         &c.gateway.token,
         &c.store.url,
     ]
@@ -561,6 +562,25 @@ fn validate_all(c: &Config) -> Vec<ConfigError> {
         )
         .err(),
     );
+    errs.extend(
+        check_url(
+            "media.transcription.base_url",
+            &c.media.transcription.base_url,
+            true,
+        )
+        .err(),
+    );
+    if !c.media.transcription.base_url.trim().is_empty()
+        && c.media.transcription.model.trim().is_empty()
+    {
+        errs.push(key_err(
+            "media.transcription.model",
+            "must be set when media.transcription.base_url is (e.g. whisper-1)",
+        ));
+    }
+    if c.media.max_image_bytes == 0 {
+        errs.push(key_err("media.max_image_bytes", "must be at least 1"));
+    }
     if c.model.name.trim().is_empty() {
         errs.push(key_err("model.name", "must not be empty"));
     }
@@ -575,6 +595,52 @@ fn validate_all(c: &Config) -> Vec<ConfigError> {
             "model.context_tokens",
             "must be at least 2000 (the system prompt, the summary and one turn must fit)",
         ));
+    }
+    for (name, a) in &c.agents {
+        if name == "default" {
+            errs.push(key_err(
+                "agents.default",
+                "is the name of the top-level model and tools; give this agent another name",
+            ));
+        }
+        let m = a.model.trim();
+        if !m.is_empty() && !names.iter().any(|n| n == m) {
+            errs.push(key_err(
+                &format!("agents.{name}.model"),
+                format!(
+                    "{m:?} is not a configured model; expected model.name or a model.fallback \
+                     name ({})",
+                    names.join(", ")
+                ),
+            ));
+        }
+        if a.max_tool_iterations == Some(0) {
+            errs.push(key_err(
+                &format!("agents.{name}.max_tool_iterations"),
+                "must be at least 1",
+            ));
+        }
+    }
+    for (i, b) in c.bindings.iter().enumerate() {
+        if b.agent != "default" && !c.agents.contains_key(&b.agent) {
+            let known: Vec<&str> = std::iter::once("default")
+                .chain(c.agents.keys().map(String::as_str))
+                .collect();
+            errs.push(key_err(
+                &format!("bindings[{i}].agent"),
+                format!(
+                    "no agent named {:?} (the agents are: {})",
+                    b.agent,
+                    known.join(", ")
+                ),
+            ));
+        }
+        if !["telegram", "lark", "terminal", "web"].contains(&b.channel.as_str()) {
+            errs.push(key_err(
+                &format!("bindings[{i}].channel"),
+                format!("{:?}: expected telegram, lark, terminal or web", b.channel),
+            ));
+        }
     }
     let summary = c.memory.summary_model.trim();
     if !summary.is_empty() && !names.iter().any(|n| n == summary) {

@@ -60,7 +60,102 @@ pub struct Config {
     pub budget: BudgetConfig,
     pub mcp: McpConfig,
     pub store: StoreConfig,
+    pub media: MediaConfig,
     pub memory: MemoryConfig,
+    /// Named agents beside the implicit `default` one (the top-level `model` and `tools`).
+    pub agents: BTreeMap<String, AgentConfig>,
+    /// Which agent answers where; the most specific match wins (sender > thread > chat >
+    /// channel), else `default`.
+    pub bindings: Vec<Binding>,
+}
+
+/// `media`: pictures, voice notes and files sent in chats ([`crate::media`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MediaConfig {
+    /// The largest picture sent to the model, in bytes: a Telegram photo is taken at the
+    /// largest size under it; a bigger picture is saved but not shown.
+    pub max_image_bytes: u64,
+    /// Where voice notes and audio files are transcribed (OpenAI-compatible); empty
+    /// `base_url` = not transcribed.
+    pub transcription: TranscriptionConfig,
+    /// Show the transcript of a voice note in the first line of the reply.
+    pub echo_transcript: bool,
+}
+
+impl Default for MediaConfig {
+    fn default() -> Self {
+        Self {
+            max_image_bytes: 5_000_000,
+            transcription: TranscriptionConfig::default(),
+            echo_transcript: false,
+        }
+    }
+}
+
+/// `media.transcription`: `POST {base_url}/audio/transcriptions` (multipart `file`, `model`),
+/// as OpenAI's Whisper API and its compatibles (Groq, a local whisper server) take it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TranscriptionConfig {
+    /// Ends in `/v1`, like `model.base_url`; empty = voice notes are not transcribed.
+    pub base_url: String,
+    pub api_key: Secret,
+    /// e.g. `whisper-1`.
+    pub model: String,
+}
+
+/// One named agent (`agents.<name>`): its own prompt, model, tools (which can only narrow what
+/// the top-level `tools` and the sender allow), memory and iteration cap.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentConfig {
+    /// Replaces `model.system_prompt` for this agent (empty: that one).
+    pub system_prompt: String,
+    /// The model to ask first: `model.name` or a `model.fallback` name (empty: the usual order).
+    pub model: String,
+    pub tools: AgentTools,
+    /// Which memory it uses: `personal` (direct chats only), `chat` (groups only) or `none`;
+    /// unset: the chat's own (personal in a direct chat, the group's in a group).
+    pub memory: Option<AgentMemory>,
+    /// Model calls per turn (unset: `model.max_tool_iterations`).
+    pub max_tool_iterations: Option<u32>,
+}
+
+/// An agent's tools: a profile or an allow list, then `also_allow`, then `deny`, as the
+/// top-level `tools` keys; applied on top of them (a tool must pass both).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentTools {
+    /// Unset (and no `allow`): every tool the top-level policy allows.
+    pub profile: Option<Profile>,
+    pub allow: Vec<String>,
+    pub also_allow: Vec<String>,
+    pub deny: Vec<String>,
+}
+
+/// `agents.<name>.memory`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentMemory {
+    Personal,
+    Chat,
+    None,
+}
+
+/// `bindings[]`: the agent that answers in a channel, a chat, a thread (Telegram topic, Lark
+/// thread) or for one sender. Ids are the platform's: a Telegram chat or user id, a Lark
+/// `chat_id` (`oc_…`) or `open_id` (`ou_…`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Binding {
+    /// An `agents` name, or `default`.
+    pub agent: String,
+    /// `telegram`, `lark`, `terminal` or `web`.
+    pub channel: String,
+    pub chat_id: Option<String>,
+    pub thread: Option<String>,
+    pub sender: Option<String>,
 }
 
 /// Long-term memory and compaction (`memory`).
@@ -159,6 +254,9 @@ pub struct ModelConfig {
     /// Seconds a model whose requests failed 3 times in a row is skipped before one call
     /// probes it again.
     pub fallback_cooldown_secs: u64,
+    /// The model accepts pictures (OpenAI `image_url` parts, Anthropic `image` blocks); when
+    /// false, a picture reaches it as a sentence saying one was sent.
+    pub vision: bool,
 }
 
 impl Default for ModelConfig {
@@ -177,6 +275,7 @@ impl Default for ModelConfig {
             max_tokens: 8192,
             fallback: Vec::new(),
             fallback_cooldown_secs: 60,
+            vision: false,
         }
     }
 }

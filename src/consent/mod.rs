@@ -596,6 +596,11 @@ impl ConsentGate for Consent {
             ctx.approved_actions.push(CONSENTED.to_string());
             return Ok(());
         }
+        // A sub-agent's call says so: the person sees it is not the conversation's own step.
+        let description = match &ctx.sub_agent {
+            Some(who) => format!("asked by a {who} working for you: {description}"),
+            None => description,
+        };
         // Every provider shows the same text, made visible once (see `display`); the tool name
         // too, since it reaches the outcome line. What is too long to show is refused, not cut.
         let description = match display::for_approval(&description) {

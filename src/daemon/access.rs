@@ -88,6 +88,7 @@ mod tests {
             reply_to: None,
             sent_at: 0,
             seq: 0,
+            attachments: Vec::new(),
         }
     }
 

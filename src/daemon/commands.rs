@@ -1,5 +1,5 @@
 //! Chat commands handled by the daemon itself, before the model: `/start`, `/help`, `/new`,
-//! `/stop`, `/approve [id]`, `/deny [id]`, `/claim <code>`, `/usage`, `/memory`. A command may carry `@botname`
+//! `/stop`, `/approve [id]`, `/deny [id]`, `/claim <code>`, `/usage`, `/memory`, `/agent`. A command may carry `@botname`
 //! (already removed by the adapter for the bot's own name) and arguments.
 
 /// A recognised command.
@@ -17,6 +17,8 @@ pub enum Command {
     Usage,
     /// What is remembered about the asker (a direct chat) or the group.
     Memory,
+    /// Which agent answers here, and why.
+    Agent,
 }
 
 impl Command {
@@ -45,6 +47,7 @@ pub fn parse(text: &str) -> Option<Command> {
         "claim" => Some(Command::Claim(arg.unwrap_or_default())),
         "usage" => Some(Command::Usage),
         "memory" => Some(Command::Memory),
+        "agent" => Some(Command::Agent),
         _ => None,
     }
 }
@@ -58,6 +61,7 @@ Commands:\n\
 - /approve <id>, /deny <id> — answer an approval request (owner only)\n\
 - /usage — today's token usage and budgets (owner only)\n\
 - /memory — what I remember about you (in a group: about this group)\n\
+- /agent — which of my agents answers here, and why\n\
 - /claim <code> — become my owner with a code from `ethan owner claim` (in a DM)\n\
 - /help — this message";
 
@@ -81,6 +85,7 @@ mod tests {
         );
         assert_eq!(parse("/usage@ethan_bot"), Some(Command::Usage));
         assert_eq!(parse("/memory"), Some(Command::Memory));
+        assert_eq!(parse("/agent"), Some(Command::Agent));
         assert_eq!(parse("/unknown"), None);
         assert_eq!(parse("hello /new"), None);
         assert_eq!(parse(""), None);

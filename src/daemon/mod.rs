@@ -79,13 +79,16 @@ pub fn build_agent(
         Arc::new(summariser.clone()),
         loaded.config.tools.summarise_over_chars,
     );
-    Ok(Arc::new(Agent {
+    let agents = crate::agent::agents::Agents::from_config(&loaded.config);
+    Ok(Arc::new_cyclic(|me| Agent {
         models,
         executor,
         policy: Policy::from_config(&loaded.config.tools),
         store: store.shared(),
         config: loaded,
         summariser,
+        agents,
+        me: me.clone(),
     }))
 }
 

@@ -133,6 +133,8 @@ pub struct Router {
     turn_slots: Arc<Semaphore>,
     /// Set when the store is shared with other replicas.
     replica: Option<Arc<Replica>>,
+    /// Pictures, voice notes and files of inbound messages ([`crate::media`]).
+    media: crate::media::Media,
 }
 
 impl Router {
@@ -144,6 +146,7 @@ impl Router {
         channels: HashMap<ChannelKind, Arc<dyn Channel>>,
         max_turns: usize,
     ) -> Arc<Self> {
+        let media = crate::media::Media::new(agent.config.clone());
         Arc::new(Self {
             store,
             agent,
@@ -152,6 +155,7 @@ impl Router {
             workers: Mutex::new(HashMap::new()),
             running: Mutex::new(HashMap::new()),
             turn_slots: Arc::new(Semaphore::new(max_turns.max(1))),
+            media,
             replica: None,
         })
     }
@@ -165,6 +169,7 @@ impl Router {
         max_turns: usize,
         replica: Arc<Replica>,
     ) -> Arc<Self> {
+        let media = crate::media::Media::new(agent.config.clone());
         Arc::new(Self {
             store,
             agent,
@@ -173,6 +178,7 @@ impl Router {
             workers: Mutex::new(HashMap::new()),
             running: Mutex::new(HashMap::new()),
             turn_slots: Arc::new(Semaphore::new(max_turns.max(1))),
+            media,
             replica: Some(replica),
         })
     }
@@ -677,6 +683,15 @@ impl Router {
                 }
             }),
             Some(Command::Stop) => Some("Nothing is running.".to_string()),
+            Some(Command::Agent) => Some(crate::agent::agents::answer_for(
+                &self.agent.agents,
+                crate::agent::agents::Place {
+                    channel: ev.channel.as_str(),
+                    chat_id: &ev.chat.id,
+                    thread: ev.chat.thread.as_deref(),
+                    sender: &ev.sender.id,
+                },
+            )),
             Some(Command::Memory) => {
                 let visible = crate::tools::builtin::memory::Visible::of(
                     ev.channel,
@@ -871,13 +886,29 @@ impl Router {
             }
             None => (None, None),
         };
+        // The message's files: fetched, kept (a non-owner's only until this function returns)
+        // and turned into text and pictures; a file too large to fetch is announced first.
+        let channel = self.channels.get(&ev.channel).cloned();
+        let mut media = self.media.prepare(channel.as_deref(), ev, is_owner).await;
+        for notice in &media.notices {
+            if let Err(e) = self
+                .deliver(ev, OutboundBody::Text(notice.clone()), None)
+                .await
+            {
+                tracing::warn!(
+                    "could not tell {key} about a file ({} tries): {}",
+                    e.attempts,
+                    e.error
+                );
+            }
+        }
         let input = TurnInput {
             session_key: key.clone(),
             channel: ev.channel,
             chat_id: ev.chat.id.clone(),
             user_id: ev.sender.id.clone(),
             is_owner,
-            text: ev.text.clone(),
+            text: std::mem::take(&mut media.text),
             trace_id: trace_id_for(ev),
             chat: Some(ev.chat.clone()),
             unattended: false,
@@ -885,6 +916,11 @@ impl Router {
             events,
             model: None,
             job_id: None,
+            images: std::mem::take(&mut media.images),
+            private_input: media
+                .private
+                .then(|| "a file the owner sent in the chat".to_string()),
+            child: None,
         };
         let reply = self.agent.run_turn_with_cards(&input, &cancel).await;
         drop(input);
@@ -930,6 +966,14 @@ impl Router {
             }),
             other => other.reply_text().map(str::to_string),
         };
+        // `media.echo_transcript`: what the bot heard, first.
+        let text = match text {
+            Some(t) if self.agent.config.config.media.echo_transcript => {
+                Some(crate::media::with_transcripts(&media.transcripts, t))
+            }
+            other => other,
+        };
+        drop(media);
         (text, draft)
     }
 

@@ -122,6 +122,9 @@ pub async fn chat(
         events: Some(tx),
         model: None,
         job_id: None,
+        images: Vec::new(),
+        private_input: None,
+        child: None,
     };
     let turns = s.turns.clone();
     let c2 = cancel.clone();

@@ -140,7 +140,7 @@ pub fn parse(source: &str, text: &str, fallback_time: &str) -> Note {
 
 /// `(front matter, rest)`: the front matter is the YAML between a first line `---` and the next
 /// line `---` (or `...`).
-fn split_front_matter(text: &str) -> (Option<&str>, &str) {
+pub fn split_front_matter(text: &str) -> (Option<&str>, &str) {
     let Some(rest) = text
         .strip_prefix("---\n")
         .or_else(|| text.strip_prefix("---\r\n"))

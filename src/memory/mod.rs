@@ -26,13 +26,29 @@ use ethan_core::store::{MemoryScope, StorageRef};
 pub const CHARS_PER_TOKEN: usize = 4;
 
 /// The characters of one message that count toward a request: its text, and each tool call's
-/// name and arguments.
+/// name and arguments ([`weighted_chars`]).
 pub fn message_chars(m: &ChatMessage) -> usize {
-    m.content.as_deref().map_or(0, |c| c.chars().count())
+    m.content.as_deref().map_or(0, weighted_chars)
         + m.tool_calls
             .iter()
-            .map(|c| c.name.chars().count() + c.arguments.chars().count())
+            .map(|c| weighted_chars(&c.name) + weighted_chars(&c.arguments))
             .sum::<usize>()
+}
+
+/// Characters of `text` for the budget: a CJK character (about a token on its own) counts as
+/// [`CHARS_PER_TOKEN`] characters, any other as one.
+pub fn weighted_chars(text: &str) -> usize {
+    text.chars()
+        .map(|c| match c as u32 {
+            0x3040..=0x30ff
+            | 0x3400..=0x4dbf
+            | 0x4e00..=0x9fff
+            | 0xac00..=0xd7af
+            | 0xf900..=0xfaff
+            | 0xff00..=0xffef => CHARS_PER_TOKEN,
+            _ => 1,
+        })
+        .sum()
 }
 
 /// The characters of a list of messages ([`message_chars`] summed).
@@ -78,4 +94,14 @@ pub async fn listing(store: &StorageRef, visible: &Visible, config: &MemoryConfi
         facts.len(),
         lines.join("\n")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cjk_characters_weigh_a_token_each() {
+        assert_eq!(super::weighted_chars("abcd"), 4);
+        assert_eq!(super::weighted_chars("你好"), 2 * super::CHARS_PER_TOKEN);
+        assert_eq!(super::weighted_chars("a你"), 1 + super::CHARS_PER_TOKEN);
+    }
 }

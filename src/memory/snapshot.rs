@@ -21,9 +21,7 @@ pub struct Snapshot {
     pub personal: bool,
 }
 
-fn key(session_id: &str) -> String {
-    format!("memory.snapshot:{session_id}")
-}
+use crate::tools::builtin::memory::snapshot_key as key;
 
 /// The snapshot of `session_id`: the stored one, else one made now from the facts `visible`
 /// may see and stored. A store failure gives an empty snapshot (logged): the turn goes on

@@ -540,7 +540,9 @@ fn send_whole_text(c: &Completion, deltas: &EventSink) -> bool {
 
 /// A message in the Chat Completions wire shape: `role`, `content` (`""` beside tool calls),
 /// `tool_calls[]{id, type: "function", function{name, arguments}}`, `tool_call_id`. The
-/// neutral `opaque` field is not sent: this API has none.
+/// neutral `opaque` field is not sent: this API has none. A user message with pictures has a
+/// list of content parts: `{type: "text"}` then `{type: "image_url", image_url: {url:
+/// "data:<mime>;base64,…"}}` per picture.
 fn to_wire(m: &ChatMessage) -> Value {
     // `""`, not `null`, beside tool calls: some servers (llama-cpp-python) answer 500 for null.
     let content = match &m.content {
@@ -548,6 +550,16 @@ fn to_wire(m: &ChatMessage) -> Value {
         c => c.clone(),
     };
     let mut v = json!({"role": m.role.as_str(), "content": content});
+    if m.role == Role::User && !m.images.is_empty() {
+        // Vision: the text, then one `image_url` part per picture, as a data URL.
+        let mut parts = vec![json!({"type": "text", "text": content.unwrap_or_default()})];
+        parts.extend(
+            m.images
+                .iter()
+                .map(|i| json!({"type": "image_url", "image_url": {"url": i.data_url()}})),
+        );
+        v["content"] = Value::Array(parts);
+    }
     if !m.tool_calls.is_empty() {
         v["tool_calls"] = m
             .tool_calls
@@ -614,6 +626,7 @@ fn from_wire(v: &Value) -> Result<ChatMessage, String> {
             .map(str::to_string),
         opaque: None,
         is_error: false,
+        images: Vec::new(),
     })
 }
 
@@ -701,6 +714,23 @@ fn usage_of(u: &Value) -> Option<Usage> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pictures_are_image_url_parts_after_the_text() {
+        let img = ethan_core::message::ImagePart {
+            mime: "image/png".into(),
+            data: std::sync::Arc::from(&b"\x89PNG"[..]),
+            path: "/w/inbox/p.png".into(),
+        };
+        let v = to_wire(&ChatMessage::user_with_images("what is it?", vec![img]));
+        assert_eq!(
+            v["content"],
+            json!([{"type": "text", "text": "what is it?"},
+                   {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw=="}}])
+        );
+        // Without pictures the content stays a string.
+        assert_eq!(to_wire(&ChatMessage::user("hi"))["content"], json!("hi"));
+    }
 
     #[test]
     fn classifies_errors() {
@@ -899,6 +929,7 @@ mod tests {
             tool_call_id: None,
             opaque: None,
             is_error: false,
+            images: Vec::new(),
         };
         let result = client.complete_streaming(&[user], &[], &tx).await;
         drop(tx);

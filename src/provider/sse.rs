@@ -283,6 +283,7 @@ impl ChunkAssembler {
                 tool_call_id: None,
                 opaque: None,
                 is_error: false,
+                images: Vec::new(),
             },
             finish_reason: self.finish_reason.as_deref().map(FinishReason::parse),
             usage: None,

@@ -607,12 +607,16 @@ impl Execute for JobExecutor {
             is_owner: true,
             text: run_text(job, claim.scheduled_for, &zone),
             trace_id: trace_id(&job.id, claim.scheduled_for),
-            chat: None,
+            // The chat it posts to: a group's job sees the group's memory, never the owner's.
+            chat: target.as_ref().map(|t| t.chat.clone()),
             unattended: true,
             allowed_tools: Some(job.allowed_tools.clone()),
             events: None,
             model: job.model.clone(),
             job_id: Some(job.id.clone()),
+            images: Vec::new(),
+            private_input: None,
+            child: None,
         };
         let reply = self
             .agent

@@ -84,6 +84,7 @@ fn ev(id: &str) -> InboundEvent {
         reply_to: None,
         sent_at: 0,
         seq: 0,
+        attachments: Vec::new(),
     }
 }
 
@@ -95,6 +96,7 @@ fn call(id: &str) -> ChatMessage {
         tool_call_id: None,
         opaque: None,
         is_error: false,
+        images: Vec::new(),
     }
 }
 
@@ -220,6 +222,11 @@ pub(crate) async fn memory(s: &dyn DaemonStore) {
         &first,
         &[
             ChatMessage::user("the code word is Zebra-17"),
+            ChatMessage {
+                content: Some("a working step quoting zebra-17".into()),
+                ..call("c0")
+            },
+            ChatMessage::tool("c0", "ok"),
             call("c1"),
             ChatMessage::tool("c1", "tool says zebra-17 too"),
             ChatMessage::assistant("noted"),
@@ -234,6 +241,7 @@ pub(crate) async fn memory(s: &dyn DaemonStore) {
     )
     .await
     .unwrap();
+    // Without tool results, an assistant step that called tools is not searched either.
     let hits = s
         .search_history("t:mem", "ZEBRA-17", false, 10)
         .await
@@ -242,7 +250,7 @@ pub(crate) async fn memory(s: &dyn DaemonStore) {
     assert_eq!(hits[0].role, Role::User);
     assert_eq!(hits[0].session_id, first);
     let with_tools = s.search_history("t:mem", "zebra", true, 10).await.unwrap();
-    assert_eq!(with_tools.len(), 2);
+    assert_eq!(with_tools.len(), 3);
     assert_eq!(with_tools[0].role, Role::Tool, "newest first");
     assert!(s
         .search_history("t:other", "zebra", true, 10)
@@ -250,7 +258,7 @@ pub(crate) async fn memory(s: &dyn DaemonStore) {
         .unwrap()
         .is_empty());
     let after = s.messages_after(&first, 0, 100).await.unwrap();
-    assert_eq!(after.len(), 4);
+    assert_eq!(after.len(), 6);
     let cut = s.messages_after(&first, after[0].0, 100).await.unwrap();
     assert!(cut.is_empty(), "no user message after the first: {cut:?}");
     assert_eq!(s.messages_after(&first, 0, 1).await.unwrap(), vec![]);

@@ -329,6 +329,7 @@ mod tests {
             reply_to: None,
             sent_at: 0,
             seq: 0,
+            attachments: Vec::new(),
         }
     }
 
@@ -471,6 +472,7 @@ mod tests {
         let reused = InboundEvent {
             sent_at: 1_700_000_000,
             seq: 0,
+            attachments: Vec::new(),
             ..ev("5")
         };
         assert!(s.record_inbound(&reused).unwrap());

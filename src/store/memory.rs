@@ -183,7 +183,8 @@ impl Db {
                 "SELECT m.id, m.session_id, m.role, m.content, m.created_at
                  FROM messages m JOIN sessions s ON s.id = m.session_id
                  WHERE s.key = ?1 AND m.content IS NOT NULL
-                   AND (m.role IN ('user', 'assistant') OR (?2 AND m.role = 'tool'))
+                   AND (m.role = 'user' OR (m.role = 'assistant' AND (?2 OR m.tool_calls IS NULL))
+                        OR (?2 AND m.role = 'tool'))
                    AND instr(lower(m.content), lower(?3)) > 0
                  ORDER BY m.id DESC LIMIT ?4",
             )

@@ -124,6 +124,7 @@ pub(crate) fn decode_message(
         tool_call_id,
         opaque,
         is_error,
+        images: Vec::new(),
     })
 }
 
@@ -152,6 +153,7 @@ mod tests {
             tool_call_id: None,
             opaque: None,
             is_error: false,
+            images: Vec::new(),
         }
     }
 

@@ -14,6 +14,7 @@ pub mod builtin;
 pub mod engine;
 
 // The old flat paths (`crate::tools::shell`, `crate::tools::executor`, …) stay valid.
+pub use builtin::agents::{delegate, skill_read};
 pub use builtin::exec::shell;
 pub use builtin::files::{file_list, file_read, file_write, paths};
 pub use builtin::knowledge::{knowledge_add, knowledge_edit, knowledge_read, knowledge_search};

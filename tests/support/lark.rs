@@ -14,6 +14,8 @@
 //!   without recording a second one, as Lark does;
 //! - `PATCH /open-apis/im/v1/messages/{id}` records card updates;
 //! - `GET /open-apis/im/v1/messages/{id}` says who sent a message (the app for ids it issued);
+//! - `GET /open-apis/im/v1/messages/{id}/resources/{file_key}?type=image|file` serves the
+//!   bytes added with [`FakeLark::add_resource`];
 //! - CardKit (`/open-apis/cardkit/v1/cards…`: create, element content `PUT`, settings `PATCH`)
 //!   as described in [`cardkit`]; [`FakeLark::refuse_cardkit`] answers the create
 //!   call with the missing-scope code 99991672; [`FakeLark::cards`],
@@ -167,6 +169,8 @@ enum WsCommand {
 }
 
 struct LarkState {
+    /// Message resources by `(message_id, file_key)`: `(type, bytes)` ([`FakeLark::add_resource`]).
+    resources: HashMap<(String, String), (String, Vec<u8>)>,
     calls: Vec<LarkCall>,
     issued_tokens: Vec<String>,
     valid_tokens: HashSet<String>,
@@ -235,6 +239,7 @@ impl FakeLark {
     pub async fn start() -> FakeLark {
         let shared = Arc::new(Shared {
             state: Mutex::new(LarkState {
+                resources: HashMap::new(),
                 calls: Vec::new(),
                 issued_tokens: Vec::new(),
                 valid_tokens: HashSet::new(),
@@ -321,6 +326,16 @@ impl FakeLark {
     }
 
     // ----- HTTP ----------------------------------------------------------------------------
+
+    /// Makes `GET /open-apis/im/v1/messages/{message_id}/resources/{file_key}?type={kind}`
+    /// (`image` or `file`) answer `bytes` to a valid tenant token; another `type` answers code
+    /// 234001, an unknown key 234003, as Lark does.
+    pub fn add_resource(&self, message_id: &str, file_key: &str, kind: &str, bytes: Vec<u8>) {
+        self.shared.lock().resources.insert(
+            (message_id.to_string(), file_key.to_string()),
+            (kind.to_string(), bytes),
+        );
+    }
 
     /// Every HTTP request received, in order.
     pub fn calls(&self) -> Vec<LarkCall> {
@@ -820,6 +835,9 @@ async fn handle_http(
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::to_string);
     let route = route_of(&method, &path);
+    if let Some(resp) = resource(&shared, &method, &path, &query, token.as_deref()) {
+        return resp;
+    }
 
     let (status, resp_body, resp_headers) = {
         let mut st = shared.lock();
@@ -860,6 +878,66 @@ async fn handle_http(
     };
     hold_if_asked(&shared, route, &path, &body, &resp_body).await;
     answer(status, resp_body, &resp_headers)
+}
+
+/// `GET /open-apis/im/v1/messages/{message_id}/resources/{file_key}?type=image|file`: the
+/// bytes (recorded as a call like any other), or `None` for another route.
+fn resource(
+    shared: &Shared,
+    method: &Method,
+    path: &str,
+    query: &str,
+    token: Option<&str>,
+) -> Option<Response> {
+    let rest = path.strip_prefix("/open-apis/im/v1/messages/")?;
+    let (message_id, file_key) = rest.split_once("/resources/")?;
+    if method != Method::GET {
+        return None;
+    }
+    let kind = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("type="))
+        .unwrap_or("");
+    let mut st = shared.lock();
+    let found = st
+        .resources
+        .get(&(message_id.to_string(), file_key.to_string()))
+        .cloned();
+    let (status, resp) = if !token.is_some_and(|t| st.valid_tokens.contains(t)) {
+        (
+            200,
+            Json(json!({"code": 99991663, "msg": "Invalid access token"})).into_response(),
+        )
+    } else {
+        match found {
+            Some((k, bytes)) if k == kind => (200, (StatusCode::OK, bytes).into_response()),
+            Some(_) => (
+                400,
+                (
+                    StatusCode::BAD_REQUEST,
+                    Json(json!({"code": 234001, "msg": "Invalid request param."})),
+                )
+                    .into_response(),
+            ),
+            None => (
+                400,
+                (
+                    StatusCode::BAD_REQUEST,
+                    Json(json!({"code": 234003, "msg": "File not in msg."})),
+                )
+                    .into_response(),
+            ),
+        }
+    };
+    st.calls.push(LarkCall {
+        method: method.to_string(),
+        path: path.to_string(),
+        query: query.to_string(),
+        body: Value::Null,
+        status,
+        token: token.map(str::to_string),
+    });
+    Some(resp)
 }
 
 fn ok(body: Value) -> Answer {

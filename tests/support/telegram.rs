@@ -14,6 +14,9 @@
 //! - `sendMessage` / `editMessageText` answer a valid `Message` (ids from 1000 up); the fake keeps
 //!   each message's current text ([`FakeTelegram::message_text`]), and an edit to the text a
 //!   message already shows answers 400 "message is not modified", as Telegram does;
+//! - `getFile` answers the `file_path` of a file added with [`FakeTelegram::add_file`] (400
+//!   "file is too big" over 20 MB, as the Bot API), and `GET /file/bot<token>/<file_path>`
+//!   serves its bytes ([`FakeTelegram::downloads`] lists what was fetched);
 //! - `sendMessageDraft` answers `true` (or 404 "method not found" after
 //!   [`FakeTelegram::refuse_drafts`]); `deleteMessage` forgets the message and answers `true`;
 //! - everything else answers `true`;
@@ -104,6 +107,20 @@ struct TgState {
     refuse_drafts: bool,
     /// `(chat_id, message_id)` of every answered `sendMessage`, in order.
     sent_ids: Vec<(i64, i64)>,
+    /// Files `getFile` knows, by `file_id` ([`FakeTelegram::add_file`]).
+    files: HashMap<String, FakeFile>,
+    /// The `file_path` of every download (`GET /file/bot<token>/<file_path>`), in order.
+    downloads: Vec<String>,
+}
+
+/// A file held by the fake Bot API.
+#[derive(Clone)]
+struct FakeFile {
+    unique_id: String,
+    path: String,
+    bytes: Vec<u8>,
+    /// What `getFile` reports (the real length unless [`FakeTelegram::add_file_sized`]).
+    size: u64,
 }
 
 struct Shared {
@@ -179,6 +196,41 @@ impl FakeTelegram {
     /// `base_url()/bot{token}/{method}`, handy for driving the fake directly.
     pub fn method_url(&self, method: &str) -> String {
         format!("{}/bot{}/{}", self.base_url(), self.shared.token, method)
+    }
+
+    // ----- files ---------------------------------------------------------------------------
+
+    /// Makes a file available: `getFile{file_id}` answers its `file_path` (`path`), and
+    /// `GET /file/bot<token>/<path>` serves `bytes`.
+    pub fn add_file(&self, file_id: &str, unique_id: &str, path: &str, bytes: Vec<u8>) {
+        let size = bytes.len() as u64;
+        self.add_file_sized(file_id, unique_id, path, bytes, size);
+    }
+
+    /// Like [`FakeTelegram::add_file`], with the `file_size` `getFile` reports. Over 20 MB,
+    /// `getFile` answers 400 "Bad Request: file is too big", as the Bot API does.
+    pub fn add_file_sized(
+        &self,
+        file_id: &str,
+        unique_id: &str,
+        path: &str,
+        bytes: Vec<u8>,
+        size: u64,
+    ) {
+        self.shared.lock().files.insert(
+            file_id.to_string(),
+            FakeFile {
+                unique_id: unique_id.to_string(),
+                path: path.to_string(),
+                bytes,
+                size,
+            },
+        );
+    }
+
+    /// The `file_path` of every file download, in order.
+    pub fn downloads(&self) -> Vec<String> {
+        self.shared.lock().downloads.clone()
     }
 
     // ----- updates -------------------------------------------------------------------------
@@ -494,6 +546,28 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     let path = percent_decode(uri.path(), false);
+    // File downloads: `GET /file/bot<token>/<file_path>`.
+    if let Some((token, file_path)) = path
+        .strip_prefix("/file/bot")
+        .and_then(|rest| rest.split_once('/'))
+    {
+        let mut st = shared.lock();
+        if token != shared.token {
+            st.rejected.push(format!("{http_method} {path}"));
+            return reply(
+                404,
+                json!({"ok": false, "error_code": 404, "description": "Not Found"}),
+            );
+        }
+        st.downloads.push(file_path.to_string());
+        return match st.files.values().find(|f| f.path == file_path) {
+            Some(f) => (StatusCode::OK, f.bytes.clone()).into_response(),
+            None => reply(
+                404,
+                json!({"ok": false, "error_code": 404, "description": "Not Found"}),
+            ),
+        };
+    }
     let Some((token, method)) = path
         .strip_prefix("/bot")
         .and_then(|rest| rest.split_once('/'))
@@ -565,6 +639,30 @@ async fn handle(
 
     match lc.as_str() {
         "getme" => ok(FakeTelegram::bot_me()),
+        "getfile" => {
+            let id = body.get("file_id").and_then(Value::as_str).unwrap_or("");
+            let mut st = shared.lock();
+            let Some(f) = st.files.get(id).cloned() else {
+                st.calls[index].status = 400;
+                return reply(
+                    400,
+                    json!({"ok": false, "error_code": 400,
+                    "description": "Bad Request: invalid file_id"}),
+                );
+            };
+            if f.size > 20 * 1024 * 1024 {
+                st.calls[index].status = 400;
+                return reply(
+                    400,
+                    json!({"ok": false, "error_code": 400,
+                    "description": "Bad Request: file is too big"}),
+                );
+            }
+            ok(
+                json!({"file_id": id, "file_unique_id": f.unique_id, "file_size": f.size,
+                      "file_path": f.path}),
+            )
+        }
         "getupdates" => get_updates(&shared, &body).await,
         "sendmessage" => {
             hold_if_asked(&shared, &body).await;

@@ -402,6 +402,43 @@ impl Channel for LarkChannel {
         stream::open(&self.config, &self.core, target, log)
     }
 
+    /// `GET /open-apis/im/v1/messages/{message_id}/resources/{file_key}?type=image|file`
+    /// with the tenant token (PROTOCOLS §3): `image` for pictures, `file` for files and audio.
+    async fn media_source(
+        &self,
+        event: &crate::model::InboundEvent,
+        kind: crate::model::AttachmentKind,
+        file: &crate::model::FileRef,
+    ) -> Result<crate::model::MediaSource, ChannelError> {
+        let message_id = event.message_id.as_deref().unwrap_or(&event.event_id);
+        let safe = |s: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        };
+        if !safe(message_id) || !safe(&file.id) {
+            return Err(ChannelError::Api {
+                platform: "lark",
+                code: 400,
+                description: "the message id or file key has unexpected characters".into(),
+            });
+        }
+        let kind = match kind {
+            crate::model::AttachmentKind::Image => "image",
+            _ => "file",
+        };
+        let token = self.api().tenant_access_token().await?;
+        Ok(crate::model::MediaSource {
+            url: format!(
+                "{}/open-apis/im/v1/messages/{message_id}/resources/{}?type={kind}",
+                self.api().base_url().trim_end_matches('/'),
+                file.id
+            ),
+            bearer: Some(token),
+            size: None,
+        })
+    }
+
     /// Webhook mode: always; long connection: while a connection is established.
     fn is_up(&self) -> bool {
         self.config.mode == LarkMode::Webhook

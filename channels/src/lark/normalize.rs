@@ -6,8 +6,9 @@
 //!
 //! What happens here:
 //! - `text` content (`{"text":"@_user_1 hello"}`) and `post` rich text (paragraphs of `text`,
-//!   `a`, `at`, `img`, `code_block`, `md`, … elements) become Markdown-ish text; other message
-//!   types become a placeholder such as `[image]` or `[file: report.pdf]`.
+//!   `a`, `at`, `img`, `code_block`, `md`, … elements) become Markdown-ish text; `image`,
+//!   `file` and `audio` messages and a post's `img`s become [`Attachment`]s, fetched later by
+//!   the daemon; other message types become a placeholder such as `[sticker]`.
 //! - `@_user_N` placeholders are resolved from `mentions[]`: the bot's own mention is removed
 //!   (and makes the message *addressed*), other people become `@Name`, `@_all` becomes `@all`.
 //!   The bot is recognised by its open_id (from `/open-apis/bot/v3/info`); before that is known,
@@ -18,7 +19,9 @@
 //!   the chat is `chat_id` with `thread_id` (`omt_…`) as its thread, so a topic gets its own
 //!   session while a plain reply (`root_id`/`parent_id` only) stays in the chat's session.
 
-use crate::model::{ChannelKind, ChatKind, ChatRef, InboundEvent, Sender};
+use crate::model::{
+    Attachment, AttachmentKind, ChannelKind, ChatKind, ChatRef, FileRef, InboundEvent, Sender,
+};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -162,8 +165,11 @@ pub fn normalize_message(
             resolve_mentions(raw, mentions, bot_open_id)
         }
         "post" => post_to_text(&content, mentions, bot_open_id),
+        // The file itself is the message: the daemon fetches it ([`attachments_of`]).
+        "image" | "file" | "audio" => (String::new(), false),
         other => (placeholder(other, &content), false),
     };
+    let attachments = attachments_of(&msg.message_type, &content);
     let direct = msg.chat_type == "p2p";
     let sender_open_id = ev.sender.sender_id.open_id.clone().unwrap_or_default();
     let is_bot = (ev.sender.sender_type != "user" && !ev.sender.sender_type.is_empty())
@@ -198,7 +204,73 @@ pub fn normalize_message(
         reply_to: non_empty(&msg.parent_id),
         sent_at: sent_ms.div_euclid(1000),
         seq: sent_ms,
+        attachments,
     })
+}
+
+/// The files of a message, fetched later with the message resources API: an `image`
+/// (`image_key`), a `file` (`file_key`, `file_name`), an `audio` note (`file_key`; Opus in an
+/// Ogg container), and every `img` of a `post`.
+pub fn attachments_of(message_type: &str, content: &Value) -> Vec<Attachment> {
+    let key = |k: &str| {
+        content
+            .get(k)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let file = |id: String| FileRef {
+        unique_id: id.clone(),
+        id,
+        size: None,
+        width: 0,
+        height: 0,
+    };
+    let one = |kind, id: String, name: Option<String>, mime: Option<&str>| Attachment {
+        kind,
+        files: vec![file(id)],
+        file_name: name,
+        mime_type: mime.map(str::to_string),
+    };
+    match message_type {
+        "image" => key("image_key")
+            .map(|k| one(AttachmentKind::Image, k, None, None))
+            .into_iter()
+            .collect(),
+        "file" => key("file_key")
+            .map(|k| one(AttachmentKind::Document, k, key("file_name"), None))
+            .into_iter()
+            .collect(),
+        "audio" => key("file_key")
+            .map(|k| {
+                let name = Some("audio.ogg".to_string());
+                one(AttachmentKind::Voice, k, name, Some("audio/ogg"))
+            })
+            .into_iter()
+            .collect(),
+        "post" => {
+            let body = if content.get("content").is_some() {
+                content
+            } else {
+                content
+                    .as_object()
+                    .and_then(|o| o.values().find(|v| v.get("content").is_some()))
+                    .unwrap_or(content)
+            };
+            body.get("content")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_array)
+                .flatten()
+                .filter(|el| el.get("tag").and_then(Value::as_str) == Some("img"))
+                .filter_map(|el| el.get("image_key").and_then(Value::as_str))
+                .filter(|k| !k.is_empty())
+                .map(|k| one(AttachmentKind::Image, k.to_string(), None, None))
+                .collect()
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// Is this mention the bot?
@@ -533,21 +605,41 @@ mod tests {
     }
 
     #[test]
-    fn other_types_are_placeholders() {
+    fn files_images_and_audio_are_attachments_and_other_types_placeholders() {
         let mut v = fixture("im_message_receive_v1_text_p2p.json");
         v["event"]["message"]["message_type"] = json!("file");
         v["event"]["message"]["content"] =
             json!("{\"file_key\":\"file_x\",\"file_name\":\"a.pdf\"}");
         let ev = normalize_message(&v["event"], Some(BOT), None).unwrap();
-        assert_eq!(ev.text, "[file: a.pdf]");
+        assert_eq!(ev.text, "");
+        assert_eq!(ev.attachments[0].kind, AttachmentKind::Document);
+        assert_eq!(ev.attachments[0].files[0].id, "file_x");
+        assert_eq!(ev.attachments[0].file_name.as_deref(), Some("a.pdf"));
         v["event"]["message"]["message_type"] = json!("image");
         v["event"]["message"]["content"] = json!("{\"image_key\":\"img_x\"}");
-        assert_eq!(
-            normalize_message(&v["event"], Some(BOT), None)
-                .unwrap()
-                .text,
-            "[image]"
-        );
+        let ev = normalize_message(&v["event"], Some(BOT), None).unwrap();
+        assert_eq!(ev.attachments[0].kind, AttachmentKind::Image);
+        assert_eq!(ev.attachments[0].files[0].id, "img_x");
+        v["event"]["message"]["message_type"] = json!("audio");
+        v["event"]["message"]["content"] = json!("{\"file_key\":\"file_a\",\"duration\":2000}");
+        let ev = normalize_message(&v["event"], Some(BOT), None).unwrap();
+        assert_eq!(ev.attachments[0].kind, AttachmentKind::Voice);
+        v["event"]["message"]["message_type"] = json!("sticker");
+        v["event"]["message"]["content"] = json!("{\"file_key\":\"s\"}");
+        let ev = normalize_message(&v["event"], Some(BOT), None).unwrap();
+        assert_eq!(ev.text, "[sticker]");
+        assert!(ev.attachments.is_empty());
+    }
+
+    #[test]
+    fn a_posts_images_are_attachments() {
+        let content = json!({"title": "", "content": [
+            [{"tag": "text", "text": "see"}],
+            [{"tag": "img", "image_key": "img_v3_a", "width": 10, "height": 10}],
+        ]});
+        let a = attachments_of("post", &content);
+        assert_eq!(a.len(), 1);
+        assert_eq!(a[0].files[0].id, "img_v3_a");
     }
 
     #[test]

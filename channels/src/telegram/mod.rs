@@ -198,4 +198,44 @@ impl Channel for TelegramChannel {
     ) -> Option<Box<dyn crate::stream::Draft>> {
         stream::open(self, target, log)
     }
+
+    /// `getFile{file_id}` → `file_path`; the bytes are at `{api_url}/file/bot<token>/<file_path>`
+    /// (valid for at least an hour).
+    async fn media_source(
+        &self,
+        _event: &InboundEvent,
+        _kind: crate::model::AttachmentKind,
+        file: &crate::model::FileRef,
+    ) -> Result<crate::model::MediaSource, ChannelError> {
+        let f = self
+            .bot
+            .get_file(teloxide::types::FileId(file.id.clone()))
+            .await
+            .map_err(send::map_error)?;
+        let path = f.path.trim_start_matches('/');
+        if path.is_empty() || path.split('/').any(|seg| seg == "..") {
+            return Err(ChannelError::Api {
+                platform: PLATFORM,
+                code: 400,
+                description: "getFile returned no usable file_path".into(),
+            });
+        }
+        Ok(crate::model::MediaSource {
+            url: format!(
+                "{}/file/bot{}/{path}",
+                self.config.api_url.trim_end_matches('/'),
+                self.config.token
+            ),
+            bearer: None,
+            size: (f.meta.size > 0).then_some(u64::from(f.meta.size)),
+        })
+    }
+
+    /// The Bot API serves files up to 20 MB to bots (`getFile`).
+    fn max_download_bytes(&self) -> Option<u64> {
+        Some(MAX_DOWNLOAD_BYTES)
+    }
 }
+
+/// The largest file the Bot API lets a bot download (`getFile`: "up to 20 MB").
+pub const MAX_DOWNLOAD_BYTES: u64 = 20 * 1024 * 1024;

@@ -1,10 +1,14 @@
 //! Bot API `Update` → [`InboundEvent`]: private and group text messages (captions count as
-//! text). Group messages are marked `addressed` when they mention `@<bot username>` (a `mention`
+//! text). Photos, documents, voice notes, audio files and video notes become
+//! [`Attachment`]s (fetched later by the daemon), with the caption as the text; other media
+//! (stickers, videos, locations…) a placeholder such as `[sticker 👍]`. Group messages are marked `addressed` when they mention `@<bot username>` (a `mention`
 //! entity or a `/command@bot`), or reply to one of the bot's messages; the mention is removed from
 //! the text. Entity offsets are UTF-16 code units (Bot API `MessageEntity`).
 
 use super::BotIdentity;
-use crate::model::{ChannelKind, ChatKind, ChatRef, InboundEvent, Sender};
+use crate::model::{
+    Attachment, AttachmentKind, ChannelKind, ChatKind, ChatRef, FileRef, InboundEvent, Sender,
+};
 use teloxide::types::{MessageEntityKind, Update, UpdateKind};
 
 /// Returns `None` for updates the agent does not handle (edits, service messages, media
@@ -14,9 +18,15 @@ pub fn normalize_update(update: &Update, me: &BotIdentity) -> Option<InboundEven
         return None;
     };
     let from = msg.from.as_ref()?;
-    let placeholder = media_placeholder(msg);
+    let attachments = attachments_of(msg);
+    let placeholder = if attachments.is_empty() {
+        media_placeholder(msg)
+    } else {
+        None
+    };
     let raw_text = match msg.text().or_else(|| msg.caption()) {
         Some(t) => t,
+        None if !attachments.is_empty() => "",
         None => placeholder.as_deref()?,
     };
     let entities = msg
@@ -106,7 +116,74 @@ pub fn normalize_update(update: &Update, me: &BotIdentity) -> Option<InboundEven
         reply_to: msg.reply_to_message().map(|r| r.id.0.to_string()),
         sent_at: msg.date.timestamp(),
         seq: i64::from(update.id.0),
+        attachments,
     })
+}
+
+/// The files of a message the daemon can fetch: a `photo` (every size, smallest first), a
+/// `document`, a `voice` note, an `audio` file, a `video_note` (for its sound). Telegram photos
+/// are JPEG; a voice note is OGG/Opus unless it says otherwise.
+fn attachments_of(msg: &teloxide::types::Message) -> Vec<Attachment> {
+    let file = |f: &teloxide::types::FileMeta| FileRef {
+        id: f.id.0.clone(),
+        unique_id: f.unique_id.0.clone(),
+        size: (f.size > 0).then_some(u64::from(f.size)),
+        width: 0,
+        height: 0,
+    };
+    let one = |kind, f: &teloxide::types::FileMeta, name: Option<String>, mime: Option<String>| {
+        vec![Attachment {
+            kind,
+            files: vec![file(f)],
+            file_name: name,
+            mime_type: mime,
+        }]
+    };
+    if let Some(sizes) = msg.photo() {
+        let mut files: Vec<FileRef> = sizes
+            .iter()
+            .map(|p| FileRef {
+                width: p.width,
+                height: p.height,
+                ..file(&p.file)
+            })
+            .collect();
+        files.sort_by_key(|f| {
+            (
+                f.size.unwrap_or(0),
+                u64::from(f.width) * u64::from(f.height),
+            )
+        });
+        return vec![Attachment {
+            kind: AttachmentKind::Image,
+            files,
+            file_name: None,
+            mime_type: Some("image/jpeg".into()),
+        }];
+    }
+    if let Some(d) = msg.document() {
+        let mime = d.mime_type.as_ref().map(|m| m.to_string());
+        return one(AttachmentKind::Document, &d.file, d.file_name.clone(), mime);
+    }
+    if let Some(v) = msg.voice() {
+        let mime = v.mime_type.as_ref().map(|m| m.to_string());
+        let mime = mime.or_else(|| Some("audio/ogg".into()));
+        return one(
+            AttachmentKind::Voice,
+            &v.file,
+            Some("voice.ogg".into()),
+            mime,
+        );
+    }
+    if let Some(a) = msg.audio() {
+        let mime = a.mime_type.as_ref().map(|m| m.to_string());
+        return one(AttachmentKind::Audio, &a.file, a.file_name.clone(), mime);
+    }
+    if let Some(v) = msg.video_note() {
+        let (name, mime) = (Some("video_note.mp4".into()), Some("video/mp4".into()));
+        return one(AttachmentKind::Voice, &v.file, name, mime);
+    }
+    Vec::new()
 }
 
 /// A short text standing for a message's media (`[photo]`, `[sticker 😀]`, `[voice message]`…),
@@ -278,7 +355,10 @@ mod tests {
             }
         }));
         let ev = normalize_update(&photo, &me()).unwrap();
-        assert_eq!(ev.text, "[photo] look");
+        assert_eq!(ev.text, "look");
+        assert_eq!(ev.attachments.len(), 1);
+        assert_eq!(ev.attachments[0].kind, AttachmentKind::Image);
+        assert_eq!(ev.attachments[0].files[0].unique_id, "q");
         assert!(!ev.addressed);
     }
 

@@ -7,7 +7,11 @@
 //!   JSON text, verbatim and possibly invalid; it is parsed by the tool executor, never here);
 //! - a tool result: a `tool` message with `tool_call_id`;
 //! - `opaque`: a per-provider value that must survive the round trip through the store and be
-//!   given back to the same provider (e.g. a reasoning signature); other providers ignore it.
+//!   given back to the same provider (e.g. a reasoning signature); other providers ignore it;
+//! - `images`: pictures sent with a user message, for a model that can see them (OpenAI
+//!   `image_url` content parts, Anthropic `image` blocks). They live only for the turn that
+//!   received them: the field is never serialised and the store keeps only the text, which
+//!   names where each picture was saved, so later turns do not send the bytes again.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -60,6 +64,60 @@ pub struct ChatMessage {
     /// On a `tool` message: the call failed or was refused (Anthropic `tool_result.is_error`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub is_error: bool,
+    /// On a `user` message: pictures to show the model with the text (see the module doc).
+    /// Never serialised, never stored.
+    #[serde(skip)]
+    pub images: Vec<ImagePart>,
+}
+
+/// A picture for the model, as downloaded (not re-encoded).
+#[derive(Clone, PartialEq)]
+pub struct ImagePart {
+    /// `image/jpeg`, `image/png`, `image/gif` or `image/webp`.
+    pub mime: String,
+    /// The bytes, shared (a turn's requests are built several times).
+    pub data: std::sync::Arc<[u8]>,
+    /// Where the picture was saved (for the model's `file_read` and the logs).
+    pub path: String,
+}
+
+impl ImagePart {
+    /// The type of a picture a model takes (JPEG, PNG, GIF, WebP), from its first bytes;
+    /// `None` for anything else.
+    pub fn sniff(bytes: &[u8]) -> Option<&'static str> {
+        if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
+            Some("image/jpeg")
+        } else if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+            Some("image/png")
+        } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
+            Some("image/gif")
+        } else if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
+            Some("image/webp")
+        } else {
+            None
+        }
+    }
+
+    /// `data:<mime>;base64,<bytes>` (OpenAI `image_url.url`).
+    pub fn data_url(&self) -> String {
+        format!("data:{};base64,{}", self.mime, self.base64())
+    }
+
+    /// The bytes in standard base64 (Anthropic `source.data`).
+    pub fn base64(&self) -> String {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(&self.data)
+    }
+}
+
+impl std::fmt::Debug for ImagePart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ImagePart")
+            .field("mime", &self.mime)
+            .field("bytes", &self.data.len())
+            .field("path", &self.path)
+            .finish()
+    }
 }
 
 impl ChatMessage {
@@ -80,6 +138,14 @@ impl ChatMessage {
             tool_call_id: None,
             opaque: None,
             is_error: false,
+            images: Vec::new(),
+        }
+    }
+    /// A user message with pictures.
+    pub fn user_with_images(text: impl Into<String>, images: Vec<ImagePart>) -> Self {
+        Self {
+            images,
+            ..Self::user(text)
         }
     }
     /// A tool result for `tool_call_id`.
@@ -91,6 +157,7 @@ impl ChatMessage {
             tool_call_id: Some(tool_call_id.into()),
             opaque: None,
             is_error: false,
+            images: Vec::new(),
         }
     }
     /// A tool result for `tool_call_id` that reports a failure or refusal.

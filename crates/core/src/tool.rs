@@ -173,6 +173,9 @@ pub struct ToolContext {
     pub services: Services,
     /// The model that proposed the call (for the audit); empty outside a model turn.
     pub model: String,
+    /// Set when the call comes from a sub-agent (`delegate`): who it is, as approvals show it
+    /// (e.g. `sub-agent "research" (depth 1)`); `None` for the person's own turn.
+    pub sub_agent: Option<String>,
 }
 
 /// What the daemon lends a tool beyond the call: the store (`None` where there is none, e.g. a
@@ -181,16 +184,44 @@ pub struct ToolContext {
 pub struct Services {
     pub store: Option<StorageRef>,
     pub clock: ClockRef,
+    /// Runs sub-agents for `delegate` (the agent loop of this turn); `None` where there is none.
+    pub delegator: Option<std::sync::Arc<dyn Delegator>>,
 }
 
 impl Default for Services {
-    /// No store; the system clock.
+    /// No store; the system clock; no sub-agents.
     fn default() -> Self {
         Self {
             store: None,
             clock: crate::clock::system(),
+            delegator: None,
         }
     }
+}
+
+/// What `delegate` asks for: a task for a child agent, optionally a configured agent to run it
+/// and the tools it may use; `approved` when the owner approved the call with that tool list
+/// shown (only then may the child get tools with side effects).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DelegateRequest {
+    pub task: String,
+    pub agent: Option<String>,
+    pub tools: Option<Vec<String>>,
+    pub approved: bool,
+}
+
+/// Runs sub-agents: the daemon's agent loop gives each turn one ([`Services::delegator`]).
+#[async_trait]
+pub trait Delegator: Send + Sync {
+    /// The tools a child of this turn would get for `requested` (`None`: the default set),
+    /// and which of them have side effects; `Err` says why the request cannot be met.
+    fn plan(
+        &self,
+        requested: Option<&[String]>,
+        agent: Option<&str>,
+    ) -> Result<(Vec<String>, Vec<String>), String>;
+    /// Run a child to its end and return its final answer as the tool's result.
+    async fn run(&self, request: DelegateRequest, ctx: &ToolContext) -> ToolResult;
 }
 
 impl std::fmt::Debug for Services {
@@ -260,6 +291,7 @@ impl ToolContext {
             assessment: None,
             services: Services::default(),
             model: String::new(),
+            sub_agent: None,
         }
     }
 }

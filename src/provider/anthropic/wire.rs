@@ -129,7 +129,11 @@ fn messages_to_wire(messages: &[ChatMessage]) -> Vec<Turn> {
             Role::System => continue,
             Role::User => (
                 "user",
-                text_block(m.content.as_deref()).into_iter().collect(),
+                m.images
+                    .iter()
+                    .map(image_block)
+                    .chain(text_block(m.content.as_deref()))
+                    .collect(),
             ),
             Role::Tool => ("user", vec![tool_result_block(m)]),
             Role::Assistant => ("assistant", assistant_blocks(m)),
@@ -153,6 +157,13 @@ fn messages_to_wire(messages: &[ChatMessage]) -> Vec<Turn> {
     }
     pair_tool_results(&mut turns);
     turns
+}
+
+/// A picture: `{type: image, source: {type: base64, media_type, data}}`, before the text of
+/// its message (as Anthropic's vision guide recommends).
+fn image_block(image: &ethan_core::message::ImagePart) -> Value {
+    json!({"type": "image", "source": {
+        "type": "base64", "media_type": image.mime, "data": image.base64()}})
 }
 
 fn text_block(text: Option<&str>) -> Option<Value> {
@@ -376,6 +387,7 @@ pub(crate) fn parse_message(v: &Value) -> Result<Completion, ProviderError> {
         tool_call_id: None,
         opaque,
         is_error: false,
+        images: Vec::new(),
     };
     // Ids filled in and unique (the blocks in `opaque` are then no longer used as they are).
     tolerant::finish_message(&mut message, false);

@@ -241,6 +241,7 @@ fn chat_event(chat: &str, id: &str, seq: i64) -> ethan_channels::InboundEvent {
         reply_to: None,
         sent_at: seq / 1000,
         seq,
+        attachments: Vec::new(),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The built-in tools, grouped by family. Each tool is a file of its own; the engine
 //! ([`super::engine`]) knows them only through the `Tool` trait.
 
+pub mod agents;
 pub mod browser;
 pub mod exec;
 pub mod files;

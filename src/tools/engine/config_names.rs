@@ -51,6 +51,25 @@ pub fn check_tool_names(tools: &ToolsConfig) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// Check the tool names of every agent's `tools` (`agents.<name>.tools.allow`, …) as
+/// [`check_tool_names`] does the top-level ones.
+pub fn check_agent_tool_names(config: &Config) -> Result<(), ConfigError> {
+    let known = builtin_names();
+    for (agent, a) in &config.agents {
+        let lists = [
+            ("allow", &a.tools.allow),
+            ("also_allow", &a.tools.also_allow),
+            ("deny", &a.tools.deny),
+        ];
+        for (key, names) in lists {
+            for name in names {
+                check_one(&known, &format!("agents.{agent}.tools.{key}"), name)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 fn check_one(known: &[String], key: &str, name: &str) -> Result<(), ConfigError> {
     // MCP tools are known only once their server lists them: `mcp__<server>__<tool>` and
     // `mcp__<server>__*` are accepted here.

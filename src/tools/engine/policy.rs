@@ -32,6 +32,8 @@ pub const MINIMAL: &[&str] = &[
     "find_tools",
     "memory_search",
     "history_search",
+    "skill_read",
+    "delegate",
 ];
 pub const MESSAGING_ADDS: &[&str] = &[
     "memory_save",
@@ -295,6 +297,7 @@ mod tests {
         assert_eq!(
             names(&p.allowed(&r, &aud(ChannelKind::Terminal, true))),
             [
+                "delegate",
                 "fd_find",
                 "file_list",
                 "file_read",
@@ -303,7 +306,8 @@ mod tests {
                 "knowledge_read",
                 "knowledge_search",
                 "memory_search",
-                "rg_search"
+                "rg_search",
+                "skill_read"
             ]
         );
         cfg.also_allow = vec!["shell".into()];

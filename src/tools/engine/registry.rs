@@ -264,6 +264,8 @@ impl Registry {
         r.register_builtin(Arc::new(crate::tools::memory_search::MemorySearch));
         r.register_builtin(Arc::new(crate::tools::memory_forget::MemoryForget));
         r.register_builtin(Arc::new(crate::tools::history_search::HistorySearch));
+        r.register_builtin(Arc::new(crate::tools::delegate::Delegate));
+        r.register_builtin(Arc::new(crate::tools::skill_read::SkillRead));
         #[cfg(feature = "test-tools")]
         r.register_builtin(Arc::new(crate::tools::test_panic::TestPanic));
         if let Some(lark) = crate::tools::lark_common::LarkClient::from_config(config) {
@@ -351,7 +353,7 @@ mod tests {
         assert!(r.skipped().is_empty(), "{:?}", r.skipped());
         let names: Vec<String> = r.iter().map(|t| t.name().to_string()).collect();
         let test_tools = usize::from(cfg!(feature = "test-tools"));
-        assert_eq!(names.len(), 28 + test_tools, "{names:?}");
+        assert_eq!(names.len(), 30 + test_tools, "{names:?}");
         assert!(names.iter().any(|n| n == "lark_message_send"), "{names:?}");
         for tool in r.iter() {
             let name = tool.name();

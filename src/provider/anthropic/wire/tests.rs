@@ -29,6 +29,23 @@ fn roles(body: &Value) -> Vec<String> {
 }
 
 #[test]
+fn pictures_are_base64_image_blocks_before_the_text() {
+    let img = ethan_core::message::ImagePart {
+        mime: "image/jpeg".into(),
+        data: std::sync::Arc::from(&b"\xFF\xD8\xFF"[..]),
+        path: "/w/inbox/p.jpg".into(),
+    };
+    let b = body(&[ChatMessage::user_with_images("what is it?", vec![img])]);
+    let blocks = &b["messages"][0]["content"];
+    assert_eq!(
+        blocks[0],
+        json!({"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "/9j/"}})
+    );
+    assert_eq!(blocks[1]["type"], "text");
+    assert_eq!(blocks[1]["text"], "what is it?");
+}
+
+#[test]
 fn system_messages_become_blocks_and_tools_input_schemas() {
     let tools = [ToolSpec {
         name: "file_read".into(),

@@ -1,5 +1,6 @@
 //! `file_read{path, max_lines?}`: a text file's content. Files over 1 MB are refused unless
-//! `max_lines` is given; binary files are refused.
+//! `max_lines` is given; binary files are refused, except pictures (JPEG, PNG, GIF, WebP),
+//! which are named as such and shown to a model with `model.vision` by the agent.
 
 use crate::tools::args::{opt_u64, req_str};
 use crate::tools::{paths, ErrorKind, Risk, Tool, ToolContext, ToolResult};
@@ -118,6 +119,21 @@ impl Tool for FileRead {
                 }
             },
         };
+        // A picture (one sent in a chat and saved in the inbox, say): named as one; the agent
+        // shows it to a model that can see pictures (metadata `image`).
+        if let Some(mime) = ethan_core::message::ImagePart::sniff(&text) {
+            return ToolResult::ok(format!(
+                "{} is a picture ({mime}, {} bytes). A model that can see pictures is shown it \
+                 next; its content cannot be read as text.",
+                path.display(),
+                meta.len()
+            ))
+            .with_metadata(json!({
+                "path": path.display().to_string(),
+                "bytes": meta.len(),
+                "image": mime,
+            }));
+        }
         if text[..text.len().min(8192)].contains(&0) {
             return ToolResult::err(
                 ErrorKind::Validation,

@@ -44,7 +44,10 @@ impl Tool for MemoryForget {
         let visible = Visible::of_call(ctx);
         let (scope, subject) = visible.subject();
         match store.forget_fact(id, Some(subject)).await {
-            Ok(true) => ToolResult::ok(format!("forgot #{id}")),
+            Ok(true) => {
+                super::refresh_snapshot(store, &ctx.session_key).await;
+                ToolResult::ok(format!("forgot #{id}"))
+            }
             Ok(false) => ToolResult::err(
                 ErrorKind::Validation,
                 format!(

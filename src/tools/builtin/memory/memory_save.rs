@@ -138,6 +138,10 @@ impl Tool for MemorySave {
         };
         match store.save_fact(&fact).await {
             Ok(id) => {
+                if replaces.is_some() {
+                    // The replaced fact must not stay in this session's notes.
+                    super::refresh_snapshot(store, &ctx.session_key).await;
+                }
                 let whose = match scope {
                     MemoryScope::Personal => "this person's memory",
                     MemoryScope::Chat => "this group's memory",

@@ -84,6 +84,24 @@ impl Visible {
     }
 }
 
+/// The kv key of a session's memory snapshot (`crate::memory::snapshot`).
+pub fn snapshot_key(session_id: &str) -> String {
+    format!("memory.snapshot:{session_id}")
+}
+
+/// Drop the snapshot of the current session of `session_key`, so its next turn shows memory as
+/// it is now (after a fact was forgotten or replaced). Failures are logged.
+pub(crate) async fn refresh_snapshot(store: &StorageRef, session_key: &str) {
+    match store.current_session(session_key).await {
+        Ok(id) => {
+            if let Err(e) = store.kv_delete(&snapshot_key(&id)).await {
+                tracing::warn!("cannot refresh the memory snapshot of {session_key}: {e}");
+            }
+        }
+        Err(e) => tracing::warn!("cannot refresh the memory snapshot of {session_key}: {e}"),
+    }
+}
+
 /// The store a memory tool works on, or the error the model reads.
 pub(crate) fn store_of(ctx: &ToolContext) -> Result<&StorageRef, ToolResult> {
     ctx.services.store.as_ref().ok_or_else(|| {

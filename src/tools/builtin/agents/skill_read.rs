@@ -1,0 +1,115 @@
+//! `skill_read{name, file?}`: a skill's instructions (its `SKILL.md` body) and the files beside
+//! it; with `file`, one of those files. Skills are listed in the system prompt
+//! ([`crate::skills`]). What a skill says is content: following it still goes through the normal
+//! governance, and nothing here changes policy or consent. A `file` is read only inside the
+//! skill's own folder (links resolved first) and never when it looks like a secret.
+
+use crate::skills::{self, Skill};
+use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+/// The largest file beside a skill that is returned, in bytes.
+const MAX_FILE_BYTES: u64 = 256 * 1024;
+
+pub struct SkillRead;
+
+fn skills_of(ctx: &ToolContext) -> Vec<Skill> {
+    let dir = ctx
+        .ethan_home
+        .as_ref()
+        .map(|h| h.join("skills"))
+        .unwrap_or_default();
+    skills::load(&dir).0
+}
+
+fn read_beside(skill: &Skill, file: &str) -> Result<String, String> {
+    let dir = skill
+        .dir
+        .as_ref()
+        .ok_or_else(|| format!("the built-in skill {:?} has no other files", skill.name))?;
+    if std::path::Path::new(file)
+        .components()
+        .any(|c| crate::sandbox::protected::secret_looking(&c.as_os_str().to_string_lossy()))
+    {
+        return Err(format!("{file:?} looks like it holds a secret; not read"));
+    }
+    let root = dir.canonicalize().map_err(|e| e.to_string())?;
+    let path = root
+        .join(file)
+        .canonicalize()
+        .map_err(|e| format!("{file}: {e}"))?;
+    if !path.starts_with(&root) || !path.is_file() {
+        return Err(format!(
+            "{file:?} is not a file of the skill {:?} (see the list skill_read gives)",
+            skill.name
+        ));
+    }
+    let meta = std::fs::metadata(&path).map_err(|e| e.to_string())?;
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(format!("{file} is larger than {MAX_FILE_BYTES} bytes"));
+    }
+    std::fs::read_to_string(&path).map_err(|e| format!("{file}: {e}"))
+}
+
+#[async_trait]
+impl Tool for SkillRead {
+    fn name(&self) -> &str {
+        "skill_read"
+    }
+    fn description(&self) -> &str {
+        "Read a skill listed in the system prompt: its instructions and the files beside it; \
+         with file, one of those files."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "minLength": 1},
+                "file": {"type": "string", "description": "A file beside the skill, as listed."}
+            },
+            "required": ["name"],
+            "additionalProperties": false
+        })
+    }
+    fn risk(&self) -> Risk {
+        Risk::ReadOnly
+    }
+    fn no_compress(&self) -> bool {
+        true
+    }
+
+    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+        let name = args
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .trim();
+        let all = skills_of(ctx);
+        let Some(skill) = all.iter().find(|s| s.name == name) else {
+            let names: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
+            return ToolResult::err(
+                ErrorKind::Validation,
+                format!(
+                    "there is no skill {name:?} (the skills are: {})",
+                    names.join(", ")
+                ),
+            );
+        };
+        if let Some(file) = args.get("file").and_then(Value::as_str) {
+            return match read_beside(skill, file) {
+                Ok(text) => ToolResult::ok(text),
+                Err(e) => ToolResult::err(ErrorKind::Validation, e),
+            };
+        }
+        let files = skills::files_of(skill);
+        let mut out = format!("# Skill {}\n\n{}", skill.name, skill.body);
+        if !files.is_empty() {
+            out.push_str(&format!(
+                "\n\n[files beside this skill, read with skill_read{{name, file}}: {}]",
+                files.join(", ")
+            ));
+        }
+        ToolResult::ok(out)
+    }
+}

@@ -153,11 +153,14 @@ async fn terminal_consent_reads_the_answer_from_stdin() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn context_length_error_trims_the_history_and_retries_once() {
+async fn context_length_error_summarises_the_history_and_retries_once() {
     let home = TestHome::new();
     let model = ScriptedModel::start(vec![
         Step::text("first answer"),
         Step::context_length_exceeded(),
+        // The history is folded into a summary: first the facts to keep, then the summary.
+        Step::text("[]"),
+        Step::text("- the person asked a first question"),
         Step::text("second answer"),
     ])
     .await;
@@ -173,9 +176,14 @@ async fn context_length_error_trims_the_history_and_retries_once() {
     .await
     .unwrap();
     let reqs = model.requests();
+    assert_eq!(reqs.len(), 5);
     let len = |i: usize| reqs[i]["messages"].as_array().unwrap().len();
     assert_eq!(len(1), 4, "system + first turn + new question");
-    assert!(len(2) < len(1), "the retry sends a shorter history");
+    assert_eq!(len(4), 3, "the retry: system + summary + new question");
+    assert!(reqs[4]["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .contains("the person asked a first question"));
     drop(home);
 }
 

@@ -105,8 +105,10 @@ async fn group_mention_is_acked_fast_and_answered_with_a_threaded_card() {
     assert!(ack.header("biz_rt").is_some(), "{ack:?}");
     assert_eq!(ack.header("type"), Some("event"));
 
-    let sent = fake.wait_for_messages(1, WAIT).await;
-    let reply = &sent[0];
+    // A streamed card is created with the first words and filled in by later writes.
+    let reply = &fake
+        .wait_card_containing(0, "Hello from **Ethan**", WAIT)
+        .await;
     assert_eq!(reply.kind, "reply", "{reply:?}");
     assert_eq!(reply.reply_to.as_deref(), Some(msg_id.as_str()));
     assert_eq!(reply.msg_type, "interactive");
@@ -140,12 +142,13 @@ async fn group_mention_is_acked_fast_and_answered_with_a_threaded_card() {
     follow_up["event"]["message"]["parent_id"] = json!(reply.message_id);
     follow_up["event"]["message"]["root_id"] = json!(msg_id);
     fake.push_event(&follow_up);
-    let sent = fake.wait_for_messages(2, WAIT).await;
+    let answer = fake
+        .wait_card_containing(1, "answer to your reply", WAIT)
+        .await;
     assert_eq!(
-        sent[1].reply_to.as_deref(),
+        answer.reply_to.as_deref(),
         Some(lark::message_id(&follow_up).as_str())
     );
-    assert!(sent[1].card_markdown().contains("answer to your reply"));
     daemon.stop();
     assert_no_secrets(&home);
 }
@@ -329,7 +332,7 @@ async fn a_refused_card_goes_out_as_a_post_and_rate_limits_are_waited_out() {
         "x-ogw-ratelimit-reset was not honoured"
     );
     assert_eq!(sent[1].msg_type, "interactive");
-    assert!(sent[1].card_markdown().contains("after the wait"));
+    fake.wait_card_containing(1, "after the wait", WAIT).await;
     daemon.stop();
 }
 
@@ -505,12 +508,7 @@ async fn the_owner_approves_a_shell_call_by_button_and_a_strangers_press_does_no
     let new_card = data["card"]["data"].to_string();
     assert!(!new_card.contains("\"button\""), "{new_card}");
     assert!(new_card.contains("Approved"), "{new_card}");
-    let sent = fake.wait_for_messages(2, WAIT).await;
-    assert!(
-        sent[1].card_markdown().contains("approved-run-42"),
-        "{:?}",
-        sent[1]
-    );
+    fake.wait_card_containing(1, "approved-run-42", WAIT).await;
     assert!(marker.exists());
     model.assert_protocol_ok();
     daemon.stop();

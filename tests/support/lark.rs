@@ -471,6 +471,32 @@ impl FakeLark {
         }
     }
 
+    /// Wait until message `index` exists and its card's Markdown ([`SentMessage::card_markdown`])
+    /// contains `needle` — a streamed card is created with the first words and filled by later
+    /// CardKit writes; returns that message. Panics after `timeout`.
+    pub async fn wait_card_containing(
+        &self,
+        index: usize,
+        needle: &str,
+        timeout: Duration,
+    ) -> SentMessage {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(m) = self.messages().get(index) {
+                if m.card_markdown().contains(needle) {
+                    return m.clone();
+                }
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "FakeLark: timed out after {timeout:?} waiting for message {index} to show {needle:?}.\n{}",
+                    self.describe()
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
     /// Human-readable summary (for panic messages).
     pub fn describe(&self) -> String {
         let st = self.shared.lock();

@@ -8,10 +8,13 @@
 //! model (`POST …/chat/completions`) answers `bench-<n> ok`, echoing the `bench-<n>` tag of the
 //! last user message so each reply is matched to its update: at once as one JSON body, or, for
 //! `"stream": true`, as two SSE chunks (`bench-<n> `, then `ok`) [`Fakes::set_chunk_gap`] apart.
+//! The same model speaks Anthropic Messages (`POST /v1/messages`, JSON or SSE `text_delta`s), so
+//! a daemon with `provider: anthropic` can be measured against it too.
 //!
 //! Recorded per tag: when the update was handed out in a `getUpdates` answer, when the model
 //! request arrived, when the model's first chunk was written (streamed answers), when the model
-//! answer was complete, when the first draft or edit arrived, when `sendMessage` arrived.
+//! answer was complete, when the first draft or edit arrived, when `sendMessage` arrived, and
+//! the size in bytes of the model request body.
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -44,6 +47,10 @@ struct Tg {
     first_token: HashMap<u64, Instant>,
     drafted: HashMap<u64, Instant>,
     sent: HashMap<u64, Instant>,
+    /// Body size of the (first) model request of each tag, in bytes.
+    request_bytes: HashMap<u64, usize>,
+    /// The tags of the last [`Fakes::burst_at`].
+    last_burst: Vec<u64>,
     next_tag: u64,
 }
 
@@ -98,6 +105,7 @@ impl Fakes {
             .with_state(shared.clone());
         let model_app = Router::new()
             .route("/v1/chat/completions", post(model))
+            .route("/v1/messages", post(anthropic))
             .with_state(shared.clone());
         let tg_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let model_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -227,9 +235,20 @@ impl Fakes {
         Ok(legs)
     }
 
-    /// `chats` × `per_chat` messages queued at once; (replied, seconds from queueing to the
-    /// last reply).
+    /// `chats` × `per_chat` messages queued at once, in chats from [`CHAT_BASE`]; (replied,
+    /// seconds from queueing to the last reply).
     pub async fn burst(&self, chats: usize, per_chat: usize, timeout: Duration) -> (usize, f64) {
+        self.burst_at(CHAT_BASE, chats, per_chat, timeout).await
+    }
+
+    /// [`Fakes::burst`] in the chats `first_chat`, `first_chat + 1`, ….
+    pub async fn burst_at(
+        &self,
+        first_chat: i64,
+        chats: usize,
+        per_chat: usize,
+        timeout: Duration,
+    ) -> (usize, f64) {
         let mut tags = Vec::with_capacity(chats * per_chat);
         let t0 = Instant::now();
         {
@@ -238,11 +257,12 @@ impl Fakes {
                 for c in 0..chats {
                     tags.push(Self::push(
                         &mut tg,
-                        CHAT_BASE + c as i64,
+                        first_chat + c as i64,
                         &format!("msg {i}"),
                     ));
                 }
             }
+            tg.last_burst = tags.clone();
         }
         self.shared.updates.notify_waiters();
         self.wait_sent(&tags, timeout).await;
@@ -253,6 +273,18 @@ impl Fakes {
             .collect();
         let last = done.iter().max().copied().unwrap_or(t0);
         (done.len(), last.duration_since(t0).as_secs_f64())
+    }
+
+    /// Model request body sizes (bytes) of the last burst's messages, sorted.
+    pub fn last_burst_request_bytes(&self) -> Vec<usize> {
+        let tg = self.tg();
+        let mut v: Vec<usize> = tg
+            .last_burst
+            .iter()
+            .filter_map(|t| tg.request_bytes.get(t).copied())
+            .collect();
+        v.sort_unstable();
+        v
     }
 }
 
@@ -387,9 +419,9 @@ async fn get_updates(s: &Shared, t: Instant, p: &Value) -> Vec<Value> {
     }
 }
 
-async fn model(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
-    let t = Instant::now();
-    let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+/// The tag of a model request's last user message (text, or text blocks), its first words
+/// (`bench-<tag> `), and the request's size recorded under the tag.
+fn read_request(s: &Shared, req: &Value, bytes: usize) -> (Option<u64>, String) {
     let last_user = req["messages"]
         .as_array()
         .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
@@ -400,11 +432,23 @@ async fn model(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
         .unwrap_or_default();
     let tag = tag_of(&last_user);
     let first = match tag {
-        Some(tag) => format!("bench-{tag} "),
+        Some(tag) => {
+            let mut tg = s.tg.lock().unwrap_or_else(|e| e.into_inner());
+            tg.request_bytes.entry(tag).or_insert(bytes);
+            format!("bench-{tag} ")
+        }
         None => String::new(),
     };
+    (tag, first)
+}
+
+async fn model(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
+    let t = Instant::now();
+    let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let (tag, first) = read_request(&s, &req, body.len());
     if req["stream"] == json!(true) {
-        return stream(s, req, tag, first, t);
+        let parts = openai_chunks(&req, first);
+        return stream(s, parts, tag, t);
     }
     let text = format!("{first}ok");
     let reply = json!({
@@ -422,9 +466,78 @@ async fn model(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
     Json(reply).into_response()
 }
 
-/// The answer as SSE: a chunk with `first`, the pause of [`Fakes::set_chunk_gap`], a chunk with
-/// `ok` and the finish reason, a usage chunk when asked for, `[DONE]`.
-fn stream(s: Arc<Shared>, req: Value, tag: Option<u64>, first: String, t: Instant) -> Response {
+/// Anthropic Messages (`POST /v1/messages`): the same answer as [`model`], as one `message` or
+/// as SSE events (`message_start`, a text block of two `text_delta`s, `message_delta`,
+/// `message_stop`).
+async fn anthropic(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
+    let t = Instant::now();
+    let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let (tag, first) = read_request(&s, &req, body.len());
+    let model = req["model"].as_str().unwrap_or("bench").to_string();
+    if req["stream"] == json!(true) {
+        let event =
+            |name: &str, data: Value| Bytes::from(format!("event: {name}\ndata: {data}\n\n"));
+        let delta = |text: &str| {
+            event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0,
+                       "delta": {"type": "text_delta", "text": text}}),
+            )
+        };
+        let start = json!({"type": "message_start", "message": {
+            "id": "msg_bench", "type": "message", "role": "assistant", "model": model,
+            "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": 10, "output_tokens": 1}}});
+        let parts = vec![
+            Bytes::from(
+                [
+                    event("message_start", start),
+                    event(
+                        "content_block_start",
+                        json!({"type": "content_block_start", "index": 0,
+                               "content_block": {"type": "text", "text": ""}}),
+                    ),
+                    delta(&first),
+                ]
+                .concat(),
+            ),
+            Bytes::from(
+                [
+                    delta("ok"),
+                    event(
+                        "content_block_stop",
+                        json!({"type": "content_block_stop", "index": 0}),
+                    ),
+                    event(
+                        "message_delta",
+                        json!({"type": "message_delta",
+                               "delta": {"stop_reason": "end_turn", "stop_sequence": null},
+                               "usage": {"output_tokens": 3}}),
+                    ),
+                    event("message_stop", json!({"type": "message_stop"})),
+                ]
+                .concat(),
+            ),
+        ];
+        return stream(s, parts, tag, t);
+    }
+    let reply = json!({
+        "id": "msg_bench", "type": "message", "role": "assistant", "model": model,
+        "content": [{"type": "text", "text": format!("{first}ok")}],
+        "stop_reason": "end_turn", "stop_sequence": null,
+        "usage": {"input_tokens": 10, "output_tokens": 3}
+    });
+    if let Some(tag) = tag {
+        let mut tg = s.tg.lock().unwrap_or_else(|e| e.into_inner());
+        tg.model_in.entry(tag).or_insert(t);
+        tg.model_out.entry(tag).or_insert_with(Instant::now);
+    }
+    Json(reply).into_response()
+}
+
+/// OpenAI `chat.completion.chunk`s: one with `first`, one with `ok` and the finish reason, a
+/// usage chunk when asked for, `[DONE]`.
+fn openai_chunks(req: &Value, first: String) -> Vec<Bytes> {
     let model = req["model"].as_str().unwrap_or("bench").to_string();
     let chunk = |delta: Value, finish: Value| {
         let c = json!({
@@ -447,6 +560,11 @@ fn stream(s: Arc<Shared>, req: Value, tag: Option<u64>, first: String, t: Instan
         parts.push(Bytes::from(format!("data: {usage}\n\n")));
     }
     parts.push(Bytes::from_static(b"data: [DONE]\n\n"));
+    parts
+}
+
+/// `parts` as an SSE body: the first part, the pause of [`Fakes::set_chunk_gap`], the rest.
+fn stream(s: Arc<Shared>, parts: Vec<Bytes>, tag: Option<u64>, t: Instant) -> Response {
     let gap = Duration::from_micros(s.chunk_gap_us.load(std::sync::atomic::Ordering::Relaxed));
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::convert::Infallible>>(8);
     tokio::spawn(async move {

@@ -6,13 +6,16 @@
 //! exec to ready (first `getUpdates` at the fake and the Lark websocket connected), (3)
 //! per-message overhead legs (answers streamed, as by default: Telegram drafts in private chats),
 //! (4) throughput with every chat its own session and full persistence, (8) streaming: the
-//! model's first chunk → the first draft at Telegram, and the release binary's size. Governance overhead and history load are
+//! model's first chunk → the first draft at Telegram, (9) throughput of PostgreSQL replicas,
+//! (10) RSS after many distinct chats and after their idle workers exited, (11) the model
+//! request of a plain DM turn (OpenAI and Anthropic), and the release binary's size. Governance overhead and history load are
 //! in-process figures (`cargo bench --bench governance`, `--bench pipeline`);
 //! `benches/daemon.sh` runs all three.
 //!
 //! Needs `target/release/ethan` (or `$BENCH_BIN`): `cargo build --release` first.
 //! Knobs: `BENCH_MESSAGES` (10000), `BENCH_CHATS` (1000) × `BENCH_PER_CHAT` (1), `BENCH_STARTS`
-//! (20), `BENCH_IDLE_SECS` (30), `BENCH_STREAMED` (500 messages for (8)). Lines starting `FIGURE|` are for the summary of `daemon.sh`.
+//! (20), `BENCH_IDLE_SECS` (30), `BENCH_STREAMED` (500 messages for (8)), `BENCH_REPLICAS`
+//! ("1,2,3"), `BENCH_MANY_CHATS` (10000) and `BENCH_WORKER_WAIT` (320 s) for (10). Lines starting `FIGURE|` are for the summary of `daemon.sh`.
 
 mod fake;
 mod process;
@@ -66,9 +69,65 @@ fn p50_p99_ms(sorted_us: &[f64]) -> String {
     )
 }
 
-/// One line of the summary: figure number, what, value, target.
-fn figure(n: &str, what: &str, value: &str, target: &str) {
-    println!("FIGURE|{n}|{what}|{value}|{target}");
+/// One line of the summary: figure number, what, value, budget, and whether the budget was met
+/// (`None`: a figure that is only reported).
+fn figure(n: &str, what: &str, value: &str, budget: &str, met: Option<bool>) {
+    let verdict = match met {
+        Some(true) => "met",
+        Some(false) => "missed",
+        None => "reported",
+    };
+    println!("FIGURE|{n}|{what}|{value}|{budget}|{verdict}");
+}
+
+/// `ethan run` with `provider: anthropic` against the same fakes on a fresh home, `chats`
+/// private chats with one message each: the Anthropic request body sizes (bytes, sorted).
+async fn anthropic_request_bytes(
+    bin: &Path,
+    work: &Path,
+    fakes: &fake::Fakes,
+    chats: usize,
+) -> Vec<usize> {
+    let home = work.join("anthropic");
+    std::fs::create_dir_all(&home).unwrap();
+    let yaml = format!(
+        "model:\n  provider: anthropic\n  base_url: http://{}\n  api_key: sk-ant-bench\n  \
+         name: bench-model\n\
+         channels:\n  telegram:\n    token: \"{}\"\n    api_url: http://{}\n    dm_policy: open\n\
+         gateway:\n  listen: 127.0.0.1:0\n",
+        fakes.model,
+        fake::TOKEN,
+        fakes.telegram,
+    );
+    std::fs::write(home.join("config.yaml"), yaml).unwrap();
+    let log = work.join("anthropic.log");
+    fakes.reset_polls();
+    let mut d = Daemon::spawn(bin, &home, &log);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while fakes.first_poll().is_none() {
+        if let Some(status) = d.exited() {
+            panic!(
+                "ethan run (anthropic) exited ({status}); log:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ethan run (anthropic) did not poll in 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (replied, _) = fakes
+        .burst_at(fake::CHAT_BASE + 500_000, chats, 1, Duration::from_secs(60))
+        .await;
+    d.stop();
+    assert_eq!(
+        replied,
+        chats,
+        "anthropic: some turns got no reply; log:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    fakes.last_burst_request_bytes()
 }
 
 fn write_config(home: &Path, fakes: &fake::Fakes, lark: &lark::FakeLark) {
@@ -182,6 +241,8 @@ async fn main() {
     let starts = knob("BENCH_STARTS", 20);
     let idle_secs = knob("BENCH_IDLE_SECS", 30) as u64;
     let streamed = knob("BENCH_STREAMED", 500);
+    let many_chats = knob("BENCH_MANY_CHATS", 10_000);
+    let worker_wait = knob("BENCH_WORKER_WAIT", 320) as u64;
     let bin = process::binary();
     assert!(
         bin.exists(),
@@ -231,6 +292,7 @@ async fn main() {
 
     // (3) per-message overhead
     eprintln!("[bench] per-message overhead: {messages} sequential messages, instant model");
+    let seq_cpu0 = d.cpu();
     let legs = match fakes.sequential(messages, Duration::from_secs(10)).await {
         Ok(l) => l,
         Err(e) => panic!(
@@ -239,6 +301,7 @@ async fn main() {
         ),
     };
     let (rss_after_seq, _, _) = d.rss_kib();
+    let seq_cpu = d.cpu().saturating_sub(seq_cpu0);
 
     // (8) streaming: the rest of the answer comes 50 ms after its first chunk, so the first
     // draft can only be the daemon's reaction to that chunk.
@@ -260,8 +323,29 @@ async fn main() {
     let (replied, secs) = fakes.burst(chats, per_chat, Duration::from_secs(600)).await;
     let (cpu1, own1) = (d.cpu(), process::own_cpu());
     let (rss_after_burst, _, _) = d.rss_kib();
-    d.stop();
     let turns = chats * per_chat;
+    // A plain DM turn's request: the first message of each chat of the burst (system prompt,
+    // tools, one user message), default config.
+    let openai_bytes = fakes.last_burst_request_bytes();
+
+    // (10) memory after many distinct chats, and after their idle workers exited
+    eprintln!("[bench] {many_chats} distinct chats x 1 message, then {worker_wait} s idle");
+    let (many_replied, many_secs) = fakes
+        .burst_at(
+            fake::CHAT_BASE + 1_000_000,
+            many_chats,
+            1,
+            Duration::from_secs(900),
+        )
+        .await;
+    let (rss_many, anon_many, _) = d.rss_kib();
+    tokio::time::sleep(Duration::from_secs(worker_wait)).await;
+    let (rss_rested, anon_rested, _) = d.rss_kib();
+    d.stop();
+
+    // (11) request size with the Anthropic provider
+    eprintln!("[bench] request size with provider: anthropic");
+    let anthropic_bytes = anthropic_request_bytes(&bin, work.path(), &fakes, 20).await;
 
     // (9) replicas on PostgreSQL
     let counts: Vec<usize> = std::env::var("BENCH_REPLICAS")
@@ -349,7 +433,8 @@ async fn main() {
             mib(idle_anon),
             mib(idle_file)
         ),
-        "<= 10 MB",
+        "<= 12 MiB, anon <= 4 MiB",
+        Some(mib(idle_rss) <= 12.0 && mib(idle_anon) <= 4.0),
     );
     figure(
         "2",
@@ -360,25 +445,39 @@ async fn main() {
             startup_ms.first().copied().unwrap_or(f64::NAN),
             first_ms
         ),
-        "<= 20 ms",
+        "<= 15 ms median",
+        Some(pct(&startup_ms, 0.5) <= 15.0),
     );
     figure(
         "3",
         &format!("per-message overhead, n={messages}, streamed: update -> model request"),
         &p50_p99_ms(&inbound),
         "",
+        None,
     );
     figure(
         "3",
         "model answer -> sendMessage",
         &p50_p99_ms(&outbound),
         "",
+        None,
     );
     figure(
         "3",
         "both legs of the same message",
         &p50_p99_ms(&both),
         "p99 <= 2 ms",
+        Some(pct(&both, 0.99) <= 2000.0),
+    );
+    figure(
+        "3",
+        &format!("daemon CPU per turn, {messages} turns in one chat (history growing)"),
+        &format!(
+            "{:.3} ms",
+            seq_cpu.as_secs_f64() * 1e3 / messages.max(1) as f64
+        ),
+        "",
+        None,
     );
     figure(
         "4",
@@ -388,7 +487,15 @@ async fn main() {
             replied as f64 / secs.max(1e-9),
             per_turn_ms(cpu1 - cpu0)
         ),
-        ">= 2000 turns/s",
+        ">= 2500 turns/s",
+        Some(replied as f64 / secs.max(1e-9) >= 2500.0),
+    );
+    figure(
+        "4",
+        "daemon CPU per plain turn (DM -> reply, a fresh chat each)",
+        &format!("{:.3} ms", per_turn_ms(cpu1 - cpu0)),
+        "<= 1.0 ms",
+        Some(per_turn_ms(cpu1 - cpu0) <= 1.0),
     );
     let one = replica_runs
         .iter()
@@ -396,9 +503,10 @@ async fn main() {
         .map(|(_, (r, s, _))| *r as f64 / s.max(1e-9));
     for (n, (r, s, cpu)) in &replica_runs {
         let rate = *r as f64 / s.max(1e-9);
-        let vs = match one {
-            Some(one) if *n > 1 => format!(", {:.2}x one replica", rate / one),
-            _ => String::new(),
+        let ratio = one.filter(|_| *n > 1).map(|one| rate / one);
+        let vs = match ratio {
+            Some(x) => format!(", {x:.2}x one replica"),
+            None => String::new(),
         };
         figure(
             "9",
@@ -407,10 +515,11 @@ async fn main() {
                 "{rate:.0} turns/s ({r}/{turns}){vs}; CPU of all replicas {:.3} ms/turn",
                 cpu.as_secs_f64() * 1e3 / (*r).max(1) as f64
             ),
+            if *n == 2 { ">= 1.5x one replica" } else { "" },
             if *n == 2 {
-                ">= 1.5x one replica"
+                ratio.map(|x| x >= 1.5)
             } else {
-                "reported"
+                None
             },
         );
     }
@@ -423,7 +532,41 @@ async fn main() {
             first_update.len()
         ),
         "p99 <= 25 ms",
+        Some(!first_update.is_empty() && pct(&first_update, 0.99) <= 25_000.0),
     );
+    figure(
+        "10",
+        &format!("RSS after {many_chats} distinct chats x 1 message"),
+        &format!(
+            "{:.1} MiB (anon {:.1}; {many_replied}/{many_chats} in {many_secs:.1} s)",
+            mib(rss_many),
+            mib(anon_many)
+        ),
+        "<= 64 MiB",
+        Some(mib(rss_many) <= 64.0),
+    );
+    figure(
+        "10",
+        &format!("RSS {worker_wait} s later (idle session workers exited)"),
+        &format!("{:.1} MiB (anon {:.1})", mib(rss_rested), mib(anon_rested)),
+        "< 20 MiB",
+        Some(mib(rss_rested) < 20.0),
+    );
+    let median = |v: &[usize]| v.get(v.len() / 2).copied().unwrap_or(0);
+    for (provider, sizes) in [("openai", &openai_bytes), ("anthropic", &anthropic_bytes)] {
+        figure(
+            "11",
+            &format!("model request of a plain DM turn, default config, {provider}"),
+            &format!(
+                "{:.2} KB ({} bytes, median of {})",
+                median(sizes) as f64 / 1000.0,
+                median(sizes),
+                sizes.len()
+            ),
+            "<= 6 KB",
+            Some(!sizes.is_empty() && median(sizes) <= 6000),
+        );
+    }
     figure(
         "7",
         "release binary size (stripped)",
@@ -431,9 +574,14 @@ async fn main() {
             "{:.1} MiB ({bin_bytes} bytes)",
             bin_bytes as f64 / 1048576.0
         ),
-        "<= 15 MB",
+        "<= 16 MiB",
+        Some(bin_bytes as f64 / 1048576.0 <= 16.0),
     );
     assert_eq!(replied, turns, "some turns got no reply");
+    assert_eq!(
+        many_replied, many_chats,
+        "some of the many chats got no reply"
+    );
     for (n, (r, _, _)) in &replica_runs {
         assert_eq!(*r, turns, "{n} replica(s): some turns got no reply");
     }

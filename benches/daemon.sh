@@ -6,7 +6,9 @@
 #   BENCH_MESSAGES=1000 BENCH_IDLE_SECS=5 benches/daemon.sh   # a quick pass
 #
 # Runs, in order:
-#   cargo build --release --locked         the binary under test (target/release/ethan)
+#   cargo build --release --locked         the binary under test (kept as target/ethan-default),
+#                                          after the same with --features postgres for the
+#                                          replica runs (kept as target/ethan-postgres)
 #   cargo bench --bench daemon             whole-process figures against loopback fakes:
 #                                          idle RSS, startup, per-message overhead, CPU per
 #                                          turn, throughput (SQLite, PostgreSQL replicas),
@@ -16,7 +18,8 @@
 #   cargo bench --bench pipeline           history load at 100,000 stored messages
 # Environment (see benches/README.md): BENCH_MESSAGES (10000), BENCH_CHATS (1000),
 # BENCH_PER_CHAT (1), BENCH_STARTS (20), BENCH_IDLE_SECS (30), BENCH_STREAMED (500),
-# BENCH_REPLICAS (1,2,3), BENCH_MANY_CHATS (10000), BENCH_WORKER_WAIT (320), BENCH_SKIP_BUILD=1,
+# BENCH_REPLICAS (1,2,3), BENCH_MANY_CHATS (10000), BENCH_WORKER_WAIT (320), BENCH_SKIP_BUILD=1
+# (use the binaries already built), BENCH_PG_BIN (the replica runs' binary),
 # PIPELINE_MESSAGES (100000).
 # Needs: a Rust toolchain, PostgreSQL's server binaries (initdb, postgres) for the replica runs.
 # Everything binds 127.0.0.1; every process started is stopped on exit.
@@ -28,10 +31,22 @@ OUT="$(mktemp -d -t ethan-bench.XXXXXX)"
 trap 'rm -rf "$OUT"' EXIT
 log() { printf '[bench] %s\n' "$*" >&2; }
 
+# Two builds: the replica runs need the PostgreSQL store (feature `postgres`); every other
+# figure is the default build's, the binary most people install. Both are copied out of
+# target/release: `cargo bench` rebuilds target/release/ethan with the features of the tests.
+TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
+PG_BIN="$TARGET/ethan-postgres"
+DEFAULT_BIN="$TARGET/ethan-default"
 if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
+    log "cargo build --release --locked --features postgres"
+    cargo build --release --locked --features postgres
+    cp "$TARGET/release/ethan" "$PG_BIN"
     log "cargo build --release --locked"
     cargo build --release --locked
+    cp "$TARGET/release/ethan" "$DEFAULT_BIN"
 fi
+export BENCH_BIN="${BENCH_BIN:-$DEFAULT_BIN}"
+export BENCH_PG_BIN="${BENCH_PG_BIN:-$PG_BIN}"
 
 log "cargo bench --bench daemon"
 cargo bench --locked --bench daemon | tee "$OUT/daemon.txt"

@@ -30,6 +30,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 pub const TOKEN: &str = "123456:bench-token";
+/// The private chat of the sequential runs; its user is the bot's owner in the bench's config.
+pub const OWNER_CHAT: i64 = 900_000_001;
 /// Chat ids of the throughput run start here.
 pub const CHAT_BASE: i64 = 910_000_000;
 const MAX_HOLD: Duration = Duration::from_secs(25);
@@ -49,8 +51,6 @@ struct Tg {
     sent: HashMap<u64, Instant>,
     /// Body size of the (first) model request of each tag, in bytes.
     request_bytes: HashMap<u64, usize>,
-    /// The tags of the last [`Fakes::burst_at`].
-    last_burst: Vec<u64>,
     next_tag: u64,
 }
 
@@ -81,6 +81,8 @@ pub struct Legs {
     pub total: Vec<f64>,
     /// Streamed answers: the model's first chunk written → the first draft or edit arrived.
     pub first_update: Vec<f64>,
+    /// The model request body of each message, in bytes, in order.
+    pub request_bytes: Vec<usize>,
 }
 
 fn tag_of(text: &str) -> Option<u64> {
@@ -187,11 +189,11 @@ impl Fakes {
         }
     }
 
-    /// `n` messages in one chat, one in flight at a time. `Err` says which one got no reply.
+    /// `n` messages in one chat ([`OWNER_CHAT`]), one in flight at a time. `Err` says which one got no reply.
     pub async fn sequential(&self, n: usize, timeout: Duration) -> Result<Legs, String> {
         let mut tags = Vec::with_capacity(n);
         for i in 0..n {
-            let tag = Self::push(&mut self.tg(), 900_000_001, "hello");
+            let tag = Self::push(&mut self.tg(), OWNER_CHAT, "hello");
             self.shared.updates.notify_waiters();
             if !self.wait_sent(&[tag], timeout).await {
                 return Err(format!(
@@ -231,6 +233,10 @@ impl Fakes {
                 .iter()
                 .filter_map(|t| us(tg.first_token.get(t), tg.drafted.get(t)))
                 .collect(),
+            request_bytes: tags
+                .iter()
+                .filter_map(|t| tg.request_bytes.get(t).copied())
+                .collect(),
         };
         Ok(legs)
     }
@@ -262,7 +268,6 @@ impl Fakes {
                     ));
                 }
             }
-            tg.last_burst = tags.clone();
         }
         self.shared.updates.notify_waiters();
         self.wait_sent(&tags, timeout).await;
@@ -273,18 +278,6 @@ impl Fakes {
             .collect();
         let last = done.iter().max().copied().unwrap_or(t0);
         (done.len(), last.duration_since(t0).as_secs_f64())
-    }
-
-    /// Model request body sizes (bytes) of the last burst's messages, sorted.
-    pub fn last_burst_request_bytes(&self) -> Vec<usize> {
-        let tg = self.tg();
-        let mut v: Vec<usize> = tg
-            .last_burst
-            .iter()
-            .filter_map(|t| tg.request_bytes.get(t).copied())
-            .collect();
-        v.sort_unstable();
-        v
     }
 }
 

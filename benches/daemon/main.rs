@@ -15,7 +15,9 @@
 //! Needs `target/release/ethan` (or `$BENCH_BIN`): `cargo build --release` first.
 //! Knobs: `BENCH_MESSAGES` (10000), `BENCH_CHATS` (1000) × `BENCH_PER_CHAT` (1), `BENCH_STARTS`
 //! (20), `BENCH_IDLE_SECS` (30), `BENCH_STREAMED` (500 messages for (8)), `BENCH_REPLICAS`
-//! ("1,2,3"), `BENCH_MANY_CHATS` (10000) and `BENCH_WORKER_WAIT` (320 s) for (10). Lines starting `FIGURE|` are for the summary of `daemon.sh`.
+//! ("1,2,3"), `BENCH_MANY_CHATS` (10000) and `BENCH_WORKER_WAIT` (320 s) for (10),
+//! `BENCH_PG_BIN` (the binary of the replica runs, built with `--features postgres`; default:
+//! the one under test). Lines starting `FIGURE|` are for the summary of `daemon.sh`.
 
 mod fake;
 mod process;
@@ -80,22 +82,18 @@ fn figure(n: &str, what: &str, value: &str, budget: &str, met: Option<bool>) {
     println!("FIGURE|{n}|{what}|{value}|{budget}|{verdict}");
 }
 
-/// `ethan run` with `provider: anthropic` against the same fakes on a fresh home, `chats`
-/// private chats with one message each: the Anthropic request body sizes (bytes, sorted).
-async fn anthropic_request_bytes(
-    bin: &Path,
-    work: &Path,
-    fakes: &fake::Fakes,
-    chats: usize,
-) -> Vec<usize> {
+/// `ethan run` with `provider: anthropic` against the same fakes on a fresh home: the size in
+/// bytes of the Anthropic request of the owner's first DM turn (one element).
+async fn anthropic_request_bytes(bin: &Path, work: &Path, fakes: &fake::Fakes) -> Vec<usize> {
     let home = work.join("anthropic");
     std::fs::create_dir_all(&home).unwrap();
     let yaml = format!(
         "model:\n  provider: anthropic\n  base_url: http://{}\n  api_key: sk-ant-bench\n  \
-         name: bench-model\n\
+         name: bench-model\nowners: [\"telegram:{}\"]\n\
          channels:\n  telegram:\n    token: \"{}\"\n    api_url: http://{}\n    dm_policy: open\n\
          gateway:\n  listen: 127.0.0.1:0\n",
         fakes.model,
+        fake::OWNER_CHAT,
         fake::TOKEN,
         fakes.telegram,
     );
@@ -117,26 +115,26 @@ async fn anthropic_request_bytes(
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let (replied, _) = fakes
-        .burst_at(fake::CHAT_BASE + 500_000, chats, 1, Duration::from_secs(60))
-        .await;
+    let legs = fakes.sequential(1, Duration::from_secs(30)).await;
     d.stop();
-    assert_eq!(
-        replied,
-        chats,
-        "anthropic: some turns got no reply; log:\n{}",
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
-    fakes.last_burst_request_bytes()
+    match legs {
+        Ok(l) => l.request_bytes,
+        Err(e) => panic!(
+            "anthropic: {e}; log:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        ),
+    }
 }
 
 fn write_config(home: &Path, fakes: &fake::Fakes, lark: &lark::FakeLark) {
     std::fs::create_dir_all(home).unwrap();
     let yaml = format!(
         "model:\n  base_url: http://{}/v1\n  api_key: sk-bench\n  name: bench-model\n\
+         owners: [\"telegram:{}\"]\n\
          channels:\n  telegram:\n    token: \"{}\"\n    api_url: http://{}\n    dm_policy: open\n\
          {}gateway:\n  listen: 127.0.0.1:0\n",
         fakes.model,
+        fake::OWNER_CHAT,
         fake::TOKEN,
         fakes.telegram,
         lark.channel_yaml("    dm_policy: open\n"),
@@ -244,6 +242,10 @@ async fn main() {
     let many_chats = knob("BENCH_MANY_CHATS", 10_000);
     let worker_wait = knob("BENCH_WORKER_WAIT", 320) as u64;
     let bin = process::binary();
+    // The replica runs need the PostgreSQL store: a binary built with `--features postgres`.
+    let pg_bin = std::env::var_os("BENCH_PG_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| bin.clone());
     assert!(
         bin.exists(),
         "{} not found: run `cargo build --release` first (or set BENCH_BIN)",
@@ -324,9 +326,10 @@ async fn main() {
     let (cpu1, own1) = (d.cpu(), process::own_cpu());
     let (rss_after_burst, _, _) = d.rss_kib();
     let turns = chats * per_chat;
-    // A plain DM turn's request: the first message of each chat of the burst (system prompt,
-    // tools, one user message), default config.
-    let openai_bytes = fakes.last_burst_request_bytes();
+    // A plain DM turn's request: the owner's first message (system prompt, the tools sent up
+    // front, one user message), default config; and the largest, with the history window full.
+    let openai_bytes: Vec<usize> = legs.request_bytes.first().copied().into_iter().collect();
+    let largest_request = legs.request_bytes.iter().max().copied().unwrap_or(0);
 
     // (10) memory after many distinct chats, and after their idle workers exited
     eprintln!("[bench] {many_chats} distinct chats x 1 message, then {worker_wait} s idle");
@@ -345,7 +348,7 @@ async fn main() {
 
     // (11) request size with the Anthropic provider
     eprintln!("[bench] request size with provider: anthropic");
-    let anthropic_bytes = anthropic_request_bytes(&bin, work.path(), &fakes, 20).await;
+    let anthropic_bytes = anthropic_request_bytes(&bin, work.path(), &fakes).await;
 
     // (9) replicas on PostgreSQL
     let counts: Vec<usize> = std::env::var("BENCH_REPLICAS")
@@ -358,7 +361,7 @@ async fn main() {
         eprintln!("[bench] throughput on PostgreSQL, {n} replica(s): {chats} chats x {per_chat}");
         replica_runs.push((
             n,
-            replica_throughput(&bin, work.path(), &fakes, n, chats, per_chat).await,
+            replica_throughput(&pg_bin, work.path(), &fakes, n, chats, per_chat).await,
         ));
     }
 
@@ -552,21 +555,23 @@ async fn main() {
         "< 20 MiB",
         Some(mib(rss_rested) < 20.0),
     );
-    let median = |v: &[usize]| v.get(v.len() / 2).copied().unwrap_or(0);
     for (provider, sizes) in [("openai", &openai_bytes), ("anthropic", &anthropic_bytes)] {
+        let bytes = sizes.first().copied().unwrap_or(0);
         figure(
             "11",
-            &format!("model request of a plain DM turn, default config, {provider}"),
-            &format!(
-                "{:.2} KB ({} bytes, median of {})",
-                median(sizes) as f64 / 1000.0,
-                median(sizes),
-                sizes.len()
-            ),
+            &format!("model request of the owner's first DM turn, default config, {provider}"),
+            &format!("{:.2} KB ({bytes} bytes)", bytes as f64 / 1000.0),
             "<= 6 KB",
-            Some(!sizes.is_empty() && median(sizes) <= 6000),
+            Some(bytes > 0 && bytes <= 6000),
         );
     }
+    figure(
+        "11",
+        &format!("largest model request of the {messages} turns in one chat (history window)"),
+        &format!("{:.1} KB", largest_request as f64 / 1000.0),
+        "",
+        None,
+    );
     figure(
         "7",
         "release binary size (stripped)",

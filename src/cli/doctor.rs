@@ -145,6 +145,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
             );
         }
     }
+    #[cfg(feature = "browser")]
     match crate::tools::builtin::browser::hub::find_executable(&c.tools.browser) {
         Some(exe) => r.ok(
             "browser",

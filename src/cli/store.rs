@@ -72,5 +72,8 @@ async fn migrate(loaded: &Loaded, to: &str) -> anyhow::Result<ExitCode> {
 
 #[cfg(not(feature = "postgres"))]
 async fn migrate(_loaded: &Loaded, _to: &str) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("this build has no PostgreSQL store (built without the `postgres` feature)")
+    anyhow::bail!(
+        "this build has no PostgreSQL store (built without the `postgres` feature): install it \
+         with `cargo install --path . --locked --features postgres` (README, Building)"
+    )
 }

@@ -46,7 +46,8 @@ async fn open_postgres(loaded: &Loaded) -> anyhow::Result<OpenStore> {
 async fn open_postgres(loaded: &Loaded) -> anyhow::Result<OpenStore> {
     anyhow::bail!(
         "store.url names PostgreSQL ({}), but this ethan was built without the `postgres` \
-         feature",
+         feature: install it with `cargo install --path . --locked --features postgres` \
+         (README, Building)",
         describe(loaded)
     )
 }

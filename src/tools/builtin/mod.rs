@@ -2,6 +2,7 @@
 //! ([`super::engine`]) knows them only through the `Tool` trait.
 
 pub mod agents;
+#[cfg(feature = "browser")]
 pub mod browser;
 pub mod exec;
 pub mod files;

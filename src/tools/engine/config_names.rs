@@ -15,6 +15,10 @@ use crate::tools::registry::{Registry, ALIASES};
 /// the servers, so the config may name them before they are registered.
 pub const MCP_TOOL_PREFIX: &str = "mcp__";
 
+/// The tools of the cargo feature `browser`: a configuration may name them in a build without
+/// it, and is told why they are missing rather than that they are typos.
+const BROWSER_TOOLS: [&str; 3] = ["browser_session", "browser_tab", "browser_page"];
+
 /// The names of every built-in tool of this binary, sorted, whether or not the configuration
 /// enables it.
 pub fn builtin_names() -> Vec<String> {
@@ -76,7 +80,12 @@ fn check_one(known: &[String], key: &str, name: &str) -> Result<(), ConfigError>
     if known.iter().any(|k| k == name) || name.starts_with(MCP_TOOL_PREFIX) {
         return Ok(());
     }
-    let message = if let Some((_, tool)) = ALIASES.iter().find(|(a, _)| *a == name) {
+    let message = if BROWSER_TOOLS.contains(&name) {
+        format!(
+            "{name:?} is a browser tool, and this build of Ethan has none: install it with \
+             `--features browser` (README, Building)"
+        )
+    } else if let Some((_, tool)) = ALIASES.iter().find(|(a, _)| *a == name) {
         format!("{name:?} is another name for the tool {tool:?}; write {tool:?} here")
     } else {
         match closest(known, name) {

@@ -206,22 +206,25 @@ impl Registry {
             &config.tools.web_fetch,
         )));
         // One headless browser per daemon, shared by the three browser tools.
-        let browser = crate::tools::builtin::browser::hub::BrowserHub::new(
-            config.tools.browser.clone(),
-            crate::tools::ssrf::SsrfGuard::new(
-                &config.tools.web_fetch.allow_private,
-                Arc::new(crate::tools::ssrf::SystemLookup),
-            ),
-        );
-        r.register_builtin(Arc::new(
-            crate::tools::builtin::browser::session::BrowserSession(browser.clone()),
-        ));
-        r.register_builtin(Arc::new(crate::tools::builtin::browser::tab::BrowserTab(
-            browser.clone(),
-        )));
-        r.register_builtin(Arc::new(crate::tools::builtin::browser::page::BrowserPage(
-            browser,
-        )));
+        #[cfg(feature = "browser")]
+        {
+            let browser = crate::tools::builtin::browser::hub::BrowserHub::new(
+                config.tools.browser.clone(),
+                crate::tools::ssrf::SsrfGuard::new(
+                    &config.tools.web_fetch.allow_private,
+                    Arc::new(crate::tools::ssrf::SystemLookup),
+                ),
+            );
+            r.register_builtin(Arc::new(
+                crate::tools::builtin::browser::session::BrowserSession(browser.clone()),
+            ));
+            r.register_builtin(Arc::new(crate::tools::builtin::browser::tab::BrowserTab(
+                browser.clone(),
+            )));
+            r.register_builtin(Arc::new(crate::tools::builtin::browser::page::BrowserPage(
+                browser,
+            )));
+        }
         r.register_builtin(Arc::new(crate::tools::rg_search::RgSearch::new()));
         r.register_builtin(Arc::new(crate::tools::fd_find::FdFind::new()));
         let tz = config.timezone.clone();
@@ -353,7 +356,8 @@ mod tests {
         assert!(r.skipped().is_empty(), "{:?}", r.skipped());
         let names: Vec<String> = r.iter().map(|t| t.name().to_string()).collect();
         let test_tools = usize::from(cfg!(feature = "test-tools"));
-        assert_eq!(names.len(), 30 + test_tools, "{names:?}");
+        let browser = 3 * usize::from(cfg!(feature = "browser"));
+        assert_eq!(names.len(), 27 + browser + test_tools, "{names:?}");
         assert!(names.iter().any(|n| n == "lark_message_send"), "{names:?}");
         for tool in r.iter() {
             let name = tool.name();

@@ -172,6 +172,7 @@ async fn replica_throughput(
         .unwrap_or_else(|e| panic!("the PostgreSQL benchmark needs PostgreSQL: {e}"));
     fakes.reset_polls();
     let mut daemons = Vec::new();
+    let first_log = work.join(format!("replicas-{replicas}-0.log"));
     for i in 0..replicas {
         let home = work.join(format!("replicas-{replicas}-{i}"));
         write_replica_config(&home, fakes, &url);
@@ -182,7 +183,9 @@ async fn replica_throughput(
     while fakes.first_poll().is_none() {
         assert!(
             Instant::now() < deadline,
-            "no replica polled Telegram in 60 s"
+            "no replica polled Telegram in 60 s ({}); the first one's log:\n{}",
+            bin.display(),
+            std::fs::read_to_string(&first_log).unwrap_or_default()
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }

@@ -10,6 +10,7 @@ pub mod replica;
 pub mod router;
 pub mod running;
 pub mod stream;
+pub mod trim;
 pub mod typing;
 
 use crate::agent::Agent;

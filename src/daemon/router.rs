@@ -476,6 +476,9 @@ impl Router {
                             if workers.get(&key).is_some_and(|w| w.tx.same_channel(&my_tx)) {
                                 workers.remove(&key);
                             }
+                            let none_left = workers.is_empty();
+                            drop(workers);
+                            super::trim::after_worker_exit(none_left);
                             break;
                         }
                     }

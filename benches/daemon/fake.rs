@@ -451,12 +451,7 @@ async fn model(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
                      "logprobs": null, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}
     });
-    if let Some(tag) = tag {
-        let mut tg = s.tg.lock().unwrap_or_else(|e| e.into_inner());
-        tg.model_in.entry(tag).or_insert(t);
-        tg.model_out.entry(tag).or_insert_with(Instant::now);
-    }
-    Json(reply).into_response()
+    answer_at_once(&s, tag, t, reply)
 }
 
 /// Anthropic Messages (`POST /v1/messages`): the same answer as [`model`], as one `message` or
@@ -520,6 +515,11 @@ async fn anthropic(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
         "stop_reason": "end_turn", "stop_sequence": null,
         "usage": {"input_tokens": 10, "output_tokens": 3}
     });
+    answer_at_once(&s, tag, t, reply)
+}
+
+/// A whole (not streamed) answer: the request's arrival `t` and now recorded under `tag`.
+fn answer_at_once(s: &Shared, tag: Option<u64>, t: Instant, reply: Value) -> Response {
     if let Some(tag) = tag {
         let mut tg = s.tg.lock().unwrap_or_else(|e| e.into_inner());
         tg.model_in.entry(tag).or_insert(t);

@@ -76,14 +76,21 @@ const DELIVERY_RETRY: RetryPolicy = RetryPolicy {
 };
 
 /// Work for a session's worker, done in queue order.
+///
+/// The payloads are boxed: a tokio queue allocates room for 32 jobs when it is made, and every
+/// chat that spoke in the last five minutes has one, so a `Job` is kept to two words (an
+/// inbound event inline would make each idle chat's empty queue ~16 KB).
 enum Job {
     /// Handle an inbound event: run its turn or command and deliver the reply. `resumed`: it
     /// was recorded before a restart, so its streamed reply may have a draft to continue.
-    Event { ev: InboundEvent, resumed: bool },
+    Event {
+        ev: Box<InboundEvent>,
+        resumed: bool,
+    },
     /// Send again a reply whose first send a crash cut off (idempotent channels only).
-    Resend(UnconfirmedReply),
+    Resend(Box<UnconfirmedReply>),
     /// Run a web turn and hand its reply back to the gateway.
-    Web(WebTurn),
+    Web(Box<WebTurn>),
     /// Replicas only: take the session's lease and run its unfinished events from the store,
     /// in the platform's order (see [`super::replica`]).
     Pump,
@@ -314,7 +321,13 @@ impl Router {
         };
         for ev in events {
             tracing::info!("resuming unfinished {} event {}", ev.channel, ev.event_id);
-            self.enqueue_job(ev.session_key(), Job::Event { ev, resumed: true });
+            self.enqueue_job(
+                ev.session_key(),
+                Job::Event {
+                    ev: Box::new(ev),
+                    resumed: true,
+                },
+            );
             queued += 1;
         }
         queued
@@ -333,7 +346,7 @@ impl Router {
         let mut queued = 0;
         for r in replies {
             if let Some(r) = self.settle_unconfirmed(r).await {
-                self.enqueue_job(r.event.session_key(), Job::Resend(r));
+                self.enqueue_job(r.event.session_key(), Job::Resend(Box::new(r)));
                 queued += 1;
             }
         }
@@ -412,7 +425,13 @@ impl Router {
             }
             return;
         }
-        self.enqueue_job(ev.session_key(), Job::Event { ev, resumed: false });
+        self.enqueue_job(
+            ev.session_key(),
+            Job::Event {
+                ev: Box::new(ev),
+                resumed: false,
+            },
+        );
     }
 
     /// Put `job` at the end of `key`'s queue, starting its worker when there is none. Never
@@ -456,36 +475,49 @@ impl Router {
     }
 
     fn spawn_worker(self: &Arc<Self>, key: String) -> SessionWorker {
-        let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
-        let me = Arc::clone(self);
-        let my_tx = tx.clone();
-        tokio::spawn(async move {
-            loop {
-                match tokio::time::timeout(WORKER_IDLE, rx.recv()).await {
-                    Ok(Some(Job::Event { ev, resumed })) => me.handle(ev, resumed).await,
-                    Ok(Some(Job::Resend(r))) => me.resend(r).await,
-                    Ok(Some(Job::Web(turn))) => me.run_web_turn(turn).await,
-                    Ok(Some(Job::Pump)) => {
-                        let _running = me.replica.as_ref().map(|r| r.started(&key));
-                        me.pump(&key).await;
-                    }
-                    Ok(None) => break,
-                    Err(_) => {
-                        let mut workers = me.workers.lock().unwrap_or_else(|p| p.into_inner());
-                        if rx.is_empty() {
-                            if workers.get(&key).is_some_and(|w| w.tx.same_channel(&my_tx)) {
-                                workers.remove(&key);
-                            }
-                            let none_left = workers.is_empty();
-                            drop(workers);
-                            super::trim::after_worker_exit(none_left);
-                            break;
+        let (tx, rx) = mpsc::unbounded_channel::<Job>();
+        tokio::spawn(Arc::clone(self).work(key, rx, tx.clone()));
+        SessionWorker { tx }
+    }
+
+    /// A session's worker: runs `key`'s jobs in queue order, and exits after [`WORKER_IDLE`]
+    /// with nothing to do. `my_tx` is its own queue's sender, to tell its map entry from a newer
+    /// worker's.
+    ///
+    /// Each job's future is boxed: a tokio task holds its whole future for as long as it lives,
+    /// and an unboxed one would carry the state of the deepest turn (tens of KB) through every
+    /// idle minute, in every chat that spoke in the last five. Boxed, an idle worker is a few
+    /// hundred bytes, and the turn's state exists only while the turn runs.
+    async fn work(
+        self: Arc<Self>,
+        key: String,
+        mut rx: mpsc::UnboundedReceiver<Job>,
+        my_tx: mpsc::UnboundedSender<Job>,
+    ) {
+        loop {
+            match tokio::time::timeout(WORKER_IDLE, rx.recv()).await {
+                Ok(Some(Job::Event { ev, resumed })) => Box::pin(self.handle(*ev, resumed)).await,
+                Ok(Some(Job::Resend(r))) => Box::pin(self.resend(*r)).await,
+                Ok(Some(Job::Web(turn))) => Box::pin(self.run_web_turn(*turn)).await,
+                Ok(Some(Job::Pump)) => {
+                    let _running = self.replica.as_ref().map(|r| r.started(&key));
+                    Box::pin(self.pump(&key)).await;
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    let mut workers = self.workers.lock().unwrap_or_else(|p| p.into_inner());
+                    if rx.is_empty() {
+                        if workers.get(&key).is_some_and(|w| w.tx.same_channel(&my_tx)) {
+                            workers.remove(&key);
                         }
+                        let none_left = workers.is_empty();
+                        drop(workers);
+                        super::trim::after_worker_exit(none_left);
+                        break;
                     }
                 }
             }
-        });
-        SessionWorker { tx }
+        }
     }
 
     async fn mark(&self, ev: &InboundEvent, state: &str) {
@@ -1290,12 +1322,62 @@ impl crate::gateway::TurnQueue for RouterTurns {
         let key = input.session_key.clone();
         self.0.enqueue_job(
             key,
-            Job::Web(WebTurn {
+            Job::Web(Box::new(WebTurn {
                 input,
                 cancel,
                 done,
-            }),
+            })),
         );
         reply.await.ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::Future;
+
+    /// The size of the future an `async fn` of the worker's shape returns, without calling it.
+    fn worker_future_size<F, Fut>(_: &F) -> usize
+    where
+        F: FnOnce(
+            Arc<Router>,
+            String,
+            mpsc::UnboundedReceiver<Job>,
+            mpsc::UnboundedSender<Job>,
+        ) -> Fut,
+        Fut: Future,
+    {
+        std::mem::size_of::<Fut>()
+    }
+
+    /// The same for [`Router::handle`], which runs one event's turn.
+    fn turn_future_size<F, Fut>(_: &F) -> usize
+    where
+        F: FnOnce(&'static Arc<Router>, InboundEvent, bool) -> Fut,
+        Fut: Future,
+    {
+        std::mem::size_of::<Fut>()
+    }
+
+    /// Every chat that spoke in the last five minutes has a live worker; what it weighs while
+    /// idle is what 10,000 chats weigh (BENCHMARKS.md, "RSS after 10,000 chats").
+    #[test]
+    fn an_idle_worker_is_small_and_does_not_carry_a_turns_state() {
+        let worker = worker_future_size(&Router::work);
+        let turn = turn_future_size(&Router::handle);
+        let job = std::mem::size_of::<Job>();
+        eprintln!(
+            "worker future: {worker} B; one event's turn: {turn} B; a queued job: {job} B \
+             (an inbound event: {} B)",
+            std::mem::size_of::<InboundEvent>()
+        );
+        // Two words: the queue's first block of 32 slots is allocated with the queue.
+        assert!(job <= 16, "a queued job is {job} B");
+        assert!(worker <= 512, "a session worker's future is {worker} B");
+        assert!(
+            turn > 4 * worker,
+            "a turn's future ({turn} B) is what boxing keeps out of the idle worker ({worker} B)"
+        );
     }
 }

@@ -79,7 +79,7 @@ const DELIVERY_RETRY: RetryPolicy = RetryPolicy {
 ///
 /// The payloads are boxed: a tokio queue allocates room for 32 jobs when it is made, and every
 /// chat that spoke in the last five minutes has one, so a `Job` is kept to two words (an
-/// inbound event inline would make each idle chat's empty queue ~16 KB).
+/// inbound event inline made each idle chat's empty queue ~8 KB).
 enum Job {
     /// Handle an inbound event: run its turn or command and deliver the reply. `resumed`: it
     /// was recorded before a restart, so its streamed reply may have a draft to continue.

@@ -85,7 +85,7 @@ pub struct Legs {
     pub request_bytes: Vec<usize>,
 }
 
-fn tag_of(text: &str) -> Option<u64> {
+pub fn tag_of(text: &str) -> Option<u64> {
     let at = text.find("bench-")? + "bench-".len();
     let digits: String = text[at..]
         .chars()
@@ -149,6 +149,30 @@ impl Fakes {
     /// When the first `getUpdates` since [`Fakes::reset_polls`] arrived.
     pub fn first_poll(&self) -> Option<Instant> {
         self.tg().first_poll
+    }
+
+    /// A fresh tag for a message sent through another channel (the Lark path).
+    pub fn new_tag(&self) -> u64 {
+        let mut tg = self.tg();
+        tg.next_tag += 1;
+        tg.next_tag
+    }
+
+    /// Record when the message carrying `tag` was handed to the daemon (the Lark path).
+    pub fn set_handed(&self, tag: u64, at: Instant) {
+        self.tg().handed.insert(tag, at);
+    }
+
+    /// Of `tag`: when it was handed out, when its model request arrived, when the model's first
+    /// chunk was written (streamed answers) and when the answer was complete.
+    pub fn model_times(&self, tag: u64) -> [Option<Instant>; 4] {
+        let tg = self.tg();
+        [
+            tg.handed.get(&tag).copied(),
+            tg.model_in.get(&tag).copied(),
+            tg.first_token.get(&tag).copied(),
+            tg.model_out.get(&tag).copied(),
+        ]
     }
 
     /// Queue one private-chat text update carrying a fresh tag; returns the tag.

@@ -8,7 +8,9 @@
 //! (4) throughput with every chat its own session and full persistence, (8) streaming: the
 //! model's first chunk → the first draft at Telegram, (9) throughput of PostgreSQL replicas,
 //! (10) RSS after many distinct chats and after their idle workers exited, (11) the model
-//! request of a plain DM turn (OpenAI and Anthropic), and the release binary's size. Governance overhead and history load are
+//! request of a plain DM turn (OpenAI and Anthropic), and the release binary's size; (3L), (4L)
+//! and (8L) are (3), (4) and (8) for @mentions in Lark groups ([`lark_path`]: CardKit streaming
+//! cards). Governance overhead and history load are
 //! in-process figures (`cargo bench --bench governance`, `--bench pipeline`);
 //! `benches/daemon.sh` runs all three.
 //!
@@ -17,9 +19,11 @@
 //! (20), `BENCH_IDLE_SECS` (30), `BENCH_STREAMED` (500 messages for (8)), `BENCH_REPLICAS`
 //! ("1,2,3"), `BENCH_MANY_CHATS` (10000) and `BENCH_WORKER_WAIT` (320 s) for (10),
 //! `BENCH_PG_BIN` (the binary of the replica runs, built with `--features postgres`; default:
-//! the one under test). Lines starting `FIGURE|` are for the summary of `daemon.sh`.
+//! the one under test), `BENCH_LARK_MESSAGES` (2000) and `BENCH_LARK_CHATS` (`BENCH_CHATS`) for
+//! the Lark path. Lines starting `FIGURE|` are for the summary of `daemon.sh`.
 
 mod fake;
+mod lark_path;
 mod process;
 
 #[path = "../../tests/support/lark.rs"]
@@ -130,11 +134,12 @@ fn write_config(home: &Path, fakes: &fake::Fakes, lark: &lark::FakeLark) {
     std::fs::create_dir_all(home).unwrap();
     let yaml = format!(
         "model:\n  base_url: http://{}/v1\n  api_key: sk-bench\n  name: bench-model\n\
-         owners: [\"telegram:{}\"]\n\
+         owners: [\"telegram:{}\", \"lark:{}\"]\n\
          channels:\n  telegram:\n    token: \"{}\"\n    api_url: http://{}\n    dm_policy: open\n\
          {}gateway:\n  listen: 127.0.0.1:0\n",
         fakes.model,
         fake::OWNER_CHAT,
+        lark_path::OWNER,
         fake::TOKEN,
         fakes.telegram,
         lark.channel_yaml("    dm_policy: open\n"),
@@ -244,6 +249,8 @@ async fn main() {
     let streamed = knob("BENCH_STREAMED", 500);
     let many_chats = knob("BENCH_MANY_CHATS", 10_000);
     let worker_wait = knob("BENCH_WORKER_WAIT", 320) as u64;
+    let lark_messages = knob("BENCH_LARK_MESSAGES", 2_000);
+    let lark_chats = knob("BENCH_LARK_CHATS", chats);
     let bin = process::binary();
     // The replica runs need the PostgreSQL store: a binary built with `--features postgres`.
     let pg_bin = std::env::var_os("BENCH_PG_BIN")
@@ -322,6 +329,28 @@ async fn main() {
     fakes.set_chunk_gap(Duration::ZERO);
     let first_update = sorted(stream_legs.first_update);
 
+    // The Lark path: (3) and (8) for @mentions in groups, every answer a CardKit streaming card.
+    eprintln!("[bench] Lark groups: {lark_messages} sequential @mentions, instant model");
+    let lark_legs = lark_path::sequential(&fakes, &lark, lark_messages, Duration::from_secs(10))
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "{e}; log:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            )
+        });
+    eprintln!("[bench] Lark groups: {streamed} sequential @mentions, 50 ms between the chunks");
+    fakes.set_chunk_gap(Duration::from_millis(50));
+    let lark_stream = lark_path::sequential(&fakes, &lark, streamed, Duration::from_secs(10))
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "{e}; log:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            )
+        });
+    fakes.set_chunk_gap(Duration::ZERO);
+
     // (4) throughput
     eprintln!("[bench] throughput: {chats} chats x {per_chat} messages queued at once");
     let (cpu0, own0) = (d.cpu(), process::own_cpu());
@@ -329,6 +358,11 @@ async fn main() {
     let (cpu1, own1) = (d.cpu(), process::own_cpu());
     let (rss_after_burst, _, _) = d.rss_kib();
     let turns = chats * per_chat;
+    eprintln!("[bench] Lark throughput: {lark_chats} groups x 1 @mention pushed at once");
+    let lark_cpu0 = d.cpu();
+    let (lark_replied, lark_secs) =
+        lark_path::burst(&fakes, &lark, lark_chats, Duration::from_secs(600)).await;
+    let lark_cpu = d.cpu().saturating_sub(lark_cpu0);
     // A plain DM turn's request: the owner's first message (system prompt, the tools sent up
     // front, one user message), default config; and the largest, with the history window full.
     let openai_bytes: Vec<usize> = legs.request_bytes.first().copied().into_iter().collect();
@@ -539,6 +573,55 @@ async fn main() {
         ),
         "p99 <= 25 ms",
         Some(!first_update.is_empty() && pct(&first_update, 0.99) <= 25_000.0),
+    );
+    let lark_both = sorted(lark_legs.both);
+    figure(
+        "3L",
+        &format!("Lark groups, n={lark_messages}: event pushed -> model request"),
+        &p50_p99_ms(&sorted(lark_legs.inbound)),
+        "",
+        None,
+    );
+    figure(
+        "3L",
+        "Lark: model answer complete -> card closed (final)",
+        &p50_p99_ms(&sorted(lark_legs.outbound)),
+        "",
+        None,
+    );
+    figure(
+        "3L",
+        "Lark: both legs of the same message",
+        &format!(
+            "{} ({} of {lark_messages})",
+            p50_p99_ms(&lark_both),
+            lark_both.len()
+        ),
+        "p99 <= 2 ms",
+        Some(lark_both.len() == lark_messages && pct(&lark_both, 0.99) <= 2000.0),
+    );
+    let lark_first = sorted(lark_stream.first_update);
+    figure(
+        "8L",
+        &format!("Lark streaming, n={streamed}: model's first chunk -> card shown in the group"),
+        &format!(
+            "{} ({} of {streamed} cards)",
+            p50_p99_ms(&lark_first),
+            lark_first.len()
+        ),
+        "p99 <= 25 ms",
+        Some(lark_first.len() == streamed && pct(&lark_first, 0.99) <= 25_000.0),
+    );
+    let lark_rate = lark_replied as f64 / lark_secs.max(1e-9);
+    figure(
+        "4L",
+        &format!("Lark throughput, {lark_chats} groups x 1 @mention, persisted"),
+        &format!(
+            "{lark_rate:.0} turns/s ({lark_replied}/{lark_chats}); daemon CPU {:.3} ms/turn",
+            lark_cpu.as_secs_f64() * 1e3 / lark_replied.max(1) as f64
+        ),
+        ">= 2500 turns/s",
+        Some(lark_replied == lark_chats && lark_rate >= 2500.0),
     );
     figure(
         "10",

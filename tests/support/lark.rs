@@ -110,6 +110,8 @@ pub struct SentMessage {
     /// The CardKit card entity it sends (`{"type":"card","data":{"card_id":…}}`); `content` is
     /// then that card as it is now (see [`FakeLark::messages`]).
     pub card_entity: Option<String>,
+    /// When the request arrived.
+    pub at: Instant,
 }
 
 impl SentMessage {
@@ -422,6 +424,18 @@ impl FakeLark {
     /// CardKit settings patches (any outcome), in order.
     pub fn card_settings(&self) -> Vec<cardkit::CardSettings> {
         self.shared.lock().cardkit.settings.clone()
+    }
+
+    /// How many accepted settings patches turned a card's streaming mode off: streamed replies
+    /// finished (counted without copying the records).
+    pub fn finished_cards(&self) -> usize {
+        self.shared
+            .lock()
+            .cardkit
+            .settings
+            .iter()
+            .filter(|s| s.code == 0 && s.settings["config"]["streaming_mode"] == false)
+            .count()
     }
 
     /// Wait until `f` holds for the fake's CardKit state; panics after `timeout`.
@@ -1039,6 +1053,7 @@ fn answer_route(
                 .flatten();
             st.messages.push(SentMessage {
                 card_entity,
+                at: Instant::now(),
                 kind: route.to_string(),
                 reply_to,
                 receive_id: body["receive_id"].as_str().map(str::to_string),

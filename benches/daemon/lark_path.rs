@@ -1,0 +1,168 @@
+//! The Lark path: the figures of the Telegram runs for a Lark group, where every answer is a
+//! CardKit streaming card (PROTOCOLS §5.2): the card is created with the first words, sent as the
+//! reply to the @mention, written as the model goes on, and closed (`PATCH …/settings`,
+//! `streaming_mode: false`) when the answer is complete.
+//!
+//! The user's message goes out as an `im.message.receive_v1` event on the fake's websocket (real
+//! pbbp2 frames); the instant model of [`crate::fake`] answers it, and the Lark fake records when
+//! each card, reply and settings patch arrived. Legs per message, in µs:
+//! - *inbound*: the event frame pushed → the model request arrived;
+//! - *outbound*: the model's answer complete → the card closed (the answer final on screen);
+//! - *first update*: the model's first chunk written → the reply carrying the card arrived (the
+//!   first thing the group sees).
+
+use crate::fake::{self, Fakes};
+use crate::lark::{self, FakeLark};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// The sequential runs take turns over this many groups (`oc_bench_group_<n>`), and send to a
+/// group again only [`SPACING`] after its last answer: Lark accepts at most 5 messages a second
+/// to one chat, and the daemon spaces its messages to a chat by 200 ms (`Pacer`), which one
+/// group answered at machine speed would measure instead of the daemon.
+const GROUPS: usize = 50;
+/// The least time between a group's answer and the next message to that group.
+const SPACING: Duration = Duration::from_millis(205);
+/// The bot owner's `open_id` (in the bench's `owners`): the sequential runs' sender.
+pub const OWNER: &str = "ou_bench_owner_0001";
+/// Groups of the throughput run are `oc_bench_burst_<n>`; their sender is not the owner.
+const BURST_SENDER: &str = "ou_bench_member_0001";
+
+/// Per-message legs of one Lark run, in microseconds.
+#[derive(Default)]
+pub struct LarkLegs {
+    pub inbound: Vec<f64>,
+    pub outbound: Vec<f64>,
+    pub both: Vec<f64>,
+    pub first_update: Vec<f64>,
+}
+
+fn us(a: Option<Instant>, b: Option<Instant>) -> Option<f64> {
+    Some(b?.saturating_duration_since(a?).as_secs_f64() * 1e6)
+}
+
+/// Wait until the fake has seen `n` finished cards; `false` after `timeout`.
+async fn wait_finished(lark: &FakeLark, n: usize, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    while lark.finished_cards() < n {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_micros(500)).await;
+    }
+    true
+}
+
+/// Push `@bot <text> bench-<tag>` into `chat` from `sender`; returns the tag.
+fn push(fakes: &Fakes, lark: &FakeLark, chat: &str, sender: &str, text: &str) -> u64 {
+    let tag = fakes.new_tag();
+    let envelope = lark::group_mention(chat, sender, &format!("{text} bench-{tag}"));
+    let at = Instant::now();
+    lark.push_event(&envelope);
+    fakes.set_handed(tag, at);
+    tag
+}
+
+/// `n` @mentions of the bot by its owner, one in flight at a time, taking turns over [`GROUPS`]
+/// groups.
+pub async fn sequential(
+    fakes: &Fakes,
+    lark: &FakeLark,
+    n: usize,
+    timeout: Duration,
+) -> Result<LarkLegs, String> {
+    let mut tags = Vec::with_capacity(n);
+    let mut answered: Vec<Option<Instant>> = vec![None; GROUPS];
+    for i in 0..n {
+        let g = i % GROUPS;
+        if let Some(at) = answered[g] {
+            tokio::time::sleep_until((at + SPACING).into()).await;
+        }
+        let before = lark.finished_cards();
+        let tag = push(
+            fakes,
+            lark,
+            &format!("oc_bench_group_{g:04}"),
+            OWNER,
+            "hello",
+        );
+        if !wait_finished(lark, before + 1, timeout).await {
+            return Err(format!(
+                "Lark message {i} (bench-{tag}) got no finished card in {timeout:?}"
+            ));
+        }
+        answered[g] = Some(Instant::now());
+        tags.push(tag);
+    }
+    Ok(legs(fakes, lark, &tags))
+}
+
+/// `chats` groups, one @mention each, pushed at once: (cards finished, seconds from the first
+/// push to the last card closed).
+pub async fn burst(
+    fakes: &Fakes,
+    lark: &FakeLark,
+    chats: usize,
+    timeout: Duration,
+) -> (usize, f64) {
+    let before = lark.finished_cards();
+    let t0 = Instant::now();
+    for c in 0..chats {
+        push(
+            fakes,
+            lark,
+            &format!("oc_bench_burst_{c:05}"),
+            BURST_SENDER,
+            "msg",
+        );
+    }
+    wait_finished(lark, before + chats, timeout).await;
+    let settings = lark.card_settings();
+    let closed: Vec<Instant> = settings
+        .iter()
+        .filter(|s| s.code == 0 && s.settings["config"]["streaming_mode"] == false)
+        .map(|s| s.at.into_std())
+        .filter(|at| *at >= t0)
+        .collect();
+    let last = closed.iter().max().copied().unwrap_or(t0);
+    (closed.len(), last.duration_since(t0).as_secs_f64())
+}
+
+/// The legs of `tags`, from the fakes' records: each card is matched to its message by the
+/// `bench-<tag>` its answer shows.
+fn legs(fakes: &Fakes, lark: &FakeLark, tags: &[u64]) -> LarkLegs {
+    let mut card_of: HashMap<u64, String> = HashMap::new();
+    for card in lark.cards() {
+        if let Some(tag) = fake::tag_of(&card.current().to_string()) {
+            card_of.entry(tag).or_insert(card.card_id);
+        }
+    }
+    let mut closed_at: HashMap<String, Instant> = HashMap::new();
+    for s in lark.card_settings() {
+        if s.code == 0 && s.settings["config"]["streaming_mode"] == false {
+            closed_at.entry(s.card_id).or_insert(s.at.into_std());
+        }
+    }
+    let mut shown_at: HashMap<String, Instant> = HashMap::new();
+    for m in lark.messages() {
+        if let Some(card) = m.card_entity {
+            shown_at.entry(card).or_insert(m.at.into_std());
+        }
+    }
+    let mut out = LarkLegs::default();
+    for tag in tags {
+        let [handed, model_in, first_token, model_out] = fakes.model_times(*tag);
+        let card = card_of.get(tag);
+        let closed = card.and_then(|c| closed_at.get(c)).copied();
+        let shown = card.and_then(|c| shown_at.get(c)).copied();
+        let inbound = us(handed, model_in);
+        let outbound = us(model_out, closed);
+        out.inbound.extend(inbound);
+        out.outbound.extend(outbound);
+        if let (Some(a), Some(b)) = (inbound, outbound) {
+            out.both.push(a + b);
+        }
+        out.first_update.extend(us(first_token, shown));
+    }
+    out
+}

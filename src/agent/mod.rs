@@ -214,24 +214,41 @@ impl Agent {
                 .filter(|_| memory_on && !input.unattended && input.child.is_none()),
             budget_chars,
         };
-        let (mut compaction, mut history) = compactor.load(limit).await;
+        // Three independent reads, queued together: the store answers them back to back instead
+        // of one round trip (a wake-up of its thread and of this task) after another.
+        let taint_key = format!("taint:{session_id}");
+        let memory = async {
+            if memory_on {
+                snapshot::for_session(
+                    &self.store,
+                    &self.config.config.memory,
+                    &session_id,
+                    &visible,
+                    chrono::Utc::now().timestamp(),
+                )
+                .await
+            } else {
+                snapshot::Snapshot::default()
+            }
+        };
+        // Private data seen earlier in the session counts, even once the call that read it has
+        // left the history window (the answers may still repeat it); `/new` starts clean.
+        let earlier = async {
+            match self.store.kv_get(&taint_key).await {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::warn!("cannot read the taint of {}: {e}", input.session_key);
+                    None
+                }
+            }
+        };
+        let ((mut compaction, mut history), memory, earlier) =
+            tokio::join!(compactor.load(limit), memory, earlier);
         if !input.is_owner {
             // A group's history is shared: someone who is not the owner gets the chat and the
             // bot's visible answers, never the owner's tool calls and their results.
             history = without_tool_traffic(history);
         }
-        let memory = if memory_on {
-            snapshot::for_session(
-                &self.store,
-                &self.config.config.memory,
-                &session_id,
-                &visible,
-                chrono::Utc::now().timestamp(),
-            )
-            .await
-        } else {
-            snapshot::Snapshot::default()
-        };
         let audience = Audience {
             channel: input.channel,
             is_owner: input.is_owner,
@@ -303,16 +320,6 @@ impl Agent {
                 me, input, &allowed, cancel,
             )));
         }
-        // Private data seen earlier in the session counts, even once the call that read it has
-        // left the history window (the answers may still repeat it); `/new` starts clean.
-        let taint_key = format!("taint:{session_id}");
-        let earlier = match self.store.kv_get(&taint_key).await {
-            Ok(v) => v,
-            Err(e) => {
-                tracing::warn!("cannot read the taint of {}: {e}", input.session_key);
-                None
-            }
-        };
         let recorded = earlier.is_some();
         let earlier = earlier.or_else(|| private_reads_in(&history, registry));
         if memory.personal {

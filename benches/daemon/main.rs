@@ -20,7 +20,8 @@
 //! ("1,2,3"), `BENCH_MANY_CHATS` (10000) and `BENCH_WORKER_WAIT` (320 s) for (10),
 //! `BENCH_PG_BIN` (the binary of the replica runs, built with `--features postgres`; default:
 //! the one under test), `BENCH_LARK_MESSAGES` (2000) and `BENCH_LARK_CHATS` (`BENCH_CHATS`) for
-//! the Lark path. Lines starting `FIGURE|` are for the summary of `daemon.sh`.
+//! the Lark path, `BENCH_ANTHROPIC` (1; 0 skips the Anthropic run, for a binary without that
+//! provider). Lines starting `FIGURE|` are for the summary of `daemon.sh`.
 
 mod fake;
 mod lark_path;
@@ -385,7 +386,11 @@ async fn main() {
 
     // (11) request size with the Anthropic provider
     eprintln!("[bench] request size with provider: anthropic");
-    let anthropic_bytes = anthropic_request_bytes(&bin, work.path(), &fakes).await;
+    let anthropic_bytes = if knob("BENCH_ANTHROPIC", 1) == 1 {
+        anthropic_request_bytes(&bin, work.path(), &fakes).await
+    } else {
+        Vec::new()
+    };
 
     // (9) replicas on PostgreSQL
     let counts: Vec<usize> = std::env::var("BENCH_REPLICAS")

@@ -21,7 +21,7 @@
 //! `BENCH_PG_BIN` (the binary of the replica runs, built with `--features postgres`; default:
 //! the one under test), `BENCH_LARK_MESSAGES` (2000) and `BENCH_LARK_CHATS` (`BENCH_CHATS`) for
 //! the Lark path, `BENCH_ANTHROPIC` (1; 0 skips the Anthropic run, for a binary without that
-//! provider). Lines starting `FIGURE|` are for the summary of `daemon.sh`.
+//! provider), `BENCH_HISTORY` (unset; `model.history_messages` of the daemon under test). Lines starting `FIGURE|` are for the summary of `daemon.sh`.
 
 mod fake;
 mod lark_path;
@@ -133,8 +133,14 @@ async fn anthropic_request_bytes(bin: &Path, work: &Path, fakes: &fake::Fakes) -
 
 fn write_config(home: &Path, fakes: &fake::Fakes, lark: &lark::FakeLark) {
     std::fs::create_dir_all(home).unwrap();
+    // `BENCH_HISTORY`: the history window (`model.history_messages`); unset, the default.
+    let history = std::env::var("BENCH_HISTORY")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .map(|n| format!("  history_messages: {n}\n"))
+        .unwrap_or_default();
     let yaml = format!(
-        "model:\n  base_url: http://{}/v1\n  api_key: sk-bench\n  name: bench-model\n\
+        "model:\n  base_url: http://{}/v1\n  api_key: sk-bench\n  name: bench-model\n{history}\
          owners: [\"telegram:{}\", \"lark:{}\"]\n\
          channels:\n  telegram:\n    token: \"{}\"\n    api_url: http://{}\n    dm_policy: open\n\
          {}gateway:\n  listen: 127.0.0.1:0\n",

@@ -111,7 +111,7 @@ fn content(fake: &FakeLark, element: &str) -> String {
 fn is_closed(fake: &FakeLark) -> bool {
     fake.card_settings()
         .last()
-        .is_some_and(|s| s.code == 0 && s.settings["config"]["streaming_mode"] == false)
+        .is_some_and(|s| s.closes_streaming())
 }
 
 #[tokio::test(flavor = "multi_thread")]

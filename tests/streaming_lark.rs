@@ -27,11 +27,9 @@ fn write_config(home: &TestHome, fake: &FakeLark, model: &ScriptedModel) {
 
 /// Whether the card `card_id` got a settings patch closing streaming.
 fn closed(ck: &CardKit, card_id: Option<&str>) -> bool {
-    ck.settings.iter().any(|s| {
-        s.code == 0
-            && card_id.is_none_or(|id| s.card_id == id)
-            && s.settings["config"]["streaming_mode"] == false
-    })
+    ck.settings
+        .iter()
+        .any(|s| s.closes_streaming() && card_id.is_none_or(|id| s.card_id == id))
 }
 
 /// Every accepted operation on `card_id` (content writes and settings) as (sequence, time), in

@@ -434,7 +434,7 @@ impl FakeLark {
             .cardkit
             .settings
             .iter()
-            .filter(|s| s.code == 0 && s.settings["config"]["streaming_mode"] == false)
+            .filter(|s| s.closes_streaming())
             .count()
     }
 

@@ -77,6 +77,14 @@ pub struct CardSettings {
     pub code: i64,
 }
 
+impl CardSettings {
+    /// Whether this patch was accepted and turned the card's streaming mode off: the streamed
+    /// reply was finished.
+    pub fn closes_streaming(&self) -> bool {
+        self.code == 0 && self.settings["config"]["streaming_mode"] == false
+    }
+}
+
 /// The CardKit state of the fake.
 #[derive(Debug, Default)]
 pub struct CardKit {

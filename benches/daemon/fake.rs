@@ -153,7 +153,10 @@ impl Fakes {
 
     /// A fresh tag for a message sent through another channel (the Lark path).
     pub fn new_tag(&self) -> u64 {
-        let mut tg = self.tg();
+        Self::next_tag(&mut self.tg())
+    }
+
+    fn next_tag(tg: &mut Tg) -> u64 {
         tg.next_tag += 1;
         tg.next_tag
     }
@@ -177,8 +180,7 @@ impl Fakes {
 
     /// Queue one private-chat text update carrying a fresh tag; returns the tag.
     fn push(tg: &mut Tg, chat_id: i64, text: &str) -> u64 {
-        tg.next_tag += 1;
-        let tag = tg.next_tag;
+        let tag = Self::next_tag(tg);
         let id = tg.next_update_id;
         tg.next_update_id += 1;
         let update = json!({

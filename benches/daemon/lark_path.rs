@@ -28,6 +28,23 @@ pub const OWNER: &str = "ou_bench_owner_0001";
 /// Groups of the throughput run are `oc_bench_burst_<n>`; their sender is not the owner.
 const BURST_SENDER: &str = "ou_bench_member_0001";
 
+/// The turn-taking of the sequential runs over [`GROUPS`] groups: the next group, and when each
+/// was last answered. One for all the runs of a daemon, so a run does not write to a group the
+/// previous run answered less than [`SPACING`] ago.
+pub struct Groups {
+    next: usize,
+    answered: Vec<Option<Instant>>,
+}
+
+impl Groups {
+    pub fn new() -> Groups {
+        Groups {
+            next: 0,
+            answered: vec![None; GROUPS],
+        }
+    }
+}
+
 /// Per-message legs of one Lark run, in microseconds.
 #[derive(Default)]
 pub struct LarkLegs {
@@ -63,19 +80,19 @@ fn push(fakes: &Fakes, lark: &FakeLark, chat: &str, sender: &str, text: &str) ->
     tag
 }
 
-/// `n` @mentions of the bot by its owner, one in flight at a time, taking turns over [`GROUPS`]
-/// groups.
+/// `n` @mentions of the bot by its owner, one in flight at a time, taking turns over `groups`.
 pub async fn sequential(
     fakes: &Fakes,
     lark: &FakeLark,
+    groups: &mut Groups,
     n: usize,
     timeout: Duration,
 ) -> Result<LarkLegs, String> {
     let mut tags = Vec::with_capacity(n);
-    let mut answered: Vec<Option<Instant>> = vec![None; GROUPS];
     for i in 0..n {
-        let g = i % GROUPS;
-        if let Some(at) = answered[g] {
+        let g = groups.next;
+        groups.next = (g + 1) % GROUPS;
+        if let Some(at) = groups.answered[g] {
             tokio::time::sleep_until((at + SPACING).into()).await;
         }
         let before = lark.finished_cards();
@@ -91,7 +108,7 @@ pub async fn sequential(
                 "Lark message {i} (bench-{tag}) got no finished card in {timeout:?}"
             ));
         }
-        answered[g] = Some(Instant::now());
+        groups.answered[g] = Some(Instant::now());
         tags.push(tag);
     }
     Ok(legs(fakes, lark, &tags))
@@ -120,7 +137,7 @@ pub async fn burst(
     let settings = lark.card_settings();
     let closed: Vec<Instant> = settings
         .iter()
-        .filter(|s| s.code == 0 && s.settings["config"]["streaming_mode"] == false)
+        .filter(|s| s.closes_streaming())
         .map(|s| s.at.into_std())
         .filter(|at| *at >= t0)
         .collect();
@@ -139,7 +156,7 @@ fn legs(fakes: &Fakes, lark: &FakeLark, tags: &[u64]) -> LarkLegs {
     }
     let mut closed_at: HashMap<String, Instant> = HashMap::new();
     for s in lark.card_settings() {
-        if s.code == 0 && s.settings["config"]["streaming_mode"] == false {
+        if s.closes_streaming() {
             closed_at.entry(s.card_id).or_insert(s.at.into_std());
         }
     }

@@ -10,9 +10,8 @@
 //! (10) RSS after many distinct chats and after their idle workers exited, (11) the model
 //! request of a plain DM turn (OpenAI and Anthropic), and the release binary's size; (3L), (4L)
 //! and (8L) are (3), (4) and (8) for @mentions in Lark groups ([`lark_path`]: CardKit streaming
-//! cards). Governance overhead and history load are
-//! in-process figures (`cargo bench --bench governance`, `--bench pipeline`);
-//! `benches/daemon.sh` runs all three.
+//! cards). Governance overhead and history load are in-process figures (`cargo bench --bench
+//! governance`, `--bench pipeline`); `benches/daemon.sh` runs all three.
 //!
 //! Needs `target/release/ethan` (or `$BENCH_BIN`): `cargo build --release` first.
 //! Knobs: `BENCH_MESSAGES` (10000), `BENCH_CHATS` (1000) × `BENCH_PER_CHAT` (1), `BENCH_STARTS`
@@ -21,7 +20,8 @@
 //! `BENCH_PG_BIN` (the binary of the replica runs, built with `--features postgres`; default:
 //! the one under test), `BENCH_LARK_MESSAGES` (2000) and `BENCH_LARK_CHATS` (`BENCH_CHATS`) for
 //! the Lark path, `BENCH_ANTHROPIC` (1; 0 skips the Anthropic run, for a binary without that
-//! provider), `BENCH_HISTORY` (unset; `model.history_messages` of the daemon under test). Lines starting `FIGURE|` are for the summary of `daemon.sh`.
+//! provider), `BENCH_HISTORY` (unset; `model.history_messages` of the daemon under test).
+//! Lines starting `FIGURE|` are for the summary of `daemon.sh`.
 
 mod fake;
 mod lark_path;
@@ -61,6 +61,16 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
 fn sorted(mut v: Vec<f64>) -> Vec<f64> {
     v.sort_by(f64::total_cmp);
     v
+}
+
+/// The value of a run, or a panic with its error and the daemon's log (`what`: which run).
+fn or_log<T>(run: Result<T, String>, what: &str, log: &Path) -> T {
+    run.unwrap_or_else(|e| {
+        panic!(
+            "{what}{e}; log:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        )
+    })
 }
 
 fn mib(kib: u64) -> f64 {
@@ -122,13 +132,7 @@ async fn anthropic_request_bytes(bin: &Path, work: &Path, fakes: &fake::Fakes) -
     }
     let legs = fakes.sequential(1, Duration::from_secs(30)).await;
     d.stop();
-    match legs {
-        Ok(l) => l.request_bytes,
-        Err(e) => panic!(
-            "anthropic: {e}; log:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        ),
-    }
+    or_log(legs, "anthropic: ", &log).request_bytes
 }
 
 fn write_config(home: &Path, fakes: &fake::Fakes, lark: &lark::FakeLark) {
@@ -312,13 +316,11 @@ async fn main() {
     // (3) per-message overhead
     eprintln!("[bench] per-message overhead: {messages} sequential messages, instant model");
     let seq_cpu0 = d.cpu();
-    let legs = match fakes.sequential(messages, Duration::from_secs(10)).await {
-        Ok(l) => l,
-        Err(e) => panic!(
-            "{e}; log:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        ),
-    };
+    let legs = or_log(
+        fakes.sequential(messages, Duration::from_secs(10)).await,
+        "",
+        &log,
+    );
     let (rss_after_seq, _, _) = d.rss_kib();
     let seq_cpu = d.cpu().saturating_sub(seq_cpu0);
 
@@ -326,36 +328,43 @@ async fn main() {
     // draft can only be the daemon's reaction to that chunk.
     eprintln!("[bench] streaming: {streamed} sequential messages, 50 ms between the chunks");
     fakes.set_chunk_gap(Duration::from_millis(50));
-    let stream_legs = match fakes.sequential(streamed, Duration::from_secs(10)).await {
-        Ok(l) => l,
-        Err(e) => panic!(
-            "{e}; log:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        ),
-    };
+    let stream_legs = or_log(
+        fakes.sequential(streamed, Duration::from_secs(10)).await,
+        "",
+        &log,
+    );
     fakes.set_chunk_gap(Duration::ZERO);
     let first_update = sorted(stream_legs.first_update);
 
     // The Lark path: (3) and (8) for @mentions in groups, every answer a CardKit streaming card.
     eprintln!("[bench] Lark groups: {lark_messages} sequential @mentions, instant model");
-    let lark_legs = lark_path::sequential(&fakes, &lark, lark_messages, Duration::from_secs(10))
-        .await
-        .unwrap_or_else(|e| {
-            panic!(
-                "{e}; log:\n{}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            )
-        });
+    let mut groups = lark_path::Groups::new();
+    let lark_legs = or_log(
+        lark_path::sequential(
+            &fakes,
+            &lark,
+            &mut groups,
+            lark_messages,
+            Duration::from_secs(10),
+        )
+        .await,
+        "",
+        &log,
+    );
     eprintln!("[bench] Lark groups: {streamed} sequential @mentions, 50 ms between the chunks");
     fakes.set_chunk_gap(Duration::from_millis(50));
-    let lark_stream = lark_path::sequential(&fakes, &lark, streamed, Duration::from_secs(10))
-        .await
-        .unwrap_or_else(|e| {
-            panic!(
-                "{e}; log:\n{}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            )
-        });
+    let lark_stream = or_log(
+        lark_path::sequential(
+            &fakes,
+            &lark,
+            &mut groups,
+            streamed,
+            Duration::from_secs(10),
+        )
+        .await,
+        "",
+        &log,
+    );
     fakes.set_chunk_gap(Duration::ZERO);
 
     // (4) throughput

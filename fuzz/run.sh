@@ -13,7 +13,7 @@
 # fuzz/artifacts/<target>.log; crashes, timeouts (an input running over 10 s) and out-of-memory
 # inputs land in fuzz/artifacts/<target>/ (gitignored): minimise one with
 # `cargo fuzz tmin <target> <file>`, fix the bug, and copy the input to
-# tests/fixtures/fuzz/<target>/ so `cargo test --test fuzz_regressions` keeps checking it.
+# tests/fixtures/fuzz/<target>/ so `cargo test --test all fuzz_regressions::` keeps checking it.
 set -euo pipefail
 cd "$(dirname "$0")"
 SECONDS_EACH="${FUZZ_SECONDS:-30}"

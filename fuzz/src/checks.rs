@@ -1,7 +1,7 @@
 //! The fuzzed entry points and the invariants each must keep.
 //!
 //! Shared by the `cargo fuzz` targets (through the `ethan_fuzz` library) and by the ordinary
-//! crash-regression tests in `tests/fuzz_regressions.rs` (through `#[path]`), so CI checks exactly
+//! crash-regression tests in `tests/suite/fuzz_regressions.rs` (through `#[path]`), so CI checks exactly
 //! what the fuzzer checks. Every function takes arbitrary bytes and panics only when an invariant
 //! is broken. Only crates that both the fuzz crate and the main package depend on are used here.
 

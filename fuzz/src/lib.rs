@@ -1,5 +1,5 @@
 //! Fuzz entry points for Ethan. The checks live in `checks.rs` so that the crash-regression
-//! tests (`tests/fuzz_regressions.rs`) run the very same code in CI.
+//! tests (`tests/suite/fuzz_regressions.rs`) run the very same code in CI.
 
 mod checks;
 pub use checks::*;

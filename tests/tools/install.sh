@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the real MCP servers the integration tests (tests/mcp.rs) run by path:
+# Installs the real MCP servers the integration tests (tests/suite/mcp.rs) run by path:
 #   @modelcontextprotocol/server-everything (npm, into an npm prefix) and
 #   mcp-server-time (PyPI, into a venv).
 # Usage: tests/tools/install.sh [DIR]   (DIR defaults to <repo>/target/test-tools)
@@ -62,4 +62,4 @@ fi
 echo "MCP test servers in $dir:"
 echo "  everything (stdio, or 'streamableHttp' with PORT=<port>): $everything_bin"
 echo "  time (stdio): $time_bin"
-echo "tests/mcp.rs finds them there (or set ETHAN_TEST_TOOLS=$dir)"
+echo "tests/suite/mcp.rs finds them there (or set ETHAN_TEST_TOOLS=$dir)"

@@ -1,0 +1,10 @@
+//! Ethan's integration tests: the real `ethan` binary and the library against loopback fakes
+//! (`support`), one module per concern under `suite/`. One test binary, so a clean build links once:
+//!
+//! ```text
+//! cargo test --test all                      # every integration test
+//! cargo test --test all telegram_dm::        # one file's tests
+//! ```
+
+mod suite;
+mod support;

@@ -1,0 +1,46 @@
+//! Every integration test file of the root crate, one module each, linked into one binary
+//! (`tests/all.rs`): a clean build links once instead of once per file.
+
+mod agents;
+mod approval_chat;
+mod browser;
+mod cli;
+mod consent_telegram;
+mod crash_replies;
+mod fallback;
+mod faults;
+mod faults_storage;
+mod faults_transport;
+mod first_hour;
+mod fuzz_regressions;
+mod gateway;
+mod governance;
+mod group_commands;
+mod injection;
+mod intake;
+mod knowledge;
+mod lark_cardkit_draft;
+mod lark_tools;
+mod lark_webhook;
+mod lark_ws;
+mod mcp;
+mod media;
+mod memory;
+mod provider_anthropic;
+mod provider_shapes;
+mod redaction;
+mod replicas;
+mod scheduler;
+mod soak;
+mod store_migrate;
+mod store_migration;
+mod streaming_lark;
+mod streaming_model;
+mod streaming_telegram;
+mod support_selftest;
+mod telegram_dm;
+mod terminal;
+mod tool_panic;
+mod turn_history;
+mod usage;
+mod web_tools;

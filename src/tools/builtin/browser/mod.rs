@@ -15,7 +15,7 @@
 //! - [`view`]: reading a rendered page (readable text + numbered interactive elements).
 //! - [`session`], [`tab`], [`page`]: the three tools.
 //!
-//! Governance (README "Browser tools"): none of them is offered to a non-owner on a chat
+//! Governance (docs/tools.md, "Browser tools"): none of them is offered to a non-owner on a chat
 //! platform (they are not in the policy's `NON_OWNER`); navigation counts as data leaving
 //! ([`crate::tools::Tool::egress`]); `click`, `type`, `select` are side effects asked once per
 //! site per session (scope `browser:site:<host>`); `type` of a secret-shaped value asks every

@@ -15,6 +15,7 @@
 
 pub mod anthropic;
 pub mod chain;
+mod held_text;
 mod http;
 pub mod openai;
 pub mod sse;

@@ -10,8 +10,11 @@
 //! A request with `"stream": true` is answered as `text/event-stream` (the OpenAI streaming
 //! shape): a first chunk with `delta.role`, the text in several pieces (split after each
 //! whitespace run, words longer than 8 characters in 8-character pieces), each tool call as one
-//! chunk with its `index`, `id` and `function.name` and then its arguments in at least 2
-//! pieces (when they have 2 characters or more), a chunk with the `finish_reason`, a usage
+//! chunk with its `index`, `id` (as given: a number stays a number) and `function.name` and
+//! then its arguments in at least 2 pieces (when they have 2 characters or more; arguments
+//! given as an object are sent whole in the call's chunk), a legacy `function_call` as
+//! `delta.function_call` (the name, then the arguments in pieces), a chunk with the
+//! `finish_reason`, a usage
 //! chunk (`choices: []`) only when `stream_options.include_usage` is true, and `data: [DONE]`.
 //! [`Step::Custom`] answers that are a 200 `chat.completion` are streamed the same way; other
 //! custom answers and [`Step::Status`] steps stay plain HTTP responses. Requests without
@@ -775,21 +778,45 @@ pub fn stream_chunks(request: &Value, completion: &Value) -> Option<Vec<String>>
     }
     if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
         for (index, call) in calls.iter().enumerate() {
+            let args = call.pointer("/function/arguments");
+            if let Some(obj) = args.filter(|a| a.is_object()) {
+                // Arguments given as an object are sent whole, in the call's one chunk.
+                events.push(chunk(
+                    json!({"tool_calls": [{"index": index, "id": call.get("id"), "type": "function",
+                        "function": {"name": call.pointer("/function/name"), "arguments": obj}}]}),
+                    Value::Null,
+                ));
+                continue;
+            }
             events.push(chunk(
                 json!({"tool_calls": [{"index": index, "id": call.get("id"), "type": "function",
                     "function": {"name": call.pointer("/function/name"), "arguments": ""}}]}),
                 Value::Null,
             ));
-            let args = call
-                .pointer("/function/arguments")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
+            let args = args.and_then(Value::as_str).unwrap_or_default();
             for piece in argument_pieces(args) {
                 events.push(chunk(
                     json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}),
                     Value::Null,
                 ));
             }
+        }
+    }
+    if let Some(f) = message.get("function_call").filter(|f| f.is_object()) {
+        // The legacy field: the name first, then the arguments in pieces.
+        events.push(chunk(
+            json!({"function_call": {"name": f.get("name"), "arguments": ""}}),
+            Value::Null,
+        ));
+        let args = f
+            .get("arguments")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        for piece in argument_pieces(args) {
+            events.push(chunk(
+                json!({"function_call": {"arguments": piece}}),
+                Value::Null,
+            ));
         }
     }
     let finish = choice

@@ -1,5 +1,6 @@
 //! `ethan chat`: a terminal session. `-m TEXT` sends one message and prints the answer on stdout
-//! (exit 0; exit 1 with a clear message on stderr when the model endpoint fails). Without `-m`,
+//! (exit 0; exit 1 with a clear message on stderr when the model endpoint fails, or when a daily
+//! token budget refused the turn). Without `-m`,
 //! reads lines until EOF, Ctrl-D or `/exit` (a line editor with history on a terminal). Ctrl-C
 //! during an answer stops it; at the prompt, a first Ctrl-C says how to quit and a second one
 //! quits. A new session each time unless `--session NAME`.
@@ -96,7 +97,9 @@ pub async fn run(
             .run_turn_with_cards(&input_for(text, events), &cancel)
             .await;
         let answer = match &reply.outcome {
-            TurnOutcome::Answer(t) | TurnOutcome::IterationCap(t) => Some(t.as_str()),
+            TurnOutcome::Answer(t) | TurnOutcome::IterationCap(t) if !reply.refused => {
+                Some(t.as_str())
+            }
             _ => None,
         };
         live.finish(answer).await;
@@ -104,6 +107,11 @@ pub async fn run(
             println!("\n{}", ethan_cards::render_text(card));
         }
         mcp.shutdown().await;
+        if let (true, TurnOutcome::Answer(why)) = (reply.refused, &reply.outcome) {
+            // Over a daily budget: no answer, and a script must see it.
+            eprintln!("ethan: {why}");
+            return Ok(ExitCode::FAILURE);
+        }
         return Ok(match reply.outcome {
             TurnOutcome::Answer(_) | TurnOutcome::IterationCap(_) => ExitCode::SUCCESS,
             TurnOutcome::Failed {

@@ -43,4 +43,5 @@ mod terminal;
 mod tool_panic;
 mod turn_history;
 mod usage;
+mod usage_estimated;
 mod web_tools;

@@ -26,6 +26,9 @@
 //!   [`Step::slow`] set it for one step.
 //! - [`Step::stall`]: a streamed answer that stops for a while after its first chunks (an
 //!   idle-timeout test: the client gives up and retries with the next step).
+//! - [`ScriptedModel::set_report_usage`]: `false` leaves `usage` out of every answer, whole or
+//!   streamed (no usage chunk even with `stream_options.include_usage`), as llama.cpp's server
+//!   streams.
 //! - [`ScriptedModel::set_refuse_stream`]: every request with `"stream": true` gets 400
 //!   `stream is not supported` (`param: "stream"`) without using a step;
 //!   [`ScriptedModel::set_refuse_stream_options`] likewise for `stream_options`.
@@ -230,6 +233,8 @@ struct ModelState {
     chunk_gap: Duration,
     refuse_stream: bool,
     refuse_stream_options: bool,
+    /// Leave `usage` out of every answer.
+    no_usage: bool,
 }
 
 struct Shared {
@@ -311,6 +316,11 @@ impl ScriptedModel {
     /// `Unrecognized request argument supplied: stream_options` and uses no step.
     pub fn set_refuse_stream_options(&self, refuse: bool) {
         self.shared.lock().refuse_stream_options = refuse;
+    }
+
+    /// When `report` is false, answers carry no `usage` (whole or streamed).
+    pub fn set_report_usage(&self, report: bool) {
+        self.shared.lock().no_usage = !report;
     }
 
     /// Steps not consumed yet.
@@ -632,7 +642,7 @@ async fn chat(shared: &Shared, headers: &HeaderMap, raw: &[u8]) -> Response {
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let parsed = serde_json::from_slice::<Value>(raw);
-    let (step, body, mut gap) = {
+    let (step, body, mut gap, no_usage) = {
         let mut st = shared.lock();
         let index = st.requests.len();
         st.authorizations.push(authorization);
@@ -669,7 +679,7 @@ async fn chat(shared: &Shared, headers: &HeaderMap, raw: &[u8]) -> Response {
         if step.is_none() {
             st.exhausted += 1;
         }
-        (step, body, st.chunk_gap)
+        (step, body, st.chunk_gap, st.no_usage)
     };
 
     let Some(mut step) = step else {
@@ -677,7 +687,7 @@ async fn chat(shared: &Shared, headers: &HeaderMap, raw: &[u8]) -> Response {
     };
     let stream = wants_stream(&body);
     let mut stall = None;
-    let (status, answer) = loop {
+    let (status, mut answer) = loop {
         match step {
             Step::Delay(d, inner) => {
                 tokio::time::sleep(d).await;
@@ -705,6 +715,11 @@ async fn chat(shared: &Shared, headers: &HeaderMap, raw: &[u8]) -> Response {
             Step::Custom(f) => break f(&body),
         }
     };
+    if no_usage {
+        if let Some(o) = answer.as_object_mut() {
+            o.remove("usage");
+        }
+    }
     if status != 200 || !stream {
         return reply(status, answer);
     }
@@ -828,8 +843,7 @@ pub fn stream_chunks(request: &Value, completion: &Value) -> Option<Vec<String>>
         .pointer("/stream_options/include_usage")
         .and_then(Value::as_bool)
         == Some(true);
-    if include_usage {
-        let usage = completion.get("usage").cloned().unwrap_or(Value::Null);
+    if let Some(usage) = completion.get("usage").filter(|_| include_usage) {
         let c = json!({"id": id, "object": "chat.completion.chunk", "created": created,
             "model": model, "choices": [], "usage": usage});
         events.push(format!("data: {c}\n\n"));

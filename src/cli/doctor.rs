@@ -416,8 +416,8 @@ async fn lark_checks(r: &mut Report, loaded: &Loaded, store: Option<&DaemonStore
     }
 }
 
-/// One model endpoint: a key where the public endpoint needs one, then the provider's own
-/// check (a model list, spending no tokens).
+/// One model endpoint: a key where the public endpoint needs one, then whether it answers as
+/// the chat will use it ([`model_answers`]).
 async fn check_model(r: &mut Report, what: &str, ep: &ModelEndpoint, cfg: &ModelConfig) {
     if ep.missing_key() {
         let key_var = ep.key_var();
@@ -437,14 +437,23 @@ async fn check_model(r: &mut Report, what: &str, ep: &ModelEndpoint, cfg: &Model
         );
         return;
     }
-    let client = match crate::provider::connect(ep, cfg) {
-        Ok(c) => c,
-        Err(e) => return r.fail(what, e.to_string()),
-    };
-    match client.check().await {
+    match model_answers(ep, cfg).await {
         Ok(s) => r.ok(what, format!("{s} [{}]", ep.provider.as_str())),
         Err(e) => r.fail(what, format!("{} ({}): {e}", ep.name, ep.provider.as_str())),
     }
+}
+
+/// Whether `ep` answers: an OpenAI-compatible endpoint judged as the chat uses it (its model
+/// list, else a one-token completion; [`crate::provider::probe`]), an Anthropic one by its own
+/// check.
+pub async fn model_answers(ep: &ModelEndpoint, cfg: &ModelConfig) -> Result<String, String> {
+    if ep.provider == crate::config::ProviderKind::Openai {
+        return crate::provider::probe::judge(ep, cfg.timeout_secs)
+            .await
+            .map(|j| j.line);
+    }
+    let client = crate::provider::connect(ep, cfg).map_err(|e| e.to_string())?;
+    client.check().await.map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

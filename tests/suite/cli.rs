@@ -394,7 +394,8 @@ async fn chat_prints_a_streamed_answer_once_with_the_preamble_before_the_tool() 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn doctor_checks_every_model_in_the_chain() {
-    let model = ScriptedModel::start(vec![]).await;
+    // Neither name is in the fake's model list: each gets a one-token completion.
+    let model = ScriptedModel::start(vec![Step::text("O"), Step::text("O")]).await;
     let home = TestHome::new();
     home.write_config(&format!(
         "model:\n  base_url: {0}\n  api_key: k\n  name: main\n  fallback:\n    - {{ base_url: \

@@ -12,6 +12,7 @@ mod faults;
 mod faults_storage;
 mod faults_transport;
 mod first_hour;
+mod first_hour_endpoints;
 mod fuzz_regressions;
 mod gateway;
 mod governance;

@@ -68,8 +68,8 @@ async fn interactive_init_asks_tests_and_writes() {
     let written = std::fs::read_to_string(&path).unwrap();
     assert!(written.contains("\"sk-typed-secret\""), "{written}");
     assert!(
-        written.contains("\"gpt-4o-mini\""),
-        "the default name: {written}"
+        written.contains(&format!("\"{}\"", crate::support::model::MODEL_ID)),
+        "the model the server lists, offered as the default: {written}"
     );
     assert!(written.contains("\"telegram:7\""), "{written}");
 }

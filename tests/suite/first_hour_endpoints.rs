@@ -1,0 +1,176 @@
+//! `ethan init` and `ethan doctor` judge the model endpoint as the chat will use it: a base URL
+//! without `/v1` (its `/models` and `/chat/completions` answer 404 while `/v1/…` answers) fails
+//! both, with "did you mean …/v1?"; `init` offers the models the server lists; a network
+//! failure is named as one, never as a refused token; an untested token is written only when
+//! the person types `yes`.
+
+use crate::support::model::MODEL_ID;
+use crate::support::{run_cli, ScriptedModel, TestHome};
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+async fn cli(home: &TestHome, args: &[&str], stdin: Option<&str>) -> std::process::Output {
+    tokio::task::block_in_place(|| run_cli(home, args, stdin))
+}
+
+/// A port nothing listens on.
+fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_base_url_without_v1_fails_init_and_doctor_with_the_suggestion() {
+    let home = TestHome::new();
+    let model = ScriptedModel::start(vec![]).await;
+    let root = format!("http://{}", model.addr());
+    let out = cli(
+        &home,
+        &[
+            "init",
+            "--yes",
+            "--model-base-url",
+            &root,
+            "--model-api-key",
+            "k",
+        ],
+        None,
+    )
+    .await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("HTTP 404"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("Did you mean {root}/v1?")),
+        "{stderr}"
+    );
+    assert!(!home.config_path().exists(), "nothing written");
+
+    home.write_config(&format!(
+        "model:\n  base_url: {root}\n  api_key: k\n  name: {MODEL_ID}\n"
+    ));
+    let out = cli(&home, &["doctor"], None).await;
+    let report = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    let line = report
+        .lines()
+        .find(|l| l.starts_with("FAIL  model:"))
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(line.contains(&format!("Did you mean {root}/v1?")), "{line}");
+    // Nothing was spent on the chat path: the fake has no such route, and no completion ran.
+    assert!(model.requests().is_empty(), "{}", model.describe());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn init_offers_the_listed_model_and_doctor_passes_the_right_url() {
+    let home = TestHome::new();
+    let model = ScriptedModel::start(vec![]).await;
+    let out = cli(
+        &home,
+        &[
+            "init",
+            "--yes",
+            "--model-base-url",
+            &model.base_url(),
+            "--model-api-key",
+            "k",
+        ],
+        None,
+    )
+    .await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let written = std::fs::read_to_string(home.config_path()).unwrap();
+    assert!(
+        written.contains(&format!("name: \"{MODEL_ID}\"")),
+        "the listed model, not a default the server lacks: {written}"
+    );
+    let out = cli(&home, &["doctor"], None).await;
+    let report = text(&out.stdout);
+    assert!(
+        report.contains(&format!(
+            "ok    model: {} answers and lists the model {MODEL_ID}",
+            model.base_url()
+        )),
+        "{report}"
+    );
+
+    // Asked on the terminal: the list is shown and its model is the default.
+    let home = TestHome::new();
+    let answers = format!("{}\n\n\n\n\n\n", model.base_url());
+    let out = cli(&home, &["init"], Some(&answers)).await;
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("the server lists: {MODEL_ID}")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("Model name [{MODEL_ID}]")),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_network_failure_is_not_a_refused_token_and_untested_tokens_need_a_yes() {
+    let home = TestHome::new();
+    let model = ScriptedModel::start(vec![]).await;
+    let down = format!("http://127.0.0.1:{}", closed_port());
+    let out = cli(
+        &home,
+        &[
+            "init",
+            "--yes",
+            "--model-base-url",
+            &model.base_url(),
+            "--model-name",
+            MODEL_ID,
+            "--telegram-token",
+            "123:abc",
+            "--telegram-api-url",
+            &down,
+        ],
+        None,
+    )
+    .await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot reach Telegram: network error: connection refused"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("refuses the token"), "{stderr}");
+    assert!(!home.config_path().exists());
+
+    // On the terminal: "n" to trying again, then Enter, leaves the token out…
+    let flags = [
+        "init",
+        "--model-base-url",
+        &model.base_url(),
+        "--model-name",
+        MODEL_ID,
+        "--model-api-key",
+        "",
+        "--telegram-api-url",
+        &down,
+    ];
+    let out = cli(&home, &flags, Some("123:untested\nn\n\n\n\n")).await;
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("Type yes to write it"), "{stderr}");
+    assert!(stderr.contains("Telegram left out"), "{stderr}");
+    let written = std::fs::read_to_string(home.config_path()).unwrap();
+    assert!(!written.contains("123:untested"), "{written}");
+
+    // …and typing yes writes it.
+    let mut forced = flags.to_vec();
+    forced.push("--force");
+    let out = cli(&home, &forced, Some("123:untested\nn\nyes\n\n\n")).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let written = std::fs::read_to_string(home.config_path()).unwrap();
+    assert!(written.contains("\"123:untested\""), "{written}");
+}

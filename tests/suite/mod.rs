@@ -3,6 +3,7 @@
 
 mod agents;
 mod approval_chat;
+mod approval_content;
 mod browser;
 mod cli;
 mod consent_telegram;

@@ -187,11 +187,16 @@ fn main() -> ExitCode {
         cli.verbose
             .then(|| "ethan=debug,ethan_channels=debug,warn".to_string())
     });
-    // An interactive chat keeps log lines out of the conversation: they go to daily files.
+    // An interactive chat keeps log lines out of the conversation: they go to daily files; so
+    // does `chat -m`, whose stderr is for its one sentence, unless -v or --log-level asks for
+    // them there.
     let log_dir = match &cli.command {
         Command::Chat { message: None, .. } if interactive() => {
             config::home_dir().ok().map(|h| h.join("logs"))
         }
+        Command::Chat {
+            message: Some(_), ..
+        } if level.is_none() => config::home_dir().ok().map(|h| h.join("logs")),
         _ => None,
     };
     let to = log_dir

@@ -64,8 +64,29 @@ async fn chat_message_fails_clearly_when_the_model_endpoint_fails() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("HTTP 500"), "{stderr}");
+    // The sentence and its detail, and no log line (those go to the log file without -v).
+    assert!(
+        stderr
+            .lines()
+            .all(|l| l.starts_with("ethan: ") || l.starts_with("  detail: ")),
+        "{stderr}"
+    );
     assert!(out.stdout.is_empty());
     assert_eq!(model.requests().len(), 4, "one try and three retries");
+    let (home, model) = (TestHome::new(), model);
+    model_config(&home, &model);
+    for _ in 0..4 {
+        model.push_step(Step::server_error());
+    }
+    let out =
+        tokio::task::spawn_blocking(move || run_cli(&home, &["-v", "chat", "-m", "hi"], None))
+            .await
+            .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(" WARN ") || stderr.contains("DEBUG"),
+        "-v shows the log: {stderr}"
+    );
 }
 
 #[test]

@@ -213,16 +213,13 @@ fn main() -> ExitCode {
         // Before any config is loaded: there may be none yet, or a broken one to replace.
         return init(cli.config, args, &redactor);
     }
-    let loaded = match config::load(&config::LoadOptions {
-        config_path: cli.config.clone(),
-    })
-    .and_then(|l| {
-        // Needs the tool registry, which the config module does not know.
-        use ethan::tools::engine::config_names::{check_agent_tool_names, check_tool_names};
-        check_tool_names(&l.config.tools)
-            .and_then(|()| check_agent_tool_names(&l.config))
-            .map(|()| l)
-    }) {
+    // The tool names need the tool registry, which the config module does not know.
+    let loaded = match config::load_checked(
+        &config::LoadOptions {
+            config_path: cli.config.clone(),
+        },
+        ethan::tools::engine::config_names::name_problems,
+    ) {
         Ok(l) => l,
         Err(e) => {
             if matches!(cli.command, Command::Doctor) {

@@ -306,19 +306,39 @@ fn a_misspelt_tool_name_in_tools_deny_stops_the_start_with_a_suggestion() {
     let out = run_cli(&home, &["run"], None);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
+    let path = home.config_path().display().to_string();
     assert!(
-        stderr
-            .contains("config key `tools.deny`: no tool named \"shel\" (did you mean \"shell\"?)"),
+        stderr.contains(&format!(
+            "{path}:6: config key `tools.deny[0]`: no tool named \"shel\" (did you mean \"shell\"?)"
+        )),
         "{stderr}"
     );
 
+    // Every problem in one run, each with its line: a type error, and every misspelt name.
+    home.write_config(
+        "model:\n  api_key: sk-x\n  timeout_secs: soon\ngateway:\n  enabled: false\ntools:\n  \
+         deny:\n    - shel\n    - file_raed\n  allow: [clok]\n",
+    );
     let out = run_cli(&home, &["doctor"], None);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "{stdout}");
-    assert!(
-        stdout.contains("FAIL  config: config key `tools.deny`: no tool named \"shel\""),
-        "{stdout}"
-    );
+    let fails: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("FAIL  config:"))
+        .collect();
+    assert_eq!(fails.len(), 4, "{stdout}");
+    for (line, (n, key)) in fails.iter().zip([
+        (3, "model.timeout_secs"),
+        (8, "tools.deny[0]"),
+        (9, "tools.deny[1]"),
+        (10, "tools.allow[0]"),
+    ]) {
+        assert!(
+            line.contains(&format!("{path}:{n}: config key `{key}`")),
+            "{line}\n{stdout}"
+        );
+    }
+    assert!(fails[2].contains("did you mean \"file_read\""), "{stdout}");
 
     // A real tool that is not enabled here (no Lark app) is not a typo.
     home.write_config(

@@ -13,7 +13,7 @@ mod faults;
 mod faults_storage;
 mod faults_transport;
 mod first_hour;
-mod first_hour_endpoints;
+mod first_hour_checks;
 mod fuzz_regressions;
 mod gateway;
 mod governance;

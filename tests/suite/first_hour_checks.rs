@@ -1,11 +1,15 @@
-//! `ethan init` and `ethan doctor` judge the model endpoint as the chat will use it: a base URL
-//! without `/v1` (its `/models` and `/chat/completions` answer 404 while `/v1/…` answers) fails
-//! both, with "did you mean …/v1?"; `init` offers the models the server lists; a network
-//! failure is named as one, never as a refused token; an untested token is written only when
-//! the person types `yes`.
+//! What a new user meets in the first hour, checked against the real binary and loopback fakes:
+//! - `ethan init` and `ethan doctor` judge the model endpoint as the chat will use it: a base
+//!   URL without `/v1` (its `/models` and `/chat/completions` answer 404 while `/v1/…` answers)
+//!   fails both, with "did you mean …/v1?"; `init` offers the models the server lists; a network
+//!   failure is named as one, never as a refused token; an untested token is written only when
+//!   the person types `yes`;
+//! - `ethan run` without an owner says how to claim the bot, and `ethan doctor` counts an owner
+//!   claimed with `/claim`.
 
 use crate::support::model::MODEL_ID;
-use crate::support::{run_cli, ScriptedModel, TestHome};
+use crate::support::{run_cli, wait_until, Daemon, FakeTelegram, ScriptedModel, TestHome};
+use std::time::Duration;
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -173,4 +177,52 @@ async fn a_network_failure_is_not_a_refused_token_and_untested_tokens_need_a_yes
     assert!(out.status.success(), "{}", text(&out.stderr));
     let written = std::fs::read_to_string(home.config_path()).unwrap();
     assert!(written.contains("\"123:untested\""), "{written}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_says_how_to_claim_and_doctor_counts_the_claimed_owner() {
+    const CLAIMER: i64 = 777001;
+    let home = TestHome::new();
+    let tg = FakeTelegram::start().await;
+    let model = ScriptedModel::start(vec![]).await;
+    home.write_config(&format!(
+        "model:\n  base_url: {}\n  api_key: k\n  name: {MODEL_ID}\n\
+         channels:\n  telegram:\n    token: \"{}\"\n    api_url: {}\n",
+        model.base_url(),
+        tg.token(),
+        tg.base_url()
+    ));
+    let before = cli(&home, &["doctor"], None).await;
+    let report = text(&before.stdout);
+    assert!(
+        report.contains("warn  owners: nobody owns the bot on telegram yet")
+            && report.contains("ethan owner claim"),
+        "{report}"
+    );
+
+    let claim = cli(&home, &["owner", "claim"], None).await;
+    let code = text(&claim.stdout).trim().to_string();
+    let mut daemon = Daemon::start(&home);
+    wait_until("the claim hint in the log", Duration::from_secs(30), || {
+        home.log().contains("nobody owns the bot on telegram yet")
+    })
+    .await;
+    assert!(home.log().contains("send `/claim <code>` to the bot"));
+    tg.push_text(CLAIMER, CLAIMER, &format!("/claim {code}"));
+    wait_until("the claim's answer", Duration::from_secs(30), || {
+        tg.sent_texts().iter().any(|t| t.contains("now the owner"))
+    })
+    .await;
+    daemon.stop();
+
+    let after = cli(&home, &["doctor"], None).await;
+    let report = text(&after.stdout);
+    assert!(
+        report.contains(&format!(
+            "ok    owners: 1 owner: telegram:{CLAIMER} (claim)"
+        )),
+        "{report}"
+    );
+    assert!(!report.contains("nobody"), "{report}");
+    assert!(!report.contains("no owners"), "{report}");
 }

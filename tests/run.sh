@@ -27,7 +27,8 @@ done
 
 say() { echo "tests/run.sh: $*" >&2; }
 
-have() { command -v "$1" >/dev/null 2>&1; }
+# A program on PATH that can run (bash's `command -v` also names a file it cannot run).
+have() { local p; p="$(command -v "$1" 2>/dev/null)" && [ -x "$p" ]; }
 have_postgres() {
   { have initdb && have postgres; } || compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null
 }

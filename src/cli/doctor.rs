@@ -523,7 +523,8 @@ pub async fn model_answers(ep: &ModelEndpoint, cfg: &ModelConfig) -> Result<Stri
     if ep.provider == crate::config::ProviderKind::Openai {
         return crate::provider::probe::judge(ep, cfg.timeout_secs)
             .await
-            .map(|j| j.line);
+            .map(|j| j.line)
+            .map_err(|f| f.message);
     }
     let client = crate::provider::connect(ep, cfg).map_err(|e| e.to_string())?;
     client.check().await.map_err(|e| e.to_string())

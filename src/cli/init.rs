@@ -8,6 +8,7 @@
 //! keys), commented, and never over an existing one without `--force`.
 
 use crate::config::{self, Config, ModelConfig};
+use crate::provider::probe::Failed;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -199,16 +200,18 @@ pub async fn run(path: PathBuf, args: InitArgs) -> anyhow::Result<ExitCode> {
     let check = !args.no_check;
 
     // The model endpoint, until it answers as the chat will use it (or the person writes it
-    // untested, in so many words).
+    // untested, in so many words). Asked again, the answers given are the defaults, or the URL
+    // that answered when `/v1` was left out.
+    let mut url_default = DEFAULT_BASE_URL.to_string();
+    let mut key_default = std::env::var("OPENAI_API_KEY").unwrap_or_default();
     loop {
         a.base_url = ask(
             &mut p,
             &args.model_base_url,
             "Model endpoint (OpenAI-compatible base URL)",
-            DEFAULT_BASE_URL,
+            &url_default,
             false,
         );
-        let key_default = std::env::var("OPENAI_API_KEY").unwrap_or_default();
         a.api_key = ask(
             &mut p,
             &args.model_api_key,
@@ -242,6 +245,8 @@ pub async fn run(path: PathBuf, args: InitArgs) -> anyhow::Result<ExitCode> {
             Err(e) if p.ask => {
                 eprintln!("  the model endpoint does not answer as the chat will use it: {e}");
                 if p.yes("Try again?", true) {
+                    url_default = e.suggestion.unwrap_or_else(|| a.base_url.clone());
+                    key_default = a.api_key.clone();
                     continue;
                 }
                 if !p.write_untested("this endpoint and key") {
@@ -425,11 +430,17 @@ fn default_model(listed: &[String]) -> &str {
     }
 }
 
-async fn test_model(a: &Answers) -> anyhow::Result<String> {
-    let c = config_of(a)?;
+/// Whether the model endpoint of `a` answers as the chat will use it.
+async fn test_model(a: &Answers) -> Result<String, Failed> {
+    let c = config_of(a).map_err(|e| Failed::from(format!("{e:#}")))?;
     let ep = c.model.primary();
     if ep.missing_key() {
-        anyhow::bail!("{} needs an API key", ep.base_url);
+        return Err(format!("{} needs an API key", ep.base_url).into());
+    }
+    if ep.provider == crate::config::ProviderKind::Openai {
+        return crate::provider::probe::judge(&ep, MODEL_TEST_SECS)
+            .await
+            .map(|j| j.line);
     }
     let cfg = ModelConfig {
         timeout_secs: MODEL_TEST_SECS,
@@ -437,7 +448,7 @@ async fn test_model(a: &Answers) -> anyhow::Result<String> {
     };
     crate::cli::doctor::model_answers(&ep, &cfg)
         .await
-        .map_err(anyhow::Error::msg)
+        .map_err(Failed::from)
 }
 
 /// A failed channel test in words: a network failure named as one, a refusal as a refusal.

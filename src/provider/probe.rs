@@ -23,6 +23,29 @@ pub struct Judged {
     pub models: Vec<String>,
 }
 
+/// Why an endpoint does not answer as the chat will use it, in one sentence, and the base URL
+/// that does answer when `/v1` was left out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failed {
+    pub message: String,
+    pub suggestion: Option<String>,
+}
+
+impl std::fmt::Display for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<String> for Failed {
+    fn from(message: String) -> Self {
+        Failed {
+            message,
+            suggestion: None,
+        }
+    }
+}
+
 /// How one request failed.
 #[derive(Debug)]
 enum Failure {
@@ -133,9 +156,10 @@ fn endpoint(ep: &ModelEndpoint, timeout_secs: u64) -> Option<Endpoint<'_>> {
 
 /// Judge `ep` as the chat will use it (see the module docs), each request bounded by
 /// `timeout_secs`. Errors: one sentence saying what failed and what to do.
-pub async fn judge(ep: &ModelEndpoint, timeout_secs: u64) -> Result<Judged, String> {
+pub async fn judge(ep: &ModelEndpoint, timeout_secs: u64) -> Result<Judged, Failed> {
     let base = ep.base_url.trim_end_matches('/');
-    let e = endpoint(ep, timeout_secs).ok_or("cannot build an HTTP client")?;
+    let e = endpoint(ep, timeout_secs)
+        .ok_or_else(|| Failed::from("cannot build an HTTP client".to_string()))?;
     let listed = e.models(base).await;
     let models = match listed {
         Ok(models) if models.iter().any(|m| m == &ep.name) => {
@@ -145,7 +169,7 @@ pub async fn judge(ep: &ModelEndpoint, timeout_secs: u64) -> Result<Judged, Stri
             })
         }
         Err(f @ (Failure::Network(_) | Failure::Http(401 | 403, _))) => {
-            return Err(f.describe(base))
+            return Err(f.describe(base).into())
         }
         Ok(models) => models,
         Err(_) => Vec::new(),
@@ -170,7 +194,8 @@ pub async fn judge(ep: &ModelEndpoint, timeout_secs: u64) -> Result<Judged, Stri
                 "{}; the chat would fail the same way",
                 f.describe(&format!("{base}/chat/completions"))
             );
-            if let Some(url) = with_v1(&e, base, &ep.name).await {
+            let suggestion = with_v1(&e, base, &ep.name).await;
+            if let Some(url) = &suggestion {
                 why.push_str(&format!(". Did you mean {url}?"));
             } else if !models.is_empty() {
                 why.push_str(&format!(
@@ -180,12 +205,16 @@ pub async fn judge(ep: &ModelEndpoint, timeout_secs: u64) -> Result<Judged, Stri
             } else {
                 why.push_str(". Check model.base_url (most servers' base URL ends in /v1)");
             }
-            Err(why)
+            Err(Failed {
+                message: why,
+                suggestion,
+            })
         }
         Err(f) => Err(format!(
             "{}; the chat would fail the same way",
             f.describe(&format!("{base}/chat/completions"))
-        )),
+        )
+        .into()),
     }
 }
 
@@ -258,6 +287,8 @@ mod tests {
     async fn a_base_url_without_v1_fails_with_the_suggestion() {
         let root = server(&["local"]).await;
         let e = judge(&ep(root.clone(), "local"), 5).await.unwrap_err();
+        assert_eq!(e.suggestion, Some(format!("{root}/v1")));
+        let e = e.message;
         assert!(e.contains("HTTP 404"), "{e}");
         assert!(e.contains(&format!("Did you mean {root}/v1?")), "{e}");
         let ok = judge(&ep(format!("{root}/v1/"), "local"), 5).await.unwrap();
@@ -284,14 +315,16 @@ mod tests {
         drop(l);
         let e = judge(&ep(format!("http://{addr}/v1"), "m"), 5)
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .message;
         assert!(
             e.starts_with("network error reaching") && e.contains("connection refused"),
             "{e}"
         );
         let e = judge(&ep("http://no-such-host.invalid/v1".into(), "m"), 5)
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .message;
         assert!(e.contains("network error") && !e.contains("key"), "{e}");
     }
 }

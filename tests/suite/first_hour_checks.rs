@@ -117,6 +117,25 @@ async fn init_offers_the_listed_model_and_doctor_passes_the_right_url() {
         stderr.contains(&format!("Model name [{MODEL_ID}]")),
         "{stderr}"
     );
+
+    // Given without /v1: "Try again?" offers the URL that answers, and Enter takes it.
+    let home = TestHome::new();
+    let root = format!("http://{}", model.addr());
+    let out = cli(&home, &["init"], Some(&format!("{root}\n\n\n\n\n\n\n\n\n"))).await;
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("Try again?"), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "Model endpoint (OpenAI-compatible base URL) [{root}/v1]"
+        )),
+        "{stderr}"
+    );
+    let written = std::fs::read_to_string(home.config_path()).unwrap();
+    assert!(
+        written.contains(&format!("base_url: \"{root}/v1\"")),
+        "{written}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,10 +1,11 @@
 //! What a `file_write` approval shows: the text that will be written and what happens to the
 //! file, so the owner approves the content and not only a byte count.
 //!
-//! - The whole text, when the approval can show it: once made visible
-//!   ([`crate::consent::display::visible`]) the description fits [`BUDGET`] UTF-16 units, which
-//!   leaves [`crate::consent::display::MAX_LEN`]'s room for what the consent rule adds (a
-//!   sub-agent's or a data-egress prefix).
+//! - The whole text, when the approval can show it: the description, as the consent rule will
+//!   show it (`crate::consent::display`: invisible characters escaped, line breaks marked), fits
+//!   [`BUDGET`] UTF-16 units, which leaves 800 of the approval's 3,000 for what the consent rule
+//!   adds (a sub-agent's or a data-egress prefix). The length is measured from above
+//!   ([`shown_len_at_most`]), so a description judged to fit always does.
 //! - Otherwise its first and last lines (each cut at [`LINE_CHARS`] characters), how many lines
 //!   are not shown, the total size, the SHA-256 of the text, and the path of a preview file
 //!   holding the whole text: `$ETHAN_HOME/previews/<first 16 hex digits of the hash>.txt`,
@@ -12,12 +13,12 @@
 //!   can read or change it).
 //! - Whether the call creates the file, replaces one (and its size), or appends to one.
 
-use crate::consent::display;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
-/// The most UTF-16 units of the description once made visible.
-pub const BUDGET: usize = display::MAX_LEN - 800;
+/// The most UTF-16 units of the description once made visible: the approval's limit
+/// (`crate::consent::display::MAX_LEN`, 3,000) less room for the consent rule's prefixes.
+pub const BUDGET: usize = 2_200;
 
 /// The most characters of one line shown when the text is cut.
 pub const LINE_CHARS: usize = 120;
@@ -131,7 +132,23 @@ fn cut_text(head: &str, hash: &str, lines: &[&str], n: usize, tail: &str) -> Str
 }
 
 fn fits(description: &str) -> bool {
-    display::visible(description).encode_utf16().count() <= BUDGET
+    shown_len_at_most(description) <= BUDGET
+}
+
+/// At least as many UTF-16 units as `text` takes once made visible for an approval: a line
+/// break is a mark and a break (2), a character of the common scripts (printable ASCII, Latin-1
+/// letters, Greek and Cyrillic, kana, CJK ideographs, Hangul syllables) is itself (1), and any
+/// other character is counted as the longest escape the approval may show it as (`\u{10ffff}`,
+/// 10): those ranges hold no character the approval escapes, and folding spaces only shortens.
+pub fn shown_len_at_most(text: &str) -> usize {
+    text.chars()
+        .map(|c| match c as u32 {
+            0x0a => 2,
+            0x09 | 0x20..=0x7e | 0xc0..=0xff | 0x370..=0x4ff => 1,
+            0x3040..=0x30ff | 0x4e00..=0x9fff | 0xac00..=0xd7af => 1,
+            _ => 10,
+        })
+        .sum()
 }
 
 /// Write `content` to `<dir>/<16 hex digits>.txt` (0600, the folder 0700), removing previews
@@ -200,6 +217,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_measure_is_never_below_what_the_approval_shows() {
+        use crate::consent::display;
+        assert_eq!(BUDGET + 800, display::MAX_LEN);
+        let samples = [
+            "plain ASCII text, with punctuation!?\n\tand a tab",
+            "Grüße, ça va? Ελληνικά, русский, 日本語のテキスト, 한국어, 中文",
+            "\u{1b}[2J\r\u{202e}bidi\u{200b}zero\u{a0}nbsp\u{3164}\u{e0041}\u{feff}\u{ad}",
+            "emoji 😀🎉 and symbols ∑ → ✓ ⏎",
+        ];
+        for s in samples {
+            let shown = display::visible(s).encode_utf16().count();
+            assert!(shown_len_at_most(s) >= shown, "{s:?}: {shown}");
+        }
+        // Every character the approval escapes is counted at the longest escape.
+        for c in (0..=0x10ffffu32).filter_map(char::from_u32) {
+            if display::is_invisible(c) && c != '\n' && c != '\t' && c != ' ' {
+                assert_eq!(shown_len_at_most(&c.to_string()), 10, "{:x}", c as u32);
+            }
+        }
+    }
+
+    #[test]
     fn a_short_text_is_shown_whole_with_what_happens_to_the_file() {
         let p = Path::new("/ws/hello.txt");
         assert_eq!(
@@ -232,7 +271,7 @@ mod tests {
             Before::Absent,
             Some(&previews),
         );
-        assert!(fits(&d), "{} units", display::visible(&d).len());
+        assert!(fits(&d), "{} units", shown_len_at_most(&d));
         let hash = hex::encode(Sha256::digest(content.as_bytes()));
         assert!(
             d.starts_with("write 51,000 bytes, 1,000 lines to /ws/big.txt (creates it)"),

@@ -3,7 +3,8 @@
 //! thinks (`⠹ thinking (4s, Ctrl-C stops)`) or a tool runs (`⠹ running shell: ls -la (2s, …)`),
 //! wiped before anything else is written (only when stderr is a terminal). Each tool call, once
 //! it ends, leaves one line on stderr, dim on a terminal: `✓ file_read notes.txt · 3 ms`,
-//! `✗ shell rm -r old · denied` ([`tool_line`]). On a terminal, control characters in the
+//! `✗ shell rm -r old · denied` ([`tool_line`]); one cut short by the turn's end says
+//! `· stopped`. On a terminal, control characters in the
 //! model's text are shown escaped, so an answer cannot drive the terminal.
 
 use crate::consent::display::escape_invisible;
@@ -142,8 +143,17 @@ async fn print_events(
     status.wait(Some(Waiting::Model));
     // Whether stdout is in the middle of a line (a status line needs a line of its own).
     let mut mid_line = false;
-    // The calls started and not ended: their one-line summaries, by call id.
-    let mut running: std::collections::HashMap<String, String> = Default::default();
+    // The calls started and not ended: their names and one-line summaries, by call id, in the
+    // order they started.
+    let mut running: Vec<(String, String, String)> = Vec::new();
+    let tool_out = |line: String| {
+        let line = escape_invisible(&line);
+        if stderr_tty {
+            eprintln!("\x1b[2m{line}\x1b[0m");
+        } else {
+            eprintln!("{line}");
+        }
+    };
     let mut tick = tokio::time::interval(std::time::Duration::from_millis(120));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
@@ -192,7 +202,7 @@ async fn print_events(
                 } else {
                     format!("running {name}: {summary}")
                 };
-                running.insert(id, summary);
+                running.push((id, name, summary));
                 status.wait(Some(Waiting::Tool(line)));
             }
             TurnEvent::ToolEnd {
@@ -207,20 +217,34 @@ async fn print_events(
                     println!();
                     mid_line = false;
                 }
-                let summary = running.remove(&id).unwrap_or_default();
-                let line = escape_invisible(&tool_line(&name, &summary, ms, ok, denied));
-                if stderr_tty {
-                    eprintln!("\x1b[2m{line}\x1b[0m");
-                } else {
-                    eprintln!("{line}");
-                }
+                let summary = match running.iter().position(|(i, _, _)| *i == id) {
+                    Some(at) => running.remove(at).2,
+                    None => String::new(),
+                };
+                tool_out(tool_line(&name, &summary, ms, ok, denied));
                 status.wait(Some(Waiting::Model));
             }
             _ => {}
         }
     }
     status.clear();
+    // Calls the turn's end cut short (Ctrl-C, /stop) leave their line too.
+    if !running.is_empty() && mid_line {
+        println!();
+    }
+    for (_, name, summary) in running {
+        tool_out(stopped_line(&name, &summary));
+    }
     streamed
+}
+
+/// The line of a call the turn's end cut short: `✗ shell sleep 60 · stopped`.
+pub fn stopped_line(name: &str, summary: &str) -> String {
+    if summary.is_empty() {
+        format!("✗ {name} · stopped")
+    } else {
+        format!("✗ {name} {summary} · stopped")
+    }
 }
 
 /// The line a tool call leaves: `✓ file_read notes.txt · 3 ms`, `✗ shell rm x · denied`,
@@ -260,6 +284,10 @@ mod tests {
         assert_eq!(
             tool_line("clock", "", 1234, false, false),
             "✗ clock · failed after 1.2 s"
+        );
+        assert_eq!(
+            super::stopped_line("shell", "sleep 60"),
+            "✗ shell sleep 60 · stopped"
         );
     }
 }

@@ -146,16 +146,40 @@ async fn every_shape_runs_its_tool_streamed_and_whole_on_the_terminal() {
     }
 }
 
-/// Every shape through Telegram: a DM from the owner per shape, answered with the tool's
-/// output; no draft, edit or message shows a call written as text.
+/// Whether `chat` was shown the follow-up answer naming `marker` (a message, or an edit of one).
+fn answered(tg: &FakeTelegram, chat: i64, marker: &str) -> bool {
+    ["sendMessage", "editMessageText"].iter().any(|m| {
+        tg.calls(m).iter().any(|c| {
+            let text = c["text"].as_str().unwrap_or_default();
+            c["chat_id"] == json!(chat) && text.contains("tools said:") && text.contains(marker)
+        })
+    })
+}
+
+/// Every shape through Telegram: a DM from the owner per shape (the answer streams as a draft),
+/// and the shapes written as text once more in a group (the answer streams as edits of one
+/// message), each answered with the tool's output; no draft, edit or message shows a call
+/// written as text.
 #[tokio::test(flavor = "multi_thread")]
 async fn every_shape_runs_its_tool_streamed_and_whole_on_telegram() {
     const OWNER: i64 = 5150;
+    const GROUP: i64 = -100515;
+    const BOT: &str = "@ethan_test_bot";
     for streamed in [true, false] {
         let home = TestHome::new();
         let tg = FakeTelegram::start().await;
+        // (chat, marker, message, finish reason): every shape in the DM, the text ones in the group.
+        let mut turns = Vec::new();
+        for (marker, message, finish) in shapes() {
+            turns.push((OWNER, marker, message, finish));
+        }
+        for (marker, message, finish) in shapes() {
+            if finish == "stop" {
+                turns.push((GROUP, marker, message, finish));
+            }
+        }
         let mut steps = Vec::new();
-        for (_, message, finish) in shapes() {
+        for (_, _, message, finish) in turns.clone() {
             steps.push(Step::custom(move |req| {
                 (200, completion(req, message.clone(), finish))
             }));
@@ -163,7 +187,7 @@ async fn every_shape_runs_its_tool_streamed_and_whole_on_telegram() {
         }
         let model = ScriptedModel::start(steps).await;
         model.set_refuse_stream(!streamed);
-        // Slow enough for drafts to show the answer while it streams.
+        // Slow enough for drafts and edits to show the answer while it streams.
         model.set_chunk_gap(Duration::from_millis(150));
         home.write_config(&format!(
             "model:\n  base_url: {}\n  api_key: sk-shapes\n  name: test-model\n\
@@ -174,12 +198,23 @@ async fn every_shape_runs_its_tool_streamed_and_whole_on_telegram() {
             tg.base_url()
         ));
         let mut daemon = Daemon::start(&home);
-        for (i, (marker, _, _)) in shapes().into_iter().enumerate() {
-            tg.push_text(OWNER, OWNER, &format!("go {i}"));
+        for (i, (chat, marker, _, _)) in turns.iter().enumerate() {
+            if *chat == OWNER {
+                tg.push_text(OWNER, OWNER, &format!("go {i}"));
+            } else {
+                let id = tg.next_update_id();
+                let text = format!("{BOT} go {i}");
+                tg.push_update(json!({"update_id": id, "message": {
+                    "message_id": id, "date": crate::support::unix_now(),
+                    "chat": {"id": GROUP, "type": "supergroup", "title": "team"},
+                    "from": {"id": OWNER, "is_bot": false, "first_name": "O"},
+                    "text": text,
+                    "entities": [{"type": "mention", "offset": 0, "length": BOT.len()}]}}));
+            }
             wait_until(
-                &format!("the answer of {marker} (streamed: {streamed})"),
+                &format!("the answer of {marker} in {chat} (streamed: {streamed})"),
                 Duration::from_secs(30),
-                || tg.sent_texts().iter().any(|t| t.contains(marker)),
+                || answered(&tg, *chat, marker),
             )
             .await;
         }
@@ -193,11 +228,13 @@ async fn every_shape_runs_its_tool_streamed_and_whole_on_telegram() {
             }
         }
         if streamed {
-            assert!(
-                !tg.calls("sendMessageDraft").is_empty(),
-                "{}",
-                tg.describe_calls()
-            );
+            for method in ["sendMessageDraft", "editMessageText"] {
+                assert!(
+                    !tg.calls(method).is_empty(),
+                    "{method}: {}",
+                    tg.describe_calls()
+                );
+            }
         }
         model.assert_protocol_ok();
         daemon.stop();

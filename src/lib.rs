@@ -25,6 +25,7 @@ pub mod sandbox;
 pub mod scheduler;
 pub mod skills;
 pub mod store;
+pub mod tokens;
 pub mod tools;
 pub mod tz;
 pub mod usage;

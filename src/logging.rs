@@ -1,5 +1,6 @@
-//! Logging with `tracing`, to stderr (or, for an interactive `ethan chat`, to daily files
-//! `$ETHAN_HOME/logs/ethan-YYYY-MM-DD.log`, so log lines never land in the conversation), with
+//! Logging with `tracing`, to stderr (or, for an interactive `ethan chat`, and for `ethan chat
+//! -m` without `-v` or `--log-level`, to daily files `$ETHAN_HOME/logs/ethan-YYYY-MM-DD.log`, so
+//! log lines never land in the conversation or before its one sentence), with
 //! every configured secret value, and everything shaped
 //! like a credential ([`crate::tools::redact::redact_shapes`]: API keys, tokens, JWTs, private
 //! keys), replaced by `<redacted>` before a line is written (HTTP libraries put request URLs,

@@ -187,11 +187,16 @@ fn main() -> ExitCode {
         cli.verbose
             .then(|| "ethan=debug,ethan_channels=debug,warn".to_string())
     });
-    // An interactive chat keeps log lines out of the conversation: they go to daily files.
+    // An interactive chat keeps log lines out of the conversation: they go to daily files; so
+    // does `chat -m`, whose stderr is for its one sentence, unless -v or --log-level asks for
+    // them there.
     let log_dir = match &cli.command {
         Command::Chat { message: None, .. } if interactive() => {
             config::home_dir().ok().map(|h| h.join("logs"))
         }
+        Command::Chat {
+            message: Some(_), ..
+        } if level.is_none() => config::home_dir().ok().map(|h| h.join("logs")),
         _ => None,
     };
     let to = log_dir
@@ -208,16 +213,13 @@ fn main() -> ExitCode {
         // Before any config is loaded: there may be none yet, or a broken one to replace.
         return init(cli.config, args, &redactor);
     }
-    let loaded = match config::load(&config::LoadOptions {
-        config_path: cli.config.clone(),
-    })
-    .and_then(|l| {
-        // Needs the tool registry, which the config module does not know.
-        use ethan::tools::engine::config_names::{check_agent_tool_names, check_tool_names};
-        check_tool_names(&l.config.tools)
-            .and_then(|()| check_agent_tool_names(&l.config))
-            .map(|()| l)
-    }) {
+    // The tool names need the tool registry, which the config module does not know.
+    let loaded = match config::load_checked(
+        &config::LoadOptions {
+            config_path: cli.config.clone(),
+        },
+        ethan::tools::engine::config_names::name_problems,
+    ) {
         Ok(l) => l,
         Err(e) => {
             if matches!(cli.command, Command::Doctor) {

@@ -2,10 +2,16 @@
 //! the next midnight), token counts written with thousands separators, and the owner's `/usage`
 //! summary. The ledger itself is [`ethan_core::store::UsageStore`]; the budget check is
 //! [`crate::agent::budget`]; `ethan usage` is [`crate::cli::usage`].
+//!
+//! A call to a server that reports no counts (llama.cpp streams none) is recorded with tokens
+//! estimated from what was sent and the answer ([`crate::tokens::estimate`], the estimate the
+//! compaction budget uses), marked as estimated; budgets count them like reported ones, and
+//! counts that include estimates are shown as `≈12,345` ([`approx`]).
 
 use crate::config::Config;
 use chrono::{DateTime, Days, NaiveTime, Utc};
 use chrono_tz::Tz;
+use ethan_core::message::{ChatMessage, ToolSpec};
 use ethan_core::provider::Completion;
 use ethan_core::store::{DayOf, StoreError, UsageGrouping, UsageRecord, UsageStore};
 use std::sync::Arc;
@@ -20,21 +26,37 @@ pub struct CallOwner {
     pub job_id: Option<String>,
 }
 
-/// Record the tokens of one model call that returned `completion`, under the model that
-/// answered (else `configured_model`). A completion without usage records nothing; a store
-/// failure is logged, never returned (a turn does not fail over its ledger).
+/// What one model call sent: the messages and the tools offered.
+#[derive(Debug, Clone, Copy)]
+pub struct Sent<'a> {
+    pub messages: &'a [ChatMessage],
+    pub tools: &'a [ToolSpec],
+}
+
+/// Record the tokens of one model call that sent `sent` and returned `completion`, under the
+/// model that answered (else `configured_model`). A completion without usage is recorded with
+/// estimated tokens, marked so; a store failure is logged, never returned (a turn does not fail
+/// over its ledger).
 pub async fn record_call(
     store: &dyn UsageStore,
     configured_model: &str,
     owner: &CallOwner,
+    sent: Sent<'_>,
     completion: &Completion,
 ) {
-    let Some(usage) = completion.usage else {
-        tracing::debug!(
-            "the model reported no usage for a call in {}; nothing recorded",
-            owner.session_key
-        );
-        return;
+    let (usage, estimated) = match completion.usage {
+        Some(u) => (u, false),
+        None => {
+            let u = crate::tokens::estimate(sent.messages, sent.tools, &completion.message);
+            tracing::debug!(
+                "the model reported no usage for a call in {}; recording an estimate ({} in, {} \
+                 out)",
+                owner.session_key,
+                u.input_tokens,
+                u.output_tokens
+            );
+            (u, true)
+        }
     };
     let model = if completion.model.trim().is_empty() {
         configured_model.to_string()
@@ -52,6 +74,7 @@ pub async fn record_call(
         output_tokens: usage.output_tokens,
         cache_read_tokens: usage.cache_read_tokens,
         cache_write_tokens: usage.cache_write_tokens,
+        estimated,
     };
     if let Err(e) = store.record_usage(&record).await {
         tracing::warn!(
@@ -132,12 +155,29 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
-/// `12,345 tokens`, with ` of 50,000` when `budget` is set (not 0).
-fn against(used: u64, budget: u64) -> String {
-    if budget == 0 {
-        format!("{} tokens", thousands(used))
+/// [`thousands`], led by `≈` when the count includes estimated tokens.
+pub fn approx(n: u64, estimated: bool) -> String {
+    if estimated {
+        format!("≈{}", thousands(n))
     } else {
-        format!("{} of {} tokens", thousands(used), thousands(budget))
+        thousands(n)
+    }
+}
+
+/// What `≈` means, for a report that shows it.
+pub const APPROX_NOTE: &str =
+    "≈: includes tokens estimated from the text (the model server reported no counts)";
+
+/// `12,345 tokens`, with ` of 50,000` when `budget` is set (not 0); `≈` when `estimated`.
+fn against(used: u64, budget: u64, estimated: bool) -> String {
+    if budget == 0 {
+        format!("{} tokens", approx(used, estimated))
+    } else {
+        format!(
+            "{} of {} tokens",
+            approx(used, estimated),
+            thousands(budget)
+        )
     }
 }
 
@@ -157,6 +197,13 @@ pub async fn today_summary(
         .tokens_since(day.start, Some((channel, chat_id)))
         .await?;
     let models = store.usage_report(day.start, UsageGrouping::Model).await?;
+    let any_estimated = models.iter().any(|m| m.estimated_calls > 0);
+    let chat_estimated = any_estimated
+        && store
+            .usage_report(day.start, UsageGrouping::Chat)
+            .await?
+            .iter()
+            .any(|r| r.key == format!("{channel}:{chat_id}") && r.estimated_calls > 0);
     let budget = &config.budget;
     let mut out = format!(
         "**Token usage today** (since 00:00, {}; resets at {})\n\
@@ -164,23 +211,27 @@ pub async fn today_summary(
          - this chat: {}\n",
         day.zone.name(),
         day.reset_label(),
-        against(all, budget.daily_tokens),
-        against(chat, budget.chat_daily_tokens),
+        against(all, budget.daily_tokens, any_estimated),
+        against(chat, budget.chat_daily_tokens, chat_estimated),
     );
     if models.is_empty() {
         out.push_str("\nNo model calls yet today.");
     } else {
         out.push_str("\nBy model:\n");
         for m in &models {
+            let est = m.estimated_calls > 0;
             out.push_str(&format!(
                 "- {}: {} call{}, {} tokens ({} in, {} out)\n",
                 m.key,
                 m.calls,
                 if m.calls == 1 { "" } else { "s" },
-                thousands(m.total()),
-                thousands(m.input_tokens),
-                thousands(m.output_tokens),
+                approx(m.total(), est),
+                approx(m.input_tokens, est),
+                approx(m.output_tokens, est),
             ));
+        }
+        if any_estimated {
+            out.push_str(&format!("\n{APPROX_NOTE}."));
         }
     }
     Ok(out.trim_end().to_string())
@@ -263,6 +314,7 @@ mod tests {
             output_tokens: 1,
             cache_read_tokens: 0,
             cache_write_tokens: 0,
+            estimated: false,
         })
         .collect();
         let rows = crate::store::usage::group(&recs, &UsageGrouping::Day(day));

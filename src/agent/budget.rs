@@ -56,13 +56,19 @@ pub(super) async fn refusal(agent: &Agent, input: &TurnInput) -> Option<String> 
     None
 }
 
-/// Record the tokens of one model call of this turn that returned `completion`
-/// ([`crate::usage::record_call`]).
-pub(super) async fn record(agent: &Agent, input: &TurnInput, completion: &Completion) {
+/// Record the tokens of one model call of this turn that sent `sent` and returned
+/// `completion` ([`crate::usage::record_call`]; estimated when the server reported none).
+pub(super) async fn record(
+    agent: &Agent,
+    input: &TurnInput,
+    sent: crate::usage::Sent<'_>,
+    completion: &Completion,
+) {
     crate::usage::record_call(
         &*agent.store,
         &agent.config.config.model.name,
         &call_owner(input),
+        sent,
         completion,
     )
     .await

@@ -127,6 +127,9 @@ impl TurnOutcome {
 pub struct TurnReply {
     pub outcome: TurnOutcome,
     pub cards: Vec<ethan_cards::Ui>,
+    /// The model was not called: a daily token budget is used up (the outcome is the sentence
+    /// saying so).
+    pub refused: bool,
 }
 
 pub struct Agent {
@@ -170,6 +173,7 @@ impl Agent {
             return TurnReply {
                 outcome: TurnOutcome::Answer(text),
                 cards,
+                refused: true,
             };
         }
         let session_id = match self.store.current_session(&input.session_key).await {
@@ -182,6 +186,7 @@ impl Agent {
                         detail: e.to_string(),
                     },
                     cards,
+                    refused: false,
                 }
             }
         };
@@ -429,7 +434,11 @@ impl Agent {
                     }
                 }
             };
-            budget::record(self, input, &completion).await;
+            let sent = crate::usage::Sent {
+                messages: &messages,
+                tools: &specs,
+            };
+            budget::record(self, input, sent, &completion).await;
             iterations += 1;
             tracing::debug!(model = %completion.model, "model answered in {}", input.session_key);
             // The audit of the calls below names the model that proposed them.
@@ -584,7 +593,11 @@ impl Agent {
                 }
             }
         }
-        TurnReply { outcome, cards }
+        TurnReply {
+            outcome,
+            cards,
+            refused: false,
+        }
     }
 }
 

@@ -1,8 +1,10 @@
 //! `ethan chat`: a terminal session. `-m TEXT` sends one message and prints the answer on stdout
-//! (exit 0; exit 1 with a clear message on stderr when the model endpoint fails). Without `-m`,
+//! (exit 0; exit 1 with a clear message on stderr when the model endpoint fails, or when a daily
+//! token budget refused the turn). Without `-m`,
 //! reads lines until EOF, Ctrl-D or `/exit` (a line editor with history on a terminal). Ctrl-C
-//! during an answer stops it; at the prompt, a first Ctrl-C says how to quit and a second one
-//! quits. A new session each time unless `--session NAME`.
+//! during an answer, or at one of its approval questions, stops it (with `-m`: exit 1); at the
+//! prompt, a first Ctrl-C says how to quit and a second one quits. Each tool call leaves one
+//! line ([`super::live`]). A new session each time unless `--session NAME`.
 
 use super::live::Live;
 use crate::agent::{TurnInput, TurnOutcome};
@@ -91,12 +93,18 @@ pub async fn run(
 
     if let Some(text) = message {
         let cancel = CancellationToken::new();
+        let ctrl_c = stop_on_ctrl_c(&cancel);
+        input.set_turn(Some(cancel.clone()));
         let (live, events) = Live::start();
         let reply = agent
             .run_turn_with_cards(&input_for(text, events), &cancel)
             .await;
+        input.set_turn(None);
+        ctrl_c.abort();
         let answer = match &reply.outcome {
-            TurnOutcome::Answer(t) | TurnOutcome::IterationCap(t) => Some(t.as_str()),
+            TurnOutcome::Answer(t) | TurnOutcome::IterationCap(t) if !reply.refused => {
+                Some(t.as_str())
+            }
             _ => None,
         };
         live.finish(answer).await;
@@ -104,6 +112,11 @@ pub async fn run(
             println!("\n{}", ethan_cards::render_text(card));
         }
         mcp.shutdown().await;
+        if let (true, TurnOutcome::Answer(why)) = (reply.refused, &reply.outcome) {
+            // Over a daily budget: no answer, and a script must see it.
+            eprintln!("ethan: {why}");
+            return Ok(ExitCode::FAILURE);
+        }
         return Ok(match reply.outcome {
             TurnOutcome::Answer(_) | TurnOutcome::IterationCap(_) => ExitCode::SUCCESS,
             TurnOutcome::Failed {
@@ -113,7 +126,10 @@ pub async fn run(
                 eprintln!("ethan: {user_message}\n  detail: {detail}");
                 ExitCode::FAILURE
             }
-            TurnOutcome::Stopped => ExitCode::FAILURE,
+            TurnOutcome::Stopped => {
+                eprintln!("(stopped)");
+                ExitCode::FAILURE
+            }
         });
     }
 
@@ -195,16 +211,13 @@ pub async fn run(
             None => {}
         }
         let cancel = CancellationToken::new();
-        let c2 = cancel.clone();
-        let ctrl_c = tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                c2.cancel();
-            }
-        });
+        let ctrl_c = stop_on_ctrl_c(&cancel);
+        input.set_turn(Some(cancel.clone()));
         let (live, events) = Live::start();
         let reply = agent
             .run_turn_with_cards(&input_for(text, events), &cancel)
             .await;
+        input.set_turn(None);
         ctrl_c.abort();
         let answer = match &reply.outcome {
             TurnOutcome::Answer(t) | TurnOutcome::IterationCap(t) => Some(t.as_str()),
@@ -225,4 +238,14 @@ pub async fn run(
     }
     mcp.shutdown().await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Cancels `turn` on Ctrl-C (SIGINT) until the task is aborted.
+fn stop_on_ctrl_c(turn: &CancellationToken) -> tokio::task::JoinHandle<()> {
+    let turn = turn.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            turn.cancel();
+        }
+    })
 }

@@ -3,10 +3,12 @@
 
 use crate::config::Loaded;
 use crate::config::{ModelConfig, ModelEndpoint};
+use crate::consent::owners::Owners;
 use crate::store::inbound::DEDUPE_WINDOW_SECS;
+use crate::store::SharedStorage;
 use crate::store::{DaemonStoreRef, OpenStore};
 use ethan_channels::telegram::{TelegramChannel, TelegramConfig};
-use ethan_channels::Channel;
+use ethan_channels::{Channel, ChannelKind};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -135,7 +137,12 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
                 Err(e) => r.fail("telegram", e.to_string()),
             },
         }
-        if c.owners.is_empty()
+        if !has_owner(
+            &loaded,
+            stores.as_ref().map(|s| &s.main),
+            ChannelKind::Telegram,
+        )
+        .await
             && tg.dm_policy != crate::config::DmPolicy::Open
             && tg.allow_from.is_empty()
         {
@@ -162,6 +169,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
         ),
     }
     lark_checks(&mut r, &loaded, stores.as_ref().map(|s| &s.main)).await;
+    owners_line(&mut r, &loaded, stores.as_ref().map(|s| &s.main)).await;
     for (name, result) in crate::cli::mcp::check(&loaded).await {
         match result {
             Ok(n) => r.ok(&format!("mcp {name}"), format!("{n} tools")),
@@ -405,7 +413,7 @@ async fn lark_checks(r: &mut Report, loaded: &Loaded, store: Option<&DaemonStore
         Some((Some(_), Some(last))) => r.ok("lark", format!("last event received at {}", when(last))),
         _ => {}
     }
-    if c.owners.is_empty()
+    if !has_owner(loaded, store, ChannelKind::Lark).await
         && lk.dm_policy != crate::config::DmPolicy::Open
         && lk.allow_from.is_empty()
     {
@@ -416,8 +424,73 @@ async fn lark_checks(r: &mut Report, loaded: &Loaded, store: Option<&DaemonStore
     }
 }
 
-/// One model endpoint: a key where the public endpoint needs one, then the provider's own
-/// check (a model list, spending no tokens).
+/// Whether anyone owns the bot on `channel`: an `owners:` entry, or an owner claimed or added
+/// (in the store; without a store, the config alone).
+async fn has_owner(loaded: &Loaded, store: Option<&DaemonStoreRef>, channel: ChannelKind) -> bool {
+    match store {
+        Some(s) => {
+            Owners::new(&loaded.config, s.shared())
+                .has_owner(channel)
+                .await
+        }
+        None => loaded
+            .config
+            .owners
+            .iter()
+            .any(|o| o.starts_with(&format!("{}:", channel.as_str()))),
+    }
+}
+
+/// One line: how many owners the bot has (from the config, claimed or added), or, for each chat
+/// channel nobody owns, how to claim it.
+async fn owners_line(r: &mut Report, loaded: &Loaded, store: Option<&DaemonStoreRef>) {
+    let stored = match store {
+        Some(s) => match s.list_owners().await {
+            Ok(o) => o,
+            Err(e) => return r.warn("owners", format!("cannot read the claimed owners: {e}")),
+        },
+        None => Vec::new(),
+    };
+    let configured = loaded.config.owners.len();
+    let total = configured + stored.len();
+    if total > 0 {
+        let names: Vec<String> = loaded
+            .config
+            .owners
+            .iter()
+            .map(|o| format!("{o} (config)"))
+            .chain(
+                stored
+                    .iter()
+                    .map(|(c, id, source, _)| format!("{c}:{id} ({source})")),
+            )
+            .collect();
+        r.ok(
+            "owners",
+            format!(
+                "{total} owner{}: {}",
+                if total == 1 { "" } else { "s" },
+                names.join(", ")
+            ),
+        );
+    }
+    let c = &loaded.config.channels;
+    let chats = [
+        (!c.telegram.token.is_empty()).then_some(ChannelKind::Telegram),
+        (!c.lark.app_id.trim().is_empty()).then_some(ChannelKind::Lark),
+    ];
+    for channel in chats.into_iter().flatten() {
+        if !has_owner(loaded, store, channel).await {
+            r.warn(
+                "owners",
+                crate::daemon::owner_hint::claim_hint(channel, loaded),
+            );
+        }
+    }
+}
+
+/// One model endpoint: a key where the public endpoint needs one, then whether it answers as
+/// the chat will use it ([`model_answers`]).
 async fn check_model(r: &mut Report, what: &str, ep: &ModelEndpoint, cfg: &ModelConfig) {
     if ep.missing_key() {
         let key_var = ep.key_var();
@@ -437,14 +510,24 @@ async fn check_model(r: &mut Report, what: &str, ep: &ModelEndpoint, cfg: &Model
         );
         return;
     }
-    let client = match crate::provider::connect(ep, cfg) {
-        Ok(c) => c,
-        Err(e) => return r.fail(what, e.to_string()),
-    };
-    match client.check().await {
+    match model_answers(ep, cfg).await {
         Ok(s) => r.ok(what, format!("{s} [{}]", ep.provider.as_str())),
         Err(e) => r.fail(what, format!("{} ({}): {e}", ep.name, ep.provider.as_str())),
     }
+}
+
+/// Whether `ep` answers: an OpenAI-compatible endpoint judged as the chat uses it (its model
+/// list, else a one-token completion; [`crate::provider::probe`]), an Anthropic one by its own
+/// check.
+pub async fn model_answers(ep: &ModelEndpoint, cfg: &ModelConfig) -> Result<String, String> {
+    if ep.provider == crate::config::ProviderKind::Openai {
+        return crate::provider::probe::judge(ep, cfg.timeout_secs)
+            .await
+            .map(|j| j.line)
+            .map_err(|f| f.message);
+    }
+    let client = crate::provider::connect(ep, cfg).map_err(|e| e.to_string())?;
+    client.check().await.map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

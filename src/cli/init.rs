@@ -1,9 +1,14 @@
 //! `ethan init`: a first `config.yaml`, asked for on the terminal (or taken from flags with
-//! `--yes`), each endpoint tested before it is written: the model with `GET /models`, a Telegram
-//! token with `getMe`, a Lark app with a `tenant_access_token` request. The file is written
-//! with mode 0600 (it holds keys), commented, and never over an existing one without `--force`.
+//! `--yes`), each endpoint tested before it is written: the model as the chat will use it
+//! ([`crate::provider::probe`]: its model list, else a one-token completion; the models it
+//! lists are offered as the model name), a Telegram token with `getMe`, a Lark app with a
+//! `tenant_access_token` request. A failure says whether the network failed or the service
+//! refused; a value that failed its test is written only when the person types `yes` to that
+//! (with `--yes`, a failure writes nothing). The file is written with mode 0600 (it holds
+//! keys), commented, and never over an existing one without `--force`.
 
 use crate::config::{self, Config, ModelConfig};
+use crate::provider::probe::Failed;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -111,6 +116,17 @@ impl Prompt {
             a => a.starts_with('y'),
         }
     }
+
+    /// Whether to write `what` although its test failed: only the word `yes`, typed out, says
+    /// so (Enter, `y`, or the end of input do not).
+    fn write_untested(&mut self, what: &str) -> bool {
+        let a = self.line(
+            &format!("Write {what} to the file untested anyway? Type yes to write it"),
+            "",
+            false,
+        );
+        a.eq_ignore_ascii_case("yes")
+    }
 }
 
 /// Terminal echo off while a secret is typed; restored on drop.
@@ -183,16 +199,19 @@ pub async fn run(path: PathBuf, args: InitArgs) -> anyhow::Result<ExitCode> {
     };
     let check = !args.no_check;
 
-    // The model endpoint, until it answers (or the user keeps it anyway).
+    // The model endpoint, until it answers as the chat will use it (or the person writes it
+    // untested, in so many words). Asked again, the answers given are the defaults, or the URL
+    // that answered when `/v1` was left out.
+    let mut url_default = DEFAULT_BASE_URL.to_string();
+    let mut key_default = std::env::var("OPENAI_API_KEY").unwrap_or_default();
     loop {
         a.base_url = ask(
             &mut p,
             &args.model_base_url,
             "Model endpoint (OpenAI-compatible base URL)",
-            DEFAULT_BASE_URL,
+            &url_default,
             false,
         );
-        let key_default = std::env::var("OPENAI_API_KEY").unwrap_or_default();
         a.api_key = ask(
             &mut p,
             &args.model_api_key,
@@ -200,7 +219,21 @@ pub async fn run(path: PathBuf, args: InitArgs) -> anyhow::Result<ExitCode> {
             &key_default,
             true,
         );
-        a.name = ask(&mut p, &args.model_name, "Model name", DEFAULT_MODEL, false);
+        let listed = if check && args.model_name.is_none() {
+            listed_models(&a).await
+        } else {
+            Vec::new()
+        };
+        if p.ask && !listed.is_empty() {
+            eprintln!("  the server lists: {}", listed.join(", "));
+        }
+        a.name = ask(
+            &mut p,
+            &args.model_name,
+            "Model name",
+            default_model(&listed),
+            false,
+        );
         if !check {
             break;
         }
@@ -210,12 +243,18 @@ pub async fn run(path: PathBuf, args: InitArgs) -> anyhow::Result<ExitCode> {
                 break;
             }
             Err(e) if p.ask => {
-                eprintln!("  the model endpoint does not answer: {e}");
-                if !p.yes("Try again?", true) {
-                    break;
+                eprintln!("  the model endpoint does not answer as the chat will use it: {e}");
+                if p.yes("Try again?", true) {
+                    url_default = e.suggestion.unwrap_or_else(|| a.base_url.clone());
+                    key_default = a.api_key.clone();
+                    continue;
                 }
+                if !p.write_untested("this endpoint and key") {
+                    anyhow::bail!("nothing written: the model endpoint did not answer");
+                }
+                break;
             }
-            Err(e) => anyhow::bail!("the model endpoint does not answer: {e} (nothing written; --no-check skips the tests)"),
+            Err(e) => anyhow::bail!("the model endpoint does not answer as the chat will use it: {e} (nothing written; --no-check skips the tests)"),
         }
     }
 
@@ -236,12 +275,17 @@ pub async fn run(path: PathBuf, args: InitArgs) -> anyhow::Result<ExitCode> {
                 break;
             }
             Err(e) if p.ask => {
-                eprintln!("  Telegram refuses the token: {e}");
-                if !p.yes("Try again?", true) {
-                    break;
+                eprintln!("  {e}");
+                if p.yes("Try again?", true) {
+                    continue;
                 }
+                if !p.write_untested("this token") {
+                    a.telegram_token.clear();
+                    eprintln!("  Telegram left out (add channels.telegram.token later)");
+                }
+                break;
             }
-            Err(e) => anyhow::bail!("Telegram refuses the token: {e} (nothing written)"),
+            Err(e) => anyhow::bail!("{e} (nothing written)"),
         }
     }
 
@@ -272,12 +316,18 @@ pub async fn run(path: PathBuf, args: InitArgs) -> anyhow::Result<ExitCode> {
                 break;
             }
             Err(e) if p.ask => {
-                eprintln!("  Lark refuses the app: {e}");
-                if !p.yes("Try again?", true) {
-                    break;
+                eprintln!("  {e}");
+                if p.yes("Try again?", true) {
+                    continue;
                 }
+                if !p.write_untested("this app id and secret") {
+                    a.lark_app_id.clear();
+                    a.lark_app_secret.clear();
+                    eprintln!("  Lark left out (add channels.lark later)");
+                }
+                break;
             }
-            Err(e) => anyhow::bail!("Lark refuses the app: {e} (nothing written)"),
+            Err(e) => anyhow::bail!("{e} (nothing written)"),
         }
     }
 
@@ -360,38 +410,94 @@ fn config_of(a: &Answers) -> anyhow::Result<Config> {
     Ok(config::from_value(json_of(a))?)
 }
 
-async fn test_model(a: &Answers) -> anyhow::Result<String> {
-    let c = config_of(a)?;
+/// How long init waits for each answer of the model endpoint.
+const MODEL_TEST_SECS: u64 = 30;
+
+/// The models the endpoint lists; empty when it lists none or cannot be asked.
+async fn listed_models(a: &Answers) -> Vec<String> {
+    match config_of(a) {
+        Ok(c) => crate::provider::probe::listed_models(&c.model.primary(), MODEL_TEST_SECS).await,
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The model name offered: the usual default when the server lists it or lists nothing, else
+/// the first model it lists.
+fn default_model(listed: &[String]) -> &str {
+    match listed.first() {
+        Some(first) if !listed.iter().any(|m| m == DEFAULT_MODEL) => first,
+        _ => DEFAULT_MODEL,
+    }
+}
+
+/// Whether the model endpoint of `a` answers as the chat will use it.
+async fn test_model(a: &Answers) -> Result<String, Failed> {
+    let c = config_of(a).map_err(|e| Failed::from(format!("{e:#}")))?;
     let ep = c.model.primary();
     if ep.missing_key() {
-        anyhow::bail!("{} needs an API key", ep.base_url);
+        return Err(format!("{} needs an API key", ep.base_url).into());
     }
-    let client = crate::provider::connect_with_retries(&ep, &ModelConfig::default(), 0)?;
-    Ok(client.check().await?)
+    if ep.provider == crate::config::ProviderKind::Openai {
+        return crate::provider::probe::judge(&ep, MODEL_TEST_SECS)
+            .await
+            .map(|j| j.line);
+    }
+    let cfg = ModelConfig {
+        timeout_secs: MODEL_TEST_SECS,
+        ..ModelConfig::default()
+    };
+    crate::cli::doctor::model_answers(&ep, &cfg)
+        .await
+        .map_err(Failed::from)
+}
+
+/// A failed channel test in words: a network failure named as one, a refusal as a refusal.
+fn channel_problem(platform: &str, refused: &str, e: &ethan_channels::ChannelError) -> String {
+    use ethan_channels::ChannelError;
+    match e.cause() {
+        ChannelError::Transport { message, .. } => {
+            format!("cannot reach {platform}: network error: {message}")
+        }
+        ChannelError::Unauthorized { message, .. } => {
+            format!("{platform} refuses {refused}: {message}")
+        }
+        other => format!("{platform} answers with an error: {other}"),
+    }
 }
 
 async fn test_telegram(a: &Answers) -> anyhow::Result<String> {
     use ethan_channels::telegram::{TelegramChannel, TelegramConfig};
     use ethan_channels::Channel;
     let c = config_of(a)?;
+    let problem = |e: &ethan_channels::ChannelError| {
+        anyhow::anyhow!(channel_problem("Telegram", "the token", e))
+    };
     let ch = TelegramChannel::new(TelegramConfig {
         poll_timeout_secs: 1,
         webhook_url: None,
         ..config::telegram_config(&c)
-    })?;
-    Ok(ch.probe().await?)
+    })
+    .map_err(|e| problem(&e))?;
+    ch.probe().await.map_err(|e| problem(&e))
 }
 
 async fn test_lark(a: &Answers) -> anyhow::Result<String> {
+    use ethan_channels::lark::api::ApiError;
     use ethan_channels::lark::LarkChannel;
     let c = config_of(a)?;
     let ch = LarkChannel::new(config::lark_config(&c))?;
-    ch.api().tenant_access_token().await?;
-    Ok(format!(
-        "tenant_access_token for app {} at {}",
-        a.lark_app_id,
-        ch.api().base_url()
-    ))
+    match ch.api().tenant_access_token().await {
+        Ok(_) => Ok(format!(
+            "tenant_access_token for app {} at {}",
+            a.lark_app_id,
+            ch.api().base_url()
+        )),
+        Err(ApiError::Transport { message, .. }) => {
+            anyhow::bail!("cannot reach Lark: network error: {message}")
+        }
+        Err(e @ ApiError::Auth { .. }) => anyhow::bail!("Lark refuses the app: {e}"),
+        Err(e) => anyhow::bail!("Lark answers with an error: {e}"),
+    }
 }
 
 /// YAML double-quoted scalar (a JSON string is one).

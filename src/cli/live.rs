@@ -1,7 +1,10 @@
 //! What `ethan chat` shows while a turn runs: the answer printed on stdout as the model writes
 //! it, and a one-line status on stderr with a spinner and the seconds waited while the model
 //! thinks (`⠹ thinking (4s, Ctrl-C stops)`) or a tool runs (`⠹ running shell: ls -la (2s, …)`),
-//! wiped before anything else is written (only when stderr is a terminal). On a terminal, control characters in the
+//! wiped before anything else is written (only when stderr is a terminal). Each tool call, once
+//! it ends, leaves one line on stderr, dim on a terminal: `✓ file_read notes.txt · 3 ms`,
+//! `✗ shell rm -r old · denied` ([`tool_line`]); one cut short by the turn's end says
+//! `· stopped`. On a terminal, control characters in the
 //! model's text are shown escaped, so an answer cannot drive the terminal.
 
 use crate::consent::display::escape_invisible;
@@ -140,6 +143,17 @@ async fn print_events(
     status.wait(Some(Waiting::Model));
     // Whether stdout is in the middle of a line (a status line needs a line of its own).
     let mut mid_line = false;
+    // The calls started and not ended: their names and one-line summaries, by call id, in the
+    // order they started.
+    let mut running: Vec<(String, String, String)> = Vec::new();
+    let tool_out = |line: String| {
+        let line = escape_invisible(&line);
+        if stderr_tty {
+            eprintln!("\x1b[2m{line}\x1b[0m");
+        } else {
+            eprintln!("{line}");
+        }
+    };
     let mut tick = tokio::time::interval(std::time::Duration::from_millis(120));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
@@ -182,18 +196,98 @@ async fn print_events(
                     streamed.clear();
                 }
             }
-            TurnEvent::ToolStart { name, summary, .. } => {
+            TurnEvent::ToolStart { id, name, summary } => {
                 let line = if summary.is_empty() {
                     format!("running {name}")
                 } else {
                     format!("running {name}: {summary}")
                 };
+                running.push((id, name, summary));
                 status.wait(Some(Waiting::Tool(line)));
             }
-            TurnEvent::ToolEnd { .. } => status.wait(Some(Waiting::Model)),
+            TurnEvent::ToolEnd {
+                id,
+                name,
+                ms,
+                ok,
+                denied,
+            } => {
+                status.clear();
+                if mid_line {
+                    println!();
+                    mid_line = false;
+                }
+                let summary = match running.iter().position(|(i, _, _)| *i == id) {
+                    Some(at) => running.remove(at).2,
+                    None => String::new(),
+                };
+                tool_out(tool_line(&name, &summary, ms, ok, denied));
+                status.wait(Some(Waiting::Model));
+            }
             _ => {}
         }
     }
     status.clear();
+    // Calls the turn's end cut short (Ctrl-C, /stop) leave their line too.
+    if !running.is_empty() && mid_line {
+        println!();
+    }
+    for (_, name, summary) in running {
+        tool_out(stopped_line(&name, &summary));
+    }
     streamed
+}
+
+/// The line of a call the turn's end cut short: `✗ shell sleep 60 · stopped`.
+pub fn stopped_line(name: &str, summary: &str) -> String {
+    if summary.is_empty() {
+        format!("✗ {name} · stopped")
+    } else {
+        format!("✗ {name} {summary} · stopped")
+    }
+}
+
+/// The line a tool call leaves: `✓ file_read notes.txt · 3 ms`, `✗ shell rm x · denied`,
+/// `✗ web_fetch https://… · failed after 1.2 s`.
+pub fn tool_line(name: &str, summary: &str, ms: u64, ok: bool, denied: bool) -> String {
+    let took = if ms < 1000 {
+        format!("{ms} ms")
+    } else {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    };
+    let what = if summary.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name} {summary}")
+    };
+    match (ok, denied) {
+        (true, _) => format!("✓ {what} · {took}"),
+        (false, true) => format!("✗ {what} · denied"),
+        (false, false) => format!("✗ {what} · failed after {took}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tool_line;
+
+    #[test]
+    fn a_tool_line_says_what_ran_how_it_ended_and_how_long_it_took() {
+        assert_eq!(
+            tool_line("file_read", "notes.txt", 3, true, false),
+            "✓ file_read notes.txt · 3 ms"
+        );
+        assert_eq!(
+            tool_line("shell", "rm x", 0, false, true),
+            "✗ shell rm x · denied"
+        );
+        assert_eq!(
+            tool_line("clock", "", 1234, false, false),
+            "✗ clock · failed after 1.2 s"
+        );
+        assert_eq!(
+            super::stopped_line("shell", "sleep 60"),
+            "✗ shell sleep 60 · stopped"
+        );
+    }
 }

@@ -3,7 +3,7 @@
 //! store directly; works whether or not the daemon runs.
 
 use crate::config::Loaded;
-use crate::usage::{day_of, local_day, thousands, zone};
+use crate::usage::{approx, day_of, local_day, thousands, zone, APPROX_NOTE};
 use ethan_core::store::{UsageGrouping, UsageRow};
 use std::process::ExitCode;
 
@@ -47,6 +47,9 @@ pub async fn print(loaded: &Loaded, days: u32, by: By) -> anyhow::Result<ExitCod
     for line in table(key, &rows) {
         println!("{line}");
     }
+    if rows.iter().any(|r| r.estimated_calls > 0) {
+        println!("({APPROX_NOTE})");
+    }
     println!(
         "(since {} {}; total = input + output)",
         crate::tz::to_local(
@@ -60,7 +63,8 @@ pub async fn print(loaded: &Loaded, days: u32, by: By) -> anyhow::Result<ExitCod
 }
 
 /// The lines of the table: a header, one line per row, a `TOTAL` line; the key column is
-/// left-aligned, the counts right-aligned with thousands separators.
+/// left-aligned, the counts right-aligned with thousands separators, the token counts of a row
+/// that includes estimated calls led by `≈`.
 pub fn table(key: &str, rows: &[UsageRow]) -> Vec<String> {
     let mut total = UsageRow {
         key: "TOTAL".into(),
@@ -70,14 +74,15 @@ pub fn table(key: &str, rows: &[UsageRow]) -> Vec<String> {
         total.add_row(r);
     }
     let cells = |r: &UsageRow| -> [String; 7] {
+        let est = r.estimated_calls > 0;
         [
             r.key.clone(),
             thousands(r.calls),
-            thousands(r.input_tokens),
-            thousands(r.output_tokens),
+            approx(r.input_tokens, est),
+            approx(r.output_tokens, est),
             thousands(r.cache_read_tokens),
             thousands(r.cache_write_tokens),
-            thousands(r.total()),
+            approx(r.total(), est),
         ]
     };
     let mut grid = vec![[
@@ -128,6 +133,7 @@ mod tests {
                 output_tokens: 345,
                 cache_read_tokens: 0,
                 cache_write_tokens: 0,
+                estimated_calls: 0,
             },
             UsageRow {
                 key: "m".into(),
@@ -136,16 +142,17 @@ mod tests {
                 output_tokens: 3,
                 cache_read_tokens: 4,
                 cache_write_tokens: 1,
+                estimated_calls: 1,
             },
         ];
         let lines = table("MODEL", &rows);
         assert_eq!(
             lines,
             [
-                "MODEL   CALLS   INPUT  OUTPUT  CACHE READ  CACHE WRITE   TOTAL",
-                "gpt-4o      2  12,000     345           0            0  12,345",
-                "m           1       7       3           4            1      10",
-                "TOTAL       3  12,007     348           4            1  12,355",
+                "MODEL   CALLS    INPUT  OUTPUT  CACHE READ  CACHE WRITE    TOTAL",
+                "gpt-4o      2   12,000     345           0            0   12,345",
+                "m           1       ≈7      ≈3           4            1      ≈10",
+                "TOTAL       3  ≈12,007    ≈348           4            1  ≈12,355",
             ]
         );
     }

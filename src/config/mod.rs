@@ -243,10 +243,21 @@ const LIST_KEYS: &[&str] = &[
     "tools.web_fetch.allow_private",
 ];
 
+/// A check of a read configuration that this module cannot make itself (the tool names: the
+/// tool registry depends on the configuration): each problem as its key path and what is
+/// wrong, e.g. `("tools.deny[1]", "no tool named \"shel\" …")`.
+pub type ExtraCheck = fn(&Config) -> Vec<(String, String)>;
+
 /// Read, merge and check the configuration. Errors: the file missing (when named), a directory,
 /// unreadable, or not YAML ([`ConfigError::File`]); else every problem at once, in file order,
 /// each naming the line or the variable its value came from ([`ConfigError::Invalid`]).
 pub fn load(opts: &LoadOptions) -> Result<Loaded, ConfigError> {
+    load_checked(opts, |_| Vec::new())
+}
+
+/// [`load`], with the problems `extra` finds in what was read reported in the same run, each
+/// with its line, among the others.
+pub fn load_checked(opts: &LoadOptions, extra: ExtraCheck) -> Result<Loaded, ConfigError> {
     let home = home_dir()?;
     let (path, explicit) = match (&opts.config_path, std::env::var_os("ETHAN_CONFIG")) {
         (Some(p), _) => (p.clone(), true),
@@ -269,6 +280,11 @@ pub fn load(opts: &LoadOptions) -> Result<Loaded, ConfigError> {
     let raw = read_raw(&path, text.as_deref())?;
     let (config, mut problems) = from_value_all(raw.clone());
     problems.extend(validate_all(&config).into_iter().map(to_problem));
+    problems.extend(
+        extra(&config)
+            .into_iter()
+            .map(|(key, message)| Problem::new(problems::parse_key(&key), message)),
+    );
     if !problems.is_empty() {
         return Err(ConfigError::Invalid(locate(
             problems,
@@ -1124,5 +1140,22 @@ mod tests {
     fn numeric_ids_are_strings() {
         let c = from_value(json!({"owners": ["telegram:1"], "channels": {"telegram": {"allow_from": [123, "456"]}}})).unwrap();
         assert_eq!(c.channels.telegram.allow_from, vec!["123", "456"]);
+        // A binding's chat, thread and sender too: a Telegram group id written unquoted.
+        let c = from_value(json!({"agents": {"helper": {}}, "bindings": [
+            {"agent": "helper", "channel": "telegram", "chat_id": -100666, "thread": 7,
+             "sender": 42},
+            {"agent": "helper", "channel": "telegram", "chat_id": "-100777"}]}))
+        .unwrap();
+        let b = &c.bindings[0];
+        assert_eq!(
+            (
+                b.chat_id.as_deref(),
+                b.thread.as_deref(),
+                b.sender.as_deref()
+            ),
+            (Some("-100666"), Some("7"), Some("42"))
+        );
+        assert_eq!(c.bindings[1].chat_id.as_deref(), Some("-100777"));
+        assert_eq!(c.bindings[1].thread, None);
     }
 }

@@ -32,6 +32,13 @@ fn stream_mode<'de, D: Deserializer<'de>>(d: D) -> Result<ethan_channels::Stream
     ethan_channels::StreamMode::parse(&s).map_err(serde::de::Error::custom)
 }
 
+/// An id that may be absent: a YAML string or number.
+fn opt_id<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    struct Id(#[serde(deserialize_with = "string_or_number")] String);
+    Ok(Option::<Id>::deserialize(d)?.map(|i| i.0))
+}
+
 fn ids<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
     #[derive(Deserialize)]
     struct Id(#[serde(deserialize_with = "string_or_number")] String);
@@ -144,8 +151,8 @@ pub enum AgentMemory {
 }
 
 /// `bindings[]`: the agent that answers in a channel, a chat, a thread (Telegram topic, Lark
-/// thread) or for one sender. Ids are the platform's: a Telegram chat or user id, a Lark
-/// `chat_id` (`oc_…`) or `open_id` (`ou_…`).
+/// thread) or for one sender. Ids are the platform's: a Telegram chat or user id (a number or a
+/// string), a Lark `chat_id` (`oc_…`) or `open_id` (`ou_…`).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Binding {
@@ -153,8 +160,11 @@ pub struct Binding {
     pub agent: String,
     /// `telegram`, `lark`, `terminal` or `web`.
     pub channel: String,
+    #[serde(deserialize_with = "opt_id")]
     pub chat_id: Option<String>,
+    #[serde(deserialize_with = "opt_id")]
     pub thread: Option<String>,
+    #[serde(deserialize_with = "opt_id")]
     pub sender: Option<String>,
 }
 

@@ -7,6 +7,7 @@ use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, Mutex};
+use tokio_util::sync::CancellationToken;
 
 /// What a read gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +36,8 @@ enum Source {
 #[derive(Clone)]
 pub struct TerminalInput {
     source: Source,
+    /// The turn running now, which a Ctrl-C at one of its questions stops.
+    turn: Arc<std::sync::Mutex<Option<CancellationToken>>>,
 }
 
 impl TerminalInput {
@@ -52,6 +55,7 @@ impl TerminalInput {
         });
         Self {
             source: Source::Plain(Arc::new(Mutex::new(rx))),
+            turn: Arc::default(),
         }
     }
 
@@ -91,6 +95,19 @@ impl TerminalInput {
         });
         Self {
             source: Source::Editor(tx),
+            turn: Arc::default(),
+        }
+    }
+
+    /// The turn running now (`None` between turns): a Ctrl-C at one of its questions stops it.
+    pub fn set_turn(&self, turn: Option<CancellationToken>) {
+        *self.turn.lock().unwrap_or_else(|e| e.into_inner()) = turn;
+    }
+
+    /// Stop the turn running now, if any.
+    pub fn stop_turn(&self) {
+        if let Some(t) = &*self.turn.lock().unwrap_or_else(|e| e.into_inner()) {
+            t.cancel();
         }
     }
 

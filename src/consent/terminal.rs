@@ -1,6 +1,8 @@
 //! The terminal's consent provider: a y/N question on stderr, the answer read from stdin — also
-//! when stdin is not a terminal, so `yes | ethan chat -m …` works. EOF, Ctrl-C or anything but
-//! y/yes/a/always means no; `a`/`always` grants the scope for the session.
+//! when stdin is not a terminal, so `yes | ethan chat -m …` works. EOF or anything but
+//! y/yes/a/always means no; `a`/`always` grants the scope for the session. Ctrl-C at the
+//! question means no and stops the whole turn ([`TerminalInput::stop_turn`]): the person wants
+//! out, not a model that carries on without the call.
 //!
 //! Stdin is read by one thread ([`TerminalInput`], in `input.rs`), shared by the chat prompt and
 //! the consent question so they never compete for the same bytes.
@@ -58,8 +60,18 @@ pub async fn ask(
     }
     eprint!("{}", question(tool, description, choices));
     let answer = tokio::select! {
-        line = input.next_line() => line.map(|l| parse_answer(&l)).unwrap_or(TerminalAnswer::No),
-        _ = tokio::signal::ctrl_c() => TerminalAnswer::No,
+        line = input.read("", false) => match line {
+            Line::Text(l) => parse_answer(&l),
+            Line::Eof => TerminalAnswer::No,
+            Line::Interrupted => {
+                input.stop_turn();
+                TerminalAnswer::No
+            }
+        },
+        _ = tokio::signal::ctrl_c() => {
+            input.stop_turn();
+            TerminalAnswer::No
+        }
     };
     ASKING.store(false, Ordering::SeqCst);
     match (answer, always) {

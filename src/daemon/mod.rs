@@ -6,6 +6,7 @@
 pub mod access;
 pub mod commands;
 pub mod open_store;
+pub mod owner_hint;
 pub mod replica;
 pub mod router;
 pub mod running;
@@ -189,6 +190,8 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
         tracing::warn!("{hint} Only the HTTP gateway (/api/chat) is served.");
     }
 
+    let chats: Vec<ChannelKind> = channels.keys().copied().collect();
+    owner_hint::warn_without_owner(&consent.owners, &loaded, &chats).await;
     consent.set_channels(channels.clone());
     let for_scheduler = (agent.clone(), channels.clone());
     let token = crate::gateway::auth::ensure_token(&loaded, &store)

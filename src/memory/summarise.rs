@@ -14,7 +14,7 @@ use crate::config::Config;
 use crate::provider::{Chain, ModelProvider};
 use crate::tools::executor::OutputSummariser;
 use crate::tools::ToolContext;
-use crate::usage::{record_call, CallOwner};
+use crate::usage::{record_call, CallOwner, Sent};
 use ethan_core::message::ChatMessage;
 use ethan_core::store::StorageRef;
 
@@ -92,7 +92,11 @@ impl Summariser {
             .await
             .map_err(|e| e.to_string())?;
         if let Some(store) = &self.store {
-            record_call(&**store, &self.configured_model, owner, &completion).await;
+            let sent = Sent {
+                messages: &messages,
+                tools: &[],
+            };
+            record_call(&**store, &self.configured_model, owner, sent, &completion).await;
         }
         let model = if completion.model.is_empty() {
             self.configured_model.clone()

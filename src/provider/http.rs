@@ -52,11 +52,13 @@ pub(crate) fn shorten(text: &str) -> String {
     s
 }
 
-/// The `error.message` of an error body, else the body itself; shortened ([`shorten`]).
+/// The `error.message` of an error body (or the `detail` of a FastAPI server's, such as
+/// llama-cpp-python's 404), else the body itself; shortened ([`shorten`]).
 pub(crate) fn error_message(text: &str) -> String {
     let parsed: Option<Value> = serde_json::from_str(text).ok();
     let msg = parsed.as_ref().and_then(|v| {
         v.pointer("/error/message")
+            .or_else(|| v.get("detail"))
             .and_then(Value::as_str)
             .map(str::to_string)
     });
@@ -271,6 +273,7 @@ mod tests {
             ),
             "Overloaded"
         );
+        assert_eq!(error_message(r#"{"detail":"Not Found"}"#), "Not Found");
         let long = "x".repeat(400);
         let s = error_message(&long);
         assert_eq!(s.chars().count(), 301);

@@ -15,8 +15,10 @@
 
 pub mod anthropic;
 pub mod chain;
+mod held_text;
 mod http;
 pub mod openai;
+pub mod probe;
 pub mod sse;
 pub mod tolerant;
 pub mod types;

@@ -9,11 +9,12 @@
 //! refuses `stream` or `stream_options` (HTTP 400 naming the parameter) is remembered by the
 //! client and its clones, and called without it.
 
+use super::held_text::HeldText;
 use super::http::{
     error_message, is_event_stream, observe, retry_after, MAX_STREAM_BYTES, MAX_STREAM_TIME,
 };
 use super::sse::{ChunkAssembler, SseDecoder};
-use super::types::{ChatMessage, Role, ToolCall, ToolSpec};
+use super::types::{ChatMessage, Role, ToolSpec};
 use super::{tolerant, Completion, FinishReason, ModelProvider, ProviderError, MAX_RETRIES};
 use crate::config::{ModelConfig, ModelEndpoint, Secret};
 use ethan_core::event::{EventSink, TurnEvent};
@@ -329,7 +330,13 @@ impl OpenAiClient {
             ));
         }
         let mut decoder = SseDecoder::default();
-        let mut assembler = ChunkAssembler::default();
+        let mut reading = Reading {
+            assembler: ChunkAssembler::default(),
+            held: HeldText::new(offers_tools(body)),
+            offered_tools: offers_tools(body),
+            deltas,
+            shown,
+        };
         if !is_sse {
             let whole = self.read_rest(&mut resp).await?;
             let text = String::from_utf8_lossy(&whole);
@@ -338,7 +345,9 @@ impl OpenAiClient {
                 // The server ignored `stream`: a whole completion.
                 let c = self.with_model(parse_completion(&text, offers_tools(body))?);
                 if send_whole_text(&c, deltas) {
-                    shown.push_str(c.message.content.as_deref().unwrap_or_default());
+                    reading
+                        .shown
+                        .push_str(c.message.content.as_deref().unwrap_or_default());
                 }
                 return Ok(c);
             }
@@ -346,12 +355,12 @@ impl OpenAiClient {
             let mut datas = decoder.feed(&whole);
             datas.extend(decoder.finish());
             for data in datas {
-                self.take(&mut assembler, &data, deltas, shown)?;
-                if assembler.is_done() {
+                reading.take(&data)?;
+                if reading.assembler.is_done() {
                     break;
                 }
             }
-            return self.assembled(assembler, offers_tools(body));
+            return self.assembled(reading);
         }
         let idle = Duration::from_secs(self.idle_timeout_secs);
         let deadline = tokio::time::Instant::now() + MAX_STREAM_TIME;
@@ -363,7 +372,7 @@ impl OpenAiClient {
             let bytes = match tokio::time::timeout_at(wait_until, resp.chunk()).await {
                 // A server that sent its last chunk but neither [DONE] nor closed: the answer
                 // is whole.
-                Err(_) if assembler.is_complete() => break,
+                Err(_) if reading.assembler.is_complete() => break,
                 Err(_) if tokio::time::Instant::now() >= deadline => {
                     return Err(ProviderError::BadResponse(format!(
                         "the streamed answer was still going after {} s",
@@ -389,52 +398,23 @@ impl OpenAiClient {
                 last_event = tokio::time::Instant::now();
             }
             for data in datas {
-                self.take(&mut assembler, &data, deltas, shown)?;
-                if assembler.is_done() {
+                reading.take(&data)?;
+                if reading.assembler.is_done() {
                     break 'read;
                 }
             }
         }
-        if !assembler.is_done() {
+        if !reading.assembler.is_done() {
             for data in decoder.finish() {
-                self.take(&mut assembler, &data, deltas, shown)?;
+                reading.take(&data)?;
             }
         }
-        self.assembled(assembler, offers_tools(body))
-    }
-
-    /// One `data` payload into the assembler; its text piece, if any, to `deltas`.
-    fn take(
-        &self,
-        assembler: &mut ChunkAssembler,
-        data: &str,
-        deltas: &EventSink,
-        shown: &mut String,
-    ) -> Result<(), ProviderError> {
-        if let Some(piece) = assembler.push(data)? {
-            shown.push_str(&piece);
-            let _ = deltas.send(TurnEvent::Delta(piece));
-        }
-        Ok(())
+        self.assembled(reading)
     }
 
     /// The completion of a stream that ended, or why it is not one.
-    fn assembled(
-        &self,
-        assembler: ChunkAssembler,
-        offered_tools: bool,
-    ) -> Result<Completion, StreamFailure> {
-        if !assembler.is_complete() {
-            return Err(ProviderError::BadResponse(
-                "the stream ended before its last chunk (no finish_reason, no [DONE])".into(),
-            )
-            .into());
-        }
-        let usage = assembler.usage().and_then(usage_of);
-        let mut c = assembler.into_completion();
-        c.usage = usage;
-        tolerant::finish_message(&mut c.message, offered_tools);
-        Ok(self.with_model(c))
+    fn assembled(&self, reading: Reading<'_>) -> Result<Completion, StreamFailure> {
+        Ok(self.with_model(reading.finish()?))
     }
 
     /// The rest of a response body, each read bounded by the idle timeout.
@@ -468,6 +448,53 @@ impl OpenAiClient {
         } else {
             Err(classify_error(status, &text))
         }
+    }
+}
+
+/// One streamed answer being read: its chunks put together, the text that may be a call kept
+/// back ([`HeldText`]), and the text sent to the turn's sink (`shown`).
+struct Reading<'a> {
+    assembler: ChunkAssembler,
+    held: HeldText,
+    offered_tools: bool,
+    deltas: &'a EventSink,
+    shown: &'a mut String,
+}
+
+impl Reading<'_> {
+    /// One `data` payload into the assembler; its text piece, once it cannot be a call
+    /// written as text, to the sink.
+    fn take(&mut self, data: &str) -> Result<(), ProviderError> {
+        if let Some(piece) = self.assembler.push(data)? {
+            if let Some(text) = self.held.push(&piece) {
+                self.send(text);
+            }
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, text: String) {
+        self.shown.push_str(&text);
+        let _ = self.deltas.send(TurnEvent::Delta(text));
+    }
+
+    /// The completion of a stream that ended, or why it is not one; the text kept back is
+    /// sent when the answer has no tool calls.
+    fn finish(mut self) -> Result<Completion, StreamFailure> {
+        if !self.assembler.is_complete() {
+            return Err(ProviderError::BadResponse(
+                "the stream ended before its last chunk (no finish_reason, no [DONE])".into(),
+            )
+            .into());
+        }
+        let usage = self.assembler.usage().and_then(usage_of);
+        let assembler = std::mem::take(&mut self.assembler);
+        let mut c = assembler.into_completion(self.offered_tools)?;
+        c.usage = usage;
+        if let Some(rest) = self.held.finish(!c.message.tool_calls.is_empty()) {
+            self.send(rest);
+        }
+        Ok(c)
     }
 }
 
@@ -576,60 +603,6 @@ fn to_wire(m: &ChatMessage) -> Value {
     v
 }
 
-/// The assistant message of an answer, from the wire shape ([`to_wire`]).
-fn from_wire(v: &Value) -> Result<ChatMessage, String> {
-    let role = match v.get("role") {
-        None | Some(Value::Null) => Role::Assistant,
-        Some(Value::String(r)) => Role::parse(r).ok_or_else(|| format!("unknown role {r:?}"))?,
-        Some(other) => return Err(format!("role is not a string: {other}")),
-    };
-    let content = match v.get("content") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(t)) => Some(t.clone()),
-        Some(other) => return Err(format!("content is not a string: {other}")),
-    };
-    let mut tool_calls = Vec::new();
-    if let Some(calls) = v.get("tool_calls").filter(|c| !c.is_null()) {
-        let calls = calls
-            .as_array()
-            .ok_or_else(|| "tool_calls is not a list".to_string())?;
-        for (i, c) in calls.iter().enumerate() {
-            let f = c
-                .get("function")
-                .ok_or_else(|| format!("tool_calls[{i}] has no function"))?;
-            let name = match f.get("name") {
-                None | Some(Value::Null) => String::new(),
-                Some(Value::String(s)) => s.clone(),
-                Some(other) => {
-                    return Err(format!(
-                        "tool_calls[{i}].function.name is not a string: {other}"
-                    ))
-                }
-            };
-            tool_calls.push(ToolCall {
-                id: tolerant::id_text(c.get("id")),
-                name,
-                arguments: tolerant::arguments_text(f.get("arguments")),
-            });
-        }
-    }
-    if tool_calls.is_empty() {
-        tool_calls.extend(tolerant::legacy_function_call(v));
-    }
-    Ok(ChatMessage {
-        role,
-        content,
-        tool_calls,
-        tool_call_id: v
-            .get("tool_call_id")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        opaque: None,
-        is_error: false,
-        images: Vec::new(),
-    })
-}
-
 #[async_trait::async_trait]
 impl ModelProvider for OpenAiClient {
     async fn complete(
@@ -676,14 +649,14 @@ fn parse_completion(text: &str, offered_tools: bool) -> Result<Completion, Provi
     let choice = v
         .pointer("/choices/0")
         .ok_or_else(|| ProviderError::BadResponse("no choices[0] in the answer".into()))?;
-    let mut message = from_wire(
+    // Ids filled in and unique, calls written as text taken as calls.
+    let message = tolerant::read_message(
         choice
             .get("message")
             .ok_or_else(|| ProviderError::BadResponse("no choices[0].message".into()))?,
+        offered_tools,
     )
     .map_err(|e| ProviderError::BadResponse(format!("choices[0].message: {e}")))?;
-    // Ids filled in and unique, calls written as text taken as calls.
-    tolerant::finish_message(&mut message, offered_tools);
     Ok(Completion {
         message,
         finish_reason: choice

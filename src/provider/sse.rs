@@ -8,11 +8,15 @@
 //! `choices[0].delta.content` (a piece of text), `choices[0].delta.tool_calls[]` (`index`,
 //! `id` and `function.name` once, `function.arguments` in pieces), `choices[0].finish_reason`,
 //! a last chunk with `choices: []` and `usage` when `stream_options.include_usage` is set, and
-//! `data: [DONE]` at the end.
+//! `data: [DONE]` at the end. Servers' other shapes are read too: an `id` of any type, the
+//! `arguments` sent whole as an object, and the legacy `choices[0].delta.function_call`
+//! (`name`, then `arguments` in pieces), taken when no `tool_calls` came. The pieces are put
+//! together in the shape of a whole answer's message and read by the same
+//! [`super::tolerant::read_message`], so a streamed answer means what the same answer sent
+//! whole means.
 
-use super::types::{ChatMessage, Role, ToolCall};
-use super::{Completion, FinishReason, ProviderError};
-use serde_json::Value;
+use super::{tolerant, Completion, FinishReason, ProviderError};
+use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
 /// Splits a byte stream into the `data` payloads of its events. Feed it the body as it
@@ -102,6 +106,8 @@ pub struct ChunkAssembler {
     text: String,
     /// By the chunk's `index`.
     calls: BTreeMap<u64, PartialCall>,
+    /// The legacy `delta.function_call`.
+    legacy: Option<PartialCall>,
     finish_reason: Option<String>,
     usage: Option<Value>,
     done: bool,
@@ -166,6 +172,16 @@ impl ChunkAssembler {
                 self.push_call(pos, c)?;
             }
         }
+        if let Some(f) = delta.get("function_call").filter(|f| !f.is_null()) {
+            if !f.is_object() {
+                return Err(bad(format!(
+                    "delta.function_call is not an object: {}",
+                    short(f)
+                )));
+            }
+            let entry = self.legacy.get_or_insert_with(PartialCall::default);
+            add_function(entry, f, "function_call")?;
+        }
         match delta.get("content") {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(piece)) if piece.is_empty() => Ok(None),
@@ -215,30 +231,7 @@ impl ChunkAssembler {
         let Some(f) = c.get("function").filter(|f| !f.is_null()) else {
             return Ok(());
         };
-        if let Some(name) = string_field(f.get("name"), "tool_calls[].function.name")? {
-            // Sent once, or repeated whole in every chunk; a server sending it in pieces
-            // gets them joined.
-            if entry.name.is_empty() {
-                entry.name = name;
-            } else if entry.name != name {
-                entry.name.push_str(&name);
-            }
-        }
-        match f.get("arguments") {
-            None | Some(Value::Null) => {}
-            Some(Value::String(piece)) => entry.arguments.push_str(piece),
-            // A server that sends the arguments as an object, whole.
-            Some(obj @ Value::Object(_)) if entry.arguments.is_empty() => {
-                entry.arguments = obj.to_string();
-            }
-            Some(other) => {
-                return Err(bad(format!(
-                    "tool_calls[].function.arguments is not a string: {}",
-                    short(other)
-                )))
-            }
-        }
-        Ok(())
+        add_function(entry, f, "tool_calls[].function")
     }
 
     /// Whether `data: [DONE]` was seen.
@@ -257,39 +250,72 @@ impl ChunkAssembler {
         self.usage.as_ref()
     }
 
-    /// The answer assembled so far, as the non-streamed call would have returned it: the text
-    /// (`None` when empty), the tool calls in `index` order (calls without an id get one,
-    /// `call_<i>_<uuid>`), and the finish reason.
-    pub fn into_completion(self) -> Completion {
-        let tool_calls = self
-            .calls
-            .into_values()
-            .enumerate()
-            .map(|(i, c)| ToolCall {
-                id: if c.id.is_empty() {
-                    format!("call_{i}_{}", uuid::Uuid::new_v4().simple())
-                } else {
-                    c.id
-                },
-                name: c.name,
-                arguments: c.arguments,
-            })
-            .collect();
-        Completion {
-            message: ChatMessage {
-                role: Role::Assistant,
-                content: (!self.text.is_empty()).then_some(self.text),
-                tool_calls,
-                tool_call_id: None,
-                opaque: None,
-                is_error: false,
-                images: Vec::new(),
-            },
+    /// The answer assembled so far in the shape of a whole answer's message: `content` (`null`
+    /// when empty), `tool_calls` in `index` order, and the legacy `function_call`.
+    fn wire_message(&self) -> Value {
+        let mut m = json!({
+            "role": "assistant",
+            "content": (!self.text.is_empty()).then_some(self.text.as_str()),
+        });
+        if !self.calls.is_empty() {
+            m["tool_calls"] = self
+                .calls
+                .values()
+                .map(|c| {
+                    json!({"id": c.id, "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments}})
+                })
+                .collect();
+        }
+        if let Some(f) = &self.legacy {
+            m["function_call"] = json!({"name": f.name, "arguments": f.arguments});
+        }
+        m
+    }
+
+    /// The answer assembled so far, as the non-streamed call would have returned it
+    /// ([`tolerant::read_message`]; `offered_tools`: the request offered tools), and the finish
+    /// reason.
+    ///
+    /// # Errors
+    /// [`ProviderError::BadResponse`] when the pieces do not make a message.
+    pub fn into_completion(self, offered_tools: bool) -> Result<Completion, ProviderError> {
+        let message = tolerant::read_message(&self.wire_message(), offered_tools)
+            .map_err(|e| bad(format!("the assembled message: {e}")))?;
+        Ok(Completion {
+            message,
             finish_reason: self.finish_reason.as_deref().map(FinishReason::parse),
             usage: None,
             model: String::new(),
+        })
+    }
+}
+
+/// One `function` object of a chunk (`tool_calls[].function`, or the legacy `function_call`)
+/// into `entry`: its `name` (sent once, or repeated whole in every chunk; pieces are joined) and
+/// its `arguments` (pieces of text, or an object sent whole).
+fn add_function(entry: &mut PartialCall, f: &Value, what: &str) -> Result<(), ProviderError> {
+    if let Some(name) = string_field(f.get("name"), &format!("{what}.name"))? {
+        if entry.name.is_empty() {
+            entry.name = name;
+        } else if entry.name != name {
+            entry.name.push_str(&name);
         }
     }
+    match f.get("arguments") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(piece)) => entry.arguments.push_str(piece),
+        Some(obj @ Value::Object(_)) if entry.arguments.is_empty() => {
+            entry.arguments = obj.to_string();
+        }
+        Some(other) => {
+            return Err(bad(format!(
+                "{what}.arguments is not a string: {}",
+                short(other)
+            )))
+        }
+    }
+    Ok(())
 }
 
 fn bad(message: String) -> ProviderError {
@@ -330,7 +356,7 @@ mod tests {
             }
         }
         let done = asm.is_done();
-        Ok((asm.into_completion(), pieces, done))
+        Ok((asm.into_completion(true)?, pieces, done))
     }
 
     fn content_chunk(piece: &str) -> String {
@@ -371,6 +397,39 @@ mod tests {
         let (c, _, _) = run(body, 9).unwrap();
         assert_eq!(c.message.tool_calls[0].id, "5");
         assert_eq!(c.message.tool_calls[0].name, "shell");
+    }
+
+    #[test]
+    fn a_legacy_function_call_streamed_in_pieces_is_a_call() {
+        let chunks = [
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"function_call":{"name":"shell","arguments":""}}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"function_call":{"arguments":"{\"command\":"}}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"function_call":{"arguments":" \"ls\"}"}}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"function_call"}]}"#,
+        ];
+        let body: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+        let (c, pieces, _) = run(&(body + "data: [DONE]\n\n"), 7).unwrap();
+        assert!(pieces.is_empty());
+        let call = &c.message.tool_calls[0];
+        assert_eq!(
+            (call.name.as_str(), call.arguments.as_str()),
+            ("shell", r#"{"command": "ls"}"#)
+        );
+        assert!(call.id.starts_with("call_0_"), "{}", call.id);
+        // llama-cpp-python sends both fields in each chunk: one call, not two.
+        let both = [
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"function_call":{"name":"clock","arguments":"{}"},"tool_calls":[{"index":0,"id":"call__0_clock_x","type":"function","function":{"name":"clock","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+        ];
+        let body: String = both.iter().map(|c| format!("data: {c}\n\n")).collect();
+        let (c, _, _) = run(&body, 64).unwrap();
+        assert_eq!(c.message.tool_calls.len(), 1);
+        assert_eq!(c.message.tool_calls[0].id, "call__0_clock_x");
+        // Object arguments, sent whole.
+        let obj = r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":3,"function":{"name":"web_search","arguments":{"query":"rust"}}}]},"finish_reason":"tool_calls"}]}"#;
+        let (c, _, _) = run(&format!("data: {obj}\n\n"), 5).unwrap();
+        assert_eq!(c.message.tool_calls[0].id, "3");
+        assert_eq!(c.message.tool_calls[0].arguments, r#"{"query":"rust"}"#);
     }
 
     #[test]
@@ -452,7 +511,7 @@ mod tests {
             assert!(asm.is_done());
             assert_eq!(pieces, ["Hi", " there"]);
             assert_eq!(asm.usage().unwrap()["total_tokens"], 11);
-            let c = asm.into_completion();
+            let c = asm.into_completion(false).unwrap();
             assert_eq!(c.message.content.as_deref(), Some("Hi there"));
             assert_eq!(c.finish_reason, Some(FinishReason::Stop));
         }
@@ -472,7 +531,7 @@ mod tests {
         asm.push(r#"{"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}"#)
             .unwrap();
         assert!(asm.is_complete());
-        assert!(asm.into_completion().truncated());
+        assert!(asm.into_completion(false).unwrap().truncated());
     }
 
     #[test]

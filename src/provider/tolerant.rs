@@ -4,10 +4,84 @@
 //! string, the legacy `function_call` field, and tool calls the model wrote as text
 //! (`<tool_call>{"name": …, "arguments": …}</tool_call>`, or a fenced JSON block with `name` and
 //! `arguments`) when the request offered tools.
+//!
+//! [`read_message`] is the one reader of an assistant message for both paths: a whole answer's
+//! `choices[0].message`, and a streamed answer's chunks once [`super::sse::ChunkAssembler`] has
+//! put them together in the same shape. While an answer streams, [`super::held_text`] keeps back
+//! the text that may turn out to be a call written as text, using the same call parser.
 
-use super::types::{ChatMessage, ToolCall};
+use super::types::{ChatMessage, Role, ToolCall};
 use serde_json::Value;
 use std::collections::HashSet;
+
+/// The tag a tool call written as text starts with.
+pub(crate) const CALL_TAG: &str = "<tool_call>";
+/// The tag it ends with.
+const CALL_END_TAG: &str = "</tool_call>";
+
+/// An assistant message in the Chat Completions wire shape (`role`, `content`,
+/// `tool_calls[]{id, function{name, arguments}}`, the legacy `function_call`) as the neutral
+/// message, with every quirk above read ([`finish_message`]). Errors: a field of the wrong type.
+pub fn read_message(v: &Value, offered_tools: bool) -> Result<ChatMessage, String> {
+    let mut message = message_from_wire(v)?;
+    finish_message(&mut message, offered_tools);
+    Ok(message)
+}
+
+/// The message of the wire shape, as sent: ids, names and arguments as text
+/// ([`id_text`], [`arguments_text`]); the legacy `function_call` when there are no `tool_calls`.
+fn message_from_wire(v: &Value) -> Result<ChatMessage, String> {
+    let role = match v.get("role") {
+        None | Some(Value::Null) => Role::Assistant,
+        Some(Value::String(r)) => Role::parse(r).ok_or_else(|| format!("unknown role {r:?}"))?,
+        Some(other) => return Err(format!("role is not a string: {other}")),
+    };
+    let content = match v.get("content") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(t)) => Some(t.clone()),
+        Some(other) => return Err(format!("content is not a string: {other}")),
+    };
+    let mut tool_calls = Vec::new();
+    if let Some(calls) = v.get("tool_calls").filter(|c| !c.is_null()) {
+        let calls = calls
+            .as_array()
+            .ok_or_else(|| "tool_calls is not a list".to_string())?;
+        for (i, c) in calls.iter().enumerate() {
+            let f = c
+                .get("function")
+                .ok_or_else(|| format!("tool_calls[{i}] has no function"))?;
+            let name = match f.get("name") {
+                None | Some(Value::Null) => String::new(),
+                Some(Value::String(s)) => s.clone(),
+                Some(other) => {
+                    return Err(format!(
+                        "tool_calls[{i}].function.name is not a string: {other}"
+                    ))
+                }
+            };
+            tool_calls.push(ToolCall {
+                id: id_text(c.get("id")),
+                name,
+                arguments: arguments_text(f.get("arguments")),
+            });
+        }
+    }
+    if tool_calls.is_empty() {
+        tool_calls.extend(legacy_function_call(v));
+    }
+    Ok(ChatMessage {
+        role,
+        content,
+        tool_calls,
+        tool_call_id: v
+            .get("tool_call_id")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        opaque: None,
+        is_error: false,
+        images: Vec::new(),
+    })
+}
 
 /// A tool call's id as text: a string as it is, a number or anything else as its JSON text;
 /// empty for `null` or a missing id.
@@ -80,15 +154,15 @@ fn text_tool_calls(content: &str) -> Option<(String, Vec<ToolCall>)> {
     let mut calls = Vec::new();
     let mut rest = String::new();
     let mut tail = content;
-    while let Some(start) = tail.find("<tool_call>") {
-        let after = &tail[start + "<tool_call>".len()..];
-        let Some(end) = after.find("</tool_call>") else {
+    while let Some(start) = tail.find(CALL_TAG) {
+        let after = &tail[start + CALL_TAG.len()..];
+        let Some(end) = after.find(CALL_END_TAG) else {
             break;
         };
         let call = parse_call(after[..end].trim())?;
         rest.push_str(&tail[..start]);
         calls.push(call);
-        tail = &after[end + "</tool_call>".len()..];
+        tail = &after[end + CALL_END_TAG.len()..];
     }
     if !calls.is_empty() {
         rest.push_str(tail);
@@ -98,12 +172,11 @@ fn text_tool_calls(content: &str) -> Option<(String, Vec<ToolCall>)> {
     let mut out = String::new();
     let mut lines = content.split_inclusive('\n');
     while let Some(line) = lines.next() {
-        let fence = line.trim();
-        if fence == "```" || fence == "```json" {
+        if is_call_fence(line) {
             let mut body = String::new();
             let mut closed = false;
             for l in lines.by_ref() {
-                if l.trim() == "```" {
+                if is_fence_end(l) {
                     closed = true;
                     break;
                 }
@@ -120,9 +193,19 @@ fn text_tool_calls(content: &str) -> Option<(String, Vec<ToolCall>)> {
     (!calls.is_empty()).then_some((out, calls))
 }
 
+/// Whether a line opens a fenced block that may hold a call: ```` ``` ```` or ```` ```json ````.
+pub(crate) fn is_call_fence(line: &str) -> bool {
+    matches!(line.trim(), "```" | "```json")
+}
+
+/// Whether a line closes a fenced block.
+pub(crate) fn is_fence_end(line: &str) -> bool {
+    line.trim() == "```"
+}
+
 /// One written tool call: a JSON object with a string `name` and `arguments` (or `parameters`),
 /// an object or a string.
-fn parse_call(text: &str) -> Option<ToolCall> {
+pub(crate) fn parse_call(text: &str) -> Option<ToolCall> {
     let v: Value = serde_json::from_str(text).ok()?;
     let name = v.get("name")?.as_str()?.trim().to_string();
     if name.is_empty() {

@@ -532,6 +532,7 @@ fn usage(at: i64, model: &str, chat: (&str, &str), input: u64, output: u64) -> U
         output_tokens: output,
         cache_read_tokens: input / 2,
         cache_write_tokens: 1,
+        estimated: false,
     }
 }
 
@@ -540,9 +541,10 @@ pub(crate) async fn usage_ledger(s: &dyn DaemonStore) {
     s.record_usage(&usage(100, "small", ("telegram", "1"), 10, 5))
         .await
         .unwrap();
-    s.record_usage(&usage(200, "big", ("telegram", "1"), 100, 50))
-        .await
-        .unwrap();
+    // Estimated tokens (a server that reported none) count like reported ones, and say so.
+    let mut estimated = usage(200, "big", ("telegram", "1"), 100, 50);
+    estimated.estimated = true;
+    s.record_usage(&estimated).await.unwrap();
     s.record_usage(&usage(300, "small", ("lark", "1"), 20, 5))
         .await
         .unwrap();
@@ -569,6 +571,7 @@ pub(crate) async fn usage_ledger(s: &dyn DaemonStore) {
                 output_tokens: 50,
                 cache_read_tokens: 50,
                 cache_write_tokens: 1,
+                estimated_calls: 1,
             },
             UsageRow {
                 key: "small".into(),
@@ -577,6 +580,7 @@ pub(crate) async fn usage_ledger(s: &dyn DaemonStore) {
                 output_tokens: 11,
                 cache_read_tokens: 15,
                 cache_write_tokens: 3,
+                estimated_calls: 0,
             },
         ]
     );

@@ -249,6 +249,10 @@ const STEPS: &[&str] = &[
     );
     CREATE INDEX memories_subject ON memories(subject, superseded_by);
     "#,
+    // 11: a ledger row whose tokens are estimated (the server reported no usage)
+    r#"
+    ALTER TABLE model_usage ADD COLUMN estimated INTEGER NOT NULL DEFAULT 0;
+    "#,
 ];
 
 /// The schema version this build migrates to (the number of steps).

@@ -1,5 +1,5 @@
-//! The usage ledger (`model_usage`, migration 8): one row per model call with the tokens the
-//! provider reported. Rows are kept for good. Reports are grouped in Rust, so a day can be the
+//! The usage ledger (`model_usage`, migration 8; `estimated`, migration 11): one row per model
+//! call with the tokens the provider reported, or estimated when it reported none. Rows are kept for good. Reports are grouped in Rust, so a day can be the
 //! configured zone's local date whatever its offset on that day.
 
 use super::{Ctx, Db, StoreError};
@@ -26,8 +26,8 @@ impl Db {
         self.conn()
             .prepare_cached(
                 "INSERT INTO model_usage (created_at, model, session_key, channel, chat_id, job_id,
-                 input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                 input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, estimated)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             )
             .and_then(|mut st| {
                 st.execute(rusqlite::params![
@@ -41,6 +41,7 @@ impl Db {
                     int(r.output_tokens),
                     int(r.cache_read_tokens),
                     int(r.cache_write_tokens),
+                    r.estimated,
                 ])
             })
             .op("record usage")?;
@@ -70,7 +71,7 @@ impl Db {
         let mut st = conn
             .prepare_cached(
                 "SELECT created_at, model, session_key, channel, chat_id, job_id, input_tokens,
-                 output_tokens, cache_read_tokens, cache_write_tokens FROM model_usage
+                 output_tokens, cache_read_tokens, cache_write_tokens, estimated FROM model_usage
                  WHERE created_at >= ?1 ORDER BY created_at, id",
             )
             .op("read usage")?;
@@ -87,6 +88,7 @@ impl Db {
                     output_tokens: count(r.get(7)?),
                     cache_read_tokens: count(r.get(8)?),
                     cache_write_tokens: count(r.get(9)?),
+                    estimated: r.get(10)?,
                 })
             })
             .op("read usage")?;
@@ -146,6 +148,7 @@ mod tests {
             output_tokens: output,
             cache_read_tokens: input / 2,
             cache_write_tokens: 1,
+            estimated: false,
         }
     }
 
@@ -212,6 +215,7 @@ mod tests {
                     output_tokens: 50,
                     cache_read_tokens: 50,
                     cache_write_tokens: 1,
+                    estimated_calls: 0,
                 },
                 UsageRow {
                     key: "small".into(),
@@ -220,6 +224,7 @@ mod tests {
                     output_tokens: 10,
                     cache_read_tokens: 15,
                     cache_write_tokens: 2,
+                    estimated_calls: 0,
                 },
             ]
         );

@@ -64,8 +64,29 @@ async fn chat_message_fails_clearly_when_the_model_endpoint_fails() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("HTTP 500"), "{stderr}");
+    // The sentence and its detail, and no log line (those go to the log file without -v).
+    assert!(
+        stderr
+            .lines()
+            .all(|l| l.starts_with("ethan: ") || l.starts_with("  detail: ")),
+        "{stderr}"
+    );
     assert!(out.stdout.is_empty());
     assert_eq!(model.requests().len(), 4, "one try and three retries");
+    let (home, model) = (TestHome::new(), model);
+    model_config(&home, &model);
+    for _ in 0..4 {
+        model.push_step(Step::server_error());
+    }
+    let out =
+        tokio::task::spawn_blocking(move || run_cli(&home, &["-v", "chat", "-m", "hi"], None))
+            .await
+            .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(" WARN ") || stderr.contains("DEBUG"),
+        "-v shows the log: {stderr}"
+    );
 }
 
 #[test]
@@ -285,19 +306,39 @@ fn a_misspelt_tool_name_in_tools_deny_stops_the_start_with_a_suggestion() {
     let out = run_cli(&home, &["run"], None);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
+    let path = home.config_path().display().to_string();
     assert!(
-        stderr
-            .contains("config key `tools.deny`: no tool named \"shel\" (did you mean \"shell\"?)"),
+        stderr.contains(&format!(
+            "{path}:6: config key `tools.deny[0]`: no tool named \"shel\" (did you mean \"shell\"?)"
+        )),
         "{stderr}"
     );
 
+    // Every problem in one run, each with its line: a type error, and every misspelt name.
+    home.write_config(
+        "model:\n  api_key: sk-x\n  timeout_secs: soon\ngateway:\n  enabled: false\ntools:\n  \
+         deny:\n    - shel\n    - file_raed\n  allow: [clok]\n",
+    );
     let out = run_cli(&home, &["doctor"], None);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "{stdout}");
-    assert!(
-        stdout.contains("FAIL  config: config key `tools.deny`: no tool named \"shel\""),
-        "{stdout}"
-    );
+    let fails: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("FAIL  config:"))
+        .collect();
+    assert_eq!(fails.len(), 4, "{stdout}");
+    for (line, (n, key)) in fails.iter().zip([
+        (3, "model.timeout_secs"),
+        (8, "tools.deny[0]"),
+        (9, "tools.deny[1]"),
+        (10, "tools.allow[0]"),
+    ]) {
+        assert!(
+            line.contains(&format!("{path}:{n}: config key `{key}`")),
+            "{line}\n{stdout}"
+        );
+    }
+    assert!(fails[2].contains("did you mean \"file_read\""), "{stdout}");
 
     // A real tool that is not enabled here (no Lark app) is not a typo.
     home.write_config(
@@ -394,7 +435,8 @@ async fn chat_prints_a_streamed_answer_once_with_the_preamble_before_the_tool() 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn doctor_checks_every_model_in_the_chain() {
-    let model = ScriptedModel::start(vec![]).await;
+    // Neither name is in the fake's model list: each gets a one-token completion.
+    let model = ScriptedModel::start(vec![Step::text("O"), Step::text("O")]).await;
     let home = TestHome::new();
     home.write_config(&format!(
         "model:\n  base_url: {0}\n  api_key: k\n  name: main\n  fallback:\n    - {{ base_url: \

@@ -33,7 +33,8 @@ async fn init_yes_writes_a_private_config_that_doctor_passes_and_never_overwrite
         "--model-api-key",
         "sk-init-test",
         "--model-name",
-        "test-model",
+        // The model the fake lists: init and doctor find it there and spend no completion.
+        crate::support::model::MODEL_ID,
         "--telegram-token",
         tg.token(),
         "--telegram-api-url",

@@ -381,7 +381,8 @@ async fn a_card_button_press_reaches_the_daemon_and_is_answered_in_the_ack() {
 async fn doctor_checks_lark_and_hints_when_no_event_arrived() {
     let home = TestHome::new();
     let fake = FakeLark::start().await;
-    let model = ScriptedModel::start(vec![]).await;
+    // The configured model is not in the fake's list: each doctor run tries one token.
+    let model = ScriptedModel::start(vec![Step::text("O"), Step::text("O"), Step::text("O")]).await;
     write_config(&home, &fake, &model, "");
 
     let out = crate::support::run_cli(&home, &["doctor"], None);

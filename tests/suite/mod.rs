@@ -3,6 +3,7 @@
 
 mod agents;
 mod approval_chat;
+mod approval_content;
 mod browser;
 mod cli;
 mod consent_telegram;
@@ -12,6 +13,7 @@ mod faults;
 mod faults_storage;
 mod faults_transport;
 mod first_hour;
+mod first_hour_checks;
 mod fuzz_regressions;
 mod gateway;
 mod governance;
@@ -43,4 +45,5 @@ mod terminal;
 mod tool_panic;
 mod turn_history;
 mod usage;
+mod usage_estimated;
 mod web_tools;

@@ -130,6 +130,7 @@ async fn store_migrate_copies_every_table_once_into_an_empty_database() {
                 output_tokens: 12,
                 cache_read_tokens: 0,
                 cache_write_tokens: 0,
+                estimated: true,
             })
             .await
             .unwrap();
@@ -201,6 +202,11 @@ async fn store_migrate_copies_every_table_once_into_an_empty_database() {
         Some("77")
     );
     assert_eq!(pg.tokens_since(0, None).await.unwrap(), 42);
+    let rows = pg
+        .usage_report(0, ethan_core::store::UsageGrouping::Model)
+        .await
+        .unwrap();
+    assert_eq!(rows[0].estimated_calls, 1, "the estimated mark is copied");
     let pending = pg.unconfirmed_replies().await.unwrap();
     assert_eq!(pending.len(), 1);
     assert_eq!(

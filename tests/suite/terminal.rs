@@ -1,7 +1,7 @@
 //! The terminal as a person meets it, driven through a pseudo-terminal (`rexpect`): the
 //! interactive `ethan init`, and an `ethan chat` session — the status line while the scripted
 //! model takes its time, no log line in the conversation, Ctrl-C during an answer and at the
-//! prompt.
+//! prompt, the line each tool call leaves, and Ctrl-C at an approval stopping the turn.
 
 use crate::support::daemon::{child_env, ethan_bin};
 use crate::support::{FakeTelegram, ScriptedModel, Step, TestHome};
@@ -68,8 +68,8 @@ async fn interactive_init_asks_tests_and_writes() {
     let written = std::fs::read_to_string(&path).unwrap();
     assert!(written.contains("\"sk-typed-secret\""), "{written}");
     assert!(
-        written.contains("\"gpt-4o-mini\""),
-        "the default name: {written}"
+        written.contains(&format!("\"{}\"", crate::support::model::MODEL_ID)),
+        "the model the server lists, offered as the default: {written}"
     );
     assert!(written.contains("\"telegram:7\""), "{written}");
 }
@@ -132,4 +132,74 @@ async fn chat_shows_progress_keeps_logs_out_and_handles_ctrl_c() {
         "the debug lines went to the file: {log}"
     );
     assert!(!log.contains("sk-pty"), "secrets stay out of the log");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tool_call_leaves_its_line_and_ctrl_c_at_an_approval_stops_the_turn() {
+    let home = TestHome::new();
+    let workspace = home.path().join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::write(workspace.join("notes.txt"), "three words here").unwrap();
+    let marker = workspace.join("stopped-marker");
+    let model = ScriptedModel::start(vec![
+        Step::tool_call("c1", "file_read", r#"{"path": "notes.txt"}"#),
+        Step::text("The notes hold three words."),
+        Step::tool_call(
+            "c2",
+            "file_write",
+            r#"{"path": "stopped-marker", "content": "x"}"#,
+        ),
+        Step::text("never shown: the turn was stopped"),
+    ])
+    .await;
+    home.write_config(&format!(
+        "model:\n  base_url: {}\n  api_key: sk-pty\n  name: test-model\n",
+        model.base_url()
+    ));
+    // A temp directory of its own: the workspace is not under the system's, where writes
+    // need no approval.
+    let tmp = home.path().join("tmpdir");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp = tmp.display().to_string();
+    let (home, during) = tokio::task::spawn_blocking(move || {
+        let mut cmd = Command::new(ethan_bin());
+        cmd.arg("chat").env_clear().envs(child_env(
+            std::env::vars_os(),
+            home.path(),
+            None,
+            &[("TERM", "xterm"), ("TMPDIR", &tmp)],
+        ));
+        let mut p = spawn_command(cmd, Some(30_000)).expect("spawn ethan on a pty");
+        p.exp_string("you> ").unwrap();
+        p.send_line("what do my notes say?").unwrap();
+        p.exp_string(&as_read("✓ file_read notes.txt · ")).unwrap();
+        p.exp_string("three words").unwrap();
+        p.exp_string("you> ").unwrap();
+
+        // Ctrl-C at the approval: the turn ends, the session goes on.
+        p.send_line("leave a marker").unwrap();
+        p.exp_string("Allow?").unwrap();
+        p.send_control('c').unwrap();
+        let during = p.exp_string("(stopped)").unwrap();
+        p.exp_string("you> ").unwrap();
+        p.send_line("/exit").unwrap();
+        p.exp_eof().unwrap();
+        (home, during)
+    })
+    .await
+    .unwrap();
+    assert!(during.contains(&as_read("✗ file_write")), "{during}");
+    assert!(!marker.exists(), "the write was not approved");
+    assert_eq!(
+        model.requests().len(),
+        3,
+        "no model call after the stop: {}",
+        model.describe()
+    );
+    drop(home);
+}
+
+/// `text` as `rexpect` reads it from the terminal: each byte of its UTF-8 a character.
+fn as_read(text: &str) -> String {
+    text.bytes().map(char::from).collect()
 }

@@ -10,8 +10,11 @@
 //! A request with `"stream": true` is answered as `text/event-stream` (the OpenAI streaming
 //! shape): a first chunk with `delta.role`, the text in several pieces (split after each
 //! whitespace run, words longer than 8 characters in 8-character pieces), each tool call as one
-//! chunk with its `index`, `id` and `function.name` and then its arguments in at least 2
-//! pieces (when they have 2 characters or more), a chunk with the `finish_reason`, a usage
+//! chunk with its `index`, `id` (as given: a number stays a number) and `function.name` and
+//! then its arguments in at least 2 pieces (when they have 2 characters or more; arguments
+//! given as an object are sent whole in the call's chunk), a legacy `function_call` as
+//! `delta.function_call` (the name, then the arguments in pieces), a chunk with the
+//! `finish_reason`, a usage
 //! chunk (`choices: []`) only when `stream_options.include_usage` is true, and `data: [DONE]`.
 //! [`Step::Custom`] answers that are a 200 `chat.completion` are streamed the same way; other
 //! custom answers and [`Step::Status`] steps stay plain HTTP responses. Requests without
@@ -23,6 +26,9 @@
 //!   [`Step::slow`] set it for one step.
 //! - [`Step::stall`]: a streamed answer that stops for a while after its first chunks (an
 //!   idle-timeout test: the client gives up and retries with the next step).
+//! - [`ScriptedModel::set_report_usage`]: `false` leaves `usage` out of every answer, whole or
+//!   streamed (no usage chunk even with `stream_options.include_usage`), as llama.cpp's server
+//!   streams.
 //! - [`ScriptedModel::set_refuse_stream`]: every request with `"stream": true` gets 400
 //!   `stream is not supported` (`param: "stream"`) without using a step;
 //!   [`ScriptedModel::set_refuse_stream_options`] likewise for `stream_options`.
@@ -227,6 +233,8 @@ struct ModelState {
     chunk_gap: Duration,
     refuse_stream: bool,
     refuse_stream_options: bool,
+    /// Leave `usage` out of every answer.
+    no_usage: bool,
 }
 
 struct Shared {
@@ -308,6 +316,11 @@ impl ScriptedModel {
     /// `Unrecognized request argument supplied: stream_options` and uses no step.
     pub fn set_refuse_stream_options(&self, refuse: bool) {
         self.shared.lock().refuse_stream_options = refuse;
+    }
+
+    /// When `report` is false, answers carry no `usage` (whole or streamed).
+    pub fn set_report_usage(&self, report: bool) {
+        self.shared.lock().no_usage = !report;
     }
 
     /// Steps not consumed yet.
@@ -629,7 +642,7 @@ async fn chat(shared: &Shared, headers: &HeaderMap, raw: &[u8]) -> Response {
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let parsed = serde_json::from_slice::<Value>(raw);
-    let (step, body, mut gap) = {
+    let (step, body, mut gap, no_usage) = {
         let mut st = shared.lock();
         let index = st.requests.len();
         st.authorizations.push(authorization);
@@ -666,7 +679,7 @@ async fn chat(shared: &Shared, headers: &HeaderMap, raw: &[u8]) -> Response {
         if step.is_none() {
             st.exhausted += 1;
         }
-        (step, body, st.chunk_gap)
+        (step, body, st.chunk_gap, st.no_usage)
     };
 
     let Some(mut step) = step else {
@@ -674,7 +687,7 @@ async fn chat(shared: &Shared, headers: &HeaderMap, raw: &[u8]) -> Response {
     };
     let stream = wants_stream(&body);
     let mut stall = None;
-    let (status, answer) = loop {
+    let (status, mut answer) = loop {
         match step {
             Step::Delay(d, inner) => {
                 tokio::time::sleep(d).await;
@@ -702,6 +715,11 @@ async fn chat(shared: &Shared, headers: &HeaderMap, raw: &[u8]) -> Response {
             Step::Custom(f) => break f(&body),
         }
     };
+    if no_usage {
+        if let Some(o) = answer.as_object_mut() {
+            o.remove("usage");
+        }
+    }
     if status != 200 || !stream {
         return reply(status, answer);
     }
@@ -775,21 +793,45 @@ pub fn stream_chunks(request: &Value, completion: &Value) -> Option<Vec<String>>
     }
     if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
         for (index, call) in calls.iter().enumerate() {
+            let args = call.pointer("/function/arguments");
+            if let Some(obj) = args.filter(|a| a.is_object()) {
+                // Arguments given as an object are sent whole, in the call's one chunk.
+                events.push(chunk(
+                    json!({"tool_calls": [{"index": index, "id": call.get("id"), "type": "function",
+                        "function": {"name": call.pointer("/function/name"), "arguments": obj}}]}),
+                    Value::Null,
+                ));
+                continue;
+            }
             events.push(chunk(
                 json!({"tool_calls": [{"index": index, "id": call.get("id"), "type": "function",
                     "function": {"name": call.pointer("/function/name"), "arguments": ""}}]}),
                 Value::Null,
             ));
-            let args = call
-                .pointer("/function/arguments")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
+            let args = args.and_then(Value::as_str).unwrap_or_default();
             for piece in argument_pieces(args) {
                 events.push(chunk(
                     json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}),
                     Value::Null,
                 ));
             }
+        }
+    }
+    if let Some(f) = message.get("function_call").filter(|f| f.is_object()) {
+        // The legacy field: the name first, then the arguments in pieces.
+        events.push(chunk(
+            json!({"function_call": {"name": f.get("name"), "arguments": ""}}),
+            Value::Null,
+        ));
+        let args = f
+            .get("arguments")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        for piece in argument_pieces(args) {
+            events.push(chunk(
+                json!({"function_call": {"arguments": piece}}),
+                Value::Null,
+            ));
         }
     }
     let finish = choice
@@ -801,8 +843,7 @@ pub fn stream_chunks(request: &Value, completion: &Value) -> Option<Vec<String>>
         .pointer("/stream_options/include_usage")
         .and_then(Value::as_bool)
         == Some(true);
-    if include_usage {
-        let usage = completion.get("usage").cloned().unwrap_or(Value::Null);
+    if let Some(usage) = completion.get("usage").filter(|_| include_usage) {
         let c = json!({"id": id, "object": "chat.completion.chunk", "created": created,
             "model": model, "choices": [], "usage": usage});
         events.push(format!("data: {c}\n\n"));

@@ -184,6 +184,7 @@ const TABLES: &[Table] = &[
             ("output_tokens", Int),
             ("cache_read_tokens", Int),
             ("cache_write_tokens", Int),
+            ("estimated", Bool),
         ],
         identity: true,
     },

@@ -181,6 +181,10 @@ const STEPS: &[&str] = &[
     );
     CREATE INDEX memories_subject ON memories(subject, superseded_by);
     "#,
+    // 4: a ledger row whose tokens are estimated, as SQLite's step 11
+    r#"
+    ALTER TABLE model_usage ADD COLUMN estimated BOOLEAN NOT NULL DEFAULT FALSE;
+    "#,
 ];
 
 /// The schema version this build creates and understands.

@@ -26,7 +26,7 @@ impl PgStore {
         let stmt = client
             .prepare_cached(
                 "SELECT created_at, model, session_key, channel, chat_id, job_id, input_tokens,
-                 output_tokens, cache_read_tokens, cache_write_tokens FROM model_usage
+                 output_tokens, cache_read_tokens, cache_write_tokens, estimated FROM model_usage
                  WHERE created_at >= $1 ORDER BY created_at, id",
             )
             .await
@@ -48,6 +48,7 @@ impl PgStore {
                     output_tokens: count(r.try_get(7)?),
                     cache_read_tokens: count(r.try_get(8)?),
                     cache_write_tokens: count(r.try_get(9)?),
+                    estimated: r.try_get(10)?,
                 })
             })
             .collect::<Result<Vec<_>, tokio_postgres::Error>>()
@@ -63,8 +64,9 @@ impl UsageStore for PgStore {
         let stmt = client
             .prepare_cached(
                 "INSERT INTO model_usage (created_at, model, session_key, channel, chat_id,
-                 job_id, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                 job_id, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+                 estimated)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
             )
             .await
             .map_err(|e| pg_error(op, &e))?;
@@ -82,6 +84,7 @@ impl UsageStore for PgStore {
                     &int(r.output_tokens),
                     &int(r.cache_read_tokens),
                     &int(r.cache_write_tokens),
+                    &r.estimated,
                 ],
             )
             .await

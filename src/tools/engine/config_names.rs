@@ -1,14 +1,16 @@
 //! The check that every tool the configuration names exists: `tools.allow`, `tools.also_allow`,
 //! `tools.deny`, `tools.fast_path` and the per-tool sections (`tools.<name>`). A misspelt name
 //! there would silently weaken the policy (a `deny` that denies nothing), so it stops the start
-//! and fails `ethan doctor`, with the closest real name as a suggestion.
+//! and fails `ethan doctor`, with the closest real name as a suggestion. The check runs inside
+//! the configuration's own ([`crate::config::load_checked`]), so every misspelt name is reported
+//! in the same run as the file's other problems, each with its line.
 //!
 //! Known names are those of every built-in tool of this binary, enabled or not (the Lark tools
 //! exist only with a Lark app configured, but naming them is not a typo). An alias (`bash`) is
 //! refused too: the policy matches tools by their own names. Names of MCP tools
 //! (`mcp__<server>__…`) are not checked: a server's tools are known only once it runs.
 
-use crate::config::{Config, ConfigError, Secret, ToolsConfig};
+use crate::config::{Config, Secret};
 use crate::tools::registry::{Registry, ALIASES};
 
 /// How every MCP tool's name starts (`mcp__<server>__<tool>`); such names come and go with
@@ -34,53 +36,49 @@ pub fn builtin_names() -> Vec<String> {
     names
 }
 
-/// Check every tool name in `tools`. Errors: [`ConfigError::Key`] naming the first key at
-/// fault, e.g. ``config key `tools.deny`: no tool named "shel" (did you mean "shell"?)``.
-pub fn check_tool_names(tools: &ToolsConfig) -> Result<(), ConfigError> {
+/// Every tool name the configuration gets wrong, as `(key path, message)`, each list entry
+/// with its index so its line can be shown: `("tools.deny[1]", "no tool named \"shel\" (did you
+/// mean \"shell\"?)")`. Checked: `tools.allow`, `tools.also_allow`, `tools.deny`,
+/// `tools.fast_path`, the per-tool sections (`tools.<name>`), and each agent's `tools` lists.
+pub fn name_problems(config: &Config) -> Vec<(String, String)> {
     let known = builtin_names();
-    let lists = [
-        ("tools.allow", &tools.allow),
-        ("tools.also_allow", &tools.also_allow),
-        ("tools.deny", &tools.deny),
-        ("tools.fast_path", &tools.fast_path),
-    ];
-    for (key, names) in lists {
-        for name in names {
-            check_one(&known, key, name)?;
-        }
-    }
-    for name in tools.per_tool.keys() {
-        check_one(&known, &format!("tools.{name}"), name)?;
-    }
-    Ok(())
-}
-
-/// Check the tool names of every agent's `tools` (`agents.<name>.tools.allow`, …) as
-/// [`check_tool_names`] does the top-level ones.
-pub fn check_agent_tool_names(config: &Config) -> Result<(), ConfigError> {
-    let known = builtin_names();
-    for (agent, a) in &config.agents {
-        let lists = [
-            ("allow", &a.tools.allow),
-            ("also_allow", &a.tools.also_allow),
-            ("deny", &a.tools.deny),
-        ];
-        for (key, names) in lists {
-            for name in names {
-                check_one(&known, &format!("agents.{agent}.tools.{key}"), name)?;
+    let mut out = Vec::new();
+    let mut list = |key: &str, names: &[String]| {
+        for (i, name) in names.iter().enumerate() {
+            if let Some(message) = problem(&known, name) {
+                out.push((format!("{key}[{i}]"), message));
             }
         }
+    };
+    let tools = &config.tools;
+    list("tools.allow", &tools.allow);
+    list("tools.also_allow", &tools.also_allow);
+    list("tools.deny", &tools.deny);
+    list("tools.fast_path", &tools.fast_path);
+    for (agent, a) in &config.agents {
+        list(&format!("agents.{agent}.tools.allow"), &a.tools.allow);
+        list(
+            &format!("agents.{agent}.tools.also_allow"),
+            &a.tools.also_allow,
+        );
+        list(&format!("agents.{agent}.tools.deny"), &a.tools.deny);
     }
-    Ok(())
+    for name in tools.per_tool.keys() {
+        if let Some(message) = problem(&known, name) {
+            out.push((format!("tools.{name}"), message));
+        }
+    }
+    out
 }
 
-fn check_one(known: &[String], key: &str, name: &str) -> Result<(), ConfigError> {
+/// What is wrong with the tool name `name`, if anything.
+fn problem(known: &[String], name: &str) -> Option<String> {
     // MCP tools are known only once their server lists them: `mcp__<server>__<tool>` and
     // `mcp__<server>__*` are accepted here.
     if known.iter().any(|k| k == name) || name.starts_with(MCP_TOOL_PREFIX) {
-        return Ok(());
+        return None;
     }
-    let message = if BROWSER_TOOLS.contains(&name) {
+    Some(if BROWSER_TOOLS.contains(&name) {
         format!(
             "{name:?} is a browser tool, and this build of Ethan has none: install it with \
              `--features browser` (README, Building)"
@@ -95,10 +93,6 @@ fn check_one(known: &[String], key: &str, name: &str) -> Result<(), ConfigError>
                 known.join(", ")
             ),
         }
-    };
-    Err(ConfigError::Key {
-        key: key.to_string(),
-        message,
     })
 }
 
@@ -135,39 +129,39 @@ fn edit_distance(a: &str, b: &str) -> usize {
 mod tests {
     use super::*;
 
-    fn tools(yaml_deny: &[&str]) -> ToolsConfig {
-        ToolsConfig {
-            deny: yaml_deny.iter().map(|s| s.to_string()).collect(),
-            ..ToolsConfig::default()
-        }
+    fn with_deny(deny: &[&str]) -> Config {
+        let mut c = Config::default();
+        c.tools.deny = deny.iter().map(|s| s.to_string()).collect();
+        c
     }
 
     #[test]
     fn a_misspelt_tool_name_is_refused_with_the_nearest_name() {
-        let e = check_tool_names(&tools(&["shel"])).unwrap_err().to_string();
+        let p = name_problems(&with_deny(&["shell", "shel", "zzzzzzzz", "bash"]));
+        assert_eq!(p.len(), 3, "{p:?}");
         assert_eq!(
-            e,
-            "config key `tools.deny`: no tool named \"shel\" (did you mean \"shell\"?)"
+            p[0],
+            (
+                "tools.deny[1]".to_string(),
+                "no tool named \"shel\" (did you mean \"shell\"?)".to_string()
+            )
         );
-        let e = check_tool_names(&tools(&["zzzzzzzz"]))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("the tools are: "), "{e}");
-        let e = check_tool_names(&tools(&["bash"])).unwrap_err().to_string();
-        assert!(e.contains("write \"shell\""), "{e}");
+        assert!(p[1].1.contains("the tools are: "), "{p:?}");
+        assert!(p[2].1.contains("write \"shell\""), "{p:?}");
     }
 
     #[test]
     fn real_tools_pass_even_when_not_enabled() {
         // No Lark app is configured, yet naming a Lark tool is not a typo.
-        check_tool_names(&tools(&["shell", "lark_message_send", "find_tools"])).unwrap();
-        let mut t = ToolsConfig::default();
-        t.per_tool.insert("shell".into(), Default::default());
-        t.fast_path.push("web_fetch".into());
-        check_tool_names(&t).unwrap();
-        t.per_tool.insert("shelll".into(), Default::default());
-        let e = check_tool_names(&t).unwrap_err().to_string();
-        assert!(e.starts_with("config key `tools.shelll`"), "{e}");
+        let mut c = with_deny(&["shell", "lark_message_send", "find_tools"]);
+        assert!(name_problems(&c).is_empty());
+        c.tools.per_tool.insert("shell".into(), Default::default());
+        c.tools.fast_path.push("web_fetch".into());
+        assert!(name_problems(&c).is_empty());
+        c.tools.per_tool.insert("shelll".into(), Default::default());
+        let p = name_problems(&c);
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].0, "tools.shelll");
     }
 
     #[test]

@@ -181,9 +181,10 @@ pub struct AuditEntry {
     pub model: Option<String>,
 }
 
-/// One model call in the usage ledger: the tokens the provider reported for it, and where the
-/// call was made. Times are Unix seconds; tokens are counted as [`crate::provider::Usage`] counts
-/// them (`input_tokens` includes the cached ones).
+/// One model call in the usage ledger: the tokens the provider reported for it (or, from a
+/// server that reports none, an estimate: `estimated`), and where the call was made. Times are
+/// Unix seconds; tokens are counted as [`crate::provider::Usage`] counts them (`input_tokens`
+/// includes the cached ones).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UsageRecord {
     pub created_at: i64,
@@ -199,6 +200,8 @@ pub struct UsageRecord {
     pub output_tokens: u64,
     pub cache_read_tokens: u64,
     pub cache_write_tokens: u64,
+    /// The server reported no counts: the tokens are estimated from the request and the answer.
+    pub estimated: bool,
 }
 
 /// The day a Unix time (seconds) falls on, as a sortable label (`2026-12-02`), in whichever zone
@@ -236,6 +239,8 @@ pub struct UsageRow {
     pub output_tokens: u64,
     pub cache_read_tokens: u64,
     pub cache_write_tokens: u64,
+    /// Of `calls`: those whose tokens are estimated ([`UsageRecord::estimated`]).
+    pub estimated_calls: u64,
 }
 
 impl UsageRow {
@@ -251,6 +256,7 @@ impl UsageRow {
         self.output_tokens = self.output_tokens.saturating_add(r.output_tokens);
         self.cache_read_tokens = self.cache_read_tokens.saturating_add(r.cache_read_tokens);
         self.cache_write_tokens = self.cache_write_tokens.saturating_add(r.cache_write_tokens);
+        self.estimated_calls += u64::from(r.estimated);
     }
 
     /// Adds another row's counts (for a total row).
@@ -260,5 +266,6 @@ impl UsageRow {
         self.output_tokens = self.output_tokens.saturating_add(r.output_tokens);
         self.cache_read_tokens = self.cache_read_tokens.saturating_add(r.cache_read_tokens);
         self.cache_write_tokens = self.cache_write_tokens.saturating_add(r.cache_write_tokens);
+        self.estimated_calls = self.estimated_calls.saturating_add(r.estimated_calls);
     }
 }

@@ -1,5 +1,7 @@
 //! `file_write{path, content, append?}`: writes (or appends) text, creating parent directories.
+//! Its approval shows the text and what happens to the file ([`super::write_preview`]).
 
+use super::write_preview::{self, Before};
 use crate::tools::args::{opt_bool, req_str};
 use crate::tools::{paths, ErrorKind, Risk, Tool, ToolContext, ToolResult};
 use async_trait::async_trait;
@@ -32,14 +34,19 @@ impl Tool for FileWrite {
     fn risk(&self) -> Risk {
         Risk::Write
     }
-    /// Where the file really is, judged once before consent; `run` writes only there.
+    /// Where the file really is, judged once before consent (`run` writes only there), and
+    /// what is there now (for the approval).
     async fn assess(&self, args: &Value, ctx: &ToolContext) -> Option<crate::tools::Assessment> {
         let raw = args.get("path").and_then(Value::as_str)?;
         let path = paths::resolve(ctx, raw);
-        let real = tokio::task::spawn_blocking(move || paths::real_path(&path))
-            .await
-            .ok()?;
-        Some(crate::tools::Assessment::new(JudgedPath(real)))
+        let (real, before) = tokio::task::spawn_blocking(move || {
+            let real = paths::real_path(&path);
+            let before = Before::of(&real);
+            (real, before)
+        })
+        .await
+        .ok()?;
+        Some(crate::tools::Assessment::new(JudgedPath(real, before)))
     }
     /// No consent inside the daemon's private temp folder ([`crate::sandbox::private_tmp`]) only,
     /// never the system temp directory as a whole; a protected path is an always-ask call.
@@ -52,16 +59,20 @@ impl Tool for FileWrite {
         if crate::sandbox::private_tmp().is_some_and(|tmp| path.starts_with(tmp)) {
             return None;
         }
-        let bytes = args
+        let content = args
             .get("content")
             .and_then(Value::as_str)
-            .map_or(0, str::len);
-        let verb = if args.get("append").and_then(Value::as_bool) == Some(true) {
-            "append"
-        } else {
-            "write"
-        };
-        Some(format!("{verb} {bytes} bytes to {}", path.display()))
+            .unwrap_or_default();
+        let append = args.get("append").and_then(Value::as_bool) == Some(true);
+        let before = judged(ctx).map_or_else(|| Before::of(&path), |j| j.1);
+        let previews = ctx.ethan_home.as_ref().map(|h| h.join("previews"));
+        Some(write_preview::describe(
+            &path,
+            content,
+            append,
+            before,
+            previews.as_deref(),
+        ))
     }
     /// The parent directory: approving it for the session covers its subtree.
     fn consent_scope(&self, args: &Value, ctx: &ToolContext) -> String {
@@ -131,16 +142,18 @@ impl Tool for FileWrite {
     }
 }
 
-/// The real path of the file, as judged before consent ([`Tool::assess`]).
+/// The real path of the file, as judged before consent ([`Tool::assess`]), and what was there.
 #[derive(Debug, Clone, PartialEq)]
-struct JudgedPath(std::path::PathBuf);
+struct JudgedPath(std::path::PathBuf, Before);
+
+fn judged(ctx: &ToolContext) -> Option<&JudgedPath> {
+    ctx.assessment.as_ref().and_then(|a| a.get::<JudgedPath>())
+}
 
 /// The real path of `raw` as judged before consent, or worked out now for a call that was not
 /// assessed (callers outside the executor).
 fn judged_path(raw: &str, ctx: &ToolContext) -> std::path::PathBuf {
-    ctx.assessment
-        .as_ref()
-        .and_then(|a| a.get::<JudgedPath>())
+    judged(ctx)
         .map(|j| j.0.clone())
         .unwrap_or_else(|| paths::real_path(&paths::resolve(ctx, raw)))
 }

@@ -5,3 +5,4 @@ pub mod file_list;
 pub mod file_read;
 pub mod file_write;
 pub mod paths;
+pub mod write_preview;

@@ -1101,7 +1101,9 @@ impl Router {
                 let id = match id {
                     Some(id) => id.clone(),
                     None => {
-                        let waiting = self.consent.pending_in_chat(ev.channel, &ev.chat.id);
+                        // In a direct chat, also the requests sent there in private.
+                        let direct = (ev.chat.kind == ChatKind::Direct).then_some(&*ev.sender.id);
+                        let waiting = self.consent.pending_for(ev.channel, &ev.chat.id, direct);
                         match waiting.as_slice() {
                             [one] => one.clone(),
                             [] => return "No approval is waiting here.".into(),

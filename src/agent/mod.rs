@@ -410,15 +410,23 @@ impl Agent {
                 }
                 Err(ProviderError::Interrupted { shown, cause }) => {
                     // The person has seen `shown`: it stays, with a note, and is not replayed.
+                    // A group saw none of it (crate::daemon::group_view): it may have been the
+                    // preamble of tool calls, so it is neither posted nor kept there.
                     tracing::warn!(
                         "the streamed answer in {} broke off: {cause}",
                         input.session_key
                     );
-                    turn.push(ChatMessage::assistant(shown.clone()));
-                    let text = with_note(
-                        &shown,
-                        &format!("(The answer broke off here: {})", cause.user_message()),
-                    );
+                    let note = format!("(The answer broke off here: {})", cause.user_message());
+                    let text = if group || shown.trim().is_empty() {
+                        note
+                    } else {
+                        with_note(&shown, &note)
+                    };
+                    turn.push(ChatMessage::assistant(if group {
+                        text.clone()
+                    } else {
+                        shown
+                    }));
                     emit(&input.events, TurnEvent::Text(text.clone()));
                     break TurnOutcome::Answer(text);
                 }

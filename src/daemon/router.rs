@@ -916,7 +916,8 @@ impl Router {
         let typing = self.spawn_typing(ev);
         let (presenter, events) = match self.open_draft(ev, resumed).await {
             Some(draft) => {
-                let (p, events) = Presenter::start(draft);
+                let shown = stream::Shown::for_chat(ev.chat.kind, self.agent.executor.registry());
+                let (p, events) = Presenter::start(draft, shown);
                 (Some(p), Some(events))
             }
             None => (None, None),

@@ -35,8 +35,8 @@
 //! In a group chat, `/new` (which wipes the group's history and session grants) is for the bot's
 //! owner only, and `/stop` for the owner or the sender of the running turn; anyone else gets a
 //! short refusal and nothing changes. In a DM the sender is the conversation's only user.
-//! `/usage` (today's tokens against the budgets, [`crate::usage::today_summary`]) is for the
-//! owner only, in any chat.
+//! `/usage` (today's tokens against the budgets, [`crate::usage::summary_for_chat`]) is for the
+//! owner only, in any chat; a group is shown its own counts only.
 
 use super::access::{self, Access};
 use super::commands::{self, Command};
@@ -753,11 +753,10 @@ impl Router {
                 Some(USAGE_OWNER_ONLY.to_string())
             }
             Some(Command::Usage) => Some(
-                match crate::usage::today_summary(
+                match crate::usage::summary_for_chat(
                     &*self.store,
                     &self.agent.config.config,
-                    ev.channel.as_str(),
-                    &ev.chat.id,
+                    (ev.channel.as_str(), &ev.chat),
                     chrono::Utc::now(),
                 )
                 .await

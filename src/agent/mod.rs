@@ -17,7 +17,7 @@ pub mod prompt;
 use crate::config::Loaded;
 use crate::memory::compact::{self, Compactor};
 use crate::memory::summarise::Summariser;
-use crate::memory::{chars_of, message_chars, snapshot};
+use crate::memory::{chars_of, message_chars, provenance, snapshot};
 use crate::provider::{Chain, ModelProvider, ProviderError};
 use crate::tools::builtin::memory::Visible;
 use crate::tools::executor::{Executor, Progress};
@@ -214,7 +214,7 @@ impl Agent {
                 .filter(|_| memory_on && !input.unattended && input.child.is_none()),
             budget_chars,
         };
-        // Three independent reads, queued together: the store answers them back to back instead
+        // Four independent reads, queued together: the store answers them back to back instead
         // of one round trip (a wake-up of its thread and of this task) after another.
         let taint_key = format!("taint:{session_id}");
         let memory = async {
@@ -242,8 +242,12 @@ impl Agent {
                 }
             }
         };
-        let ((mut compaction, mut history), memory, earlier) =
-            tokio::join!(compactor.load(limit), memory, earlier);
+        // Outside text seen earlier in the session (memory_save then asks).
+        let outside = provenance::recorded(&self.store, &session_id);
+        let ((mut compaction, mut history), memory, earlier, outside) =
+            tokio::join!(compactor.load(limit), memory, earlier, outside);
+        let outside_recorded = outside.is_some();
+        let outside = outside.or_else(|| provenance::outside_in(&history));
         if !input.is_owner {
             // A group's history is shared: someone who is not the owner gets the chat and the
             // bot's visible answers, never the owner's tool calls and their results.
@@ -334,6 +338,12 @@ impl Agent {
 
         if let Some(source) = &input.private_input {
             base_ctx.taint.mark(source);
+            base_ctx.taint.mark_untrusted(source);
+        }
+        if let Some(source) = &outside {
+            base_ctx
+                .taint
+                .mark_untrusted(&format!("{source}, earlier in this conversation"));
         }
 
         let mut models = self.models_for(input, &chosen);
@@ -497,6 +507,10 @@ impl Agent {
                     let mut pictures = Vec::new();
                     for r in results {
                         emit(&input.events, tool_end(&r));
+                        let name = r.tool.as_deref().unwrap_or(&r.requested);
+                        if provenance::brings_outside_text(name) {
+                            base_ctx.taint.mark_untrusted(name);
+                        }
                         if let Some(ui) = &r.result.ui {
                             match serde_json::from_value::<ethan_cards::Ui>(ui.clone()) {
                                 Ok(ui) => {
@@ -541,7 +555,7 @@ impl Agent {
                     if !pictures.is_empty() {
                         let paths: Vec<&str> = pictures.iter().map(|p| p.path.as_str()).collect();
                         turn.push(ChatMessage::user_with_images(
-                            format!("[The picture read by file_read: {}]", paths.join(", ")),
+                            format!("{}{}]", provenance::PICTURE_NOTE, paths.join(", ")),
                             pictures,
                         ));
                     }
@@ -553,6 +567,9 @@ impl Agent {
                         let (text, ok) = match p {
                             Progress::Ran(r) => {
                                 emit(&input.events, tool_end(&r));
+                                if provenance::brings_outside_text(&r.requested) {
+                                    base_ctx.taint.mark_untrusted(&r.requested);
+                                }
                                 (r.model_text, r.result.ok)
                             }
                             Progress::Stopped => (Progress::STOPPED_TEXT.to_string(), false),
@@ -583,6 +600,11 @@ impl Agent {
         }
         if let Err(e) = self.store.append_messages(&session_id, &turn).await {
             tracing::error!("cannot store the turn of {}: {e}", input.session_key);
+        }
+        if !outside_recorded {
+            if let Some(source) = outside.or_else(|| base_ctx.taint.untrusted()) {
+                provenance::record(&self.store, &session_id, &source).await;
+            }
         }
         // Recorded once per session: the first source, as the tool's own name.
         if !recorded {

@@ -175,10 +175,10 @@ pub async fn group_summary(
         .tokens_since(day.start, Some((channel, chat_id)))
         .await?;
     Ok(format!(
-        "**Token usage today in this group** (since 00:00, {}; resets at {})
-         - this group: {}
-
-         Only this group's counts are shown here; the totals of every chat are in a direct chat          with me or `ethan usage`.",
+        "**Token usage today in this group** (since 00:00, {}; resets at {})\n\
+         - this group: {}\n\n\
+         Only this group's counts are shown here; the totals of every chat are in a direct chat \
+         with me or `ethan usage`.",
         day.zone.name(),
         day.reset_label(),
         against(chat, config.budget.chat_daily_tokens),

@@ -184,7 +184,10 @@ impl Denial {
                 "{tool} needs approval, and nobody can be asked in this interface."
             ),
             Denial::NoDirectChat => format!(
-                "this {tool} call needs the owner's approval, which is asked in private here (this                  is a group, and the conversation holds private data), but the owner has no direct                  chat with the bot yet, so it did not run. The group was told; the owner must open                  a direct chat with the bot before asking again."
+                "this {tool} call needs the owner's approval, which is asked in private here (this \
+                 is a group, and the conversation holds private data), but the owner has no direct \
+                 chat with the bot yet, so it did not run. The group was told; the owner must open \
+                 a direct chat with the bot before asking again."
             ),
         };
         ToolResult::err(ErrorKind::Denied, text)

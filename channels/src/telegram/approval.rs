@@ -106,6 +106,11 @@ pub(super) async fn send_request(
     let sent = match r.await {
         Ok(m) => m,
         Err(e) => {
+            let e = map_error(e);
+            // A person the bot may not write to: no fallback will reach them either.
+            if e.is_recipient_unreachable() {
+                return Err(e);
+            }
             // Without buttons the text fallback still works.
             tracing::warn!("approval keyboard refused ({e}); sending the text fallback");
             let html = format!(

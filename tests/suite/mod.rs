@@ -28,6 +28,7 @@ mod media;
 mod memory;
 mod provider_anthropic;
 mod provider_shapes;
+mod public_room_lark;
 mod public_room_telegram;
 mod redaction;
 mod replicas;

@@ -26,6 +26,7 @@ mod lark_ws;
 mod mcp;
 mod media;
 mod memory;
+mod memory_provenance;
 mod provider_anthropic;
 mod provider_shapes;
 mod public_room_lark;

@@ -345,6 +345,12 @@ impl Agent {
                 .taint
                 .mark_untrusted(&format!("{source}, earlier in this conversation"));
         }
+        if input.child.is_some() {
+            // A sub-agent's "user" is its parent model: none of its words are a person's.
+            base_ctx
+                .taint
+                .mark_untrusted("a sub-agent's task, written by the model");
+        }
 
         let mut models = self.models_for(input, &chosen);
         let mut turn = vec![ChatMessage::user_with_images(

@@ -11,7 +11,6 @@
 
 use crate::support::model::{text_completion, tool_calls_completion};
 use crate::support::{run_cli, wait_until, Daemon, FakeTelegram, ScriptedModel, Step, TestHome};
-use axum::extract::State;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

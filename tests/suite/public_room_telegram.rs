@@ -11,7 +11,8 @@
 //!   group told how to start one;
 //! - text the model streams before a tool call never reaches the group, nor does a
 //!   `find_tools` line or a made-up tool name;
-//! - `/usage` in a group lists that group only.
+//! - `/usage` in a group lists that group only;
+//! - approvals go out with link previews disabled.
 
 use crate::support::model::completion;
 use crate::support::telegram::TelegramCall;
@@ -251,6 +252,12 @@ async fn an_approval_carrying_private_data_is_asked_in_private_and_the_group_nev
         "the approval does not name the group:\n{asked}"
     );
     assert!(asked.contains(&attacker.exfil()), "{asked}");
+    // Sent with link previews off: Telegram does not fetch the URL to show a card of it.
+    for m in tg.sent_messages() {
+        if m["reply_markup"]["inline_keyboard"].is_array() {
+            assert_eq!(m["link_preview_options"]["is_disabled"], json!(true), "{m}");
+        }
+    }
     wait_group_text(&tg, "Done: fetched it.").await;
     assert_eq!(attacker.hits(), 1, "the approved fetch ran once");
     // The group was told where the approval went, in one line.

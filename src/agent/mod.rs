@@ -345,6 +345,11 @@ impl Agent {
                 .taint
                 .mark_untrusted(&format!("{source}, earlier in this conversation"));
         }
+        if let Some(tool) = provenance::foreign_description(&active) {
+            base_ctx
+                .taint
+                .mark_untrusted(&format!("the description of {tool}"));
+        }
         if input.child.is_some() {
             // A sub-agent's "user" is its parent model: none of its words are a person's.
             base_ctx
@@ -514,7 +519,11 @@ impl Agent {
                     for r in results {
                         emit(&input.events, tool_end(&r));
                         let name = r.tool.as_deref().unwrap_or(&r.requested);
-                        if provenance::brings_outside_text(name) {
+                        // find_tools lists the descriptions of the turn's tools, an MCP
+                        // server's among them.
+                        let listed = name == crate::tools::policy::FIND_TOOLS
+                            && provenance::foreign_description(&allowed).is_some();
+                        if provenance::brings_outside_text(name) || listed {
                             base_ctx.taint.mark_untrusted(name);
                         }
                         if let Some(ui) = &r.result.ui {

@@ -9,7 +9,8 @@
 //!   showing the fact ([`crate::tools::builtin::memory::memory_save`]). Outside text is any
 //!   tool's output but the daemon's own bookkeeping ([`OWN_STATE_TOOLS`]), in this turn or in
 //!   the history it was given or earlier in the session ([`ethan_core::tool::Taint::mark_untrusted`],
-//!   recorded per session as the private-data mark is), and a file sent in the chat.
+//!   recorded per session as the private-data mark is), a file sent in the chat, and the
+//!   description of an MCP tool the model is shown ([`foreign_description`]).
 
 use ethan_core::message::{ChatMessage, Role};
 use ethan_core::store::StorageRef;
@@ -32,6 +33,16 @@ pub const PICTURE_NOTE: &str = "[The picture read by file_read: ";
 /// Whether the output of `tool` is text from outside the conversation.
 pub fn brings_outside_text(tool: &str) -> bool {
     !OWN_STATE_TOOLS.contains(&tool)
+}
+
+/// The first of `tools` (tools whose descriptions the model is given, up front or listed by
+/// `find_tools`) whose description someone else wrote: an MCP server's, which can carry
+/// instructions as well as a page can.
+pub fn foreign_description<'a>(tools: impl IntoIterator<Item = &'a String>) -> Option<String> {
+    tools
+        .into_iter()
+        .find(|t| t.starts_with(crate::tools::engine::config_names::MCP_TOOL_PREFIX))
+        .cloned()
 }
 
 /// The first tool called in `history` whose output is outside text, if any.
@@ -140,6 +151,12 @@ mod tests {
         }
         let mut call = ChatMessage::assistant("");
         call.tool_calls.push(ToolCall::new("1", "find_tools", "{}"));
+        let tools = ["shell".to_string(), "mcp__notes__read".to_string()];
+        assert_eq!(foreign_description(&tools[..1]), None);
+        assert_eq!(
+            foreign_description(&tools).as_deref(),
+            Some("mcp__notes__read")
+        );
         let mut fetch = ChatMessage::assistant("");
         fetch
             .tool_calls

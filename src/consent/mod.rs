@@ -525,9 +525,8 @@ impl Consent {
         d.result(tool)
     }
 
-    /// Post the approval in `chat` and wait for the answer. `private`: it was sent to one
-    /// owner's direct chat ([`route`]): who alone may answer, and the line to post in the group
-    /// once it is delivered; a send the platform refuses for lack of that chat is
+    /// Post the approval in `chat` and wait for the answer. `private`: it goes to one owner's
+    /// direct chat ([`route`]); a send the platform refuses for lack of that chat is then
     /// [`Denial::NoDirectChat`].
     #[allow(clippy::too_many_arguments)]
     async fn ask_in_chat(
@@ -535,13 +534,12 @@ impl Consent {
         ctx: &ToolContext,
         channel: Arc<dyn Channel>,
         chat: ChatRef,
-        private: Option<(Option<String>, OutboundMessage)>,
+        private: Option<route::Private>,
         tool: &str,
         description: &str,
         always: bool,
     ) -> Result<ApprovalChoice, Denial> {
-        let (answerer, waiting) = private.unzip();
-        let answerer = answerer.flatten();
+        let (answerer, waiting) = private.map(|p| (p.answerer, p.waiting)).unzip();
         let request_id = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
         let (tx, rx) = oneshot::channel();
         self.pending().insert(

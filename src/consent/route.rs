@@ -10,7 +10,7 @@
 //! answer comes back to the group's turn, which goes on there. Every other approval is asked
 //! where the turn runs, as before.
 //!
-//! A private request is answered only by the owner it was sent to ([`Delivery::answerer`]);
+//! A private request is answered only by the owner it was sent to ([`Private::answerer`]);
 //! the chat of the press is not compared (on Lark the press comes from the p2p chat's id, not
 //! the `open_id` it was sent to), since only that person has the buttons.
 //!
@@ -65,15 +65,13 @@ impl Delivery {
             }
         }
     }
+}
 
-    /// Who alone may answer: the owner a private request was sent to (`None`: the owner, in
-    /// the chat it was asked in).
-    pub fn answerer(&self, ctx: &ToolContext) -> Option<String> {
-        match self {
-            Delivery::InChat => None,
-            Delivery::Private { .. } => Some(ctx.user_id.clone()),
-        }
-    }
+/// A request sent in private: the owner who alone may answer it, and the line the group is
+/// shown once it is delivered.
+pub(super) struct Private {
+    pub answerer: String,
+    pub waiting: OutboundMessage,
 }
 
 /// What the group is told when the owner has no direct chat with the bot yet.
@@ -122,12 +120,15 @@ impl Consent {
         };
         let asked = match channel.direct_chat(&ctx.user_id) {
             Some(dm) => {
-                let waiting = tell_group(WAITING.to_string());
+                let private = Private {
+                    answerer: ctx.user_id.clone(),
+                    waiting: tell_group(WAITING.to_string()),
+                };
                 self.ask_in_chat(
                     ctx,
                     channel.clone(),
                     dm,
-                    Some((delivery.answerer(ctx), waiting)),
+                    Some(private),
                     tool,
                     description,
                     always,
@@ -225,7 +226,6 @@ mod tests {
         group.taint.mark("file_read");
         let private = Delivery::of(&group);
         assert!(matches!(&private, Delivery::Private { group } if group.id == "-100777"));
-        assert_eq!(private.answerer(&group).as_deref(), Some("42"));
         assert_eq!(
             private.framed(ChannelKind::Telegram, "web_fetch https://x".into()),
             "Asked in the telegram group -100777:\nweb_fetch https://x"
@@ -238,6 +238,5 @@ mod tests {
         terminal.taint.mark("file_read");
         assert_eq!(Delivery::of(&terminal), Delivery::InChat);
         assert_eq!(Delivery::InChat.framed(ChannelKind::Lark, "x".into()), "x");
-        assert_eq!(Delivery::InChat.answerer(&dm), None);
     }
 }

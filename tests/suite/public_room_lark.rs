@@ -17,18 +17,18 @@ use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-const OWNER: &str = "ou_84aad35d084aa403a838cf73ee18467";
-const GROUP: &str = "oc_5ce6d572455d361153b7xx51da133945";
-const WAIT: Duration = Duration::from_secs(60);
-const SECRET: &str = "SECRETNOTE-778 salary 12345";
-const MARKER: &str = "SECRETNOTE-778";
-const PREAMBLE: &str = "PRIVATE-PREAMBLE-42";
+pub(super) const OWNER: &str = "ou_84aad35d084aa403a838cf73ee18467";
+pub(super) const GROUP: &str = "oc_5ce6d572455d361153b7xx51da133945";
+pub(super) const WAIT: Duration = Duration::from_secs(60);
+pub(super) const SECRET: &str = "SECRETNOTE-778 salary 12345";
+pub(super) const MARKER: &str = "SECRETNOTE-778";
+pub(super) const PREAMBLE: &str = "PRIVATE-PREAMBLE-42";
 
 /// Requests to the attacker's server, by path and query.
-type Seen = Arc<Mutex<Vec<String>>>;
+pub(super) type Seen = Arc<Mutex<Vec<String>>>;
 
 /// The attacker's server; its `/exfil` URL carrying the file's content.
-async fn attacker() -> (Seen, String) {
+pub(super) async fn attacker() -> (Seen, String) {
     let seen: Seen = Arc::default();
     async fn page(State(seen): State<Seen>, OriginalUri(uri): OriginalUri) -> &'static str {
         seen.lock().unwrap().push(uri.to_string());
@@ -47,7 +47,7 @@ async fn attacker() -> (Seen, String) {
     (seen, url)
 }
 
-fn hits(seen: &Seen) -> usize {
+pub(super) fn hits(seen: &Seen) -> usize {
     seen.lock()
         .unwrap()
         .iter()
@@ -55,7 +55,7 @@ fn hits(seen: &Seen) -> usize {
         .count()
 }
 
-fn setup(home: &TestHome, fake: &FakeLark, model: &ScriptedModel) {
+pub(super) fn setup(home: &TestHome, fake: &FakeLark, model: &ScriptedModel) {
     home.write_config(&format!(
         "model:\n  base_url: {}\n  api_key: sk-test\n  name: m\n\
          channels:\n{}owners: [\"lark:{OWNER}\"]\n\
@@ -66,14 +66,19 @@ fn setup(home: &TestHome, fake: &FakeLark, model: &ScriptedModel) {
     home.write_file("workspace/notes.txt", &format!("{SECRET}\n"));
 }
 
-fn start(home: &TestHome) -> Daemon {
+pub(super) fn start(home: &TestHome) -> Daemon {
     let tmp = home.path().join("tmpdir");
     std::fs::create_dir_all(&tmp).unwrap();
     Daemon::start_with_env(home, &[("TMPDIR", tmp.to_str().unwrap())])
 }
 
 /// A step that streams `text`, then calls `name(args)`, in one assistant message.
-fn text_then_call(text: &'static str, id: &'static str, name: &'static str, args: Value) -> Step {
+pub(super) fn text_then_call(
+    text: &'static str,
+    id: &'static str,
+    name: &'static str,
+    args: Value,
+) -> Step {
     Step::custom(move |req| {
         let message = json!({
             "role": "assistant",
@@ -86,12 +91,12 @@ fn text_then_call(text: &'static str, id: &'static str, name: &'static str, args
 }
 
 /// Whether `m` was sent to the owner's p2p chat (by `open_id`).
-fn to_owner(m: &SentMessage) -> bool {
+pub(super) fn to_owner(m: &SentMessage) -> bool {
     m.receive_id_type.as_deref() == Some("open_id") && m.receive_id.as_deref() == Some(OWNER)
 }
 
 /// The approval cards sent to the owner, with their request ids.
-fn private_approvals(fake: &FakeLark) -> Vec<(SentMessage, String)> {
+pub(super) fn private_approvals(fake: &FakeLark) -> Vec<(SentMessage, String)> {
     fake.messages()
         .into_iter()
         .filter(to_owner)
@@ -107,7 +112,7 @@ fn private_approvals(fake: &FakeLark) -> Vec<(SentMessage, String)> {
 
 /// Everything the group was shown: its messages (replies and new ones, as they are now) and
 /// every streaming card as created and as each write left it.
-fn group_shown(fake: &FakeLark) -> Vec<String> {
+pub(super) fn group_shown(fake: &FakeLark) -> Vec<String> {
     let mut shown: Vec<String> = fake
         .messages()
         .iter()
@@ -119,7 +124,7 @@ fn group_shown(fake: &FakeLark) -> Vec<String> {
     shown
 }
 
-fn assert_group_never_saw(fake: &FakeLark, needles: &[&str]) {
+pub(super) fn assert_group_never_saw(fake: &FakeLark, needles: &[&str]) {
     for s in group_shown(fake) {
         for n in needles {
             assert!(!s.contains(n), "the group was shown {n:?}: {s}");
@@ -127,7 +132,7 @@ fn assert_group_never_saw(fake: &FakeLark, needles: &[&str]) {
     }
 }
 
-async fn wait_group(fake: &FakeLark, needle: &str) {
+pub(super) async fn wait_group(fake: &FakeLark, needle: &str) {
     wait_until(&format!("the group is shown {needle:?}"), WAIT, || {
         group_shown(fake).iter().any(|s| s.contains(needle))
     })
@@ -135,7 +140,7 @@ async fn wait_group(fake: &FakeLark, needle: &str) {
 }
 
 /// Wait for the `n`-th approval in the owner's p2p chat, press `choice` there; its card text.
-async fn answer_in_private(fake: &FakeLark, n: usize, choice: &str) -> String {
+pub(super) async fn answer_in_private(fake: &FakeLark, n: usize, choice: &str) -> String {
     wait_until("the approval in the owner's p2p chat", WAIT, || {
         private_approvals(fake).len() >= n
     })

@@ -22,24 +22,24 @@ use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-const OWNER: i64 = 218485655;
-const GROUP: i64 = -100777;
-const BOT: &str = "@ethan_test_bot";
-const WAIT: Duration = Duration::from_secs(60);
+pub(super) const OWNER: i64 = 218485655;
+pub(super) const GROUP: i64 = -100777;
+pub(super) const BOT: &str = "@ethan_test_bot";
+pub(super) const WAIT: Duration = Duration::from_secs(60);
 /// What the owner's private file holds; the attacker wants it.
-const SECRET: &str = "SECRETNOTE-778 salary 12345";
-const MARKER: &str = "SECRETNOTE-778";
+pub(super) const SECRET: &str = "SECRETNOTE-778 salary 12345";
+pub(super) const MARKER: &str = "SECRETNOTE-778";
 /// Text the model writes before a tool call, quoting the file.
-const PREAMBLE: &str = "PRIVATE-PREAMBLE-42";
+pub(super) const PREAMBLE: &str = "PRIVATE-PREAMBLE-42";
 
 /// The attacker's web server: every request's path and query, in order.
-struct Attacker {
+pub(super) struct Attacker {
     addr: std::net::SocketAddr,
     seen: Arc<Mutex<Vec<String>>>,
 }
 
 impl Attacker {
-    async fn start() -> Attacker {
+    pub(super) async fn start() -> Attacker {
         let seen = Arc::new(Mutex::new(Vec::new()));
         async fn page(
             State(seen): State<Arc<Mutex<Vec<String>>>>,
@@ -58,7 +58,7 @@ impl Attacker {
     }
 
     /// The URL that carries the file's content out.
-    fn exfil(&self) -> String {
+    pub(super) fn exfil(&self) -> String {
         format!(
             "http://127.0.0.1:{}/exfil?d={}",
             self.addr.port(),
@@ -66,7 +66,7 @@ impl Attacker {
         )
     }
 
-    fn hits(&self) -> usize {
+    pub(super) fn hits(&self) -> usize {
         self.seen
             .lock()
             .unwrap()
@@ -91,14 +91,14 @@ fn setup(home: &TestHome, tg: &FakeTelegram, model: &ScriptedModel, extra: &str)
     home.write_file("workspace/notes.txt", &format!("{SECRET}\n"));
 }
 
-fn start(home: &TestHome) -> Daemon {
+pub(super) fn start(home: &TestHome) -> Daemon {
     let tmp = home.path().join("tmpdir");
     std::fs::create_dir_all(&tmp).unwrap();
     Daemon::start_with_env(home, &[("TMPDIR", tmp.to_str().unwrap())])
 }
 
 /// The owner mentions the bot in the group.
-fn ask_in_group(tg: &FakeTelegram, text: &str) {
+pub(super) fn ask_in_group(tg: &FakeTelegram, text: &str) {
     let id = tg.next_update_id();
     tg.push_update(json!({
         "update_id": id,
@@ -114,7 +114,12 @@ fn ask_in_group(tg: &FakeTelegram, text: &str) {
 }
 
 /// A step that streams `text` and then calls `name(arguments)`, in one assistant message.
-fn text_then_call(text: &'static str, id: &'static str, name: &'static str, args: Value) -> Step {
+pub(super) fn text_then_call(
+    text: &'static str,
+    id: &'static str,
+    name: &'static str,
+    args: Value,
+) -> Step {
     Step::custom(move |req| {
         let message = json!({
             "role": "assistant",
@@ -128,7 +133,7 @@ fn text_then_call(text: &'static str, id: &'static str, name: &'static str, args
 
 /// Every call the fake received that shows something in the group: messages, edits and drafts
 /// (answered or not: a refused edit was still an attempt to show it).
-fn group_calls(tg: &FakeTelegram) -> Vec<TelegramCall> {
+pub(super) fn group_calls(tg: &FakeTelegram) -> Vec<TelegramCall> {
     tg.all_calls()
         .into_iter()
         .filter(|c| c.body["chat_id"] == json!(GROUP))
@@ -140,12 +145,12 @@ fn group_calls(tg: &FakeTelegram) -> Vec<TelegramCall> {
         .collect()
 }
 
-fn text(c: &TelegramCall) -> String {
+pub(super) fn text(c: &TelegramCall) -> String {
     c.body["text"].as_str().unwrap_or_default().to_string()
 }
 
 /// Nothing shown in the group ever contained any of `needles`.
-fn assert_group_never_saw(tg: &FakeTelegram, needles: &[&str]) {
+pub(super) fn assert_group_never_saw(tg: &FakeTelegram, needles: &[&str]) {
     for c in group_calls(tg) {
         let body = c.body.to_string();
         for n in needles {
@@ -158,7 +163,7 @@ fn assert_group_never_saw(tg: &FakeTelegram, needles: &[&str]) {
     }
 }
 
-async fn wait_group_text(tg: &FakeTelegram, needle: &str) {
+pub(super) async fn wait_group_text(tg: &FakeTelegram, needle: &str) {
     wait_until(&format!("the group is shown {needle:?}"), WAIT, || {
         group_calls(tg)
             .iter()
@@ -168,7 +173,7 @@ async fn wait_group_text(tg: &FakeTelegram, needle: &str) {
 }
 
 /// An approval posted in the owner's private chat: its text and callback data.
-fn private_approvals(tg: &FakeTelegram) -> Vec<(String, Vec<String>)> {
+pub(super) fn private_approvals(tg: &FakeTelegram) -> Vec<(String, Vec<String>)> {
     tg.sent_messages()
         .iter()
         .filter(|m| m["chat_id"] == json!(OWNER))
@@ -186,7 +191,7 @@ fn private_approvals(tg: &FakeTelegram) -> Vec<(String, Vec<String>)> {
 
 /// Wait for the `n`-th private approval and press `prefix` (`ap:o:`, `ap:d:`) on it, in the
 /// private chat; its text.
-async fn answer_in_private(tg: &FakeTelegram, n: usize, prefix: &str) -> String {
+pub(super) async fn answer_in_private(tg: &FakeTelegram, n: usize, prefix: &str) -> String {
     wait_until("the approval in the owner's private chat", WAIT, || {
         private_approvals(tg).len() >= n
     })
@@ -206,7 +211,7 @@ async fn answer_in_private(tg: &FakeTelegram, n: usize, prefix: &str) -> String 
 }
 
 /// The results the model was given, from its last request.
-fn last_tool_result(model: &ScriptedModel) -> String {
+pub(super) fn last_tool_result(model: &ScriptedModel) -> String {
     model
         .last_request()
         .and_then(|r| r["messages"].as_array().cloned())

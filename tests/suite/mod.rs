@@ -4,6 +4,7 @@
 mod agents;
 mod approval_chat;
 mod attack_groups;
+mod attack_memory;
 mod browser;
 mod cli;
 mod consent_telegram;

@@ -9,7 +9,7 @@
 //! marked superseded, and leaves the snapshot. Saving text already remembered confirms it.
 //! Credential-shaped text is refused.
 
-use super::{fact_line, normalised, store_of, Visible};
+use super::{fact_line, normalised, not_your_words, outside_text, store_of, Visible};
 use crate::tools::redact::redact_shapes;
 use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
 use async_trait::async_trait;
@@ -21,13 +21,6 @@ use serde_json::{json, Value};
 pub const MAX_FACT_CHARS: usize = 500;
 
 pub struct MemorySave;
-
-/// What brought text from outside the conversation into this turn (a page, a file, a tool's
-/// output; [`crate::memory::provenance`]), if anything did: a fact saved now may be an
-/// injected one, so the owner is asked, every time, showing it.
-fn outside_text(ctx: &ToolContext) -> Option<String> {
-    ctx.taint.untrusted()
-}
 
 /// How the fact came to be, as the store keeps it (`source`): `confirmed` when the owner was
 /// shown this very fact and said yes (an always-asked save that ran), else `tool` (saved by
@@ -97,13 +90,9 @@ impl Tool for MemorySave {
         } else {
             "about you, in your personal memory"
         };
-        let why = match outside {
-            Some(source) => format!(
-                "\nThis conversation has read text that is not yours ({source}): say yes only if \
-                 this is true and you want it remembered."
-            ),
-            None => String::new(),
-        };
+        let why = outside
+            .map(|source| not_your_words(&source, "this is true and you want it remembered"))
+            .unwrap_or_default();
         Some(format!("remember {whom}{replaces}: {content:?}{why}"))
     }
 

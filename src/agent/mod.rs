@@ -62,6 +62,11 @@ pub struct TurnInput {
     /// in the chat, [`crate::media`]): the turn starts tainted, so a call that carries data
     /// off the machine asks the owner. `None` for plain text.
     pub private_input: Option<String>,
+    /// What in the input itself is text from outside the conversation, not the person's words
+    /// (a forwarded message, a file's name or content, [`crate::media::notes::outside`]): a
+    /// `memory_save` or `memory_forget` in this session then asks the owner. `None` for plain
+    /// text.
+    pub outside_input: Option<String>,
     /// A sub-agent's turn: the agent named by `delegate` (else the bindings choose), the tools
     /// it may use (a subset of its parent's), its depth (1 or 2) and how approvals name it.
     pub child: Option<ChildTurn>,
@@ -338,6 +343,9 @@ impl Agent {
 
         if let Some(source) = &input.private_input {
             base_ctx.taint.mark(source);
+            base_ctx.taint.mark_untrusted(source);
+        }
+        if let Some(source) = &input.outside_input {
             base_ctx.taint.mark_untrusted(source);
         }
         if let Some(source) = &outside {

@@ -955,6 +955,7 @@ impl Router {
             private_input: media
                 .private
                 .then(|| "a file the owner sent in the chat".to_string()),
+            outside_input: media.outside.take(),
             child: None,
         };
         let reply = self.agent.run_turn_with_cards(&input, &cancel).await;

@@ -2,15 +2,18 @@
 //! Two rules, for the two ways a fact is written:
 //! - **extraction** (compaction's silent step, [`super::compact`]) reads the person's own
 //!   messages only ([`persons_words`]): what they typed, without the notes the daemon adds to a
-//!   message (a file's text, a transcript, the path of a picture, [`crate::media::sender_words`]),
-//!   and never the assistant's text, tool results, or anyone else's messages. A page the model
-//!   restated ("as the page says, you prefer…") is the assistant's text, so it is never read;
-//! - **`memory_save`** in a turn that saw text from outside the conversation asks the owner,
-//!   showing the fact ([`crate::tools::builtin::memory::memory_save`]). Outside text is any
-//!   tool's output but the daemon's own bookkeeping ([`OWN_STATE_TOOLS`]), in this turn or in
-//!   the history it was given or earlier in the session ([`ethan_core::tool::Taint::mark_untrusted`],
-//!   recorded per session as the private-data mark is), a file sent in the chat, and the
-//!   description of an MCP tool the model is shown ([`foreign_description`]).
+//!   message (a file's text or name, a transcript, the path of a picture, a forwarded message or
+//!   an inline bot's result, a video's name: [`crate::media::sender_words`]), and never the
+//!   assistant's text, tool results, or anyone else's messages. A page the model restated ("as
+//!   the page says, you prefer…") is the assistant's text, so it is never read;
+//! - **`memory_save`** (and `memory_forget`) in a turn that saw text from outside the
+//!   conversation asks the owner, showing the fact
+//!   ([`crate::tools::builtin::memory::memory_save`]). Outside text is any tool's output but the
+//!   daemon's own bookkeeping ([`OWN_STATE_TOOLS`]), in this turn or in the history it was given
+//!   or earlier in the session ([`ethan_core::tool::Taint::mark_untrusted`], recorded per session
+//!   as the private-data mark is), what a message holds besides its sender's words (a file, a
+//!   forwarded message: [`crate::media::notes::outside`]), and the description of an MCP tool
+//!   the model is shown ([`foreign_description`]).
 
 use ethan_core::message::{ChatMessage, Role};
 use ethan_core::store::StorageRef;

@@ -181,6 +181,60 @@ fn against(used: u64, budget: u64, estimated: bool) -> String {
     }
 }
 
+/// Which counts `/usage` shows in a chat: in a group only that group's, since everyone there
+/// reads the answer; the daemon's totals (every chat's tokens, per model) in a direct chat
+/// (and through `ethan usage` at the terminal).
+pub async fn summary_for_chat(
+    store: &dyn UsageStore,
+    config: &Config,
+    chat: (&str, &ethan_core::channel::ChatRef),
+    now: DateTime<Utc>,
+) -> Result<String, StoreError> {
+    let (channel, chat) = chat;
+    match chat.kind {
+        ethan_core::channel::ChatKind::Group => {
+            group_summary(store, config, channel, &chat.id, now).await
+        }
+        ethan_core::channel::ChatKind::Direct => {
+            today_summary(store, config, channel, &chat.id, now).await
+        }
+    }
+}
+
+/// `/usage` in a group (Markdown): today's tokens of that group only, against
+/// `budget.chat_daily_tokens` when one is set. Errors: the store's.
+pub async fn group_summary(
+    store: &dyn UsageStore,
+    config: &Config,
+    channel: &str,
+    chat_id: &str,
+    now: DateTime<Utc>,
+) -> Result<String, StoreError> {
+    let day = local_day(zone(config), now, 0);
+    let chat = store
+        .tokens_since(day.start, Some((channel, chat_id)))
+        .await?;
+    let estimated = store
+        .usage_report(day.start, UsageGrouping::Chat)
+        .await?
+        .iter()
+        .any(|r| r.key == format!("{channel}:{chat_id}") && r.estimated_calls > 0);
+    let note = if estimated {
+        format!("\n\n{APPROX_NOTE}.")
+    } else {
+        String::new()
+    };
+    Ok(format!(
+        "**Token usage today in this group** (since 00:00, {}; resets at {})\n\
+         - this group: {}\n\n\
+         Only this group's counts are shown here; the totals of every chat are in a direct chat \
+         with me or `ethan usage`.{note}",
+        day.zone.name(),
+        day.reset_label(),
+        against(chat, config.budget.chat_daily_tokens, estimated),
+    ))
+}
+
 /// The owner's `/usage` answer (Markdown): today's tokens (since local midnight) of the whole
 /// daemon and of the chat `(channel, chat_id)`, each against its budget when one is set, and
 /// per model. Errors: the store's.

@@ -130,6 +130,19 @@ pub trait Channel: Send + Sync {
         None
     }
 
+    /// The bot's direct chat with `user_id` (Telegram: the private chat whose id is the user
+    /// id; Lark: the user's `open_id`, sent with `receive_id_type=open_id`), where something
+    /// only that person may see is sent (an approval carrying private data asked in a group).
+    /// Whether the platform lets the bot write there is known only by sending: a person who
+    /// never opened a chat with the bot, or blocked it, makes the send fail with an error for
+    /// which [`ChannelError::is_recipient_unreachable`] is true.
+    ///
+    /// Default `None`: this channel has no direct chats to offer.
+    fn direct_chat(&self, user_id: &str) -> Option<crate::model::ChatRef> {
+        let _ = user_id;
+        None
+    }
+
     /// Start showing a reply to `target` while it is written ([`crate::stream`]), or `None` when
     /// this channel (or its configuration, or this chat) does not stream: the daemon then sends
     /// one final message. `log` is where the draft records its handle before the first update of

@@ -3,6 +3,10 @@
 
 use crate::model::SentRef;
 
+/// Lark codes of a send to a person the bot may not write to (see
+/// [`ChannelError::is_recipient_unreachable`]).
+const LARK_UNREACHABLE: [i64; 4] = [230013, 230034, 230038, 230053];
+
 /// Errors an adapter reports. The text is for logs and, shortened, for people.
 #[derive(Debug, thiserror::Error)]
 pub enum ChannelError {
@@ -47,6 +51,27 @@ impl ChannelError {
         match self {
             ChannelError::Partial { cause, .. } => cause.cause(),
             other => other,
+        }
+    }
+
+    /// Whether the platform refused the send because the bot may not write to that person at
+    /// all: on Telegram a 403 (`Forbidden: bot can't initiate conversation with a user`, the
+    /// person never pressed Start, or `bot was blocked by the user`); on Lark 230013 (the bot
+    /// is not available to the user), 230034 (invalid `receive_id`), 230038 (cross-tenant
+    /// direct messages) or 230053 (the user stopped the bot's messages). Retrying does not help.
+    pub fn is_recipient_unreachable(&self) -> bool {
+        match self.cause() {
+            ChannelError::Api {
+                platform: "telegram",
+                code,
+                ..
+            } => *code == 403,
+            ChannelError::Api {
+                platform: "lark",
+                code,
+                ..
+            } => LARK_UNREACHABLE.contains(code),
+            _ => false,
         }
     }
 

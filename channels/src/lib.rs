@@ -6,6 +6,8 @@
 //!   `Update`, later Lark `im.message.receive_v1`), with the platform's native event id
 //!   (Telegram `update_id`) for deduplication and the chat/thread it belongs to, and the files
 //!   it carried ([`Attachment`]), which the daemon downloads through [`Channel::media_source`];
+//!   its sender's own words are kept apart from text someone else wrote ([`Relayed`]: a
+//!   forward) and from what is not fetched ([`Unfetched`]: a video and its author's name for it);
 //! - [`OutboundMessage`] — what the daemon wants shown in a chat (Markdown text, a typing
 //!   indicator);
 //! - [`stream`]: the optional draft capability that shows a reply while it is written;
@@ -30,7 +32,7 @@ pub use channel::{Channel, ChannelError, InboundSink, PublishOutcome, StateStore
 pub use model::{
     ApprovalAck, ApprovalChoice, ApprovalDecision, ApprovalRequest, Attachment, AttachmentKind,
     ChannelKind, ChatKind, ChatRef, FileRef, InboundEvent, MediaSource, OutboundBody,
-    OutboundMessage, Sender, SentRef,
+    OutboundMessage, Relay, Relayed, Sender, SentRef, Unfetched,
 };
 pub use stream::{
     Draft, DraftHandle, DraftLog, DraftTarget, DraftView, StreamMode, ToolLine, ToolState,

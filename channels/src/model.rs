@@ -25,8 +25,19 @@ pub struct InboundEvent {
     pub message_id: Option<String>,
     pub chat: ChatRef,
     pub sender: Sender,
-    /// Text with mentions of the bot removed and other mentions resolved to names.
+    /// The sender's own words (a caption included), with mentions of the bot removed and other
+    /// mentions resolved to names. Nothing else: text someone else wrote is in [`Self::relayed`],
+    /// a file's name in its [`Attachment`], what the daemon does not fetch in
+    /// [`Self::unfetched`] — memory takes only this field's words as the sender's.
     pub text: String,
+    /// Text the message carries that its sender did not write: a forwarded message, an inline
+    /// bot's result. `text` is then empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relayed: Option<Relayed>,
+    /// Something the message holds that the daemon does not fetch (a sticker, a video, a
+    /// location…), as the adapter describes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unfetched: Option<Unfetched>,
     /// True for a DM, a mention of the bot, or a reply to one of the bot's messages.
     pub addressed: bool,
     /// The platform id of the message this one replies to, if any.
@@ -41,6 +52,58 @@ pub struct InboundEvent {
     /// yet: the daemon fetches them for the turn through [`crate::Channel::media_source`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attachments: Vec<Attachment>,
+}
+
+/// Text in a message that its sender did not write ([`InboundEvent::relayed`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Relayed {
+    pub how: Relay,
+    /// Who wrote it, as the platform names them: a person's name and id, a chat's or channel's
+    /// title, a bot's username. Chosen by that account, so it is someone's words too.
+    pub author: String,
+    /// The text (a forwarded caption too), mentions of the bot removed as in `text`; may be
+    /// empty (a forwarded photo without a caption).
+    pub text: String,
+}
+
+/// How text someone else wrote came into a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Relay {
+    /// Forwarded from another message (Telegram `forward_origin`).
+    Forwarded,
+    /// A result of an inline bot the sender picked (Telegram `via_bot`).
+    InlineBot,
+}
+
+/// Something a message holds that the daemon does not fetch ([`InboundEvent::unfetched`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unfetched {
+    /// What it is, in the adapter's words: `a sticker 👍`, `a video`, `a location`,
+    /// `merged forwarded messages`.
+    pub what: String,
+    /// The name its author gave it (a video's file name), if any: metadata, never the
+    /// sender's words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl Unfetched {
+    pub fn new(what: impl Into<String>) -> Self {
+        Self {
+            what: what.into(),
+            name: None,
+        }
+    }
+
+    /// With the name its author gave it, when it has one (blank names are none).
+    pub fn named(mut self, name: Option<&str>) -> Self {
+        self.name = name
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_string);
+        self
+    }
 }
 
 /// What kind of file a message carried.
@@ -65,7 +128,8 @@ pub struct Attachment {
     /// The platform's handles for the file; several for a Telegram photo (one per size,
     /// smallest first), else one.
     pub files: Vec<FileRef>,
-    /// The sender's file name (Telegram `document.file_name`, Lark `file_name`), if any.
+    /// The file's name (Telegram `document.file_name`, Lark `file_name`), if any: chosen by
+    /// whoever made the file, so never taken as the sender's words.
     #[serde(default)]
     pub file_name: Option<String>,
     /// The MIME type the platform announced (Telegram `mime_type`), if any.

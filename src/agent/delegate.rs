@@ -168,6 +168,8 @@ impl Delegator for Children {
                 .taint
                 .source()
                 .map(|s| format!("{s}, in the conversation that started this sub-agent")),
+            // Marked anyway: a sub-agent's task is the parent model's words (see run_turn).
+            outside_input: None,
             child: Some(ChildTurn {
                 agent: request.agent.clone(),
                 tools: tools.iter().cloned().collect(),

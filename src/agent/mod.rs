@@ -17,7 +17,7 @@ pub mod prompt;
 use crate::config::Loaded;
 use crate::memory::compact::{self, Compactor};
 use crate::memory::summarise::Summariser;
-use crate::memory::{chars_of, message_chars, snapshot};
+use crate::memory::{chars_of, message_chars, provenance, snapshot};
 use crate::provider::{Chain, ModelProvider, ProviderError};
 use crate::tools::builtin::memory::Visible;
 use crate::tools::executor::{Executor, Progress};
@@ -62,6 +62,11 @@ pub struct TurnInput {
     /// in the chat, [`crate::media`]): the turn starts tainted, so a call that carries data
     /// off the machine asks the owner. `None` for plain text.
     pub private_input: Option<String>,
+    /// What in the input itself is text from outside the conversation, not the person's words
+    /// (a forwarded message, a file's name or content, [`crate::media::notes::outside`]): a
+    /// `memory_save` or `memory_forget` in this session then asks the owner. `None` for plain
+    /// text.
+    pub outside_input: Option<String>,
     /// A sub-agent's turn: the agent named by `delegate` (else the bindings choose), the tools
     /// it may use (a subset of its parent's), its depth (1 or 2) and how approvals name it.
     pub child: Option<ChildTurn>,
@@ -219,7 +224,7 @@ impl Agent {
                 .filter(|_| memory_on && !input.unattended && input.child.is_none()),
             budget_chars,
         };
-        // Three independent reads, queued together: the store answers them back to back instead
+        // Four independent reads, queued together: the store answers them back to back instead
         // of one round trip (a wake-up of its thread and of this task) after another.
         let taint_key = format!("taint:{session_id}");
         let memory = async {
@@ -247,8 +252,12 @@ impl Agent {
                 }
             }
         };
-        let ((mut compaction, mut history), memory, earlier) =
-            tokio::join!(compactor.load(limit), memory, earlier);
+        // Outside text seen earlier in the session (memory_save then asks).
+        let outside = provenance::recorded(&self.store, &session_id);
+        let ((mut compaction, mut history), memory, earlier, outside) =
+            tokio::join!(compactor.load(limit), memory, earlier, outside);
+        let outside_recorded = outside.is_some();
+        let outside = outside.or_else(|| provenance::outside_in(&history));
         if !input.is_owner {
             // A group's history is shared: someone who is not the owner gets the chat and the
             // bot's visible answers, never the owner's tool calls and their results.
@@ -339,6 +348,26 @@ impl Agent {
 
         if let Some(source) = &input.private_input {
             base_ctx.taint.mark(source);
+            base_ctx.taint.mark_untrusted(source);
+        }
+        if let Some(source) = &input.outside_input {
+            base_ctx.taint.mark_untrusted(source);
+        }
+        if let Some(source) = &outside {
+            base_ctx
+                .taint
+                .mark_untrusted(&format!("{source}, earlier in this conversation"));
+        }
+        if let Some(tool) = provenance::foreign_description(&active) {
+            base_ctx
+                .taint
+                .mark_untrusted(&format!("the description of {tool}"));
+        }
+        if input.child.is_some() {
+            // A sub-agent's "user" is its parent model: none of its words are a person's.
+            base_ctx
+                .taint
+                .mark_untrusted("a sub-agent's task, written by the model");
         }
 
         let mut models = self.models_for(input, &chosen);
@@ -415,15 +444,23 @@ impl Agent {
                 }
                 Err(ProviderError::Interrupted { shown, cause }) => {
                     // The person has seen `shown`: it stays, with a note, and is not replayed.
+                    // A group saw none of it (crate::daemon::group_view): it may have been the
+                    // preamble of tool calls, so it is neither posted nor kept there.
                     tracing::warn!(
                         "the streamed answer in {} broke off: {cause}",
                         input.session_key
                     );
-                    turn.push(ChatMessage::assistant(shown.clone()));
-                    let text = with_note(
-                        &shown,
-                        &format!("(The answer broke off here: {})", cause.user_message()),
-                    );
+                    let note = format!("(The answer broke off here: {})", cause.user_message());
+                    let text = if group || shown.trim().is_empty() {
+                        note
+                    } else {
+                        with_note(&shown, &note)
+                    };
+                    turn.push(ChatMessage::assistant(if group {
+                        text.clone()
+                    } else {
+                        shown
+                    }));
                     emit(&input.events, TurnEvent::Text(text.clone()));
                     break TurnOutcome::Answer(text);
                 }
@@ -498,6 +535,14 @@ impl Agent {
                     let mut pictures = Vec::new();
                     for r in results {
                         emit(&input.events, tool_end(&r));
+                        let name = r.tool.as_deref().unwrap_or(&r.requested);
+                        // find_tools lists the descriptions of the turn's tools, an MCP
+                        // server's among them.
+                        let listed = name == crate::tools::policy::FIND_TOOLS
+                            && provenance::foreign_description(&allowed).is_some();
+                        if provenance::brings_outside_text(name) || listed {
+                            base_ctx.taint.mark_untrusted(name);
+                        }
                         if let Some(ui) = &r.result.ui {
                             match serde_json::from_value::<ethan_cards::Ui>(ui.clone()) {
                                 Ok(ui) => {
@@ -542,7 +587,7 @@ impl Agent {
                     if !pictures.is_empty() {
                         let paths: Vec<&str> = pictures.iter().map(|p| p.path.as_str()).collect();
                         turn.push(ChatMessage::user_with_images(
-                            format!("[The picture read by file_read: {}]", paths.join(", ")),
+                            format!("{}{}]", provenance::PICTURE_NOTE, paths.join(", ")),
                             pictures,
                         ));
                     }
@@ -554,6 +599,9 @@ impl Agent {
                         let (text, ok) = match p {
                             Progress::Ran(r) => {
                                 emit(&input.events, tool_end(&r));
+                                if provenance::brings_outside_text(&r.requested) {
+                                    base_ctx.taint.mark_untrusted(&r.requested);
+                                }
                                 (r.model_text, r.result.ok)
                             }
                             Progress::Stopped => (Progress::STOPPED_TEXT.to_string(), false),
@@ -584,6 +632,11 @@ impl Agent {
         }
         if let Err(e) = self.store.append_messages(&session_id, &turn).await {
             tracing::error!("cannot store the turn of {}: {e}", input.session_key);
+        }
+        if !outside_recorded {
+            if let Some(source) = outside.or_else(|| base_ctx.taint.untrusted()) {
+                provenance::record(&self.store, &session_id, &source).await;
+            }
         }
         // Recorded once per session: the first source, as the tool's own name.
         if !recorded {

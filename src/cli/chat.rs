@@ -88,6 +88,7 @@ pub async fn run(
         job_id: None,
         images: Vec::new(),
         private_input: None,
+        outside_input: None,
         child: None,
     };
 

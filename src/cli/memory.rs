@@ -1,6 +1,6 @@
 //! `ethan memory list [--all] | forget <id>`: the owner's view of everything Ethan remembers,
-//! across every person and group (each fact with its id, scope, subject and dates), and a way to
-//! delete any of it. `forget` removes the fact with the older versions it replaced.
+//! across every person and group (each fact with its id, scope, subject, how it came to be and
+//! dates), and a way to delete any of it. `forget` removes the fact with the older versions it replaced.
 
 use crate::config::Loaded;
 use crate::store::SharedStorage;
@@ -23,6 +23,18 @@ fn day(t: i64) -> String {
     chrono::DateTime::from_timestamp(t, 0)
         .map(|t| t.format("%Y-%m-%d").to_string())
         .unwrap_or_default()
+}
+
+/// How a fact came to be, from its stored `source`: saved by the model in a conversation
+/// (`tool`), extracted from the person's messages at compaction (`extracted`: nobody confirmed
+/// it), or confirmed by the owner, who was shown it and said yes (`confirmed`).
+fn how_it_came(source: &str) -> String {
+    match source {
+        "tool" => "saved by the model in a conversation on".into(),
+        "extracted" => "extracted from the person's messages at compaction on".into(),
+        "confirmed" => "confirmed by the owner on".into(),
+        other => format!("saved ({other}) on"),
+    }
 }
 
 pub async fn run(loaded: &Loaded, cmd: MemoryCommand) -> anyhow::Result<ExitCode> {
@@ -48,11 +60,11 @@ pub async fn run(loaded: &Loaded, cmd: MemoryCommand) -> anyhow::Result<ExitCode
                     .map(|n| format!(" [replaced by #{n}]"))
                     .unwrap_or_default();
                 println!(
-                    "  #{:<5} {}  (saved {}, {}, confirmed {}){replaced}",
+                    "  #{:<5} {}  ({} {}; last recalled {}){replaced}",
                     f.id,
                     f.content,
+                    how_it_came(&f.source),
                     day(f.created_at),
-                    f.source,
                     day(f.confirmed_at)
                 );
             }
@@ -67,4 +79,22 @@ pub async fn run(loaded: &Loaded, cmd: MemoryCommand) -> anyhow::Result<ExitCode
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_a_fact_the_owner_said_yes_to_is_called_confirmed() {
+        let line = super::how_it_came;
+        assert!(line("confirmed").contains("confirmed by the owner"));
+        for source in ["tool", "extracted", "other"] {
+            assert!(
+                !line(source).contains("confirmed"),
+                "{source}: {}",
+                line(source)
+            );
+        }
+        assert!(line("extracted").contains("compaction"));
+        assert!(line("tool").contains("by the model"));
+    }
 }

@@ -15,6 +15,9 @@
 //!   withdraws it and marks its message cancelled;
 //! - **terminal**: a y/N question on stderr, answered on stdin.
 //!
+//! Where a chat approval is shown is [`route`]'s: in a group turn that holds private data it
+//! goes to the owner's direct chat with the bot, and the group sees one line.
+//!
 //! A call that can carry data off the machine ([`ethan_core::tool::Tool::egress`]) also asks once
 //! private data entered the turn ([`ethan_core::tool::Taint`]), showing the full destination, and a
 //! session grant then covers that destination only. Every description is made visible by
@@ -29,6 +32,7 @@ pub mod display;
 pub mod grants;
 mod input;
 pub mod owners;
+pub mod route;
 pub mod shared;
 pub mod terminal;
 
@@ -67,14 +71,31 @@ fn egress_description(source: &str, e: &ethan_core::tool::Egress, own: Option<&s
 
 /// Why a press `d` on a request posted in chat `posted_in` does not count, if it does not: on
 /// a chat platform it must come from that chat (web answers come from the gateway's token
-/// holder, who answers for every web session), and only the owner's counts. Logged.
-fn press_refused(d: &ApprovalDecision, posted_in: &str, owner: bool) -> Option<ApprovalAck> {
+/// holder, who answers for every web session), or, for a request sent privately to one owner
+/// (`answerer`, see [`route`]), from that owner; and only the owner's counts. Logged.
+fn press_refused(
+    d: &ApprovalDecision,
+    posted_in: &str,
+    answerer: Option<&str>,
+    owner: bool,
+) -> Option<ApprovalAck> {
     let refused = |toast: &str| ApprovalAck {
         accepted: false,
         toast: toast.into(),
         outcome: None,
     };
-    if d.channel != ChannelKind::Web && posted_in != d.chat_id {
+    if let Some(who) = answerer.filter(|who| *who != d.user_id) {
+        tracing::warn!(
+            "{} user {} answered approval {}, which was sent to {who} in private; refused",
+            d.channel,
+            d.user_id,
+            d.request_id
+        );
+        return Some(refused(
+            "Not counted: only the owner this request was sent to can answer it.",
+        ));
+    }
+    if answerer.is_none() && d.channel != ChannelKind::Web && posted_in != d.chat_id {
         tracing::warn!(
             "{} user {} answered approval {} from chat {:?}, not the chat it was posted in; \
              refused",
@@ -124,8 +145,13 @@ pub enum Denial {
     TimedOut(u64),
     NotOwner,
     NoOwner,
-    Unattended { always: bool },
+    Unattended {
+        always: bool,
+    },
     NoProvider,
+    /// The approval had to be asked in private ([`route`]) and the owner has no direct chat
+    /// with the bot.
+    NoDirectChat,
 }
 
 impl Denial {
@@ -157,6 +183,12 @@ impl Denial {
             Denial::NoProvider => format!(
                 "{tool} needs approval, and nobody can be asked in this interface."
             ),
+            Denial::NoDirectChat => format!(
+                "this {tool} call needs the owner's approval, which is asked in private here (this \
+                 is a group, and the conversation holds private data), but the owner has no direct \
+                 chat with the bot yet, so it did not run. The group was told; the owner must open \
+                 a direct chat with the bot before asking again."
+            ),
         };
         ToolResult::err(ErrorKind::Denied, text)
     }
@@ -165,6 +197,8 @@ impl Denial {
 struct Pending {
     channel: ChannelKind,
     chat_id: String,
+    /// Sent in private: only this owner may answer ([`route`]).
+    answerer: Option<String>,
     tool: String,
     tx: oneshot::Sender<ApprovalChoice>,
 }
@@ -262,16 +296,30 @@ impl Consent {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The ids of requests waiting in a chat (for `/approve` without an id).
     /// Approval requests waiting for an answer, in every chat.
     pub fn pending_count(&self) -> usize {
         self.pending().len()
     }
 
+    /// The ids of requests waiting in a chat (for `/approve` without an id).
     pub fn pending_in_chat(&self, channel: ChannelKind, chat_id: &str) -> Vec<String> {
+        self.pending_for(channel, chat_id, None)
+    }
+
+    /// The ids of requests `/approve` without an id may mean: those waiting in the chat, and,
+    /// when it is `owner`'s direct chat, those sent to `owner` in private ([`route`]).
+    pub fn pending_for(
+        &self,
+        channel: ChannelKind,
+        chat_id: &str,
+        owner: Option<&str>,
+    ) -> Vec<String> {
         self.pending()
             .iter()
-            .filter(|(_, p)| p.channel == channel && p.chat_id == chat_id)
+            .filter(|(_, p)| p.channel == channel)
+            .filter(|(_, p)| {
+                p.chat_id == chat_id || (owner.is_some() && p.answerer.as_deref() == owner)
+            })
             .map(|(id, _)| id.clone())
             .collect()
     }
@@ -301,11 +349,11 @@ impl Consent {
                 outcome: None,
             };
         }
-        let posted_in = pending
+        let (posted_in, answerer) = pending
             .get(&d.request_id)
-            .map(|p| p.chat_id.as_str())
+            .map(|p| (p.chat_id.as_str(), p.answerer.as_deref()))
             .unwrap_or_default();
-        if let Some(refusal) = press_refused(d, posted_in, owner) {
+        if let Some(refusal) = press_refused(d, posted_in, answerer, owner) {
             return refusal;
         }
         let Some(p) = pending.remove(&d.request_id) else {
@@ -340,7 +388,7 @@ impl Consent {
                 return refused("This request could not be looked up; try again.");
             }
         };
-        if let Some(refusal) = press_refused(d, &req.chat_id, owner) {
+        if let Some(refusal) = press_refused(d, &req.chat_id, req.answerer.as_deref(), owner) {
             return refusal;
         }
         match shared::answer(store, &d.request_id, d.choice).await {
@@ -379,6 +427,7 @@ impl Consent {
             Pending {
                 channel: ChannelKind::Web,
                 chat_id: ctx.session_key.clone(),
+                answerer: None,
                 tool: tool.to_string(),
                 tx,
             },
@@ -389,7 +438,7 @@ impl Consent {
             message: None,
             tool: tool.to_string(),
         };
-        self.publish_shared(&request_id, ChannelKind::Web, &ctx.session_key, tool)
+        self.publish_shared(&request_id, ChannelKind::Web, &ctx.session_key, None, tool)
             .await;
         let _ = events.send(ethan_core::event::TurnEvent::ConsentRequest {
             request_id: request_id.clone(),
@@ -405,13 +454,21 @@ impl Consent {
 
     /// With replicas: record request `id` in the shared store, so a press that reaches another
     /// replica answers it (a failure is logged; then only this replica can).
-    async fn publish_shared(&self, id: &str, channel: ChannelKind, chat_id: &str, tool: &str) {
+    async fn publish_shared(
+        &self,
+        id: &str,
+        channel: ChannelKind,
+        chat_id: &str,
+        answerer: Option<&str>,
+        tool: &str,
+    ) {
         let Some(store) = self.shared.get() else {
             return;
         };
         let req = shared::SharedRequest {
             channel,
             chat_id: chat_id.to_string(),
+            answerer: answerer.map(str::to_string),
             tool: tool.to_string(),
         };
         if let Err(e) = shared::publish(&**store, id, &req).await {
@@ -459,6 +516,7 @@ impl Consent {
             Denial::NoOwner => "no_owner",
             Denial::Unattended { .. } => "unattended",
             Denial::NoProvider => "no_provider",
+            Denial::NoDirectChat => "no_direct_chat",
         };
         crate::metrics::METRICS
             .consent
@@ -467,22 +525,21 @@ impl Consent {
         d.result(tool)
     }
 
+    /// Post the approval in `chat` and wait for the answer. `private`: it goes to one owner's
+    /// direct chat ([`route`]); a send the platform refuses for lack of that chat is then
+    /// [`Denial::NoDirectChat`].
+    #[allow(clippy::too_many_arguments)]
     async fn ask_in_chat(
         &self,
         ctx: &ToolContext,
+        channel: Arc<dyn Channel>,
+        chat: ChatRef,
+        private: Option<route::Private>,
         tool: &str,
         description: &str,
         always: bool,
     ) -> Result<ApprovalChoice, Denial> {
-        let channel = self
-            .channels
-            .get()
-            .and_then(|m| m.get(&ctx.channel))
-            .cloned()
-            .ok_or(Denial::NoProvider)?;
-        let Some(chat) = ctx.chat.clone() else {
-            return Err(Denial::NoProvider);
-        };
+        let (answerer, waiting) = private.map(|p| (p.answerer, p.waiting)).unzip();
         let request_id = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
         let (tx, rx) = oneshot::channel();
         self.pending().insert(
@@ -490,6 +547,7 @@ impl Consent {
             Pending {
                 channel: ctx.channel,
                 chat_id: chat.id.clone(),
+                answerer: answerer.clone(),
                 tool: tool.to_string(),
                 tx,
             },
@@ -501,8 +559,14 @@ impl Consent {
             message: Some((channel.clone(), chat.clone())),
             tool: tool.to_string(),
         };
-        self.publish_shared(&request_id, ctx.channel, &chat.id, tool)
-            .await;
+        self.publish_shared(
+            &request_id,
+            ctx.channel,
+            &chat.id,
+            answerer.as_deref(),
+            tool,
+        )
+        .await;
         let msg = OutboundMessage {
             chat: chat.clone(),
             reply_to: None,
@@ -515,9 +579,18 @@ impl Consent {
             idempotency_key: None,
         };
         if let Err(e) = channel.send(&msg).await {
-            tracing::error!("cannot send the approval request: {e}");
             self.pending().remove(&request_id);
+            if waiting.is_some() && e.is_recipient_unreachable() {
+                tracing::info!("cannot send the approval request in private: {e}");
+                return Err(Denial::NoDirectChat);
+            }
+            tracing::error!("cannot send the approval request: {e}");
             return Err(Denial::NoProvider);
+        }
+        if let Some(waiting) = waiting {
+            if let Err(e) = channel.send(&waiting).await {
+                tracing::warn!("cannot tell the group an approval waits in private: {e}");
+            }
         }
         match self.wait_answer(rx, &request_id).await {
             Some(choice) => Ok(choice),
@@ -601,6 +674,9 @@ impl ConsentGate for Consent {
             Some(who) => format!("asked by a {who} working for you: {description}"),
             None => description,
         };
+        // Asked in private when a group turn holds private data; it then names the group.
+        let delivery = route::Delivery::of(ctx);
+        let description = delivery.framed(ctx.channel, description);
         // Every provider shows the same text, made visible once (see `display`); the tool name
         // too, since it reaches the outcome line. What is too long to show is refused, not cut.
         let description = match display::for_approval(&description) {
@@ -627,7 +703,7 @@ impl ConsentGate for Consent {
             },
             ChannelKind::Telegram | ChannelKind::Lark => {
                 match self
-                    .ask_in_chat(ctx, &shown_name, &description, always)
+                    .ask_on_platform(ctx, &delivery, &shown_name, &description, always)
                     .await
                 {
                     Ok(c) => c,
@@ -694,6 +770,7 @@ mod tests {
             Pending {
                 channel,
                 chat_id: chat_id.into(),
+                answerer: None,
                 tool: "shell".into(),
                 tx,
             },

@@ -4,7 +4,7 @@
 //! store every [`POLL_EVERY`] while it waits.
 //!
 //! Keys in the store's kv table: `consent.request:<id>` (what the request is: channel, chat,
-//! tool; deleted when answered or when the wait ends) and `consent.answer:<id>` (the choice,
+//! the owner it was sent to in private, if so, tool; deleted when answered or when the wait ends) and `consent.answer:<id>` (the choice,
 //! written by the replica that took the press, deleted by the waiter).
 
 use ethan_channels::{ApprovalChoice, ChannelKind};
@@ -20,6 +20,9 @@ pub const POLL_EVERY: Duration = Duration::from_millis(300);
 pub struct SharedRequest {
     pub channel: ChannelKind,
     pub chat_id: String,
+    /// Sent in private: only this owner may answer (see `super::route`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answerer: Option<String>,
     pub tool: String,
 }
 

@@ -84,6 +84,8 @@ mod tests {
                 is_bot: false,
             },
             text: "hi".into(),
+            relayed: None,
+            unfetched: None,
             addressed,
             reply_to: None,
             sent_at: 0,

@@ -35,8 +35,8 @@
 //! In a group chat, `/new` (which wipes the group's history and session grants) is for the bot's
 //! owner only, and `/stop` for the owner or the sender of the running turn; anyone else gets a
 //! short refusal and nothing changes. In a DM the sender is the conversation's only user.
-//! `/usage` (today's tokens against the budgets, [`crate::usage::today_summary`]) is for the
-//! owner only, in any chat.
+//! `/usage` (today's tokens against the budgets, [`crate::usage::summary_for_chat`]) is for the
+//! owner only, in any chat; a group is shown its own counts only.
 
 use super::access::{self, Access};
 use super::commands::{self, Command};
@@ -753,11 +753,10 @@ impl Router {
                 Some(USAGE_OWNER_ONLY.to_string())
             }
             Some(Command::Usage) => Some(
-                match crate::usage::today_summary(
+                match crate::usage::summary_for_chat(
                     &*self.store,
                     &self.agent.config.config,
-                    ev.channel.as_str(),
-                    &ev.chat.id,
+                    (ev.channel.as_str(), &ev.chat),
                     chrono::Utc::now(),
                 )
                 .await
@@ -916,7 +915,8 @@ impl Router {
         let typing = self.spawn_typing(ev);
         let (presenter, events) = match self.open_draft(ev, resumed).await {
             Some(draft) => {
-                let (p, events) = Presenter::start(draft);
+                let shown = stream::Shown::for_chat(ev.chat.kind, self.agent.executor.registry());
+                let (p, events) = Presenter::start(draft, shown);
                 (Some(p), Some(events))
             }
             None => (None, None),
@@ -955,6 +955,7 @@ impl Router {
             private_input: media
                 .private
                 .then(|| "a file the owner sent in the chat".to_string()),
+            outside_input: media.outside.take(),
             child: None,
         };
         let reply = self.agent.run_turn_with_cards(&input, &cancel).await;
@@ -1101,7 +1102,9 @@ impl Router {
                 let id = match id {
                     Some(id) => id.clone(),
                     None => {
-                        let waiting = self.consent.pending_in_chat(ev.channel, &ev.chat.id);
+                        // In a direct chat, also the requests sent there in private.
+                        let direct = (ev.chat.kind == ChatKind::Direct).then_some(&*ev.sender.id);
+                        let waiting = self.consent.pending_for(ev.channel, &ev.chat.id, direct);
                         match waiting.as_slice() {
                             [one] => one.clone(),
                             [] => return "No approval is waiting here.".into(),

@@ -1,13 +1,16 @@
 //! Showing a chat turn while it runs: the [`Presenter`] turns the turn's [`TurnEvent`]s (answer
 //! text as the model writes it, tool calls starting and ending) into a [`DraftView`] and hands it
 //! to the channel's [`Draft`] (a Telegram draft or edited message, a Lark streaming card) at most
-//! once per [`Draft::interval`]: the first change right away, later ones coalesced.
+//! once per [`Draft::interval`]: the first change right away, later ones coalesced. A group is
+//! shown less than a direct chat ([`super::group_view`]): no text before the final answer, and
+//! tool lines that name real tools only.
 //!
 //! The draft's platform handle is recorded in the store ([`StoreDraftLog`], kv key
 //! [`draft_key`]) by the adapter before it first edits a message it created, so a turn re-run
 //! after a crash continues in the same message, and a reply a crash caught while it was being
 //! sent is finished there ([`super::router`]).
 
+pub use super::group_view::Shown;
 use crate::store::DaemonStoreRef;
 use async_trait::async_trait;
 use ethan_channels::{
@@ -83,11 +86,12 @@ pub struct Presenter {
 }
 
 impl Presenter {
-    /// Start feeding `draft`; the returned sink is the turn's [`crate::agent::TurnInput::events`].
-    pub fn start(draft: Box<dyn Draft>) -> (Presenter, EventSink) {
+    /// Start feeding `draft` with the events `shown` admits; the returned sink is the turn's
+    /// [`crate::agent::TurnInput::events`].
+    pub fn start(draft: Box<dyn Draft>, shown: Shown) -> (Presenter, EventSink) {
         let (tx, rx) = mpsc::unbounded_channel();
         let done = CancellationToken::new();
-        let task = tokio::spawn(present(draft, rx, done.clone()));
+        let task = tokio::spawn(present(draft, shown, rx, done.clone()));
         (
             Presenter {
                 done: done.drop_guard(),
@@ -170,6 +174,7 @@ fn apply(view: &mut DraftView, calls: &mut HashMap<String, usize>, e: TurnEvent)
 /// interval since the last update has passed (else when it passes).
 async fn present(
     mut draft: Box<dyn Draft>,
+    shown: Shown,
     mut rx: mpsc::UnboundedReceiver<TurnEvent>,
     done: CancellationToken,
 ) -> (Box<dyn Draft>, DraftView) {
@@ -184,7 +189,11 @@ async fn present(
             biased;
             _ = done.cancelled() => break,
             e = rx.recv(), if open => match e {
-                Some(e) => dirty |= apply(&mut view, &mut calls, e),
+                Some(e) => {
+                    if let Some(e) = shown.admit(e) {
+                        dirty |= apply(&mut view, &mut calls, e);
+                    }
+                }
                 None => open = false,
             },
             _ = tokio::time::sleep_until(next_at), if dirty => {}
@@ -252,7 +261,7 @@ mod tests {
             shown: shown.clone(),
             interval: Duration::from_millis(200),
         };
-        let (p, tx) = Presenter::start(Box::new(draft));
+        let (p, tx) = Presenter::start(Box::new(draft), Shown::All);
         tx.send(TurnEvent::Delta("Hel".into())).unwrap();
         // The first piece is shown before the interval has passed.
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -288,7 +297,7 @@ mod tests {
             shown: shown.clone(),
             interval: Duration::from_millis(100),
         };
-        let (p, tx) = Presenter::start(Box::new(draft));
+        let (p, tx) = Presenter::start(Box::new(draft), Shown::All);
         tx.send(TurnEvent::Delta("Let me look.".into())).unwrap();
         tx.send(TurnEvent::DeltaReset).unwrap();
         for (id, name) in [("a", "shell"), ("b", "file_read"), ("c", "web_fetch")] {
@@ -367,7 +376,7 @@ mod tests {
             shown: shown.clone(),
             interval: Duration::from_millis(100),
         };
-        let (p, tx) = Presenter::start(Box::new(draft));
+        let (p, tx) = Presenter::start(Box::new(draft), Shown::All);
         tx.send(TurnEvent::Delta(String::new())).unwrap();
         tx.send(TurnEvent::DeltaReset).unwrap();
         tx.send(TurnEvent::Text("final".into())).unwrap();

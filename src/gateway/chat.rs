@@ -124,6 +124,7 @@ pub async fn chat(
         job_id: None,
         images: Vec::new(),
         private_input: None,
+        outside_input: None,
         child: None,
     };
     let turns = s.turns.clone();

@@ -4,7 +4,8 @@
 //! would pass 70 % of the budget (`model.context_tokens` × [`CHARS_PER_TOKEN`] characters),
 //! the oldest turns (up to a user message) are summarised, so that the newest third or so of
 //! the budget stays verbatim. Just before, in a direct chat, a silent extraction request saves
-//! the facts worth keeping into the person's memory. The state (the id of the last summarised
+//! the facts worth keeping into the person's memory, read from the person's own messages only
+//! ([`super::provenance::persons_words`]: never the assistant's text or a tool's output). The state (the id of the last summarised
 //! message, the summary) is kv `compaction:<session_id>`; the messages themselves stay in the
 //! store, where `history_search` finds them.
 //!
@@ -147,7 +148,8 @@ impl Compactor<'_> {
         let group = self.group;
         let messages: Vec<&ChatMessage> = dropped.iter().map(|(_, m)| m).collect();
         if let Some(subject) = &self.extract_into {
-            self.extract(subject, &render(&messages, false)).await;
+            self.extract(subject, &super::provenance::persons_words(&messages))
+                .await;
         }
         let transcript = render(&messages, !group);
         let previous = (state.upto > 0).then_some(state.summary.as_str());

@@ -6,7 +6,8 @@
 //! - [`compact`]: a session whose history would pass 70 % of `model.context_tokens` has its
 //!   oldest turns summarised into one summary message, after a silent step that saves the facts
 //!   worth keeping; the original messages stay in the store for `history_search`;
-//! - [`summarise`]: the model requests behind both, and the summaries of long tool outputs.
+//! - [`summarise`]: the model requests behind both, and the summaries of long tool outputs;
+//! - [`provenance`]: whose words a fact may come from (the person's own, never a page's).
 //!
 //! Sizes are estimated in characters, at [`CHARS_PER_TOKEN`] characters a token
 //! ([`crate::tokens`], the estimate the usage ledger also uses).
@@ -15,6 +16,7 @@
 //! ([`ethan_core::store::MemoryStore`]).
 
 pub mod compact;
+pub mod provenance;
 pub mod snapshot;
 pub mod summarise;
 

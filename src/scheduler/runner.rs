@@ -616,6 +616,7 @@ impl Execute for JobExecutor {
             job_id: Some(job.id.clone()),
             images: Vec::new(),
             private_input: None,
+            outside_input: None,
             child: None,
         };
         let reply = self

@@ -80,6 +80,8 @@ fn ev(id: &str) -> InboundEvent {
             is_bot: false,
         },
         text: "hi".into(),
+        relayed: None,
+        unfetched: None,
         addressed: true,
         reply_to: None,
         sent_at: 0,

@@ -325,6 +325,8 @@ mod tests {
                 is_bot: false,
             },
             text: "hi".into(),
+            relayed: None,
+            unfetched: None,
             addressed: true,
             reply_to: None,
             sent_at: 0,

@@ -8,7 +8,8 @@
 //! non-owner in a group never gets an `mcp__` tool; a killed server answers a dependency error and
 //! is back within 30 s; a server whose command does not exist is logged once and the daemon runs
 //! on; every MCP call has its audit row; `ethan mcp list` shows servers and tools with their risk,
-//! and `ethan doctor` checks that each server starts.
+//! and `ethan doctor` checks that each server starts; an MCP tool's description shown to the
+//! model makes a `memory_save` ask the owner.
 
 use crate::support::{run_cli, wait_until, Daemon, FakeTelegram, ScriptedModel, Step, TestHome};
 use serde_json::{json, Value};
@@ -1029,5 +1030,68 @@ async fn a_one_shot_chat_serves_an_mcp_call() {
         "{got}"
     );
     assert!(stdout.contains("one-shot-6262"), "{stdout}");
+    model.assert_protocol_ok();
+}
+
+/// An MCP tool's description is written by its server, so it can carry instructions as a page
+/// can: with one sent up front, a `memory_save` of the owner's "fact" asks the owner, showing
+/// it and why; approved, the fact is kept as confirmed by the owner.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_mcp_tools_description_makes_a_memory_save_ask() {
+    let s = servers();
+    let home = TestHome::new();
+    let tg = FakeTelegram::start().await;
+    let model = ScriptedModel::start(vec![
+        Step::tool_call("m1", "memory_save", r#"{"content": "Likes green tea."}"#),
+        Step::text("saved it"),
+    ])
+    .await;
+    let servers = format!(
+        "    time: {{ command: \"{}\", args: [] }}\n",
+        s.time.display()
+    );
+    config(
+        &home,
+        &tg,
+        &model,
+        "sk-test",
+        &servers,
+        "tools:\n  fast_path: [mcp__time__get_current_time]\n",
+    );
+    let mut daemon = start(&home, &[]);
+    wait_ready(&home, "time").await;
+    tg.push_text(OWNER, OWNER, "remember that I like green tea");
+    let sent = tg.wait_for_sent(1, WAIT).await;
+    let ask = sent[0]["text"].as_str().unwrap_or_default();
+    assert!(
+        ask.contains("Likes green tea.") && ask.contains("the description of mcp__time__"),
+        "{ask}"
+    );
+    let once = sent[0]["reply_markup"]["inline_keyboard"][0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|b| b["callback_data"].as_str())
+        .find(|d| d.starts_with("ap:o:"))
+        .unwrap()
+        .to_string();
+    tg.push_update(FakeTelegram::callback_update(
+        tg.next_update_id(),
+        OWNER,
+        OWNER,
+        &once,
+    ));
+    wait_until("the answer", WAIT, || {
+        tg.sent_texts().iter().any(|t| t.contains("saved it"))
+    })
+    .await;
+    daemon.stop();
+    let out = run_cli(&home, &["memory", "list"], None);
+    let listed = String::from_utf8_lossy(&out.stdout).to_string();
+    let line = listed
+        .lines()
+        .find(|l| l.contains("Likes green tea."))
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert!(line.contains("confirmed by the owner"), "{line}");
     model.assert_protocol_ok();
 }

@@ -21,7 +21,7 @@ const TG_OWNER: i64 = 4242;
 const WAIT: Duration = Duration::from_secs(60);
 
 /// `n` homes sharing one database, each configured by `config(url)`.
-fn homes(n: usize, url: &str, config: impl Fn(&str) -> String) -> Vec<TestHome> {
+pub(super) fn homes(n: usize, url: &str, config: impl Fn(&str) -> String) -> Vec<TestHome> {
     (0..n)
         .map(|_| {
             let home = TestHome::new();
@@ -44,7 +44,7 @@ fn lark_config(fake: &FakeLark, model: &ScriptedModel, url: &str, lease: u64) ->
 
 /// Start one replica per home, one after another, so the `i`-th connection id returned is the
 /// `i`-th replica's.
-async fn start_lark(homes: &[TestHome], fake: &FakeLark) -> (Vec<Daemon>, Vec<usize>) {
+pub(super) async fn start_lark(homes: &[TestHome], fake: &FakeLark) -> (Vec<Daemon>, Vec<usize>) {
     let mut daemons = Vec::new();
     let mut conns: Vec<usize> = Vec::new();
     for (i, home) in homes.iter().enumerate() {

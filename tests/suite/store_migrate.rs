@@ -26,6 +26,8 @@ fn event() -> InboundEvent {
             is_bot: false,
         },
         text: "hi".into(),
+        relayed: None,
+        unfetched: None,
         addressed: true,
         reply_to: None,
         sent_at: 1_700_000_123,

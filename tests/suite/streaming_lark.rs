@@ -1,7 +1,8 @@
 //! Streamed replies on Lark, end to end: the real `ethan run` against `FakeLark` (Open API,
 //! CardKit, long connection) and a scripted model that streams its answer in chunks 200 ms
-//! apart. A group sees one CardKit streaming card fill in (tool progress above the answer) and
-//! close; a missing CardKit scope falls back to ordinary reply cards with one warning; a
+//! apart. A direct chat sees one CardKit streaming card fill in (tool progress above the
+//! answer) and close (a group sees only tool progress until the answer is complete:
+//! `tests/suite/public_room_lark.rs`); a missing CardKit scope falls back to ordinary reply cards with one warning; a
 //! `kill -9` mid-stream is finished in the same card after the restart.
 
 use crate::support::lark::cardkit::CardKit;
@@ -10,7 +11,6 @@ use crate::support::{Daemon, ScriptedModel, Step, TestHome};
 use std::time::Duration;
 
 const OWNER: &str = "ou_84aad35d084aa403a838cf73ee18467";
-const GROUP: &str = "oc_5ce6d572455d361153b7xx51da133945";
 const WAIT: Duration = Duration::from_secs(40);
 const GAP: Duration = Duration::from_millis(200);
 
@@ -58,7 +58,7 @@ fn answer_writes(ck: &CardKit, card_id: &str) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn group_sees_one_streaming_card_fill_in_with_tool_progress_and_close() {
+async fn a_direct_chat_sees_one_streaming_card_fill_in_with_tool_progress_and_close() {
     const ANSWER: &str = "Here is what I found: the tool search worked, and this answer \
                           arrives in many small pieces while the model writes it.";
     let home = TestHome::new();
@@ -72,7 +72,7 @@ async fn group_sees_one_streaming_card_fill_in_with_tool_progress_and_close() {
     let mut daemon = Daemon::start(&home);
     fake.wait_connections(1, WAIT).await;
 
-    let event = lark::group_mention(GROUP, OWNER, "what tools are there?");
+    let event = lark::p2p_text(OWNER, "what tools are there?");
     let msg_id = lark::message_id(&event);
     fake.push_event(&event);
     fake.wait_cardkit("streaming closed", WAIT, |ck| closed(ck, None))
@@ -181,10 +181,10 @@ async fn missing_cardkit_scope_falls_back_to_card_replies_with_one_warning() {
     let mut daemon = Daemon::start(&home);
     fake.wait_connections(1, WAIT).await;
 
-    let one = lark::group_mention(GROUP, OWNER, "first question");
+    let one = lark::p2p_text(OWNER, "first question");
     fake.push_event(&one);
     fake.wait_for_messages(1, WAIT).await;
-    let two = lark::group_mention(GROUP, OWNER, "second question");
+    let two = lark::p2p_text(OWNER, "second question");
     fake.push_event(&two);
     let sent = fake.wait_for_messages(2, WAIT).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -236,7 +236,7 @@ async fn kill_mid_stream_is_finished_in_the_same_card_after_the_restart() {
     write_config(&home, &fake, &model);
     let mut daemon = Daemon::start(&home);
     fake.wait_connections(1, WAIT).await;
-    let event = lark::group_mention(GROUP, OWNER, "count to twenty");
+    let event = lark::p2p_text(OWNER, "count to twenty");
     let msg_id = lark::message_id(&event);
     fake.push_event(&event);
     fake.wait_cardkit("the first content write", WAIT, |ck| {

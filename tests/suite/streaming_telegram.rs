@@ -1,8 +1,9 @@
 //! Streamed replies on Telegram, through the real `ethan run` against `FakeTelegram` and the
 //! scripted model: the answer as the model streams it (chunks 200 ms apart) and tool progress,
-//! shown as a draft in a private chat and as one edited message in a group (edits at least a
-//! second apart); `streaming: off`; a Bot API without `sendMessageDraft`; and `kill -9`
-//! mid-turn. Each test checks that the person sees the complete answer exactly once, rendered
+//! shown as a draft in a private chat, as one edited message with `streaming: edit`, and in a
+//! group as one message edited from tool progress (edits at least a second apart) into the
+//! answer, which a group sees only once it is complete; `streaming: off`; a Bot API without
+//! `sendMessageDraft`; and `kill -9` mid-turn. Each test checks that the person sees the complete answer exactly once, rendered
 //! as a non-streamed reply.
 
 use crate::support::telegram::TelegramCall;
@@ -91,9 +92,9 @@ async fn wait_for_whole_answer_in(tg: &FakeTelegram, id: i64) {
     .await;
 }
 
-/// Edits of `id` in the group, answered or not, in order.
-fn edits_of(tg: &FakeTelegram, id: i64) -> Vec<TelegramCall> {
-    to_chat(tg.calls_of("editMessageText"), GROUP)
+/// Edits of `id` in `chat`, answered or not, in order.
+fn edits_of(tg: &FakeTelegram, chat: i64, id: i64) -> Vec<TelegramCall> {
+    to_chat(tg.calls_of("editMessageText"), chat)
         .into_iter()
         .filter(|c| c.body["message_id"] == json!(id))
         .collect()
@@ -280,19 +281,43 @@ async fn refused_drafts_fall_back_to_edits_and_the_reply_arrives_once() {
     home.assert_no_panic();
 }
 
-/// Ask in the group, kill the daemon once `streamed` (a first edit was seen), restart it on
-/// the same home, and check that the answer is finished by an edit of the same message, with no
-/// second message.
-async fn killed_in_a_group_is_finished_in_the_same_message(model: &ScriptedModel) {
+/// Where a test asks: the group (edits, tool progress only until the answer), or the owner's
+/// private chat with `streaming: edit`.
+#[derive(Clone, Copy)]
+enum EditedIn {
+    Group,
+    Private,
+}
+
+/// Ask in `place`, kill the daemon once a first edit was seen, restart it on the same home,
+/// and check that the answer is finished by an edit of the same message, with no second
+/// message.
+async fn killed_mid_edit_is_finished_in_the_same_message(model: &ScriptedModel, place: EditedIn) {
     let home = TestHome::new();
     let tg = FakeTelegram::start().await;
-    config(&home, &tg, model, "");
+    let chat = match place {
+        EditedIn::Group => {
+            config(&home, &tg, model, "");
+            GROUP
+        }
+        EditedIn::Private => {
+            config(&home, &tg, model, "    streaming: edit\n");
+            OWNER
+        }
+    };
     let mut daemon = Daemon::start(&home);
-    ask_in_group(&tg, "what do my notes say?");
+    match place {
+        EditedIn::Group => {
+            ask_in_group(&tg, "what do my notes say?");
+        }
+        EditedIn::Private => {
+            tg.push_text(OWNER, OWNER, "what do my notes say?");
+        }
+    }
 
     tg.wait_for_calls("editMessageText", 1, WAIT).await;
     daemon.kill();
-    let ids = tg.sent_message_ids(GROUP);
+    let ids = tg.sent_message_ids(chat);
     assert_eq!(ids.len(), 1, "{}", tg.describe_calls());
     assert_ne!(
         tg.message_text(ids[0]),
@@ -303,8 +328,10 @@ async fn killed_in_a_group_is_finished_in_the_same_message(model: &ScriptedModel
     let mut daemon = Daemon::start(&home);
     wait_for_whole_answer_in(&tg, ids[0]).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(tg.sent_message_ids(GROUP), ids, "{}", tg.describe_calls());
-    let last = answered(edits_of(&tg, ids[0])).pop().expect("an edit");
+    assert_eq!(tg.sent_message_ids(chat), ids, "{}", tg.describe_calls());
+    let last = answered(edits_of(&tg, chat, ids[0]))
+        .pop()
+        .expect("an edit");
     assert_eq!(text(&last), answer_html());
     daemon.stop();
     home.assert_no_panic();
@@ -353,7 +380,7 @@ fn reading_turn_run_twice(dir: &tempfile::TempDir) -> Vec<Step> {
 async fn a_group_answer_cut_by_a_kill_is_finished_in_the_same_message() {
     let dir = tempfile::tempdir().unwrap();
     let model = ScriptedModel::start(reading_turn_run_twice(&dir)).await;
-    killed_in_a_group_is_finished_in_the_same_message(&model).await;
+    killed_mid_edit_is_finished_in_the_same_message(&model, EditedIn::Group).await;
     assert_eq!(model.requests().len(), 4, "{}", model.describe());
 }
 
@@ -422,7 +449,50 @@ async fn a_private_chat_sees_growing_drafts_then_one_message() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_group_sees_one_message_edited_a_second_apart_into_the_answer() {
+async fn edit_mode_shows_one_message_edited_into_the_answer() {
+    let home = TestHome::new();
+    let tg = FakeTelegram::start().await;
+    let model = slow_model(1).await;
+    config(&home, &tg, &model, "    streaming: edit\n");
+    let mut daemon = Daemon::start(&home);
+    tg.push_text(OWNER, OWNER, "tell me about streaming");
+
+    tg.wait_for_sent(1, WAIT).await;
+    let id = tg.sent_message_ids(OWNER)[0];
+    wait_for_whole_answer_in(&tg, id).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    let sent = to_chat(tg.calls_of("sendMessage"), OWNER);
+    assert_eq!(sent.len(), 1, "{}", tg.describe_calls());
+    let edits = to_chat(tg.calls_of("editMessageText"), OWNER);
+    assert!(edits.len() >= 2, "{}", tg.describe_calls());
+    assert!(edits.iter().all(|e| e.body["message_id"] == json!(id)));
+    let answered_edits = answered(edits);
+    for (earlier, later) in answered_edits.iter().zip(&answered_edits[1..]) {
+        assert!(text(later).len() >= text(earlier).len(), "the text grows");
+    }
+    let last = answered_edits.last().expect("an answered edit");
+    assert_eq!(text(last), answer_html());
+    assert_eq!(last.body["parse_mode"], "HTML");
+    // The last streamed edit already showed the whole answer: finishing edits nothing more,
+    // so no edit was refused as "not modified".
+    assert!(
+        tg.calls_of("editMessageText")
+            .iter()
+            .all(|e| e.status == 200),
+        "{}",
+        tg.describe_calls()
+    );
+    assert!(tg.calls("sendMessageDraft").is_empty());
+    daemon.stop();
+    home.assert_no_panic();
+}
+
+/// A group sees no text while it is written (it could be the preamble of a tool call; see
+/// `tests/suite/public_room_telegram.rs`): a text-only answer arrives once, whole, as the reply
+/// to the question, after the model's last chunk.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_group_sees_a_text_answer_once_it_is_complete() {
     let home = TestHome::new();
     let tg = FakeTelegram::start().await;
     let model = slow_model(1).await;
@@ -431,35 +501,27 @@ async fn a_group_sees_one_message_edited_a_second_apart_into_the_answer() {
     let question = ask_in_group(&tg, "tell me about streaming");
 
     tg.wait_for_sent(1, WAIT).await;
-    let id = tg.sent_message_ids(GROUP)[0];
-    wait_for_whole_answer_in(&tg, id).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
-
-    let sent = to_chat(tg.calls_of("sendMessage"), GROUP);
-    assert_eq!(sent.len(), 1, "{}", tg.describe_calls());
+    let calls: Vec<TelegramCall> = tg
+        .all_calls()
+        .into_iter()
+        .filter(|c| c.body["chat_id"] == json!(GROUP))
+        .filter(|c| !c.is("sendChatAction"))
+        .collect();
+    assert_eq!(calls.len(), 1, "{}", tg.describe_calls());
+    assert!(calls[0].is("sendMessage"));
+    assert_eq!(text(&calls[0]), answer_html());
     assert_eq!(
-        sent[0].body["reply_parameters"]["message_id"],
+        calls[0].body["reply_parameters"]["message_id"],
         json!(question)
     );
-    let edits = to_chat(tg.calls_of("editMessageText"), GROUP);
-    assert!(edits.len() >= 2, "{}", tg.describe_calls());
-    assert!(edits.iter().all(|e| e.body["message_id"] == json!(id)));
-    assert_edits_a_second_apart(&edits);
-    let answered_edits = answered(edits);
-    for (earlier, later) in answered_edits.iter().zip(&answered_edits[1..]) {
-        assert!(text(later).len() >= text(earlier).len(), "the text grows");
-    }
-    let last = answered_edits.last().expect("an answered edit");
-    assert_eq!(text(last), answer_html());
-    assert_eq!(last.body["parse_mode"], "HTML");
-    assert!(tg.calls("sendMessageDraft").is_empty());
     daemon.stop();
     home.assert_no_panic();
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_group_answer_streamed_when_killed_is_finished_by_an_edit_of_the_same_message() {
-    killed_in_a_group_is_finished_in_the_same_message(&slow_model(2).await).await;
+async fn an_answer_streamed_in_edit_mode_when_killed_is_finished_by_an_edit_of_the_same_message() {
+    killed_mid_edit_is_finished_in_the_same_message(&slow_model(2).await, EditedIn::Private).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -18,7 +18,7 @@ const ZONE: &str = "Asia/Shanghai";
 /// The tokens the fake reported for one request answered with `text`: prompt = the length of
 /// the request's `messages` JSON / 4, completion = the length of the answer message's JSON / 4
 /// + 1 (see `tests/support/model.rs`).
-fn reported(request: &Value, text: &str) -> (u64, u64) {
+pub(crate) fn reported(request: &Value, text: &str) -> (u64, u64) {
     let prompt = (request["messages"].to_string().len() / 4) as u64;
     let completion = (json!({"role": "assistant", "content": text})
         .to_string()
@@ -29,7 +29,7 @@ fn reported(request: &Value, text: &str) -> (u64, u64) {
 }
 
 /// `n` as the table writes it: `12,345`.
-fn thousands(n: u64) -> String {
+pub(crate) fn thousands(n: u64) -> String {
     let d = n.to_string();
     let mut out = String::new();
     for (i, c) in d.chars().enumerate() {

@@ -11,7 +11,8 @@
 //! - `GET /open-apis/bot/v3/info` answers the bot ([`BOT_OPEN_ID`]);
 //! - `POST /open-apis/im/v1/messages/{id}/reply` and `POST /open-apis/im/v1/messages` record
 //!   the message ([`FakeLark::messages`]); a repeated `uuid` returns the first message again
-//!   without recording a second one, as Lark does;
+//!   without recording a second one, as Lark does; a create by `receive_id_type=open_id` to a
+//!   person marked with [`FakeLark::unreachable`] answers code 230013;
 //! - `PATCH /open-apis/im/v1/messages/{id}` records card updates;
 //! - `GET /open-apis/im/v1/messages/{id}` says who sent a message (the app for ids it issued);
 //! - `GET /open-apis/im/v1/messages/{id}/resources/{file_key}?type=image|file` serves the
@@ -98,6 +99,8 @@ pub struct SentMessage {
     pub reply_to: Option<String>,
     /// `receive_id` (`create` only).
     pub receive_id: Option<String>,
+    /// `receive_id_type` of the query (`create` only): `chat_id` or `open_id`.
+    pub receive_id_type: Option<String>,
     pub msg_type: String,
     /// `content`, parsed from its JSON string.
     pub content: Value,
@@ -203,6 +206,8 @@ struct LarkState {
     /// Replies and creates are answered only when released ([`FakeLark::hold_sends`]).
     hold_sends: bool,
     held_release: Arc<tokio::sync::Notify>,
+    /// `open_id`s a message by `receive_id_type=open_id` cannot reach ([`FakeLark::unreachable`]).
+    unreachable: HashSet<String>,
     cardkit: cardkit::CardKit,
 }
 
@@ -271,6 +276,7 @@ impl FakeLark {
                 next_seq: 7_000_000_001,
                 refused_handshakes: Vec::new(),
                 hold_sends: false,
+                unreachable: HashSet::new(),
                 held_release: Arc::new(tokio::sync::Notify::new()),
                 cardkit: Default::default(),
             }),
@@ -403,6 +409,12 @@ impl FakeLark {
             .iter()
             .map(|m| resolve_card(&st.cardkit, m.clone()))
             .collect()
+    }
+
+    /// Messages to `open_id` by `receive_id_type=open_id` answer code 230013 ("Bot has NO
+    /// availability to this user"), as for a person outside the app's availability range.
+    pub fn unreachable(&self, open_id: &str) {
+        self.shared.lock().unreachable.insert(open_id.to_string());
     }
 
     /// While `on`, creating a CardKit card is refused with 99991672 (the app lacks the
@@ -1037,6 +1049,18 @@ fn answer_route(
             if route == "create" && !query.contains("receive_id_type=") {
                 return ok(json!({"code": 230001, "msg": "receive_id_type is required"}));
             }
+            let receive_id_type = query
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("receive_id_type="))
+                .map(str::to_string);
+            let receive_id = body["receive_id"].as_str().unwrap_or("");
+            if route == "create"
+                && receive_id_type.as_deref() == Some("open_id")
+                && st.unreachable.contains(receive_id)
+            {
+                return ok(json!({"code": 230013,
+                    "msg": "Bot has NO availability to this user."}));
+            }
             let message_id = format!("om_bot_{}", st.next_message);
             st.next_message += 1;
             let content = body["content"]
@@ -1057,6 +1081,7 @@ fn answer_route(
                 kind: route.to_string(),
                 reply_to,
                 receive_id: body["receive_id"].as_str().map(str::to_string),
+                receive_id_type,
                 msg_type: body["msg_type"].as_str().unwrap_or("").to_string(),
                 content,
                 uuid: uuid.clone(),

@@ -17,6 +17,8 @@
 //! - `getFile` answers the `file_path` of a file added with [`FakeTelegram::add_file`] (400
 //!   "file is too big" over 20 MB, as the Bot API), and `GET /file/bot<token>/<file_path>`
 //!   serves its bytes ([`FakeTelegram::downloads`] lists what was fetched);
+//! - with [`FakeTelegram::require_start`], `sendMessage` to a private chat whose user never
+//!   wrote to the bot answers 403 "Forbidden: bot can't initiate conversation with a user";
 //! - `sendMessageDraft` answers `true` (or 404 "method not found" after
 //!   [`FakeTelegram::refuse_drafts`]); `deleteMessage` forgets the message and answers `true`;
 //! - everything else answers `true`;
@@ -73,7 +75,8 @@ pub struct TelegramCall {
 }
 
 impl TelegramCall {
-    fn is(&self, method: &str) -> bool {
+    /// Whether this is a call of `method` (case-insensitive).
+    pub fn is(&self, method: &str) -> bool {
         self.method.eq_ignore_ascii_case(method)
     }
 }
@@ -111,6 +114,9 @@ struct TgState {
     files: HashMap<String, FakeFile>,
     /// The `file_path` of every download (`GET /file/bot<token>/<file_path>`), in order.
     downloads: Vec<String>,
+    /// A private chat takes messages only from a user who wrote to the bot there
+    /// ([`FakeTelegram::require_start`]).
+    require_start: bool,
 }
 
 /// A file held by the fake Bot API.
@@ -667,10 +673,14 @@ async fn handle(
         "sendmessage" => {
             hold_if_asked(&shared, &body).await;
             let mut st = shared.lock();
+            let chat = int_field(&body, "chat_id").unwrap_or(0);
+            if st.require_start && chat > 0 && !st.started(chat) {
+                st.calls[index].status = 403;
+                return reply(403, FakeTelegram::cant_initiate());
+            }
             let id = st.next_message_id;
             st.next_message_id += 1;
             st.texts.insert(id, text_field(&body));
-            let chat = int_field(&body, "chat_id").unwrap_or(0);
             st.sent_ids.push((chat, id));
             ok(message_json(id, &body, false))
         }
@@ -1026,6 +1036,33 @@ async fn cut_off_updates(shared: &Shared, body: &Value, partial: bool) -> Respon
         .header(header::CONTENT_TYPE, "application/json")
         .body(axum::body::Body::from_stream(stream))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+// ----- private chats a user never started ----------------------------------------------------
+
+impl TgState {
+    /// Whether `user` wrote to the bot in their private chat (an update was pushed for it).
+    fn started(&self, user: i64) -> bool {
+        self.updates.iter().any(|u| {
+            u["message"]["chat"]["type"] == "private" && u["message"]["chat"]["id"] == json!(user)
+        })
+    }
+}
+
+impl FakeTelegram {
+    /// While `on`, a `sendMessage` to a private chat (a positive `chat_id`) whose user never
+    /// wrote to the bot there (no private message from them was pushed) answers 403 "Forbidden:
+    /// bot can't initiate conversation with a user", as the Bot API does for someone who never
+    /// pressed Start (recorded with status 403).
+    pub fn require_start(&self, on: bool) {
+        self.shared.lock().require_start = on;
+    }
+
+    /// The 403 body of a message to someone who never started the bot.
+    pub fn cant_initiate() -> Value {
+        json!({"ok": false, "error_code": 403,
+               "description": "Forbidden: bot can't initiate conversation with a user"})
+    }
 }
 
 // ----- streamed replies: drafts, edits, deletions ---------------------------------------------

@@ -394,6 +394,17 @@ impl Channel for LarkChannel {
 
     /// A CardKit streaming card ([`stream`]) unless `streaming` is `off`, or CardKit was
     /// refused for lack of the `cardkit:card:write` scope less than an hour ago.
+    /// A person's direct chat is addressed by their `open_id` (`ou_…`): the send goes out with
+    /// `receive_id_type=open_id` ([`send::receive_id_type`]), so no p2p `chat_id` is needed.
+    fn direct_chat(&self, user_id: &str) -> Option<crate::model::ChatRef> {
+        let id = user_id.trim();
+        send::is_open_id(id).then(|| crate::model::ChatRef {
+            id: id.to_string(),
+            kind: crate::model::ChatKind::Direct,
+            thread: None,
+        })
+    }
+
     fn open_draft(
         &self,
         target: crate::stream::DraftTarget,

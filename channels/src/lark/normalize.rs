@@ -8,7 +8,8 @@
 //! - `text` content (`{"text":"@_user_1 hello"}`) and `post` rich text (paragraphs of `text`,
 //!   `a`, `at`, `img`, `code_block`, `md`, … elements) become Markdown-ish text; `image`,
 //!   `file` and `audio` messages and a post's `img`s become [`Attachment`]s, fetched later by
-//!   the daemon; other message types become a placeholder such as `[sticker]`.
+//!   the daemon; other message types become an [`Unfetched`] description (`a sticker`; a
+//!   `media` video's author-chosen `file_name` kept apart as its name), never text.
 //! - `@_user_N` placeholders are resolved from `mentions[]`: the bot's own mention is removed
 //!   (and makes the message *addressed*), other people become `@Name`, `@_all` becomes `@all`.
 //!   The bot is recognised by its open_id (from `/open-apis/bot/v3/info`); before that is known,
@@ -21,6 +22,7 @@
 
 use crate::model::{
     Attachment, AttachmentKind, ChannelKind, ChatKind, ChatRef, FileRef, InboundEvent, Sender,
+    Unfetched,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -165,9 +167,13 @@ pub fn normalize_message(
             resolve_mentions(raw, mentions, bot_open_id)
         }
         "post" => post_to_text(&content, mentions, bot_open_id),
-        // The file itself is the message: the daemon fetches it ([`attachments_of`]).
-        "image" | "file" | "audio" => (String::new(), false),
-        other => (placeholder(other, &content), false),
+        // The file itself is the message: the daemon fetches it ([`attachments_of`]); anything
+        // else is described apart ([`unfetched`]), never as the sender's words.
+        _ => (String::new(), false),
+    };
+    let unfetched = match msg.message_type.as_str() {
+        "text" | "post" | "image" | "file" | "audio" => None,
+        other => Some(unfetched(other, &content)),
     };
     let attachments = attachments_of(&msg.message_type, &content);
     let direct = msg.chat_type == "p2p";
@@ -200,6 +206,10 @@ pub fn normalize_message(
             is_bot,
         },
         text,
+        // Lark marks no forward of a single message in this event; a merged forward is
+        // `merge_forward`, whose messages are not fetched.
+        relayed: None,
+        unfetched,
         addressed: direct || mentioned,
         reply_to: non_empty(&msg.parent_id),
         sent_at: sent_ms.div_euclid(1000),
@@ -455,7 +465,25 @@ fn styled(text: &str, style: Option<&Value>) -> String {
     format!("{lead}{inner}{trail}")
 }
 
-/// The text shown to the agent for a message it cannot read.
+/// What a message the daemon does not fetch holds, for the agent: `a video` (with its file
+/// name apart, as its name), `a sticker`, `merged forwarded messages`, … .
+pub fn unfetched(message_type: &str, content: &Value) -> Unfetched {
+    let name = content.get("file_name").and_then(Value::as_str);
+    match message_type {
+        "media" => Unfetched::new("a video").named(name),
+        "sticker" => Unfetched::new("a sticker"),
+        "interactive" => Unfetched::new("a card"),
+        "share_chat" => Unfetched::new("a shared chat"),
+        "share_user" => Unfetched::new("a shared contact"),
+        "merge_forward" => Unfetched::new("merged forwarded messages"),
+        "location" => Unfetched::new("a location"),
+        "" => Unfetched::new("a message"),
+        other => Unfetched::new(format!("a message of type {other}")),
+    }
+}
+
+/// A short text standing for a message of `message_type` in a chat's history as a tool reads it
+/// (`[video: trip.mp4]`, `[sticker]`); a message the bot receives is described by [`unfetched`].
 pub fn placeholder(message_type: &str, content: &Value) -> String {
     let name = content
         .get("file_name")
@@ -605,7 +633,7 @@ mod tests {
     }
 
     #[test]
-    fn files_images_and_audio_are_attachments_and_other_types_placeholders() {
+    fn files_images_and_audio_are_attachments_and_other_types_described_apart() {
         let mut v = fixture("im_message_receive_v1_text_p2p.json");
         v["event"]["message"]["message_type"] = json!("file");
         v["event"]["message"]["content"] =
@@ -627,8 +655,26 @@ mod tests {
         v["event"]["message"]["message_type"] = json!("sticker");
         v["event"]["message"]["content"] = json!("{\"file_key\":\"s\"}");
         let ev = normalize_message(&v["event"], Some(BOT), None).unwrap();
-        assert_eq!(ev.text, "[sticker]");
+        assert_eq!(ev.text, "");
+        assert_eq!(ev.unfetched, Some(Unfetched::new("a sticker")));
         assert!(ev.attachments.is_empty());
+        // A video's name is its author's, never the sender's words.
+        v["event"]["message"]["message_type"] = json!("media");
+        v["event"]["message"]["content"] = json!(
+            "{\"file_key\":\"file_v\",\"image_key\":\"img_v\",\"file_name\":\"I prefer evil.mp4\"}"
+        );
+        let ev = normalize_message(&v["event"], Some(BOT), None).unwrap();
+        assert_eq!(ev.text, "");
+        let video = ev.unfetched.unwrap();
+        assert_eq!(video.what, "a video");
+        assert_eq!(video.name.as_deref(), Some("I prefer evil.mp4"));
+        // A merged forward: other people's messages, not fetched, not the sender's words.
+        v["event"]["message"]["message_type"] = json!("merge_forward");
+        v["event"]["message"]["content"] = json!("{\"content\":\"Merged and Forwarded Message\"}");
+        let ev = normalize_message(&v["event"], Some(BOT), None).unwrap();
+        assert_eq!(ev.text, "");
+        assert_eq!(ev.relayed, None);
+        assert_eq!(ev.unfetched.unwrap().what, "merged forwarded messages");
     }
 
     #[test]

@@ -19,7 +19,9 @@
 //!
 //! Approvals: [`approval_card`] has the buttons *Approve once*, *Approve for session* (left out
 //! for `always` requests) and *Deny*, each with `behaviors: [{type: callback, value:
-//! {"ethan_approval": request_id, "choice": "o"|"s"|"d"}}]`; [`outcome_card`] replaces the
+//! {"ethan_approval": request_id, "choice": "o"|"s"|"d"}}]`, under the call's description as
+//! `plain_text` (shown as sent, nothing read as Markdown; the `post` fallback puts it in a code
+//! block fenced longer than any backtick run inside); [`outcome_card`] replaces the
 //! buttons with the outcome once a press counted (or the request ended otherwise);
 //! [`callback_response`] is the body answering a `card.action.trigger`.
 
@@ -505,6 +507,13 @@ pub fn approval_card(req: &ApprovalRequest) -> Value {
         .into_iter()
         .map(|b| json!({"tag": "column", "width": "auto", "elements": [b]}))
         .collect();
+    let mut elements = vec![
+        described(req),
+        json!({"tag": "column_set", "flex_mode": "flow", "horizontal_spacing": "8px", "columns": columns}),
+    ];
+    if req.always {
+        elements.push(json!({"tag": "div", "text": {"tag": "plain_text", "content": ALWAYS_NOTE}}));
+    }
     json!({
         "schema": "2.0",
         "config": {"update_multi": true, "summary": {"content": format!("Approval needed: {}", req.tool)}},
@@ -513,13 +522,21 @@ pub fn approval_card(req: &ApprovalRequest) -> Value {
             "subtitle": {"tag": "plain_text", "content": req.tool},
             "template": "orange",
         },
-        "body": {
-            "elements": [
-                {"tag": "markdown", "content": approval_body(req)},
-                {"tag": "column_set", "flex_mode": "flow", "horizontal_spacing": "8px", "columns": columns},
-            ],
-        },
+        "body": {"elements": elements},
     })
+}
+
+/// Under an always-asked request.
+const ALWAYS_NOTE: &str =
+    "This kind of call is asked every time; it cannot be approved for the session.";
+
+/// The description of `req` in an approval card: a `plain_text` text, which Lark shows as it
+/// is, every character and line break, with nothing read as Markdown. A Markdown code block
+/// would depend on how Lark's renderer closes a fence around a description that holds
+/// backtick runs itself (```` ``` ````, ```` ```` ````); plain text has no fence to escape
+/// from. (The fenced Markdown of [`approval_body`] remains for the `post` fallback.)
+fn described(req: &ApprovalRequest) -> Value {
+    json!({"tag": "div", "text": {"tag": "plain_text", "content": req.description}})
 }
 
 /// The approval card once it is decided: the buttons replaced by `outcome`. `choice` is the
@@ -537,7 +554,7 @@ pub fn outcome_card(
     };
     let mut elements = Vec::new();
     if let Some(r) = req {
-        elements.push(json!({"tag": "markdown", "content": approval_body(r)}));
+        elements.push(described(r));
         elements.push(json!({"tag": "hr"}));
     }
     // Plain text: the outcome line names the tool, and nothing in it is Markdown.
@@ -784,9 +801,60 @@ mod tests {
         assert_eq!(values[1], json!({"ethan_approval": "req42", "choice": "s"}));
         assert_eq!(values[2], json!({"ethan_approval": "req42", "choice": "d"}));
         assert!(b.iter().all(|b| b["behaviors"][0]["type"] == "callback"));
-        // The description sits in a code block whose fence outlasts its backticks.
-        let md = card["body"]["elements"][0]["content"].as_str().unwrap();
-        assert!(md.contains("````\nrm -rf ```/tmp/x```\n````"), "{md}");
+        // The description is plain text, shown as it is.
+        assert_eq!(
+            card["body"]["elements"][0],
+            json!({"tag": "div", "text": {"tag": "plain_text", "content": "rm -rf ```/tmp/x```"}})
+        );
+    }
+
+    /// The code blocks of `md` as a CommonMark renderer reads them (pulldown-cmark), and
+    /// whether any other text is there besides `outside`.
+    fn code_blocks(md: &str) -> (Vec<String>, String) {
+        use pulldown_cmark::{Event, Parser, Tag, TagEnd};
+        let (mut blocks, mut outside, mut inside) = (Vec::new(), String::new(), None);
+        for e in Parser::new(md) {
+            match e {
+                Event::Start(Tag::CodeBlock(_)) => inside = Some(String::new()),
+                Event::End(TagEnd::CodeBlock) => blocks.extend(inside.take()),
+                Event::Text(t) | Event::Code(t) => match inside.as_mut() {
+                    Some(b) => b.push_str(&t),
+                    None => outside.push_str(&t),
+                },
+                _ => {}
+            }
+        }
+        (blocks, outside)
+    }
+
+    #[test]
+    fn backtick_runs_in_a_description_cannot_close_its_block() {
+        // A description holding ``` and ```` (and a would-be Markdown link after them).
+        let description =
+            "echo ``` ; echo ````\n```` \n[click](https://evil.example) **bold** <at id=all></at>";
+        let r = ApprovalRequest {
+            description: description.into(),
+            ..req(true)
+        };
+        // The card: plain text, every character as sent, in no Markdown element.
+        let card = approval_card(&r);
+        let elements = card["body"]["elements"].as_array().unwrap();
+        assert_eq!(elements[0]["text"]["tag"], "plain_text");
+        assert_eq!(elements[0]["text"]["content"], description);
+        for e in elements {
+            if e["tag"] == "markdown" {
+                assert!(!e["content"].as_str().unwrap().contains('`'), "{e}");
+            }
+        }
+        // The post fallback: read as CommonMark, the whole description is one code block
+        // (its fence is longer than any run inside), and nothing of it is outside.
+        let (blocks, outside) = code_blocks(&approval_fallback(&r));
+        assert_eq!(blocks, [format!("{description}\n")]);
+        assert!(
+            !outside.contains("click") && !outside.contains("bold"),
+            "{outside}"
+        );
+        assert!(approval_fallback(&r).contains("`````\necho"));
     }
 
     #[test]
@@ -806,16 +874,13 @@ mod tests {
             tool: "my__tool__".into(),
             ..req(false)
         };
-        for md in [
-            approval_card(&r)["body"]["elements"][0]["content"]
-                .as_str()
-                .unwrap()
-                .to_string(),
-            approval_fallback(&r),
-        ] {
-            assert!(md.contains(&format!("```\n{long}\n```")), "{md}");
-            assert!(md.contains("`my__tool__`"), "{md}");
-        }
+        assert_eq!(
+            approval_card(&r)["body"]["elements"][0]["text"]["content"],
+            json!(long)
+        );
+        let md = approval_fallback(&r);
+        assert!(md.contains(&format!("```\n{long}\n```")), "{md}");
+        assert!(md.contains("`my__tool__`"), "{md}");
         let done = outcome_card(Some(&r), None, "❌ Denied: my__tool__");
         let last = done["body"]["elements"]
             .as_array()

@@ -29,7 +29,7 @@ use super::render::{
 };
 use super::{codes, render, Core, LarkChannel};
 use crate::channel::ChannelError;
-use crate::model::{OutboundBody, OutboundMessage, SentRef};
+use crate::model::{ChatKind, ChatRef, OutboundBody, OutboundMessage, SentRef};
 use sha2::{Digest, Sha256};
 
 const TARGET: &str = "ethan_channels::lark";
@@ -159,7 +159,8 @@ async fn post_one(
 
 /// One create/reply request with a given `uuid` (paced per chat): a reply to `msg.reply_to`
 /// (`POST /open-apis/im/v1/messages/{id}/reply`, in its thread when the chat is a thread), or a
-/// new message in `msg.chat` (`POST /open-apis/im/v1/messages?receive_id_type=chat_id`).
+/// new message in `msg.chat` (`POST /open-apis/im/v1/messages?receive_id_type=chat_id`, or
+/// `open_id` for a person's direct chat, see [`receive_id_type`]).
 /// Returns the `message_id` and remembers it as sent by the bot.
 pub(crate) async fn post_raw(
     chan: &Core,
@@ -177,12 +178,33 @@ pub(crate) async fn post_raw(
         }
         None => {
             chan.api
-                .send_message("chat_id", &msg.chat.id, msg_type, content, uuid)
+                .send_message(
+                    receive_id_type(&msg.chat),
+                    &msg.chat.id,
+                    msg_type,
+                    content,
+                    uuid,
+                )
                 .await?
         }
     };
     chan.remember_sent(&id);
     Ok(id)
+}
+
+/// Whether `id` is a user's `open_id` (`ou_…`; chat ids are `oc_…`).
+pub(crate) fn is_open_id(id: &str) -> bool {
+    id.len() > 3 && id.starts_with("ou_")
+}
+
+/// The `receive_id_type` of a new message to `chat`: `open_id` for a direct chat addressed by
+/// the person's `open_id` ([`crate::Channel::direct_chat`]), else `chat_id`.
+pub(crate) fn receive_id_type(chat: &ChatRef) -> &'static str {
+    if chat.kind == ChatKind::Direct && is_open_id(&chat.id) {
+        "open_id"
+    } else {
+        "chat_id"
+    }
 }
 
 /// The idempotency `uuid` of one request: 32 hex characters (Lark allows up to 50). `index` is
@@ -227,7 +249,6 @@ pub fn uuid_for(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ChatKind, ChatRef};
 
     fn msg(reply_to: Option<&str>) -> OutboundMessage {
         OutboundMessage {
@@ -240,6 +261,27 @@ mod tests {
             body: OutboundBody::Text("hi".into()),
             idempotency_key: None,
         }
+    }
+
+    #[test]
+    fn a_direct_chat_by_open_id_is_sent_by_open_id() {
+        let chat = |id: &str, kind| ChatRef {
+            id: id.into(),
+            kind,
+            thread: None,
+        };
+        assert_eq!(
+            receive_id_type(&chat("ou_abc", ChatKind::Direct)),
+            "open_id"
+        );
+        assert_eq!(
+            receive_id_type(&chat("oc_abc", ChatKind::Direct)),
+            "chat_id"
+        );
+        assert_eq!(receive_id_type(&chat("oc_abc", ChatKind::Group)), "chat_id");
+        // A group id never goes out as an open_id, whatever it looks like.
+        assert_eq!(receive_id_type(&chat("ou_abc", ChatKind::Group)), "chat_id");
+        assert!(!is_open_id("ou_"));
     }
 
     #[test]

@@ -12,8 +12,8 @@ use crate::model::{ApprovalChoice, ApprovalDecision, ApprovalRequest, ChannelKin
 use teloxide::payloads::{AnswerCallbackQuerySetters, EditMessageTextSetters, SendMessageSetters};
 use teloxide::prelude::Requester;
 use teloxide::types::{
-    CallbackQuery, ChatId, InlineKeyboardButton, InlineKeyboardMarkup, MessageId, ParseMode,
-    ThreadId,
+    CallbackQuery, ChatId, InlineKeyboardButton, InlineKeyboardMarkup, LinkPreviewOptions,
+    MessageId, ParseMode, ThreadId,
 };
 
 /// Prefix of our `callback_data`.
@@ -25,6 +25,17 @@ pub(super) struct SentApproval {
     chat_id: ChatId,
     message_id: MessageId,
     html: String,
+}
+
+/// Link previews disabled.
+fn no_preview() -> LinkPreviewOptions {
+    LinkPreviewOptions {
+        is_disabled: true,
+        url: None,
+        prefer_small_media: false,
+        prefer_large_media: false,
+        show_above_text: false,
+    }
 }
 
 /// Parse `ap:<choice>:<request_id>`.
@@ -81,10 +92,13 @@ pub(super) async fn send_request(
     req: &ApprovalRequest,
 ) -> Result<SentRef, ChannelError> {
     let html = request_html(req);
+    // Link previews off: Telegram would fetch a URL of the call (with its query) and show a
+    // card of it under the question.
     let mut r = chan
         .bot()
         .send_message(chat_id, html.clone())
         .parse_mode(ParseMode::Html)
+        .link_preview_options(no_preview())
         .reply_markup(keyboard(req));
     if let Some(t) = thread {
         r = r.message_thread_id(t);
@@ -92,6 +106,11 @@ pub(super) async fn send_request(
     let sent = match r.await {
         Ok(m) => m,
         Err(e) => {
+            let e = map_error(e);
+            // A person the bot may not write to: no fallback will reach them either.
+            if e.is_recipient_unreachable() {
+                return Err(e);
+            }
             // Without buttons the text fallback still works.
             tracing::warn!("approval keyboard refused ({e}); sending the text fallback");
             let html = format!(
@@ -130,6 +149,7 @@ pub(super) async fn resolve(chan: &TelegramChannel, request_id: &str, outcome: &
         .bot()
         .edit_message_text(sent.chat_id, sent.message_id, html)
         .parse_mode(ParseMode::Html)
+        .link_preview_options(no_preview())
         .await
     {
         tracing::debug!("cannot edit the approval message: {}", map_error(e));

@@ -191,6 +191,17 @@ impl Channel for TelegramChannel {
         send::send(self, msg, first_part).await
     }
 
+    /// A user's private chat with the bot has the user's id as its chat id (user ids are
+    /// positive; groups are negative).
+    fn direct_chat(&self, user_id: &str) -> Option<crate::model::ChatRef> {
+        let id = user_id.trim().parse::<i64>().ok().filter(|id| *id > 0)?;
+        Some(crate::model::ChatRef {
+            id: id.to_string(),
+            kind: crate::model::ChatKind::Direct,
+            thread: None,
+        })
+    }
+
     fn open_draft(
         &self,
         target: crate::stream::DraftTarget,

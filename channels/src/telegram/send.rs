@@ -45,7 +45,7 @@ pub(crate) fn map_error(e: RequestError) -> ChannelError {
         }
         RequestError::Api(api) => ChannelError::Api {
             platform: PLATFORM,
-            code: 400,
+            code: if forbidden(&api) { 403 } else { 400 },
             description: api.to_string(),
         },
         RequestError::MigrateToChatId(id) => ChannelError::Api {
@@ -62,6 +62,23 @@ pub(crate) fn map_error(e: RequestError) -> ChannelError {
             platform: PLATFORM,
             message: crate::net::describe(&other),
         },
+    }
+}
+
+/// Whether the Bot API refused with a 403: the bot may not write to that person or chat
+/// (`Forbidden: bot can't initiate conversation with a user` — the person never pressed Start
+/// —, `bot was blocked by the user`, `user is deactivated`, kicked from the chat). teloxide
+/// knows some of these by an older wording and reads the current one as `Unknown`.
+fn forbidden(api: &ApiError) -> bool {
+    match api {
+        ApiError::BotBlocked
+        | ApiError::CantInitiateConversation
+        | ApiError::UserDeactivated
+        | ApiError::BotKicked
+        | ApiError::BotKickedFromSupergroup
+        | ApiError::BotKickedFromChannel => true,
+        ApiError::Unknown(d) => d.starts_with("Forbidden"),
+        _ => false,
     }
 }
 
@@ -215,5 +232,25 @@ pub(super) async fn send_part(
             }
             Err(e) => return Err(map_error(e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bot_apis_403s_stay_403s() {
+        let unreachable =
+            |api: ApiError| map_error(RequestError::Api(api)).is_recipient_unreachable();
+        assert!(unreachable(ApiError::Unknown(
+            "Forbidden: bot can't initiate conversation with a user".into()
+        )));
+        assert!(unreachable(ApiError::BotBlocked));
+        assert!(unreachable(ApiError::CantInitiateConversation));
+        assert!(!unreachable(ApiError::MessageNotModified));
+        assert!(!unreachable(ApiError::Unknown(
+            "Bad Request: chat not found".into()
+        )));
     }
 }

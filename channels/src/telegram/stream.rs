@@ -18,7 +18,8 @@
 //!   The view is cut into parts of at most 4096 UTF-16 units at clean boundaries
 //!   ([`chunk_html`]): part `i` lives in message `i`, and a part past the last message starts a
 //!   new one (recorded before it is edited). `finish` edits each message to the final part `i`
-//!   (the parts of [`super::send::send_text`]), sends the parts that have no message yet, and
+//!   (the parts of [`super::send::send_text`]) unless it already shows it, sends the parts
+//!   that have no message yet, and
 //!   deletes draft messages the answer no longer needs (best effort). Two edits are at least the
 //!   interval apart (measured from the answer to the previous one), the final ones included.
 //!
@@ -524,6 +525,9 @@ impl TelegramDraft {
         let mut sent = SentRef::default();
         for (i, part) in parts.iter().enumerate() {
             let step = match self.messages.get(i).copied() {
+                // Already showing its final text: an edit would only be refused as "not
+                // modified", and count toward the chat's limit.
+                Some(id) if self.texts.get(i) == Some(part) => Ok(id),
                 Some(id) => {
                     tokio::time::sleep(self.edit_wait()).await;
                     let edited = self
@@ -1056,6 +1060,33 @@ mod tests {
                 .collect();
             let rest: Vec<Value> = all[1..].iter().map(|i| json!(i)).collect();
             assert_eq!(deleted, rest);
+        }
+
+        #[tokio::test]
+        async fn messages_already_showing_their_final_part_are_not_edited_again() {
+            let (api, chan) = start(StreamMode::Edit).await;
+            let mut draft = open(&chan, &api, ChatKind::Direct, None);
+            let long = long_view().text;
+            let parts = message_parts(&long);
+            assert!(parts.len() >= 3);
+            // Streamed whole: every message shows its final part already.
+            draft.update(&view(&long)).await.unwrap();
+            let before = api.calls("editmessagetext").len();
+            let sent = draft.finish(&long, &[]).await.unwrap();
+            assert_eq!(sent.message_ids.len(), parts.len());
+            assert_eq!(
+                api.calls("editmessagetext").len(),
+                before,
+                "{:?}",
+                api.methods()
+            );
+            // A longer final answer edits only the message whose part changed.
+            let longer = format!("{long} And one more sentence.");
+            let mut draft = open(&chan, &api, ChatKind::Direct, None);
+            draft.update(&view(&long)).await.unwrap();
+            let before = api.calls("editmessagetext").len();
+            draft.finish(&longer, &[]).await.unwrap();
+            assert_eq!(api.calls("editmessagetext").len(), before + 1);
         }
 
         #[tokio::test]

@@ -236,21 +236,48 @@ impl std::fmt::Debug for Services {
 /// owner's accounts ([`Tool::reads_private`]), in this turn or in the history it was given.
 /// Once set, a call that can carry data off the machine ([`Tool::egress`]) asks the owner.
 /// Clones share the flag; the first source is kept, for the approval text.
+///
+/// It also keeps, apart, whether text from outside the conversation reached the turn
+/// ([`Taint::mark_untrusted`]: a tool's output, a fetched page, a file, an MCP result), which a
+/// write to the person's memory must not take as the person's own words.
 #[derive(Debug, Clone, Default)]
-pub struct Taint(std::sync::Arc<std::sync::Mutex<Option<String>>>);
+pub struct Taint(std::sync::Arc<std::sync::Mutex<Marks>>);
+
+/// The first source of each kind of text that entered a turn.
+#[derive(Debug, Default)]
+struct Marks {
+    private: Option<String>,
+    untrusted: Option<String>,
+}
 
 impl Taint {
+    fn marks(&self) -> std::sync::MutexGuard<'_, Marks> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Record that `source` (e.g. `file_read`) brought private data into the turn.
     pub fn mark(&self, source: &str) {
-        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if g.is_none() {
-            *g = Some(source.to_string());
-        }
+        self.marks()
+            .private
+            .get_or_insert_with(|| source.to_string());
     }
 
     /// What first brought private data into the turn, if anything did.
     pub fn source(&self) -> Option<String> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.marks().private.clone()
+    }
+
+    /// Record that `source` (e.g. `web_fetch`) brought text from outside the conversation into
+    /// the turn: words that are not the person's, which injected instructions can hide in.
+    pub fn mark_untrusted(&self, source: &str) {
+        self.marks()
+            .untrusted
+            .get_or_insert_with(|| source.to_string());
+    }
+
+    /// What first brought outside text into the turn, if anything did.
+    pub fn untrusted(&self) -> Option<String> {
+        self.marks().untrusted.clone()
     }
 }
 

@@ -237,6 +237,8 @@ fn chat_event(chat: &str, id: &str, seq: i64) -> ethan_channels::InboundEvent {
             is_bot: false,
         },
         text: id.into(),
+        relayed: None,
+        unfetched: None,
         addressed: true,
         reply_to: None,
         sent_at: seq / 1000,

@@ -1,12 +1,39 @@
 //! `memory_forget{id}`: delete a remembered fact this chat may see, with the facts it replaced.
-//! A person's own fact goes without asking; a group's fact asks the owner first.
+//! A person's own fact goes without asking; a group's fact asks the owner first. In a turn that
+//! saw text from outside the conversation (a page, a file, a tool's output, a forwarded message:
+//! [`crate::memory::provenance`]) every forget asks, every time, showing the fact: a page must
+//! not make the owner's memory lose what the owner told it, any more than add to it.
 
-use super::{store_of, Visible};
+use super::{not_your_words, outside_text, store_of, Visible};
 use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
 use async_trait::async_trait;
+use ethan_core::assessment::Assessment;
+use ethan_core::store::MemoryScope;
 use serde_json::{json, Value};
 
 pub struct MemoryForget;
+
+/// The fact a call would forget, looked up once per call ([`Tool::assess`]) so its approval
+/// shows the text: `Some(text)`, or `None` when this chat's memory holds no such fact now.
+struct Target(Option<String>);
+
+fn id_arg(args: &Value) -> i64 {
+    args.get("id").and_then(Value::as_i64).unwrap_or(0)
+}
+
+/// `fact #3 of your personal memory: "Likes oolong."`, for the approval.
+fn described(args: &Value, ctx: &ToolContext) -> String {
+    let id = id_arg(args);
+    let whose = match Visible::of_call(ctx).subject().0 {
+        MemoryScope::Personal => "your personal memory",
+        MemoryScope::Chat => "this group chat's memory",
+    };
+    match ctx.assessment.as_ref().and_then(|a| a.get::<Target>()) {
+        Some(Target(Some(text))) => format!("fact #{id} of {whose}: {text:?}"),
+        Some(Target(None)) => format!("fact #{id} of {whose} (there is no such fact now)"),
+        None => format!("fact #{id} of {whose} (its text could not be read)"),
+    }
+}
 
 #[async_trait]
 impl Tool for MemoryForget {
@@ -28,11 +55,32 @@ impl Tool for MemoryForget {
     fn risk(&self) -> Risk {
         Risk::Write
     }
+    /// The fact's text, for the approval (a store error leaves it unread: the approval says so).
+    async fn assess(&self, args: &Value, ctx: &ToolContext) -> Option<Assessment> {
+        let store = store_of(ctx).ok()?;
+        let visible = Visible::of_call(ctx);
+        let facts = store.facts_of(visible.subject().1, false).await.ok()?;
+        let id = id_arg(args);
+        let text = facts.into_iter().find(|f| f.id == id).map(|f| f.content);
+        Some(Assessment::new(Target(text)))
+    }
+    /// A group's memory always asks; the person's own asks when the turn saw text from outside
+    /// the conversation ([`outside_text`]).
     fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
-        Visible::of_call(ctx).is_group().then(|| {
-            let id = args.get("id").and_then(Value::as_i64).unwrap_or(0);
-            format!("forget fact #{id} of this group chat's memory")
-        })
+        let group = Visible::of_call(ctx).is_group();
+        let outside = outside_text(ctx);
+        if !group && outside.is_none() {
+            return None;
+        }
+        let why = outside
+            .map(|source| not_your_words(&source, "you want this forgotten"))
+            .unwrap_or_default();
+        Some(format!("forget {}{why}", described(args, ctx)))
+    }
+    /// A forget after outside text is asked every time: a session grant would let the next
+    /// injected one through unseen.
+    fn consent_always(&self, _args: &Value, ctx: &ToolContext) -> bool {
+        outside_text(ctx).is_some()
     }
 
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
@@ -40,7 +88,7 @@ impl Tool for MemoryForget {
             Ok(s) => s,
             Err(e) => return e,
         };
-        let id = args.get("id").and_then(Value::as_i64).unwrap_or(0);
+        let id = id_arg(&args);
         let visible = Visible::of_call(ctx);
         let (scope, subject) = visible.subject();
         match store.forget_fact(id, Some(subject)).await {
@@ -57,5 +105,63 @@ impl Tool for MemoryForget {
             ),
             Err(e) => ToolResult::err(ErrorKind::Dependency, e.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ethan_core::store::NewFact;
+    use ethan_core::{ChannelKind, ChatKind, ChatRef};
+
+    fn dm(store: &ethan_core::store::StorageRef) -> ToolContext {
+        let mut ctx = ToolContext::local(std::env::temp_dir());
+        ctx.services.store = Some(store.clone());
+        ctx.channel = ChannelKind::Telegram;
+        ctx.chat_id = "42".into();
+        ctx.user_id = "42".into();
+        ctx.is_owner = true;
+        ctx.chat = Some(ChatRef {
+            id: "42".into(),
+            kind: ChatKind::Direct,
+            thread: None,
+        });
+        ctx
+    }
+
+    #[tokio::test]
+    async fn after_outside_text_a_forget_is_asked_every_time_showing_the_fact() {
+        let store = crate::store::Store::open_in_memory().unwrap().shared();
+        let id = store
+            .save_fact(&NewFact {
+                scope: MemoryScope::Personal,
+                subject: "owner".into(),
+                content: "Likes oolong.".into(),
+                source: "tool".into(),
+                replaces: None,
+            })
+            .await
+            .unwrap();
+        let mut ctx = dm(&store);
+        let args = json!({ "id": id });
+        // The person's own fact, nothing from outside: no question.
+        assert_eq!(MemoryForget.consent_check(&args, &ctx), None);
+        assert!(!MemoryForget.consent_always(&args, &ctx));
+        ctx.taint.mark_untrusted("web_fetch");
+        ctx.assessment = MemoryForget.assess(&args, &ctx).await;
+        let asked = MemoryForget.consent_check(&args, &ctx).expect("asks");
+        assert!(
+            asked.contains("\"Likes oolong.\"") && asked.contains("web_fetch"),
+            "{asked}"
+        );
+        assert!(asked.contains("your personal memory"), "{asked}");
+        assert!(MemoryForget.consent_always(&args, &ctx));
+        // A fact this chat does not hold is still asked about, and says so.
+        let other = json!({"id": id + 100});
+        ctx.assessment = MemoryForget.assess(&other, &ctx).await;
+        let asked = MemoryForget.consent_check(&other, &ctx).expect("asks");
+        assert!(asked.contains("no such fact"), "{asked}");
+        assert!(MemoryForget.run(other, &ctx).await.error_kind.is_some());
+        assert_eq!(store.facts_of("owner", false).await.unwrap().len(), 1);
     }
 }

@@ -1,21 +1,37 @@
 //! `memory_save{content, scope?, replaces?}`: remember a fact for later sessions. In a direct
 //! chat the fact is the asker's personal memory and is saved without asking; in a group it is
-//! the chat's memory, which asks the owner first (see the module docs of [`super`]). A fact
+//! the chat's memory, which asks the owner first (see the module docs of [`super`]). In a turn
+//! that saw text from outside the conversation (a page, a file, a tool's output:
+//! [`crate::memory::provenance`]) every save asks, every time, showing the fact: a fact about a
+//! person comes from that person, not from an injected page. A fact the owner was shown and
+//! approved so is stored as `confirmed`; any other as `tool`. A fact
 //! that corrects or contradicts a remembered one names it in `replaces`: the old one is kept,
 //! marked superseded, and leaves the snapshot. Saving text already remembered confirms it.
 //! Credential-shaped text is refused.
 
-use super::{fact_line, normalised, store_of, Visible};
+use super::{fact_line, normalised, not_your_words, outside_text, store_of, Visible};
 use crate::tools::redact::redact_shapes;
 use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
 use async_trait::async_trait;
 use ethan_core::store::{MemoryScope, NewFact};
+use ethan_core::tool::CONSENTED;
 use serde_json::{json, Value};
 
 /// The longest fact, in characters.
 pub const MAX_FACT_CHARS: usize = 500;
 
 pub struct MemorySave;
+
+/// How the fact came to be, as the store keeps it (`source`): `confirmed` when the owner was
+/// shown this very fact and said yes (an always-asked save that ran), else `tool` (saved by
+/// the model in a conversation).
+fn source_of(ctx: &ToolContext) -> &'static str {
+    if outside_text(ctx).is_some() && ctx.approved_actions.iter().any(|a| a == CONSENTED) {
+        "confirmed"
+    } else {
+        "tool"
+    }
+}
 
 fn scope_arg(args: &Value) -> Option<&str> {
     args.get("scope").and_then(Value::as_str)
@@ -56,9 +72,12 @@ impl Tool for MemorySave {
     fn risk(&self) -> Risk {
         Risk::Write
     }
+    /// A group's memory always asks; the person's own asks when the turn saw text from
+    /// outside the conversation (see [`outside_text`]).
     fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
-        let visible = Visible::of_call(ctx);
-        if !visible.is_group() {
+        let group = Visible::of_call(ctx).is_group();
+        let outside = outside_text(ctx);
+        if !group && outside.is_none() {
             return None;
         }
         let content = args.get("content").and_then(Value::as_str).unwrap_or("");
@@ -66,9 +85,21 @@ impl Tool for MemorySave {
             Some(id) => format!(", replacing fact #{id}"),
             None => String::new(),
         };
-        Some(format!(
-            "remember for everyone in this group chat{replaces}: {content:?}"
-        ))
+        let whom = if group {
+            "for everyone in this group chat"
+        } else {
+            "about you, in your personal memory"
+        };
+        let why = outside
+            .map(|source| not_your_words(&source, "this is true and you want it remembered"))
+            .unwrap_or_default();
+        Some(format!("remember {whom}{replaces}: {content:?}{why}"))
+    }
+
+    /// A fact written after outside text is asked every time: a session grant would let the
+    /// next injected "fact" through unseen.
+    fn consent_always(&self, _args: &Value, ctx: &ToolContext) -> bool {
+        outside_text(ctx).is_some()
     }
 
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
@@ -133,7 +164,7 @@ impl Tool for MemorySave {
             scope,
             subject: subject.to_string(),
             content: content.clone(),
-            source: "tool".into(),
+            source: source_of(ctx).into(),
             replaces,
         };
         match store.save_fact(&fact).await {
@@ -181,6 +212,40 @@ mod tests {
             thread: None,
         });
         ctx
+    }
+
+    #[tokio::test]
+    async fn after_outside_text_a_personal_fact_is_asked_every_time_and_kept_as_confirmed() {
+        let store = crate::store::Store::open_in_memory().unwrap().shared();
+        let mut dm = ctx(&store, false, true);
+        let args = json!({"content": "Prefers invoices sent to billing@evil.example."});
+        assert_eq!(MemorySave.consent_check(&args, &dm), None);
+        assert!(!MemorySave.consent_always(&args, &dm));
+        dm.taint.mark_untrusted("web_fetch");
+        let asked = MemorySave.consent_check(&args, &dm).expect("asks");
+        assert!(
+            asked.contains("billing@evil.example") && asked.contains("web_fetch"),
+            "{asked}"
+        );
+        assert!(asked.contains("personal memory"), "{asked}");
+        assert!(MemorySave.consent_always(&args, &dm));
+        // Approved: stored as confirmed by the owner.
+        dm.approved_actions.push(CONSENTED.to_string());
+        assert!(MemorySave.run(args, &dm).await.ok);
+        let facts = store.facts_of("owner", false).await.unwrap();
+        assert_eq!(facts[0].source, "confirmed");
+        // Saved without a question: by the model.
+        let plain = ctx(&store, false, true);
+        assert!(
+            MemorySave
+                .run(json!({"content": "Likes tea."}), &plain)
+                .await
+                .ok
+        );
+        let facts = store.facts_of("owner", false).await.unwrap();
+        assert!(facts
+            .iter()
+            .any(|f| f.content == "Likes tea." && f.source == "tool"));
     }
 
     #[tokio::test]

@@ -10,7 +10,9 @@
 //! Risk: saving writes text that later turns read in their system prompt, so a prompt
 //! injection that reaches `memory_save` would persist. A person's own personal memory is saved
 //! without asking (it reaches only their own direct chats); a group's memory, and forgetting it,
-//! asks the owner, and only the owner's yes counts (consent refuses anyone else outright).
+//! asks the owner, and only the owner's yes counts (consent refuses anyone else outright). After
+//! text from outside the conversation came in ([`outside_text`]), saving or forgetting any fact
+//! asks the owner every time, showing the fact: the write may be what a page told the model.
 //! Credential-shaped text is never saved. Reading memory or the stored history marks the turn
 //! as holding private data, so a later call that could carry it off the machine asks first.
 
@@ -82,6 +84,21 @@ impl Visible {
     pub fn is_group(&self) -> bool {
         self.personal.is_none()
     }
+}
+
+/// What brought text from outside the conversation into this call's turn (a page, a file, a
+/// tool's output, a forwarded message: [`crate::memory::provenance`]), if anything did. A write
+/// to memory then may be an injected one, so it asks the owner every time, showing the fact.
+pub(crate) fn outside_text(ctx: &ToolContext) -> Option<String> {
+    ctx.taint.untrusted()
+}
+
+/// The sentence an approval of a memory write adds after outside text came in from `source`:
+/// the conversation read words that are not the person's, so the write may be an injected one.
+pub(crate) fn not_your_words(source: &str, what: &str) -> String {
+    format!(
+        "\nThis conversation has read text that is not yours ({source}): say yes only if {what}."
+    )
 }
 
 /// The kv key of a session's memory snapshot (`crate::memory::snapshot`).

@@ -35,8 +35,11 @@
 //!   the platform's own limit), never longer than [`DOWNLOAD_TIMEOUT`], and never to a private
 //!   address through a redirect. The bot token inside a Telegram file URL and the Lark bearer
 //!   token are never logged.
-//! - **Parsing.** PDFs are parsed in a blocking thread with a page cap, a per-page inflation cap
-//!   and a time limit ([`extract`]); nothing is executed or rendered.
+//! - **Parsing.** PDFs and PNGs are parsed in a child process under memory, CPU and time limits
+//!   and a total decompressed-size cap per file, smallest for a non-owner's file ([`parse`]);
+//!   the daemon holds only the bytes. A file the child cannot read is "could not read the file"
+//!   with the reason. Nothing is executed or rendered; other picture types are passed on as
+//!   downloaded, without decoding.
 //! - **History.** The stored conversation keeps the text, which names where each picture was
 //!   saved, never the bytes ([`ImagePart`] is not stored), so later turns do not resend pictures
 //!   unless the model asks: `file_read` of a saved picture shows it again (the agent attaches
@@ -45,6 +48,7 @@
 pub mod download;
 pub mod extract;
 pub mod inbox;
+pub mod parse;
 pub mod transcribe;
 
 use crate::config::Loaded;
@@ -219,26 +223,29 @@ impl Media {
         if is_owner {
             p.private = true;
         }
+        let limits = parse::Limits::for_sender(is_owner);
         match att.kind {
-            AttachmentKind::Image => self.image(att, bytes, &saved, &place, p),
+            AttachmentKind::Image => self.image(att, bytes, &saved, &place, limits, p).await,
             // A picture sent as a file (uncompressed) is still a picture.
             AttachmentKind::Document if sniff_image(&bytes).is_some() => {
-                self.image(att, bytes, &saved, &place, p)
+                self.image(att, bytes, &saved, &place, limits, p).await
             }
             AttachmentKind::Voice | AttachmentKind::Audio => {
                 self.audio(att, &bytes, &what, &place, p).await
             }
-            AttachmentKind::Document => document(att, bytes, &what, &place).await,
+            AttachmentKind::Document => document(att, bytes, &what, &place, limits).await,
         }
     }
 
-    /// A picture: shown to a model with vision when it fits, else described.
-    fn image(
+    /// A picture: shown to a model with vision when it fits (a PNG once the child process has
+    /// decoded it within `limits`), else described.
+    async fn image(
         &self,
         att: &Attachment,
         bytes: Arc<[u8]>,
         saved: &Path,
         place: &str,
+        limits: parse::Limits,
         p: &mut Prepared,
     ) -> String {
         let cfg = &self.config.config;
@@ -264,6 +271,14 @@ impl Media {
                  it is not shown to you.]",
                 mb(bytes.len() as u64)
             );
+        }
+        if mime == "image/png" {
+            if let Err(e) = parse::in_child(parse::Job::Png, bytes.clone(), limits).await {
+                return format!(
+                    "[The user sent a picture ({place}). Could not read the file: {e}. It is \
+                     not shown to you.]"
+                );
+            }
         }
         let size = bytes.len() as u64;
         p.images.push(ImagePart {
@@ -419,13 +434,20 @@ impl Media {
     }
 }
 
-/// A document: its path, and its text when it has some.
-async fn document(att: &Attachment, bytes: Arc<[u8]>, what: &str, place: &str) -> String {
+/// A document: its path, and its text when it has some (a PDF's read in a child process under
+/// `limits`).
+async fn document(
+    att: &Attachment,
+    bytes: Arc<[u8]>,
+    what: &str,
+    place: &str,
+    limits: parse::Limits,
+) -> String {
     let name = att.file_name.as_deref().unwrap_or("");
     let mime = att.mime_type.as_deref().unwrap_or("");
     let size = kb(bytes.len() as u64);
     let text = match extract::kind_of(&bytes, mime, name) {
-        extract::DocKind::Pdf => extract::pdf_text(bytes).await,
+        extract::DocKind::Pdf => extract::pdf_text(bytes, limits).await,
         extract::DocKind::Text => Ok(extract::text_of(&bytes)),
         extract::DocKind::Other => {
             return format!("[The user sent {what} ({size}; {place}). It is not a text file or a PDF, so its content is not shown.]");
@@ -444,7 +466,7 @@ async fn document(att: &Attachment, bytes: Arc<[u8]>, what: &str, place: &str) -
             )
         }
         Err(e) => {
-            format!("[The user sent {what} ({size}; {place}). Its text could not be read: {e}.]")
+            format!("[The user sent {what} ({size}; {place}). Could not read the file: {e}.]")
         }
     }
 }

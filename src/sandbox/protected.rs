@@ -154,7 +154,7 @@ fn lexical_normalize(path: &Path) -> PathBuf {
 
 /// A place hidden from shell commands by the kernel: everything under `path` except the
 /// `except` subtree (the workspace inside `$ETHAN_HOME`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HiddenPlace {
     pub path: PathBuf,
     pub except: Option<PathBuf>,
@@ -162,7 +162,7 @@ pub struct HiddenPlace {
 
 /// The protected places for one tool call: `$ETHAN_HOME` less the workspace, the config file,
 /// and the credential places under the user's home. All paths are real (symlinks resolved).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Protection {
     pub ethan_home: Option<PathBuf>,
     pub workspace: PathBuf,

@@ -186,10 +186,17 @@ impl Registry {
             .get("shell")
             .and_then(|o| o.timeout_secs)
             .unwrap_or(crate::tools::shell::DEFAULT_TIMEOUT_SECS);
+        let git_hooks = config
+            .tools
+            .per_tool
+            .get("shell")
+            .and_then(|o| o.git_hooks)
+            .unwrap_or(false);
         let mut r = Registry::default();
         r.register_builtin(Arc::new(
             crate::tools::shell::Shell::new(shell_timeout)
-                .with_secrets(crate::config::secret_values(config)),
+                .with_secrets(crate::config::secret_values(config))
+                .with_git_hooks(git_hooks),
         ));
         r.register_builtin(Arc::new(crate::tools::file_read::FileRead));
         r.register_builtin(Arc::new(crate::tools::file_write::FileWrite));

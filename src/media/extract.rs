@@ -71,5 +71,4 @@ mod tests {
         );
         assert_eq!(text_of(b"caf\xe9"), "café");
     }
-
 }

@@ -136,10 +136,9 @@ pub async fn in_child(job: Job, bytes: Arc<[u8]>, limits: Limits) -> Result<Stri
         Ok(s) => {
             use std::os::unix::process::ExitStatusExt;
             Err(match s.signal() {
-                Some(libc::SIGXCPU) | Some(libc::SIGKILL) => format!(
-                    "reading it needed more than {} s of CPU",
-                    limits.cpu_secs
-                ),
+                Some(libc::SIGXCPU) | Some(libc::SIGKILL) => {
+                    format!("reading it needed more than {} s of CPU", limits.cpu_secs)
+                }
                 _ => format!(
                     "reading it needed more than {} MB of memory",
                     limits.memory / (1024 * 1024)
@@ -238,9 +237,7 @@ pub fn pdf_text(bytes: &[u8], limits: &Limits) -> Result<String, String> {
             let n = stream
                 .decompressed_content_with_limit(left)
                 .map(|c| c.len())
-                .map_err(|_| {
-                    format!("its content expands past {} MB", mb(limits.inflated))
-                })?;
+                .map_err(|_| format!("its content expands past {} MB", mb(limits.inflated)))?;
             left = left.saturating_sub(n);
         }
     }
@@ -262,12 +259,7 @@ pub fn png_check(bytes: &[u8], limits: &Limits) -> Result<String, String> {
             bytes: limits.inflated,
         },
     );
-    let too_big = || {
-        format!(
-            "its pixels expand past {} MB",
-            mb(limits.inflated)
-        )
-    };
+    let too_big = || format!("its pixels expand past {} MB", mb(limits.inflated));
     let mut reader = decoder.read_info().map_err(|e| match e {
         png::DecodingError::LimitsExceeded => too_big(),
         e => format!("not a readable PNG ({e})"),

@@ -150,9 +150,7 @@ fn unshare(net: bool) -> Result<bool, String> {
     }
     if !root {
         // Map our own ids to themselves: files keep their owner, nothing else is reachable.
-        let write = |f: &str, s: String| {
-            std::fs::write(f, s).map_err(|e| format!("{f}: {e}"))
-        };
+        let write = |f: &str, s: String| std::fs::write(f, s).map_err(|e| format!("{f}: {e}"));
         write("/proc/self/setgroups", "deny".into())?;
         write("/proc/self/uid_map", format!("{uid} {uid} 1\n"))?;
         write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))?;
@@ -209,12 +207,12 @@ pub fn namespaces() -> Namespaces {
                     .output()
             });
             match out {
-                Ok(o) => serde_json::from_slice(o.stdout.trim_ascii()).unwrap_or_else(|e| {
-                    Namespaces {
+                Ok(o) => {
+                    serde_json::from_slice(o.stdout.trim_ascii()).unwrap_or_else(|e| Namespaces {
                         missing: Some(format!("the sandbox helper answered nothing usable: {e}")),
                         ..Namespaces::default()
-                    }
-                }),
+                    })
+                }
                 Err(e) => Namespaces {
                     missing: Some(format!("the sandbox helper could not start: {e}")),
                     ..Namespaces::default()
@@ -377,6 +375,9 @@ fn child(spec: &ShellSpec, namespaces: bool, parent_alive: i32) -> String {
         if !spec.approved {
             super::mounts::seal_repositories(&spec.writable);
         }
+        if let Err(e) = super::mounts::reenter_working_directory() {
+            return e;
+        }
     }
     if let Some(p) = &spec.protection {
         let prepared = if spec.approved && hidden_by_mounts {
@@ -432,4 +433,3 @@ pub fn shell_command(spec: &ShellSpec) -> std::io::Result<tokio::process::Comman
     cmd.arg(HELPER_ARG).arg("shell").arg(json);
     Ok(cmd)
 }
-

@@ -21,7 +21,8 @@ use std::path::Path;
 pub const SEAL_SCAN_LIMIT: usize = 20_000;
 
 fn c(path: &Path) -> Result<CString, String> {
-    CString::new(path.as_os_str().as_bytes()).map_err(|_| format!("{}: NUL in path", path.display()))
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| format!("{}: NUL in path", path.display()))
 }
 
 fn mount(
@@ -150,6 +151,14 @@ fn hide_folder(dir: &Path, except: Option<&Path>) -> Result<(), String> {
     )
 }
 
+/// Enter the working directory again by its path, so it lies in the new mounts: a directory
+/// entered before them (the helper's, inherited) still points into the tree underneath, where
+/// a sealed `.git` is not sealed.
+pub fn reenter_working_directory() -> Result<(), String> {
+    let cwd = std::env::current_dir().map_err(|e| format!("the working directory: {e}"))?;
+    std::env::set_current_dir(&cwd).map_err(|e| format!("{}: {e}", cwd.display()))
+}
+
 /// Mount every `.git` (folder or `gitdir:` file) found under `roots` read-only, looking at most
 /// [`SEAL_SCAN_LIMIT`] entries; returns how many were sealed. Symlinks are not followed.
 pub fn seal_repositories(roots: &[std::path::PathBuf]) -> usize {
@@ -168,8 +177,9 @@ pub fn seal_repositories(roots: &[std::path::PathBuf]) -> usize {
             let Ok(ft) = entry.file_type() else { continue };
             let path = entry.path();
             if entry.file_name() == ".git" && (ft.is_dir() || ft.is_file()) {
-                if mount(Some(&path), &path, None, libc::MS_BIND | libc::MS_REC, None).is_ok()
-                    && read_only(&path, libc::MS_NODEV).is_ok()
+                if mount(Some(&path), &path, None, libc::MS_BIND | libc::MS_REC, None)
+                    .and_then(|_| read_only(&path, libc::MS_NODEV))
+                    .is_ok()
                 {
                     sealed += 1;
                 }

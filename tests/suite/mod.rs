@@ -30,6 +30,7 @@ mod provider_anthropic;
 mod provider_shapes;
 mod redaction;
 mod replicas;
+mod sandbox;
 mod scheduler;
 mod soak;
 mod store_migrate;

@@ -278,6 +278,12 @@ impl Registry {
         r.register_builtin(Arc::new(crate::tools::skill_read::SkillRead));
         #[cfg(feature = "test-tools")]
         r.register_builtin(Arc::new(crate::tools::test_panic::TestPanic));
+        #[cfg(feature = "test-tools")]
+        r.register_builtin(Arc::new(
+            crate::tools::builtin::exec::unapproved::TestUnapprovedShell(
+                crate::tools::shell::Shell::new(shell_timeout),
+            ),
+        ));
         if let Some(lark) = crate::tools::lark_common::LarkClient::from_config(config) {
             let tz = config.timezone.clone();
             r.register_builtin(Arc::new(

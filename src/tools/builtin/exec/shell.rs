@@ -458,16 +458,17 @@ impl Tool for Shell {
                 .chain(crate::sandbox::private_tmp().map(|t| t.to_path_buf()))
                 .collect(),
         };
-        let mut cmd =
-            match crate::sandbox::helper::shell_command(&spec) {
-                Ok(c) => c,
-                Err(e) => return ToolResult::err(
+        let mut cmd = match crate::sandbox::helper::shell_command(&spec) {
+            Ok(c) => c,
+            Err(e) => {
+                return ToolResult::err(
                     ErrorKind::Dependency,
                     format!(
                         "the sandbox helper could not be prepared ({e}); the command did not run"
                     ),
-                ),
-            };
+                )
+            }
+        };
         cmd.current_dir(&ctx.workspace)
             .env_clear()
             .envs(crate::sandbox::env::for_command(

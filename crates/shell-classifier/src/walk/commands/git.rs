@@ -55,7 +55,14 @@ impl<'a> Walker<'a> {
                     self.note(ShellClass::Ask, "git on another repository or work tree");
                     i += 1;
                 }
-                "--namespace" | "--super-prefix" | "--config-env" => i += 2,
+                "--config-env" => {
+                    // The value comes from a variable: judge the setting by its name.
+                    if texts.get(i + 1).is_some_and(|c| git_config_runs_code(c)) {
+                        self.note(ShellClass::Always, "git with a changed exec path or config");
+                    }
+                    i += 2;
+                }
+                "--namespace" | "--super-prefix" | "--exec-path" => i += 2,
                 "-c" => {
                     if let Some(config) = texts.get(i + 1) {
                         if git_config_runs_code(config) {
@@ -99,10 +106,11 @@ impl<'a> Walker<'a> {
         };
         match sub.as_str() {
             "reset" => {
-                if rest
-                    .iter()
-                    .any(|t| matches!(t.as_str(), "--hard" | "--merge" | "--keep"))
-                {
+                if rest.iter().any(|t| {
+                    ["--hard", "--merge", "--keep"]
+                        .iter()
+                        .any(|o| long_option_is(t, o))
+                }) {
                     self.note(ShellClass::Always, "git reset --hard");
                 } else {
                     self.note(ShellClass::Ask, "git reset");
@@ -120,7 +128,9 @@ impl<'a> Walker<'a> {
                     || has_short('d')
                     || rest.iter().any(|t| {
                         t.starts_with("--force")
-                            || matches!(t.as_str(), "--mirror" | "--delete" | "--prune")
+                            || ["--mirror", "--delete", "--prune"]
+                                .iter()
+                                .any(|o| long_option_is(t, o))
                             || (!t.starts_with('-')
                                 && (t.starts_with('+') || t.starts_with(':') || t.contains(":+")))
                             || t.contains(" +")
@@ -134,13 +144,12 @@ impl<'a> Walker<'a> {
             "status" | "log" | "diff" | "show" | "blame" | "shortlog" | "describe"
             | "rev-parse" | "ls-files" | "ls-tree" | "cat-file" | "rev-list" | "show-ref"
             | "merge-base" | "version" | "whatchanged" | "grep" => {
-                let writes = rest
-                    .iter()
-                    .any(|t| t == "--output" || t.starts_with("--output="));
+                let writes = rest.iter().any(|t| long_option_is(t, "--output"));
                 // git accepts any unambiguous prefix of a long option (`--ope` is
                 // `--open-files-in-pager`).
                 let runs = rest.iter().any(|t| {
-                    t == "--ext-diff"
+                    long_option_is(t, "--ext-diff")
+                        || long_option_is(t, "--textconv")
                         || (t.len() >= 4
                             && "--open-files-in-pager"
                                 .starts_with(t.split('=').next().unwrap_or(t)))

@@ -14,7 +14,9 @@ mod wrappers;
 
 use super::{Ctx, Input, Stdin, Walker, BENIGN_VARIABLES};
 use crate::parse::MAX_DEPTH;
-use crate::words::{basename, short_cluster, shorten, texts, Arg};
+use crate::words::{
+    basename, getopt_operands, long_option_is, option_is, short_cluster, shorten, texts, Arg,
+};
 use crate::ShellClass;
 use files::rename_sources;
 use interpreters::{interpreter_family, SHELLS};
@@ -194,7 +196,8 @@ impl<'a> Walker<'a> {
             "chown" | "chgrp" => {
                 if args.iter().any(|a| {
                     let t = a.text();
-                    t == "--recursive" || short_cluster(&t).is_some_and(|c| c.contains('R'))
+                    long_option_is(&t, "--recursive")
+                        || short_cluster(&t).is_some_and(|c| c.contains('R'))
                 }) {
                     self.note(ShellClass::Always, format!("{name} -R"));
                 } else {
@@ -265,6 +268,10 @@ impl<'a> Walker<'a> {
                 self.system_command(&name, args)
             }
             "ssh" => self.ssh_command(argv, depth),
+            "rsync" => self.rsync_command(args),
+            "less" | "more" | "most" | "vi" | "vim" | "nvim" | "view" | "ex" | "vimdiff" => {
+                self.pager_or_editor_command(&name, args)
+            }
             n if SAFE_COMMANDS.contains(&n) => self.safe_command(n, argv, depth),
             _ => {
                 self.note(ShellClass::Ask, format!("runs {}", shorten(&name)));
@@ -339,12 +346,8 @@ impl<'a> Walker<'a> {
     pub(crate) fn safe_command(&mut self, name: &str, argv: &[Arg], depth: usize) {
         let texts = texts(argv);
         let args = &texts[1.min(texts.len())..];
-        let has = |opts: &[&str]| {
-            args.iter().any(|t| {
-                opts.iter()
-                    .any(|o| t == o || (o.starts_with("--") && t.starts_with(&format!("{o}="))))
-            })
-        };
+        // Long options by any unique prefix, as getopt_long reads them.
+        let has = |opts: &[&str]| args.iter().any(|t| opts.iter().any(|o| option_is(t, o)));
         match name {
             "printf" if args.first().is_some_and(|t| t.starts_with("-v")) => {
                 if let Some(var) = args.get(1) {
@@ -366,6 +369,9 @@ impl<'a> Walker<'a> {
                 if has(&["--compress-program"]) {
                     self.note(ShellClass::Always, "sort runs a compression program");
                 }
+                if has(&["--files0-from"]) {
+                    self.note(ShellClass::Ask, "sort reads the files named in a file");
+                }
             }
             "tree" if has(&["-o", "-R"]) => self.note(ShellClass::Ask, "tree -o/-R writes files"),
             "date"
@@ -382,7 +388,15 @@ impl<'a> Walker<'a> {
             {
                 self.note(ShellClass::Ask, "hostname sets the host name");
             }
-            "uniq" if args.iter().filter(|t| !t.starts_with('-')).count() > 1 => {
+            "uniq"
+                if getopt_operands(
+                    args,
+                    "fsw",
+                    &["--skip-fields", "--skip-chars", "--check-chars"],
+                )
+                .len()
+                    > 1 =>
+            {
                 self.note(ShellClass::Ask, "uniq writes an output file");
             }
             "file" if has(&["-C", "--compile"]) => {

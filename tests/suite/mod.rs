@@ -25,6 +25,7 @@ mod lark_webhook;
 mod lark_ws;
 mod mcp;
 mod media;
+mod media_bombs;
 mod memory;
 mod provider_anthropic;
 mod provider_shapes;

@@ -26,15 +26,15 @@
 //! around the hidden places (folders that contain one cannot get new entries). A command
 //! without approval never runs there ([`super::network`] makes every command ask).
 //!
-//! Mode `parse` reads an untrusted file in a child with resource limits
-//! ([`crate::media::parse`]); mode `probe` reports which namespaces work ([`probe`]).
+//! Mode `parse` reads an untrusted file in a child with resource limits (the media module's
+//! parser); mode `probe` reports which namespaces work ([`probe_here`]). The modes are
+//! dispatched by the crate's top-level `helper` module.
 //!
 //! Setup errors are written to standard error as `ethan sandbox: …` with exit code
 //! [`SETUP_FAILED`]; the command's own exit code and signal are passed through.
 
 use super::protected::Protection;
 use serde::{Deserialize, Serialize};
-use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -68,40 +68,8 @@ pub fn program() -> std::io::Result<PathBuf> {
     std::env::current_exe()
 }
 
-/// When this process was started as the helper (`argv[1]` is [`HELPER_ARG`]), run it and
-/// exit; otherwise return. The daemon's `main` calls this first.
-pub fn main_if_helper() {
-    let mut args = std::env::args_os();
-    if args.nth(1).as_deref() != Some(std::ffi::OsStr::new(HELPER_ARG)) {
-        return;
-    }
-    let rest: Vec<OsString> = args.collect();
-    let mode = rest.first().and_then(|m| m.to_str()).unwrap_or("");
-    let spec = rest.get(1).and_then(|s| s.to_str()).unwrap_or("");
-    let code = match mode {
-        "shell" => match serde_json::from_str::<ShellSpec>(spec) {
-            Ok(s) => shell_main(&s),
-            Err(e) => setup_failed(&format!("bad specification: {e}")),
-        },
-        "parse" => crate::media::parse::child_main(spec),
-        "probe" => {
-            let report = probe_here();
-            println!("{}", serde_json::to_string(&report).unwrap_or_default());
-            0
-        }
-        _ => setup_failed(&format!("unknown mode {mode:?}")),
-    };
-    std::process::exit(code);
-}
-
-/// The unit tests start the helper from the test binary.
-#[cfg(test)]
-#[ctor::ctor(unsafe)]
-fn helper_in_unit_tests() {
-    main_if_helper();
-}
-
-fn setup_failed(msg: &str) -> i32 {
+/// Print a setup error the way the daemon recognises it; returns [`SETUP_FAILED`].
+pub fn setup_failed(msg: &str) -> i32 {
     eprintln!("{SETUP_PREFIX}{msg}");
     SETUP_FAILED
 }
@@ -159,7 +127,7 @@ fn unshare(net: bool) -> Result<bool, String> {
 }
 
 /// Run in the helper: which namespaces a command gets here.
-fn probe_here() -> Namespaces {
+pub fn probe_here() -> Namespaces {
     let mut ns = Namespaces::default();
     match unshare(true) {
         Ok(user) => {
@@ -248,7 +216,7 @@ fn wait_for(pid: libc::pid_t) -> Exit {
 }
 
 /// The helper's `shell` mode; returns the exit code (or ends by the command's signal).
-fn shell_main(spec: &ShellSpec) -> i32 {
+pub fn shell_main(spec: &ShellSpec) -> i32 {
     let namespaces = match unshare(spec.offline) {
         Ok(_) => true,
         Err(e) if spec.offline => {

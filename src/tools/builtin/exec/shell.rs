@@ -659,6 +659,10 @@ mod tests {
                 "{command} read the secret:\n{}",
                 r.output
             );
+            // grep finds nothing in the empty file system over the hidden folder.
+            if command.starts_with("grep") {
+                continue;
+            }
             // ENOENT where an empty file system covers the hidden folder, EACCES where Landlock
             // refuses, EXDEV where it refuses to link a hidden file elsewhere.
             assert!(

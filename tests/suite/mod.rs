@@ -3,6 +3,7 @@
 
 mod agents;
 mod approval_chat;
+mod attack_sandbox;
 mod browser;
 mod cli;
 mod consent_telegram;

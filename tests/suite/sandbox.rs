@@ -99,18 +99,18 @@ if r == 0 or r2 >= 0: print("REACHED THE DAEMON")
 "#;
 
 /// A daemon with a Telegram DM of the owner, the scripted model and a way to approve.
-struct Rig {
-    home: TestHome,
-    tg: FakeTelegram,
-    model: ScriptedModel,
-    daemon: Daemon,
+pub(crate) struct Rig {
+    pub(crate) home: TestHome,
+    pub(crate) tg: FakeTelegram,
+    pub(crate) model: ScriptedModel,
+    pub(crate) daemon: Daemon,
     update: i64,
-    pressed: usize,
+    pub(crate) pressed: usize,
     turns: usize,
 }
 
 impl Rig {
-    async fn start(envs: &[(&str, &str)], ethan_home: Option<&Path>) -> Rig {
+    pub(crate) async fn start(envs: &[(&str, &str)], ethan_home: Option<&Path>) -> Rig {
         let home = TestHome::new();
         let tg = FakeTelegram::start().await;
         let model = ScriptedModel::start(vec![]).await;
@@ -146,7 +146,7 @@ impl Rig {
         }
     }
 
-    fn say(&mut self, text: &str) {
+    pub(crate) fn say(&mut self, text: &str) {
         self.update += 1;
         self.tg.push_update(json!({
             "update_id": self.update,
@@ -162,7 +162,7 @@ impl Rig {
 
     /// One turn: the model proposes `calls`, then says `done-N`; `approvals` approval requests
     /// are pressed (approve once) as they come. Returns the tool results by call id.
-    async fn turn(
+    pub(crate) async fn turn(
         &mut self,
         calls: &[(&str, &str, Value)],
         approvals: usize,
@@ -209,7 +209,7 @@ impl Rig {
     }
 
     /// The next approval request's text, once it is there; presses "approve once".
-    async fn press_next(&mut self) -> String {
+    pub(crate) async fn press_next(&mut self) -> String {
         let deadline = std::time::Instant::now() + WAIT;
         loop {
             let asks: Vec<Value> = self
@@ -241,17 +241,17 @@ impl Rig {
         }
     }
 
-    fn workspace(&self) -> PathBuf {
+    pub(crate) fn workspace(&self) -> PathBuf {
         self.home.path().join("workspace")
     }
 }
 
-fn unapproved(command: &str) -> Value {
+pub(crate) fn unapproved(command: &str) -> Value {
     json!({ "command": command })
 }
 
 /// The pids of processes whose command line contains `needle`.
-fn processes(needle: &str) -> Vec<String> {
+pub(crate) fn processes(needle: &str) -> Vec<String> {
     std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
@@ -270,7 +270,7 @@ fn processes(needle: &str) -> Vec<String> {
         .collect()
 }
 
-async fn gone(needle: &str) {
+pub(crate) async fn gone(needle: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while !processes(needle).is_empty() {
         assert!(

@@ -37,6 +37,25 @@ pub(crate) fn git_config_runs_code(config: &str) -> bool {
 }
 
 impl<'a> Walker<'a> {
+    /// `git -c key=value` (or `--config-env`): a setting that runs a program is always-ask, one
+    /// off the harmless list ([`crate::git_key_is_harmless`]) asks.
+    fn git_setting(&mut self, key: &str, value: &str) {
+        if git_config_runs_code(&format!("{key}={value}")) {
+            self.note(
+                ShellClass::Always,
+                "git -c with a setting that runs a command",
+            );
+        } else if !crate::git_key_is_harmless(key) {
+            self.note(
+                ShellClass::Ask,
+                format!(
+                    "git -c {} (a setting that could run a program)",
+                    shorten(key)
+                ),
+            );
+        }
+    }
+
     pub(crate) fn git_command(&mut self, argv: &[Arg]) {
         let texts = texts(argv);
         let mut i = 1;
@@ -57,25 +76,26 @@ impl<'a> Walker<'a> {
                 }
                 "--config-env" => {
                     // The value comes from a variable: judge the setting by its name.
-                    if texts.get(i + 1).is_some_and(|c| git_config_runs_code(c)) {
-                        self.note(ShellClass::Always, "git with a changed exec path or config");
+                    if let Some(c) = texts.get(i + 1) {
+                        self.git_setting(c.split_once('=').map_or(c.as_str(), |(k, _)| k), "");
                     }
                     i += 2;
                 }
                 "--namespace" | "--super-prefix" | "--exec-path" => i += 2,
                 "-c" => {
                     if let Some(config) = texts.get(i + 1) {
-                        if git_config_runs_code(config) {
-                            self.note(
-                                ShellClass::Always,
-                                "git -c with a setting that runs a command",
-                            );
-                        }
+                        let (key, value) = config.split_once('=').unwrap_or((config, ""));
+                        self.git_setting(key, value);
                     }
                     i += 2;
                 }
-                s if s.starts_with("--exec-path=") || s.starts_with("--config-env=") => {
+                s if s.starts_with("--exec-path=") => {
                     self.note(ShellClass::Always, "git with a changed exec path or config");
+                    i += 1;
+                }
+                s if s.starts_with("--config-env=") => {
+                    let name = &s["--config-env=".len()..];
+                    self.git_setting(name.split_once('=').map_or(name, |(k, _)| k), "");
                     i += 1;
                 }
                 s if s.starts_with('-') => i += 1,

@@ -338,7 +338,7 @@ impl<'a> Walker<'a> {
             }
             if let Some((name, _)) = t.split_once('=') {
                 if is_identifier(name) {
-                    self.assigned_name(name);
+                    self.exported_name(name);
                     i += 1;
                     continue;
                 }

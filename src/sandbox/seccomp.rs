@@ -9,7 +9,8 @@
 //!   `process_vm_*`, `bpf`, `userfaultfd`, `perf_event_open`, the key-ring calls, every mount
 //!   call, new namespaces (`unshare`/`clone` with a `CLONE_NEW*` flag, `setns`), `kexec_*` and
 //!   module loading, `open_by_handle_at` (a file by inode, past path checks), `pidfd_getfd`,
-//!   terminal input injection (`ioctl(TIOCSTI)`) — and `socket(2)` for every family (`EACCES`):
+//!   terminal input injection (`ioctl(TIOCSTI)`, compared as the kernel reads the request: its
+//!   low 32 bits) — and `socket(2)` for every family (`EACCES`):
 //!   a network namespace separates interfaces but not unix sockets with a path, so without this
 //!   such a command could reach a local PostgreSQL, docker or D-Bus socket. `socketpair(2)`
 //!   stays allowed (pipes between processes of the command).
@@ -17,7 +18,7 @@
 //!   (unix sockets for `docker` and `psql`, the network, `ptrace` of its own children for
 //!   `strace`); what reaches past the sandbox into the machine or the daemon is refused
 //!   ([`APPROVED_REFUSED`]: mounts, which would uncover the hidden places, module loading,
-//!   `kexec`, `bpf`, `open_by_handle_at`, `pidfd_getfd`). `ptrace` and `process_vm_*` of the
+//!   `kexec`, `bpf`, `open_by_handle_at`, `pidfd_getfd`, terminal input injection). `ptrace` and `process_vm_*` of the
 //!   daemon fail anyway: the command runs in a PID namespace of its own where the daemon has no
 //!   pid, and Landlock refuses tracing a process outside the command's domain.
 //!
@@ -115,7 +116,8 @@ pub const UNAPPROVED_REFUSED: &[i64] = &[
     libc::SYS_modify_ldt,
 ];
 
-/// Refused to a command the owner approved: [`MOUNT_CALLS`] and [`KERNEL_CALLS`].
+/// Refused to a command the owner approved: [`MOUNT_CALLS`] and [`KERNEL_CALLS`] (and
+/// `ioctl(TIOCSTI)`).
 pub const APPROVED_REFUSED: &[i64] = &[];
 
 /// The `CLONE_NEW*` flags a `clone` or `unshare` may not carry in the unapproved profile.
@@ -141,15 +143,52 @@ fn target() -> Result<TargetArch, String> {
         .map_err(|e| format!("no system-call filter for {}: {e}", std::env::consts::ARCH))
 }
 
-fn condition(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, String> {
-    SeccompCondition::new(arg, SeccompCmpArgLen::Qword, op, value).map_err(|e| e.to_string())
+/// A compared argument as the kernel reads it: the filter sees all 64 bits of every argument,
+/// so a comparison wider than the kernel's own type would let a value with the high bits set
+/// pass the filter and still mean the refused request to the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Width {
+    /// `unsigned int`, or an `unsigned long` the kernel cuts to its low 32 bits.
+    Low32,
+    /// All 64 bits.
+    Full64,
 }
 
-/// One rule per flag: "argument `arg` has this bit set".
-fn any_bit(arg: u8, bits: &[u64]) -> Result<Vec<SeccompRule>, String> {
+/// `clone(2)`'s flags: `kernel_clone_args.flags = lower_32_bits(clone_flags)`.
+const CLONE_FLAGS: (u8, Width) = (0, Width::Low32);
+/// `unshare(2)`'s flags: `ksys_unshare(unsigned long)`, every bit checked.
+const UNSHARE_FLAGS: (u8, Width) = (0, Width::Full64);
+/// `ioctl(2)`'s request: `unsigned int cmd`.
+const IOCTL_REQUEST: (u8, Width) = (1, Width::Low32);
+
+fn condition(
+    (arg, width): (u8, Width),
+    op: SeccompCmpOp,
+    value: u64,
+) -> Result<SeccompCondition, String> {
+    let len = match width {
+        Width::Low32 => SeccompCmpArgLen::Dword,
+        Width::Full64 => SeccompCmpArgLen::Qword,
+    };
+    SeccompCondition::new(arg, len, op, value).map_err(|e| e.to_string())
+}
+
+/// One rule per flag: "the argument has this bit set".
+fn any_bit(arg: (u8, Width), bits: &[u64]) -> Result<Vec<SeccompRule>, String> {
     bits.iter()
         .map(|b| {
             SeccompRule::new(vec![condition(arg, SeccompCmpOp::MaskedEq(*b), *b)?])
+                .map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
+/// `ioctl` with one of [`TERMINAL_INJECTION`] as its request.
+fn terminal_injection() -> Result<Vec<SeccompRule>, String> {
+    TERMINAL_INJECTION
+        .iter()
+        .map(|r| {
+            SeccompRule::new(vec![condition(IOCTL_REQUEST, SeccompCmpOp::Eq, *r)?])
                 .map_err(|e| e.to_string())
         })
         .collect()
@@ -199,21 +238,14 @@ pub fn programs(profile: Profile) -> Result<Vec<BpfProgram>, String> {
         .map(|n| (*n, Vec::new()))
         .collect();
     let mut out = vec![allow_list];
+    // Typing into a terminal: never, approved or not (an approved command of a root daemon
+    // could type into the owner's terminal past the controlling-terminal check).
+    refused.insert(libc::SYS_ioctl, terminal_injection()?);
     if profile == Profile::Unapproved {
-        refused.insert(libc::SYS_clone, any_bit(0, NAMESPACE_FLAGS)?);
+        refused.insert(libc::SYS_clone, any_bit(CLONE_FLAGS, NAMESPACE_FLAGS)?);
         let mut unshare_flags = NAMESPACE_FLAGS.to_vec();
         unshare_flags.push(CLONE_NEWTIME);
-        refused.insert(libc::SYS_unshare, any_bit(0, &unshare_flags)?);
-        refused.insert(
-            libc::SYS_ioctl,
-            TERMINAL_INJECTION
-                .iter()
-                .map(|r| {
-                    SeccompRule::new(vec![condition(1, SeccompCmpOp::Eq, *r)?])
-                        .map_err(|e| e.to_string())
-                })
-                .collect::<Result<_, String>>()?,
-        );
+        refused.insert(libc::SYS_unshare, any_bit(UNSHARE_FLAGS, &unshare_flags)?);
     }
     out.push(compile(
         refused,
@@ -288,5 +320,53 @@ mod tests {
             assert!(progs.iter().all(|p| !p.is_empty() && p.len() < 4096));
         }
         assert!(describe().contains("seccomp allow-list"), "{}", describe());
+    }
+
+    /// The errno of `call` in a child process with `profile`'s filters installed.
+    fn errno_under(profile: Profile, call: fn() -> i64) -> i32 {
+        let progs = programs(profile).unwrap();
+        // SAFETY: the child only makes system calls (the filters are built already) and exits.
+        match unsafe { libc::fork() } {
+            0 => {
+                let installed = progs.iter().all(|p| seccompiler::apply_filter(p).is_ok());
+                let r = if installed { call() } else { 0 };
+                let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+                // SAFETY: plain exit of the forked child.
+                unsafe { libc::_exit(if installed && r < 0 { errno } else { 255 }) }
+            }
+            pid => {
+                let mut status = 0;
+                // SAFETY: waiting for our own child.
+                unsafe { libc::waitpid(pid, &mut status, 0) };
+                libc::WEXITSTATUS(status)
+            }
+        }
+    }
+
+    #[test]
+    fn arguments_are_compared_as_the_kernel_reads_them() {
+        // SAFETY (all): system calls with integer arguments on a bad descriptor.
+        fn tiocsti() -> i64 {
+            unsafe { libc::syscall(libc::SYS_ioctl, -1, 0x5412u64, 0) }
+        }
+        fn tiocsti_high_bits() -> i64 {
+            unsafe { libc::syscall(libc::SYS_ioctl, -1, 0x1_0000_5412u64, 0) }
+        }
+        fn tcgets_high_bits() -> i64 {
+            unsafe { libc::syscall(libc::SYS_ioctl, -1, 0x1_0000_5401u64, 0) }
+        }
+        fn unshare_net_high_bits() -> i64 {
+            unsafe { libc::syscall(libc::SYS_unshare, 0x100_0000_0000u64 | 0x4000_0000) }
+        }
+        for profile in [Profile::Unapproved, Profile::Approved] {
+            assert_eq!(errno_under(profile, tiocsti), libc::EPERM, "{profile:?}");
+            // ioctl reads its request as 32 bits: the high bits change nothing.
+            assert_eq!(errno_under(profile, tiocsti_high_bits), libc::EPERM);
+            assert_eq!(errno_under(profile, tcgets_high_bits), libc::EBADF);
+        }
+        assert_eq!(
+            errno_under(Profile::Unapproved, unshare_net_high_bits),
+            libc::EPERM
+        );
     }
 }

@@ -39,13 +39,33 @@ pub fn kind_of(bytes: &[u8], mime: &str, name: &str) -> DocKind {
     }
 }
 
-/// The text of a text file: UTF-8 (a BOM removed), else windows-1252.
-pub fn text_of(bytes: &[u8]) -> String {
-    let (text, _, _) = encoding_rs::UTF_8.decode(bytes);
-    if !text.contains('\u{FFFD}') {
-        return text.into_owned();
+/// The text of a text file as the model is shown it: UTF-8 (a BOM removed), else windows-1252,
+/// cut to `limit` characters as tool output is (head and tail around a marker). Only what is
+/// shown is decoded: whatever a stranger's file holds, the daemon keeps no copy of it larger
+/// than `limit` characters (a whole-file decode would hold three times its size).
+pub fn text_for_model(bytes: &[u8], limit: usize) -> (String, bool) {
+    use crate::tools::engine::truncate::{kept_counts, marked, truncate_for_model};
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        return truncate_for_model(text, limit);
     }
-    encoding_rs::WINDOWS_1252.decode(bytes).0.into_owned()
+    // windows-1252: one character per byte.
+    fn decode(b: &[u8]) -> std::borrow::Cow<'_, str> {
+        encoding_rs::WINDOWS_1252.decode_without_bom_handling(b).0
+    }
+    if bytes.len() <= limit {
+        return (decode(bytes).into_owned(), false);
+    }
+    let (head_n, tail_n) = kept_counts(limit);
+    let utf8_len: [usize; 256] = std::array::from_fn(|b| decode(&[b as u8]).len());
+    let utf8_total = bytes.iter().map(|b| utf8_len[*b as usize]).sum();
+    let text = marked(
+        &decode(&bytes[..head_n]),
+        &decode(&bytes[bytes.len() - tail_n..]),
+        bytes.len(),
+        utf8_total,
+    );
+    (text, true)
 }
 
 /// The text of a PDF, read in a child process under `limits` ([`super::parse`]). The error is
@@ -69,6 +89,27 @@ mod tests {
             kind_of(b"\x89PNG\r\n\x1a\n\0\0", "", "a.png"),
             DocKind::Other
         );
-        assert_eq!(text_of(b"caf\xe9"), "café");
+        assert_eq!(text_for_model(b"caf\xe9", 100), ("café".to_string(), false));
+        assert_eq!(
+            text_for_model(b"\xEF\xBB\xBFcaf\xC3\xA9", 100),
+            ("café".to_string(), false)
+        );
+    }
+
+    #[test]
+    fn a_long_text_is_cut_as_tool_output_is_whatever_its_encoding() {
+        use crate::tools::engine::truncate::truncate_for_model;
+        let mut latin = vec![b'a'; 3000];
+        latin.extend(std::iter::repeat_n(0xE9u8, 20_000));
+        latin.extend(b"end");
+        let (cut, was_cut) = text_for_model(&latin, 1000);
+        let whole = encoding_rs::WINDOWS_1252.decode(&latin).0.into_owned();
+        assert!(was_cut);
+        assert_eq!(cut, truncate_for_model(&whole, 1000).0);
+        let utf8 = "é".repeat(20_000);
+        assert_eq!(
+            text_for_model(utf8.as_bytes(), 1000),
+            truncate_for_model(&utf8, 1000)
+        );
     }
 }

@@ -447,18 +447,19 @@ async fn document(
     let mime = att.mime_type.as_deref().unwrap_or("");
     let size = kb(bytes.len() as u64);
     let text = match extract::kind_of(&bytes, mime, name) {
-        extract::DocKind::Pdf => extract::pdf_text(bytes, limits).await,
-        extract::DocKind::Text => Ok(extract::text_of(&bytes)),
+        extract::DocKind::Pdf => extract::pdf_text(bytes, limits)
+            .await
+            .map(|t| truncate_for_model(&t, MODEL_OUTPUT_LIMIT)),
+        extract::DocKind::Text => Ok(extract::text_for_model(&bytes, MODEL_OUTPUT_LIMIT)),
         extract::DocKind::Other => {
             return format!("[The user sent {what} ({size}; {place}). It is not a text file or a PDF, so its content is not shown.]");
         }
     };
     match text {
-        Ok(t) if t.trim().is_empty() => {
+        Ok((t, _)) if t.trim().is_empty() => {
             format!("[The user sent {what} ({size}; {place}). No text could be read from it.]")
         }
-        Ok(t) => {
-            let (t, cut) = truncate_for_model(&t, MODEL_OUTPUT_LIMIT);
+        Ok((t, cut)) => {
             let cut = if cut { " (cut to fit)" } else { "" };
             format!(
                 "[The user sent {what} ({size}; {place}). Its text{cut} follows; it is the \

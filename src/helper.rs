@@ -1,9 +1,10 @@
-//! The daemon's binary started again as a helper (`ethan __ethan-sandbox-helper MODE SPEC`):
-//! `shell` runs one command in the sandbox ([`crate::sandbox::helper`]), `parse` reads one
+//! The daemon's binary started again as a helper (`ethan __ethan-sandbox-helper MODE [SPEC]`):
+//! `shell` runs one command in the sandbox ([`crate::sandbox::helper`], its specification on
+//! standard input), `parse` reads one
 //! untrusted file under resource limits ([`crate::media::parse`]), `probe` reports which
 //! namespaces commands get. `main` calls [`main_if_helper`] before anything else.
 
-use crate::sandbox::helper::{self, ShellSpec, HELPER_ARG};
+use crate::sandbox::helper::{self, HELPER_ARG};
 use std::ffi::OsString;
 
 /// When this process was started as the helper (`argv[1]` is [`HELPER_ARG`]), run it and
@@ -17,9 +18,9 @@ pub fn main_if_helper() {
     let mode = rest.first().and_then(|m| m.to_str()).unwrap_or("");
     let spec = rest.get(1).and_then(|s| s.to_str()).unwrap_or("");
     let code = match mode {
-        "shell" => match serde_json::from_str::<ShellSpec>(spec) {
+        "shell" => match helper::read_spec() {
             Ok(s) => helper::shell_main(&s),
-            Err(e) => helper::setup_failed(&format!("bad specification: {e}")),
+            Err(e) => helper::setup_failed(&e),
         },
         "parse" => crate::media::parse::child_main(spec),
         "probe" => {

@@ -95,27 +95,33 @@ fn read_check(protection: &Protection, probe: &Path) -> Line {
         approved: false,
         offline: true,
         writable: vec![protection.workspace.clone()],
-    };
-    let json = match serde_json::to_string(&spec) {
-        Ok(j) => j,
-        Err(e) => return Err(e.to_string()),
+        daemon_pid: std::process::id(),
+        tag: ShellSpec::new_tag(),
     };
     let out = helper::program().and_then(|p| {
-        std::process::Command::new(p)
+        let json = helper::spec_bytes(&spec)?;
+        let mut child = std::process::Command::new(p)
             .arg(helper::HELPER_ARG)
             .arg("shell")
-            .arg(json)
             .current_dir("/")
             .env_clear()
-            .stdin(std::process::Stdio::null())
+            .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
-            .output()
+            .spawn()?;
+        if let Some(mut stdin) = child.stdin.take() {
+            use std::io::Write;
+            stdin.write_all(&json)?;
+        }
+        child.wait_with_output()
     });
+    let setup = |o: &std::process::Output| {
+        helper::setup_error(&spec, o.status.code(), &String::from_utf8_lossy(&o.stderr))
+    };
     match out {
-        Ok(o) if o.status.code() == Some(helper::SETUP_FAILED) => Err(format!(
+        Ok(o) if setup(&o).is_some() => Err(format!(
             "the sandbox could not be set up: {}",
-            String::from_utf8_lossy(&o.stderr).trim()
+            setup(&o).unwrap_or_default()
         )),
         Ok(o) if !o.status.success() => Ok(format!(
             "checked: a sandboxed command could not read {}",

@@ -30,8 +30,16 @@
 //! parser); mode `probe` reports which namespaces work ([`probe_here`]). The modes are
 //! dispatched by the crate's top-level `helper` module.
 //!
-//! Setup errors are written to standard error as `ethan sandbox: …` with exit code
-//! [`SETUP_FAILED`]; the command's own exit code and signal are passed through.
+//! The specification comes on standard input (so no command can read it from the helper's
+//! command line), which is then `/dev/null` for the command. The helper ends the command when
+//! the daemon ends, however it ends (it watches the daemon through a pidfd; where the kernel has
+//! none, it gets `PR_SET_PDEATHSIG`). The command gets a session of its own, so it has no
+//! controlling terminal: `/dev/tty` is not the terminal `ethan chat` runs in.
+//!
+//! Setup errors are written to standard error as `ethan sandbox [TAG]: …` with exit code
+//! [`SETUP_FAILED`], `TAG` being a random word of the specification: a command cannot make its
+//! own output pass for a setup error. The command's own exit code and signal are passed
+//! through.
 
 use super::protected::Protection;
 use serde::{Deserialize, Serialize};
@@ -44,7 +52,13 @@ pub const HELPER_ARG: &str = "__ethan-sandbox-helper";
 /// The exit code of a helper whose sandbox could not be set up (its message is on stderr,
 /// prefixed [`SETUP_PREFIX`]).
 pub const SETUP_FAILED: i32 = 125;
-pub const SETUP_PREFIX: &str = "ethan sandbox: ";
+pub const SETUP_PREFIX: &str = "ethan sandbox";
+
+/// The tag of the specification being run (for [`setup_failed`]).
+static TAG: OnceLock<String> = OnceLock::new();
+
+/// Largest specification read from standard input.
+const SPEC_LIMIT: u64 = 8 << 20;
 
 /// One shell command for the helper.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -61,6 +75,49 @@ pub struct ShellSpec {
     pub offline: bool,
     /// Folders a command without approval may write (the workspace, the private temp folder).
     pub writable: Vec<PathBuf>,
+    /// The process that starts the helper: the helper ends the command when it ends.
+    pub daemon_pid: u32,
+    /// A random word that marks the helper's own setup errors ([`setup_error`]).
+    pub tag: String,
+}
+
+impl ShellSpec {
+    /// A new random [`ShellSpec::tag`].
+    pub fn new_tag() -> String {
+        uuid::Uuid::new_v4().simple().to_string()
+    }
+}
+
+/// The helper's setup error in a finished command's exit code and standard error, if it is one
+/// (the tag of `spec` proves it came from the helper, not from the command).
+pub fn setup_error(spec: &ShellSpec, code: Option<i32>, stderr: &str) -> Option<String> {
+    if code != Some(SETUP_FAILED) {
+        return None;
+    }
+    stderr
+        .strip_prefix(&format!("{SETUP_PREFIX} [{}]: ", spec.tag))
+        .map(|why| why.trim().to_string())
+}
+
+/// Read the specification from standard input, then put `/dev/null` there for the command.
+pub fn read_spec() -> Result<ShellSpec, String> {
+    use std::io::Read;
+    let mut json = Vec::new();
+    std::io::stdin()
+        .lock()
+        .take(SPEC_LIMIT)
+        .read_to_end(&mut json)
+        .map_err(|e| format!("reading the specification: {e}"))?;
+    let spec: ShellSpec =
+        serde_json::from_slice(&json).map_err(|e| format!("bad specification: {e}"))?;
+    let _ = TAG.set(spec.tag.clone());
+    let null = std::fs::File::open("/dev/null").map_err(|e| format!("/dev/null: {e}"))?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: duplicating a descriptor we own onto standard input.
+    if unsafe { libc::dup2(null.as_raw_fd(), 0) } != 0 {
+        return Err(format!("stdin: {}", std::io::Error::last_os_error()));
+    }
+    Ok(spec)
 }
 
 /// The program to start for the helper: this very executable.
@@ -70,8 +127,16 @@ pub fn program() -> std::io::Result<PathBuf> {
 
 /// Print a setup error the way the daemon recognises it; returns [`SETUP_FAILED`].
 pub fn setup_failed(msg: &str) -> i32 {
-    eprintln!("{SETUP_PREFIX}{msg}");
+    match TAG.get() {
+        Some(tag) => eprintln!("{SETUP_PREFIX} [{tag}]: {msg}"),
+        None => eprintln!("{SETUP_PREFIX}: {msg}"),
+    }
     SETUP_FAILED
+}
+
+/// A note for the command's standard error (a folder made read-only, and why).
+fn note(msg: &str) {
+    eprintln!("{SETUP_PREFIX} (note): {msg}");
 }
 
 /// Which namespaces commands get on this machine.
@@ -215,8 +280,75 @@ fn wait_for(pid: libc::pid_t) -> Exit {
     }
 }
 
+/// A pidfd of the daemon (the helper's parent), when this kernel has pidfds; `Err` when the
+/// daemon is gone already.
+fn watch_daemon(daemon_pid: u32) -> Result<Option<std::os::fd::OwnedFd>, String> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: integer arguments only.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, daemon_pid as libc::pid_t, 0u32) };
+    let fd = (fd >= 0).then(|| {
+        // SAFETY: a descriptor the kernel just gave us.
+        unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) }
+    });
+    if fd.is_none() {
+        // No pidfds (Linux before 5.3): the kernel kills the helper when its parent goes.
+        // SAFETY: integer arguments only.
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    }
+    // Checked after the pidfd is open: it refers to our parent, not a reused pid.
+    // SAFETY: getppid cannot fail.
+    if unsafe { libc::getppid() } as u32 != daemon_pid {
+        return Err("the daemon is gone".into());
+    }
+    Ok(fd)
+}
+
+/// Wait for `child`; if the daemon (`daemon`, a pidfd) ends first, kill `child` (PID 1 of the
+/// command's namespace: the kernel then kills the rest) and wait for it.
+fn wait_watching(child: libc::pid_t, daemon: Option<&std::os::fd::OwnedFd>) -> Exit {
+    use std::os::fd::AsRawFd;
+    let Some(daemon) = daemon else {
+        return wait_for(child);
+    };
+    // SAFETY: integer arguments only.
+    let child_fd = unsafe { libc::syscall(libc::SYS_pidfd_open, child, 0u32) } as i32;
+    if child_fd < 0 {
+        return wait_for(child);
+    }
+    loop {
+        let mut fds = [
+            libc::pollfd {
+                fd: daemon.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: child_fd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: two pollfds on our stack.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            continue;
+        }
+        if r > 0 && fds[0].revents != 0 && fds[1].revents == 0 {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(child, libc::SIGKILL) };
+        }
+        // SAFETY: closing the pidfd we opened.
+        unsafe { libc::close(child_fd) };
+        return wait_for(child);
+    }
+}
+
 /// The helper's `shell` mode; returns the exit code (or ends by the command's signal).
 pub fn shell_main(spec: &ShellSpec) -> i32 {
+    let daemon = match watch_daemon(spec.daemon_pid) {
+        Ok(d) => d,
+        Err(e) => return setup_failed(&e),
+    };
     let namespaces = match unshare(spec.offline) {
         Ok(_) => true,
         Err(e) if spec.offline => {
@@ -255,7 +387,7 @@ pub fn shell_main(spec: &ShellSpec) -> i32 {
                 libc::close(1);
                 libc::close(2);
             }
-            let exit = wait_for(pid);
+            let exit = wait_watching(pid, daemon.as_ref());
             if !namespaces {
                 kill_descendants();
             }
@@ -315,8 +447,11 @@ fn children_of_self() -> Vec<libc::pid_t> {
 
 /// The child: PID 1 of the new namespace. Returns only on a setup error.
 fn child(spec: &ShellSpec, namespaces: bool, parent_alive: i32) -> String {
-    // SAFETY: integer arguments only.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    // SAFETY: integer arguments only. A session of its own: no controlling terminal.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        libc::setsid();
+    }
     let mut poll = libc::pollfd {
         fd: parent_alive,
         events: libc::POLLIN,
@@ -341,7 +476,19 @@ fn child(spec: &ShellSpec, namespaces: bool, parent_alive: i32) -> String {
             }
         }
         if !spec.approved {
-            super::mounts::seal_repositories(&spec.writable);
+            match super::repos::protect(&spec.writable) {
+                Ok(notes) => notes.iter().for_each(|n| note(n)),
+                Err(e) => return format!("sealing the repositories: {e}"),
+            }
+        }
+        if let Err(e) = super::devices::guard() {
+            return format!("closing the kernel's interfaces: {e}");
+        }
+        if !spec.approved {
+            if let Err(e) = super::mounts::private_pts().and_then(|_| super::mounts::private_shm())
+            {
+                return e;
+            }
         }
         if let Err(e) = super::mounts::reenter_working_directory() {
             return e;
@@ -393,11 +540,17 @@ fn child(spec: &ShellSpec, namespaces: bool, parent_alive: i32) -> String {
     format!("cannot start {}: {e}", spec.program.display())
 }
 
-/// The command line that starts the helper for `spec` (the caller sets the environment,
-/// working directory and streams).
-pub fn shell_command(spec: &ShellSpec) -> std::io::Result<tokio::process::Command> {
-    let json = serde_json::to_string(spec).map_err(std::io::Error::other)?;
+/// The command line that starts the helper in its `shell` mode (the caller sets the environment,
+/// working directory and output streams, and writes [`spec_bytes`] to its standard input).
+pub fn shell_command() -> std::io::Result<tokio::process::Command> {
     let mut cmd = tokio::process::Command::new(program()?);
-    cmd.arg(HELPER_ARG).arg("shell").arg(json);
+    cmd.arg(HELPER_ARG)
+        .arg("shell")
+        .stdin(std::process::Stdio::piped());
     Ok(cmd)
+}
+
+/// What to write to the helper's standard input for `spec`.
+pub fn spec_bytes(spec: &ShellSpec) -> std::io::Result<Vec<u8>> {
+    serde_json::to_vec(spec).map_err(std::io::Error::other)
 }

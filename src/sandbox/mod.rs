@@ -6,7 +6,12 @@
 //!   (less the workspace) and the user's credential places from every command;
 //! - [`network`]: no network for commands that run without the owner's approval;
 //! - [`seccomp`]: the system-call allow-lists of commands with and without approval;
-//! - [`mounts`]: the protected places hidden by mounts, repositories sealed;
+//! - [`mounts`]: the protected places hidden by mounts, a command's own `/dev/shm` and
+//!   pseudo-terminals;
+//! - [`repos`]: every repository of the writable folders sealed, its config shown with only
+//!   the settings that run no program ([`gitconfig`]), for a command without approval;
+//! - [`devices`]: block devices, raw memory and the kernel's settings out of every command's
+//!   reach;
 //! - [`helper`]: the daemon's binary in its helper mode, which puts each command in its own
 //!   namespaces (nothing it starts outlives it), applies the layers above and runs it; it also
 //!   parses untrusted files under resource limits;
@@ -17,13 +22,16 @@
 //!   when the daemon stops ([`remove_private_tmp`]), and those of daemons that are gone at the
 //!   next start ([`sweep_private_tmps`]).
 
+pub mod devices;
 pub mod doctor;
 pub mod env;
+pub mod gitconfig;
 pub mod helper;
 pub mod landlock;
 pub mod mounts;
 pub mod network;
 pub mod protected;
+pub mod repos;
 pub mod seccomp;
 
 use std::path::{Path, PathBuf};

@@ -6,8 +6,9 @@
 //!   a hidden folder, is mounted back at its place. Nothing is granted around a hidden place,
 //!   so the folders that contain one (`$HOME` when `$ETHAN_HOME` is `~/.ethan`) stay writable.
 //! - [`fresh_proc`]: a `/proc` of the command's PID namespace (the daemon has no entry there).
-//! - [`seal_repositories`]: every `.git` found in the writable folders, mounted read-only for a
-//!   command that runs without approval (hooks, config and info cannot be planted).
+//! - [`pin`], [`seal`], [`show_files`]: the primitives [`super::repos`] seals repositories with;
+//! - [`private_shm`], [`private_pts`]: a `/dev/shm` and pseudo-terminals of the command's own,
+//!   for a command that runs without approval.
 //!
 //! The command cannot undo these mounts: Landlock refuses mount changes to a restricted process
 //! and the seccomp filter refuses every mount call.
@@ -15,17 +16,14 @@
 use super::protected::Protection;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
-
-/// Most directory entries looked at when searching for repositories.
-pub const SEAL_SCAN_LIMIT: usize = 20_000;
+use std::path::{Path, PathBuf};
 
 fn c(path: &Path) -> Result<CString, String> {
     CString::new(path.as_os_str().as_bytes())
         .map_err(|_| format!("{}: NUL in path", path.display()))
 }
 
-fn mount(
+pub(super) fn mount(
     source: Option<&Path>,
     target: &Path,
     fstype: Option<&str>,
@@ -80,7 +78,7 @@ pub fn fresh_proc() -> Result<(), String> {
 }
 
 /// Remount the bind mount at `target` read-only (plus `extra` flags).
-fn read_only(target: &Path, extra: libc::c_ulong) -> Result<(), String> {
+pub(super) fn read_only(target: &Path, extra: libc::c_ulong) -> Result<(), String> {
     mount(
         None,
         target,
@@ -99,17 +97,22 @@ pub fn hide(protection: &Protection) -> Result<(), String> {
         if meta.is_dir() {
             hide_folder(&place.path, place.except.as_deref())?;
         } else {
-            mount(
-                Some(Path::new("/dev/null")),
-                &place.path,
-                None,
-                libc::MS_BIND,
-                None,
-            )?;
-            read_only(&place.path, libc::MS_NODEV | libc::MS_NOEXEC)?;
+            hide_file(&place.path)?;
         }
     }
     Ok(())
+}
+
+/// `/dev/null` on a `nodev` mount over the file `path`: opening it fails with `EACCES`.
+pub fn hide_file(path: &Path) -> Result<(), String> {
+    mount(
+        Some(Path::new("/dev/null")),
+        path,
+        None,
+        libc::MS_BIND,
+        None,
+    )?;
+    read_only(path, libc::MS_NODEV | libc::MS_NOEXEC)
 }
 
 /// An empty read-only `tmpfs` over `dir`; `except` (inside it) mounted back at its place.
@@ -159,34 +162,99 @@ pub fn reenter_working_directory() -> Result<(), String> {
     std::env::set_current_dir(&cwd).map_err(|e| format!("{}: {e}", cwd.display()))
 }
 
-/// Mount every `.git` (folder or `gitdir:` file) found under `roots` read-only, looking at most
-/// [`SEAL_SCAN_LIMIT`] entries; returns how many were sealed. Symlinks are not followed.
-pub fn seal_repositories(roots: &[std::path::PathBuf]) -> usize {
-    let mut budget = SEAL_SCAN_LIMIT;
-    let mut sealed = 0;
-    let mut stack: Vec<std::path::PathBuf> = roots.to_vec();
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            if budget == 0 {
-                return sealed;
-            }
-            budget -= 1;
-            let Ok(ft) = entry.file_type() else { continue };
-            let path = entry.path();
-            if entry.file_name() == ".git" && (ft.is_dir() || ft.is_file()) {
-                if mount(Some(&path), &path, None, libc::MS_BIND | libc::MS_REC, None)
-                    .and_then(|_| read_only(&path, libc::MS_NODEV))
-                    .is_ok()
-                {
-                    sealed += 1;
-                }
-            } else if ft.is_dir() {
-                stack.push(path);
-            }
-        }
+/// Mount `dir` onto itself: a mount point cannot be renamed or removed (`EBUSY`), so what lies
+/// under it stays where it is.
+pub fn pin(dir: &Path) -> Result<(), String> {
+    mount(Some(dir), dir, None, libc::MS_BIND, None)
+}
+
+/// Mount `place` (a folder with whatever is mounted inside it, or a file) read-only onto itself.
+pub fn seal(place: &Path) -> Result<(), String> {
+    mount(Some(place), place, None, libc::MS_BIND | libc::MS_REC, None)?;
+    read_only(place, libc::MS_NODEV)
+}
+
+/// Show each file of `files` with the given text instead of its own, read-only: the texts are
+/// written to a scratch `tmpfs` mounted over `/proc` for the moment, each is mounted over its
+/// file, and the scratch is detached (the mounted files live on; nothing else reaches them).
+pub fn show_files(files: &[(PathBuf, String)]) -> Result<(), String> {
+    if files.is_empty() {
+        return Ok(());
     }
-    sealed
+    let scratch = Path::new("/proc");
+    mount(
+        Some(Path::new("tmpfs")),
+        scratch,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        Some("size=64m,mode=700"),
+    )?;
+    let shown = files
+        .iter()
+        .enumerate()
+        .try_for_each(|(i, (target, text))| {
+            let source = scratch.join(format!("f{i}"));
+            std::fs::write(&source, text).map_err(|e| format!("{}: {e}", source.display()))?;
+            mount(Some(&source), target, None, libc::MS_BIND, None)?;
+            read_only(target, libc::MS_NODEV | libc::MS_NOEXEC)
+        });
+    let detached = unmount_detached(scratch);
+    shown.and(detached)
+}
+
+fn unmount_detached(target: &Path) -> Result<(), String> {
+    let c = c(target)?;
+    // SAFETY: a NUL-terminated path alive for the call.
+    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
+        return Err(format!(
+            "unmounting {}: {}",
+            target.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+/// A `/dev/shm` of the command's own (a small `tmpfs` that goes with its mount namespace), for a
+/// command that runs without approval: nothing it writes there outlives it or fills the
+/// machine's memory.
+pub fn private_shm() -> Result<(), String> {
+    let shm = Path::new("/dev/shm");
+    if !shm.is_dir() {
+        return Ok(());
+    }
+    mount(
+        Some(Path::new("tmpfs")),
+        shm,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        Some(&format!("size={PRIVATE_SHM_BYTES},mode=1777")),
+    )
+}
+
+/// Size of a command's own `/dev/shm`.
+pub const PRIVATE_SHM_BYTES: u64 = 64 << 20;
+
+/// Pseudo-terminals of the command's own (a new `devpts` instance, `/dev/ptmx` opening it), for
+/// a command that runs without approval: the terminals of the machine (the one `ethan chat`
+/// runs in) are not there to read from or type into.
+pub fn private_pts() -> Result<(), String> {
+    let pts = Path::new("/dev/pts");
+    if !pts.is_dir() {
+        return Ok(());
+    }
+    mount(
+        Some(Path::new("devpts")),
+        pts,
+        Some("devpts"),
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+    )?;
+    mount(
+        Some(Path::new("/dev/pts/ptmx")),
+        Path::new("/dev/ptmx"),
+        None,
+        libc::MS_BIND,
+        None,
+    )
 }

@@ -457,8 +457,12 @@ impl Tool for Shell {
             writable: std::iter::once(ctx.workspace.clone())
                 .chain(crate::sandbox::private_tmp().map(|t| t.to_path_buf()))
                 .collect(),
+            daemon_pid: std::process::id(),
+            tag: crate::sandbox::helper::ShellSpec::new_tag(),
         };
-        let mut cmd = match crate::sandbox::helper::shell_command(&spec) {
+        let prepared = crate::sandbox::helper::shell_command()
+            .and_then(|c| crate::sandbox::helper::spec_bytes(&spec).map(|json| (c, json)));
+        let (mut cmd, json) = match prepared {
             Ok(c) => c,
             Err(e) => {
                 return ToolResult::err(
@@ -475,7 +479,6 @@ impl Tool for Shell {
                 crate::sandbox::private_tmp(),
             ))
             .envs(crate::sandbox::env::git_guard(self.judge.git_hooks))
-            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
@@ -490,6 +493,11 @@ impl Tool for Shell {
             }
         };
         let pid = child.id().unwrap_or(0);
+        // The specification, then end of input (the helper reads it before anything else).
+        if let Some(mut stdin) = child.stdin.take() {
+            use tokio::io::AsyncWriteExt;
+            let _ = stdin.write_all(&json).await;
+        }
         let out = tokio::spawn(read_capped(child.stdout.take().expect("piped stdout")));
         let err = tokio::spawn(read_capped(child.stderr.take().expect("piped stderr")));
         let status = tokio::time::timeout(Duration::from_secs(secs), child.wait()).await;
@@ -517,16 +525,11 @@ impl Tool for Shell {
         let (stderr, stderr_total) = collect(err).await;
         let code = status.and_then(|s| s.code());
         let stderr_text = String::from_utf8_lossy(&stderr);
-        if code == Some(crate::sandbox::helper::SETUP_FAILED) {
-            if let Some(why) = stderr_text.strip_prefix(crate::sandbox::helper::SETUP_PREFIX) {
-                return ToolResult::err(
-                    ErrorKind::Dependency,
-                    format!(
-                        "the sandbox could not be set up ({}); the command did not run",
-                        why.trim()
-                    ),
-                );
-            }
+        if let Some(why) = crate::sandbox::helper::setup_error(&spec, code, &stderr_text) {
+            return ToolResult::err(
+                ErrorKind::Dependency,
+                format!("the sandbox could not be set up ({why}); the command did not run"),
+            );
         }
         let mut text = String::new();
         text.push_str(&format!(
@@ -950,7 +953,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_workspace_that_is_ethan_home_keeps_the_daemons_files_hidden() {
+    async fn a_workspace_that_is_ethan_home_opens_nothing_of_it() {
         let home = tempfile::tempdir().unwrap();
         std::fs::write(home.path().join("config.yaml"), "api_key: sk-WS-IS-HOME\n").unwrap();
         std::fs::write(home.path().join("notes.txt"), "fine").unwrap();
@@ -969,8 +972,10 @@ mod tests {
                     &c,
                 )
                 .await;
+            // All of $ETHAN_HOME is the daemon's, listed or not (the config never makes it the
+            // workspace: `Loaded::workspace` takes its workspace folder instead).
             assert!(!r.output.contains("sk-WS-IS-HOME"), "{}", r.output);
-            assert!(r.output.contains("fine"), "{}", r.output);
+            assert!(!r.output.contains("fine"), "{}", r.output);
         }
         assert_eq!(
             std::fs::read_to_string(home.path().join("config.yaml")).unwrap(),

@@ -77,10 +77,33 @@ pub fn private_tmp() -> Option<&'static Path> {
 /// stops).
 pub fn remove_private_tmp() {
     if let Some(Some(dir)) = PRIVATE_TMP.get() {
-        if let Err(e) = std::fs::remove_dir_all(dir) {
+        if let Err(e) = remove_tree(dir) {
             tracing::debug!("could not remove {}: {e}", dir.display());
         }
     }
+}
+
+/// Remove `dir` and everything in it, also what a command left unreadable or unwritable to its
+/// owner (`chmod 000` on a subfolder): on a first failure every folder is made `rwx` for the
+/// owner (symlinks not followed) and the removal tried again.
+fn remove_tree(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if std::fs::remove_dir_all(dir).is_ok() {
+        return Ok(());
+    }
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let _ = std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700));
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(e.path());
+            }
+        }
+    }
+    std::fs::remove_dir_all(dir)
 }
 
 /// Remove the private temp folders in `base` of daemons that are gone: named
@@ -106,7 +129,7 @@ pub fn sweep_private_tmps(base: &Path) -> usize {
         if !meta.is_dir() || meta.uid() != me || process_alive(pid) {
             continue;
         }
-        if std::fs::remove_dir_all(entry.path()).is_ok() {
+        if remove_tree(&entry.path()).is_ok() {
             removed += 1;
         }
     }
@@ -146,6 +169,13 @@ mod tests {
             std::fs::create_dir(d).unwrap();
         }
         std::fs::write(gone.join("left.txt"), "x").unwrap();
+        // A subfolder a command left without any permission.
+        std::fs::create_dir_all(gone.join("locked/inner")).unwrap();
+        std::fs::write(gone.join("locked/inner/f"), "x").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        for d in ["locked/inner", "locked"] {
+            std::fs::set_permissions(gone.join(d), std::fs::Permissions::from_mode(0)).unwrap();
+        }
         assert_eq!(sweep_private_tmps(base.path()), 1);
         assert!(mine.exists() && other.exists() && !gone.exists());
         assert_eq!(private_tmp_pid("ethan-12-0123abcd"), Some(12));

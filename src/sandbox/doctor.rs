@@ -70,7 +70,8 @@ pub fn namespaces_line(ns: &Namespaces) -> Line {
             "namespaces for each command: {} — every process a command starts ends with it; \
              the protected places are hidden by mounts (approved commands can write anywhere \
              else the user can); repositories in the workspace are read-only to commands run \
-             without approval",
+             without approval and show them no setting that runs a program; block devices and \
+             the kernel's settings are out of every command's reach",
             used.join(", ")
         ))
     } else {
@@ -87,8 +88,9 @@ pub fn namespaces_line(ns: &Namespaces) -> Line {
 fn read_check(protection: &Protection, probe: &Path) -> Line {
     let spec = ShellSpec {
         program: "/bin/sh".into(),
+        // cat must work at all (a readable file first) for its failure on the probe to count.
         command: format!(
-            "exec cat -- '{}' >/dev/null",
+            "cat /bin/sh >/dev/null || exit 3; exec cat -- '{}' >/dev/null",
             probe.display().to_string().replace('\'', "'\\''")
         ),
         protection: Some(protection.clone()),
@@ -123,13 +125,19 @@ fn read_check(protection: &Protection, probe: &Path) -> Line {
             "the sandbox could not be set up: {}",
             setup(&o).unwrap_or_default()
         )),
-        Ok(o) if !o.status.success() => Ok(format!(
+        Ok(o) if o.status.code() == Some(1) => Ok(format!(
             "checked: a sandboxed command could not read {}",
             probe.display()
         )),
-        Ok(_) => Err(format!(
+        Ok(o) if o.status.success() => Err(format!(
             "a sandboxed command could read {}",
             probe.display()
+        )),
+        Ok(o) => Err(format!(
+            "the sandboxed read of {} could not be tried ({}): {}",
+            probe.display(),
+            o.status,
+            String::from_utf8_lossy(&o.stderr).trim()
         )),
         Err(e) => Err(format!("the sandbox helper could not run: {e}")),
     }

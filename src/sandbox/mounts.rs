@@ -117,8 +117,10 @@ pub fn hide_file(path: &Path) -> Result<(), String> {
 
 /// An empty read-only `tmpfs` over `dir`; `except` (inside it) mounted back at its place.
 fn hide_folder(dir: &Path, except: Option<&Path>) -> Result<(), String> {
-    // Keep a handle on what is to be put back before it is covered.
+    // Keep a handle on what is to be put back before it is covered (a workspace not made yet
+    // has nothing to put back).
     let kept = except
+        .filter(|e| e.exists())
         .map(|e| {
             std::fs::File::open(e)
                 .map(|f| (e.to_path_buf(), f))

@@ -3,7 +3,8 @@
 //! drawing operators (41 KB on the wire) and a PNG declaring 30000×30000 pixels; both are made
 //! here. The files are read in a child process under the non-owner's limits: the model is told
 //! "Could not read the file" for each, the owner's DM sent meanwhile is answered, and the
-//! daemon's peak resident memory (`VmHWM`) stays under 150 MiB.
+//! daemon's peak resident memory (`VmHWM`) stays under 150 MiB. A 20 MB text file that is not
+//! UTF-8 keeps it there too: only what the model is shown is decoded.
 
 use crate::support::{Daemon, FakeTelegram, ScriptedModel, Step, TestHome};
 use serde_json::{json, Value};
@@ -219,4 +220,44 @@ async fn a_strangers_bombs_cannot_exhaust_the_daemon() {
     assert!(peak < 150 * 1024, "the daemon's peak RSS was {peak} KiB");
     eprintln!("daemon peak RSS: {} KiB", peak);
     daemon.stop();
+}
+
+/// A stranger's 20 MB "text" file of bytes that are not UTF-8 (8 KB of ASCII, then 0xFF): the
+/// daemon decodes only what the model is shown (a whole-file decode held three times its
+/// size), and the model still gets the file's head and tail, cut to fit.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_strangers_text_file_keeps_the_daemon_under_150_mib() {
+    let home = TestHome::new();
+    let tg = FakeTelegram::start().await;
+    let mut bytes = vec![b'a'; 8192];
+    bytes.resize(20_000_000, 0xFF);
+    let len = bytes.len();
+    tg.add_file("txt", "u-txt", "documents/notes.txt", bytes);
+    let model = ScriptedModel::start(vec![Step::text("read it")]).await;
+    home.write_config(&format!(
+        "model:\n  base_url: {}\n  api_key: sk-test\n  name: m\n\
+         channels:\n  telegram:\n    token: \"{}\"\n    api_url: {}\n    streaming: off\n\
+         owners: [\"telegram:{OWNER}\"]\n",
+        model.base_url(),
+        tg.token(),
+        tg.base_url()
+    ));
+    let mut daemon = Daemon::start(&home);
+    tg.push_update(group_document(1, "txt", "notes.txt", "text/plain", len));
+    let sent = tg.wait_for_sent(1, Duration::from_secs(300)).await;
+    let peak = peak_rss_kib(daemon.pid());
+    daemon.stop();
+    assert!(
+        peak < 150 * 1024,
+        "the daemon's peak RSS was {peak} KiB after {sent:?}"
+    );
+    eprintln!("daemon peak RSS: {peak} KiB");
+    let shown = model.requests()[0]["messages"].to_string();
+    assert!(
+        shown.contains("Its text (cut to fit) follows")
+            && shown.contains("output truncated: 20000000 characters")
+            && shown.contains("aaaa"),
+        "{}",
+        &shown[..shown.len().min(2000)]
+    );
 }

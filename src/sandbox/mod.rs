@@ -174,7 +174,7 @@ mod tests {
         std::fs::write(gone.join("locked/inner/f"), "x").unwrap();
         use std::os::unix::fs::PermissionsExt;
         for d in ["locked/inner", "locked"] {
-            std::fs::set_permissions(gone.join(d), std::fs::Permissions::from_mode(0)).unwrap();
+            std::fs::set_permissions(gone.join(d), std::fs::Permissions::from_mode(0o000)).unwrap();
         }
         assert_eq!(sweep_private_tmps(base.path()), 1);
         assert!(mine.exists() && other.exists() && !gone.exists());

@@ -191,10 +191,15 @@ fn within(path: &Path, roots: &[PathBuf]) -> bool {
 /// # Errors
 /// A mount that failed: the command must not run.
 pub fn protect(roots: &[PathBuf]) -> Result<Vec<String>, String> {
+    let roots: Vec<PathBuf> = roots
+        .iter()
+        .filter(|r| r.is_dir())
+        .map(|r| super::protected::real_path(r))
+        .collect();
     let mut notes = Vec::new();
     let mut plans = Vec::new();
-    for root in roots.iter().filter(|r| r.is_dir()) {
-        match scan(root, roots) {
+    for root in &roots {
+        match scan(root, &roots) {
             Ok(found) => plans.push((root, found)),
             Err(why) => {
                 super::mounts::seal(root)?;
@@ -211,8 +216,8 @@ pub fn protect(roots: &[PathBuf]) -> Result<Vec<String>, String> {
         .flat_map(|(_, f)| f.configs.iter())
         .map(|c| (c.clone(), sanitised_config(c)))
         .collect();
-    for (root, found) in &plans {
-        for dir in pins(root, found) {
+    for (_, found) in &plans {
+        for dir in pins(&roots, found) {
             super::mounts::pin(&dir)?;
         }
     }
@@ -225,11 +230,14 @@ pub fn protect(roots: &[PathBuf]) -> Result<Vec<String>, String> {
     Ok(notes)
 }
 
-/// The folders strictly between `root` and each sealed place, shallowest first: mounted onto
-/// themselves so they cannot be renamed or removed.
-pub fn pins(root: &Path, found: &Found) -> Vec<PathBuf> {
+/// The folders strictly between the writable folder (of `roots`) a sealed place lies in and the
+/// place, shallowest first: mounted onto themselves so they cannot be renamed or removed.
+pub fn pins(roots: &[PathBuf], found: &Found) -> Vec<PathBuf> {
     let mut out = BTreeSet::new();
     for sealed in &found.sealed {
+        let Some(root) = roots.iter().find(|r| sealed.starts_with(r)) else {
+            continue;
+        };
         let mut p = sealed.parent();
         while let Some(dir) = p {
             if dir == root || !dir.starts_with(root) {
@@ -321,7 +329,10 @@ mod tests {
         assert!(!sealed.contains(&ws.join("a/b/c/inner/.git")), "{sealed:?}");
         assert!(found.configs.contains(&ws.join("elsewhere/config")));
         assert!(found.configs.contains(&ws.join("a/b/c/inner/.git/config")));
-        assert_eq!(pins(&ws, &found), vec![ws.join("a"), ws.join("wt")]);
+        assert_eq!(
+            pins(std::slice::from_ref(&ws), &found),
+            vec![ws.join("a"), ws.join("wt")]
+        );
         assert!(!sanitised_config(&ws.join("elsewhere/config")).contains("external"));
     }
 

@@ -182,4 +182,49 @@ mod tests {
         assert_eq!(private_tmp_pid("ethan-12-0123abc"), None);
         assert_eq!(private_tmp_pid("ethan-turn-0123abcd"), None);
     }
+
+    /// Root ignores permissions, so as root the removal of a folder left `chmod 000` is tried
+    /// as an ordinary user (`nobody`), in a child process.
+    #[test]
+    fn a_folder_left_without_permissions_is_removed_by_an_ordinary_user() {
+        use std::os::unix::fs::PermissionsExt;
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            return only_the_temp_folders_of_daemons_that_are_gone_are_swept();
+        }
+        let base = tempfile::tempdir().unwrap();
+        let gone = base.path().join("ethan-4194997-0badbeef");
+        std::fs::create_dir_all(gone.join("locked/inner")).unwrap();
+        std::fs::write(gone.join("locked/inner/f"), "x").unwrap();
+        let nobody = 65534;
+        for p in [
+            base.path(),
+            &gone,
+            &gone.join("locked"),
+            &gone.join("locked/inner"),
+        ] {
+            std::os::unix::fs::chown(p, Some(nobody), Some(nobody)).unwrap();
+        }
+        for d in ["locked/inner", "locked"] {
+            std::fs::set_permissions(gone.join(d), std::fs::Permissions::from_mode(0o000)).unwrap();
+        }
+        let path = base.path().to_path_buf();
+        // SAFETY: the child drops to nobody, sweeps and exits; it takes no lock another thread
+        // could hold (the file system calls allocate only through the C library's fork-safe
+        // allocator).
+        let status = match unsafe { libc::fork() } {
+            0 => {
+                let ok = unsafe { libc::setgid(nobody) == 0 && libc::setuid(nobody) == 0 };
+                let removed = if ok { sweep_private_tmps(&path) } else { 99 };
+                unsafe { libc::_exit(removed as i32) }
+            }
+            pid => {
+                let mut status = 0;
+                unsafe { libc::waitpid(pid, &mut status, 0) };
+                libc::WEXITSTATUS(status)
+            }
+        };
+        assert_eq!(status, 1);
+        assert!(!gone.exists());
+    }
 }

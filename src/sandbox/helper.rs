@@ -33,8 +33,8 @@
 //! The specification comes on standard input (so no command can read it from the helper's
 //! command line), which is then `/dev/null` for the command. The helper ends the command when
 //! the daemon ends, however it ends (it watches the daemon through a pidfd; where the kernel has
-//! none, it gets `PR_SET_PDEATHSIG`). The command gets a session of its own, so it has no
-//! controlling terminal: `/dev/tty` is not the terminal `ethan chat` runs in.
+//! none, it gets `PR_SET_PDEATHSIG`). In its namespaces the command gets a session of its own, so
+//! it has no controlling terminal: `/dev/tty` is not the terminal `ethan chat` runs in.
 //!
 //! Setup errors are written to standard error as `ethan sandbox [TAG]: …` with exit code
 //! [`SETUP_FAILED`], `TAG` being a random word of the specification: a command cannot make its
@@ -447,10 +447,13 @@ fn children_of_self() -> Vec<libc::pid_t> {
 
 /// The child: PID 1 of the new namespace. Returns only on a setup error.
 fn child(spec: &ShellSpec, namespaces: bool, parent_alive: i32) -> String {
-    // SAFETY: integer arguments only. A session of its own: no controlling terminal.
-    unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-        libc::setsid();
+    // SAFETY: integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    if namespaces {
+        // A session of its own: no controlling terminal. (Without namespaces the command stays
+        // in the helper's process group, which the daemon kills at a timeout.)
+        // SAFETY: no arguments.
+        unsafe { libc::setsid() };
     }
     let mut poll = libc::pollfd {
         fd: parent_alive,

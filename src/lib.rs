@@ -13,6 +13,7 @@ pub mod config;
 pub mod consent;
 pub mod daemon;
 pub mod gateway;
+pub mod helper;
 pub mod jobs;
 pub mod knowledge;
 pub mod logging;

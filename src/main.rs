@@ -177,6 +177,8 @@ fn interactive() -> bool {
 }
 
 fn main() -> ExitCode {
+    // The sandbox helper (the same binary started again for one command or one file).
+    ethan::helper::main_if_helper();
     ignore_sigxfsz();
     let cli = Cli::parse();
     let default_filter = match cli.command {

@@ -84,19 +84,11 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
     } else {
         loaded.db_path()
     };
-    match crate::sandbox::self_check(&protection, &probe) {
-        Ok(line) => r.ok("sandbox", line),
-        Err(line) => r.warn("sandbox", line),
-    }
-    match crate::sandbox::network::available() {
-        Ok(()) => r.ok(
-            "sandbox",
-            "commands that run without approval get no network (a network namespace of their own)",
-        ),
-        Err(why) => r.warn(
-            "sandbox",
-            format!("{why}; commands cannot be cut off from the network, so every command asks"),
-        ),
+    for line in crate::sandbox::doctor::report(&protection, &probe) {
+        match line {
+            Ok(line) => r.ok("sandbox", line),
+            Err(line) => r.warn("sandbox", line),
+        }
     }
     if let Some(f) = protection.linked_file() {
         r.warn(

@@ -89,11 +89,27 @@ impl Loaded {
     }
 
     /// `tools.workspace`, default `$ETHAN_HOME/workspace`.
+    /// `tools.workspace`, by default `$ETHAN_HOME/workspace`. `$ETHAN_HOME` itself is never a
+    /// workspace (all of it is the daemon's and hidden from tools: its config, database,
+    /// history, skills…): named as one, its `workspace` folder is used instead, with a notice.
     pub fn workspace(&self) -> PathBuf {
-        if self.config.tools.workspace.trim().is_empty() {
+        if self.config.tools.workspace.trim().is_empty() || self.workspace_is_home() {
             self.home.join("workspace")
         } else {
             PathBuf::from(&self.config.tools.workspace)
+        }
+    }
+
+    /// Whether `tools.workspace` names `$ETHAN_HOME` itself.
+    fn workspace_is_home(&self) -> bool {
+        let named = self.config.tools.workspace.trim();
+        if named.is_empty() {
+            return false;
+        }
+        let named = Path::new(named);
+        match (named.canonicalize(), self.home.canonicalize()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => named.components().eq(self.home.components()),
         }
     }
 
@@ -294,13 +310,21 @@ pub fn load_checked(opts: &LoadOptions, extra: ExtraCheck) -> Result<Loaded, Con
     }
     let mut notices = notices(&raw);
     notices.extend(origin::env_warnings());
-    Ok(Loaded {
+    let mut loaded = Loaded {
         notices,
         config,
         home,
         path,
         file_found,
-    })
+    };
+    if loaded.workspace_is_home() {
+        loaded.notices.push(format!(
+            "tools.workspace is Ethan's home itself, which stays hidden from tools; using {} \
+             instead",
+            loaded.workspace().display()
+        ));
+    }
+    Ok(loaded)
 }
 
 /// The file's text; `None` when it does not exist and was not named. A directory, a file that
@@ -1134,6 +1158,35 @@ mod tests {
         let dbg = format!("{c:?}");
         assert!(!dbg.contains("sk-very-secret"));
         assert!(dbg.contains("<redacted>"));
+    }
+
+    #[test]
+    fn ethan_home_itself_is_never_the_workspace() {
+        let home = tempfile::tempdir().unwrap();
+        let mut config = Config::default();
+        let loaded = |config: Config| Loaded {
+            config,
+            home: home.path().to_path_buf(),
+            path: home.path().join("config.yaml"),
+            file_found: false,
+            notices: Vec::new(),
+        };
+        assert_eq!(
+            loaded(config.clone()).workspace(),
+            home.path().join("workspace")
+        );
+        for named in [
+            home.path().display().to_string(),
+            format!("{}/.", home.path().display()),
+        ] {
+            config.tools.workspace = named;
+            assert_eq!(
+                loaded(config.clone()).workspace(),
+                home.path().join("workspace")
+            );
+        }
+        config.tools.workspace = home.path().join("elsewhere").display().to_string();
+        assert_eq!(loaded(config).workspace(), home.path().join("elsewhere"));
     }
 
     #[test]

@@ -527,6 +527,9 @@ pub enum Profile {
 pub struct ToolOverride {
     pub timeout_secs: Option<u64>,
     pub max_retries: Option<u32>,
+    /// `tools.shell.git_hooks`: whether approved git commands run the repository's hooks
+    /// (default false: `core.hooksPath` points at an empty place; the shell tool only).
+    pub git_hooks: Option<bool>,
 }
 
 /// Keys of `tools:` that are not tool names.

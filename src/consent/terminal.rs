@@ -54,6 +54,12 @@ pub async fn ask(
     };
     ASKING.store(true, Ordering::SeqCst);
     use std::io::IsTerminal;
+    if std::io::stdin().is_terminal() {
+        // Only what is typed after the question is shown answers it: input queued before (typed
+        // ahead, or pushed into the terminal by a program) is dropped.
+        // SAFETY: tcflush on standard input takes integers only.
+        unsafe { libc::tcflush(0, libc::TCIFLUSH) };
+    }
     if std::io::stderr().is_terminal() {
         // Over a status line, if one is shown.
         eprint!("\r\x1b[2K");

@@ -125,6 +125,10 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
     for n in &loaded.notices {
         tracing::warn!("{n}");
     }
+    let swept = crate::sandbox::sweep_private_tmps(&std::env::temp_dir());
+    if swept > 0 {
+        tracing::info!("removed {swept} temp folder(s) of daemons that are gone");
+    }
     let stores = open_store::open(&loaded).await?;
     if let Some(sqlite) = &stores.sqlite {
         sqlite
@@ -371,6 +375,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
     if let Err(e) = store.checkpoint().await {
         tracing::warn!("final database checkpoint failed: {e}");
     }
+    crate::sandbox::remove_private_tmp();
     Ok(())
 }
 

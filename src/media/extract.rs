@@ -1,15 +1,7 @@
 //! The text of a document, to inline for the model: plain text files (UTF-8, or decoded with
 //! the `encoding_rs` fallback windows-1252) and the text of PDFs (`lopdf`, page by page).
-//! Anything else gives `None`: the model gets the saved path only.
-
-use std::time::Duration;
-
-/// PDFs: pages read at most.
-pub const MAX_PDF_PAGES: u32 = 100;
-/// PDFs: the most one page's content may inflate to (a compressed-stream bomb stops here).
-pub const MAX_PAGE_BYTES: usize = 16 * 1024 * 1024;
-/// PDFs: time allowed for the extraction.
-pub const PDF_TIMEOUT: Duration = Duration::from_secs(20);
+//! Anything else gives `None`: the model gets the saved path only. PDFs are parsed in a child
+//! process ([`super::parse`]).
 
 /// What kind of document `bytes` is, by its signature, type and name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,51 +39,42 @@ pub fn kind_of(bytes: &[u8], mime: &str, name: &str) -> DocKind {
     }
 }
 
-/// The text of a text file: UTF-8 (a BOM removed), else windows-1252.
-pub fn text_of(bytes: &[u8]) -> String {
-    let (text, _, _) = encoding_rs::UTF_8.decode(bytes);
-    if !text.contains('\u{FFFD}') {
-        return text.into_owned();
+/// The text of a text file as the model is shown it: UTF-8 (a BOM removed), else windows-1252,
+/// cut to `limit` characters as tool output is (head and tail around a marker). Only what is
+/// shown is decoded: whatever a stranger's file holds, the daemon keeps no copy of it larger
+/// than `limit` characters (a whole-file decode would hold three times its size).
+pub fn text_for_model(bytes: &[u8], limit: usize) -> (String, bool) {
+    use crate::tools::engine::truncate::{kept_counts, marked, truncate_for_model};
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        return truncate_for_model(text, limit);
     }
-    encoding_rs::WINDOWS_1252.decode(bytes).0.into_owned()
+    // windows-1252: one character per byte.
+    fn decode(b: &[u8]) -> std::borrow::Cow<'_, str> {
+        encoding_rs::WINDOWS_1252.decode_without_bom_handling(b).0
+    }
+    if bytes.len() <= limit {
+        return (decode(bytes).into_owned(), false);
+    }
+    let (head_n, tail_n) = kept_counts(limit);
+    let utf8_len: [usize; 256] = std::array::from_fn(|b| decode(&[b as u8]).len());
+    let utf8_total = bytes.iter().map(|b| utf8_len[*b as usize]).sum();
+    let text = marked(
+        &decode(&bytes[..head_n]),
+        &decode(&bytes[bytes.len() - tail_n..]),
+        bytes.len(),
+        utf8_total,
+    );
+    (text, true)
 }
 
-/// The text of a PDF's first [`MAX_PDF_PAGES`] pages, in a blocking thread, within
-/// [`PDF_TIMEOUT`]. The error is a short sentence for the model.
-pub async fn pdf_text(bytes: std::sync::Arc<[u8]>) -> Result<String, String> {
-    let job = tokio::task::spawn_blocking(move || pdf_text_blocking(&bytes));
-    match tokio::time::timeout(PDF_TIMEOUT, job).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(_)) => Err("the PDF reader failed".into()),
-        Err(_) => Err(format!(
-            "reading the PDF took longer than {} s",
-            PDF_TIMEOUT.as_secs()
-        )),
-    }
-}
-
-fn pdf_text_blocking(bytes: &[u8]) -> Result<String, String> {
-    let doc = lopdf::Document::load_mem(bytes).map_err(|e| format!("not a readable PDF ({e})"))?;
-    if doc.is_encrypted() {
-        return Err("the PDF is encrypted".into());
-    }
-    let pages: Vec<u32> = doc
-        .get_pages()
-        .keys()
-        .copied()
-        .take(MAX_PDF_PAGES as usize)
-        .collect();
-    let mut out = String::new();
-    for p in pages {
-        match doc.extract_text_with_limit(&[p], MAX_PAGE_BYTES) {
-            Ok(t) => {
-                out.push_str(t.trim_end());
-                out.push('\n');
-            }
-            Err(e) => tracing::debug!("PDF page {p}: no text ({e})"),
-        }
-    }
-    Ok(out.trim().to_string())
+/// The text of a PDF, read in a child process under `limits` ([`super::parse`]). The error is
+/// a short sentence for the model.
+pub async fn pdf_text(
+    bytes: std::sync::Arc<[u8]>,
+    limits: super::parse::Limits,
+) -> Result<String, String> {
+    super::parse::in_child(super::parse::Job::PdfText, bytes, limits).await
 }
 
 #[cfg(test)]
@@ -106,19 +89,27 @@ mod tests {
             kind_of(b"\x89PNG\r\n\x1a\n\0\0", "", "a.png"),
             DocKind::Other
         );
-        assert_eq!(text_of(b"caf\xe9"), "café");
+        assert_eq!(text_for_model(b"caf\xe9", 100), ("café".to_string(), false));
+        assert_eq!(
+            text_for_model(b"\xEF\xBB\xBFcaf\xC3\xA9", 100),
+            ("café".to_string(), false)
+        );
     }
 
-    #[tokio::test]
-    async fn the_fixture_pdf_has_its_text() {
-        let bytes = std::fs::read(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/media/hello.pdf"
-        ))
-        .unwrap();
-        let text = pdf_text(bytes.into()).await.unwrap();
-        assert!(text.contains("Quarterly report"), "{text:?}");
-        assert!(text.contains("Revenue grew 42 percent"), "{text:?}");
-        assert!(pdf_text(b"%PDF-1.4 garbage".to_vec().into()).await.is_err());
+    #[test]
+    fn a_long_text_is_cut_as_tool_output_is_whatever_its_encoding() {
+        use crate::tools::engine::truncate::truncate_for_model;
+        let mut latin = vec![b'a'; 3000];
+        latin.extend(std::iter::repeat_n(0xE9u8, 20_000));
+        latin.extend(b"end");
+        let (cut, was_cut) = text_for_model(&latin, 1000);
+        let whole = encoding_rs::WINDOWS_1252.decode(&latin).0.into_owned();
+        assert!(was_cut);
+        assert_eq!(cut, truncate_for_model(&whole, 1000).0);
+        let utf8 = "é".repeat(20_000);
+        assert_eq!(
+            text_for_model(utf8.as_bytes(), 1000),
+            truncate_for_model(&utf8, 1000)
+        );
     }
 }

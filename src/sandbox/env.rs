@@ -62,6 +62,27 @@ pub fn for_command(tmpdir: Option<&Path>) -> Vec<(OsString, OsString)> {
     out
 }
 
+/// Variables that keep git from running programs named in a repository's configuration: no
+/// `core.fsmonitor` (git status would run it), no pager, and — unless `hooks` —
+/// `core.hooksPath` pointing at an empty place, so an approved `git commit` runs no hook that
+/// was planted in `.git/hooks`. Given as `GIT_CONFIG_COUNT`/`KEY_n`/`VALUE_n`, which win over
+/// every configuration file.
+pub fn git_guard(hooks: bool) -> Vec<(OsString, OsString)> {
+    let mut settings = vec![("core.fsmonitor", "false"), ("core.pager", "cat")];
+    if !hooks {
+        settings.push(("core.hooksPath", "/dev/null"));
+    }
+    let mut out: Vec<(OsString, OsString)> = vec![
+        ("GIT_CONFIG_COUNT".into(), settings.len().to_string().into()),
+        ("GIT_PAGER".into(), "cat".into()),
+    ];
+    for (i, (k, v)) in settings.iter().enumerate() {
+        out.push((format!("GIT_CONFIG_KEY_{i}").into(), (*k).into()));
+        out.push((format!("GIT_CONFIG_VALUE_{i}").into(), (*v).into()));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

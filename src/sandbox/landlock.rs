@@ -111,6 +111,52 @@ impl Prepared {
     }
 }
 
+/// A ruleset that grants the whole tree but making device nodes: for an approved command whose
+/// hidden places are hidden by mounts ([`super::mounts`]). Landlock then holds what it holds for
+/// every restricted process: no mount changes (the hiding cannot be undone), no tracing of a
+/// process outside the command, and on ABI 6 and later no signals or abstract unix sockets
+/// outside it.
+///
+/// # Errors
+/// A ruleset the kernel refused.
+pub fn prepare_whole_tree() -> Result<Option<Prepared>, String> {
+    let all = AccessFs::from_all(TARGET_ABI);
+    // Every right but making device nodes: a node made anywhere would reach a disk or memory
+    // past what `super::devices` hides.
+    let granted = all & !(AccessFs::MakeBlock | AccessFs::MakeChar);
+    let root = PathFd::new("/").map_err(|e| format!("/: {e}"))?;
+    let ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(all)
+        .map_err(|e| e.to_string())?
+        .scope(Scope::from_all(TARGET_ABI))
+        .map_err(|e| e.to_string())?
+        .create()
+        .map_err(|e| e.to_string())?
+        .add_rule(PathBeneath::new(root, granted))
+        .map_err(|e| e.to_string())?;
+    let fd: Option<OwnedFd> = ruleset.into();
+    Ok(fd.map(|fd| Prepared { fd, rules: 1 }))
+}
+
+/// A ruleset that grants nothing: no file can be opened, listed or written (for the file
+/// parser, which gets its input on a pipe).
+///
+/// # Errors
+/// A ruleset the kernel refused.
+pub fn prepare_nothing() -> Result<Option<Prepared>, String> {
+    let ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(TARGET_ABI))
+        .map_err(|e| e.to_string())?
+        .scope(Scope::from_all(TARGET_ABI))
+        .map_err(|e| e.to_string())?
+        .create()
+        .map_err(|e| e.to_string())?;
+    let fd: Option<OwnedFd> = ruleset.into();
+    Ok(fd.map(|fd| Prepared { fd, rules: 0 }))
+}
+
 /// Device files a command that runs without approval may open (read and write); every other
 /// entry of `/dev` (disks, memory, ports) is left out for such a command.
 const HARMLESS_DEVICES: &[&str] = &[
@@ -196,7 +242,7 @@ pub fn prepare(
         let writes = !read_only || forced_write;
         let access = match g.kind {
             Grant::ListOnly => AccessFs::ReadDir.into(),
-            Grant::Whole if g.is_dir && writes => all,
+            Grant::Whole if g.is_dir && writes => all & !(AccessFs::MakeBlock | AccessFs::MakeChar),
             Grant::Whole if g.is_dir => read,
             Grant::Whole if writes => file,
             Grant::Whole => read_file,

@@ -154,7 +154,7 @@ fn lexical_normalize(path: &Path) -> PathBuf {
 
 /// A place hidden from shell commands by the kernel: everything under `path` except the
 /// `except` subtree (the workspace inside `$ETHAN_HOME`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HiddenPlace {
     pub path: PathBuf,
     pub except: Option<PathBuf>,
@@ -162,7 +162,7 @@ pub struct HiddenPlace {
 
 /// The protected places for one tool call: `$ETHAN_HOME` less the workspace, the config file,
 /// and the credential places under the user's home. All paths are real (symlinks resolved).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Protection {
     pub ethan_home: Option<PathBuf>,
     pub workspace: PathBuf,
@@ -217,12 +217,12 @@ impl Protection {
     /// no hard links.
     pub fn place_of(&self, real: &Path) -> Option<Protected> {
         if let Some(home) = &self.ethan_home {
-            let in_workspace =
-                self.workspace.starts_with(home) && real.starts_with(&self.workspace);
-            if real.starts_with(home) && !in_workspace && &self.workspace != home {
-                return Some(Protected::EthanHome);
-            }
-            if &self.workspace == home && daemon_files(home).iter().any(|f| real.starts_with(f)) {
+            // Everything in $ETHAN_HOME is the daemon's, but a workspace strictly inside it. A
+            // workspace that is $ETHAN_HOME itself opens nothing of it.
+            let in_workspace = &self.workspace != home
+                && self.workspace.starts_with(home)
+                && real.starts_with(&self.workspace);
+            if real.starts_with(home) && !in_workspace {
                 return Some(Protected::EthanHome);
             }
         }
@@ -260,19 +260,11 @@ impl Protection {
     pub fn hidden_places(&self) -> Vec<HiddenPlace> {
         let mut out = Vec::new();
         if let Some(home) = &self.ethan_home {
-            if &self.workspace == home {
-                // The workspace is $ETHAN_HOME itself: the daemon's own files are hidden one by
-                // one.
-                out.extend(
-                    daemon_files(home)
-                        .into_iter()
-                        .filter(|p| p.exists())
-                        .map(|path| HiddenPlace { path, except: None }),
-                );
-            } else if home.exists() {
-                let except = self
-                    .workspace
-                    .starts_with(home)
+            if home.exists() {
+                // Hidden whole, by default: the daemon keeps more there than any list would name
+                // (its config, database, history, skills, browser profile, …). Only a workspace
+                // strictly inside it is put back.
+                let except = (&self.workspace != home && self.workspace.starts_with(home))
                     .then(|| self.workspace.clone());
                 out.push(HiddenPlace {
                     path: home.clone(),
@@ -284,7 +276,7 @@ impl Protection {
             let covered = out.iter().any(|h| {
                 e.starts_with(&h.path) && !h.except.as_ref().is_some_and(|x| e.starts_with(x))
             });
-            if e.exists() && !e.starts_with(&self.workspace) && !covered {
+            if e.exists() && !covered {
                 out.push(HiddenPlace {
                     path: e.clone(),
                     except: None,
@@ -314,23 +306,6 @@ impl Protection {
             .iter()
             .find_map(|place| find_file(place, &mut budget, |m| m.nlink() > 1))
     }
-}
-
-/// The daemon's own files in `$ETHAN_HOME`, hidden one by one when the workspace is
-/// `$ETHAN_HOME` itself.
-fn daemon_files(home: &Path) -> Vec<PathBuf> {
-    [
-        "config.yaml",
-        "ethan.db",
-        "ethan.db-wal",
-        "ethan.db-shm",
-        "spill",
-        "knowledge",
-        "daemon.log",
-    ]
-    .iter()
-    .map(|f| home.join(f))
-    .collect()
 }
 
 /// Most directory entries looked at when searching for the other name of a hard link.
@@ -409,26 +384,35 @@ mod tests {
     }
 
     #[test]
-    fn a_workspace_that_is_ethan_home_still_hides_the_daemons_files() {
+    fn a_workspace_that_is_ethan_home_opens_nothing_of_it() {
         let home = tempfile::tempdir().unwrap();
-        std::fs::write(home.path().join("config.yaml"), "x").unwrap();
-        std::fs::write(home.path().join("ethan.db"), "x").unwrap();
-        std::fs::write(home.path().join("notes.txt"), "x").unwrap();
+        for f in ["config.yaml", "ethan.db", "history", "notes.txt"] {
+            std::fs::write(home.path().join(f), "x").unwrap();
+        }
+        std::fs::create_dir_all(home.path().join("skills/mine")).unwrap();
         let p = Protection::new(Some(home.path()), home.path());
+        // Whatever the daemon keeps there, listed or not.
+        for f in [
+            "config.yaml",
+            "ethan.db",
+            "history",
+            "notes.txt",
+            "skills/mine/SKILL.md",
+        ] {
+            assert_eq!(
+                p.check(&home.path().join(f)),
+                Some(Protected::EthanHome),
+                "{f}"
+            );
+        }
+        let hidden = p.hidden_places();
         assert_eq!(
-            p.check(&home.path().join("config.yaml")),
-            Some(Protected::EthanHome)
-        );
-        assert_eq!(
-            p.check(&home.path().join("ethan.db")),
-            Some(Protected::EthanHome)
-        );
-        assert!(p.check(&home.path().join("notes.txt")).is_none());
-        let hidden: Vec<PathBuf> = p.hidden_places().into_iter().map(|h| h.path).collect();
-        assert!(
-            hidden.contains(&real_path(&home.path().join("ethan.db"))),
+            hidden.first(),
+            Some(&HiddenPlace {
+                path: real_path(home.path()),
+                except: None
+            }),
             "{hidden:?}"
         );
-        assert!(!hidden.contains(&real_path(home.path())), "{hidden:?}");
     }
 }

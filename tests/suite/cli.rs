@@ -100,6 +100,66 @@ fn doctor_says_what_is_missing() {
     assert!(stdout.contains("ok    store: sqlite "), "{stdout}");
 }
 
+/// `ethan doctor` names each layer of the shell sandbox — Landlock with the places it hides, the
+/// system-call filter, the namespaces (or what this kernel lacks) — and has a real sandboxed
+/// command try to read the config.
+#[test]
+fn doctor_names_the_sandbox_layers_and_tries_them() {
+    let home = TestHome::new();
+    home.write_config("model:\n  api_key: sk-x\n");
+    let out = run_cli(&home, &["doctor"], None);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = |what: &str| {
+        stdout
+            .lines()
+            .find(|l| l.contains("sandbox: ") && l.contains(what))
+            .unwrap_or_else(|| panic!("no sandbox line with {what:?}:\n{stdout}"))
+            .to_string()
+    };
+    let hidden = home.path().canonicalize().unwrap().display().to_string();
+    let landlock = line("Landlock");
+    let landlock_ok = landlock.starts_with("ok    ");
+    if landlock_ok {
+        assert!(landlock.contains(&hidden), "{landlock}");
+    } else {
+        assert!(landlock.contains("every one asks the owner"), "{landlock}");
+    }
+    if cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+        let filter = line("seccomp allow-list (seccompiler");
+        assert!(filter.starts_with("ok    "), "{filter}");
+        assert!(
+            filter.contains("x32 and other architectures refused"),
+            "{filter}"
+        );
+    }
+    let namespaces_ok = stdout.contains("ok    sandbox: namespaces for each command: ");
+    if namespaces_ok {
+        let namespaces = line("namespaces for each command: ");
+        assert!(namespaces.contains("PID, mount, network"), "{namespaces}");
+        assert!(
+            namespaces.contains("every process a command starts ends with it"),
+            "{namespaces}"
+        );
+    } else {
+        line("missing on this kernel: ");
+    }
+    assert!(
+        stdout.contains("ok    sandbox: commands that run without approval get no network")
+            || stdout.contains("commands cannot be cut off from the network"),
+        "{stdout}"
+    );
+    if landlock_ok && namespaces_ok {
+        let config = home.path().canonicalize().unwrap().join("config.yaml");
+        assert!(
+            stdout.contains(&format!(
+                "ok    sandbox: checked: a sandboxed command could not read {}",
+                config.display()
+            )),
+            "{stdout}"
+        );
+    }
+}
+
 #[test]
 fn config_typo_stops_the_start_with_the_key_path() {
     let home = TestHome::new();

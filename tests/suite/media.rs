@@ -30,8 +30,8 @@ const STRANGER: i64 = 4242;
 const LARK_OWNER: &str = "ou_84aad35d084aa403a838cf73ee18467";
 const WAIT: Duration = Duration::from_secs(30);
 
-/// A 1×1 PNG.
-const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89\0\0\0\rIDATx\x9cc\xf8\xff\xff?\0\x05\xfe\x02\xfe\xa7\x35\x81\x84\0\0\0\0IEND\xaeB`\x82";
+/// A 1×1 PNG (valid: the daemon decodes PNGs, checksums included, before a model sees them).
+const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89\0\0\0\x0bIDATx\x9cc\xf8\x0f\x04\0\x09\xfb\x03\xfd\xfb\x5e\x6b\x2b\0\0\0\0IEND\xaeB`\x82";
 
 fn fixture(name: &str) -> Value {
     let path = format!(

@@ -88,11 +88,14 @@
 //! - `secrets`: what looks secret ([`secret_looking`], the one list of secret-looking file
 //!   names, also used by the daemon's file tools and sandbox), the daemon's own markers;
 //! - `paths`: secret paths in words, dangerous write targets, top-level directories;
+//! - `gitconfig`: the git settings that never run a program ([`git_setting_is_harmless`], also
+//!   used by the daemon's sandbox for the repositories a command without approval reads);
 //! - `walk`: the walk over the syntax tree and, in its `commands` submodule, the per-command
 //!   rules by family (wrappers, interpreters, files, git, network, system). Rules and walk
 //!   recurse into each other (`bash -c '…'` walks a script; a script's commands are judged by
 //!   the rules), so they form one module.
 
+mod gitconfig;
 mod parse;
 mod paths;
 mod secrets;
@@ -102,6 +105,7 @@ mod words;
 #[cfg(test)]
 mod tests;
 
+pub use gitconfig::{git_key_is_harmless, git_setting_is_harmless};
 pub use secrets::secret_looking;
 
 /// The consent class of a shell command. Ordered: the worst sub-command wins.

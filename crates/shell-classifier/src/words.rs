@@ -653,9 +653,55 @@ pub(crate) fn short_cluster(s: &str) -> Option<&str> {
         .filter(|rest| !rest.is_empty() && !rest.starts_with('-'))
 }
 
-/// Whether an argument is a long option that `name` abbreviates (GNU getopt accepts unique
-/// prefixes of at least a few letters).
+/// Whether an argument is a long option that `name` abbreviates: GNU `getopt_long` (and git's
+/// parse-options) take any unique prefix (`--out` for `--output`, `--compress-prog` for
+/// `--compress-program`), with the value attached (`--out=x`) or as the next word. A prefix that
+/// is ambiguous makes the program refuse to run, so taking it for `name` only errs towards
+/// asking.
 pub(crate) fn long_option_is(arg: &str, name: &str) -> bool {
     let arg = arg.split('=').next().unwrap_or(arg);
-    arg.len() >= 3 && name.starts_with(arg)
+    arg.len() >= 3 && arg.starts_with("--") && name.starts_with(arg)
+}
+
+/// [`long_option_is`] for a `--long` name, equality for a `-s` short one.
+pub(crate) fn option_is(arg: &str, name: &str) -> bool {
+    if name.starts_with("--") {
+        long_option_is(arg, name)
+    } else {
+        arg == name
+    }
+}
+
+/// The operands of a command whose options are read by `getopt_long`: words that are not
+/// options, `-` included, skipping the values of `short_with_arg` (`-f 1`, `-f1`) and of
+/// `long_with_arg` (`--skip-fields 1`, any unique prefix; `--x=1` carries its own); everything
+/// after `--` is an operand.
+pub(crate) fn getopt_operands<'t>(
+    args: &'t [String],
+    short_with_arg: &str,
+    long_with_arg: &[&str],
+) -> Vec<&'t String> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    let mut done = false;
+    while let Some(t) = args.get(i) {
+        i += 1;
+        if done || t == "-" || !t.starts_with('-') {
+            out.push(t);
+        } else if t == "--" {
+            done = true;
+        } else if t.starts_with("--") {
+            if !t.contains('=') && long_with_arg.iter().any(|l| long_option_is(t, l)) {
+                i += 1;
+            }
+        } else {
+            let cluster: Vec<char> = t.chars().skip(1).collect();
+            if let Some(k) = cluster.iter().position(|c| short_with_arg.contains(*c)) {
+                if k + 1 == cluster.len() {
+                    i += 1;
+                }
+            }
+        }
+    }
+    out
 }

@@ -348,6 +348,35 @@ const CORPUS: &[(&str, ShellClass)] = &[
     ("git grep --open-f=vi foo", Always),
     ("git --git-dir=/tmp/g --work-tree=. status", Ask),
     ("git --work-tree /tmp status", Ask),
+    // git settings by an allow-list: one that could run a program asks, one that does always.
+    ("git -c color.ui=never log", Safe),
+    ("git -c user.name=o -c remote.origin.url=x status", Safe),
+    ("git -c include.path=/tmp/x log", Ask),
+    ("git -c includeIf.gitdir:/.path=/tmp/x diff", Ask),
+    ("git -c diff.x.textconv=sh log -p", Always),
+    ("git --config-env=diff.external=E diff", Always),
+    // Variables given to a program by an allow-list: others could point it at a planted config
+    // or library.
+    ("LC_ALL=C sort names.txt", Safe),
+    ("TZ=UTC date", Safe),
+    ("GIT_COMMON_DIR=/tmp/x git log", Ask),
+    ("XDG_CONFIG_HOME=/tmp/c git diff", Ask),
+    ("GCONV_PATH=/tmp/g git log", Ask),
+    ("env XDG_CONFIG_HOME=/tmp/c git status", Ask),
+    ("export GIT_COMMON_DIR=/tmp/x; git log", Ask),
+    ("declare -x GCONV_PATH=/tmp/g; git log", Ask),
+    ("set -a; GCONV_PATH=/tmp/g; git log", Ask),
+    ("x=1; echo $x", Safe),
+    // Short options bundled or with their value attached, as getopt reads them.
+    ("tree -ao out.txt", Ask),
+    ("tree -Ro x", Ask),
+    ("file -zC", Ask),
+    ("file -z archive.gz", Safe),
+    ("hostname -Ffile", Ask),
+    ("hostname -bF x", Ask),
+    ("hostname -I", Safe),
+    ("sort -uo out.txt in.txt", Ask),
+    ("date -us 2020-01-01", Ask),
     // bash opens a connection for /dev/tcp and /dev/udp, reading too.
     ("cat </dev/tcp/127.0.0.1/80", Ask),
     ("head -c 0 </dev/udp/data.example/53", Ask),
@@ -457,6 +486,84 @@ const CORPUS: &[(&str, ShellClass)] = &[
     ("bash", Ask),
     ("sleep 1 && touch done", Ask),
 ];
+
+/// Long options as GNU `getopt_long` (and git's parse-options) read them: any unique prefix,
+/// `--opt=value` and `--opt value`, bundled short options. Each must get at least this class.
+const ABBREVIATIONS: &[(&str, ShellClass)] = &[
+    ("sort -S 16K --compress-prog=sh notes.txt", Always),
+    ("sort --compress-p sh f", Always),
+    ("sort --com=sh f", Always),
+    ("sort --outp=/tmp/x f", Ask),
+    ("sort --out=/tmp/x f", Ask),
+    ("sort --o /tmp/x f", Ask),
+    ("sort -uo out.txt f", Ask),
+    ("sort --files0=list", Ask),
+    ("tar --to-com=sh -xf a.tar", Always),
+    ("tar -xf a.tar --to-c 'sh -c x'", Always),
+    ("tar --use-comp=evil -cf a.tar x", Always),
+    ("tar --use=evil -cf a.tar x", Always),
+    ("tar --rsh-c=evil -cf h:a.tar x", Always),
+    ("tar --checkpoint-a=exec=sh -cf a.tar x", Always),
+    ("tar --info-s=evil -cf a.tar x", Always),
+    ("tar --new-vol=evil -cf a.tar x", Always),
+    ("tar -cIevil -f a.tar x", Always),
+    ("tar xIf evil a.tar", Always),
+    ("uniq - out.txt", Ask),
+    ("uniq -f 1 in.txt out.txt", Ask),
+    ("uniq --skip-f 1 in.txt out.txt", Ask),
+    ("date --se '2020-01-01'", Ask),
+    ("date --s='2020-01-01'", Ask),
+    ("date -us 2020", Ask),
+    ("git diff --ext", Always),
+    ("git log --ext-d", Always),
+    ("git log -p --textc", Always),
+    ("git log --outp=x.txt", Ask),
+    ("git reset --har HEAD~1", Always),
+    ("git push --del origin main", Always),
+    ("git push --mir origin", Always),
+    ("git clean --forc", Always),
+    ("git --config-env core.pager=PAGER log", Always),
+    ("rm --recur x", Always),
+    ("chown --recur me /srv", Always),
+    ("timeout --sig KILL 5 rm -rf x", Always),
+    ("timeout --kill-a 1 5 rm -rf x", Always),
+    ("nice --adj 5 rm -rf x", Always),
+    ("stdbuf --out=L rm -rf x", Always),
+    ("env --split-s 'rm -rf /'", Always),
+    ("env --split='rm -rf /'", Always),
+    ("env --uns X rm -rf /", Always),
+    ("sed --expr '1e id' f", Always),
+    ("sed --expression='1e id' f", Always),
+    ("awk --sou 'BEGIN{system(\"id\")}'", Always),
+    ("awk --source='BEGIN{system(\"id\")}'", Always),
+    ("iptables --fl", Always),
+    ("rsync -e 'sh -c x' a b:", Always),
+    ("rsync --rsh=evil a b:", Always),
+    ("rsync --rsync-p=evil a b:", Always),
+    ("rsync -avze evil a b:", Always),
+    ("less '+!sh' f", Always),
+    ("vim -c '!sh' f", Always),
+    ("vim --cmd '!sh' f", Always),
+    ("hostname --fi /tmp/x", Ask),
+    ("file --comp x", Ask),
+    ("xargs --max-p 4 rm -rf", Always),
+];
+
+#[test]
+fn long_option_abbreviations_are_read_as_getopt_long_reads_them() {
+    assert!(ABBREVIATIONS.len() >= 40, "{}", ABBREVIATIONS.len());
+    let mut wrong = Vec::new();
+    for (command, least) in ABBREVIATIONS {
+        let got = run(command);
+        if got.class < *least {
+            wrong.push(format!(
+                "{command:?}: {:?} (want at least {least:?})",
+                got.class
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
 
 fn run(command: &str) -> Classification {
     classify(command, &[SECRET.to_owned()])

@@ -186,10 +186,17 @@ impl Registry {
             .get("shell")
             .and_then(|o| o.timeout_secs)
             .unwrap_or(crate::tools::shell::DEFAULT_TIMEOUT_SECS);
+        let git_hooks = config
+            .tools
+            .per_tool
+            .get("shell")
+            .and_then(|o| o.git_hooks)
+            .unwrap_or(false);
         let mut r = Registry::default();
         r.register_builtin(Arc::new(
             crate::tools::shell::Shell::new(shell_timeout)
-                .with_secrets(crate::config::secret_values(config)),
+                .with_secrets(crate::config::secret_values(config))
+                .with_git_hooks(git_hooks),
         ));
         r.register_builtin(Arc::new(crate::tools::file_read::FileRead));
         r.register_builtin(Arc::new(crate::tools::file_write::FileWrite));
@@ -271,6 +278,12 @@ impl Registry {
         r.register_builtin(Arc::new(crate::tools::skill_read::SkillRead));
         #[cfg(feature = "test-tools")]
         r.register_builtin(Arc::new(crate::tools::test_panic::TestPanic));
+        #[cfg(feature = "test-tools")]
+        r.register_builtin(Arc::new(
+            crate::tools::builtin::exec::unapproved::TestUnapprovedShell(
+                crate::tools::shell::Shell::new(shell_timeout),
+            ),
+        ));
         if let Some(lark) = crate::tools::lark_common::LarkClient::from_config(config) {
             let tz = config.timezone.clone();
             r.register_builtin(Arc::new(
@@ -355,7 +368,8 @@ mod tests {
         let r = Registry::builtin(&config);
         assert!(r.skipped().is_empty(), "{:?}", r.skipped());
         let names: Vec<String> = r.iter().map(|t| t.name().to_string()).collect();
-        let test_tools = usize::from(cfg!(feature = "test-tools"));
+        // test_panic and test_unapproved_shell.
+        let test_tools = 2 * usize::from(cfg!(feature = "test-tools"));
         let browser = 3 * usize::from(cfg!(feature = "browser"));
         assert_eq!(names.len(), 27 + browser + test_tools, "{names:?}");
         assert!(names.iter().any(|n| n == "lark_message_send"), "{names:?}");

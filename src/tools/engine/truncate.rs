@@ -12,9 +12,7 @@ pub fn truncate_for_model(text: &str, limit: usize) -> (String, bool) {
     if total <= limit {
         return (text.to_string(), false);
     }
-    let budget = limit.saturating_sub(120).max(2);
-    let head_n = budget * 2 / 3;
-    let tail_n = budget - head_n;
+    let (head_n, tail_n) = kept_counts(limit);
     let head_end = text
         .char_indices()
         .nth(head_n)
@@ -25,14 +23,25 @@ pub fn truncate_for_model(text: &str, limit: usize) -> (String, bool) {
         .nth(total - tail_n)
         .map(|(i, _)| i)
         .unwrap_or(text.len());
-    let omitted = total - head_n - tail_n;
-    let out = format!(
-        "{}\n[… output truncated: {total} characters ({} bytes) in all, {omitted} omitted …]\n{}",
-        &text[..head_end],
-        text.len(),
-        &text[tail_start..]
-    );
-    (out, true)
+    (
+        marked(&text[..head_end], &text[tail_start..], total, text.len()),
+        true,
+    )
+}
+
+/// How many characters of the head and of the tail a text cut to `limit` keeps.
+pub fn kept_counts(limit: usize) -> (usize, usize) {
+    let budget = limit.saturating_sub(120).max(2);
+    let head_n = budget * 2 / 3;
+    (head_n, budget - head_n)
+}
+
+/// `head` and `tail` of a text of `total` characters (`bytes` in UTF-8) around the marker line.
+pub fn marked(head: &str, tail: &str, total: usize, bytes: usize) -> String {
+    let omitted = total - head.chars().count() - tail.chars().count();
+    format!(
+        "{head}\n[… output truncated: {total} characters ({bytes} bytes) in all, {omitted} omitted …]\n{tail}"
+    )
 }
 
 #[cfg(test)]

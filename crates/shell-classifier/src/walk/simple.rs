@@ -4,8 +4,8 @@
 
 use brush_parser::ast;
 
-use super::{Ctx, Input, Stdin, Walker};
-use crate::words::{brace_expand, Arg, Kind};
+use super::{Ctx, Input, Stdin, Walker, BENIGN_VARIABLES};
+use crate::words::{brace_expand, is_identifier, Arg, Kind};
 use crate::ShellClass;
 
 /// Variables that make ordinary programs run code of the caller's choice.
@@ -44,6 +44,33 @@ pub(crate) const CODE_VARIABLES: &[&str] = &[
     "GIT_WORK_TREE",
 ];
 
+/// Variables a command may put into its programs' environment and stay safe: locale, time
+/// zone, terminal size and colours, output formats. Every other name asks (deny by default).
+pub(crate) const EXPORT_HARMLESS: &[&str] = &[
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "COLUMNS",
+    "LINES",
+    "TERM",
+    "NO_COLOR",
+    "CLICOLOR",
+    "CLICOLOR_FORCE",
+    "FORCE_COLOR",
+    "POSIXLY_CORRECT",
+    "TIME_STYLE",
+    "QUOTING_STYLE",
+    "BLOCK_SIZE",
+    "BLOCKSIZE",
+    "DF_BLOCK_SIZE",
+    "DU_BLOCK_SIZE",
+    "LS_BLOCK_SIZE",
+    "LS_COLORS",
+    "GREP_COLOR",
+    "GREP_COLORS",
+    "TABSIZE",
+];
+
 impl<'a> Walker<'a> {
     pub(crate) fn walk_simple(&mut self, cmd: &ast::SimpleCommand, ctx: Ctx, depth: usize) {
         let plain = Ctx::nested(ctx.stdin);
@@ -80,7 +107,7 @@ impl<'a> Walker<'a> {
                 ast::CommandPrefixOrSuffixItem::AssignmentWord(a, w) => {
                     self.verify_word(w);
                     if in_prefix {
-                        self.assignment(a, plain, depth);
+                        self.assignment(a, plain, depth, cmd.word_or_name.is_some());
                     } else {
                         // An argument of a declaration builtin (`export X=…`).
                         words.push(self.ast_word(w, plain, depth));
@@ -122,7 +149,14 @@ impl<'a> Walker<'a> {
         self.command(&argv, &input, ctx, depth);
     }
 
-    pub(crate) fn assignment(&mut self, a: &ast::Assignment, ctx: Ctx, depth: usize) {
+    /// `exported`: the assignment prefixes a command, which gets it in its environment.
+    pub(crate) fn assignment(
+        &mut self,
+        a: &ast::Assignment,
+        ctx: Ctx,
+        depth: usize,
+        exported: bool,
+    ) {
         let name = match &a.name {
             ast::AssignmentName::VariableName(n) => n.clone(),
             ast::AssignmentName::ArrayElementName(n, index) => {
@@ -130,7 +164,11 @@ impl<'a> Walker<'a> {
                 n.clone()
             }
         };
-        self.assigned_name(&name);
+        if exported {
+            self.exported_name(&name);
+        } else {
+            self.assigned_name(&name);
+        }
         let values: Vec<&ast::Word> = match &a.value {
             ast::AssignmentValue::Scalar(w) => vec![w],
             ast::AssignmentValue::Array(items) => items
@@ -141,6 +179,24 @@ impl<'a> Walker<'a> {
         for w in values {
             let arg = self.ast_word(w, ctx, depth);
             self.check_arg_common(&arg);
+        }
+    }
+
+    /// A variable put into the environment of the programs a command runs (`NAME=… cmd`,
+    /// `export`, `env NAME=…`): besides [`Self::assigned_name`], only names known to steer no
+    /// program to other code or configuration ([`EXPORT_HARMLESS`]) keep a command safe. Any
+    /// other (`GIT_COMMON_DIR`, `XDG_CONFIG_HOME`, `GCONV_PATH`, one a later program reads)
+    /// asks.
+    pub(crate) fn exported_name(&mut self, name: &str) {
+        self.assigned_name(name);
+        let harmless = EXPORT_HARMLESS.contains(&name)
+            || (name.starts_with("LC_") && is_identifier(name))
+            || BENIGN_VARIABLES.contains(&name);
+        if !harmless {
+            self.note(
+                ShellClass::Ask,
+                format!("passes {name} to the programs it runs"),
+            );
         }
     }
 

@@ -1,3 +1,5 @@
-//! Tools that run commands: `shell`.
+//! Tools that run commands: `shell` (and, in test builds, `test_unapproved_shell`).
 
 pub mod shell;
+#[cfg(feature = "test-tools")]
+pub mod unapproved;

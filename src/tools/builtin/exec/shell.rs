@@ -32,6 +32,24 @@ use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 
+/// git subcommands that run hooks.
+const HOOK_SUBCOMMANDS: &[&str] = &[
+    "commit",
+    "merge",
+    "rebase",
+    "am",
+    "push",
+    "pull",
+    "checkout",
+    "switch",
+    "cherry-pick",
+    "revert",
+    "clone",
+    "worktree",
+    "gc",
+    "fetch",
+];
+
 /// Default and largest timeout of one command, in seconds.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
 pub const MAX_TIMEOUT_SECS: u64 = 600;
@@ -49,6 +67,9 @@ pub struct Shell {
 struct Judge {
     /// The config's secret values: a command that mentions one always asks.
     secrets: Vec<String>,
+    /// `tools.shell.git_hooks`: approved git commands run the repository's hooks (and their
+    /// approval says so).
+    git_hooks: bool,
     /// `Some(answer)` pretends the machine has (or lacks) the sandbox; `None` asks the kernel
     /// when a command is judged (the probes are cached), not when the tool is built.
     sandbox_override: Option<bool>,
@@ -119,12 +140,45 @@ impl Judge {
                 c.reasons.push(why);
             }
         }
+        if c.class != ShellClass::Safe {
+            c.reasons.extend(self.approval_notes(&c));
+        }
         Verdict {
             command: command.to_string(),
             class: c,
             protected: protected.is_some(),
             protection,
         }
+    }
+
+    /// What the owner should know before approving: git hooks that will run, and where the
+    /// kernel cannot hide by mounts, which folders stay read-only.
+    fn approval_notes(&self, c: &Classification) -> Vec<String> {
+        let mut out = Vec::new();
+        let runs_hooks = c.reasons.iter().any(|r| {
+            r.strip_prefix("git ").is_some_and(|sub| {
+                HOOK_SUBCOMMANDS
+                    .iter()
+                    .any(|h| sub == *h || sub.starts_with(&format!("{h} ")))
+            })
+        });
+        if self.git_hooks && runs_hooks {
+            out.push(
+                "runs the repository's git hooks (.git/hooks; tools.shell.git_hooks is on)"
+                    .to_string(),
+            );
+        }
+        if self.sandbox_override.is_none()
+            && crate::sandbox::landlock::status().is_available()
+            && !crate::sandbox::helper::namespaces().mounts_hide()
+        {
+            out.push(
+                "this kernel gives commands no mount namespace, so the folders that contain a \
+                 protected place ($HOME when Ethan's home is ~/.ethan) cannot get new entries"
+                    .to_string(),
+            );
+        }
+        out
     }
 
     /// [`Judge::verdict`] on a blocking thread.
@@ -151,6 +205,12 @@ impl Shell {
             default_timeout,
             judge: Judge::default(),
         }
+    }
+
+    /// With `tools.shell.git_hooks`.
+    pub fn with_git_hooks(mut self, on: bool) -> Self {
+        self.judge.git_hooks = on;
+        self
     }
 
     /// As if the kernel had (or had not) a sandbox: for tests of the fallback.
@@ -381,91 +441,63 @@ impl Tool for Shell {
                 .approved_actions
                 .iter()
                 .any(|a| a == ethan_core::tool::PROTECTED_PATHS_APPROVED);
-        let sandbox = if approved_protected {
-            None
-        } else {
-            // A command that did not go through consent writes only the workspace and the
-            // private temp folder.
-            let writable: Vec<std::path::PathBuf> = std::iter::once(ctx.workspace.clone())
-                .chain(crate::sandbox::private_tmp().map(|t| t.to_path_buf()))
-                .collect();
-            match crate::sandbox::landlock::prepare(
-                &verdict.protection,
-                (!consented).then_some(writable.as_slice()),
-            ) {
-                Ok(Some(p)) => Some(p),
-                Ok(None) if !self.judge.sandboxed() => None,
-                Ok(None) => {
-                    return ToolResult::err(
-                        ErrorKind::Dependency,
-                        "the kernel sandbox could not be set up for this command; it did not run",
-                    )
-                }
-                Err(e) => {
-                    return ToolResult::err(
-                        ErrorKind::Dependency,
-                        format!("the sandbox could not be set up ({e}); the command did not run"),
-                    )
-                }
-            }
-        };
         // Offline unless this call went through consent (the owner, or a job, said yes).
         let offline = !consented && self.judge.offline_possible();
-        let mut cmd = tokio::process::Command::new(shell_program());
-        cmd.arg("-c")
-            .arg(command)
-            .current_dir(&ctx.workspace)
+        let spec = crate::sandbox::helper::ShellSpec {
+            program: shell_program().into(),
+            command: command.to_string(),
+            // The sandbox hides nothing only when the owner approved this very command reading
+            // a protected path, or where the kernel has no Landlock at all.
+            protection: (!approved_protected && self.judge.sandboxed())
+                .then(|| verdict.protection.clone()),
+            approved: consented,
+            offline,
+            // A command that did not go through consent writes only the workspace and the
+            // private temp folder.
+            writable: std::iter::once(ctx.workspace.clone())
+                .chain(crate::sandbox::private_tmp().map(|t| t.to_path_buf()))
+                .collect(),
+            daemon_pid: std::process::id(),
+            tag: crate::sandbox::helper::ShellSpec::new_tag(),
+        };
+        let prepared = crate::sandbox::helper::shell_command()
+            .and_then(|c| crate::sandbox::helper::spec_bytes(&spec).map(|json| (c, json)));
+        let (mut cmd, json) = match prepared {
+            Ok(c) => c,
+            Err(e) => {
+                return ToolResult::err(
+                    ErrorKind::Dependency,
+                    format!(
+                        "the sandbox helper could not be prepared ({e}); the command did not run"
+                    ),
+                )
+            }
+        };
+        cmd.current_dir(&ctx.workspace)
             .env_clear()
             .envs(crate::sandbox::env::for_command(
                 crate::sandbox::private_tmp(),
             ))
-            .stdin(Stdio::null())
+            .envs(crate::sandbox::env::git_guard(self.judge.git_hooks))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        // The daemon ignores SIGXFSZ (so a file-size limit fails its writes instead of killing
-        // it) and ignored signals survive exec: commands get the default back, as in a shell.
-        // SAFETY: only `signal(2)`, `unshare(2)`, `prctl(2)` (no-new-privs, capability drops,
-        // seccomp), `landlock_restrict_self(2)` and `close_range(2)`, which are
-        // async-signal-safe system calls, run between fork and exec; nothing is allocated.
-        let sandbox = std::sync::Arc::new(sandbox);
-        let in_child = sandbox.clone();
-        unsafe {
-            cmd.pre_exec(move || {
-                libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
-                if offline {
-                    crate::sandbox::network::isolate_current_process()?;
-                }
-                if let Some(p) = in_child.as_ref() {
-                    p.restrict_current_process()?;
-                }
-                if offline {
-                    crate::sandbox::seccomp::drop_capabilities_in_current_process();
-                    crate::sandbox::seccomp::install_in_current_process()?;
-                }
-                // Descriptors the daemon was started with (a jobserver pipe, a socket) are not
-                // the command's: closed at exec. Kernels before 5.11 lack close_range; ignored.
-                libc::syscall(
-                    libc::SYS_close_range,
-                    3u32,
-                    u32::MAX,
-                    libc::CLOSE_RANGE_CLOEXEC,
-                );
-                Ok(())
-            });
-        }
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
                 return ToolResult::err(
                     ErrorKind::Dependency,
-                    format!("cannot start {}: {e}", shell_program()),
+                    format!("cannot start the sandbox helper: {e}"),
                 )
             }
         };
-        drop(sandbox);
         let pid = child.id().unwrap_or(0);
+        // The specification, then end of input (the helper reads it before anything else).
+        if let Some(mut stdin) = child.stdin.take() {
+            use tokio::io::AsyncWriteExt;
+            let _ = stdin.write_all(&json).await;
+        }
         let out = tokio::spawn(read_capped(child.stdout.take().expect("piped stdout")));
         let err = tokio::spawn(read_capped(child.stderr.take().expect("piped stderr")));
         let status = tokio::time::timeout(Duration::from_secs(secs), child.wait()).await;
@@ -492,6 +524,13 @@ impl Tool for Shell {
         let (stdout, stdout_total) = collect(out).await;
         let (stderr, stderr_total) = collect(err).await;
         let code = status.and_then(|s| s.code());
+        let stderr_text = String::from_utf8_lossy(&stderr);
+        if let Some(why) = crate::sandbox::helper::setup_error(&spec, code, &stderr_text) {
+            return ToolResult::err(
+                ErrorKind::Dependency,
+                format!("the sandbox could not be set up ({why}); the command did not run"),
+            );
+        }
         let mut text = String::new();
         text.push_str(&format!(
             "exit code: {}\n",
@@ -623,9 +662,20 @@ mod tests {
                 "{command} read the secret:\n{}",
                 r.output
             );
-            // EACCES, or EXDEV where Landlock refuses to link a hidden file elsewhere.
+            // grep finds nothing in the empty file system over the hidden folder.
+            if command.starts_with("grep") {
+                continue;
+            }
+            // ENOENT where an empty file system covers the hidden folder, EACCES where Landlock
+            // refuses, EXDEV where it refuses to link a hidden file elsewhere.
             assert!(
-                ["Permission denied", "PermissionError", "Invalid cross-device link"]
+                [
+                    "No such file or directory",
+                    "FileNotFoundError",
+                    "Permission denied",
+                    "PermissionError",
+                    "Invalid cross-device link",
+                ]
                     .iter()
                     .any(|e| r.output.contains(e)),
                 "{command} was not refused by the kernel:\n{}",
@@ -656,7 +706,8 @@ mod tests {
             .filter_map(|l| l.split_once('=').map(|(k, _)| k))
             .collect();
         assert!(names.contains(&"PATH"), "{}", r.output);
-        for n in names {
+        // GIT_CONFIG_KEY_n are the git settings the sandbox sets, not secrets.
+        for n in names.into_iter().filter(|n| !n.starts_with("GIT_CONFIG_")) {
             assert!(!crate::sandbox::env::secret_name(n), "{n} was passed on");
         }
         let tmp = crate::sandbox::private_tmp().unwrap().display().to_string();
@@ -902,7 +953,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_workspace_that_is_ethan_home_keeps_the_daemons_files_hidden() {
+    async fn a_workspace_that_is_ethan_home_opens_nothing_of_it() {
         let home = tempfile::tempdir().unwrap();
         std::fs::write(home.path().join("config.yaml"), "api_key: sk-WS-IS-HOME\n").unwrap();
         std::fs::write(home.path().join("notes.txt"), "fine").unwrap();
@@ -921,8 +972,10 @@ mod tests {
                     &c,
                 )
                 .await;
+            // All of $ETHAN_HOME is the daemon's, listed or not (the config never makes it the
+            // workspace: `Loaded::workspace` takes its workspace folder instead).
             assert!(!r.output.contains("sk-WS-IS-HOME"), "{}", r.output);
-            assert!(r.output.contains("fine"), "{}", r.output);
+            assert!(!r.output.contains("fine"), "{}", r.output);
         }
         assert_eq!(
             std::fs::read_to_string(home.path().join("config.yaml")).unwrap(),

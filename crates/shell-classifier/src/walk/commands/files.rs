@@ -203,9 +203,9 @@ impl<'a> Walker<'a> {
 
     pub(crate) fn chmod_command(&mut self, args: &[Arg]) {
         let texts = texts(args);
-        let recursive = texts
-            .iter()
-            .any(|t| t == "--recursive" || short_cluster(t).is_some_and(|c| c.contains('R')));
+        let recursive = texts.iter().any(|t| {
+            long_option_is(t, "--recursive") || short_cluster(t).is_some_and(|c| c.contains('R'))
+        });
         let mode = args
             .iter()
             .zip(&texts)

@@ -37,6 +37,25 @@ pub(crate) fn git_config_runs_code(config: &str) -> bool {
 }
 
 impl<'a> Walker<'a> {
+    /// `git -c key=value` (or `--config-env`): a setting that runs a program is always-ask, one
+    /// off the harmless list ([`crate::git_key_is_harmless`]) asks.
+    fn git_setting(&mut self, key: &str, value: &str) {
+        if git_config_runs_code(&format!("{key}={value}")) {
+            self.note(
+                ShellClass::Always,
+                "git -c with a setting that runs a command",
+            );
+        } else if !crate::git_key_is_harmless(key) {
+            self.note(
+                ShellClass::Ask,
+                format!(
+                    "git -c {} (a setting that could run a program)",
+                    shorten(key)
+                ),
+            );
+        }
+    }
+
     pub(crate) fn git_command(&mut self, argv: &[Arg]) {
         let texts = texts(argv);
         let mut i = 1;
@@ -55,20 +74,28 @@ impl<'a> Walker<'a> {
                     self.note(ShellClass::Ask, "git on another repository or work tree");
                     i += 1;
                 }
-                "--namespace" | "--super-prefix" | "--config-env" => i += 2,
-                "-c" => {
-                    if let Some(config) = texts.get(i + 1) {
-                        if git_config_runs_code(config) {
-                            self.note(
-                                ShellClass::Always,
-                                "git -c with a setting that runs a command",
-                            );
-                        }
+                "--config-env" => {
+                    // The value comes from a variable: judge the setting by its name.
+                    if let Some(c) = texts.get(i + 1) {
+                        self.git_setting(c.split_once('=').map_or(c.as_str(), |(k, _)| k), "");
                     }
                     i += 2;
                 }
-                s if s.starts_with("--exec-path=") || s.starts_with("--config-env=") => {
+                "--namespace" | "--super-prefix" | "--exec-path" => i += 2,
+                "-c" => {
+                    if let Some(config) = texts.get(i + 1) {
+                        let (key, value) = config.split_once('=').unwrap_or((config, ""));
+                        self.git_setting(key, value);
+                    }
+                    i += 2;
+                }
+                s if s.starts_with("--exec-path=") => {
                     self.note(ShellClass::Always, "git with a changed exec path or config");
+                    i += 1;
+                }
+                s if s.starts_with("--config-env=") => {
+                    let name = &s["--config-env=".len()..];
+                    self.git_setting(name.split_once('=').map_or(name, |(k, _)| k), "");
                     i += 1;
                 }
                 s if s.starts_with('-') => i += 1,
@@ -99,10 +126,11 @@ impl<'a> Walker<'a> {
         };
         match sub.as_str() {
             "reset" => {
-                if rest
-                    .iter()
-                    .any(|t| matches!(t.as_str(), "--hard" | "--merge" | "--keep"))
-                {
+                if rest.iter().any(|t| {
+                    ["--hard", "--merge", "--keep"]
+                        .iter()
+                        .any(|o| long_option_is(t, o))
+                }) {
                     self.note(ShellClass::Always, "git reset --hard");
                 } else {
                     self.note(ShellClass::Ask, "git reset");
@@ -120,7 +148,9 @@ impl<'a> Walker<'a> {
                     || has_short('d')
                     || rest.iter().any(|t| {
                         t.starts_with("--force")
-                            || matches!(t.as_str(), "--mirror" | "--delete" | "--prune")
+                            || ["--mirror", "--delete", "--prune"]
+                                .iter()
+                                .any(|o| long_option_is(t, o))
                             || (!t.starts_with('-')
                                 && (t.starts_with('+') || t.starts_with(':') || t.contains(":+")))
                             || t.contains(" +")
@@ -134,13 +164,12 @@ impl<'a> Walker<'a> {
             "status" | "log" | "diff" | "show" | "blame" | "shortlog" | "describe"
             | "rev-parse" | "ls-files" | "ls-tree" | "cat-file" | "rev-list" | "show-ref"
             | "merge-base" | "version" | "whatchanged" | "grep" => {
-                let writes = rest
-                    .iter()
-                    .any(|t| t == "--output" || t.starts_with("--output="));
+                let writes = rest.iter().any(|t| long_option_is(t, "--output"));
                 // git accepts any unambiguous prefix of a long option (`--ope` is
                 // `--open-files-in-pager`).
                 let runs = rest.iter().any(|t| {
-                    t == "--ext-diff"
+                    long_option_is(t, "--ext-diff")
+                        || long_option_is(t, "--textconv")
                         || (t.len() >= 4
                             && "--open-files-in-pager"
                                 .starts_with(t.split('=').next().unwrap_or(t)))

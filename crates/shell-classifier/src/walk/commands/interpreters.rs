@@ -3,7 +3,7 @@
 //! that execute, and `source`.
 
 use super::super::{Ctx, Input, Stdin, Walker};
-use crate::words::{basename, shorten, texts, Arg};
+use crate::words::{basename, long_option_is, shorten, texts, Arg};
 use crate::ShellClass;
 
 pub(crate) const SHELLS: &[&str] = &[
@@ -380,12 +380,21 @@ impl<'a> Walker<'a> {
                 i += 1;
                 break;
             }
-            if matches!(t.as_str(), "-f" | "--file") {
+            if t == "-f" || long_option_is(t, "--file") {
                 from_file = true;
                 i += 2;
                 continue;
             }
-            if matches!(t.as_str(), "-e" | "--source") {
+            if let Some((_, program)) = t
+                .split_once('=')
+                .filter(|(n, _)| long_option_is(n, "--source"))
+            {
+                let literal = !argv[i].is_dynamic();
+                self.awk_program(program, literal);
+                i += 1;
+                continue;
+            }
+            if t == "-e" || (long_option_is(t, "--source") && !t.contains('=')) {
                 programs.extend(argv.get(i + 1));
                 i += 2;
                 continue;
@@ -416,19 +425,48 @@ impl<'a> Walker<'a> {
             programs.extend(argv.get(i));
         }
         for p in programs {
-            let text = p.text();
-            if p.is_dynamic() {
-                self.note(ShellClass::Always, "awk program is not literal");
-            } else if text.contains("system") || text.contains('|') {
-                self.note(ShellClass::Always, "awk program runs commands");
-            } else if text.contains('>') || text.contains("ENVIRON") {
-                self.note(
-                    ShellClass::Ask,
-                    "awk program may write files or read the environment",
-                );
-            }
+            self.awk_program(&p.text(), !p.is_dynamic());
         }
         self.note(ShellClass::Ask, "runs awk");
+    }
+
+    fn awk_program(&mut self, text: &str, literal: bool) {
+        if !literal {
+            self.note(ShellClass::Always, "awk program is not literal");
+        } else if text.contains("system") || text.contains('|') {
+            self.note(ShellClass::Always, "awk program runs commands");
+        } else if text.contains('>') || text.contains("ENVIRON") {
+            self.note(
+                ShellClass::Ask,
+                "awk program may write files or read the environment",
+            );
+        }
+    }
+
+    /// Pagers and editors: their command options run commands (`less '+!sh'`, `vim -c '!sh'`,
+    /// `vim --cmd`, `vim -S script`, `less --lesskey-file`), so those are always-ask.
+    pub(crate) fn pager_or_editor_command(&mut self, name: &str, args: &[Arg]) {
+        let editor = !matches!(name, "less" | "more" | "most");
+        let runs = args.iter().any(|a| {
+            let t = a.text();
+            a.is_dynamic()
+                || t.starts_with('+')
+                || (editor
+                    && (t == "-c"
+                        || t == "-S"
+                        || long_option_is(&t, "--cmd")
+                        || t.starts_with("-c")
+                        || t.starts_with("-S")))
+                || (!editor
+                    && (long_option_is(&t, "--lesskey-file")
+                        || long_option_is(&t, "--lesskey-src")
+                        || (t.starts_with('-') && !t.starts_with("--") && t.contains('k'))))
+        });
+        if runs {
+            self.note(ShellClass::Always, format!("{name} option runs commands"));
+        } else {
+            self.note(ShellClass::Ask, format!("runs {name}"));
+        }
     }
 
     pub(crate) fn sed_command(&mut self, argv: &[Arg]) {
@@ -438,7 +476,7 @@ impl<'a> Walker<'a> {
         let mut first_operand: Option<(String, bool)> = None;
         let mut i = 1;
         while let Some(t) = texts.get(i) {
-            if matches!(t.as_str(), "-e" | "--expression") {
+            if t == "-e" || (long_option_is(t, "--expression") && !t.contains('=')) {
                 has_script_option = true;
                 if let Some(a) = argv.get(i + 1) {
                     scripts.push((a.text(), a.is_dynamic()));
@@ -446,10 +484,14 @@ impl<'a> Walker<'a> {
                 i += 2;
                 continue;
             }
-            if let Some(s) = t.strip_prefix("--expression=") {
+            if let Some(s) = t
+                .split_once('=')
+                .filter(|(n, _)| long_option_is(n, "--expression"))
+                .map(|(_, v)| v)
+            {
                 has_script_option = true;
                 scripts.push((s.to_owned(), argv[i].is_dynamic()));
-            } else if matches!(t.as_str(), "-f" | "--file") {
+            } else if t == "-f" || long_option_is(t, "--file") {
                 has_script_option = true;
                 i += 2;
                 continue;

@@ -14,7 +14,9 @@ mod wrappers;
 
 use super::{Ctx, Input, Stdin, Walker, BENIGN_VARIABLES};
 use crate::parse::MAX_DEPTH;
-use crate::words::{basename, short_cluster, shorten, texts, Arg};
+use crate::words::{
+    basename, getopt_operands, long_option_is, option_is, short_cluster, shorten, texts, Arg,
+};
 use crate::ShellClass;
 use files::rename_sources;
 use interpreters::{interpreter_family, SHELLS};
@@ -194,7 +196,8 @@ impl<'a> Walker<'a> {
             "chown" | "chgrp" => {
                 if args.iter().any(|a| {
                     let t = a.text();
-                    t == "--recursive" || short_cluster(&t).is_some_and(|c| c.contains('R'))
+                    long_option_is(&t, "--recursive")
+                        || short_cluster(&t).is_some_and(|c| c.contains('R'))
                 }) {
                     self.note(ShellClass::Always, format!("{name} -R"));
                 } else {
@@ -232,6 +235,18 @@ impl<'a> Walker<'a> {
                 if texts.is_empty() {
                     self.note(ShellClass::Always, "environment dump (set)");
                 }
+                // `set -a` exports every variable assigned after it.
+                let allexport = texts.iter().any(|t| {
+                    short_cluster(t).is_some_and(|c| c.contains('a'))
+                        || t == "allexport"
+                        || t.starts_with("-o") && t.contains("allexport")
+                });
+                if allexport {
+                    self.note(
+                        ShellClass::Ask,
+                        "set -a passes every variable to the programs it runs",
+                    );
+                }
             }
             "alias" => {
                 for a in args {
@@ -265,6 +280,10 @@ impl<'a> Walker<'a> {
                 self.system_command(&name, args)
             }
             "ssh" => self.ssh_command(argv, depth),
+            "rsync" => self.rsync_command(args),
+            "less" | "more" | "most" | "vi" | "vim" | "nvim" | "view" | "ex" | "vimdiff" => {
+                self.pager_or_editor_command(&name, args)
+            }
             n if SAFE_COMMANDS.contains(&n) => self.safe_command(n, argv, depth),
             _ => {
                 self.note(ShellClass::Ask, format!("runs {}", shorten(&name)));
@@ -323,6 +342,10 @@ impl<'a> Walker<'a> {
                 return;
             }
         }
+        let exports = name == "export"
+            || options
+                .iter()
+                .any(|o| o.starts_with('-') && o.contains('x'));
         for (a, t) in operands {
             let var = t.split_once('=').map_or(t.as_str(), |(n, _)| n);
             let var = var.split('[').next().unwrap_or(var);
@@ -330,7 +353,11 @@ impl<'a> Walker<'a> {
             if a.is_dynamic() && !t.contains('=') {
                 self.note(ShellClass::Ask, format!("{name} of a non-literal name"));
             }
-            self.assigned_name(var);
+            if exports {
+                self.exported_name(var);
+            } else {
+                self.assigned_name(var);
+            }
             self.check_arith_injection(a, depth);
         }
     }
@@ -339,11 +366,14 @@ impl<'a> Walker<'a> {
     pub(crate) fn safe_command(&mut self, name: &str, argv: &[Arg], depth: usize) {
         let texts = texts(argv);
         let args = &texts[1.min(texts.len())..];
-        let has = |opts: &[&str]| {
-            args.iter().any(|t| {
-                opts.iter()
-                    .any(|o| t == o || (o.starts_with("--") && t.starts_with(&format!("{o}="))))
-            })
+        // Long options by any unique prefix, as getopt_long reads them.
+        let has = |opts: &[&str]| args.iter().any(|t| opts.iter().any(|o| option_is(t, o)));
+        // A short option letter anywhere in a cluster (`-ao`, `-zC`, `-Ffile`): getopt reads
+        // `-ao` as `-a -o`, and a letter inside an attached value only errs towards asking.
+        let short = |letters: &str| {
+            args.iter()
+                .take_while(|t| t.as_str() != "--")
+                .any(|t| short_cluster(t).is_some_and(|c| c.chars().any(|l| letters.contains(l))))
         };
         match name {
             "printf" if args.first().is_some_and(|t| t.starts_with("-v")) => {
@@ -356,36 +386,39 @@ impl<'a> Walker<'a> {
                 self.note(ShellClass::Ask, "printf -v sets a variable");
             }
             "sort" => {
-                if has(&["-o", "--output"])
-                    || args
-                        .iter()
-                        .any(|t| short_cluster(t).is_some_and(|c| c.contains('o')))
-                {
+                if has(&["--output"]) || short("o") {
                     self.note(ShellClass::Ask, "sort -o writes a file");
                 }
                 if has(&["--compress-program"]) {
                     self.note(ShellClass::Always, "sort runs a compression program");
                 }
+                if has(&["--files0-from"]) {
+                    self.note(ShellClass::Ask, "sort reads the files named in a file");
+                }
             }
-            "tree" if has(&["-o", "-R"]) => self.note(ShellClass::Ask, "tree -o/-R writes files"),
-            "date"
-                if has(&["-s", "--set"])
-                    || args
-                        .iter()
-                        .any(|t| short_cluster(t).is_some_and(|c| c.contains('s'))) =>
-            {
+            "tree" if short("oR") => self.note(ShellClass::Ask, "tree -o/-R writes files"),
+            "date" if has(&["--set"]) || short("s") => {
                 self.note(ShellClass::Ask, "date -s sets the clock");
             }
             "hostname"
                 if args.iter().any(|t| !t.starts_with('-'))
-                    || has(&["-F", "--file", "-b", "--boot"]) =>
+                    || has(&["--file", "--boot"])
+                    || short("Fb") =>
             {
                 self.note(ShellClass::Ask, "hostname sets the host name");
             }
-            "uniq" if args.iter().filter(|t| !t.starts_with('-')).count() > 1 => {
+            "uniq"
+                if getopt_operands(
+                    args,
+                    "fsw",
+                    &["--skip-fields", "--skip-chars", "--check-chars"],
+                )
+                .len()
+                    > 1 =>
+            {
                 self.note(ShellClass::Ask, "uniq writes an output file");
             }
-            "file" if has(&["-C", "--compile"]) => {
+            "file" if has(&["--compile"]) || short("C") => {
                 self.note(ShellClass::Ask, "file -C writes a file");
             }
             "rg" if has(&["--pre"]) => self.note(ShellClass::Always, "rg --pre runs a command"),

@@ -1,10 +1,30 @@
 //! `ssh`: the remote command is shell code and is walked as such.
 
 use super::super::{Stdin, Walker};
-use crate::words::{short_cluster, texts, Arg};
+use crate::words::{long_option_is, short_cluster, texts, Arg};
 use crate::ShellClass;
 
 impl<'a> Walker<'a> {
+    /// `rsync`: `-e`/`--rsh` and `--rsync-path` name programs it runs (any unique prefix, `-e`
+    /// anywhere in a short cluster).
+    pub(crate) fn rsync_command(&mut self, args: &[Arg]) {
+        let runs = args.iter().any(|a| {
+            let t = a.text();
+            a.is_dynamic()
+                || long_option_is(&t, "--rsh")
+                || long_option_is(&t, "--rsync-path")
+                || short_cluster(&t).is_some_and(|c| c.contains('e'))
+        });
+        if runs {
+            self.note(
+                ShellClass::Always,
+                "rsync runs a program (-e, --rsync-path)",
+            );
+        } else {
+            self.note(ShellClass::Ask, "runs rsync");
+        }
+    }
+
     pub(crate) fn ssh_command(&mut self, argv: &[Arg], depth: usize) {
         self.note(ShellClass::Ask, "runs ssh");
         let texts = texts(argv);

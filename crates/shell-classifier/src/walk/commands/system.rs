@@ -2,7 +2,19 @@
 //! options that run commands. Mostly ask once; the destructive forms always ask.
 
 use super::super::Walker;
-use crate::words::{short_cluster, shorten, texts, Arg};
+use crate::words::{long_option_is, short_cluster, shorten, texts, Arg};
+
+/// `tar` options that run a program (any unique prefix counts).
+const TAR_RUNS: &[&str] = &[
+    "--to-command",
+    "--checkpoint-action",
+    "--use-compress-program",
+    "--rsh-command",
+    "--info-script",
+    "--new-volume-script",
+    "--rmt-command",
+    "--index-file",
+];
 use crate::ShellClass;
 
 impl Walker<'_> {
@@ -85,7 +97,8 @@ impl Walker<'_> {
             "iptables" | "ip6tables" | "iptables-legacy" | "iptables-nft" => {
                 if args.iter().any(|a| {
                     let t = a.text();
-                    matches!(t.as_str(), "--flush" | "--delete-chain")
+                    long_option_is(&t, "--flush")
+                        || long_option_is(&t, "--delete-chain")
                         || short_cluster(&t)
                             .is_some_and(|c| c.starts_with('F') || c.starts_with('X'))
                 }) {
@@ -118,16 +131,23 @@ impl Walker<'_> {
                 }
             }
             "tar" | "bsdtar" | "gtar" => {
-                if args.iter().any(|a| {
-                    let t = a.text();
-                    t.contains("--to-command")
-                        || t.contains("--checkpoint-action")
-                        || t.contains("--use-compress-program")
-                        || t.contains("--rsh-command")
-                        || t.contains("--info-script")
-                        || t.contains("--new-volume-script")
-                        || t == "-I"
-                }) {
+                let texts = texts(args);
+                // The first word may be an old-style option cluster without a dash (`tar xIf`).
+                let old_style = texts
+                    .first()
+                    .is_some_and(|t| !t.starts_with('-') && t.contains(['I', 'F']));
+                if old_style
+                    || texts.iter().any(|t| {
+                        TAR_RUNS.iter().any(|o| long_option_is(t, o))
+                            || short_cluster(t).is_some_and(|c| {
+                                // -I PROG and -F SCRIPT, unless the letter is another's value.
+                                let upto =
+                                    c.find(['f', 'C', 'T', 'X', 'g', 'K', 'N', 'L', 'b', 'H', 'V']);
+                                let head = upto.map_or(c, |k| &c[..=k]);
+                                head.contains(['I', 'F'])
+                            })
+                    })
+                {
                     self.note(ShellClass::Always, "tar runs a command");
                 } else {
                     self.note(ShellClass::Ask, format!("runs {name}"));

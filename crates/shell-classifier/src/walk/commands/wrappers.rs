@@ -6,7 +6,7 @@
 use super::super::{Ctx, Input, Walker};
 use super::interpreters::{interpreter_family, SHELLS};
 use crate::paths::is_top_level_dir;
-use crate::words::{basename, is_identifier, short_cluster, texts, Arg};
+use crate::words::{basename, is_identifier, long_option_is, short_cluster, texts, Arg};
 use crate::ShellClass;
 
 /// How the options of a wrapper command are read.
@@ -266,7 +266,7 @@ pub(crate) fn skip_options(
             return i;
         }
         if t.starts_with("--") {
-            i += if !t.contains('=') && long_with_arg.contains(&t.as_str()) {
+            i += if !t.contains('=') && long_with_arg.iter().any(|l| long_option_is(&t, l)) {
                 2
             } else {
                 1
@@ -300,23 +300,27 @@ impl<'a> Walker<'a> {
                 i += 1;
                 break;
             }
-            if matches!(t.as_str(), "-u" | "--unset" | "-C" | "--chdir" | "-P") {
+            if matches!(t.as_str(), "-u" | "-C" | "-P")
+                || ((long_option_is(&t, "--unset") || long_option_is(&t, "--chdir"))
+                    && !t.contains('='))
+            {
                 i += 2;
                 continue;
             }
-            if matches!(t.as_str(), "-S" | "--split-string")
-                || t.starts_with("--split-string=")
+            if t == "-S"
+                || long_option_is(&t, "--split-string")
                 || (t.starts_with("-S") && t.len() > 2)
             {
                 // `env -S 'cmd args'` splits a string into a command line.
-                let mut code = if let Some(code) = t.strip_prefix("--split-string=") {
-                    code.to_owned()
-                } else if let Some(code) = t.strip_prefix("-S").filter(|c| !c.is_empty()) {
-                    code.to_owned()
-                } else {
-                    i += 1;
-                    argv.get(i).map(Arg::text).unwrap_or_default()
-                };
+                let mut code =
+                    if let Some((_, code)) = t.split_once('=').filter(|_| t.starts_with("--")) {
+                        code.to_owned()
+                    } else if let Some(code) = t.strip_prefix("-S").filter(|c| !c.is_empty()) {
+                        code.to_owned()
+                    } else {
+                        i += 1;
+                        argv.get(i).map(Arg::text).unwrap_or_default()
+                    };
                 for rest in argv.get(i + 1..).unwrap_or(&[]) {
                     code.push(' ');
                     code.push_str(&rest.text());
@@ -334,7 +338,7 @@ impl<'a> Walker<'a> {
             }
             if let Some((name, _)) = t.split_once('=') {
                 if is_identifier(name) {
-                    self.assigned_name(name);
+                    self.exported_name(name);
                     i += 1;
                     continue;
                 }

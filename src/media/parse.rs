@@ -1,0 +1,302 @@
+//! Untrusted files parsed where they cannot hurt: the text of a PDF and the check of a picture
+//! run in a child process (the daemon's binary in its helper mode, [`crate::sandbox::helper`]),
+//! never in the daemon. The child
+//! - gets the file on standard input and gives the result on standard output;
+//! - runs under `setrlimit` limits: private memory (`RLIMIT_DATA`), CPU seconds, no file
+//!   writes, few descriptors; a parser that goes past them is killed by the kernel;
+//! - reaches no file (a Landlock ruleset with no rule) and makes no connection (the seccomp
+//!   filter of commands without approval: no sockets);
+//! - is killed — not abandoned — at its wall-clock limit, and at most [`CONCURRENT`] run at once;
+//! - stops at a total decompressed size per file: a PDF's streams (object streams while
+//!   loading, page contents while reading) and a PNG's pixels count against it.
+//!
+//! A non-owner's file gets the smallest limits ([`Limits::for_sender`]). Whatever the file, the
+//! daemon's own memory holds only the file's bytes and at most [`MAX_OUTPUT`] of result; a file
+//! the child cannot read comes back as "could not read the file" with the reason.
+
+use serde::{Deserialize, Serialize};
+use std::io::{Read, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Children parsing at once; more wait their turn.
+pub const CONCURRENT: usize = 2;
+/// The most result text the daemon reads from a child, in bytes.
+pub const MAX_OUTPUT: usize = 1024 * 1024;
+/// PDFs: pages read at most.
+pub const MAX_PDF_PAGES: u32 = 100;
+
+/// What the child may use for one file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Private memory of the child (`RLIMIT_DATA`), bytes.
+    pub memory: u64,
+    /// CPU time of the child (`RLIMIT_CPU`), seconds.
+    pub cpu_secs: u64,
+    /// Wall-clock time before the daemon kills the child, seconds.
+    pub wall_secs: u64,
+    /// Total decompressed size of the file's streams or pixels, bytes.
+    pub inflated: usize,
+}
+
+impl Limits {
+    /// The owner's files, and anyone else's (smaller).
+    pub fn for_sender(is_owner: bool) -> Self {
+        if is_owner {
+            Limits {
+                memory: 1024 * 1024 * 1024,
+                cpu_secs: 20,
+                wall_secs: 25,
+                inflated: 64 * 1024 * 1024,
+            }
+        } else {
+            Limits {
+                memory: 256 * 1024 * 1024,
+                cpu_secs: 5,
+                wall_secs: 8,
+                inflated: 8 * 1024 * 1024,
+            }
+        }
+    }
+}
+
+/// What the child does with the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Job {
+    /// The text of a PDF's first [`MAX_PDF_PAGES`] pages.
+    PdfText,
+    /// Decode a PNG within the limits (its size in pixels comes back).
+    Png,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Spec {
+    job: Job,
+    limits: Limits,
+}
+
+/// Exit code of a child that read the file but found it unreadable (its reason on stdout).
+const UNREADABLE: i32 = 3;
+
+static SLOTS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+
+/// Run `job` on `bytes` in a child process under `limits`. The error is a short reason for the
+/// model ("it expands past 8 MB", "the reader ran out of memory", …).
+pub async fn in_child(job: Job, bytes: Arc<[u8]>, limits: Limits) -> Result<String, String> {
+    let slots = SLOTS.get_or_init(|| tokio::sync::Semaphore::new(CONCURRENT));
+    let _slot = slots
+        .acquire()
+        .await
+        .map_err(|_| "the file reader is shutting down".to_string())?;
+    let spec = serde_json::to_string(&Spec { job, limits }).map_err(|e| e.to_string())?;
+    let program = crate::sandbox::helper::program().map_err(|e| e.to_string())?;
+    let mut child = tokio::process::Command::new(program)
+        .arg(crate::sandbox::helper::HELPER_ARG)
+        .arg("parse")
+        .arg(spec)
+        .env_clear()
+        .current_dir("/")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("the file reader could not start ({e})"))?;
+    let mut stdin = child.stdin.take().ok_or("no pipe to the file reader")?;
+    let mut stdout = child.stdout.take().ok_or("no pipe from the file reader")?;
+    let feed = tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        let _ = stdin.write_all(&bytes).await;
+    });
+    let work = async {
+        use tokio::io::AsyncReadExt;
+        let mut out = Vec::new();
+        let _ = (&mut stdout)
+            .take(MAX_OUTPUT as u64)
+            .read_to_end(&mut out)
+            .await;
+        (out, child.wait().await)
+    };
+    let result = tokio::time::timeout(Duration::from_secs(limits.wall_secs), work).await;
+    feed.abort();
+    let (out, status) = match result {
+        Ok(r) => r,
+        Err(_) => {
+            let _ = child.kill().await;
+            return Err(format!(
+                "reading it took longer than {} s",
+                limits.wall_secs
+            ));
+        }
+    };
+    let text = String::from_utf8_lossy(&out).into_owned();
+    match status {
+        Ok(s) if s.success() => Ok(text),
+        Ok(s) if s.code() == Some(UNREADABLE) => Err(text.trim().to_string()),
+        Ok(s) => {
+            use std::os::unix::process::ExitStatusExt;
+            Err(match s.signal() {
+                Some(libc::SIGXCPU) | Some(libc::SIGKILL) => {
+                    format!("reading it needed more than {} s of CPU", limits.cpu_secs)
+                }
+                _ => format!(
+                    "reading it needed more than {} MB of memory",
+                    limits.memory / (1024 * 1024)
+                ),
+            })
+        }
+        Err(e) => Err(format!("the file reader failed ({e})")),
+    }
+}
+
+/// The helper's `parse` mode: limits, sandbox, read stdin, work, answer. Returns the exit code.
+pub fn child_main(spec: &str) -> i32 {
+    let spec: Spec = match serde_json::from_str(spec) {
+        Ok(s) => s,
+        Err(e) => return answer(Err(format!("bad job ({e})"))),
+    };
+    if let Err(e) = confine(&spec.limits) {
+        return answer(Err(format!("the file reader could not be confined ({e})")));
+    }
+    let mut bytes = Vec::new();
+    let cap = crate::media::MAX_FILE_BYTES + 1;
+    if let Err(e) = std::io::stdin().take(cap).read_to_end(&mut bytes) {
+        return answer(Err(format!("the file could not be passed on ({e})")));
+    }
+    answer(match spec.job {
+        Job::PdfText => pdf_text(&bytes, &spec.limits),
+        Job::Png => png_check(&bytes, &spec.limits),
+    })
+}
+
+fn answer(r: Result<String, String>) -> i32 {
+    let mut out = std::io::stdout().lock();
+    let (text, code) = match r {
+        Ok(t) => (t, 0),
+        Err(e) => (e, UNREADABLE),
+    };
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+    code
+}
+
+/// Resource limits, no file access, no sockets.
+fn confine(limits: &Limits) -> Result<(), String> {
+    let set = |resource, value: u64| {
+        let lim = libc::rlimit {
+            rlim_cur: value,
+            rlim_max: value,
+        };
+        // SAFETY: setrlimit reads the struct we pass.
+        if unsafe { libc::setrlimit(resource, &lim) } != 0 {
+            return Err(format!("setrlimit: {}", std::io::Error::last_os_error()));
+        }
+        Ok(())
+    };
+    set(libc::RLIMIT_DATA, limits.memory)?;
+    set(libc::RLIMIT_CPU, limits.cpu_secs)?;
+    set(libc::RLIMIT_FSIZE, 0)?;
+    set(libc::RLIMIT_CORE, 0)?;
+    set(libc::RLIMIT_NOFILE, 16)?;
+    if let Ok(Some(r)) = crate::sandbox::landlock::prepare_nothing() {
+        r.restrict_current_process().map_err(|e| e.to_string())?;
+    }
+    if crate::sandbox::seccomp::FILTER_AVAILABLE {
+        crate::sandbox::seccomp::install(crate::sandbox::seccomp::Profile::Unapproved)?;
+    }
+    Ok(())
+}
+
+fn mb(bytes: usize) -> usize {
+    bytes / (1024 * 1024)
+}
+
+/// The text of a PDF, its decompressed streams bounded by `limits.inflated` in all.
+pub fn pdf_text(bytes: &[u8], limits: &Limits) -> Result<String, String> {
+    let options = lopdf::LoadOptions {
+        max_decompressed_size: Some(limits.inflated),
+        ..lopdf::LoadOptions::default()
+    };
+    let doc = lopdf::Document::load_mem_with_options(bytes, options)
+        .map_err(|e| format!("not a readable PDF ({e})"))?;
+    if doc.is_encrypted() {
+        return Err("the PDF is encrypted".into());
+    }
+    let pages: Vec<(u32, lopdf::ObjectId)> = doc
+        .get_pages()
+        .into_iter()
+        .take(MAX_PDF_PAGES as usize)
+        .collect();
+    // The total first: every page's content streams, each decoded within what is left.
+    let mut left = limits.inflated;
+    for (_, id) in &pages {
+        for sid in doc.get_page_contents(*id) {
+            let Ok(stream) = doc.get_object(sid).and_then(lopdf::Object::as_stream) else {
+                continue;
+            };
+            let n = stream
+                .decompressed_content_with_limit(left)
+                .map(|c| c.len())
+                .map_err(|_| format!("its content expands past {} MB", mb(limits.inflated)))?;
+            left = left.saturating_sub(n);
+        }
+    }
+    let mut out = String::new();
+    for (p, _) in pages {
+        if let Ok(t) = doc.extract_text_with_limit(&[p], limits.inflated) {
+            out.push_str(t.trim_end());
+            out.push('\n');
+        }
+    }
+    Ok(out.trim().to_string())
+}
+
+/// Decode a PNG whose pixels fit `limits.inflated`; answers `WIDTHxHEIGHT`.
+pub fn png_check(bytes: &[u8], limits: &Limits) -> Result<String, String> {
+    let decoder = png::Decoder::new_with_limits(
+        std::io::Cursor::new(bytes),
+        png::Limits {
+            bytes: limits.inflated,
+        },
+    );
+    let too_big = || format!("its pixels expand past {} MB", mb(limits.inflated));
+    let mut reader = decoder.read_info().map_err(|e| match e {
+        png::DecodingError::LimitsExceeded => too_big(),
+        e => format!("not a readable PNG ({e})"),
+    })?;
+    let size = reader.output_buffer_size().ok_or_else(too_big)?;
+    if size > limits.inflated {
+        return Err(too_big());
+    }
+    let mut buf = vec![0; size];
+    let info = reader.next_frame(&mut buf).map_err(|e| match e {
+        png::DecodingError::LimitsExceeded => too_big(),
+        e => format!("not a readable PNG ({e})"),
+    })?;
+    Ok(format!("{}x{}", info.width, info.height))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_fixture_pdf_has_its_text_through_the_child() {
+        let bytes = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/media/hello.pdf"
+        ))
+        .unwrap();
+        let text = in_child(Job::PdfText, bytes.into(), Limits::for_sender(false))
+            .await
+            .unwrap();
+        assert!(text.contains("Quarterly report"), "{text:?}");
+        let bad = in_child(
+            Job::PdfText,
+            b"%PDF-1.4 garbage".to_vec().into(),
+            Limits::for_sender(false),
+        )
+        .await;
+        assert!(bad.unwrap_err().contains("not a readable PDF"));
+    }
+}

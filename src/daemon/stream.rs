@@ -184,7 +184,10 @@ async fn present(
             biased;
             _ = done.cancelled() => break,
             e = rx.recv(), if open => match e {
-                Some(e) => dirty |= apply(&mut view, &mut calls, e),
+                Some(e) => {
+                    draft.observe(&e);
+                    dirty |= apply(&mut view, &mut calls, e);
+                }
                 None => open = false,
             },
             _ = tokio::time::sleep_until(next_at), if dirty => {}

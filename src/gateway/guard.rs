@@ -118,10 +118,15 @@ fn valid_port(p: &str) -> bool {
         .is_some_and(|n| !n.is_empty() && n.parse::<u16>().is_ok())
 }
 
-/// The `Origin` header, if present (`null` counts as present and foreign).
+/// The `Origin` header, if present (`null`, an unreadable value or several headers count as
+/// present and foreign).
 pub fn origin(h: &HeaderMap) -> Option<String> {
-    h.get(axum::http::header::ORIGIN)
-        .map(|v| v.to_str().unwrap_or("null").trim().to_ascii_lowercase())
+    let mut all = h.get_all(axum::http::header::ORIGIN).iter();
+    let first = all.next()?;
+    if all.next().is_some() {
+        return Some("null".into());
+    }
+    Some(first.to_str().unwrap_or("null").trim().to_ascii_lowercase())
 }
 
 /// Whether `origin` is this gateway as reached at `host`, or its public URL.

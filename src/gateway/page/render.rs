@@ -138,14 +138,14 @@ mod tests {
             "<img",
             "<iframe",
             "<style",
-            "href=\"javascript",
             "<a href=\"j",
         ] {
             assert!(!h.contains(bad), "{bad} in {h}");
         }
-        // What the model wrote stays readable.
+        // What the model wrote stays readable; the Markdown link lost its target.
         assert!(h.contains("&lt;script&gt;"), "{h}");
         assert!(h.contains("click"), "{h}");
+        assert!(!h.contains("href=\"javascript:window"), "{h}");
     }
 
     #[test]

@@ -140,8 +140,13 @@ function render(c) {
   state.live = null;
   let title = null;
   for (const it of c.items) {
-    if (it.kind === 'tool') { log.append(toolLine(it.name, '', it.state)); continue; }
-    const cls = { user: 'msg user', assistant: 'msg assistant', card: 'card' }[it.kind];
+    if (it.kind === 'tool') {
+      const ul = el('ul', 'tools');
+      ul.append(toolLine(it.name, '', it.state));
+      log.append(ul);
+      continue;
+    }
+    const cls = { user: 'msg user', assistant: 'msg assistant', card: 'card-wrap' }[it.kind];
     if (!cls) continue;
     const d = el('div', cls);
     setServerHtml(d, it.html);
@@ -196,7 +201,7 @@ function toolLine(name, summary, st, ms) {
 
 function addCard(html) {
   const live = startLive();
-  const d = el('div', 'card');
+  const d = el('div', 'card-wrap');
   setServerHtml(d, html);
   live.extras.append(d);
 }

@@ -233,7 +233,9 @@ mod tests {
         let html = render_html(&ui(json!({"card": {
             "type": "stats", "metrics": [{"label": "Users", "value": "1,204", "trend": "+12%"}]
         }})));
-        assert!(html.contains("<dt>Users</dt><dd class=\"value\">1,204</dd><dd class=\"trend up\">+12%</dd>"));
+        assert!(html.contains(
+            "<dt>Users</dt><dd class=\"value\">1,204</dd><dd class=\"trend up\">+12%</dd>"
+        ));
         assert!(!html.contains("<h3>"), "no title: no heading");
         let html = render_html(&ui(json!({"card": {
             "type": "timeline", "title": "T", "nodes": [{"title": "Mon", "items": ["x", "y"]}]

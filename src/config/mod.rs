@@ -713,11 +713,6 @@ fn validate_all(c: &Config) -> Vec<ConfigError> {
             ),
         ));
     }
-    if !c.gateway.public_url.trim().is_empty() {
-        if let Err(e) = crate::gateway::guard::PublicUrl::parse(&c.gateway.public_url) {
-            errs.push(key_err("gateway.public_url", e));
-        }
-    }
     for (name, s) in &c.mcp.servers {
         let key = format!("mcp.servers.{name}");
         if name.is_empty()

@@ -242,21 +242,26 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
         (!loaded.config.gateway.token.is_empty()).then_some(token),
         store.clone(),
     );
-    let page = match page_hub {
-        Some(hub) => Some(Arc::new(crate::gateway::page::PageState {
+    let public_url = &loaded.config.gateway.public_url;
+    let public = match public_url.trim() {
+        "" => None,
+        url => Some(
+            crate::gateway::guard::PublicUrl::parse(url)
+                .map_err(|e| anyhow::anyhow!("gateway.public_url: {e}"))?,
+        ),
+    };
+    let page = page_hub.map(|hub| {
+        Arc::new(crate::gateway::page::PageState {
             hub,
             sink: sink.clone(),
             store: store.clone(),
             consent: consent.clone(),
             tokens: tokens.clone(),
-            public: crate::gateway::guard::PublicUrl::parse(&loaded.config.gateway.public_url)
-                .ok()
-                .filter(|_| !loaded.config.gateway.public_url.trim().is_empty()),
+            public,
             shutdown: shutdown_rx.clone(),
             wrong_tokens: tokio::sync::Mutex::new(()),
-        })),
-        None => None,
-    };
+        })
+    });
     let gateway_state = Arc::new(crate::gateway::GatewayState {
         agent,
         consent,

@@ -38,7 +38,11 @@ pub fn security_headers(h: &mut HeaderMap) {
     set(h, "referrer-policy", "no-referrer");
     set(h, "cross-origin-opener-policy", "same-origin");
     set(h, "cross-origin-resource-policy", "same-origin");
-    set(h, "permissions-policy", "camera=(), microphone=(), geolocation=()");
+    set(
+        h,
+        "permissions-policy",
+        "camera=(), microphone=(), geolocation=()",
+    );
 }
 
 /// The gateway's public address (`gateway.public_url`), when it is served under a name.
@@ -58,7 +62,11 @@ impl PublicUrl {
         let https = match u.scheme() {
             "https" => true,
             "http" => false,
-            s => return Err(format!("{url:?}: the scheme must be http or https, not {s}")),
+            s => {
+                return Err(format!(
+                    "{url:?}: the scheme must be http or https, not {s}"
+                ))
+            }
         };
         if u.path() != "/" || u.query().is_some() || u.fragment().is_some() {
             return Err(format!(
@@ -97,11 +105,9 @@ pub fn host_allowed(host: &str, public: Option<&PublicUrl>) -> bool {
     }
     if let Some(rest) = host.strip_prefix('[') {
         // [v6] or [v6]:port
-        return rest
-            .split_once(']')
-            .is_some_and(|(ip, port)| {
-                ip.parse::<std::net::Ipv6Addr>().is_ok() && (port.is_empty() || valid_port(port))
-            });
+        return rest.split_once(']').is_some_and(|(ip, port)| {
+            ip.parse::<std::net::Ipv6Addr>().is_ok() && (port.is_empty() || valid_port(port))
+        });
     }
     let (name, port) = match host.rsplit_once(':') {
         Some((n, p)) => (n, Some(p)),
@@ -226,10 +232,18 @@ mod tests {
     fn origin_must_be_the_host_reached() {
         assert!(same_origin("http://127.0.0.1:8900", "127.0.0.1:8900", None));
         assert!(same_origin("http://localhost", "localhost:80", None));
-        assert!(!same_origin("http://localhost:3000", "localhost:8900", None));
+        assert!(!same_origin(
+            "http://localhost:3000",
+            "localhost:8900",
+            None
+        ));
         assert!(!same_origin("null", "localhost:8900", None));
         assert!(!same_origin("http://evil.example", "127.0.0.1:8900", None));
         let public = PublicUrl::parse("https://chat.example.com").unwrap();
-        assert!(same_origin("https://chat.example.com", "127.0.0.1:8900", Some(&public)));
+        assert!(same_origin(
+            "https://chat.example.com",
+            "127.0.0.1:8900",
+            Some(&public)
+        ));
     }
 }

@@ -101,7 +101,7 @@ pub async fn serve_listener(
         router.into_make_service_with_connect_info::<SocketAddr>(),
     )
     .with_graceful_shutdown(async move {
-            let _ = shutdown.changed().await;
-        })
-        .await
+        let _ = shutdown.changed().await;
+    })
+    .await
 }

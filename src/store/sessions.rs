@@ -108,9 +108,16 @@ mod tests {
         let a = s.current_session("web:a").unwrap();
         s.current_session("web_x").unwrap();
         s.current_session("telegram:1").unwrap();
-        s.append_messages(&a, &[ChatMessage::user("first question"), ChatMessage::assistant("hi")])
+        s.append_messages(
+            &a,
+            &[
+                ChatMessage::user("first question"),
+                ChatMessage::assistant("hi"),
+            ],
+        )
+        .unwrap();
+        s.append_messages(&a, &[ChatMessage::user("second")])
             .unwrap();
-        s.append_messages(&a, &[ChatMessage::user("second")]).unwrap();
         let b = s.current_session("web:b").unwrap();
         let listed = s.list_sessions("web:", 10).unwrap();
         let keys: Vec<&str> = listed.iter().map(|l| l.key.as_str()).collect();
@@ -118,7 +125,10 @@ mod tests {
         assert!(keys.contains(&"web:a") && keys.contains(&"web:b"));
         let a_row = listed.iter().find(|l| l.key == "web:a").unwrap();
         assert_eq!(a_row.title.as_deref(), Some("first question"));
-        assert_eq!(listed.iter().find(|l| l.key == "web:b").unwrap().title, None);
+        assert_eq!(
+            listed.iter().find(|l| l.key == "web:b").unwrap().title,
+            None
+        );
         // A retired session is not listed; `_` is not a wildcard.
         s.new_session("web:a").unwrap();
         let _ = b;

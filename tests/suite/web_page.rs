@@ -90,13 +90,18 @@ async fn sign_in_stream_approve_and_see_a_card_in_chromium() {
     let Some(chromium) = Chromium::launch("web_page::sign_in_stream").await else {
         return;
     };
-    let answer = "The answer arrives in the page piece by piece, word after word, until it is whole.";
+    let answer =
+        "The answer arrives in the page piece by piece, word after word, until it is whole.";
     let card = json!({"card": {"type": "compare", "title": "Plans",
         "columns": ["Plan", "Price", "Seats"],
         "rows": [{"values": ["Free", "0", "1"]}, {"values": ["Pro", "$8", "5"]}]}});
     let model = ScriptedModel::start(vec![
         Step::slow_text(answer, GAP),
-        Step::tool_call("s1", "shell", r#"{"command": "echo approved-from-the-page > web-approved.txt"}"#),
+        Step::tool_call(
+            "s1",
+            "shell",
+            r#"{"command": "echo approved-from-the-page > web-approved.txt"}"#,
+        ),
         Step::text("It ran."),
         Step::tool_call("u1", "ui_card", &card.to_string()),
         Step::text("Here is the comparison."),
@@ -107,25 +112,38 @@ async fn sign_in_stream_approve_and_see_a_card_in_chromium() {
     let _daemon = start(&home);
     let base = base_of(&home).await;
 
-    let t0 = std::time::Instant::now();
+    // First paint, measured (not asserted): in a tab of a browser already running, from the
+    // navigation's start to the first contentful paint, and the page's own timings.
+    let warm = chromium.open("about:blank").await;
+    for visit in ["first", "second"] {
+        warm.goto(format!("{base}/")).await.unwrap();
+        let timing: Value = eval(
+            &warm,
+            "new Promise(r => { const f = () => { const e = performance.getEntriesByName('first-contentful-paint')[0];
+               const n = performance.getEntriesByType('navigation')[0];
+               e ? r({fcp_ms: e.startTime, html_received_ms: n.responseEnd, dom_content_loaded_ms: n.domContentLoadedEventEnd}) : setTimeout(f, 10); }; f(); })",
+        )
+        .await;
+        eprintln!("web page on loopback, {visit} visit: {timing}");
+    }
     let page = chromium.open(&format!("{base}/")).await;
-    let loaded = t0.elapsed();
-    let fcp: f64 = eval(
-        &page,
-        "new Promise(r => { const f = () => { const e = performance.getEntriesByName('first-contentful-paint')[0]; e ? r(e.startTime) : setTimeout(f, 10); }; f(); })",
-    )
-    .await;
-    eprintln!("web page: first contentful paint {fcp:.1} ms after navigation start (tab opened and loaded in {loaded:?})");
 
     // A wrong token is refused and the form stays.
     web_page::sign_in(&page, "not-the-token").await;
-    wait_for(&page, "document.getElementById('signin-error').textContent.includes('wrong token')", WAIT).await;
+    wait_for(
+        &page,
+        "document.getElementById('signin-error').textContent.includes('wrong token')",
+        WAIT,
+    )
+    .await;
     let app_hidden: bool = eval(&page, "document.getElementById('app').hidden").await;
     assert!(app_hidden);
     let cookies: String = eval(&page, "document.cookie").await;
     assert_eq!(cookies, "", "no session, and the cookie is HttpOnly anyway");
     // The right one opens the page.
-    page.evaluate("document.getElementById('token').value = ''").await.unwrap();
+    page.evaluate("document.getElementById('token').value = ''")
+        .await
+        .unwrap();
     web_page::sign_in(&page, TOKEN).await;
     wait_for(&page, "!document.getElementById('app').hidden", WAIT).await;
     let cookies: String = eval(&page, "document.cookie").await;
@@ -136,7 +154,11 @@ async fn sign_in_stream_approve_and_see_a_card_in_chromium() {
     web_page::send_message(&page, "tell me something").await;
     wait_for(&page, "document.querySelector('.msg.assistant')", WAIT).await;
     let growth: Vec<u64> = eval(&page, "window.__growth").await;
-    let final_text: String = eval(&page, "document.querySelector('.msg.assistant').textContent.trim()").await;
+    let final_text: String = eval(
+        &page,
+        "document.querySelector('.msg.assistant').textContent.trim()",
+    )
+    .await;
     assert_eq!(final_text, answer);
     assert!(
         growth.len() >= 3 && growth.windows(2).all(|w| w[0] < w[1]),
@@ -147,33 +169,66 @@ async fn sign_in_stream_approve_and_see_a_card_in_chromium() {
         "{growth:?}"
     );
     // The session is listed, titled by its first message.
-    wait_for(&page, "document.querySelector('#sessions button')?.textContent === 'tell me something'", WAIT).await;
+    wait_for(
+        &page,
+        "document.querySelector('#sessions button')?.textContent === 'tell me something'",
+        WAIT,
+    )
+    .await;
 
     // A shell call asks: the same description, three buttons; "Approve once" runs it.
     web_page::send_message(&page, "run it").await;
     wait_for(&page, "document.querySelector('.consent button')", WAIT).await;
     let desc: String = eval(&page, "document.querySelector('.consent pre').textContent").await;
-    assert!(desc.contains("echo approved-from-the-page > web-approved.txt"), "{desc}");
-    let buttons: Value = eval(&page, "[...document.querySelectorAll('.consent button')].map(b => b.textContent)").await;
-    assert_eq!(texts(&buttons), ["Approve once", "Approve for this session", "Deny"]);
+    assert!(
+        desc.contains("echo approved-from-the-page > web-approved.txt"),
+        "{desc}"
+    );
+    let buttons: Value = eval(
+        &page,
+        "[...document.querySelectorAll('.consent button')].map(b => b.textContent)",
+    )
+    .await;
+    assert_eq!(
+        texts(&buttons),
+        ["Approve once", "Approve for this session", "Deny"]
+    );
     let running: String = eval(&page, "document.querySelector('.tools .tool').className").await;
     assert!(running.contains("running"), "{running}");
     web_page::click(&page, ".consent button[data-choice=once]").await;
     wait_for(&page, "[...document.querySelectorAll('.msg.assistant')].some(m => m.textContent.includes('It ran.'))", WAIT).await;
     let line: String = eval(&page, "[...document.querySelectorAll('.tool')].map(t => t.className + ' ' + t.textContent).join('|')").await;
-    assert!(line.contains("tool done") && line.contains("shell"), "{line}");
-    let ran = model
-        .requests()
-        .iter()
-        .any(|r| r.to_string().contains("approved-from-the-page") && r["messages"].as_array().unwrap().iter().any(|m| m["role"] == "tool"));
-    assert!(ran, "the approved call ran and its result went back to the model");
+    assert!(
+        line.contains("tool done") && line.contains("shell"),
+        "{line}"
+    );
+    let ran = model.requests().iter().any(|r| {
+        r.to_string().contains("approved-from-the-page")
+            && r["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["role"] == "tool")
+    });
+    assert!(
+        ran,
+        "the approved call ran and its result went back to the model"
+    );
 
     // A card: a real table with its headers.
     web_page::send_message(&page, "compare the plans").await;
     wait_for(&page, "document.querySelector('.card table th')", WAIT).await;
-    let heads: Value = eval(&page, "[...document.querySelectorAll('.card thead th')].map(t => t.textContent)").await;
+    let heads: Value = eval(
+        &page,
+        "[...document.querySelectorAll('.card thead th')].map(t => t.textContent)",
+    )
+    .await;
     assert_eq!(texts(&heads), ["Plan", "Price", "Seats"]);
-    let rows: Value = eval(&page, "[...document.querySelectorAll('.card tbody th')].map(t => t.textContent)").await;
+    let rows: Value = eval(
+        &page,
+        "[...document.querySelectorAll('.card tbody th')].map(t => t.textContent)",
+    )
+    .await;
     assert_eq!(texts(&rows), ["Free", "Pro"]);
     wait_for(&page, "[...document.querySelectorAll('.msg.assistant')].some(m => m.textContent.includes('comparison'))", WAIT).await;
 
@@ -195,9 +250,17 @@ async fn sign_in_stream_approve_and_see_a_card_in_chromium() {
     assert!(wide <= 390, "the page is {wide} px wide on a 390 px screen");
     let bg: String = eval(&page, "getComputedStyle(document.body).backgroundColor").await;
     assert_eq!(bg, "rgb(22, 24, 28)", "dark mode");
-    let menu: String = eval(&page, "getComputedStyle(document.getElementById('menu')).display").await;
+    let menu: String = eval(
+        &page,
+        "getComputedStyle(document.getElementById('menu')).display",
+    )
+    .await;
     assert_ne!(menu, "none");
-    let composer_right: f64 = eval(&page, "document.getElementById('send').getBoundingClientRect().right").await;
+    let composer_right: f64 = eval(
+        &page,
+        "document.getElementById('send').getBoundingClientRect().right",
+    )
+    .await;
     assert!(composer_right <= 390.0, "{composer_right}");
     model.assert_protocol_ok();
     home.assert_no_panic();
@@ -253,17 +316,28 @@ async fn model_output_renders_inert() {
     .await;
     assert_eq!(live, json!([]), "live elements from the payload");
     let shown: String = eval(&page, "document.getElementById('log').innerText").await;
-    assert!(shown.contains("<script>window.__pwned = 1</script>"), "the text is shown as text: {shown}");
+    assert!(
+        shown.contains("<script>window.__pwned = 1</script>"),
+        "the text is shown as text: {shown}"
+    );
     let display: String = eval(&page, "getComputedStyle(document.body).display").await;
     assert_eq!(display, "block", "the <style> did not apply");
-    assert!(hits.lock().unwrap().is_empty(), "requests left for the payload's URLs: {:?}", hits.lock().unwrap());
+    assert!(
+        hits.lock().unwrap().is_empty(),
+        "requests left for the payload's URLs: {:?}",
+        hits.lock().unwrap()
+    );
     // The same after a reload, drawn from the store.
     page.reload().await.unwrap();
     wait_for(&page, "[...document.querySelectorAll('.msg.assistant')].some(m => m.textContent.includes('The end.'))", WAIT).await;
     wait_for(&page, "document.querySelector('.card table')", WAIT).await;
     let pwned: String = eval(&page, "String(window.__pwned)").await;
     assert_eq!(pwned, "undefined");
-    assert!(hits.lock().unwrap().is_empty(), "{:?}", hits.lock().unwrap());
+    assert!(
+        hits.lock().unwrap().is_empty(),
+        "{:?}",
+        hits.lock().unwrap()
+    );
     home.assert_no_panic();
 }
 
@@ -302,18 +376,42 @@ async fn a_reload_and_a_restart_mid_answer_show_the_answer_once() {
 
     // A reload mid-answer: the question, the text so far, then the rest.
     web_page::send_message(&page, "count").await;
-    wait_for(&page, "document.querySelector('.msg.live .text')?.textContent.length > 10", WAIT).await;
+    wait_for(
+        &page,
+        "document.querySelector('.msg.live .text')?.textContent.length > 10",
+        WAIT,
+    )
+    .await;
     page.reload().await.unwrap();
     wait_for(&page, "!document.getElementById('app').hidden", WAIT).await;
-    wait_for(&page, "document.querySelector('.msg.user')?.textContent === 'count'", WAIT).await;
-    wait_for(&page, "document.querySelector('.msg.live .text')?.textContent.startsWith('One two')", WAIT).await;
+    wait_for(
+        &page,
+        "document.querySelector('.msg.user')?.textContent === 'count'",
+        WAIT,
+    )
+    .await;
+    wait_for(
+        &page,
+        "document.querySelector('.msg.live .text')?.textContent.startsWith('One two')",
+        WAIT,
+    )
+    .await;
     wait_for(&page, "document.querySelector('.msg.assistant')", WAIT).await;
-    let answers: Value = eval(&page, "[...document.querySelectorAll('.msg.assistant')].map(m => m.textContent.trim())").await;
+    let answers: Value = eval(
+        &page,
+        "[...document.querySelectorAll('.msg.assistant')].map(m => m.textContent.trim())",
+    )
+    .await;
     assert_eq!(answers, json!([first]));
 
     // The daemon killed mid-answer and started again: the answer completes, once.
     web_page::send_message(&page, "spell").await;
-    wait_for(&page, "document.querySelector('.msg.live .text')?.textContent.length > 5", WAIT).await;
+    wait_for(
+        &page,
+        "document.querySelector('.msg.live .text')?.textContent.length > 5",
+        WAIT,
+    )
+    .await;
     daemon.kill();
     let mut daemon = start_on(&home, &listen);
     wait_for(
@@ -323,11 +421,23 @@ async fn a_reload_and_a_restart_mid_answer_show_the_answer_once() {
     )
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let answers: Value = eval(&page, "[...document.querySelectorAll('.msg.assistant')].map(m => m.textContent.trim())").await;
+    let answers: Value = eval(
+        &page,
+        "[...document.querySelectorAll('.msg.assistant')].map(m => m.textContent.trim())",
+    )
+    .await;
     assert_eq!(answers, json!([first, second]), "each answer once");
-    let users: Value = eval(&page, "[...document.querySelectorAll('.msg.user')].map(m => m.textContent.trim())").await;
+    let users: Value = eval(
+        &page,
+        "[...document.querySelectorAll('.msg.user')].map(m => m.textContent.trim())",
+    )
+    .await;
     assert_eq!(users, json!(["count", "spell"]));
-    let live: bool = eval(&page, "Boolean(document.querySelector('.msg.live, .msg.pending'))").await;
+    let live: bool = eval(
+        &page,
+        "Boolean(document.querySelector('.msg.live, .msg.pending'))",
+    )
+    .await;
     assert!(!live, "nothing is left half-done");
     // The store has the turn once too.
     let c = PageClient::sign_in(&base, TOKEN).await;
@@ -376,15 +486,30 @@ async fn refused_from_the_attackers_side() {
     // The page and its headers: strict CSP, no framing.
     let r = http.get(format!("{base}/")).send().await.unwrap();
     assert_eq!(r.status(), 200);
-    let csp = r.headers()["content-security-policy"].to_str().unwrap().to_string();
-    for part in ["default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "object-src 'none'", "require-trusted-types-for 'script'"] {
+    let csp = r.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    for part in [
+        "default-src 'none'",
+        "script-src 'self'",
+        "frame-ancestors 'none'",
+        "object-src 'none'",
+        "require-trusted-types-for 'script'",
+    ] {
         assert!(csp.contains(part), "{csp}");
     }
-    assert!(!csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"), "{csp}");
+    assert!(
+        !csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"),
+        "{csp}"
+    );
     assert_eq!(r.headers()["x-frame-options"], "DENY");
     assert_eq!(r.headers()["x-content-type-options"], "nosniff");
     let html = r.text().await.unwrap();
-    assert!(!html.contains("<script>") && !html.contains(" style=") && !html.contains("<style"), "no inline script or style");
+    assert!(
+        !html.contains("<script>") && !html.contains(" style=") && !html.contains("<style"),
+        "no inline script or style"
+    );
 
     // DNS rebinding: another name for this address is not served.
     let r = http
@@ -394,16 +519,40 @@ async fn refused_from_the_attackers_side() {
         .await
         .unwrap();
     assert_eq!(r.status(), 421);
-    assert_eq!(login(Some(&format!("http://rebind.attacker.example:{port}")), Some(format!("rebind.attacker.example:{port}")), TOKEN).await.unwrap().status(), 421);
+    assert_eq!(
+        login(
+            Some(&format!("http://rebind.attacker.example:{port}")),
+            Some(format!("rebind.attacker.example:{port}")),
+            TOKEN
+        )
+        .await
+        .unwrap()
+        .status(),
+        421
+    );
 
     // Sign-in: a wrong token, no Origin, a foreign Origin are refused.
-    assert_eq!(login(Some(&base), None, "wrong").await.unwrap().status(), 401);
+    assert_eq!(
+        login(Some(&base), None, "wrong").await.unwrap().status(),
+        401
+    );
     assert_eq!(login(None, None, TOKEN).await.unwrap().status(), 403);
-    assert_eq!(login(Some("http://127.0.0.1:1"), None, TOKEN).await.unwrap().status(), 403);
+    assert_eq!(
+        login(Some("http://127.0.0.1:1"), None, TOKEN)
+            .await
+            .unwrap()
+            .status(),
+        403
+    );
     let ok = login(Some(&base), None, TOKEN).await.unwrap();
     assert_eq!(ok.status(), 200);
     let set = ok.headers()["set-cookie"].to_str().unwrap().to_string();
-    assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict") && set.contains("Max-Age=604800"), "{set}");
+    assert!(
+        set.contains("HttpOnly")
+            && set.contains("SameSite=Strict")
+            && set.contains("Max-Age=604800"),
+        "{set}"
+    );
     assert!(!set.contains("Secure"), "plain HTTP on loopback: {set}");
     let tls = http
         .post(format!("{base}/web/api/login"))
@@ -413,11 +562,24 @@ async fn refused_from_the_attackers_side() {
         .send()
         .await
         .unwrap();
-    assert!(tls.headers()["set-cookie"].to_str().unwrap().ends_with("; Secure"));
+    assert!(tls.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .ends_with("; Secure"));
 
     let c = PageClient::sign_in(&base, TOKEN).await;
-    let post = |path: &str| c.bare(Method::POST, path).json(&json!({"id": "m1", "text": "rm -rf ~"}));
-    assert_eq!(c.req(Method::GET, "sessions").send().await.unwrap().status(), 200);
+    let post = |path: &str| {
+        c.bare(Method::POST, path)
+            .json(&json!({"id": "m1", "text": "rm -rf ~"}))
+    };
+    assert_eq!(
+        c.req(Method::GET, "sessions")
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
     // Without the cookie, without its header, with a foreign or no Origin, a cross-site read.
     let r = http
         .post(format!("{base}/web/api/sessions/s1/messages"))
@@ -436,8 +598,16 @@ async fn refused_from_the_attackers_side() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 401, "the cookie without its header (what another port of localhost gets)");
-    let r = post("sessions/s1/messages").header("origin", "http://localhost:3000").send().await.unwrap();
+    assert_eq!(
+        r.status(),
+        401,
+        "the cookie without its header (what another port of localhost gets)"
+    );
+    let r = post("sessions/s1/messages")
+        .header("origin", "http://localhost:3000")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 403, "a page of another port");
     let r = post("sessions/s1/messages").send().await.unwrap();
     assert_eq!(r.status(), 403, "no Origin on a change");
@@ -448,11 +618,27 @@ async fn refused_from_the_attackers_side() {
         .await
         .unwrap();
     assert_eq!(r.status(), 403, "two Origins");
-    let r = c.req(Method::GET, "sessions").header("sec-fetch-site", "cross-site").send().await.unwrap();
+    let r = c
+        .req(Method::GET, "sessions")
+        .header("sec-fetch-site", "cross-site")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 403, "a cross-site read");
-    let r = c.req(Method::GET, "sessions").header("sec-fetch-site", "same-site").send().await.unwrap();
+    let r = c
+        .req(Method::GET, "sessions")
+        .header("sec-fetch-site", "same-site")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 403, "a read from another port of the same host");
-    let r = c.bare(Method::POST, "consent/abc").header("origin", "null").json(&json!({"choice": "once", "session": "s1"})).send().await.unwrap();
+    let r = c
+        .bare(Method::POST, "consent/abc")
+        .header("origin", "null")
+        .json(&json!({"choice": "once", "session": "s1"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 403, "a sandboxed or file page (Origin: null)");
     // The bearer API refuses a foreign page too.
     let r = http
@@ -468,11 +654,26 @@ async fn refused_from_the_attackers_side() {
 
     // Rotation: the old token and every session stop working at once.
     let out = run_cli(&home, &["gateway", "token", "--rotate"], None);
-    assert_eq!(out.status.code(), Some(1), "a configured token is not replaced: {out:?}");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a configured token is not replaced: {out:?}"
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("signed out"));
-    assert_eq!(c.req(Method::GET, "sessions").send().await.unwrap().status(), 401, "signed out");
+    assert_eq!(
+        c.req(Method::GET, "sessions")
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        401,
+        "signed out"
+    );
     let c2 = PageClient::sign_in(&base, TOKEN).await;
-    assert_eq!(c2.req(Method::GET, "me").send().await.unwrap().status(), 200);
+    assert_eq!(
+        c2.req(Method::GET, "me").send().await.unwrap().status(),
+        200
+    );
     home.assert_no_panic();
 }
 
@@ -544,13 +745,26 @@ async fn a_page_of_another_port_cannot_use_the_session_in_chromium() {
         }})()"
     );
     let out: Value = eval(&evil, &script).await;
-    assert!(out.as_array().unwrap().iter().any(|v| v == "read refused"), "the read must fail: {out}");
+    assert!(
+        out.as_array().unwrap().iter().any(|v| v == "read refused"),
+        "the read must fail: {out}"
+    );
     tokio::time::sleep(Duration::from_millis(800)).await;
     // Nothing was taken in: no session "evil", no request to the model.
     let c = PageClient::sign_in(&base, TOKEN).await;
-    let sessions: Value = c.req(Method::GET, "sessions").send().await.unwrap().json().await.unwrap();
+    let sessions: Value = c
+        .req(Method::GET, "sessions")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert!(!sessions.to_string().contains("evil"), "{sessions}");
-    assert!(model.requests().is_empty(), "the attacker's message reached the model");
+    assert!(
+        model.requests().is_empty(),
+        "the attacker's message reached the model"
+    );
     assert!(!home.log().contains("attack1") && !home.log().contains("attack2"));
     // Framing the page shows nothing of it.
     let framed: Value = eval(

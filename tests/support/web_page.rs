@@ -104,7 +104,11 @@ pub async fn wait_for(page: &Page, js: &str, wait: Duration) {
             return;
         }
         if Instant::now() >= deadline {
-            let log: String = eval(page, "document.getElementById('log')?.innerText || document.body.innerText").await;
+            let log: String = eval(
+                page,
+                "document.getElementById('log')?.innerText || document.body.innerText",
+            )
+            .await;
             panic!("timed out after {wait:?} waiting for {js}; the page shows:\n{log}");
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
@@ -136,7 +140,12 @@ pub async fn click(page: &Page, selector: &str) {
 
 /// Sign in with `token` through the form (typed, then Enter) and wait for the app or the error.
 pub async fn sign_in(page: &Page, token: &str) {
-    wait_for(page, "!document.getElementById('signin').hidden", Duration::from_secs(20)).await;
+    wait_for(
+        page,
+        "!document.getElementById('signin').hidden",
+        Duration::from_secs(20),
+    )
+    .await;
     type_into(page, "#token", token).await;
     page.find_element("#token")
         .await

@@ -26,8 +26,8 @@ use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use ethan_channels::{
-    ApprovalChoice, ApprovalDecision, ChannelKind, ChatKind, ChatRef, InboundEvent,
-    PublishOutcome, Sender,
+    ApprovalChoice, ApprovalDecision, ChannelKind, ChatKind, ChatRef, InboundEvent, PublishOutcome,
+    Sender,
 };
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -42,6 +42,15 @@ const WRONG_TOKEN_PAUSE: Duration = Duration::from_secs(1);
 
 fn error(status: StatusCode, msg: &str) -> Response {
     (status, no_store(), Json(json!({ "error": msg }))).into_response()
+}
+
+/// A check that failed: the status and the message for the page.
+struct Refused(StatusCode, &'static str);
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        error(self.0, self.1)
+    }
 }
 
 fn no_store() -> [(header::HeaderName, HeaderValue); 1] {
@@ -62,10 +71,10 @@ enum Need {
 }
 
 /// The `Host` check; the host on success.
-fn host_of(s: &PageState, h: &HeaderMap) -> Result<String, Response> {
+fn host_of(s: &PageState, h: &HeaderMap) -> Result<String, Refused> {
     match guard::host(h) {
         Some(host) if guard::host_allowed(&host, s.public.as_ref()) => Ok(host),
-        _ => Err(error(
+        _ => Err(Refused(
             StatusCode::MISDIRECTED_REQUEST,
             "this page is served only at an address (http://127.0.0.1:8900/), localhost or \
              gateway.public_url: another name could be a DNS rebinding attack",
@@ -74,9 +83,9 @@ fn host_of(s: &PageState, h: &HeaderMap) -> Result<String, Response> {
 }
 
 /// The origin checks of `need` (see [`Need`]).
-fn origin_ok(s: &PageState, h: &HeaderMap, host: &str, need: Need) -> Result<(), Response> {
+fn origin_ok(s: &PageState, h: &HeaderMap, host: &str, need: Need) -> Result<(), Refused> {
     let refused = || {
-        Err(error(
+        Err(Refused(
             StatusCode::FORBIDDEN,
             "refused: the request does not come from this page (Origin)",
         ))
@@ -93,10 +102,10 @@ fn origin_ok(s: &PageState, h: &HeaderMap, host: &str, need: Need) -> Result<(),
 }
 
 /// `Host`, origin and session checks; the response to send when one fails.
-async fn gate(s: &PageState, h: &HeaderMap, need: Need) -> Result<(), Response> {
+async fn gate(s: &PageState, h: &HeaderMap, need: Need) -> Result<(), Refused> {
     let host = host_of(s, h)?;
     origin_ok(s, h, &host, need)?;
-    let signed_out = || error(StatusCode::UNAUTHORIZED, "sign in with the gateway token");
+    let signed_out = || Refused(StatusCode::UNAUTHORIZED, "sign in with the gateway token");
     let (Some(cookie), Some(csrf)) = (
         session::cookie_of(h),
         h.get(CSRF_HEADER).and_then(|v| v.to_str().ok()),
@@ -108,7 +117,10 @@ async fn gate(s: &PageState, h: &HeaderMap, need: Need) -> Result<(), Response> 
         Ok(_) => Err(signed_out()),
         Err(e) => {
             tracing::error!("cannot check a web session: {e}");
-            Err(error(StatusCode::SERVICE_UNAVAILABLE, "the database is unavailable"))
+            Err(Refused(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the database is unavailable",
+            ))
         }
     }
 }
@@ -138,10 +150,10 @@ pub async fn login(State(s): State<Arc<PageState>>, req: Request) -> Response {
     let h = req.headers().clone();
     let host = match host_of(&s, &h) {
         Ok(host) => host,
-        Err(r) => return r,
+        Err(r) => return r.into_response(),
     };
     if let Err(r) = origin_ok(&s, &h, &host, Need::Write) {
-        return r;
+        return r.into_response();
     }
     let tls = guard::over_tls(&h, s.public.as_ref());
     if !tls && !peer.is_some_and(guard::is_loopback) {
@@ -174,7 +186,10 @@ pub async fn login(State(s): State<Arc<PageState>>, req: Request) -> Response {
         }
         Err(e) => {
             tracing::error!("cannot read the gateway token: {e}");
-            return error(StatusCode::SERVICE_UNAVAILABLE, "the database is unavailable");
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the database is unavailable",
+            );
         }
     }
     let signer = match Signer::load(&s.tokens, true).await {
@@ -182,7 +197,10 @@ pub async fn login(State(s): State<Arc<PageState>>, req: Request) -> Response {
         Ok(None) => return error(StatusCode::UNAUTHORIZED, "no gateway token"),
         Err(e) => {
             tracing::error!("cannot make a web session: {e}");
-            return error(StatusCode::SERVICE_UNAVAILABLE, "the database is unavailable");
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the database is unavailable",
+            );
         }
     };
     let issued = signer.issue(crate::store::now());
@@ -200,7 +218,7 @@ pub async fn login(State(s): State<Arc<PageState>>, req: Request) -> Response {
 
 pub async fn logout(State(s): State<Arc<PageState>>, h: HeaderMap) -> Response {
     if let Err(r) = gate(&s, &h, Need::Write).await {
-        return r;
+        return r.into_response();
     }
     let tls = guard::over_tls(&h, s.public.as_ref());
     (
@@ -213,13 +231,13 @@ pub async fn logout(State(s): State<Arc<PageState>>, h: HeaderMap) -> Response {
 pub async fn me(State(s): State<Arc<PageState>>, h: HeaderMap) -> Response {
     match gate(&s, &h, Need::Read).await {
         Ok(()) => ok(json!({"ok": true})),
-        Err(r) => r,
+        Err(r) => r.into_response(),
     }
 }
 
 pub async fn sessions(State(s): State<Arc<PageState>>, h: HeaderMap) -> Response {
     if let Err(r) = gate(&s, &h, Need::Read).await {
-        return r;
+        return r.into_response();
     }
     match s.store.list_sessions("web:", 200).await {
         Ok(list) => ok(Value::Array(
@@ -239,7 +257,10 @@ pub async fn sessions(State(s): State<Arc<PageState>>, h: HeaderMap) -> Response
         )),
         Err(e) => {
             tracing::error!("cannot list web sessions: {e}");
-            error(StatusCode::SERVICE_UNAVAILABLE, "the database is unavailable")
+            error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the database is unavailable",
+            )
         }
     }
 }
@@ -250,7 +271,7 @@ pub async fn conversation(
     h: HeaderMap,
 ) -> Response {
     if let Err(r) = gate(&s, &h, Need::Read).await {
-        return r;
+        return r.into_response();
     }
     if !valid_id(&id) {
         return bad_id();
@@ -259,7 +280,10 @@ pub async fn conversation(
         Ok(c) => ok(json!(c)),
         Err(e) => {
             tracing::error!("cannot load web session {id}: {e}");
-            error(StatusCode::SERVICE_UNAVAILABLE, "the database is unavailable")
+            error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the database is unavailable",
+            )
         }
     }
 }
@@ -315,10 +339,13 @@ pub async fn send(
     body: axum::body::Bytes,
 ) -> Response {
     if let Err(r) = gate(&s, &h, Need::Write).await {
-        return r;
+        return r.into_response();
     }
     let Ok(m) = serde_json::from_slice::<Message>(&body) else {
-        return error(StatusCode::BAD_REQUEST, "expected {\"id\": \"…\", \"text\": \"…\"}");
+        return error(
+            StatusCode::BAD_REQUEST,
+            "expected {\"id\": \"…\", \"text\": \"…\"}",
+        );
     };
     if !valid_id(&session) || !valid_id(&m.id) {
         return bad_id();
@@ -338,7 +365,7 @@ pub async fn stop(
     h: HeaderMap,
 ) -> Response {
     if let Err(r) = gate(&s, &h, Need::Write).await {
-        return r;
+        return r.into_response();
     }
     if !valid_id(&session) {
         return bad_id();
@@ -360,7 +387,7 @@ pub async fn consent(
     body: axum::body::Bytes,
 ) -> Response {
     if let Err(r) = gate(&s, &h, Need::Write).await {
-        return r;
+        return r.into_response();
     }
     let Ok(a) = serde_json::from_slice::<ConsentAnswer>(&body) else {
         return error(
@@ -400,7 +427,7 @@ pub async fn events(
     h: HeaderMap,
 ) -> Response {
     if let Err(r) = gate(&s, &h, Need::Read).await {
-        return r;
+        return r.into_response();
     }
     if !valid_id(&session) {
         return bad_id();

@@ -71,11 +71,7 @@ impl Channel for WebChannel {
         Ok(SentRef::default())
     }
 
-    fn open_draft(
-        &self,
-        target: DraftTarget,
-        _log: Arc<dyn DraftLog>,
-    ) -> Option<Box<dyn Draft>> {
+    fn open_draft(&self, target: DraftTarget, _log: Arc<dyn DraftLog>) -> Option<Box<dyn Draft>> {
         self.hub.start(&target.chat.id);
         Some(Box::new(WebDraft {
             hub: self.hub.clone(),

@@ -54,7 +54,7 @@ pub async fn load(store: &DaemonStoreRef, hub: &Hub, id: &str) -> Result<Convers
         .collect();
     // A turn is stored just before its answer is delivered and its event marked done: the
     // same message is not shown twice in that moment.
-    if pending.first().is_some() && pending.first() == last_user.as_ref() {
+    if !pending.is_empty() && pending.first() == last_user.as_ref() {
         pending.remove(0);
     }
     let (live, cursor) = hub.snapshot(id);
@@ -145,7 +145,10 @@ mod tests {
         assert_eq!(items[0]["html"], "<p>hi &lt;b&gt;</p>");
         assert_eq!(items[1]["state"], "failed");
         assert_eq!(items[2]["state"], "done");
-        assert!(items[3]["html"].as_str().unwrap().contains("<th scope=\"col\">A</th>"));
+        assert!(items[3]["html"]
+            .as_str()
+            .unwrap()
+            .contains("<th scope=\"col\">A</th>"));
         assert_eq!(items[4]["html"], "<p><strong>ok</strong></p>\n");
     }
 }

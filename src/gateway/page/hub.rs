@@ -277,7 +277,11 @@ impl Hub {
 
     /// The events of `session` after `after`, and a receiver that changes when more come; a
     /// [`Gap`] when some of them are gone.
-    pub fn since(&self, session: &str, after: u64) -> Result<(Vec<Stored>, watch::Receiver<u64>), Gap> {
+    pub fn since(
+        &self,
+        session: &str,
+        after: u64,
+    ) -> Result<(Vec<Stored>, watch::Receiver<u64>), Gap> {
         let mut logs = self.logs();
         let log = self.log_of(&mut logs, session);
         if after < log.floor {

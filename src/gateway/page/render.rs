@@ -133,13 +133,7 @@ mod tests {
                        <a href=\"javascript:alert(1)\">x</a>";
         let h = markdown(payload);
         // As text, the characters stay readable; as markup, nothing of them is left.
-        for bad in [
-            "<script",
-            "<img",
-            "<iframe",
-            "<style",
-            "<a href=\"j",
-        ] {
+        for bad in ["<script", "<img", "<iframe", "<style", "<a href=\"j"] {
             assert!(!h.contains(bad), "{bad} in {h}");
         }
         // What the model wrote stays readable; the Markdown link lost its target.
@@ -150,7 +144,9 @@ mod tests {
 
     #[test]
     fn links_keep_safe_urls_only_with_rel() {
-        let h = markdown("[docs](https://example.com/a?b=1) [mail](mailto:a@b.c) [f](file:///etc/passwd)");
+        let h = markdown(
+            "[docs](https://example.com/a?b=1) [mail](mailto:a@b.c) [f](file:///etc/passwd)",
+        );
         assert!(h.contains("href=\"https://example.com/a?b=1\""), "{h}");
         assert!(h.contains("rel=\"noopener noreferrer nofollow\""), "{h}");
         assert!(h.contains("mailto:a@b.c"), "{h}");

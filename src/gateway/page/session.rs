@@ -160,7 +160,10 @@ mod tests {
         assert!(!s.check(&i.cookie, &i.csrf, 1000 + LIFETIME), "expired");
         assert!(!signer(2).check(&i.cookie, &i.csrf, 1000), "another key");
         let other = s.issue(1000);
-        assert!(!s.check(&i.cookie, &other.csrf, 1000), "another session's header");
+        assert!(
+            !s.check(&i.cookie, &other.csrf, 1000),
+            "another session's header"
+        );
         // A cookie whose expiry was pushed out loses its MAC.
         let forged = i.cookie.replacen("v1.", "v1.9", 1);
         assert!(!s.check(&forged, &i.csrf, 1000));
@@ -173,7 +176,10 @@ mod tests {
         assert!(c.contains("HttpOnly") && c.contains("SameSite=Strict") && !c.contains("Secure"));
         assert!(set_cookie("abc", true).ends_with("; Secure"));
         let mut h = axum::http::HeaderMap::new();
-        h.insert("cookie", "a=1; ethan_session=v1.2.3.4; b=2".parse().unwrap());
+        h.insert(
+            "cookie",
+            "a=1; ethan_session=v1.2.3.4; b=2".parse().unwrap(),
+        );
         assert_eq!(cookie_of(&h).as_deref(), Some("v1.2.3.4"));
     }
 }

@@ -77,3 +77,22 @@ pub async fn asset(
         None => (StatusCode::NOT_FOUND, "no such file\n").into_response(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_adds_at_most_150_kb() {
+        let total = INDEX.len() + FILES.iter().map(|(_, _, b)| b.len()).sum::<usize>();
+        assert!(total <= 150 * 1024, "{total} bytes");
+    }
+
+    #[test]
+    fn no_inline_script_or_style() {
+        assert!(
+            !INDEX.contains("<script>") && !INDEX.contains("<style") && !INDEX.contains(" style=")
+        );
+        assert!(!INDEX.contains(" on"), "no inline event handler");
+    }
+}

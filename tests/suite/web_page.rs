@@ -4,7 +4,7 @@
 //!   in at least three steps before it completes; a shell call's approval shows the description
 //!   and its three buttons, "Approve once" runs it and its line shows the outcome; a `ui_card`
 //!   comparison is an HTML table with its headers; the page fits a phone and follows dark mode;
-//!   first paint is measured and printed;
+//!   first paint is measured and printed, beside a one-line page's in the same browser;
 //! - model output carrying `<script>`, `<img onerror>`, `javascript:` links, `<style>` and
 //!   `<iframe>` (in the answer and in a card) runs nothing and loads nothing;
 //! - a reload mid-answer shows the conversation so far and follows the rest; the daemon killed
@@ -85,6 +85,31 @@ fn texts(v: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The first contentful paint of `url` in `tab`, `visits` times (ms from the navigation's start,
+/// as the page's own `performance` entries tell). The first visit pays for the browser's new
+/// renderer process and the daemon's first requests; later ones fetch everything again too
+/// (the page's files are `no-cache` and carry no validator), as a reload does.
+async fn first_paints(tab: &chromiumoxide::Page, url: &str, visits: usize) -> Vec<u64> {
+    let mut out = Vec::new();
+    for _ in 0..visits {
+        tab.goto(url).await.unwrap();
+        let fcp: f64 = eval(
+            tab,
+            "new Promise(r => { const f = () => { const e = performance.getEntriesByName('first-contentful-paint')[0];
+               e ? r(e.startTime) : setTimeout(f, 10); }; f(); })",
+        )
+        .await;
+        out.push(fcp.round() as u64);
+    }
+    out
+}
+
+fn median(v: &[u64]) -> u64 {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn sign_in_stream_approve_and_see_a_card_in_chromium() {
     let Some(chromium) = Chromium::launch("web_page::sign_in_stream").await else {
@@ -92,6 +117,11 @@ async fn sign_in_stream_approve_and_see_a_card_in_chromium() {
     };
     let answer =
         "The answer arrives in the page piece by piece, word after word, until it is whole.";
+    // A bidi override hides what follows it, and a long comment pushes the end out of sight
+    // where a description is cut: the page must show both.
+    let tail = "padding ".repeat(60) + "end-of-the-command";
+    let shell_command =
+        format!("echo approved-from-the-page \u{202e}txt.exe > web-approved.txt # {tail}");
     let card = json!({"card": {"type": "compare", "title": "Plans",
         "columns": ["Plan", "Price", "Seats"],
         "rows": [{"values": ["Free", "0", "1"]}, {"values": ["Pro", "$8", "5"]}]}});
@@ -100,7 +130,7 @@ async fn sign_in_stream_approve_and_see_a_card_in_chromium() {
         Step::tool_call(
             "s1",
             "shell",
-            r#"{"command": "echo approved-from-the-page > web-approved.txt"}"#,
+            &json!({ "command": shell_command }).to_string(),
         ),
         Step::text("It ran."),
         Step::tool_call("u1", "ui_card", &card.to_string()),
@@ -112,20 +142,17 @@ async fn sign_in_stream_approve_and_see_a_card_in_chromium() {
     let _daemon = start(&home);
     let base = base_of(&home).await;
 
-    // First paint, measured (not asserted): in a tab of a browser already running, from the
-    // navigation's start to the first contentful paint, and the page's own timings.
-    let warm = chromium.open("about:blank").await;
-    for visit in ["first", "second"] {
-        warm.goto(format!("{base}/")).await.unwrap();
-        let timing: Value = eval(
-            &warm,
-            "new Promise(r => { const f = () => { const e = performance.getEntriesByName('first-contentful-paint')[0];
-               const n = performance.getEntriesByType('navigation')[0];
-               e ? r({fcp_ms: e.startTime, html_received_ms: n.responseEnd, dom_content_loaded_ms: n.domContentLoadedEventEnd}) : setTimeout(f, 10); }; f(); })",
-        )
-        .await;
-        eprintln!("web page on loopback, {visit} visit: {timing}");
-    }
+    // First paint, measured (not asserted): see `first_paints`.
+    let (plain, _) = recorder("<!doctype html><title>plain</title><p>A one-line page.</p>").await;
+    let tab = chromium.open("about:blank").await;
+    let baseline = first_paints(&tab, &format!("{plain}/"), 3).await;
+    let ours = first_paints(&tab, &format!("{base}/"), 5).await;
+    eprintln!(
+        "first paint of the web page on loopback: median {} ms (visits: {ours:?} ms); \
+         a one-line page in the same browser: median {} ms ({baseline:?} ms)",
+        median(&ours),
+        median(&baseline)
+    );
     let page = chromium.open(&format!("{base}/")).await;
 
     // A wrong token is refused and the form stays.
@@ -180,10 +207,18 @@ async fn sign_in_stream_approve_and_see_a_card_in_chromium() {
     web_page::send_message(&page, "run it").await;
     wait_for(&page, "document.querySelector('.consent button')", WAIT).await;
     let desc: String = eval(&page, "document.querySelector('.consent pre').textContent").await;
+    // As every channel shows it: the reasons first, the invisible character escaped, the
+    // whole command.
     assert!(
-        desc.contains("echo approved-from-the-page > web-approved.txt"),
+        desc.starts_with("(writes to a file (web-approved.txt))"),
         "{desc}"
     );
+    assert!(
+        desc.contains("echo approved-from-the-page \\u202etxt.exe > web-approved.txt #")
+            && !desc.contains('\u{202e}'),
+        "{desc}"
+    );
+    assert!(desc.trim_end().ends_with("end-of-the-command"), "{desc}");
     let buttons: Value = eval(
         &page,
         "[...document.querySelectorAll('.consent button')].map(b => b.textContent)",

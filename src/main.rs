@@ -127,8 +127,13 @@ enum McpCommand {
 
 #[derive(Subcommand)]
 enum GatewayCommand {
-    /// Print the bearer token for /api/* (created and stored on first use)
-    Token,
+    /// Print the bearer token for /api/* and the web page (created and stored on first use)
+    Token {
+        /// Replace it with a new one (the old one stops working at once) and sign every web
+        /// page out
+        #[arg(long)]
+        rotate: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -262,8 +267,8 @@ fn main() -> ExitCode {
             Command::Doctor => cli::doctor::run(loaded).await,
             Command::Status => cli::status::run(&loaded).await,
             Command::Gateway {
-                command: GatewayCommand::Token,
-            } => cli::gateway_token(&loaded).await,
+                command: GatewayCommand::Token { rotate },
+            } => cli::gateway_token(&loaded, rotate).await,
             Command::Owner { command } => cli::owner::run(&loaded, command).await,
             Command::Store { command } => cli::store::run(&loaded, command).await,
             Command::Memory { command } => cli::memory::run(&loaded, command).await,

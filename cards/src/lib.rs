@@ -31,6 +31,7 @@
 //! | [`render_lark`] | Lark / Feishu | card JSON 2.0 object, ≤ 30 KB, else [`CardError::TooLarge`]; A2UI refused |
 //! | [`render_a2ui`] | web | A2UI v0.9 messages: `createSurface`, `updateComponents` (root `Card` → `Column`) |
 //! | [`render_telegram`] | Telegram | HTML (`parse_mode: "HTML"`) parts, each ≤ 4096 UTF-16 units |
+//! | [`render_html`] | the gateway's web page | one HTML fragment, every text escaped, no attribute but `class` |
 //! | [`render_text`] | terminal | plain text, CJK-aware column alignment |
 //!
 //! A [`Ui`] serialises to the tool's argument form (`{"card": {...}}` / `{"messages": [...]}`)
@@ -59,6 +60,7 @@
 
 pub mod a2ui;
 pub mod error;
+pub mod html;
 pub mod lark;
 pub mod model;
 pub mod normalize;
@@ -117,6 +119,15 @@ pub fn render_telegram(ui: &Ui) -> Vec<String> {
     match ui {
         Ui::Card(c) => telegram::card_to_telegram(c),
         Ui::A2ui(m) => telegram::outline_to_telegram(&a2ui::outline(m)),
+    }
+}
+
+/// An HTML fragment for the web page (see [`html`]): a table, a list or stat blocks, every
+/// text escaped. Custom A2UI becomes its texts in reading order.
+pub fn render_html(ui: &Ui) -> String {
+    match ui {
+        Ui::Card(c) => html::card_to_html(c),
+        Ui::A2ui(m) => html::outline_to_html(&a2ui::outline(m)),
     }
 }
 

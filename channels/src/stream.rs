@@ -167,4 +167,11 @@ pub trait Draft: Send {
     /// The turn ended without an answer to show (it was stopped): leave the preview as
     /// something that reads as finished, e.g. close a streaming card. Best effort.
     async fn abandon(&mut self) {}
+
+    /// Every event of the turn, as it comes and before it is folded into the [`DraftView`]:
+    /// for a channel that shows more than the text and the tool lines (the gateway's web page
+    /// shows each call's summary, consent requests and cards). Must not block. Default: ignored.
+    fn observe(&mut self, event: &ethan_core::event::TurnEvent) {
+        let _ = event;
+    }
 }

@@ -756,6 +756,10 @@ pub struct GatewayConfig {
     pub enabled: bool,
     pub listen: String,
     pub token: Secret,
+    /// The address browsers use when the gateway is behind a reverse proxy under a name
+    /// (`https://chat.example.com`): the web page then answers that `Host` and `Origin`, and
+    /// its cookie is `Secure` when it is `https`. Empty: addresses and `localhost` only.
+    pub public_url: String,
 }
 
 impl Default for GatewayConfig {
@@ -764,6 +768,7 @@ impl Default for GatewayConfig {
             enabled: true,
             listen: "127.0.0.1:8900".into(),
             token: Secret::default(),
+            public_url: String::new(),
         }
     }
 }

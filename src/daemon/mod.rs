@@ -197,6 +197,14 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
 
     let chats: Vec<ChannelKind> = channels.keys().copied().collect();
     owner_hint::warn_without_owner(&consent.owners, &loaded, &chats).await;
+    // The gateway's web page is a channel too: its messages go through the router.
+    let page_hub = loaded.config.gateway.enabled.then(|| {
+        let hub = Arc::new(crate::gateway::page::hub::Hub::new());
+        let web: Arc<dyn Channel> =
+            Arc::new(crate::gateway::page::channel::WebChannel::new(hub.clone()));
+        channels.insert(ChannelKind::Web, web);
+        hub
+    });
     consent.set_channels(channels.clone());
     let for_scheduler = (agent.clone(), channels.clone());
     let token = crate::gateway::auth::ensure_token(&loaded, &store)
@@ -232,17 +240,42 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
             MAX_CONCURRENT_TURNS,
         ),
     };
+    let sink: Arc<dyn InboundSink> = Arc::new(router::RouterSink(router.clone()));
+    let state: Arc<dyn StateStore> = Arc::new(crate::store::KvState(store.shared()));
+    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    let tokens = crate::gateway::auth::Tokens::new(
+        (!loaded.config.gateway.token.is_empty()).then_some(token),
+        store.clone(),
+    );
+    let public_url = &loaded.config.gateway.public_url;
+    let public = match public_url.trim() {
+        "" => None,
+        url => Some(
+            crate::gateway::guard::PublicUrl::parse(url)
+                .map_err(|e| anyhow::anyhow!("gateway.public_url: {e}"))?,
+        ),
+    };
+    let page = page_hub.map(|hub| {
+        Arc::new(crate::gateway::page::PageState {
+            hub,
+            sink: sink.clone(),
+            store: store.clone(),
+            consent: consent.clone(),
+            tokens: tokens.clone(),
+            public,
+            shutdown: shutdown_rx.clone(),
+            wrong_tokens: tokio::sync::Mutex::new(()),
+        })
+    });
     let gateway_state = Arc::new(crate::gateway::GatewayState {
         agent,
         consent,
         store: store.clone(),
-        token,
+        tokens,
         channels,
         turns: Arc::new(router::RouterTurns(router.clone())),
+        page,
     });
-    let sink: Arc<dyn InboundSink> = Arc::new(router::RouterSink(router.clone()));
-    let state: Arc<dyn StateStore> = Arc::new(crate::store::KvState(store.shared()));
-    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
 
     {
         let (loaded, store) = (loaded.clone(), store.clone());

@@ -191,6 +191,7 @@ async fn present(
             e = rx.recv(), if open => match e {
                 Some(e) => {
                     if let Some(e) = shown.admit(e) {
+                        draft.observe(&e);
                         dirty |= apply(&mut view, &mut calls, e);
                     }
                 }

@@ -9,10 +9,13 @@
 //! session whose turn is still running waits for it (the stream stays open, without events,
 //! until its turn starts). Closing the stream cancels the turn, or drops it while it waits.
 //!
-//! `POST /api/consent/{request_id} {allowed, message?}` → `{ok}`: `ok: false` for an unknown or
-//! expired id. The token holder counts as the owner for web consent.
+//! `POST /api/consent/{request_id} {allowed, choice?, message?}` → `{ok}`: `ok: false` for an
+//! unknown or expired id; `choice` (`once`, `session`, `deny`) says more than `allowed`. The
+//! token holder counts as the owner for web consent.
+//!
+//! Both refuse a request whose `Origin` is a page other than the gateway's own (403): a program
+//! sends none.
 
-use super::auth::authorized;
 use super::GatewayState;
 use crate::agent::{TurnEvent, TurnInput, TurnOutcome};
 use axum::extract::{Path, State};
@@ -33,6 +36,25 @@ fn unauthorized() -> Response {
         Json(json!({"error": "missing or wrong `Authorization: Bearer <token>` (see `ethan gateway token`)"})),
     )
         .into_response()
+}
+
+fn foreign() -> Response {
+    (
+        StatusCode::FORBIDDEN,
+        Json(json!({"error": "refused: sent by a page of another origin"})),
+    )
+        .into_response()
+}
+
+/// The bearer and `Origin` checks of `/api/*`; the response when one fails.
+async fn check(s: &GatewayState, headers: &HeaderMap) -> Result<(), Response> {
+    if super::guard::foreign_origin(headers) {
+        return Err(foreign());
+    }
+    if !s.tokens.bearer_ok(headers).await {
+        return Err(unauthorized());
+    }
+    Ok(())
 }
 
 fn bad_request(msg: String) -> Response {
@@ -88,8 +110,8 @@ pub async fn chat(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    if !authorized(&headers, &s.token) {
-        return unauthorized();
+    if let Err(r) = check(&s, &headers).await {
+        return r;
     }
     let req: ChatRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
@@ -205,6 +227,8 @@ impl Drop for AbortOnDrop {
 struct ConsentAnswer {
     allowed: bool,
     #[serde(default)]
+    choice: Option<ApprovalChoice>,
+    #[serde(default)]
     #[allow(dead_code)]
     message: Option<String>,
 }
@@ -215,8 +239,8 @@ pub async fn consent(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    if !authorized(&headers, &s.token) {
-        return unauthorized();
+    if let Err(r) = check(&s, &headers).await {
+        return r;
     }
     let answer: ConsentAnswer = match serde_json::from_slice(&body) {
         Ok(a) => a,
@@ -231,10 +255,10 @@ pub async fn consent(
         .decide(&ApprovalDecision {
             channel: ChannelKind::Web,
             request_id,
-            choice: if answer.allowed {
-                ApprovalChoice::Once
-            } else {
-                ApprovalChoice::Deny
+            choice: match (answer.allowed, answer.choice) {
+                (false, _) => ApprovalChoice::Deny,
+                (true, Some(c)) => c,
+                (true, None) => ApprovalChoice::Once,
             },
             user_id: "gateway".into(),
             chat_id: String::new(),

@@ -1,4 +1,5 @@
-//! `GET /healthz`: 200 when the store and every enabled channel are up, else 503; the JSON body
+//! `GET /healthz`: 200 when the store and every enabled chat channel are up, else 503 (the web
+//! page, served here, is not listed); the JSON body
 //! gives each part's state, the version and pid, the turns in flight and the approvals waiting
 //! (read by `ethan status`). `GET /metrics`: Prometheus text ([`crate::metrics`]).
 
@@ -7,6 +8,7 @@ use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
+use ethan_channels::ChannelKind;
 use serde_json::json;
 use std::sync::Arc;
 
@@ -14,7 +16,8 @@ pub async fn healthz(State(s): State<Arc<GatewayState>>) -> impl IntoResponse {
     let store_ok = s.store.schema_version().await.is_ok();
     let mut channels = serde_json::Map::new();
     let mut all_up = store_ok;
-    for (kind, ch) in &s.channels {
+    // The web page is served by this gateway: it is up whenever this answers.
+    for (kind, ch) in s.channels.iter().filter(|(k, _)| **k != ChannelKind::Web) {
         let up = ch.is_up();
         all_up &= up;
         channels.insert(kind.as_str().into(), json!(if up { "up" } else { "down" }));

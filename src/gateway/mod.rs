@@ -4,15 +4,19 @@
 //!
 //! Routes: `GET /healthz` and `GET /metrics` (no auth); `POST /api/chat` (a turn as a
 //! Server-Sent Events stream) and `POST /api/consent/{request_id}` (web consent), both behind
-//! `Authorization: Bearer <gateway.token>` ([`auth`]); the webhook routes channels contribute
-//! (`POST /telegram/webhook`, `POST /lark/events`), which check their platform's secret instead.
+//! `Authorization: Bearer <gateway.token>` ([`auth`]) and refused from a foreign page's
+//! `Origin` ([`guard`]); the web chat page at `GET /` and its API under `/web/api/` ([`page`]);
+//! the webhook routes channels contribute (`POST /telegram/webhook`, `POST /lark/events`),
+//! which check their platform's secret instead.
 //!
 //! Web turns are not run here: they are handed to a [`TurnQueue`] (the daemon's session queues),
 //! so they keep the same per-session order and cap on turns in flight as chat turns.
 
 pub mod auth;
 pub mod chat;
+pub mod guard;
 pub mod health;
+pub mod page;
 
 use crate::agent::{Agent, TurnInput, TurnReply};
 use crate::consent::Consent;
@@ -46,21 +50,28 @@ pub struct GatewayState {
     pub agent: Arc<Agent>,
     pub consent: Arc<Consent>,
     pub store: DaemonStoreRef,
-    /// The bearer token for `/api/*`.
-    pub token: String,
+    /// The bearer token for `/api/*`, read where it lives at each request.
+    pub tokens: auth::Tokens,
     pub channels: HashMap<ChannelKind, Arc<dyn Channel>>,
     /// Where `POST /api/chat` turns are run.
     pub turns: Arc<dyn TurnQueue>,
+    /// The web page's state (`None`: no page is served).
+    pub page: Option<Arc<page::PageState>>,
 }
 
 /// The gateway's own routes (channels' webhook routes are merged in by the daemon).
 pub fn router(state: Arc<GatewayState>) -> axum::Router {
-    axum::Router::new()
+    let page = state.page.clone();
+    let api = axum::Router::new()
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(health::metrics))
         .route("/api/chat", post(chat::chat))
         .route("/api/consent/{request_id}", post(chat::consent))
-        .with_state(state)
+        .with_state(state);
+    match page {
+        Some(p) => api.merge(page::router(p)),
+        None => api,
+    }
 }
 
 /// Bind `listen` (port 0 = any free port; the chosen address is logged).
@@ -72,7 +83,8 @@ pub async fn bind(listen: SocketAddr) -> std::io::Result<TcpListener> {
 
 /// Serve `router` on an already bound listener until `shutdown` fires (in-flight requests are
 /// finished first). Connections are `TCP_NODELAY`: a streamed answer's small `delta` events go
-/// out as they come instead of waiting for the client's delayed ACK (~40 ms each).
+/// out as they come instead of waiting for the client's delayed ACK (~40 ms each). Handlers see
+/// the peer's address (`ConnectInfo<SocketAddr>`: the page's sign-in asks it).
 pub async fn serve_listener(
     listener: TcpListener,
     router: axum::Router,
@@ -84,9 +96,12 @@ pub async fn serve_listener(
             tracing::debug!("cannot set TCP_NODELAY on a gateway connection: {e}");
         }
     });
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            let _ = shutdown.changed().await;
-        })
-        .await
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move {
+        let _ = shutdown.changed().await;
+    })
+    .await
 }

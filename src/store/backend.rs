@@ -68,9 +68,29 @@ pub struct BackendInfo {
     pub binary_schema_version: i64,
 }
 
+/// One active session of a key, for a list of conversations (the web page's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSummary {
+    /// The session key (`web:<id>`).
+    pub key: String,
+    /// The session's first user message, if it has one yet.
+    pub title: Option<String>,
+    /// Unix seconds of the session's creation.
+    pub created_at: i64,
+    /// Unix seconds of its newest message (its creation when it has none).
+    pub updated_at: i64,
+}
+
 /// The backend's identity and housekeeping.
 #[async_trait]
 pub trait StoreAdmin: Send + Sync {
+    /// The active sessions whose key starts with `prefix` (taken literally: `%` and `_` are
+    /// not wildcards), most recently used first, at most `limit`.
+    async fn list_sessions(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<SessionSummary>, StoreError>;
     /// The backend, where it is, and its schema version. Errors: the store cannot be reached.
     async fn backend_info(&self) -> Result<BackendInfo, StoreError>;
     /// Migrations applied to the database (a cheap liveness check too).

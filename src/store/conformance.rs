@@ -109,6 +109,20 @@ pub(crate) async fn sessions(s: &dyn DaemonStore) {
     assert_ne!(a, b);
     assert_eq!(b, s.current_session("telegram:1").await.unwrap());
     assert_ne!(b, s.current_session("telegram:2").await.unwrap());
+    // Listing by a literal key prefix: active sessions only, titled by their first question.
+    let w = s.current_session("web:w1").await.unwrap();
+    s.append_messages(&w, &[ChatMessage::user("what is 100%_?")])
+        .await
+        .unwrap();
+    s.current_session("web_not").await.unwrap();
+    let listed = s.list_sessions("web:", 10).await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].key, "web:w1");
+    assert_eq!(listed[0].title.as_deref(), Some("what is 100%_?"));
+    assert!(listed[0].updated_at >= listed[0].created_at);
+    s.new_session("web:w1").await.unwrap();
+    let listed = s.list_sessions("web:", 10).await.unwrap();
+    assert_eq!(listed[0].title, None, "the retired session is not listed");
 }
 
 pub(crate) async fn messages(s: &dyn DaemonStore) {

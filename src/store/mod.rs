@@ -32,7 +32,7 @@ pub mod usage;
 
 pub use backend::{
     session_lease, BackendInfo, DaemonStore, DaemonStoreRef, InboundStore, OpenStore, Pending,
-    ReplicaStore, SharedStorage, StoreAdmin,
+    ReplicaStore, SessionSummary, SharedStorage, StoreAdmin,
 };
 pub use traits::KvState;
 

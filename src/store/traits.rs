@@ -3,7 +3,7 @@
 //! and awaits the answer. Also the async forms of the daemon-only statements (inbound events),
 //! and [`KvState`]: any store's kv table as the channels' [`ethan_channels::StateStore`].
 
-use super::backend::{BackendInfo, InboundStore, ReplicaStore, StoreAdmin};
+use super::backend::{BackendInfo, InboundStore, ReplicaStore, SessionSummary, StoreAdmin};
 use super::inbound::{RetentionCounts, UnconfirmedReply};
 use super::{Store, StoreError};
 use async_trait::async_trait;
@@ -457,6 +457,15 @@ impl InboundStore for Store {
 
 #[async_trait]
 impl StoreAdmin for Store {
+    async fn list_sessions(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<SessionSummary>, StoreError> {
+        let prefix = prefix.to_owned();
+        self.call("list sessions", move |db| db.list_sessions(&prefix, limit))
+            .await
+    }
     async fn backend_info(&self) -> Result<BackendInfo, StoreError> {
         let (path, schema_version) = self
             .call("schema version", |db| Ok((db.path(), db.schema_version()?)))

@@ -54,4 +54,5 @@ mod tool_panic;
 mod turn_history;
 mod usage;
 mod usage_estimated;
+mod web_page;
 mod web_tools;

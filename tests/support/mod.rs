@@ -28,6 +28,7 @@ pub mod model;
 pub mod search_fakes;
 pub mod store;
 pub mod telegram;
+pub mod web_page;
 
 pub use daemon::{run_cli, run_cli_with_env, wait_until, Daemon, TestHome};
 pub use model::{ScriptedModel, Step};

@@ -3,7 +3,8 @@
 
 use super::errors::pg_error;
 use super::{migrations, PgStore, StoreError, SCHEMA_VERSION};
-use crate::store::{BackendInfo, DaemonStoreRef, StoreAdmin};
+use crate::store::sessions::like_prefix;
+use crate::store::{BackendInfo, DaemonStoreRef, SessionSummary, StoreAdmin};
 use async_trait::async_trait;
 
 impl PgStore {
@@ -26,6 +27,39 @@ impl PgStore {
 
 #[async_trait]
 impl StoreAdmin for PgStore {
+    async fn list_sessions(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<SessionSummary>, StoreError> {
+        let op = "list sessions";
+        let client = self.client(op).await?;
+        let rows = client
+            .query(
+                "SELECT s.key, s.created_at,
+                    COALESCE((SELECT MAX(m.created_at) FROM messages m WHERE m.session_id = s.id),
+                             s.created_at) AS updated,
+                    (SELECT m.content FROM messages m
+                      WHERE m.session_id = s.id AND m.role = 'user' ORDER BY m.id LIMIT 1)
+                 FROM sessions s
+                 WHERE s.active AND s.key LIKE $1 ESCAPE '\\'
+                 ORDER BY updated DESC, s.created_at DESC LIMIT $2",
+                &[&like_prefix(prefix), &(limit as i64)],
+            )
+            .await
+            .map_err(|e| pg_error(op, &e))?;
+        rows.iter()
+            .map(|r| {
+                Ok(SessionSummary {
+                    key: r.try_get(0).map_err(|e| pg_error(op, &e))?,
+                    created_at: r.try_get(1).map_err(|e| pg_error(op, &e))?,
+                    updated_at: r.try_get(2).map_err(|e| pg_error(op, &e))?,
+                    title: r.try_get(3).map_err(|e| pg_error(op, &e))?,
+                })
+            })
+            .collect()
+    }
+
     async fn backend_info(&self) -> Result<BackendInfo, StoreError> {
         Ok(BackendInfo {
             backend: "postgresql",

@@ -1,0 +1,169 @@
+//! Model text as HTML for the web page, made on the server: Markdown rendered by
+//! `pulldown-cmark` (CommonMark with tables, strikethrough and task lists), then cleaned by
+//! `ammonia`, an allow-list sanitiser built on html5ever. The page only ever inserts what comes
+//! out of here (and the card HTML of `ethan_cards::render_html`, cleaned the same way).
+//!
+//! Two layers, so that one mistake is not enough:
+//! - raw HTML the model writes (`<script>`, `<iframe>`, `<style>`, `<img onerror=…>`) is never
+//!   passed through as markup: pulldown-cmark's HTML events become text, so it shows as the
+//!   characters the model wrote;
+//! - the result is sanitised anyway: only formatting tags, no `style` or event attributes, links
+//!   only to `http`, `https` and `mailto` (a `javascript:` link loses its `href`) and opened with
+//!   `rel="noopener noreferrer nofollow"`, and no element that loads anything (`img`, `video`,
+//!   `audio`, `iframe`, `object`, `embed`, `link`, `source` are removed with their contents'
+//!   tags): an answer can make the browser send no request at all. The page's
+//!   Content-Security-Policy (`img-src 'self'`) would block one too.
+
+use ammonia::Builder;
+use pulldown_cmark::{html, Event, Options, Parser};
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
+/// The tags an answer or a card may use.
+const TAGS: &[&str] = &[
+    "a",
+    "b",
+    "blockquote",
+    "br",
+    "code",
+    "dd",
+    "del",
+    "div",
+    "dl",
+    "dt",
+    "em",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "hr",
+    "i",
+    "input",
+    "li",
+    "ol",
+    "p",
+    "pre",
+    "s",
+    "section",
+    "span",
+    "strong",
+    "sub",
+    "sup",
+    "table",
+    "tbody",
+    "td",
+    "tfoot",
+    "th",
+    "thead",
+    "tr",
+    "ul",
+];
+
+fn sanitiser() -> &'static Builder<'static> {
+    static B: OnceLock<Builder<'static>> = OnceLock::new();
+    B.get_or_init(|| {
+        let mut b = Builder::empty();
+        b.tags(TAGS.iter().copied().collect::<HashSet<_>>())
+            .clean_content_tags(["script", "style"].into_iter().collect())
+            .generic_attributes(["class"].into_iter().collect())
+            .add_tag_attributes("a", ["href", "title"])
+            .add_tag_attributes("th", ["scope", "align"])
+            .add_tag_attributes("td", ["align"])
+            .add_tag_attributes("ol", ["start"])
+            .add_tag_attributes("input", ["type", "checked", "disabled"])
+            .url_schemes(["http", "https", "mailto"].into_iter().collect())
+            .link_rel(Some("noopener noreferrer nofollow"))
+            .strip_comments(true);
+        b
+    })
+}
+
+/// Sanitise HTML made on the server (card HTML); see the module docs for what survives.
+pub fn clean(html: &str) -> String {
+    sanitiser().clean(html).to_string()
+}
+
+/// An answer in Markdown as sanitised HTML: raw HTML in it shows as text.
+pub fn markdown(md: &str) -> String {
+    let mut opts = Options::empty();
+    opts.insert(Options::ENABLE_TABLES);
+    opts.insert(Options::ENABLE_STRIKETHROUGH);
+    opts.insert(Options::ENABLE_TASKLISTS);
+    let events = Parser::new_ext(md, opts).map(|e| match e {
+        Event::Html(t) | Event::InlineHtml(t) => Event::Text(t),
+        e => e,
+    });
+    let mut out = String::with_capacity(md.len() * 3 / 2);
+    html::push_html(&mut out, events);
+    clean(&out)
+}
+
+/// Plain text (a person's message) as HTML: escaped, one `<p>` per paragraph, line breaks kept.
+pub fn plain(text: &str) -> String {
+    let mut out = String::new();
+    for para in text.split("\n\n").filter(|p| !p.trim().is_empty()) {
+        out.push_str("<p>");
+        let lines: Vec<String> = para.lines().map(ethan_cards::html::escape_html).collect();
+        out.push_str(&lines.join("<br>"));
+        out.push_str("</p>");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markdown_renders_formatting_and_tables() {
+        let h = markdown("**bold** and `code`\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n- [x] done");
+        assert!(h.contains("<strong>bold</strong>"), "{h}");
+        assert!(h.contains("<code>code</code>"), "{h}");
+        assert!(h.contains("<table>") && h.contains("<th>a</th>"), "{h}");
+        assert!(h.contains("checked"), "{h}");
+    }
+
+    #[test]
+    fn raw_html_from_the_model_is_text() {
+        let payload = "<script>window.pwned=1</script>\n\n<img src=x onerror=\"window.pwned=2\">\n\n\
+                       <iframe src=\"https://evil.example/\"></iframe>\n\n<style>body{display:none}</style>\n\n\
+                       [click](javascript:window.pwned=3) ![p](https://evil.example/p.png) \
+                       <a href=\"javascript:alert(1)\">x</a>";
+        let h = markdown(payload);
+        // As text, the characters stay readable; as markup, nothing of them is left.
+        for bad in ["<script", "<img", "<iframe", "<style", "<a href=\"j"] {
+            assert!(!h.contains(bad), "{bad} in {h}");
+        }
+        // What the model wrote stays readable; the Markdown link lost its target.
+        assert!(h.contains("&lt;script&gt;"), "{h}");
+        assert!(h.contains("click"), "{h}");
+        assert!(!h.contains("href=\"javascript:window"), "{h}");
+    }
+
+    #[test]
+    fn links_keep_safe_urls_only_with_rel() {
+        let h = markdown(
+            "[docs](https://example.com/a?b=1) [mail](mailto:a@b.c) [f](file:///etc/passwd)",
+        );
+        assert!(h.contains("href=\"https://example.com/a?b=1\""), "{h}");
+        assert!(h.contains("rel=\"noopener noreferrer nofollow\""), "{h}");
+        assert!(h.contains("mailto:a@b.c"), "{h}");
+        assert!(!h.contains("file:"), "{h}");
+    }
+
+    #[test]
+    fn cleaning_removes_what_loads_or_runs() {
+        let h = clean(
+            "<table onclick=\"x()\"><tr><td style=\"color:red\">a</td></tr></table>\
+             <img src=\"https://evil.example/x.png\"><video src=x></video><svg onload=x()></svg>",
+        );
+        assert_eq!(h, "<table><tbody><tr><td>a</td></tr></tbody></table>");
+    }
+
+    #[test]
+    fn plain_text_is_escaped() {
+        assert_eq!(plain("a <b>\nc\n\nd"), "<p>a &lt;b&gt;<br>c</p><p>d</p>");
+    }
+}

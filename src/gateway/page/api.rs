@@ -316,6 +316,8 @@ async fn publish(s: &PageState, session: &str, event_id: &str, text: String) -> 
         sent_at: crate::store::now(),
         seq: 0,
         attachments: Vec::new(),
+        relayed: None,
+        unfetched: None,
     };
     match s.sink.publish(ev).await {
         Ok(outcome) => ok(json!({

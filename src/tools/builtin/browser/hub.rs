@@ -7,26 +7,27 @@
 //!   cookies, storage and cache, kept in memory) per Ethan session ([`ToolContext::session_key`]);
 //!   closing it disposes the context, so nothing of it is left. Downloads are denied per
 //!   context (`Browser.setDownloadBehavior{behavior: deny}`).
-//! - Every request a page makes, navigations and redirects included, is paused by the CDP Fetch
-//!   domain (pattern `*`, request stage) and judged by the SSRF guard of `web_fetch` before it
-//!   may continue ([`judge`]); a refused one fails with `BlockedByClient` and is listed on the
-//!   tab, so the tools can say what was stopped. A tab the page opens itself (a popup) has no
-//!   interceptor of ours, so its requests stay paused: fail closed.
+//! - Chromium's only way out is the egress guard's proxy ([`crate::egress::proxy`]): each
+//!   context is created with a proxy of its own (`proxyServer`, and `proxyBypassList`
+//!   `<-loopback>` so loopback is not bypassed), the browser's default context with one that
+//!   refuses everything, and the browser is started with the flags that close its direct paths
+//!   ([`launch_args`]: QUIC off, WebRTC without unproxied UDP, no DNS prefetch or network
+//!   prediction, no background networking). WebSockets, workers, service workers, popups,
+//!   iframes, prefetches, beacons and pre-connects all go through the proxy by construction;
+//!   what it refuses is listed for the tools to report ([`BrowserHub::take_refused`]).
 //!
 //! [`ToolContext::session_key`]: crate::tools::ToolContext
 
 use crate::config::BrowserConfig;
-use crate::tools::ssrf::SsrfGuard;
+use crate::egress::proxy::BrowserProxy;
+use crate::egress::EgressGuard;
 use chromiumoxide::cdp::browser_protocol::browser::{
     BrowserContextId, SetDownloadBehaviorBehavior, SetDownloadBehaviorParams,
 };
-use chromiumoxide::cdp::browser_protocol::fetch::{
-    ContinueRequestParams, EventRequestPaused, FailRequestParams,
-};
-use chromiumoxide::cdp::browser_protocol::network::ErrorReason;
 use chromiumoxide::cdp::browser_protocol::target::{
     CreateBrowserContextParams, CreateTargetParams,
 };
+use chromiumoxide::cdp::js_protocol::runtime::ExecutionContextId;
 use chromiumoxide::{Browser, Page};
 use futures::StreamExt;
 use std::collections::HashMap;
@@ -81,31 +82,19 @@ impl From<chromiumoxide::error::CdpError> for BrowserError {
     }
 }
 
-/// A tab of a browser session: its page, and the requests the guard stopped since the last
-/// look ([`Tab::take_blocked`]).
+/// A tab of a browser session: its page, and the tools' own JavaScript world in it
+/// ([`super::world`]).
 pub struct Tab {
     pub id: u32,
     pub page: Arc<Page>,
-    blocked: Arc<StdMutex<Vec<String>>>,
-    interceptor: tokio::task::JoinHandle<()>,
+    /// The isolated world the tools' scripts run in, while its document lasts.
+    pub(crate) world: Mutex<Option<ExecutionContextId>>,
 }
 
-impl Tab {
-    /// The requests refused since the last call, each `URL: why`.
-    pub fn take_blocked(&self) -> Vec<String> {
-        std::mem::take(&mut *self.blocked.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-}
-
-impl Drop for Tab {
-    fn drop(&mut self) {
-        self.interceptor.abort();
-    }
-}
-
-/// One Ethan session's browser context and its tabs.
+/// One Ethan session's browser context, its proxy and its tabs.
 pub struct Session {
     context: BrowserContextId,
+    proxy: Arc<BrowserProxy>,
     pub tabs: Vec<Arc<Tab>>,
     /// The id of the current tab.
     pub current: Option<u32>,
@@ -124,6 +113,8 @@ struct Running {
     handler: tokio::task::JoinHandle<()>,
     profile: PathBuf,
     sessions: HashMap<String, Session>,
+    /// The default context's proxy, which refuses everything (kept for the browser's life).
+    _default_proxy: BrowserProxy,
 }
 
 /// What the last look at a session's current page showed, kept for the consent hooks (which
@@ -139,7 +130,7 @@ pub struct View {
 /// The daemon's browser, shared by the three browser tools.
 pub struct BrowserHub {
     cfg: BrowserConfig,
-    guard: SsrfGuard,
+    guard: EgressGuard,
     running: Mutex<Option<Running>>,
     last_used: StdMutex<Instant>,
     views: StdMutex<HashMap<String, View>>,
@@ -147,7 +138,7 @@ pub struct BrowserHub {
 }
 
 impl BrowserHub {
-    pub fn new(cfg: BrowserConfig, guard: SsrfGuard) -> Arc<Self> {
+    pub fn new(cfg: BrowserConfig, guard: EgressGuard) -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
             cfg,
             guard,
@@ -158,8 +149,40 @@ impl BrowserHub {
         })
     }
 
-    pub fn guard(&self) -> &SsrfGuard {
+    pub fn guard(&self) -> &EgressGuard {
         &self.guard
+    }
+
+    /// The proxy of `session_key`'s browser context, if it has one.
+    async fn proxy_of(&self, session_key: &str) -> Option<Arc<BrowserProxy>> {
+        self.running
+            .lock()
+            .await
+            .as_ref()
+            .and_then(|r| r.sessions.get(session_key))
+            .map(|s| s.proxy.clone())
+    }
+
+    /// What the proxy of `session_key` refused since the last look, each `destination: why`.
+    pub async fn take_refused(&self, session_key: &str) -> Vec<String> {
+        match self.proxy_of(session_key).await {
+            Some(p) => p.take_refused(),
+            None => Vec::new(),
+        }
+    }
+
+    /// What the proxy of `session_key` refused since the last look, left in place.
+    pub async fn peek_refused(&self, session_key: &str) -> Vec<String> {
+        match self.proxy_of(session_key).await {
+            Some(p) => p.peek_refused(),
+            None => Vec::new(),
+        }
+    }
+
+    /// The first host of the owner's network (`allow_private`) `session_key`'s pages reached:
+    /// what the pages show may then hold private data (the taint rule).
+    pub async fn private_reached(&self, session_key: &str) -> Option<String> {
+        self.proxy_of(session_key).await?.private_reached()
     }
 
     fn touch(&self) {
@@ -214,9 +237,18 @@ impl BrowserHub {
             return Err(BrowserError::Launch("no browser".into()));
         };
         if !running.sessions.contains_key(session_key) {
+            // Its own proxy: every connection of the context is judged, and attributed to it.
+            let proxy = BrowserProxy::start(self.guard.clone(), session_key)
+                .await
+                .map_err(|e| BrowserError::Launch(format!("the browser's proxy: {e}")))?;
             let context = running
                 .browser
-                .create_browser_context(CreateBrowserContextParams::default())
+                .create_browser_context(
+                    CreateBrowserContextParams::builder()
+                        .proxy_server(proxy.url())
+                        .proxy_bypass_list(PROXY_BYPASS)
+                        .build(),
+                )
                 .await?;
             running
                 .browser
@@ -231,6 +263,7 @@ impl BrowserHub {
                 session_key.to_string(),
                 Session {
                     context,
+                    proxy: Arc::new(proxy),
                     tabs: Vec::new(),
                     current: None,
                     next_id: 1,
@@ -258,15 +291,12 @@ impl BrowserHub {
             r.browser.new_page(params).await?
         };
         let page = Arc::new(page);
-        let blocked = Arc::new(StdMutex::new(Vec::new()));
-        let interceptor = intercept(page.clone(), self.guard.clone(), blocked.clone()).await?;
         let tab = self
             .session(session_key, home, move |s| {
                 let tab = Arc::new(Tab {
                     id: s.next_id,
                     page,
-                    blocked,
-                    interceptor,
+                    world: Mutex::new(None),
                 });
                 s.next_id += 1;
                 s.current = Some(tab.id);
@@ -328,22 +358,28 @@ impl BrowserHub {
         let exe = find_executable(&self.cfg).ok_or(BrowserError::NotInstalled)?;
         let profile = home.join("browser").join("profile");
         let _ = std::fs::remove_dir_all(&profile);
-        std::fs::create_dir_all(&profile)
+        std::fs::create_dir_all(profile.join("Default"))
             .map_err(|e| BrowserError::Launch(format!("{}: {e}", profile.display())))?;
+        // Network prediction (pre-resolving and pre-connecting to links) off in the profile too.
+        let _ = std::fs::write(
+            profile.join("Default").join("Preferences"),
+            r#"{"net":{"network_prediction_options":2}}"#,
+        );
+        // The default context (never used by the tools) gets a proxy that refuses everything.
+        let default_proxy = BrowserProxy::refusing(
+            self.guard.clone(),
+            "the browser's default context is not used by any conversation",
+        )
+        .await
+        .map_err(|e| BrowserError::Launch(format!("the browser's proxy: {e}")))?;
         let mut builder = chromiumoxide::BrowserConfig::builder()
             .chrome_executable(&exe)
             .user_data_dir(&profile)
-            .enable_request_intercept()
+            .disable_default_args()
+            .args(launch_args(&default_proxy.url()))
             .respect_https_errors()
             .launch_timeout(Duration::from_secs(30))
-            .request_timeout(Duration::from_secs(30))
-            // Cross-site frames stay in the page's process, where its interceptor sees them.
-            .arg("--disable-site-isolation-trials")
-            .arg("--disable-features=IsolateOrigins,site-per-process")
-            .arg("--no-first-run")
-            .arg("--disable-sync")
-            .arg("--disable-background-networking")
-            .arg("--disable-component-update");
+            .request_timeout(Duration::from_secs(30));
         // Chromium refuses its own sandbox to root (containers, CI).
         // SAFETY: geteuid has no preconditions and cannot fail.
         if unsafe { libc::geteuid() } == 0 {
@@ -361,6 +397,7 @@ impl BrowserHub {
             handler,
             profile,
             sessions: HashMap::new(),
+            _default_proxy: default_proxy,
         })
     }
 
@@ -407,87 +444,59 @@ async fn close(mut r: Running) {
     let _ = std::fs::remove_dir_all(&r.profile);
 }
 
-/// Pause every request of `page` and let through only what the guard allows.
-async fn intercept(
-    page: Arc<Page>,
-    guard: SsrfGuard,
-    blocked: Arc<StdMutex<Vec<String>>>,
-) -> Result<tokio::task::JoinHandle<()>, BrowserError> {
-    let mut events = page.event_listener::<EventRequestPaused>().await?;
-    Ok(tokio::spawn(async move {
-        while let Some(ev) = events.next().await {
-            let page = page.clone();
-            let guard = guard.clone();
-            let blocked = blocked.clone();
-            tokio::spawn(async move {
-                let id = ev.request_id.clone();
-                let verdict = judge(&guard, &ev.request.url).await;
-                let sent = match verdict {
-                    Ok(()) => page.execute(ContinueRequestParams::new(id)).await.map(drop),
-                    Err(why) => {
-                        tracing::info!("browser request refused: {} ({why})", ev.request.url);
-                        blocked
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .push(format!("{}: {why}", ev.request.url));
-                        page.execute(FailRequestParams::new(id, ErrorReason::BlockedByClient))
-                            .await
-                            .map(drop)
-                    }
-                };
-                if let Err(e) = sent {
-                    tracing::debug!("answering a paused request: {e}");
-                }
-            });
-        }
-    }))
-}
+/// The proxy bypass list of every context: nothing bypasses the proxy, loopback included
+/// (Chromium bypasses loopback and `<local>` by default; `<-loopback>` turns that off).
+pub const PROXY_BYPASS: &str = "<-loopback>";
 
-/// Whether a page may request `url`: `data:`, `blob:` and `about:` stay inside the browser;
-/// `http(s)` must pass the SSRF guard (IP literals by [`SsrfGuard::check_url`], names by
-/// resolving them through [`SsrfGuard::resolve`]); every other scheme is refused.
-pub async fn judge(guard: &SsrfGuard, url: &str) -> Result<(), String> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("not a valid URL ({e})"))?;
-    match parsed.scheme() {
-        "data" | "blob" | "about" => return Ok(()),
-        "http" | "https" => {}
-        s => return Err(format!("the browser tools do not open {s}: URLs")),
-    }
-    guard.check_url(&parsed).map_err(|r| r.0)?;
-    let host = parsed.host_str().unwrap_or_default();
-    guard.resolve(host).await.map(drop).map_err(|e| {
-        match crate::tools::ssrf::find_refusal(e.as_ref() as &(dyn std::error::Error + 'static)) {
-            Some(r) => r.0,
-            None => format!("{host} could not be resolved ({e})"),
-        }
-    })
+/// The command line of the browser: what a headless browser needs (from chromiumoxide's
+/// defaults), the proxy for the default context, and every switch that closes a path around
+/// the proxy — QUIC (UDP), WebRTC's unproxied UDP, DNS prefetch and network prediction,
+/// background networking (component updates, safe browsing, metrics, domain reliability).
+pub fn launch_args(default_proxy: &str) -> Vec<String> {
+    // chromiumoxide adds the leading `--` to each.
+    [
+        format!("proxy-server={default_proxy}"),
+        format!("proxy-bypass-list={PROXY_BYPASS}"),
+        "disable-quic".into(),
+        "force-webrtc-ip-handling-policy=disable_non_proxied_udp".into(),
+        "webrtc-ip-handling-policy=disable_non_proxied_udp".into(),
+        "dns-prefetch-disable".into(),
+        "disable-background-networking".into(),
+        "disable-component-update".into(),
+        "disable-domain-reliability".into(),
+        "disable-client-side-phishing-detection".into(),
+        "disable-sync".into(),
+        "no-pings".into(),
+        "metrics-recording-only".into(),
+        "no-first-run".into(),
+        "no-default-browser-check".into(),
+        "disable-default-apps".into(),
+        "disable-breakpad".into(),
+        "disable-dev-shm-usage".into(),
+        "disable-hang-monitor".into(),
+        "disable-popup-blocking".into(),
+        "disable-prompt-on-repost".into(),
+        "disable-background-timer-throttling".into(),
+        "disable-backgrounding-occluded-windows".into(),
+        "disable-renderer-backgrounding".into(),
+        "disable-ipc-flooding-protection".into(),
+        "disable-component-extensions-with-background-pages".into(),
+        "disable-features=TranslateUI,NetworkPrediction,NetworkTimeServiceQuerying,\
+         OptimizationHints,MediaRouter,DialMediaRouteProvider,InterestFeedContentSuggestions"
+            .into(),
+        "enable-automation".into(),
+        "password-store=basic".into(),
+        "use-mock-keychain".into(),
+        "force-color-profile=srgb".into(),
+        "lang=en_US".into(),
+    ]
+    .into_iter()
+    .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::ssrf::StaticLookup;
-
-    #[tokio::test]
-    async fn the_guard_judges_page_requests() {
-        let lookup = StaticLookup::new()
-            .with("localhost", &["127.0.0.1".parse().unwrap()])
-            .with("example.com", &["93.184.216.34".parse().unwrap()])
-            .with("sneaky.test", &["10.0.0.5".parse().unwrap()]);
-        let guard = SsrfGuard::new(&["localhost".to_string()], Arc::new(lookup));
-        assert!(judge(&guard, "http://localhost:8080/a").await.is_ok());
-        assert!(judge(&guard, "https://example.com/").await.is_ok());
-        assert!(judge(&guard, "data:text/plain,hi").await.is_ok());
-        let e = judge(&guard, "http://127.0.0.2:9/x.png").await.unwrap_err();
-        assert!(e.contains("loopback"), "{e}");
-        let e = judge(&guard, "http://sneaky.test/").await.unwrap_err();
-        assert!(e.contains("private"), "{e}");
-        let e = judge(&guard, "file:///etc/passwd").await.unwrap_err();
-        assert!(e.contains("file:"), "{e}");
-        assert!(judge(&guard, "http://169.254.169.254/latest")
-            .await
-            .is_err());
-    }
 
     #[test]
     fn a_named_executable_that_does_not_exist_is_not_found() {

@@ -10,22 +10,26 @@
 //! (threads). Chromium comes from the user's distribution ([`hub::find_executable`]).
 //!
 //! - [`hub`]: the one browser per daemon, started on first use, closed after
-//!   `tools.browser.idle_secs`, one isolated context per Ethan session, every request through
-//!   the SSRF guard of `web_fetch`, downloads denied.
-//! - [`view`]: reading a rendered page (readable text + numbered interactive elements).
+//!   `tools.browser.idle_secs`, one isolated context per Ethan session whose only way out is the
+//!   egress guard's proxy ([`crate::egress::proxy`]), downloads denied.
+//! - [`world`]: the tools' own JavaScript world in a page, which page scripts cannot observe or
+//!   patch; [`view`]: reading a rendered page (readable text + numbered interactive elements);
+//!   [`act`]: navigating, clicking, typing, selecting, waiting, evaluating.
 //! - [`session`], [`tab`], [`page`]: the three tools.
 //!
 //! Governance (docs/tools.md, "Browser tools"): none of them is offered to a non-owner on a chat
-//! platform (they are not in the policy's `NON_OWNER`); navigation counts as data leaving
+//! platform (they are not in the policy's `NON_OWNER`); a navigation, and text handed to a page
+//! (`type`, `select`, `wait`, `eval_readonly`) or a click, count as data leaving
 //! ([`crate::tools::Tool::egress`]); `click`, `type`, `select` are side effects asked once per
-//! site per session (scope `browser:site:<host>`); `type` of a secret-shaped value asks every
-//! time.
+//! action and site per session; handing a page a secret-shaped value asks every time.
 
+pub mod act;
 pub mod hub;
 pub mod page;
 pub mod session;
 pub mod tab;
 pub mod view;
+pub mod world;
 
 use crate::tools::{ErrorKind, ToolContext, ToolResult};
 use hub::BrowserError;
@@ -49,8 +53,9 @@ pub(crate) fn fail(e: BrowserError) -> ToolResult {
     ToolResult::err(kind, e.to_string())
 }
 
-/// The egress of a navigation to `raw` (the whole URL leaves; approval covers one host).
-pub(crate) fn egress_of(raw: &str) -> crate::tools::Egress {
+/// The egress of a navigation to `raw` by `action` (the whole URL leaves; an approval covers
+/// that action toward one host).
+pub(crate) fn egress_of(action: &str, raw: &str) -> crate::tools::Egress {
     let host = view::host_of(raw.trim());
     let host = if host.is_empty() {
         raw.to_string()
@@ -59,6 +64,6 @@ pub(crate) fn egress_of(raw: &str) -> crate::tools::Egress {
     };
     crate::tools::Egress {
         destination: format!("browser GET {} (host: {host})", raw.trim()),
-        scope: format!("egress:host:{host}"),
+        scope: format!("{action}:host:{host}"),
     }
 }

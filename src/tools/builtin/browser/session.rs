@@ -39,6 +39,10 @@ impl Tool for BrowserSession {
     fn timeout(&self) -> Duration {
         Duration::from_secs(60)
     }
+    /// It opens, closes or lists; it reads nothing of the owner's.
+    fn reads_private(&self) -> bool {
+        false
+    }
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
         let action = match req_str(&args, "action") {
             Ok(a) => a,

@@ -67,14 +67,27 @@ impl Tool for BrowserTab {
     }
     fn egress(&self, args: &Value, _ctx: &ToolContext) -> Option<Egress> {
         let url = args.get("url").and_then(Value::as_str)?;
-        Some(egress_of(url))
+        Some(egress_of("new", url))
+    }
+    /// What the pages show is the web's; a page of the owner's network marks the turn through
+    /// the egress guard instead ([`view::mark_private`]).
+    fn reads_private(&self) -> bool {
+        false
     }
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
-        let action = match req_str(&args, "action") {
+        let r = self.act(&args, ctx).await;
+        view::mark_private(&self.0, &ctx.session_key, &ctx.taint).await;
+        r
+    }
+}
+
+impl BrowserTab {
+    async fn act(&self, args: &Value, ctx: &ToolContext) -> ToolResult {
+        let action = match req_str(args, "action") {
             Ok(a) => a,
             Err(e) => return e,
         };
-        let which = match opt_u64(&args, "tab") {
+        let which = match opt_u64(args, "tab") {
             Ok(t) => t.map(|t| t as u32),
             Err(e) => return e,
         };
@@ -87,7 +100,7 @@ impl Tool for BrowserTab {
                     Err(e) => return fail(e),
                 };
                 match args.get("url").and_then(Value::as_str) {
-                    Some(url) => super::page::goto(&self.0, key, &tab, url, &ctx.taint).await,
+                    Some(url) => super::act::goto(&self.0, key, &tab, url, &ctx.taint).await,
                     None => ToolResult::ok(format!("tab {} opened (empty) and current", tab.id)),
                 }
             }

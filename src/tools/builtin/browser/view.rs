@@ -1,10 +1,11 @@
 //! Reading a rendered page: its readable text (the same Readability extraction as `web_fetch`,
-//! run on the DOM after JavaScript built it) and its interactive elements, numbered in the page
-//! (`data-ethan-el="N"`) so `click{element: N}` finds the one the model saw.
+//! run on the DOM after JavaScript built it) and its interactive elements, numbered in the tools'
+//! own world ([`super::world`]) so `click{element: N}` finds the one the model saw and the page
+//! can neither see the numbers nor move them.
 
 use super::hub::{BrowserHub, Tab, View};
+use super::world;
 use crate::tools::Taint;
-use chromiumoxide::Page;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -12,10 +13,13 @@ use std::time::{Duration, Instant};
 /// Most interactive elements listed per read.
 pub const MAX_ELEMENTS: usize = 200;
 
-/// Numbers the visible interactive elements and returns them with the page's HTML.
+/// Numbers the visible interactive elements (kept in the tools' world as `__ethan.els[N]`) and
+/// returns them with the page's HTML. Runs in the tools' world, where the page's scripts cannot
+/// patch what it calls.
 const READ_JS: &str = r#"(() => {
   const sel = 'a[href],button,input:not([type=hidden]),select,textarea,summary,[role=button],[role=link],[role=checkbox],[role=tab],[onclick],[contenteditable=""],[contenteditable=true]';
-  document.querySelectorAll('[data-ethan-el]').forEach(e => e.removeAttribute('data-ethan-el'));
+  const els = [null];
+  globalThis.__ethan = {els};
   const clean = s => (s || '').replace(/\s+/g, ' ').trim().slice(0, 80);
   const out = [];
   let n = 0;
@@ -24,7 +28,7 @@ const READ_JS: &str = r#"(() => {
     const st = getComputedStyle(e);
     if ((r.width === 0 && r.height === 0) || st.visibility === 'hidden' || st.display === 'none') continue;
     n += 1;
-    e.setAttribute('data-ethan-el', String(n));
+    els.push(e);
     const tag = e.tagName.toLowerCase();
     const type = tag === 'input' ? (e.getAttribute('type') || 'text').toLowerCase() : '';
     let label = clean(e.getAttribute('aria-label'));
@@ -96,15 +100,12 @@ impl Element {
 }
 
 /// Wait until the page's document is loaded (`readyState == "complete"`), at most `limit`.
-pub async fn settle(page: &Page, limit: Duration) {
+pub async fn settle(tab: &Tab, limit: Duration) {
     let start = Instant::now();
     while start.elapsed() < limit {
-        let done = page
-            .evaluate("document.readyState")
+        let done = world::eval::<String>(tab, "document.readyState")
             .await
-            .ok()
-            .and_then(|r| r.into_value::<String>().ok())
-            .is_some_and(|s| s == "complete");
+            .is_ok_and(|s| s == "complete");
         if done {
             return;
         }
@@ -113,28 +114,22 @@ pub async fn settle(page: &Page, limit: Duration) {
 }
 
 /// The current page of `tab` as text for the model: title, URL, readable text, numbered
-/// elements, and the requests the guard stopped. Records the [`View`] for the consent hooks.
+/// elements, and the requests the egress guard stopped. Records the [`View`] for the consent
+/// hooks.
 ///
-/// A page from a host that `tools.web_fetch.allow_private` lists is on the owner's own network:
-/// its text is private data for the calls after this one (as with `web_fetch`), marked on
-/// `taint`.
+/// When the session's pages reached a host of `tools.web_fetch.allow_private` (the owner's own
+/// network), what they show may hold private data: marked on `taint` ([`mark_private`]).
 pub async fn read(
     hub: &BrowserHub,
     session_key: &str,
     tab: &Tab,
     taint: &Taint,
 ) -> Result<String, String> {
-    let snap: Snapshot = tab
-        .page
-        .evaluate(READ_JS)
+    let snap: Snapshot = world::eval(tab, READ_JS)
         .await
-        .map_err(|e| format!("the page could not be read: {e}"))?
-        .into_value()
         .map_err(|e| format!("the page could not be read: {e}"))?;
+    mark_private(hub, session_key, taint).await;
     let host = host_of(&snap.url);
-    if !host.is_empty() && hub.guard().host_allowed(&host) {
-        taint.mark(&format!("browser page of {host}, a private address"));
-    }
     let (title, text) = crate::tools::web_fetch::readable(&snap.html, &snap.url);
     let title = if title.is_empty() { snap.title } else { title };
     let mut out = String::new();
@@ -162,7 +157,7 @@ pub async fn read(
             );
         }
     }
-    out.push_str(&blocked_note(tab));
+    out.push_str(&refused_note(hub, session_key).await);
     hub.set_view(
         session_key,
         View {
@@ -174,13 +169,22 @@ pub async fn read(
     Ok(out)
 }
 
-/// The requests the guard stopped since the last look, as a paragraph (empty when none).
-pub fn blocked_note(tab: &Tab) -> String {
-    let blocked = tab.take_blocked();
+/// The taint rule for the browser: once the session's pages reached a host of the owner's
+/// network, the turn has seen private data.
+pub async fn mark_private(hub: &BrowserHub, session_key: &str, taint: &Taint) {
+    if let Some(host) = hub.private_reached(session_key).await {
+        taint.mark(&format!("browser page of {host}, a private address"));
+    }
+}
+
+/// The connections the egress guard refused since the last look, as a paragraph (empty when
+/// none).
+pub async fn refused_note(hub: &BrowserHub, session_key: &str) -> String {
+    let blocked = hub.take_refused(session_key).await;
     if blocked.is_empty() {
         return String::new();
     }
-    let mut s = String::from("\n\nRequests of this page refused by the private-address guard:\n");
+    let mut s = String::from("\n\nRequests of this page refused by the egress guard:\n");
     for b in blocked.iter().take(20) {
         s.push_str(&format!("- {b}\n"));
     }

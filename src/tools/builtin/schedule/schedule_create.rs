@@ -188,6 +188,21 @@ impl ScheduleCreate {
     }
 }
 
+/// What a grant to create `job` is keyed by: its target chat, its prompt (a digest) and its
+/// allowed tools (sorted).
+fn job_key(job: &crate::store::jobs::JobRecord) -> String {
+    use sha2::Digest;
+    let mut tools = job.allowed_tools.clone();
+    tools.sort();
+    tools.dedup();
+    let digest = hex::encode(&sha2::Sha256::digest(job.prompt.as_bytes())[..16]);
+    format!(
+        "job:{}:{digest}:{}",
+        job::target_label(job),
+        tools.join(",")
+    )
+}
+
 #[async_trait]
 impl Tool for ScheduleCreate {
     fn name(&self) -> &str {
@@ -259,39 +274,29 @@ impl Tool for ScheduleCreate {
         ))
     }
     /// A job carries its prompt to the chat its digest is posted to, and runs with its tools
-    /// later: after private data entered the turn, creating one asks, and a session approval
-    /// covers the same target and prompt only.
+    /// later: after private data entered the session, creating one asks, and a session approval
+    /// covers the same job only (target, prompt and tools).
     fn egress(&self, args: &Value, ctx: &ToolContext) -> Option<crate::tools::Egress> {
-        use sha2::Digest;
         let job = self.plan(args, ctx).ok()?;
         let target = job::target_label(&job);
-        let digest = hex::encode(&sha2::Sha256::digest(job.prompt.as_bytes())[..8]);
         Some(crate::tools::Egress {
             destination: format!(
                 "a scheduled job whose prompt (below) runs unattended and whose digest is posted to {target}"
             ),
-            scope: format!("egress:job:{target}:{digest}"),
+            scope: job_key(&job),
         })
     }
-    /// A session grant covers creating jobs with the same allowed tools only.
-    fn consent_scope(&self, args: &Value, _ctx: &ToolContext) -> String {
-        let mut tools: Vec<String> = args
-            .get("allowed_tools")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
-        tools.sort();
-        tools.dedup();
-        if tools.is_empty() {
-            "schedule_create".to_string()
-        } else {
-            format!("schedule_create:{}", tools.join(","))
+    /// A session grant covers creating the same job only: the same target chat, the same
+    /// prompt and the same allowed tools; a job that differs in any of them asks again.
+    fn consent_scope(&self, args: &Value, ctx: &ToolContext) -> String {
+        match self.plan(args, ctx) {
+            Ok(job) => job_key(&job),
+            Err(_) => "job:invalid".to_string(),
         }
+    }
+    /// Its output names the job it created, nothing of the owner's.
+    fn reads_private(&self) -> bool {
+        false
     }
 
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
@@ -392,9 +397,25 @@ mod tests {
             "{d}"
         );
         assert!(d.contains("`news`") && d.contains("0 9 * * 1-5"), "{d}");
+        // A grant covers this job only: its target, its prompt, its tools.
+        let scope = t.consent_scope(&args, &ctx);
+        assert!(scope.starts_with("job:telegram:42"), "{scope}");
+        assert!(scope.ends_with(":file_write,shell"), "{scope}");
+        let mut other = args.clone();
+        other["deliver_to"] = json!("telegram:99");
+        assert_ne!(t.consent_scope(&other, &ctx), scope);
+        other = args.clone();
+        other["prompt"] = json!("news, then send my notes to telegram:99");
+        assert_ne!(t.consent_scope(&other, &ctx), scope);
+        other = args.clone();
+        other["allowed_tools"] = json!(["file_write", "shell", "lark_message_send"]);
+        assert_ne!(t.consent_scope(&other, &ctx), scope);
+        other = args.clone();
+        other["cron"] = json!("0 10 * * *");
         assert_eq!(
-            t.consent_scope(&args, &ctx),
-            "schedule_create:file_write,shell"
+            t.consent_scope(&other, &ctx),
+            scope,
+            "the same job at another time"
         );
         let r = t.run(args.clone(), &ctx).await;
         assert!(r.ok, "{r:?}");

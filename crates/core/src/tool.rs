@@ -233,7 +233,8 @@ impl std::fmt::Debug for Services {
 }
 
 /// Whether private data has entered a turn: the output of a tool that reads the machine or the
-/// owner's accounts ([`Tool::reads_private`]), in this turn or in the history it was given.
+/// owner's accounts ([`Tool::reads_private`]), in this turn or earlier in the session (a
+/// session stays marked until `/new`).
 /// Once set, a call that can carry data off the machine ([`Tool::egress`]) asks the owner.
 /// Clones share the flag; the first source is kept, for the approval text.
 #[derive(Debug, Clone, Default)]
@@ -365,10 +366,12 @@ pub trait Tool: Send + Sync {
         None
     }
     /// Whether this tool's output is private data: it reads the machine or the owner's
-    /// accounts (files, commands, search, knowledge, Lark history and calendar). Once such a
-    /// call ran in a turn, successful or not, later calls that carry data out ask. Default: no.
+    /// accounts (files, commands, search, knowledge, skills, Lark history and calendar, an MCP
+    /// server). Once such a call ran in a session, successful or not, later calls that carry
+    /// data out ask. Every tool declares it; one that declares nothing counts as private
+    /// (default: yes).
     fn reads_private(&self) -> bool {
-        false
+        true
     }
     /// Where this call would carry data off the machine, if it can (network fetches, searches,
     /// messages to others). After private data entered the turn, such a call asks the owner,

@@ -32,6 +32,10 @@ impl Tool for FileWrite {
     fn risk(&self) -> Risk {
         Risk::Write
     }
+    /// Its output says what was written where.
+    fn reads_private(&self) -> bool {
+        false
+    }
     /// Where the file really is, judged once before consent; `run` writes only there.
     async fn assess(&self, args: &Value, ctx: &ToolContext) -> Option<crate::tools::Assessment> {
         let raw = args.get("path").and_then(Value::as_str)?;

@@ -4,7 +4,9 @@
 mod agents;
 mod approval_chat;
 mod browser;
+mod browser_egress;
 mod cli;
+mod consent_rule;
 mod consent_telegram;
 mod crash_replies;
 mod fallback;
@@ -26,6 +28,7 @@ mod lark_ws;
 mod mcp;
 mod media;
 mod memory;
+mod private_reads;
 mod provider_anthropic;
 mod provider_shapes;
 mod redaction;

@@ -318,6 +318,18 @@ impl EgressGuard {
                 return Err(e);
             }
         };
+        // A browser proxy of this process is never a destination (a page would act through
+        // another session's proxy), whatever the address rule allows.
+        let addrs: Vec<IpAddr> = addrs
+            .into_iter()
+            .filter(|ip| !proxy::is_proxy(SocketAddr::new(*ip, port)))
+            .collect();
+        if addrs.is_empty() {
+            record(route, host, port, "refused");
+            return Err(ConnectFailure::Refused(Refused(format!(
+                "{host}:{port} is one of Ethan's own browser proxies; it is never a destination"
+            ))));
+        }
         record(route, host, port, "allowed");
         let mut last = String::from("no address");
         for ip in addrs {

@@ -80,6 +80,19 @@ impl State {
     }
 }
 
+/// The addresses of the proxies running in this process: a page must not reach one proxy
+/// through another (it would act under another session's name), whatever `allow_private` says.
+static LISTENERS: std::sync::LazyLock<Mutex<std::collections::HashSet<SocketAddr>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// Whether `addr` is a browser proxy of this process.
+pub fn is_proxy(addr: SocketAddr) -> bool {
+    LISTENERS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .contains(&addr)
+}
+
 /// One running proxy; stopped (with its tunnels) when dropped.
 pub struct BrowserProxy {
     addr: SocketAddr,
@@ -90,6 +103,10 @@ pub struct BrowserProxy {
 impl Drop for BrowserProxy {
     fn drop(&mut self) {
         self.stop.cancel();
+        LISTENERS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.addr);
     }
 }
 
@@ -112,6 +129,10 @@ impl BrowserProxy {
     ) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
+        LISTENERS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(addr);
         let state = Arc::new(State {
             guard,
             refuse_all,

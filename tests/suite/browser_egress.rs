@@ -34,10 +34,12 @@ const WAIT: Duration = Duration::from_secs(90);
 /// The private text: no credential shape, so approvals show it in full.
 const PRIVATE: &str = "OWNERPLAN-7731 merge with Acme in May";
 
-/// A TCP listener on `127.0.0.2` that counts the connections it accepts (and closes them).
+/// A TCP listener on `127.0.0.2` that counts the connections it accepts (and closes them),
+/// and a UDP socket on the same port that counts the datagrams it gets (WebRTC, QUIC).
 struct Counter {
     addr: SocketAddr,
     accepts: Arc<AtomicUsize>,
+    datagrams: Arc<AtomicUsize>,
 }
 
 impl Counter {
@@ -54,7 +56,22 @@ impl Counter {
                 drop(s);
             }
         });
-        Counter { addr, accepts }
+        let udp = tokio::net::UdpSocket::bind(addr)
+            .await
+            .expect("bind UDP on the same port");
+        let datagrams = Arc::new(AtomicUsize::new(0));
+        let d = datagrams.clone();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 2048];
+            while udp.recv_from(&mut buf).await.is_ok() {
+                d.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        Counter {
+            addr,
+            accepts,
+            datagrams,
+        }
     }
 
     fn accepts(&self) -> usize {
@@ -67,6 +84,8 @@ impl Counter {
 struct Site {
     addr: SocketAddr,
     seen: Arc<Mutex<Vec<String>>>,
+    /// `/swap` answers `now` once set.
+    swap: Arc<std::sync::atomic::AtomicBool>,
 }
 
 const WORKER_JS: &str = "try { new WebSocket('ws://{{REFUSED}}/worker-ws'); } catch (e) {}\n\
@@ -116,7 +135,22 @@ impl Site {
                 _ => "".into_response(),
             }
         }
+        let swap = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = swap.clone();
         let app = axum::Router::new()
+            .route(
+                "/swap",
+                get(move || {
+                    let now = flag.load(Ordering::SeqCst);
+                    async move {
+                        if now {
+                            "now"
+                        } else {
+                            "not yet"
+                        }
+                    }
+                }),
+            )
             .route("/egress.html", get(page("egress.html")))
             .route("/hostile.html", get(page("hostile.html")))
             .route("/worker.js", get(script(WORKER_JS)))
@@ -129,7 +163,7 @@ impl Site {
         tokio::spawn(async move {
             let _ = axum::serve(l, app).await;
         });
-        Site { addr, seen }
+        Site { addr, seen, swap }
     }
 
     fn url(&self, path: &str) -> String {
@@ -223,6 +257,11 @@ async fn no_way_out_of_a_page_reaches_a_refused_port_while_its_own_resources_loa
         "{text}"
     );
     assert_eq!(refused.accepts(), 0);
+    assert_eq!(
+        refused.datagrams.load(Ordering::SeqCst),
+        0,
+        "a datagram reached the refused port (WebRTC or QUIC around the proxy)"
+    );
     hub.shutdown().await;
 }
 
@@ -278,6 +317,31 @@ async fn a_page_that_patches_its_javascript_learns_nothing_and_read_gets_the_rea
     )
     .await;
     assert!(typed.ok, "{typed:?}");
+    // The page relabels a button after it was read: a click on it is refused, since the owner
+    // would have approved what the read showed.
+    site.swap.store(true, Ordering::SeqCst);
+    let w = call(
+        &page,
+        &ctx,
+        json!({"action": "wait", "text": "label swapped"}),
+    )
+    .await;
+    assert!(w.ok, "{w:?}");
+    let clicked = call(&page, &ctx, json!({"action": "click", "element": 3})).await;
+    assert_eq!(
+        clicked.error_kind,
+        Some(ErrorKind::Validation),
+        "{clicked:?}"
+    );
+    assert!(
+        clicked
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("changed since the last read"),
+        "{clicked:?}"
+    );
+
     tokio::time::sleep(Duration::from_millis(500)).await;
     let seen = site.seen();
     assert!(

@@ -118,8 +118,9 @@ struct Target {
 /// when it is gone, or when something else covers that point (a click there would hit another
 /// element than the one the owner approved).
 const TARGET_JS: &str = r#"((n) => {
-  const e = globalThis.__ethan && globalThis.__ethan.els[n];
+  const t = globalThis.__ethan, e = t && t.els[n];
   if (!e || !e.isConnected) return {err: 'gone'};
+  if (!t.same(n)) return {err: 'changed'};
   e.scrollIntoView({block: 'center', inline: 'center', behavior: 'instant'});
   const r = e.getBoundingClientRect();
   if (r.width === 0 && r.height === 0) return {err: 'hidden'};
@@ -141,6 +142,10 @@ fn element_error(n: u64, why: &str) -> ToolResult {
              browser_page {{action: read}} for the current numbers"
         ),
         "hidden" => format!("element {n} is not visible now; call browser_page {{action: read}}"),
+        "changed" => format!(
+            "element {n} changed since the last read (its kind, label or link is not what was \
+             shown), so nothing was done; call browser_page {{action: read}}"
+        ),
         other => format!(
             "element {n} is {other} at the point a click would land, so it was not clicked \
              (another element would get it); call browser_page {{action: read}}"
@@ -181,8 +186,9 @@ pub(crate) async fn click(
 
 /// Focus element `n` and empty it, in the tools' world; `"ok"` or why not.
 const FOCUS_JS: &str = r#"((n) => {
-  const e = globalThis.__ethan && globalThis.__ethan.els[n];
+  const t = globalThis.__ethan, e = t && t.els[n];
   if (!e || !e.isConnected) return 'gone';
+  if (!t.same(n)) return 'changed';
   e.scrollIntoView({block: 'center', inline: 'center', behavior: 'instant'});
   e.focus();
   if (document.activeElement !== e) return 'not focusable';
@@ -214,7 +220,7 @@ pub(crate) async fn type_text(
 ) -> ToolResult {
     match world::eval::<String>(tab, &format!("{FOCUS_JS}({n})")).await {
         Ok(s) if s == "ok" => {}
-        Ok(s) if s == "gone" => return element_error(n, "gone"),
+        Ok(s) if s == "gone" || s == "changed" => return element_error(n, &s),
         Ok(s) => {
             return ToolResult::err(ErrorKind::Validation, format!("element {n}: {s}"));
         }
@@ -257,8 +263,9 @@ pub(crate) async fn select(
 ) -> ToolResult {
     let js = format!(
         r#"((n, v) => {{
-  const e = globalThis.__ethan && globalThis.__ethan.els[n];
+  const t = globalThis.__ethan, e = t && t.els[n];
   if (!e || !e.isConnected) return 'gone';
+  if (!t.same(n)) return 'changed';
   if (e.tagName !== 'SELECT') return 'not a select';
   const o = Array.from(e.options).find(o => o.value === v || o.text.trim() === v);
   if (!o) return 'no option ' + JSON.stringify(v) + '; options: ' +
@@ -272,7 +279,7 @@ pub(crate) async fn select(
     );
     match world::eval::<String>(tab, &js).await {
         Ok(s) if s == "ok" => {}
-        Ok(s) if s == "gone" => return element_error(n, "gone"),
+        Ok(s) if s == "gone" || s == "changed" => return element_error(n, &s),
         Ok(s) => return ToolResult::err(ErrorKind::Validation, format!("element {n}: {s}")),
         Err(e) => return ToolResult::err(ErrorKind::Dependency, e),
     }

@@ -13,22 +13,15 @@ use std::time::{Duration, Instant};
 /// Most interactive elements listed per read.
 pub const MAX_ELEMENTS: usize = 200;
 
-/// Numbers the visible interactive elements (kept in the tools' world as `__ethan.els[N]`) and
-/// returns them with the page's HTML. Runs in the tools' world, where the page's scripts cannot
-/// patch what it calls.
+/// Numbers the visible interactive elements and returns them with the page's HTML. Runs in the
+/// tools' world, where the page's scripts cannot patch what it calls; keeps there, as
+/// `__ethan`, each element (`els[N]`), what was shown of it (`marks[N]`: kind, name, label, link)
+/// and `same(N)`, whether the element is still attached and shows the same — an action refuses
+/// an element the page changed since the read (the approval named what the read showed).
 const READ_JS: &str = r#"(() => {
   const sel = 'a[href],button,input:not([type=hidden]),select,textarea,summary,[role=button],[role=link],[role=checkbox],[role=tab],[onclick],[contenteditable=""],[contenteditable=true]';
-  const els = [null];
-  globalThis.__ethan = {els};
   const clean = s => (s || '').replace(/\s+/g, ' ').trim().slice(0, 80);
-  const out = [];
-  let n = 0;
-  for (const e of document.querySelectorAll(sel)) {
-    const r = e.getBoundingClientRect();
-    const st = getComputedStyle(e);
-    if ((r.width === 0 && r.height === 0) || st.visibility === 'hidden' || st.display === 'none') continue;
-    n += 1;
-    els.push(e);
+  const describe = e => {
     const tag = e.tagName.toLowerCase();
     const type = tag === 'input' ? (e.getAttribute('type') || 'text').toLowerCase() : '';
     let label = clean(e.getAttribute('aria-label'));
@@ -40,13 +33,31 @@ const READ_JS: &str = r#"(() => {
     if (!label && tag !== 'input' && tag !== 'textarea' && tag !== 'select') label = clean(e.innerText);
     if (!label && (type === 'submit' || type === 'button')) label = clean(e.value);
     if (!label) label = clean(e.getAttribute('placeholder') || e.getAttribute('title') || e.getAttribute('name'));
-    const item = {n, tag};
+    const item = {tag};
     if (type) item.type = type;
     if (e.name) item.name = e.name;
     if (label) item.label = label;
     if (tag === 'a') item.href = e.href;
     if (tag === 'select') item.options = Array.from(e.options).slice(0, 30).map(o => o.value);
-    out.push(item);
+    return item;
+  };
+  const els = [null], marks = [null];
+  const same = n => {
+    const e = els[n];
+    return !!e && e.isConnected && JSON.stringify(describe(e)) === marks[n];
+  };
+  globalThis.__ethan = {els, marks, same};
+  const out = [];
+  let n = 0;
+  for (const e of document.querySelectorAll(sel)) {
+    const r = e.getBoundingClientRect();
+    const st = getComputedStyle(e);
+    if ((r.width === 0 && r.height === 0) || st.visibility === 'hidden' || st.display === 'none') continue;
+    n += 1;
+    const item = describe(e);
+    els.push(e);
+    marks.push(JSON.stringify(item));
+    out.push(Object.assign({n}, item));
     if (n >= 200) break;
   }
   return {url: location.href, title: document.title, html: document.documentElement.outerHTML, elements: out};

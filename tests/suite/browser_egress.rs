@@ -2,10 +2,11 @@
 //! `chromium`), against pages served on loopback from `tests/fixtures/browser/`:
 //! - a page that tries every way out it has (WebSocket from the page and from a worker, a popup,
 //!   a SharedWorker's `fetch`, a service worker, an iframe, `<link rel=preconnect>`,
-//!   `dns-prefetch`, `prefetch` and `preload`, an image, a beacon, a hyperlink ping, WebRTC)
-//!   toward a loopback port that `allow_private` does not list: a TCP listener there accepts no
-//!   connection at all — accepts are counted, not requests — while the page's own allowed
-//!   resources load;
+//!   `dns-prefetch`, `prefetch` and `preload`, an image, a beacon, `fetch`, `EventSource`,
+//!   WebRTC) toward a loopback port that `allow_private` does not list: a TCP listener there
+//!   accepts no connection at all — accepts are counted, not requests — and a UDP socket on the
+//!   same port gets no datagram, while the page's own allowed resources load and each way out is
+//!   reported refused;
 //! - a page that patches `String.prototype.includes`, `indexOf`, `trim`, `querySelector` and the
 //!   `innerText` getter learns nothing of what `wait` looks for, and `read` returns the page's
 //!   real text and labels;
@@ -117,9 +118,13 @@ impl Site {
             let text = fill(&std::fs::read_to_string(fixtures.join(name)).unwrap());
             move || async move { Html(text) }
         };
-        let script = |body: &str| {
+        let script = |name: &'static str, body: &str| {
             let body = fill(body);
-            move || async move { ([("content-type", "text/javascript")], body) }
+            let seen = seen.clone();
+            move || async move {
+                seen.lock().unwrap().push(format!("/{name}"));
+                ([("content-type", "text/javascript")], body)
+            }
         };
         async fn record(
             State(seen): State<Arc<Mutex<Vec<String>>>>,
@@ -153,9 +158,9 @@ impl Site {
             )
             .route("/egress.html", get(page("egress.html")))
             .route("/hostile.html", get(page("hostile.html")))
-            .route("/worker.js", get(script(WORKER_JS)))
-            .route("/shared.js", get(script(SHARED_JS)))
-            .route("/sw.js", get(script(SW_JS)))
+            .route("/worker.js", get(script("worker.js", WORKER_JS)))
+            .route("/shared.js", get(script("shared.js", SHARED_JS)))
+            .route("/sw.js", get(script("sw.js", SW_JS)))
             .fallback(record)
             .with_state(seen.clone());
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -243,12 +248,39 @@ async fn no_way_out_of_a_page_reaches_a_refused_port_while_its_own_resources_loa
         seen.iter().any(|s| s.starts_with("/ok.png")),
         "the allowed image was not fetched: {seen:?}"
     );
+    for ran in [
+        "allowed fetch true",
+        "worker ran",
+        "shared worker ran",
+        "service worker registered",
+    ] {
+        assert!(read.output.contains(ran), "{ran}: {}", read.output);
+    }
+    // Each way out was tried, reached the proxy, and was refused there: the page's requests,
+    // the popup's, the workers' and the service worker's, and the tunnels (https, WebSockets).
+    for way in [
+        "/pixel.png",
+        "/preload.png",
+        "/prefetch",
+        "/frame",
+        "/beacon",
+        "/fetch",
+        "/events",
+        "/popup",
+        "/worker-fetch",
+        "/shared-fetch",
+        "/sw-install",
+    ] {
+        let refused_way = format!("http://{}{way}: ", refused.addr);
+        assert!(
+            text.contains(&refused_way),
+            "{way} was not refused:\n{text}"
+        );
+    }
     assert!(
-        read.output.contains("allowed fetch true"),
-        "{}",
-        read.output
+        text.matches("(a tunnel for https or a WebSocket)").count() >= 3,
+        "{text}"
     );
-    assert!(read.output.contains("worker ran"), "{}", read.output);
     // What the guard refused is reported, with the destination and the reason.
     assert!(
         text.contains("refused by the egress guard")

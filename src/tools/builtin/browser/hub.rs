@@ -25,7 +25,7 @@ use chromiumoxide::cdp::browser_protocol::browser::{
     BrowserContextId, SetDownloadBehaviorBehavior, SetDownloadBehaviorParams,
 };
 use chromiumoxide::cdp::browser_protocol::target::{
-    CreateBrowserContextParams, CreateTargetParams,
+    CreateBrowserContextParams, CreateTargetParams, SetAutoAttachParams,
 };
 use chromiumoxide::cdp::js_protocol::runtime::ExecutionContextId;
 use chromiumoxide::{Browser, Page};
@@ -290,6 +290,12 @@ impl BrowserHub {
             params.browser_context_id = Some(context);
             r.browser.new_page(params).await?
         };
+        // chromiumoxide attaches to what a page starts (workers, service workers, frames) with
+        // `waitForDebuggerOnStart`, and leaves a service worker paused for good; what the page
+        // starts runs at once instead (its connections go through the proxy like the page's).
+        let mut attach = SetAutoAttachParams::new(true, false);
+        attach.flatten = Some(true);
+        page.execute(attach).await?;
         let page = Arc::new(page);
         let tab = self
             .session(session_key, home, move |s| {

@@ -46,7 +46,7 @@ fn str_arg<'a>(args: &'a Value, key: &str) -> &'a str {
 }
 
 /// The text an action hands to the page (`type`, `select`, `wait`, `eval_readonly`), if any.
-fn handed_text<'a>(args: &'a Value) -> Option<&'a str> {
+fn handed_text(args: &Value) -> Option<&str> {
     let key = match action(args) {
         "type" | "wait" => "text",
         "select" => "value",

@@ -7,8 +7,11 @@
 //! it, and marks the turn's taint when the host is on the owner's network. Host names are
 //! resolved by the guard's resolver ([`GuardedResolver`]), which checks every address and hands
 //! `reqwest` only the ones that passed; `reqwest` dials those, with no lookup of its own.
-//! The client follows no redirects and uses no system proxy: a caller that follows a redirect
-//! sends a new request, judged like the first.
+//! The client uses no system proxy and follows no redirect, unless built with
+//! [`EgressClient::following`]: then each redirect target is judged like a first URL (and a
+//! redirect to a host of the owner's network, which the first request did not go to, is
+//! refused: what it returns would be private). A caller that follows redirects itself sends a
+//! new request for each, judged like the first.
 
 use super::{find_refusal, record, EgressGuard, Endpoint, Reach, Refused, Route};
 use ethan_core::tool::Taint;
@@ -71,13 +74,40 @@ impl EgressClient {
         endpoints: Vec<Endpoint>,
         configure: impl FnOnce(reqwest::ClientBuilder) -> reqwest::ClientBuilder,
     ) -> Result<Self, String> {
+        Self::build(guard, route, endpoints, 0, configure)
+    }
+
+    /// As [`EgressClient::new`], following at most `max_redirects` redirects, each judged by the
+    /// guard before it is followed.
+    pub fn following(
+        guard: &EgressGuard,
+        route: Route,
+        endpoints: Vec<Endpoint>,
+        max_redirects: usize,
+        configure: impl FnOnce(reqwest::ClientBuilder) -> reqwest::ClientBuilder,
+    ) -> Result<Self, String> {
+        Self::build(guard, route, endpoints, max_redirects, configure)
+    }
+
+    fn build(
+        guard: &EgressGuard,
+        route: Route,
+        endpoints: Vec<Endpoint>,
+        max_redirects: usize,
+        configure: impl FnOnce(reqwest::ClientBuilder) -> reqwest::ClientBuilder,
+    ) -> Result<Self, String> {
         let endpoints: Arc<[Endpoint]> = endpoints.into();
+        let policy = if max_redirects == 0 {
+            reqwest::redirect::Policy::none()
+        } else {
+            redirects(guard.clone(), route, endpoints.clone(), max_redirects)
+        };
         let http = configure(reqwest::Client::builder())
             .dns_resolver(Arc::new(GuardedResolver {
                 guard: guard.clone(),
                 endpoints: endpoints.clone(),
             }))
-            .redirect(reqwest::redirect::Policy::none())
+            .redirect(policy)
             .no_proxy()
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
@@ -204,6 +234,50 @@ impl EgressRequest<'_> {
     }
 }
 
+/// The redirect policy of [`EgressClient::following`]: at most `max` hops, each target judged
+/// by the guard (and recorded) before it is followed; the target's host name is then resolved
+/// through the guard's resolver like any other.
+fn redirects(
+    guard: EgressGuard,
+    route: Route,
+    endpoints: Arc<[Endpoint]>,
+    max: usize,
+) -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(move |attempt| {
+        let url = attempt.url().clone();
+        let host = url.host_str().unwrap_or_default().to_string();
+        let port = url.port_or_known_default().unwrap_or(0);
+        if attempt.previous().len() > max {
+            return attempt.error(Refused(format!(
+                "more than {max} redirects, stopped at {url}"
+            )));
+        }
+        let first_host = attempt
+            .previous()
+            .first()
+            .and_then(|u| u.host_str())
+            .unwrap_or_default()
+            .to_string();
+        let verdict = match guard.check_url(&url, &endpoints) {
+            Err(r) => Err(r),
+            Ok(Reach::OwnersNetwork) if !host.eq_ignore_ascii_case(&first_host) => Err(Refused(
+                format!("a redirect to {url}, on the owner's network, is not followed"),
+            )),
+            Ok(_) => Ok(()),
+        };
+        match verdict {
+            Ok(()) => {
+                record(route, &host, port, "allowed");
+                attempt.follow()
+            }
+            Err(r) => {
+                record(route, &host, port, "refused");
+                attempt.error(r)
+            }
+        }
+    })
+}
+
 /// A `reqwest` DNS resolver that resolves through the guard: every address checked, only the
 /// allowed ones returned (see [`EgressGuard::resolve`]).
 pub struct GuardedResolver {
@@ -281,5 +355,50 @@ mod tests {
         assert!(taint.source().is_some_and(|s| s.contains("mine.test")));
         let e = c.get("not a url").send().await.unwrap_err();
         assert!(matches!(e, EgressError::Refused(_)), "{e:?}");
+    }
+
+    /// A following client follows a redirect the guard allows and refuses one it does not,
+    /// before connecting.
+    #[tokio::test]
+    async fn redirects_are_judged_before_they_are_followed() {
+        use axum::response::Redirect;
+        let refused = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
+        let rport = refused.local_addr().unwrap().port();
+        let app = axum::Router::new()
+            .route("/ok", axum::routing::get(|| async { "landed" }))
+            .route(
+                "/here",
+                axum::routing::get(|| async { Redirect::temporary("/ok") }),
+            )
+            .route(
+                "/away",
+                axum::routing::get(move || async move {
+                    Redirect::temporary(&format!("http://127.0.0.2:{rport}/x"))
+                }),
+            );
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            let _ = axum::serve(l, app).await;
+        });
+        let guard = EgressGuard::new(&[], Arc::new(StaticLookup::new()));
+        let base = format!("http://{addr}");
+        let c = EgressClient::following(
+            &guard,
+            Route::WebSearch,
+            Endpoint::all_of([base.as_str()]),
+            3,
+            |b| b,
+        )
+        .unwrap();
+        let r = c.get(&format!("{base}/here")).send().await.unwrap();
+        assert_eq!(r.text().await.unwrap(), "landed");
+        let e = c.get(&format!("{base}/away")).send().await.unwrap_err();
+        assert!(matches!(e, EgressError::Refused(_)), "{e:?}");
+        let accepted = tokio::time::timeout(Duration::from_millis(200), refused.accept()).await;
+        assert!(
+            accepted.is_err(),
+            "the refused redirect target was connected to"
+        );
     }
 }

@@ -36,6 +36,8 @@ use std::time::{Duration, Instant};
 pub const FAILURES_BEFORE_COOLDOWN: u32 = 2;
 /// How long a provider that keeps failing is skipped.
 pub const COOLDOWN: Duration = Duration::from_secs(5 * 60);
+/// Redirects a provider's answer may take, each judged by the egress guard.
+pub const MAX_REDIRECTS: usize = 5;
 /// Time limit of one provider request.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default time limit of one call (`tools.web_search.timeout_secs` overrides).
@@ -347,10 +349,11 @@ impl WebSearch {
         if let Some(c) = clients.get(&ep.base_url) {
             return Ok(c.clone());
         }
-        let c = crate::egress::EgressClient::new(
+        let c = crate::egress::EgressClient::following(
             &self.guard,
             crate::egress::Route::WebSearch,
             crate::egress::Endpoint::all_of([ep.base_url.as_str()]),
+            MAX_REDIRECTS,
             |b| {
                 b.user_agent(concat!("Ethan/", env!("CARGO_PKG_VERSION")))
                     .connect_timeout(Duration::from_secs(5))

@@ -457,7 +457,8 @@ pub const PROXY_BYPASS: &str = "<-loopback>";
 /// The command line of the browser: what a headless browser needs (from chromiumoxide's
 /// defaults), the proxy for the default context, and every switch that closes a path around
 /// the proxy — QUIC (UDP), WebRTC's unproxied UDP, DNS prefetch and network prediction,
-/// background networking (component updates, safe browsing, metrics, domain reliability).
+/// background networking (component updates, safe browsing, metrics, domain reliability,
+/// autofill's server).
 pub fn launch_args(default_proxy: &str) -> Vec<String> {
     // chromiumoxide adds the leading `--` to each.
     [
@@ -488,7 +489,8 @@ pub fn launch_args(default_proxy: &str) -> Vec<String> {
         "disable-ipc-flooding-protection".into(),
         "disable-component-extensions-with-background-pages".into(),
         "disable-features=TranslateUI,NetworkPrediction,NetworkTimeServiceQuerying,\
-         OptimizationHints,MediaRouter,DialMediaRouteProvider,InterestFeedContentSuggestions"
+         OptimizationHints,MediaRouter,DialMediaRouteProvider,InterestFeedContentSuggestions,\
+         AutofillServerCommunication"
             .into(),
         "enable-automation".into(),
         "password-store=basic".into(),

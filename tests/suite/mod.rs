@@ -3,6 +3,7 @@
 
 mod agents;
 mod approval_chat;
+mod attack_egress;
 mod browser;
 mod browser_egress;
 mod cli;

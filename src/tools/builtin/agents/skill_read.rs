@@ -30,11 +30,19 @@ fn skills_of(ctx: &ToolContext) -> Vec<Skill> {
     skills::load(&skills_dir(ctx)).0
 }
 
-/// Why `path`, a file of a skill folder, may not be read: a secret-looking name, or a hard link
-/// to a protected file (checked as the workspace is: the skills folder is carved out of
-/// `$ETHAN_HOME`, the rest of it and the credential places are scanned for the file's other
-/// names).
+/// Why `path`, a file of a skill folder, may not be read: a secret-looking name, more than one
+/// name (a file the owner or a package put in a skill folder has one; a hard link's other name
+/// could be any protected file, and no search of the disk is needed to refuse it), or a
+/// protected place (checked as the workspace is, the skills folder carved out of `$ETHAN_HOME`).
 fn protected(ctx: &ToolContext, path: &std::path::Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    if std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.nlink() > 1) {
+        return Some(format!(
+            "{} has more than one name (a hard link); a skill's files are read only when they \
+             have one, since the other name could be a protected file (the config, a credential)",
+            path.display()
+        ));
+    }
     let protection =
         crate::sandbox::protected::Protection::new(ctx.ethan_home.as_deref(), &skills_dir(ctx));
     protection.check(path).map(|p| p.describe(path))

@@ -650,7 +650,7 @@ async fn an_egress_grant_lets_no_side_effect_of_that_server_or_site_through() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_job_grant_covers_the_same_target_prompt_and_tools_only() {
+async fn a_job_grant_covers_exactly_the_job_its_approval_showed() {
     let home = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(home.path().join("workspace")).unwrap();
     let loaded = config(home.path());
@@ -663,20 +663,23 @@ async fn a_job_grant_covers_the_same_target_prompt_and_tools_only() {
     for ctx in [asker.ctx(home.path(), false), asker.ctx(home.path(), true)] {
         asker.forget_grants().await;
         assert!(asker.asks(&*create, &job, &ctx, session).await);
-        // The same job (at another time, under another title) is covered...
+        // The same job (its tools in another order) is covered...
         let mut same = job.clone();
-        same["cron"] = json!("30 18 * * 1-5");
-        same["title"] = json!("Evening");
+        same["allowed_tools"] = json!(["file_write", "file_write"]);
         assert!(
             !asker.asks(&*create, &same, &ctx, deny).await,
             "the same job asked again"
         );
-        // ...another target, prompt or tool list is not.
+        // ...another target, prompt, tool list, schedule or title is not: the owner read
+        // "daily at 09:00", not "every minute".
         for (k, v) in [
             ("deliver_to", json!("telegram:777")),
             ("prompt", json!("read ~/notes and post them here")),
             ("allowed_tools", json!(["file_write", "lark_message_send"])),
             ("allowed_tools", json!([])),
+            ("cron", json!("* * * * *")),
+            ("title", json!("Evening")),
+            ("end_date", json!("2099-12-31")),
         ] {
             let mut other = job.clone();
             other[k] = v.clone();

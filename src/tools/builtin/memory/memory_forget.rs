@@ -28,6 +28,11 @@ impl Tool for MemoryForget {
     fn risk(&self) -> Risk {
         Risk::Write
     }
+    /// Its answer names the id it was given ("forgot #3", or that there is none): nothing of
+    /// what was remembered.
+    fn reads_private(&self) -> bool {
+        false
+    }
     fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
         Visible::of_call(ctx).is_group().then(|| {
             let id = args.get("id").and_then(Value::as_i64).unwrap_or(0);

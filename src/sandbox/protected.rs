@@ -331,13 +331,13 @@ impl Protection {
     pub fn linked_file(&self) -> Option<PathBuf> {
         use std::os::unix::fs::MetadataExt;
         let mut budget = HARD_LINK_SCAN_LIMIT;
-        self.hidden_places()
-            .iter()
-            .find_map(|place| match find_file(place, &mut budget, |m| m.nlink() > 1) {
+        self.hidden_places().iter().find_map(|place| {
+            match find_file(place, &mut budget, |m| m.nlink() > 1) {
                 Scan::Found(f) => Some(f),
                 Scan::Unfinished => Some(place.path.clone()),
                 Scan::Clear => None,
-            })
+            }
+        })
     }
 }
 
@@ -484,7 +484,10 @@ mod tests {
         std::fs::write(ws.join("b.txt"), "b").unwrap();
         std::fs::hard_link(ws.join("b.txt"), ws.join("c.txt")).unwrap();
         let p = Protection::new(Some(home.path()), &ws);
-        assert_eq!(p.hard_link_within(&real_path(&ws.join("b.txt")), 1000), None);
+        assert_eq!(
+            p.hard_link_within(&real_path(&ws.join("b.txt")), 1000),
+            None
+        );
         assert!(matches!(
             p.hard_link_within(&real_path(&ws.join("b.txt")), 5),
             Some(Protected::LinkUnchecked(_))

@@ -144,7 +144,8 @@ impl Tool for KnowledgeAdd {
         match k.add(content, title, &tags.unwrap_or_default()).await {
             Ok(saved) => {
                 if !named_after_its_title(&saved.note) {
-                    ctx.taint.mark("knowledge_add (the name of an existing note)");
+                    ctx.taint
+                        .mark("knowledge_add (the name of an existing note)");
                 }
                 saved_result("Saved", saved)
             }

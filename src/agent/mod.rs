@@ -310,7 +310,7 @@ impl Agent {
                 clock: ethan_core::clock::system(),
                 delegator: None,
             },
-            taint: crate::tools::Taint::default(),
+            taint: crate::tools::Taint::of_session(&input.session_key),
             assessment: None,
             model: String::new(),
             sub_agent: input.child.as_ref().map(|c| c.label.clone()),

@@ -237,21 +237,67 @@ impl std::fmt::Debug for Services {
 /// session stays marked until `/new`).
 /// Once set, a call that can carry data off the machine ([`Tool::egress`]) asks the owner.
 /// Clones share the flag; the first source is kept, for the approval text.
+///
+/// A turn's taint knows its session ([`Taint::of_session`]): the moment private data first
+/// enters, every hook registered with [`on_taint`] hears the session's key (the browser cuts
+/// the session's pages off the network then, before anything that depends on the data can
+/// happen).
 #[derive(Debug, Clone, Default)]
-pub struct Taint(std::sync::Arc<std::sync::Mutex<Option<String>>>);
+pub struct Taint(std::sync::Arc<TaintState>);
+
+#[derive(Debug, Default)]
+struct TaintState {
+    source: std::sync::Mutex<Option<String>>,
+    session: Option<String>,
+}
+
+type TaintHook = Box<dyn Fn(&str) + Send + Sync>;
+
+/// What hears that private data entered a session ([`on_taint`]).
+static TAINT_HOOKS: std::sync::Mutex<Vec<TaintHook>> = std::sync::Mutex::new(Vec::new());
+
+/// Call `hook` with the session key whenever private data first enters a turn of a session
+/// (a [`Taint::of_session`]), at that moment. A hook must not register another.
+pub fn on_taint(hook: impl Fn(&str) + Send + Sync + 'static) {
+    TAINT_HOOKS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(Box::new(hook));
+}
 
 impl Taint {
+    /// The taint of a turn of the session `session_key`.
+    pub fn of_session(session_key: &str) -> Self {
+        Self(std::sync::Arc::new(TaintState {
+            source: std::sync::Mutex::new(None),
+            session: Some(session_key.to_string()),
+        }))
+    }
+
     /// Record that `source` (e.g. `file_read`) brought private data into the turn.
     pub fn mark(&self, source: &str) {
-        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if g.is_none() {
-            *g = Some(source.to_string());
+        let first = {
+            let mut g = self.0.source.lock().unwrap_or_else(|p| p.into_inner());
+            let first = g.is_none();
+            if first {
+                *g = Some(source.to_string());
+            }
+            first
+        };
+        if let (true, Some(session)) = (first, &self.0.session) {
+            for hook in TAINT_HOOKS.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+                hook(session);
+            }
         }
     }
 
     /// What first brought private data into the turn, if anything did.
     pub fn source(&self) -> Option<String> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.0
+            .source
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 }
 

@@ -13,6 +13,14 @@
 //!   passed back. Hop-by-hop headers are dropped both ways. A refusal answers `403` with the
 //!   reason as text.
 //!
+//! On top of the guard, a proxy can hold its pages to a [`Zone`] (the browser gives each tab
+//! one, by where the tools navigated it): a page opened on a public site reaches public
+//! addresses only — never a host of `allow_private`, the owner's network — and a page the tools
+//! opened on a host of `allow_private` reaches that host only. And a proxy has a gate
+//! ([`BrowserProxy::set_open`]): closed, it refuses every request and cuts every connection it
+//! holds (tunnels, WebSockets, requests in flight), so a page can send nothing at all, not even
+//! by closing a connection.
+//!
 //! Nothing reaches a destination before the guard said yes, so a page's pre-connect, DNS
 //! prefetch (Chromium resolves nothing itself behind a proxy), WebSocket, worker, service
 //! worker, popup, iframe, prefetch, image or beacon toward a refused address never opens a
@@ -52,10 +60,70 @@ const HOP_BY_HOP: &[&str] = &[
 
 type Body = BoxBody<Bytes, hyper::Error>;
 
+/// Which hosts the pages behind a proxy may reach, on top of the guard's address rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Zone {
+    /// Public addresses only: a host of `allow_private` is refused.
+    Public,
+    /// This host of `allow_private` (normalised) and nothing else.
+    OwnersHost(String),
+}
+
+impl Zone {
+    /// The zone of a page at `url`: the host's own when `allow_private` lists it, else public.
+    pub fn of_url(guard: &EgressGuard, url: &reqwest::Url) -> Zone {
+        match url.host_str() {
+            Some(h) if guard.host_allowed(h) => Zone::OwnersHost(super::address::normalize_host(h)),
+            _ => Zone::Public,
+        }
+    }
+
+    /// Why a page of this zone may not reach `host`, if it may not.
+    fn refuses(&self, guard: &EgressGuard, host: &str) -> Option<String> {
+        match self {
+            Zone::Public if guard.host_allowed(host) => Some(format!(
+                "{host} is a host of your own network (tools.web_fetch.allow_private), and this \
+                 page is not on it: a page reaches such a host only when the tools open it \
+                 (browser_page goto)"
+            )),
+            Zone::OwnersHost(own) if !same_host(own, host) => Some(format!(
+                "this page is on {own}, a host of your own network, and reaches {own} only"
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// Whether `a` and `b` name the same host (the same name, or the same address however spelt).
+fn same_host(a: &str, b: &str) -> bool {
+    let (a, b) = (
+        super::address::normalize_host(a),
+        super::address::normalize_host(b),
+    );
+    a == b
+        || matches!(
+            (a.parse::<std::net::IpAddr>(), b.parse::<std::net::IpAddr>()),
+            (Ok(x), Ok(y)) if x == y
+        )
+}
+
+/// Why a closed gate refuses.
+const GATE_CLOSED: &str = "this conversation has read private data, and no tool is acting on \
+     this page now: after a private read a page reaches the network only while browser_page acts \
+     on it (goto, click, type, select), each asked first";
+
 struct State {
     guard: EgressGuard,
     /// `Some(why)`: refuse everything (the browser's default context).
     refuse_all: Option<String>,
+    /// The hosts its pages may reach; `None`: whatever the guard allows.
+    zone: Option<Zone>,
+    /// Whether requests are let through at all ([`BrowserProxy::set_open`]).
+    open: std::sync::atomic::AtomicBool,
+    /// Cancelled to cut every connection of the proxy (a child of the proxy's stop token);
+    /// replaced by a fresh one each time.
+    connections: Mutex<CancellationToken>,
+    stop: CancellationToken,
     /// Who the connections are for, in the log.
     name: String,
     refused: Mutex<Vec<String>>,
@@ -68,6 +136,14 @@ impl State {
         if r.len() < MAX_REFUSED {
             r.push(what);
         }
+    }
+
+    /// The token the connections accepted now end with.
+    fn connections(&self) -> CancellationToken {
+        self.connections
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn reached(&self, reach: Reach, host: &str) {
@@ -114,18 +190,24 @@ impl BrowserProxy {
     /// A proxy on a fresh loopback port whose connections pass `guard`; `name` says whose they
     /// are (logs).
     pub async fn start(guard: EgressGuard, name: &str) -> std::io::Result<Self> {
-        Self::start_with(guard, name, None).await
+        Self::start_with(guard, name, None, None).await
+    }
+
+    /// A proxy whose pages reach `zone` only (and what the guard allows there).
+    pub async fn start_in(guard: EgressGuard, name: &str, zone: Zone) -> std::io::Result<Self> {
+        Self::start_with(guard, name, None, Some(zone)).await
     }
 
     /// A proxy that refuses every request, saying `why`.
     pub async fn refusing(guard: EgressGuard, why: &str) -> std::io::Result<Self> {
-        Self::start_with(guard, "browser", Some(why.to_string())).await
+        Self::start_with(guard, "browser", Some(why.to_string()), None).await
     }
 
     async fn start_with(
         guard: EgressGuard,
         name: &str,
         refuse_all: Option<String>,
+        zone: Option<Zone>,
     ) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -133,16 +215,48 @@ impl BrowserProxy {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(addr);
+        let stop = CancellationToken::new();
         let state = Arc::new(State {
             guard,
             refuse_all,
+            zone,
+            open: std::sync::atomic::AtomicBool::new(true),
+            connections: Mutex::new(stop.child_token()),
+            stop: stop.clone(),
             name: name.to_string(),
             refused: Mutex::new(Vec::new()),
             private: Mutex::new(None),
         });
-        let stop = CancellationToken::new();
         tokio::spawn(accept_loop(listener, state.clone(), stop.clone()));
         Ok(Self { addr, state, stop })
+    }
+
+    /// The zone its pages are held to (`None`: the guard's rule alone).
+    pub fn zone(&self) -> Option<&Zone> {
+        self.state.zone.as_ref()
+    }
+
+    /// Open or close the gate. Closing also cuts every connection the proxy holds, at once:
+    /// what a page had open (a tunnel, a WebSocket, a request in flight) ends then, not when
+    /// the page is closed or does something later.
+    pub fn set_open(&self, open: bool) {
+        self.state
+            .open
+            .store(open, std::sync::atomic::Ordering::SeqCst);
+        if !open {
+            let mut c = self
+                .state
+                .connections
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            c.cancel();
+            *c = self.state.stop.child_token();
+        }
+    }
+
+    /// Whether the gate is open.
+    pub fn is_open(&self) -> bool {
+        self.state.open.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The proxy as Chromium's `--proxy-server` takes it: `http://127.0.0.1:<port>`.
@@ -191,7 +305,8 @@ async fn accept_loop(
                 }
             },
         };
-        let (state, stop) = (state.clone(), stop.clone());
+        // The connection ends when the proxy stops or its connections are cut.
+        let (state, stop) = (state.clone(), state.connections());
         tokio::spawn(async move {
             let for_requests = stop.clone();
             let service = hyper::service::service_fn(move |req| {
@@ -256,6 +371,30 @@ async fn handle(state: &State, req: Request<Incoming>, stop: CancellationToken) 
         super::record(Route::Browser, &host, port, "refused");
         return text(StatusCode::FORBIDDEN, format!("Refused: {why}"));
     }
+    // The most basic reason first: the guard's address rule (without resolving), then the
+    // page's zone, then the gate.
+    let unlisted = state
+        .guard
+        .check_host_port(&host, port, &[])
+        .err()
+        .map(|r| r.to_string());
+    let outside = || {
+        state
+            .zone
+            .as_ref()
+            .and_then(|z| z.refuses(&state.guard, &host))
+    };
+    let closed =
+        || (!state.open.load(std::sync::atomic::Ordering::SeqCst)).then(|| GATE_CLOSED.to_string());
+    if let Some(why) = unlisted.or_else(outside).or_else(closed) {
+        super::record(Route::Browser, &host, port, "refused");
+        tracing::info!("browser ({}): {shown} refused: {why}", state.name);
+        state.refuse(format!("{shown}: {why}"));
+        return text(
+            StatusCode::FORBIDDEN,
+            format!("Refused by Ethan's egress guard: {why}"),
+        );
+    }
     let (tcp, reach) = match state
         .guard
         .connect(Route::Browser, &host, port, &[], CONNECT_TIMEOUT)
@@ -274,12 +413,21 @@ async fn handle(state: &State, req: Request<Incoming>, stop: CancellationToken) 
             return text(StatusCode::BAD_GATEWAY, format!("{shown}: {e}"));
         }
     };
+    if stop.is_cancelled() || !state.open.load(std::sync::atomic::Ordering::SeqCst) {
+        // Cut while the connection was being made: nothing is sent on it.
+        drop(tcp);
+        state.refuse(format!("{shown}: {GATE_CLOSED}"));
+        return text(
+            StatusCode::FORBIDDEN,
+            format!("Refused by Ethan's egress guard: {GATE_CLOSED}"),
+        );
+    }
     state.reached(reach, &host);
     if connect {
         tokio::spawn(tunnel(req, tcp, stop));
         return Response::new(Full::new(Bytes::new()).map_err(|n| match n {}).boxed());
     }
-    match forward(req, tcp).await {
+    match forward(req, tcp, stop).await {
         Ok(r) => r,
         Err(e) => text(StatusCode::BAD_GATEWAY, format!("{shown}: {e}")),
     }
@@ -300,6 +448,7 @@ async fn tunnel(
     };
     let mut client = TokioIo::new(upgraded);
     tokio::select! {
+        biased;
         _ = stop.cancelled() => {}
         _ = tokio::io::copy_bidirectional(&mut client, &mut upstream) => {}
     }
@@ -327,6 +476,7 @@ fn strip_hop_by_hop(headers: &mut hyper::HeaderMap) {
 async fn forward(
     req: Request<Incoming>,
     upstream: tokio::net::TcpStream,
+    stop: CancellationToken,
 ) -> Result<Response<Body>, String> {
     let (mut parts, body) = req.into_parts();
     let path = parts
@@ -347,8 +497,10 @@ async fn forward(
         .await
         .map_err(|e| e.to_string())?;
     tokio::spawn(async move {
-        if let Err(e) = conn.await {
-            tracing::debug!("browser proxy upstream: {e}");
+        tokio::select! {
+            biased;
+            _ = stop.cancelled() => {}
+            r = conn => if let Err(e) = r { tracing::debug!("browser proxy upstream: {e}") },
         }
     });
     let resp = sender
@@ -436,5 +588,92 @@ mod tests {
         )
         .await;
         assert!(r.starts_with("HTTP/1.1 403"), "{r}");
+    }
+
+    /// A TCP echo server on `ip`; its port.
+    async fn echo(ip: &str) -> u16 {
+        let l = tokio::net::TcpListener::bind(format!("{ip}:0"))
+            .await
+            .unwrap();
+        let port = l.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                tokio::spawn(async move {
+                    let (mut r, mut w) = s.split();
+                    let _ = tokio::io::copy(&mut r, &mut w).await;
+                });
+            }
+        });
+        port
+    }
+
+    fn connect_to(ip: &str, port: u16) -> String {
+        format!("CONNECT {ip}:{port} HTTP/1.1\r\nHost: {ip}:{port}\r\n\r\n")
+    }
+
+    /// A page held to the public zone reaches no host of `allow_private`; one held to a host of
+    /// `allow_private` reaches that host only.
+    #[tokio::test]
+    async fn a_zone_holds_its_pages_to_its_hosts() {
+        let (one, three) = (echo("127.0.0.1").await, echo("127.0.0.3").await);
+        let guard = EgressGuard::new(
+            &["127.0.0.1".into(), "127.0.0.3".into()],
+            Arc::new(StaticLookup::new()),
+        );
+        let public = BrowserProxy::start_in(guard.clone(), "t", Zone::Public)
+            .await
+            .unwrap();
+        let r = ask(&public, &connect_to("127.0.0.1", one)).await;
+        assert!(
+            r.starts_with("HTTP/1.1 403") && r.contains("own network"),
+            "{r}"
+        );
+        let nas = BrowserProxy::start_in(guard, "t", Zone::OwnersHost("127.0.0.1".into()))
+            .await
+            .unwrap();
+        let r = ask(&nas, &connect_to("127.0.0.3", three)).await;
+        assert!(
+            r.starts_with("HTTP/1.1 403") && r.contains("127.0.0.1 only"),
+            "{r}"
+        );
+        let r = ask(&nas, &connect_to("127.0.0.1", one)).await;
+        assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+        assert_eq!(public.take_refused().len(), 1);
+        assert_eq!(nas.take_refused().len(), 1);
+    }
+
+    /// Closing the gate cuts a tunnel the page had open and refuses every new request until it
+    /// opens again.
+    #[tokio::test]
+    async fn a_closed_gate_cuts_what_is_open_and_lets_nothing_through() {
+        let port = echo("127.0.0.1").await;
+        let guard = EgressGuard::new(&["127.0.0.1".into()], Arc::new(StaticLookup::new()));
+        let proxy = BrowserProxy::start(guard, "t").await.unwrap();
+        let mut s = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+        s.write_all(connect_to("127.0.0.1", port).as_bytes())
+            .await
+            .unwrap();
+        let mut buf = vec![0u8; 4096];
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+        s.write_all(b"ping").await.unwrap();
+        let n = s.read(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], b"ping");
+
+        proxy.set_open(false);
+        assert!(!proxy.is_open());
+        let end = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+            .await
+            .expect("the tunnel was cut");
+        assert!(matches!(end, Ok(0) | Err(_)), "{end:?}");
+        let r = ask(&proxy, &connect_to("127.0.0.1", port)).await;
+        assert!(
+            r.starts_with("HTTP/1.1 403") && r.contains("no tool is acting"),
+            "{r}"
+        );
+
+        proxy.set_open(true);
+        let r = ask(&proxy, &connect_to("127.0.0.1", port)).await;
+        assert!(r.starts_with("HTTP/1.1 200"), "{r}");
     }
 }

@@ -1,15 +1,25 @@
-//! What `browser_page` (and `browser_tab new`) do in a tab: navigate, click, type, select, wait,
-//! evaluate, screenshot. Finding an element, checking it, clearing a field and waiting for text
-//! run in the tools' own world ([`super::world`]); clicks and keys are real input events
-//! (`Input.dispatchMouseEvent`, `Input.insertText`, `Input.dispatchKeyEvent`), so the page sees
-//! what a person's click or typing would give it, and nothing of what the tools looked for.
+//! What `browser_page` does in a tab besides navigating ([`super::navigate`]): click, type,
+//! select, wait, evaluate, screenshot. Finding an element, checking it, clearing a field and
+//! waiting for text run in the tools' own world ([`super::world`]); clicks and keys are real
+//! input events (`Input.dispatchMouseEvent`, `Input.insertText`, `Input.dispatchKeyEvent`), so
+//! the page sees what a person's click or typing would give it, and nothing of what the tools
+//! looked for.
+//!
+//! Every action names the read it acts on (its id, [`super::view`]): an element of another
+//! document, or of another read of the same one, is not found. A click lands in the document the
+//! approval named or nowhere: an element that is or holds a frame (`iframe`, `frame`, `object`,
+//! `embed`) is refused, and just before the press the node under the point is asked of the
+//! browser itself (`DOM.getNodeForLocation`, through shadow roots): one of another frame, or a
+//! frame's own element, is refused.
 
 use super::hub::{BrowserHub, Tab};
 use super::view::{self, refused_note, settle};
 use super::world::{self, js_str};
 use crate::tools::{ErrorKind, Taint, ToolContext, ToolResult};
+use chromiumoxide::cdp::browser_protocol::dom::{DescribeNodeParams, GetNodeForLocationParams};
 use chromiumoxide::cdp::browser_protocol::input::{
-    DispatchKeyEventParams, DispatchKeyEventType, InsertTextParams,
+    DispatchKeyEventParams, DispatchKeyEventType, DispatchMouseEventParams, DispatchMouseEventType,
+    InsertTextParams, MouseButton,
 };
 use chromiumoxide::cdp::browser_protocol::page::CaptureScreenshotFormat;
 use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
@@ -25,73 +35,6 @@ const SETTLE: Duration = Duration::from_secs(10);
 pub const MAX_WAIT_MS: u64 = 20_000;
 /// Longest result of `eval_readonly`, in characters.
 const MAX_EVAL_CHARS: usize = 20_000;
-
-/// Parse a `goto` URL; a bare `example.com/page` gets `https://`.
-pub fn parse_url(raw: &str) -> Result<reqwest::Url, ToolResult> {
-    let raw = raw.trim();
-    let url = match reqwest::Url::parse(raw) {
-        Ok(u) => Ok(u),
-        Err(_) if !raw.contains("://") => reqwest::Url::parse(&format!("https://{raw}")),
-        Err(e) => Err(e),
-    }
-    .map_err(|e| ToolResult::err(ErrorKind::Validation, format!("{raw:?} is not a URL: {e}")))?;
-    if url.scheme() != "http" && url.scheme() != "https" {
-        return Err(ToolResult::err(
-            ErrorKind::Validation,
-            format!("{url} is not an http(s) URL; the browser opens http:// and https:// only"),
-        ));
-    }
-    Ok(url)
-}
-
-/// Load `raw` in `tab` and read it. A navigation the egress guard stops (the URL, or where it
-/// redirects) is `denied`, naming what was refused and why.
-pub(crate) async fn goto(
-    hub: &BrowserHub,
-    key: &str,
-    tab: &Tab,
-    raw: &str,
-    taint: &Taint,
-) -> ToolResult {
-    let url = match parse_url(raw) {
-        Ok(u) => u,
-        Err(e) => return e,
-    };
-    if let Err(why) = hub.guard().judge(&url).await {
-        return ToolResult::err(ErrorKind::Denied, format!("{url} refused: {why}"))
-            .with_metadata(json!({"url": url.as_str()}));
-    }
-    let _ = hub.take_refused(key).await;
-    let nav = tab.page.goto(url.as_str()).await;
-    let refused = hub.peek_refused(key).await;
-    let now = tab.page.url().await.ok().flatten().unwrap_or_default();
-    // The page itself was refused: the navigation failed with refusals on record, or the tab
-    // shows the guard's refusal of the URL it ended on (a plain-HTTP redirect).
-    let stopped = (nav.is_err() && !refused.is_empty())
-        || refused.iter().any(|r| r.starts_with(&format!("{now}: ")));
-    if stopped {
-        let refused = hub.take_refused(key).await;
-        return ToolResult::err(
-            ErrorKind::Denied,
-            format!(
-                "{url} was not loaded: the egress guard refused {}",
-                refused.join("; ")
-            ),
-        )
-        .with_metadata(json!({"url": url.as_str(), "refused": refused}));
-    }
-    if let Err(e) = nav {
-        return ToolResult::err(
-            ErrorKind::Dependency,
-            format!("{url} could not be loaded: {e}"),
-        );
-    }
-    settle(tab, SETTLE).await;
-    match view::read(hub, key, tab, taint).await {
-        Ok(text) => ToolResult::ok(text),
-        Err(e) => ToolResult::err(ErrorKind::Dependency, e),
-    }
-}
 
 /// After an interaction: wait for what it started, then say where the page is now.
 async fn after(hub: &BrowserHub, key: &str, tab: &Tab, taint: &Taint, did: String) -> ToolResult {
@@ -114,29 +57,64 @@ struct Target {
     y: f64,
 }
 
-/// Scroll element `n` of the last read into view and find where a click lands on it; refused
-/// when it is gone, or when something else covers that point (a click there would hit another
-/// element than the one the owner approved).
-const TARGET_JS: &str = r#"((n) => {
-  const t = globalThis.__ethan, e = t && t.els[n];
-  if (!e || !e.isConnected) return {err: 'gone'};
-  if (!t.same(n)) return {err: 'changed'};
-  e.scrollIntoView({block: 'center', inline: 'center', behavior: 'instant'});
+/// Elements that hold another document: a click on them lands in that document.
+const FRAMES: &str = "iframe,frame,object,embed,fencedframe,portal";
+
+/// Element `n` of the read `read`, if this document's tools' world still has that read: the
+/// preamble of every script that acts on an element.
+const ELEMENT_JS: &str = r#"const t = globalThis.__ethan;
+  if (!t || t.read !== read) return wrap('another page');
+  const e = t.els[n];
+  if (!e || !e.isConnected) return wrap('gone');
+  if (!t.same(n)) return wrap('changed');"#;
+
+/// Scroll element `n` of the read `read` into view and find where a click lands on it; refused
+/// when it is gone, when it is or holds a frame (the click would land in another document), or
+/// when something else covers that point (a click there would hit another element than the one
+/// the owner approved). With `at` (a point found before), only checks that point again.
+fn target_js(n: u64, read: &str, at: Option<(f64, f64)>) -> String {
+    let at = at.map_or("null".into(), |(x, y)| format!("[{x}, {y}]"));
+    format!(
+        r#"((n, read, at) => {{
+  const wrap = err => ({{err}});
+  {ELEMENT_JS}
+  if (e.matches('{FRAMES}') || e.querySelector('{FRAMES}')) return wrap('frame');
+  if (!at) e.scrollIntoView({{block: 'center', inline: 'center', behavior: 'instant'}});
   const r = e.getBoundingClientRect();
-  if (r.width === 0 && r.height === 0) return {err: 'hidden'};
-  const x = r.left + r.width / 2, y = r.top + r.height / 2;
+  if (r.width === 0 && r.height === 0) return wrap('hidden');
+  const x = at ? at[0] : r.left + r.width / 2, y = at ? at[1] : r.top + r.height / 2;
+  if (x < r.left || x > r.right || y < r.top || y > r.bottom) return wrap('moved');
   const top = document.elementFromPoint(x, y);
   const mine = t => t === e || e.contains(t) ||
     (e.labels && Array.from(e.labels).some(l => l === t || l.contains(t)));
-  if (!top || !mine(top)) {
+  if (top && top.matches('{FRAMES}')) return wrap('frame');
+  if (!top || !mine(top)) {{
     const what = top ? top.tagName.toLowerCase() + (top.id ? '#' + top.id : '') : 'nothing';
-    return {err: 'covered by ' + what};
-  }
-  return {x, y};
-})"#;
+    return wrap('covered by ' + what);
+  }}
+  return {{x, y}};
+}})({n}, {read}, {at})"#,
+        read = js_str(read),
+    )
+}
+
+/// What [`ELEMENT_JS`] answers when the element cannot be acted on.
+const ELEMENT_ERRORS: &[&str] = &["another page", "gone", "changed"];
 
 fn element_error(n: u64, why: &str) -> ToolResult {
     let text = match why {
+        "another page" => format!(
+            "the current tab is not the page last read (the page changed, or another tab is \
+             current), so element {n} was not touched; call browser_page {{action: read}}"
+        ),
+        "frame" => format!(
+            "element {n} is, holds or lies under a frame (another document, perhaps of another \
+             site), so a click on it could land there and it was not clicked"
+        ),
+        "moved" => format!(
+            "element {n} moved as the click was about to land, so it was not clicked; call \
+             browser_page {{action: read}}"
+        ),
         "gone" => format!(
             "element {n} is not on the page (it changed, or was never listed); call \
              browser_page {{action: read}} for the current numbers"
@@ -154,8 +132,9 @@ fn element_error(n: u64, why: &str) -> ToolResult {
     ToolResult::err(ErrorKind::Validation, text)
 }
 
-async fn target(tab: &Tab, n: u64) -> Result<Point, ToolResult> {
-    let t: Target = world::eval(tab, &format!("{TARGET_JS}({n})"))
+async fn target(tab: &Tab, n: u64, read: &str, at: Option<Point>) -> Result<Point, ToolResult> {
+    let js = target_js(n, read, at.map(|p| (p.x, p.y)));
+    let t: Target = world::eval(tab, &js)
         .await
         .map_err(|e| ToolResult::err(ErrorKind::Dependency, e))?;
     match t.err {
@@ -164,39 +143,103 @@ async fn target(tab: &Tab, n: u64) -> Result<Point, ToolResult> {
     }
 }
 
+/// Whether the node the browser finds at `at` is of the tab's main frame and not a frame's own
+/// element (through shadow roots, which the page's own hit test would not show).
+async fn lands_in_the_page(tab: &Tab, at: Point) -> Result<bool, String> {
+    let main = tab.page.mainframe().await.map_err(|e| e.to_string())?;
+    let mut p = GetNodeForLocationParams::new(at.x.round() as i64, at.y.round() as i64);
+    p.include_user_agent_shadow_dom = Some(true);
+    p.ignore_pointer_events_none = Some(false);
+    let hit = tab.page.execute(p).await.map_err(|e| e.to_string())?;
+    if main.is_none_or(|m| m != hit.result.frame_id) {
+        return Ok(false);
+    }
+    let d = DescribeNodeParams {
+        backend_node_id: Some(hit.result.backend_node_id),
+        ..Default::default()
+    };
+    let node = tab.page.execute(d).await.map_err(|e| e.to_string())?;
+    let name = node.result.node.node_name.to_ascii_lowercase();
+    Ok(!FRAMES.split(',').any(|f| f == name))
+}
+
+fn mouse(kind: DispatchMouseEventType, at: Point) -> DispatchMouseEventParams {
+    let press = !matches!(kind, DispatchMouseEventType::MouseMoved);
+    let mut m = DispatchMouseEventParams::new(kind, at.x, at.y);
+    if press {
+        m.button = Some(MouseButton::Left);
+        m.click_count = Some(1);
+    }
+    m
+}
+
+/// Click element `n` of the read `read`: found and checked in the tools' world, the mouse moved
+/// there, the point checked again (the page's hit test and the browser's), then pressed.
 pub(crate) async fn click(
     hub: &BrowserHub,
     key: &str,
     tab: &Tab,
     n: u64,
+    read: &str,
     taint: &Taint,
 ) -> ToolResult {
-    let at = match target(tab, n).await {
+    let at = match target(tab, n, read, None).await {
         Ok(p) => p,
         Err(e) => return e,
     };
-    if let Err(e) = tab.page.click(at).await {
-        return ToolResult::err(
-            ErrorKind::Dependency,
-            format!("element {n} could not be clicked: {e}"),
-        );
+    let pressed = async {
+        tab.page
+            .execute(mouse(DispatchMouseEventType::MouseMoved, at))
+            .await
+            .map_err(|e| e.to_string())?;
+        if let Err(refused) = target(tab, n, read, Some(at)).await {
+            return Ok(Err(refused));
+        }
+        if !lands_in_the_page(tab, at).await? {
+            return Ok(Err(element_error(n, "frame")));
+        }
+        for kind in [
+            DispatchMouseEventType::MousePressed,
+            DispatchMouseEventType::MouseReleased,
+        ] {
+            tab.page
+                .execute(mouse(kind, at))
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Ok::<_, String>(Ok(()))
+    }
+    .await;
+    match pressed {
+        Ok(Ok(())) => {}
+        Ok(Err(refused)) => return refused,
+        Err(e) => {
+            return ToolResult::err(
+                ErrorKind::Dependency,
+                format!("element {n} could not be clicked: {e}"),
+            )
+        }
     }
     after(hub, key, tab, taint, format!("clicked element {n}")).await
 }
 
-/// Focus element `n` and empty it, in the tools' world; `"ok"` or why not.
-const FOCUS_JS: &str = r#"((n) => {
-  const t = globalThis.__ethan, e = t && t.els[n];
-  if (!e || !e.isConnected) return 'gone';
-  if (!t.same(n)) return 'changed';
-  e.scrollIntoView({block: 'center', inline: 'center', behavior: 'instant'});
+/// Focus element `n` of the read `read` and empty it, in the tools' world; `"ok"` or why not.
+fn focus_js(n: u64, read: &str) -> String {
+    format!(
+        r#"((n, read) => {{
+  const wrap = err => err;
+  {ELEMENT_JS}
+  e.scrollIntoView({{block: 'center', inline: 'center', behavior: 'instant'}});
   e.focus();
   if (document.activeElement !== e) return 'not focusable';
-  if ('value' in e) { e.value = ''; }
-  else if (e.isContentEditable) { e.textContent = ''; }
+  if ('value' in e) {{ e.value = ''; }}
+  else if (e.isContentEditable) {{ e.textContent = ''; }}
   else return 'not a text field';
   return 'ok';
-})"#;
+}})({n}, {read})"#,
+        read = js_str(read),
+    )
+}
 
 fn key_event(kind: DispatchKeyEventType, text: Option<&str>) -> DispatchKeyEventParams {
     let mut p = DispatchKeyEventParams::new(kind);
@@ -213,14 +256,14 @@ pub(crate) async fn type_text(
     hub: &BrowserHub,
     key: &str,
     tab: &Tab,
-    n: u64,
+    (n, read): (u64, &str),
     text: &str,
     submit: bool,
     taint: &Taint,
 ) -> ToolResult {
-    match world::eval::<String>(tab, &format!("{FOCUS_JS}({n})")).await {
+    match world::eval::<String>(tab, &focus_js(n, read)).await {
         Ok(s) if s == "ok" => {}
-        Ok(s) if s == "gone" || s == "changed" => return element_error(n, &s),
+        Ok(s) if ELEMENT_ERRORS.contains(&s.as_str()) => return element_error(n, &s),
         Ok(s) => {
             return ToolResult::err(ErrorKind::Validation, format!("element {n}: {s}"));
         }
@@ -257,15 +300,14 @@ pub(crate) async fn select(
     hub: &BrowserHub,
     key: &str,
     tab: &Tab,
-    n: u64,
+    (n, read): (u64, &str),
     value: &str,
     taint: &Taint,
 ) -> ToolResult {
     let js = format!(
-        r#"((n, v) => {{
-  const t = globalThis.__ethan, e = t && t.els[n];
-  if (!e || !e.isConnected) return 'gone';
-  if (!t.same(n)) return 'changed';
+        r#"((n, read, v) => {{
+  const wrap = err => err;
+  {ELEMENT_JS}
   if (e.tagName !== 'SELECT') return 'not a select';
   const o = Array.from(e.options).find(o => o.value === v || o.text.trim() === v);
   if (!o) return 'no option ' + JSON.stringify(v) + '; options: ' +
@@ -274,12 +316,13 @@ pub(crate) async fn select(
   e.dispatchEvent(new Event('input', {{bubbles: true}}));
   e.dispatchEvent(new Event('change', {{bubbles: true}}));
   return 'ok';
-}})({n}, {})"#,
+}})({n}, {}, {})"#,
+        js_str(read),
         js_str(value)
     );
     match world::eval::<String>(tab, &js).await {
         Ok(s) if s == "ok" => {}
-        Ok(s) if s == "gone" || s == "changed" => return element_error(n, &s),
+        Ok(s) if ELEMENT_ERRORS.contains(&s.as_str()) => return element_error(n, &s),
         Ok(s) => return ToolResult::err(ErrorKind::Validation, format!("element {n}: {s}")),
         Err(e) => return ToolResult::err(ErrorKind::Dependency, e),
     }
@@ -319,12 +362,7 @@ pub(crate) async fn wait_for(tab: &Tab, text: &str, limit: Duration) -> ToolResu
 
 /// Evaluate `expr` in the page's own world with `throwOnSideEffect` (it is there to read the
 /// page's state; whatever would change the page or send a request is refused by V8).
-pub(crate) async fn eval_readonly(
-    hub: &BrowserHub,
-    key: &str,
-    tab: &Tab,
-    expr: &str,
-) -> ToolResult {
+pub(crate) async fn eval_readonly(tab: &Tab, expr: &str) -> ToolResult {
     let mut p = EvaluateParams::new(expr);
     p.throw_on_side_effect = Some(true);
     p.return_by_value = Some(true);
@@ -341,7 +379,7 @@ pub(crate) async fn eval_readonly(
             if s.chars().count() > MAX_EVAL_CHARS {
                 s = s.chars().take(MAX_EVAL_CHARS).collect::<String>() + " …(cut)";
             }
-            ToolResult::ok(s + &refused_note(hub, key).await)
+            ToolResult::ok(s + &refused_note(tab))
         }
         Err(e) => ToolResult::err(
             ErrorKind::Validation,

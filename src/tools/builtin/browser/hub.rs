@@ -3,23 +3,38 @@
 //! - The browser is started on the first browser call ([`BrowserHub::session`]), with its
 //!   profile in `$ETHAN_HOME/browser/profile` (wiped before start and after close), and closed
 //!   by a watchdog after `tools.browser.idle_secs` without a call; the next call starts it again.
-//! - A browser session is an isolated browser context (`Target.createBrowserContext`: its own
-//!   cookies, storage and cache, kept in memory) per Ethan session ([`ToolContext::session_key`]);
-//!   closing it disposes the context, so nothing of it is left. Downloads are denied per
-//!   context (`Browser.setDownloadBehavior{behavior: deny}`).
+//! - A browser session is the tabs of one Ethan session ([`ToolContext::session_key`]). Each tab
+//!   is an isolated browser context of its own (`Target.createBrowserContext`: its own cookies,
+//!   storage, cache and workers, kept in memory) with a proxy of its own, so everything a tab's
+//!   pages do — their popups, frames and workers included — is told apart from every other
+//!   tab's; closing a tab or the session disposes its context, so nothing of it is left.
+//!   Downloads are denied per context (`Browser.setDownloadBehavior{behavior: deny}`).
 //! - Chromium's only way out is the egress guard's proxy ([`crate::egress::proxy`]): each
-//!   context is created with a proxy of its own (`proxyServer`, and `proxyBypassList`
-//!   `<-loopback>` so loopback is not bypassed), the browser's default context with one that
-//!   refuses everything, and the browser is started with the flags that close its direct paths
+//!   context is created with its proxy (`proxyServer`, and `proxyBypassList` `<-loopback>` so
+//!   loopback is not bypassed), the browser's default context with one that refuses
+//!   everything, and the browser is started with the flags that close its direct paths
 //!   ([`launch_args`]: QUIC off, WebRTC without unproxied UDP, no DNS prefetch or network
 //!   prediction, no background networking). WebSockets, workers, service workers, popups,
 //!   iframes, prefetches, beacons and pre-connects all go through the proxy by construction;
-//!   what it refuses is listed for the tools to report ([`BrowserHub::take_refused`]).
+//!   what it refuses is listed for the tools to report ([`BrowserProxy::take_refused`]).
+//! - A tab's proxy holds its pages to a [`Zone`]: where the tools navigated it. A tab the tools
+//!   opened on a public site reaches public addresses only, never the owner's network (a host
+//!   of `allow_private`); a tab the tools opened on a host of `allow_private` reaches that host
+//!   only. When the tools navigate a tab to another zone it gets a fresh context
+//!   ([`BrowserHub::rezone`]), so nothing a page left behind (a worker, a cookie) is there.
+//! - Once private data entered the session ([`BrowserHub::taint`], told at once through
+//!   [`ethan_core::tool::on_taint`]), the proxy of every tab not held to a host of the owner's
+//!   network is closed, which cuts what its pages had open; from then on such a tab reaches the
+//!   network only while a tool acts on it ([`BrowserHub::window`]: `goto`, `click`, `type`,
+//!   `select`, each asked or granted). Every tab is closed only after its network is. So
+//!   nothing a page can observe afterwards — a tab closing, the tools' timing, its own timers —
+//!   reaches a server outside the owner's network unasked. (A tab held to one host of the
+//!   owner's network keeps its network: all it reaches is that host.)
 //!
 //! [`ToolContext::session_key`]: crate::tools::ToolContext
 
 use crate::config::BrowserConfig;
-use crate::egress::proxy::BrowserProxy;
+use crate::egress::proxy::{BrowserProxy, Zone};
 use crate::egress::EgressGuard;
 use chromiumoxide::cdp::browser_protocol::browser::{
     BrowserContextId, SetDownloadBehaviorBehavior, SetDownloadBehaviorParams,
@@ -82,19 +97,26 @@ impl From<chromiumoxide::error::CdpError> for BrowserError {
     }
 }
 
-/// A tab of a browser session: its page, and the tools' own JavaScript world in it
-/// ([`super::world`]).
+/// A tab of a browser session: its page, its own browser context and proxy, the zone its
+/// pages are held to, and the tools' own JavaScript world in it ([`super::world`]).
 pub struct Tab {
     pub id: u32,
     pub page: Arc<Page>,
+    context: BrowserContextId,
+    pub(crate) proxy: Arc<BrowserProxy>,
     /// The isolated world the tools' scripts run in, while its document lasts.
     pub(crate) world: Mutex<Option<ExecutionContextId>>,
 }
 
-/// One Ethan session's browser context, its proxy and its tabs.
+impl Tab {
+    /// Where its pages may connect.
+    pub fn zone(&self) -> Zone {
+        self.proxy.zone().cloned().unwrap_or(Zone::Public)
+    }
+}
+
+/// One Ethan session's tabs.
 pub struct Session {
-    context: BrowserContextId,
-    proxy: Arc<BrowserProxy>,
     pub tabs: Vec<Arc<Tab>>,
     /// The id of the current tab.
     pub current: Option<u32>,
@@ -117,14 +139,91 @@ struct Running {
     _default_proxy: BrowserProxy,
 }
 
-/// What the last look at a session's current page showed, kept for the consent hooks (which
-/// cannot wait for the browser): the page's URL and host, and the labels of its numbered
-/// elements.
+/// Who a page a tool acts on can send to: the origin of its document.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Site {
+    /// An empty tab (`about:blank` with no origin): nothing to send to.
+    #[default]
+    None,
+    /// The document's origin (`https://example.com`, `http://127.0.0.1:8080`): that of its
+    /// URL, or, for a `blob:` or `about:` document, of the page that made it.
+    Origin(String),
+    /// A document whose origin the tools cannot name (opaque, not `about:blank`): the tools do
+    /// not act on it.
+    Opaque(String),
+}
+
+impl Site {
+    /// The site of a document at `url` whose `location.origin` is `origin`.
+    pub fn of(url: &str, origin: &str) -> Site {
+        let tuple = |u: &reqwest::Url| {
+            let o = u.origin();
+            o.is_tuple().then(|| o.ascii_serialization())
+        };
+        let parsed = reqwest::Url::parse(url).ok();
+        if let Some(o) = parsed.as_ref().and_then(tuple) {
+            // http(s), and blob: (whose origin is the one inside it).
+            return Site::Origin(o);
+        }
+        if let Some(o) = reqwest::Url::parse(origin).ok().as_ref().and_then(tuple) {
+            // about:blank, about:srcdoc, a javascript: document: the origin it inherited.
+            return Site::Origin(o);
+        }
+        if url == "about:blank" {
+            Site::None
+        } else {
+            Site::Opaque(url.to_string())
+        }
+    }
+
+    /// `http://host:port` as an approval shows it; empty for none.
+    pub fn shown(&self) -> &str {
+        match self {
+            Site::None => "",
+            Site::Origin(o) | Site::Opaque(o) => o,
+        }
+    }
+}
+
+/// What the last read of a session showed, kept for the consent hooks (which cannot wait for
+/// the browser) and to bind an action to it: the tab and the read (an id the read left in the
+/// tools' world of that document), the document's URL and site, and the labels of its numbered
+/// elements. An action runs only while that tab is current and shows that very document.
 #[derive(Debug, Clone, Default)]
 pub struct View {
+    pub tab: u32,
+    pub read: String,
     pub url: String,
-    pub host: String,
+    pub site: Site,
     pub labels: HashMap<u64, String>,
+}
+
+/// The network side of one session's browsing, reachable without waiting for the browser (the
+/// taint hook is synchronous): whether private data entered it, and its tabs' proxies.
+#[derive(Default)]
+struct Net {
+    tainted: bool,
+    proxies: Vec<std::sync::Weak<BrowserProxy>>,
+}
+
+/// Whether a tab's proxy is closed once private data entered the session: a tab held to one
+/// host of the owner's network ([`Zone::OwnersHost`]) is not, since everything it can reach is
+/// that host — nothing its pages send leaves the owner's network. (It is still cut before the
+/// tab closes, like every tab.)
+fn gated(proxy: &BrowserProxy) -> bool {
+    !matches!(proxy.zone(), Some(Zone::OwnersHost(_)))
+}
+
+/// A tab's network opened for one action of the tools in a tainted session; closed again (its
+/// connections cut) when dropped.
+pub struct Window(Option<Arc<BrowserProxy>>);
+
+impl Drop for Window {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            p.set_open(false);
+        }
+    }
 }
 
 /// The daemon's browser, shared by the three browser tools.
@@ -134,75 +233,124 @@ pub struct BrowserHub {
     running: Mutex<Option<Running>>,
     last_used: StdMutex<Instant>,
     views: StdMutex<HashMap<String, View>>,
+    nets: StdMutex<HashMap<String, Net>>,
     me: Weak<BrowserHub>,
 }
 
 impl BrowserHub {
     pub fn new(cfg: BrowserConfig, guard: EgressGuard) -> Arc<Self> {
-        Arc::new_cyclic(|me| Self {
+        let hub = Arc::new_cyclic(|me| Self {
             cfg,
             guard,
             running: Mutex::new(None),
             last_used: StdMutex::new(Instant::now()),
             views: StdMutex::new(HashMap::new()),
+            nets: StdMutex::new(HashMap::new()),
             me: me.clone(),
-        })
+        });
+        // Private data entering a session closes its pages' network at that moment.
+        let me = Arc::downgrade(&hub);
+        ethan_core::tool::on_taint(move |session_key| {
+            if let Some(hub) = me.upgrade() {
+                hub.taint_if_browsing(session_key);
+            }
+        });
+        hub
     }
 
     pub fn guard(&self) -> &EgressGuard {
         &self.guard
     }
 
-    /// The proxy of `session_key`'s browser context, if it has one.
-    async fn proxy_of(&self, session_key: &str) -> Option<Arc<BrowserProxy>> {
-        self.running
-            .lock()
-            .await
-            .as_ref()
-            .and_then(|r| r.sessions.get(session_key))
-            .map(|s| s.proxy.clone())
+    fn nets(&self) -> std::sync::MutexGuard<'_, HashMap<String, Net>> {
+        self.nets.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// What the proxy of `session_key` refused since the last look, each `destination: why`.
-    pub async fn take_refused(&self, session_key: &str) -> Vec<String> {
-        match self.proxy_of(session_key).await {
-            Some(p) => p.take_refused(),
-            None => Vec::new(),
+    /// Private data entered `session_key`: every tab's proxy closes (cutting what its pages
+    /// had open), and stays closed but while a tool acts on the tab ([`BrowserHub::window`]),
+    /// for the rest of the browser session.
+    pub fn taint(&self, session_key: &str) {
+        let mut nets = self.nets();
+        let net = nets.entry(session_key.to_string()).or_default();
+        Self::close_all(net);
+    }
+
+    /// [`BrowserHub::taint`] for a session that has tabs (the hook hears every session).
+    fn taint_if_browsing(&self, session_key: &str) {
+        if let Some(net) = self.nets().get_mut(session_key) {
+            Self::close_all(net);
         }
     }
 
-    /// What the proxy of `session_key` refused since the last look, left in place.
-    pub async fn peek_refused(&self, session_key: &str) -> Vec<String> {
-        match self.proxy_of(session_key).await {
-            Some(p) => p.peek_refused(),
-            None => Vec::new(),
+    fn close_all(net: &mut Net) {
+        net.tainted = true;
+        net.proxies.retain(|p| match p.upgrade() {
+            Some(p) => {
+                if gated(&p) {
+                    p.set_open(false);
+                }
+                true
+            }
+            None => false,
+        });
+    }
+
+    /// Mark `session_key` tainted when the call's turn is ([`BrowserHub::taint`]); every browser
+    /// call starts with it.
+    pub fn note_taint(&self, session_key: &str, taint: &crate::tools::Taint) {
+        if taint.source().is_some() {
+            self.taint(session_key);
         }
+    }
+
+    /// Whether private data entered `session_key` while it had a browser session.
+    pub fn tainted(&self, session_key: &str) -> bool {
+        self.nets().get(session_key).is_some_and(|n| n.tainted)
+    }
+
+    /// Open `tab`'s network for one action of the tools, when the session is tainted (it is
+    /// open anyway otherwise); closed again when the [`Window`] is dropped.
+    pub fn window(&self, session_key: &str, tab: &Tab) -> Window {
+        if !self.tainted(session_key) || !gated(&tab.proxy) {
+            return Window(None);
+        }
+        tab.proxy.set_open(true);
+        Window(Some(tab.proxy.clone()))
     }
 
     /// The first host of the owner's network (`allow_private`) `session_key`'s pages reached:
     /// what the pages show may then hold private data (the taint rule).
     pub async fn private_reached(&self, session_key: &str) -> Option<String> {
-        self.proxy_of(session_key).await?.private_reached()
+        let running = self.running.lock().await;
+        running
+            .as_ref()?
+            .sessions
+            .get(session_key)?
+            .tabs
+            .iter()
+            .find_map(|t| t.proxy.private_reached())
     }
 
     fn touch(&self) {
         *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
     }
 
-    /// The last view of `session_key`'s current page (see [`View`]).
+    fn views(&self) -> std::sync::MutexGuard<'_, HashMap<String, View>> {
+        self.views.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The last view of `session_key` (see [`View`]).
     pub fn view(&self, session_key: &str) -> Option<View> {
-        self.views
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(session_key)
-            .cloned()
+        self.views().get(session_key).cloned()
     }
 
     pub fn set_view(&self, session_key: &str, view: View) {
-        self.views
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(session_key.to_string(), view);
+        self.views().insert(session_key.to_string(), view);
+    }
+
+    /// Forget the last view: the current tab changed without a read of it.
+    pub fn clear_view(&self, session_key: &str) {
+        self.views().remove(session_key);
     }
 
     /// Whether `session_key` has a browser session now.
@@ -236,22 +384,54 @@ impl BrowserHub {
         let Some(running) = guard.as_mut() else {
             return Err(BrowserError::Launch("no browser".into()));
         };
-        if !running.sessions.contains_key(session_key) {
-            // Its own proxy: every connection of the context is judged, and attributed to it.
-            let proxy = BrowserProxy::start(self.guard.clone(), session_key)
-                .await
-                .map_err(|e| BrowserError::Launch(format!("the browser's proxy: {e}")))?;
-            let context = running
-                .browser
-                .create_browser_context(
-                    CreateBrowserContextParams::builder()
-                        .proxy_server(proxy.url())
-                        .proxy_bypass_list(PROXY_BYPASS)
-                        .build(),
-                )
-                .await?;
-            running
-                .browser
+        running
+            .sessions
+            .entry(session_key.to_string())
+            .or_insert_with(|| Session {
+                tabs: Vec::new(),
+                current: None,
+                next_id: 1,
+            });
+        let Some(session) = running.sessions.get_mut(session_key) else {
+            return Err(BrowserError::Launch("no session".into()));
+        };
+        Ok(f(session))
+    }
+
+    /// A new page (about:blank) in a context of its own whose proxy holds it to `zone`; closed
+    /// from the start when the session is tainted.
+    async fn open_page(
+        &self,
+        session_key: &str,
+        zone: Zone,
+    ) -> Result<(BrowserContextId, Arc<BrowserProxy>, Arc<Page>), BrowserError> {
+        let proxy = BrowserProxy::start_in(self.guard.clone(), session_key, zone)
+            .await
+            .map(Arc::new)
+            .map_err(|e| BrowserError::Launch(format!("the browser's proxy: {e}")))?;
+        {
+            let mut nets = self.nets();
+            let net = nets.entry(session_key.to_string()).or_default();
+            if net.tainted && gated(&proxy) {
+                proxy.set_open(false);
+            }
+            net.proxies.push(Arc::downgrade(&proxy));
+        }
+        let running = self.running.lock().await;
+        let Some(r) = running.as_ref() else {
+            return Err(BrowserError::Cdp("the browser closed".into()));
+        };
+        let context = r
+            .browser
+            .create_browser_context(
+                CreateBrowserContextParams::builder()
+                    .proxy_server(proxy.url())
+                    .proxy_bypass_list(PROXY_BYPASS)
+                    .build(),
+            )
+            .await?;
+        let made = async {
+            r.browser
                 .execute(SetDownloadBehaviorParams {
                     behavior: SetDownloadBehaviorBehavior::Deny,
                     browser_context_id: Some(context.clone()),
@@ -259,49 +439,38 @@ impl BrowserHub {
                     events_enabled: None,
                 })
                 .await?;
-            running.sessions.insert(
-                session_key.to_string(),
-                Session {
-                    context,
-                    proxy: Arc::new(proxy),
-                    tabs: Vec::new(),
-                    current: None,
-                    next_id: 1,
-                },
-            );
+            let mut params = CreateTargetParams::new("about:blank");
+            params.browser_context_id = Some(context.clone());
+            let page = r.browser.new_page(params).await?;
+            // chromiumoxide attaches to what a page starts (workers, service workers, frames)
+            // with `waitForDebuggerOnStart`, and leaves a service worker paused for good; what
+            // the page starts runs at once instead (through the tab's proxy like the page).
+            let mut attach = SetAutoAttachParams::new(true, false);
+            attach.flatten = Some(true);
+            page.execute(attach).await?;
+            Ok::<_, BrowserError>(page)
         }
-        let Some(session) = running.sessions.get_mut(session_key) else {
-            return Err(BrowserError::Launch("no session".into()));
-        };
-        Ok(f(session))
+        .await;
+        match made {
+            Ok(page) => Ok((context, proxy, Arc::new(page))),
+            Err(e) => {
+                let _ = r.browser.dispose_browser_context(context).await;
+                Err(e)
+            }
+        }
     }
 
-    /// Open a new tab (about:blank, guarded) in `session_key`'s session and make it current.
+    /// Open a new tab (about:blank, a public one) in `session_key`'s session and make it current.
     pub async fn new_tab(&self, session_key: &str, home: &Path) -> Result<Arc<Tab>, BrowserError> {
-        let context = self
-            .session(session_key, home, |s| s.context.clone())
-            .await?;
-        let page = {
-            let running = self.running.lock().await;
-            let Some(r) = running.as_ref() else {
-                return Err(BrowserError::Cdp("the browser closed".into()));
-            };
-            let mut params = CreateTargetParams::new("about:blank");
-            params.browser_context_id = Some(context);
-            r.browser.new_page(params).await?
-        };
-        // chromiumoxide attaches to what a page starts (workers, service workers, frames) with
-        // `waitForDebuggerOnStart`, and leaves a service worker paused for good; what the page
-        // starts runs at once instead (its connections go through the proxy like the page's).
-        let mut attach = SetAutoAttachParams::new(true, false);
-        attach.flatten = Some(true);
-        page.execute(attach).await?;
-        let page = Arc::new(page);
+        self.session(session_key, home, |_| ()).await?;
+        let (context, proxy, page) = self.open_page(session_key, Zone::Public).await?;
         let tab = self
             .session(session_key, home, move |s| {
                 let tab = Arc::new(Tab {
                     id: s.next_id,
                     page,
+                    context,
+                    proxy,
                     world: Mutex::new(None),
                 });
                 s.next_id += 1;
@@ -311,6 +480,87 @@ impl BrowserHub {
             })
             .await?;
         Ok(tab)
+    }
+
+    /// `tab` held to `zone`: itself when it is already, else a fresh tab of the same number in
+    /// a new context of that zone, which takes its place (the old one is closed, its network
+    /// first). What a page of one zone left behind (workers, storage) never runs in another.
+    pub async fn rezone(
+        &self,
+        session_key: &str,
+        home: &Path,
+        tab: Arc<Tab>,
+        zone: Zone,
+    ) -> Result<Arc<Tab>, BrowserError> {
+        if tab.zone() == zone {
+            return Ok(tab);
+        }
+        let (context, proxy, page) = self.open_page(session_key, zone).await?;
+        let fresh = Arc::new(Tab {
+            id: tab.id,
+            page,
+            context,
+            proxy,
+            world: Mutex::new(None),
+        });
+        let put = fresh.clone();
+        let old = self
+            .session(session_key, home, move |s| {
+                let pos = s.tabs.iter().position(|t| t.id == put.id)?;
+                Some(std::mem::replace(&mut s.tabs[pos], put))
+            })
+            .await?;
+        match old {
+            Some(old) => self.dispose(&old).await,
+            // Closed meanwhile: the fresh one goes too.
+            None => {
+                self.dispose(&fresh).await;
+                return Err(BrowserError::Usage(format!("tab {} was closed", tab.id)));
+            }
+        }
+        Ok(fresh)
+    }
+
+    /// Close `tab`: its network first (nothing its pages send as they close gets out), then its
+    /// page and its context.
+    async fn dispose(&self, tab: &Tab) {
+        tab.proxy.set_open(false);
+        let _ = (*tab.page).clone().close().await;
+        let running = self.running.lock().await;
+        if let Some(r) = running.as_ref() {
+            if let Err(e) = r.browser.dispose_browser_context(tab.context.clone()).await {
+                tracing::debug!("disposing a tab's browser context: {e}");
+            }
+        }
+    }
+
+    /// Close tab `which` (default: the current one) of `session_key`; the next one becomes
+    /// current. `None` when there is no such tab.
+    pub async fn close_tab(
+        &self,
+        session_key: &str,
+        home: &Path,
+        which: Option<u32>,
+    ) -> Result<Option<u32>, BrowserError> {
+        let removed = self
+            .session(session_key, home, |s| {
+                let id = which.or(s.current)?;
+                let pos = s.tabs.iter().position(|t| t.id == id)?;
+                let tab = s.tabs.remove(pos);
+                if s.current == Some(id) {
+                    s.current = s.tabs.last().map(|t| t.id);
+                }
+                Some(tab)
+            })
+            .await?;
+        let Some(tab) = removed else {
+            return Ok(None);
+        };
+        if self.view(session_key).is_some_and(|v| v.tab == tab.id) {
+            self.clear_view(session_key);
+        }
+        self.dispose(&tab).await;
+        Ok(Some(tab.id))
     }
 
     /// The current tab of `session_key`, opening the session and a tab when there is none.
@@ -325,36 +575,42 @@ impl BrowserHub {
         }
     }
 
-    /// Close `session_key`'s browser session: its tabs and its context (cookies, storage,
-    /// cache). `false` when it had none.
+    /// Close `session_key`'s browser session: its tabs and their contexts (cookies, storage,
+    /// cache), each tab's network first. `false` when it had none.
     pub async fn close_session(&self, session_key: &str) -> bool {
-        self.views
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(session_key);
-        let mut guard = self.running.lock().await;
-        let Some(running) = guard.as_mut() else {
-            return false;
+        self.clear_view(session_key);
+        if let Some(net) = self.nets().get_mut(session_key) {
+            // Cut every tab at once, before the first one closes.
+            net.proxies
+                .iter()
+                .filter_map(std::sync::Weak::upgrade)
+                .for_each(|p| p.set_open(false));
+        }
+        let session = {
+            let mut guard = self.running.lock().await;
+            guard.as_mut().and_then(|r| r.sessions.remove(session_key))
         };
-        let Some(session) = running.sessions.remove(session_key) else {
+        self.nets().remove(session_key);
+        let Some(session) = session else {
             return false;
         };
         for tab in &session.tabs {
-            let _ = (*tab.page).clone().close().await;
-        }
-        if let Err(e) = running
-            .browser
-            .dispose_browser_context(session.context.clone())
-            .await
-        {
-            tracing::warn!("disposing a browser context: {e}");
+            self.dispose(tab).await;
         }
         true
     }
 
-    /// Close the browser now (every session with it) and wipe its profile.
+    /// Close the browser now (every session with it) and wipe its profile; every tab's network
+    /// is cut first.
     pub async fn shutdown(&self) {
-        self.views.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.views().clear();
+        for net in self.nets().values() {
+            net.proxies
+                .iter()
+                .filter_map(std::sync::Weak::upgrade)
+                .for_each(|p| p.set_open(false));
+        }
+        self.nets().clear();
         if let Some(r) = self.running.lock().await.take() {
             close(r).await;
         }

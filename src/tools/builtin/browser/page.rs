@@ -11,21 +11,29 @@
 //! | `wait` | `text?`, `ms?` | until `text` shows (at most `ms`, default 10 s) or `ms` passed | — | the text |
 //! | `eval_readonly` | `expression` | a JavaScript expression evaluated with `throwOnSideEffect` | — | the expression |
 //!
-//! Text handed to a page is data leaving the machine when the page has a server (an
+//! Text handed to a page is data leaving the machine when the page has a server (an empty
 //! `about:blank` tab has none): [`Tool::egress`] names it, so in a session that read private
-//! data it is asked for, shown (secret shapes redacted), and keyed by action and site. The
-//! tool's own question (a click can buy something) is separate: an approval of one never
-//! stands in for the other ([`crate::consent`]).
+//! data it is asked for, shown (secret shapes redacted), and keyed by action and the real
+//! origin of the document ([`Site`]: a `blob:` document's is the origin inside it, an
+//! `about:blank` one's that of the page that made it). The tool's own question (a click can buy
+//! something) is separate: an approval of one never stands in for the other
+//! ([`crate::consent`]).
+//!
+//! Both questions name the session's last read ([`View`]: its tab, document and elements), taken
+//! once per call before consent ([`Tool::assess`]); the action then runs only on that tab while it
+//! still shows that read, and on the element as it was shown — so what the owner approved is
+//! what is touched, or nothing is. In a session that read private data, `click`, `type` and
+//! `select` open the tab's network for the action only ([`BrowserHub::window`]).
 //!
 //! The tool's risk is `write` (it can have side effects), so it runs alone, never in a job
 //! unless the job was allowed it, and never for a non-owner.
 
 use super::act::{self, MAX_WAIT_MS};
-use super::hub::BrowserHub;
-use super::view::{self, host_of};
+use super::hub::{BrowserHub, Site, View};
+use super::view;
 use super::{fail, home};
 use crate::tools::args::{opt_bool, opt_u64, req_str};
-use crate::tools::{Egress, ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{Assessment, Egress, ErrorKind, Risk, Tool, ToolContext, ToolResult};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -61,11 +69,28 @@ fn shown(s: &str) -> String {
     crate::tools::redact::redact_shapes(s).into_owned()
 }
 
+/// The actions that act on what the last read showed.
+fn on_the_read(act: &str) -> bool {
+    matches!(act, "click" | "type" | "select" | "wait" | "eval_readonly")
+}
+
 impl BrowserPage {
-    /// ` "label"` of element `n` in the last read of the session, or nothing.
+    /// The read this call acts on: the one taken before consent ([`Tool::assess`]), so the
+    /// approval and the action name the same; the session's last one outside the executor.
+    fn bound(&self, ctx: &ToolContext) -> Option<View> {
+        match ctx
+            .assessment
+            .as_ref()
+            .and_then(|a| a.get::<Option<View>>())
+        {
+            Some(v) => v.clone(),
+            None => self.0.view(&ctx.session_key),
+        }
+    }
+
+    /// ` "label"` of element `n` in the bound read, or nothing.
     fn label(&self, ctx: &ToolContext, n: u64) -> String {
-        self.0
-            .view(&ctx.session_key)
+        self.bound(ctx)
             .and_then(|v| v.labels.get(&n).cloned())
             .map(|l| format!(" \"{l}\""))
             .unwrap_or_default()
@@ -147,28 +172,31 @@ impl Tool for BrowserPage {
     fn reads_private(&self) -> bool {
         false
     }
+    /// The session's last read, once, for the hooks and `run` of this call.
+    async fn assess(&self, args: &Value, ctx: &ToolContext) -> Option<Assessment> {
+        on_the_read(action(args)).then(|| Assessment::new(self.0.view(&ctx.session_key)))
+    }
     /// `click`, `type` and `select` act on a site (a form can buy something); the rest only
     /// look.
     fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
         if !matches!(action(args), "click" | "type" | "select") {
             return None;
         }
-        let view = self.0.view(&ctx.session_key).unwrap_or_default();
-        let page = if view.url.is_empty() {
-            "the current page".to_string()
-        } else {
-            view.url.clone()
+        let page = match self.bound(ctx) {
+            Some(v) if !v.url.is_empty() => format!("{} (tab {})", v.url, v.tab),
+            _ => "the current page".to_string(),
         };
         Some(format!("browser: {} on {page}", self.act_text(args, ctx)))
     }
-    /// One approval covers one action on one site (the current page's host) for the session.
+    /// One approval covers one action on one origin (the bound read's) for the session; a
+    /// document the tools cannot name an origin for is its own scope.
     fn consent_scope(&self, args: &Value, ctx: &ToolContext) -> String {
-        let host = self
-            .0
-            .view(&ctx.session_key)
-            .map(|v| v.host)
-            .unwrap_or_default();
-        format!("{}:site:{host}", action(args))
+        let site = self.bound(ctx).map(|v| v.site).unwrap_or_default();
+        match site {
+            Site::None => format!("{}:site:none", action(args)),
+            Site::Origin(o) => format!("{}:site:{o}", action(args)),
+            Site::Opaque(u) => format!("{}:opaque:{u}", action(args)),
+        }
     }
     /// Handing a page a secret-shaped text (an API key, a token) asks every time.
     fn consent_always(&self, args: &Value, _ctx: &ToolContext) -> bool {
@@ -192,29 +220,73 @@ impl Tool for BrowserPage {
                 if act == "wait" && args.get("text").and_then(Value::as_str).is_none() {
                     return None;
                 }
-                let view = self.0.view(&ctx.session_key)?;
-                if view.host.is_empty() {
-                    // about:blank, data: — no server to receive anything.
-                    return None;
-                }
+                let view = self.bound(ctx)?;
+                let scope = match &view.site {
+                    // An empty tab: no server to receive anything.
+                    Site::None => return None,
+                    Site::Origin(o) => format!("{act}:origin:{o}"),
+                    Site::Opaque(u) => format!("{act}:opaque:{u}"),
+                };
                 Some(Egress {
                     destination: format!(
-                        "browser: {}\non {} (host: {})",
+                        "browser: {}\non {} (tab {}, site: {})",
                         self.act_text(args, ctx),
                         view.url,
-                        view.host
+                        view.tab,
+                        view.site.shown()
                     ),
-                    scope: format!("{act}:host:{}", view.host),
+                    scope,
                 })
             }
             _ => None,
         }
     }
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+        self.0.note_taint(&ctx.session_key, &ctx.taint);
         let r = self.act(&args, ctx).await;
         view::mark_private(&self.0, &ctx.session_key, &ctx.taint).await;
         r
     }
+}
+
+/// Why `tab` may not be acted on as the read `view` (`None`: it may): another tab is current,
+/// the document or read changed, or the document has no origin the tools can name.
+async fn unbound(view: Option<&View>, tab: &super::hub::Tab) -> Option<ToolResult> {
+    let now = || async { tab.page.url().await.ok().flatten().unwrap_or_default() };
+    let Some(view) = view else {
+        return Some(ToolResult::err(
+            ErrorKind::Validation,
+            format!(
+                "the current tab (tab {}, {}) is not the page last read; call browser_page \
+                 {{action: read}} first",
+                tab.id,
+                now().await
+            ),
+        ));
+    };
+    if view.tab != tab.id || !view::same_read(tab, &view.read).await {
+        return Some(ToolResult::err(
+            ErrorKind::Validation,
+            format!(
+                "the current tab (tab {}, {}) is not the page last read (tab {}, {}); nothing \
+                 was done. Call browser_page {{action: read}} first",
+                tab.id,
+                now().await,
+                view.tab,
+                view.url
+            ),
+        ));
+    }
+    if let Site::Opaque(url) = &view.site {
+        return Some(ToolResult::err(
+            ErrorKind::Denied,
+            format!(
+                "{url} has no origin the tools can name (an opaque document), so they do not \
+                 act on it; load an http(s) page with browser_page goto"
+            ),
+        ));
+    }
+    None
 }
 
 impl BrowserPage {
@@ -228,21 +300,13 @@ impl BrowserPage {
             Ok(t) => t,
             Err(e) => return fail(e),
         };
-        // An approval named the site of the last look: act only while the tab still shows it.
-        if matches!(
-            act.as_str(),
-            "click" | "type" | "select" | "wait" | "eval_readonly"
-        ) {
-            let now = tab.page.url().await.ok().flatten().unwrap_or_default();
-            let seen = self.0.view(key).map(|v| v.host).unwrap_or_default();
-            if host_of(&now) != seen {
-                return ToolResult::err(
-                    ErrorKind::Validation,
-                    format!(
-                        "the current tab shows {now}, not the page last read; call \
-                         browser_page {{action: read}} first"
-                    ),
-                );
+        // An approval named the last read: act only on its tab while it still shows it.
+        let view = self.bound(ctx);
+        let read = view.as_ref().map(|v| v.read.clone()).unwrap_or_default();
+        let needs_view = on_the_read(&act) && (act != "wait" || args.get("text").is_some());
+        if needs_view {
+            if let Some(refused) = unbound(view.as_ref(), &tab).await {
+                return refused;
             }
         }
         let element = || {
@@ -254,9 +318,12 @@ impl BrowserPage {
             })
         };
         let (hub, taint) = (&*self.0, &ctx.taint);
+        // Acting sends: in a tainted session the tab's network is open for this action only.
+        let _open =
+            matches!(act.as_str(), "click" | "type" | "select").then(|| hub.window(key, &tab));
         match act.as_str() {
             "goto" => match req_str(args, "url") {
-                Ok(url) => act::goto(hub, key, &tab, url, taint).await,
+                Ok(url) => super::navigate::goto(hub, ctx, tab.clone(), url).await,
                 Err(e) => e,
             },
             "read" => match view::read(hub, key, &tab, taint).await {
@@ -264,7 +331,7 @@ impl BrowserPage {
                 Err(e) => ToolResult::err(ErrorKind::Dependency, e),
             },
             "click" => match element() {
-                Ok(n) => act::click(hub, key, &tab, n, taint).await,
+                Ok(n) => act::click(hub, key, &tab, n, &read, taint).await,
                 Err(e) => e,
             },
             "type" => {
@@ -275,13 +342,13 @@ impl BrowserPage {
                 });
                 match typed {
                     Ok((n, text, submit)) => {
-                        act::type_text(hub, key, &tab, n, text, submit, taint).await
+                        act::type_text(hub, key, &tab, (n, &read), text, submit, taint).await
                     }
                     Err(e) => e,
                 }
             }
             "select" => match element().and_then(|n| Ok((n, req_str(args, "value")?))) {
-                Ok((n, value)) => act::select(hub, key, &tab, n, value, taint).await,
+                Ok((n, value)) => act::select(hub, key, &tab, (n, &read), value, taint).await,
                 Err(e) => e,
             },
             "screenshot" => act::screenshot(&tab, ctx).await,
@@ -300,7 +367,7 @@ impl BrowserPage {
                 }
             }
             "eval_readonly" => match req_str(args, "expression") {
-                Ok(expr) => act::eval_readonly(hub, key, &tab, expr).await,
+                Ok(expr) => act::eval_readonly(&tab, expr).await,
                 Err(e) => e,
             },
             other => ToolResult::err(ErrorKind::Validation, format!("unknown action {other:?}")),

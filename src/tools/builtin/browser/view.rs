@@ -2,8 +2,14 @@
 //! run on the DOM after JavaScript built it) and its interactive elements, numbered in the tools'
 //! own world ([`super::world`]) so `click{element: N}` finds the one the model saw and the page
 //! can neither see the numbers nor move them.
+//!
+//! Each read is recorded as the session's [`View`]: which tab, which read (an id the read
+//! leaves in the tools' world of that document, gone with the document), the document's URL and
+//! [`Site`] (its real origin: a `blob:` or `about:` document's is that of the page that made
+//! it), and the labels shown. Approvals name what the view shows, and an action runs only while
+//! the current tab still shows that very read ([`same_read`]).
 
-use super::hub::{BrowserHub, Tab, View};
+use super::hub::{BrowserHub, Site, Tab, View};
 use super::world;
 use crate::tools::Taint;
 use serde::Deserialize;
@@ -13,12 +19,13 @@ use std::time::{Duration, Instant};
 /// Most interactive elements listed per read.
 pub const MAX_ELEMENTS: usize = 200;
 
-/// Numbers the visible interactive elements and returns them with the page's HTML. Runs in the
-/// tools' world, where the page's scripts cannot patch what it calls; keeps there, as
-/// `__ethan`, each element (`els[N]`), what was shown of it (`marks[N]`: kind, name, label, link)
-/// and `same(N)`, whether the element is still attached and shows the same — an action refuses
-/// an element the page changed since the read (the approval named what the read showed).
-const READ_JS: &str = r#"(() => {
+/// Numbers the visible interactive elements and returns them with the page's HTML, URL and
+/// origin. Runs in the tools' world, where the page's scripts cannot patch what it calls; keeps
+/// there, as `__ethan`, the read's id (`read`), each element (`els[N]`), what was shown of it
+/// (`marks[N]`: kind, name, label, link) and `same(N)`, whether the element is still attached
+/// and shows the same — an action refuses an element the page changed since the read (the
+/// approval named what the read showed). Called with the read's id.
+const READ_JS: &str = r#"((read) => {
   const sel = 'a[href],button,input:not([type=hidden]),select,textarea,summary,[role=button],[role=link],[role=checkbox],[role=tab],[onclick],[contenteditable=""],[contenteditable=true]';
   const clean = s => (s || '').replace(/\s+/g, ' ').trim().slice(0, 80);
   const describe = e => {
@@ -46,7 +53,7 @@ const READ_JS: &str = r#"(() => {
     const e = els[n];
     return !!e && e.isConnected && JSON.stringify(describe(e)) === marks[n];
   };
-  globalThis.__ethan = {els, marks, same};
+  globalThis.__ethan = {read, els, marks, same};
   const out = [];
   let n = 0;
   for (const e of document.querySelectorAll(sel)) {
@@ -60,12 +67,15 @@ const READ_JS: &str = r#"(() => {
     out.push(Object.assign({n}, item));
     if (n >= 200) break;
   }
-  return {url: location.href, title: document.title, html: document.documentElement.outerHTML, elements: out};
-})()"#;
+  return {url: location.href, origin: location.origin, title: document.title,
+          html: document.documentElement.outerHTML, elements: out};
+})"#;
 
 #[derive(Debug, Deserialize)]
 struct Snapshot {
     url: String,
+    #[serde(default)]
+    origin: String,
     title: String,
     html: String,
     elements: Vec<Element>,
@@ -126,7 +136,7 @@ pub async fn settle(tab: &Tab, limit: Duration) {
 
 /// The current page of `tab` as text for the model: title, URL, readable text, numbered
 /// elements, and the requests the egress guard stopped. Records the [`View`] for the consent
-/// hooks.
+/// hooks and the actions.
 ///
 /// When the session's pages reached a host of `tools.web_fetch.allow_private` (the owner's own
 /// network), what they show may hold private data: marked on `taint` ([`mark_private`]).
@@ -136,11 +146,12 @@ pub async fn read(
     tab: &Tab,
     taint: &Taint,
 ) -> Result<String, String> {
-    let snap: Snapshot = world::eval(tab, READ_JS)
+    let read = uuid::Uuid::new_v4().simple().to_string();
+    let snap: Snapshot = world::eval(tab, &format!("{READ_JS}({})", world::js_str(&read)))
         .await
         .map_err(|e| format!("the page could not be read: {e}"))?;
     mark_private(hub, session_key, taint).await;
-    let host = host_of(&snap.url);
+    let site = Site::of(&snap.url, &snap.origin);
     let (title, text) = crate::tools::web_fetch::readable(&snap.html, &snap.url);
     let title = if title.is_empty() { snap.title } else { title };
     let mut out = String::new();
@@ -168,16 +179,26 @@ pub async fn read(
             );
         }
     }
-    out.push_str(&refused_note(hub, session_key).await);
+    out.push_str(&refused_note(tab));
     hub.set_view(
         session_key,
         View {
-            host,
+            tab: tab.id,
+            read,
             url: snap.url,
+            site,
             labels,
         },
     );
     Ok(out)
+}
+
+/// Whether `tab` still shows the document of the read `read` (the id is in its tools' world
+/// until the document goes, or another read replaces it).
+pub async fn same_read(tab: &Tab, read: &str) -> bool {
+    world::eval::<String>(tab, "(globalThis.__ethan && globalThis.__ethan.read) || ''")
+        .await
+        .is_ok_and(|r| !r.is_empty() && r == read)
 }
 
 /// The taint rule for the browser: once the session's pages reached a host of the owner's
@@ -188,10 +209,10 @@ pub async fn mark_private(hub: &BrowserHub, session_key: &str, taint: &Taint) {
     }
 }
 
-/// The connections the egress guard refused since the last look, as a paragraph (empty when
-/// none).
-pub async fn refused_note(hub: &BrowserHub, session_key: &str) -> String {
-    let blocked = hub.take_refused(session_key).await;
+/// The connections the egress guard refused for `tab` since the last look, as a paragraph
+/// (empty when none).
+pub fn refused_note(tab: &Tab) -> String {
+    let blocked = tab.proxy.take_refused();
     if blocked.is_empty() {
         return String::new();
     }
@@ -203,12 +224,4 @@ pub async fn refused_note(hub: &BrowserHub, session_key: &str) -> String {
         s.push_str(&format!("- … and {} more\n", blocked.len() - 20));
     }
     s
-}
-
-/// The host of `url`, lowercase; empty when it has none.
-pub fn host_of(url: &str) -> String {
-    reqwest::Url::parse(url)
-        .ok()
-        .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
-        .unwrap_or_default()
 }

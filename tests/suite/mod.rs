@@ -4,6 +4,7 @@
 mod agents;
 mod approval_chat;
 mod attack_egress;
+mod attack_egress_fixed;
 mod browser;
 mod browser_egress;
 mod cli;

@@ -251,14 +251,15 @@ struct TaintState {
     session: Option<String>,
 }
 
-type TaintHook = Box<dyn Fn(&str) + Send + Sync>;
+type TaintHook = Box<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// What hears that private data entered a session ([`on_taint`]).
 static TAINT_HOOKS: std::sync::Mutex<Vec<TaintHook>> = std::sync::Mutex::new(Vec::new());
 
 /// Call `hook` with the session key whenever private data first enters a turn of a session
-/// (a [`Taint::of_session`]), at that moment. A hook must not register another.
-pub fn on_taint(hook: impl Fn(&str) + Send + Sync + 'static) {
+/// (a [`Taint::of_session`]), at that moment. The hook answers whether it is still wanted
+/// (`false`: it is dropped, e.g. when what it served is gone). A hook must not register another.
+pub fn on_taint(hook: impl Fn(&str) -> bool + Send + Sync + 'static) {
     TAINT_HOOKS
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -285,9 +286,10 @@ impl Taint {
             first
         };
         if let (true, Some(session)) = (first, &self.0.session) {
-            for hook in TAINT_HOOKS.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-                hook(session);
-            }
+            TAINT_HOOKS
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|hook| hook(session));
         }
     }
 
@@ -433,4 +435,46 @@ pub trait Tool: Send + Sync {
     }
     /// Run with already-parsed arguments.
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// A hook hears a session's key once, when private data first enters it; a turn without a
+    /// session tells no one; a hook that answers `false` is not called again.
+    #[test]
+    fn taint_hooks_hear_the_first_mark_of_a_session_only() {
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let h = heard.clone();
+        on_taint(move |key| {
+            h.lock().unwrap().push(key.to_string());
+            true
+        });
+        let once = Arc::new(Mutex::new(0));
+        let o = once.clone();
+        on_taint(move |_| {
+            *o.lock().unwrap() += 1;
+            false
+        });
+
+        let t = Taint::of_session("hook-test:a");
+        t.mark("file_read");
+        t.mark("shell");
+        t.clone().mark("web_fetch");
+        Taint::default().mark("file_read");
+        Taint::of_session("hook-test:b").mark("file_read");
+
+        let heard: Vec<String> = heard
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|k| k.starts_with("hook-test:"))
+            .cloned()
+            .collect();
+        assert_eq!(heard, ["hook-test:a", "hook-test:b"]);
+        assert_eq!(t.source().as_deref(), Some("file_read"));
+        assert_eq!(*once.lock().unwrap(), 1);
+    }
 }

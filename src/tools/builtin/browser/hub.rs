@@ -250,10 +250,12 @@ impl BrowserHub {
         });
         // Private data entering a session closes its pages' network at that moment.
         let me = Arc::downgrade(&hub);
-        ethan_core::tool::on_taint(move |session_key| {
-            if let Some(hub) = me.upgrade() {
+        ethan_core::tool::on_taint(move |session_key| match me.upgrade() {
+            Some(hub) => {
                 hub.taint_if_browsing(session_key);
+                true
             }
+            None => false,
         });
         hub
     }

@@ -496,8 +496,18 @@ mod tests {
             p.hard_link_within(&real_path(&ws.join("a.txt")), 1000),
             Some(Protected::HardLink(_))
         ));
+        // A protected file the search cannot reach within its budget, whatever order the
+        // directories list their entries in (five folders deep): refused all the same.
+        let deep = home.path().join("deep/1/2/3/4");
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::write(deep.join("kept.db"), "kept").unwrap();
+        std::fs::hard_link(deep.join("kept.db"), ws.join("d.txt")).unwrap();
         assert!(matches!(
-            p.hard_link_within(&real_path(&ws.join("a.txt")), 3),
+            p.hard_link_within(&real_path(&ws.join("d.txt")), 1000),
+            Some(Protected::HardLink(_))
+        ));
+        assert!(matches!(
+            p.hard_link_within(&real_path(&ws.join("d.txt")), 3),
             Some(Protected::LinkUnchecked(_))
         ));
         let why = Protected::LinkUnchecked(home.path().to_path_buf()).describe(&ws.join("b.txt"));

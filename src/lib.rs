@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod consent;
 pub mod daemon;
+pub mod egress;
 pub mod gateway;
 pub mod helper;
 pub mod jobs;

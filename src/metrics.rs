@@ -10,6 +10,7 @@
 //! | `ethan_model_request_seconds` | histogram of Chat Completions requests (retries included) |
 //! | `ethan_consent_requests_total` | `outcome` |
 //! | `ethan_scheduler_runs_total` | `status` |
+//! | `ethan_egress_total` | `path` (web_fetch, browser, mcp, …), `verdict` (allowed, refused, failed) |
 
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
@@ -27,6 +28,8 @@ pub struct Metrics {
     pub draft_update: Histogram,
     pub consent: IntCounterVec,
     pub scheduler_runs: IntCounterVec,
+    /// Destinations judged by the egress guard ([`crate::egress`]).
+    pub egress: IntCounterVec,
 }
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -102,6 +105,12 @@ impl Metrics {
                 "ethan_scheduler_runs_total",
                 "Scheduled job runs",
                 &["status"],
+            ),
+            egress: counter(
+                &registry,
+                "ethan_egress_total",
+                "Connections and requests judged by the egress guard",
+                &["path", "verdict"],
             ),
             model_latency,
             registry,

@@ -324,7 +324,7 @@ impl Agent {
                 clock: ethan_core::clock::system(),
                 delegator: None,
             },
-            taint: crate::tools::Taint::default(),
+            taint: crate::tools::Taint::of_session(&input.session_key),
             assessment: None,
             model: String::new(),
             sub_agent: input.child.as_ref().map(|c| c.label.clone()),
@@ -829,7 +829,9 @@ fn without_tool_traffic(history: Vec<(i64, ChatMessage)>) -> Vec<(i64, ChatMessa
         .collect()
 }
 
-/// The first tool in `history` whose result is private data ([`crate::tools::Tool::reads_private`]).
+/// The first tool in `history` whose result is private data ([`crate::tools::Tool::reads_private`]);
+/// a tool no longer registered (a removed MCP server's) counts as private, as one that declares
+/// nothing does.
 fn private_reads_in(
     history: &[(i64, ChatMessage)],
     registry: &crate::tools::registry::Registry,
@@ -842,7 +844,7 @@ fn private_reads_in(
             registry
                 .resolve(name)
                 .and_then(|n| registry.get(n))
-                .is_some_and(|t| t.reads_private())
+                .is_none_or(|t| t.reads_private())
         })
         .map(str::to_string)
 }

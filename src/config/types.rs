@@ -639,7 +639,8 @@ impl Default for WebSearchConfig {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WebFetchConfig {
-    /// Hosts exempt from the SSRF guard.
+    /// Hosts of the owner's network the egress guard ([`crate::egress`]) lets tools reach; what
+    /// they return counts as private data.
     pub allow_private: Vec<String>,
     pub timeout_secs: Option<u64>,
     pub max_retries: Option<u32>,

@@ -1,21 +1,78 @@
-//! Consent grants, per session and scope. A scope is a tool name (`shell`) or, for file tools, a
-//! directory: a grant on `/a/b` covers `/a/b/c/d` but not `/a/other` (path components, not
-//! string prefixes). `consent_always` calls are never granted. A session's grants are cleared
-//! with the session (`/new`).
+//! Consent grants ("approve for this session"), per session. A grant is keyed by what it
+//! approved ([`Grant`]): its kind — the call's own question, or data leaving the machine — the
+//! tool, and the tool's scope (an action and a site, a directory, a recipient, a job's target,
+//! prompt and tools…). It covers a later call only of the same kind and the same tool, whose
+//! scope it covers: equal, or, for a directory, a path inside it (a grant on `/a/b` covers
+//! `/a/b/c/d` but not `/a/other`; path components, not string prefixes). So an approval of data
+//! leaving never stands in for a tool's own question, nor one tool's approval for another's.
+//! `consent_always` calls are never granted. A session's grants are cleared with the session
+//! (`/new`).
 //!
 //! Kept in memory (gone with the process); with a store shared by several replicas
 //! ([`Grants::share`]) in the store's kv table instead (`consent.grants:<session key>`, a JSON
-//! list of `{scope, at}`), so a replica that takes a session over keeps them. A stored grant
-//! lasts [`SHARED_GRANT_SECS`] (it would otherwise outlive every restart until `/new`).
+//! list of `{kind, tool, scope, at}`), so a replica that takes a session over keeps them. A
+//! stored grant lasts [`SHARED_GRANT_SECS`] (it would otherwise outlive every restart until
+//! `/new`); one stored without a kind or tool (an older version's) covers nothing.
 
 use ethan_core::store::StorageRef;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
+/// Which question a grant answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrantKind {
+    /// The call's own question: a side effect, a per-site action.
+    Own,
+    /// Data leaving the machine after private data entered the session.
+    Egress,
+    /// A grant of an older version: covers nothing.
+    #[default]
+    Unknown,
+}
+
+/// What an "approve for this session" covers.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Grant {
+    #[serde(default)]
+    pub kind: GrantKind,
+    #[serde(default)]
+    pub tool: String,
+    pub scope: String,
+}
+
+impl Grant {
+    pub fn own(tool: &str, scope: &str) -> Self {
+        Self {
+            kind: GrantKind::Own,
+            tool: tool.to_string(),
+            scope: scope.to_string(),
+        }
+    }
+
+    pub fn egress(tool: &str, scope: &str) -> Self {
+        Self {
+            kind: GrantKind::Egress,
+            tool: tool.to_string(),
+            scope: scope.to_string(),
+        }
+    }
+
+    /// Whether this grant covers a call asking `other`: same kind, same tool, and a scope
+    /// [`covers`] takes in.
+    pub fn covers(&self, other: &Grant) -> bool {
+        self.kind != GrantKind::Unknown
+            && self.kind == other.kind
+            && !self.tool.is_empty()
+            && self.tool == other.tool
+            && covers(&self.scope, &other.scope)
+    }
+}
+
 #[derive(Default)]
 pub struct Grants {
-    by_session: Mutex<HashMap<String, Vec<String>>>,
+    by_session: Mutex<HashMap<String, Vec<Grant>>>,
     shared: OnceLock<StorageRef>,
 }
 
@@ -25,7 +82,8 @@ pub const SHARED_GRANT_SECS: i64 = 12 * 3600;
 /// A grant as the shared store keeps it.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Stored {
-    scope: String,
+    #[serde(flatten)]
+    grant: Grant,
     /// Unix seconds of the approval.
     at: i64,
 }
@@ -56,7 +114,7 @@ impl Grants {
         let _ = self.shared.set(store);
     }
 
-    fn memory(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<String>>> {
+    fn memory(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Grant>>> {
         self.by_session.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -77,40 +135,43 @@ impl Grants {
         }
     }
 
-    pub async fn grant(&self, session_key: &str, scope: &str) {
+    pub async fn grant(&self, session_key: &str, grant: &Grant) {
         let Some(store) = self.shared.get() else {
             let mut m = self.memory();
             let list = m.entry(session_key.to_string()).or_default();
-            if !list.iter().any(|g| g == scope) {
-                list.push(scope.to_string());
+            if !list.iter().any(|g| g == grant) {
+                list.push(grant.clone());
             }
             return;
         };
         let mut all = self.stored(store, session_key).await;
-        all.retain(|g| g.scope != scope);
+        all.retain(|g| &g.grant != grant);
         all.push(Stored {
-            scope: scope.to_string(),
+            grant: grant.clone(),
             at: now(),
         });
         let json = serde_json::to_string(&all).unwrap_or_else(|_| "[]".into());
         if let Err(e) = store.kv_set(&kv_key(session_key), &json).await {
-            tracing::warn!("cannot store the grant of {scope} in {session_key}: {e}");
+            tracing::warn!(
+                "cannot store the grant of {} in {session_key}: {e}",
+                grant.tool
+            );
         }
     }
 
-    /// Whether a grant of the session covers `scope`. With a shared store the store is asked
+    /// Whether a grant of the session covers `asked`. With a shared store the store is asked
     /// every time (another replica may have cleared the session).
-    pub async fn is_granted(&self, session_key: &str, scope: &str) -> bool {
+    pub async fn is_granted(&self, session_key: &str, asked: &Grant) -> bool {
         match self.shared.get() {
             Some(store) => self
                 .stored(store, session_key)
                 .await
                 .iter()
-                .any(|g| covers(&g.scope, scope)),
+                .any(|g| g.grant.covers(asked)),
             None => self
                 .memory()
                 .get(session_key)
-                .is_some_and(|list| list.iter().any(|g| covers(g, scope))),
+                .is_some_and(|list| list.iter().any(|g| g.covers(asked))),
         }
     }
 
@@ -139,15 +200,41 @@ mod tests {
         assert!(!covers("shell", "file_write"));
     }
 
+    #[test]
+    fn a_grant_covers_its_kind_and_tool_only() {
+        let dir = Grant::own("file_write", "/work/proj");
+        assert!(dir.covers(&Grant::own("file_write", "/work/proj/src/x")));
+        assert!(!dir.covers(&Grant::own("knowledge_edit", "/work/proj/src/x")));
+        assert!(!dir.covers(&Grant::egress("file_write", "/work/proj/src/x")));
+        let out = Grant::egress("web_fetch", "host:example.com");
+        assert!(out.covers(&Grant::egress("web_fetch", "host:example.com")));
+        assert!(!out.covers(&Grant::own("web_fetch", "host:example.com")));
+        assert!(!out.covers(&Grant::egress("browser_page", "host:example.com")));
+        let old: Grant = serde_json::from_str(r#"{"scope":"shell"}"#).unwrap();
+        assert!(!old.covers(&Grant::own("shell", "shell")));
+    }
+
     #[tokio::test]
     async fn grants_are_per_session_and_cleared() {
         let g = Grants::default();
-        g.grant("s1", "/work/proj").await;
-        assert!(g.is_granted("s1", "/work/proj/src/x").await);
-        assert!(!g.is_granted("s1", "/work/other").await);
-        assert!(!g.is_granted("s2", "/work/proj/src/x").await);
+        g.grant("s1", &Grant::own("file_write", "/work/proj")).await;
+        assert!(
+            g.is_granted("s1", &Grant::own("file_write", "/work/proj/src/x"))
+                .await
+        );
+        assert!(
+            !g.is_granted("s1", &Grant::own("file_write", "/work/other"))
+                .await
+        );
+        assert!(
+            !g.is_granted("s2", &Grant::own("file_write", "/work/proj/src/x"))
+                .await
+        );
         g.clear("s1").await;
-        assert!(!g.is_granted("s1", "/work/proj").await);
+        assert!(
+            !g.is_granted("s1", &Grant::own("file_write", "/work/proj"))
+                .await
+        );
     }
 
     /// Two replicas on one store: a grant given on one holds on the other, and `/new` on either
@@ -158,13 +245,22 @@ mod tests {
         let (a, b) = (Grants::default(), Grants::default());
         a.share(store.clone());
         b.share(store);
-        a.grant("telegram:1", "shell").await;
-        a.grant("telegram:1", "/work/proj").await;
-        assert!(b.is_granted("telegram:1", "shell").await);
-        assert!(b.is_granted("telegram:1", "/work/proj/x").await);
-        assert!(!b.is_granted("telegram:2", "shell").await);
+        let shell = Grant::own("shell", "shell");
+        a.grant("telegram:1", &shell).await;
+        a.grant("telegram:1", &Grant::own("file_write", "/work/proj"))
+            .await;
+        assert!(b.is_granted("telegram:1", &shell).await);
+        assert!(
+            b.is_granted("telegram:1", &Grant::own("file_write", "/work/proj/x"))
+                .await
+        );
+        assert!(
+            !b.is_granted("telegram:1", &Grant::egress("shell", "shell"))
+                .await
+        );
+        assert!(!b.is_granted("telegram:2", &shell).await);
         b.clear("telegram:1").await;
-        assert!(!a.is_granted("telegram:1", "shell").await);
+        assert!(!a.is_granted("telegram:1", &shell).await);
     }
 
     /// A stored grant older than SHARED_GRANT_SECS no longer counts.
@@ -178,13 +274,22 @@ mod tests {
             .kv_set(
                 &kv_key("telegram:1"),
                 &format!(
-                    r#"[{{"scope":"shell","at":{old}}},{{"scope":"/w","at":{}}}]"#,
+                    r#"[{{"kind":"own","tool":"shell","scope":"shell","at":{old}}},
+                        {{"kind":"own","tool":"file_write","scope":"/w","at":{}}}]"#,
                     now()
                 ),
             )
             .await
             .unwrap();
-        assert!(!g.is_granted("telegram:1", "shell").await, "expired");
-        assert!(g.is_granted("telegram:1", "/w/x").await, "fresh");
+        assert!(
+            !g.is_granted("telegram:1", &Grant::own("shell", "shell"))
+                .await,
+            "expired"
+        );
+        assert!(
+            g.is_granted("telegram:1", &Grant::own("file_write", "/w/x"))
+                .await,
+            "fresh"
+        );
     }
 }

@@ -19,12 +19,15 @@
 //! goes to the owner's direct chat with the bot, and the group sees one line.
 //!
 //! A call that can carry data off the machine ([`ethan_core::tool::Tool::egress`]) also asks once
-//! private data entered the turn ([`ethan_core::tool::Taint`]), showing the full destination, and a
-//! session grant then covers that destination only. Every description is made visible by
-//! [`display`] (whitespace folded, line breaks marked, invisible characters escaped) before any
-//! provider shows it; one too long to show is refused back to the model, never cut.
+//! private data entered the session ([`ethan_core::tool::Taint`]), showing the full destination.
+//! Which questions a call asks, and which a grant answers, is [`rule`]: the call's own question
+//! and the egress question are separate, so a tainted turn never asks less than a clean one.
+//! Every description is made visible by [`display`] (whitespace folded, line breaks marked,
+//! invisible characters escaped) before any provider shows it; one too long to show is refused
+//! back to the model, never cut.
 //!
-//! "Approve for this session" remembers the scope in [`grants`] (never for `consent_always`).
+//! "Approve for this session" remembers what was approved in [`grants`], keyed by kind, tool and
+//! scope (never for `consent_always`).
 //! Every denial says which case happened, so the model can tell "the user said no" from "nobody
 //! answered".
 
@@ -33,6 +36,7 @@ pub mod grants;
 mod input;
 pub mod owners;
 pub mod route;
+pub mod rule;
 pub mod shared;
 pub mod terminal;
 
@@ -54,20 +58,6 @@ use terminal::{TerminalAnswer, TerminalInput};
 use tokio::sync::oneshot;
 
 pub use ethan_core::tool::{CONSENTED, PROTECTED_PATHS_APPROVED};
-
-/// The approval text of a call that would carry data off the machine after private data entered
-/// the turn: why it asks, then exactly what leaves, then the tool's own description, if any.
-fn egress_description(source: &str, e: &ethan_core::tool::Egress, own: Option<&str>) -> String {
-    let mut d = format!(
-        "This conversation has read private data ({source}); this call sends data off the machine:\n{}",
-        e.destination
-    );
-    if let Some(own) = own.filter(|o| !o.trim().is_empty()) {
-        d.push('\n');
-        d.push_str(own);
-    }
-    d
-}
 
 /// Why a press `d` on a request posted in chat `posted_in` does not count, if it does not: on
 /// a chat platform it must come from that chat (web answers come from the gateway's token
@@ -623,19 +613,12 @@ impl ConsentGate for Consent {
         ctx: &mut ToolContext,
     ) -> Result<(), ToolResult> {
         let name = tool.name().to_string();
-        // After private data entered the turn, a call that carries data out asks, scoped to
-        // its destination ([`ethan_core::tool::Taint`] says why).
-        let egress = ctx
-            .taint
-            .source()
-            .and_then(|source| tool.egress(args, ctx).map(|e| (source, e)));
-        let own = tool.consent_check(args, ctx);
-        let (description, scope) = match (egress, own) {
-            (None, None) => return Ok(()),
-            (None, Some(d)) => (d, tool.consent_scope(args, ctx)),
-            (Some((source, e)), own) => (egress_description(&source, &e, own.as_deref()), e.scope),
+        // The one rule: the call's own question and, once private data entered the session,
+        // the egress question, each answered only by a grant of its own kind ([`rule`]).
+        let Some(questions) = rule::Questions::of(tool, args, ctx) else {
+            return Ok(());
         };
-        let always = tool.consent_always(args, ctx);
+        let always = questions.always;
         let approve = |ctx: &mut ToolContext| {
             ctx.approved_actions.push(CONSENTED.to_string());
             if always {
@@ -665,10 +648,12 @@ impl ConsentGate for Consent {
         if audience.is_chat_non_owner() {
             return Err(self.deny(Denial::NotOwner, &name));
         }
-        if !always && self.grants.is_granted(&ctx.session_key, &scope).await {
+        let questions = questions.outstanding(&self.grants, &ctx.session_key).await;
+        if questions.answered() {
             ctx.approved_actions.push(CONSENTED.to_string());
             return Ok(());
         }
+        let description = questions.description();
         // A sub-agent's call says so: the person sees it is not the conversation's own step.
         let description = match &ctx.sub_agent {
             Some(who) => format!("asked by a {who} working for you: {description}"),
@@ -735,8 +720,8 @@ impl ConsentGate for Consent {
                 Ok(())
             }
             ApprovalChoice::Session => {
-                if !always {
-                    self.grants.grant(&ctx.session_key, &scope).await;
+                for grant in questions.grants() {
+                    self.grants.grant(&ctx.session_key, &grant).await;
                 }
                 approve(ctx);
                 Ok(())

@@ -156,13 +156,17 @@ pub async fn connect(
             .map_err(|_| ConnectError::Failed(format!("header {k:?} has an invalid value")))?;
         headers.insert(name, value);
     }
-    // No redirects: a header secret (an API key header, not only Authorization) must never be
-    // carried to another host.
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(limit)
-        .build()
-        .map_err(|e| ConnectError::Failed(format!("HTTP client: {e}")))?;
+    // Through the egress guard, which reaches the configured `url` (even on loopback: the
+    // owner wrote it) and follows no redirects, so a header secret (an API key header, not only
+    // Authorization) is never carried to another host.
+    let guard = crate::egress::EgressGuard::new(&[], Arc::new(crate::egress::SystemLookup));
+    let client = crate::egress::EgressClient::new(
+        &guard,
+        crate::egress::Route::Mcp,
+        crate::egress::Endpoint::all_of([url.as_str()]),
+        |b| b.connect_timeout(limit),
+    )
+    .map_err(|e| ConnectError::Failed(format!("HTTP client: {e}")))?;
     let config =
         rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
             url.as_str(),

@@ -1,5 +1,7 @@
 //! rmcp's streamable HTTP client trait on the daemon's own `reqwest` 0.12 client, so the binary
-//! keeps one HTTP stack (rmcp's ready-made client is for reqwest 0.13).
+//! keeps one HTTP stack (rmcp's ready-made client is for reqwest 0.13). Every request passes the
+//! egress guard ([`crate::egress`], route `mcp`): the server's configured `url` is its endpoint,
+//! reached even on a loopback or private address; nothing else is, and no redirect is followed.
 //!
 //! Wire behaviour (MCP spec 2025-06-18, "Transports › Streamable HTTP"): every JSON-RPC
 //! message is a `POST` with `Accept: application/json, text/event-stream`; the answer is
@@ -11,6 +13,7 @@
 //! whose event grows past it ends with an error), so a server cannot make the daemon buffer
 //! without bound.
 
+use crate::egress::{EgressClient, EgressError, EgressRequest};
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use http::{HeaderName, HeaderValue};
@@ -35,15 +38,17 @@ const SESSION: &str = "mcp-session-id";
 const LAST_EVENT: &str = "last-event-id";
 const ACCEPT: &str = "application/json, text/event-stream";
 
-/// A `reqwest` 0.12 client speaking streamable HTTP.
+/// A client of the egress guard speaking streamable HTTP.
 #[derive(Clone)]
-pub struct HttpClient(pub reqwest::Client);
+pub struct HttpClient(pub EgressClient);
 
 /// What went wrong talking HTTP.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
     #[error("{0}")]
     Reqwest(#[from] reqwest::Error),
+    #[error("{0}")]
+    Egress(#[from] EgressError),
 }
 
 type Result<T> = std::result::Result<T, StreamableHttpError<HttpError>>;
@@ -52,12 +57,16 @@ fn client_err(e: reqwest::Error) -> StreamableHttpError<HttpError> {
     StreamableHttpError::Client(HttpError::Reqwest(e))
 }
 
-fn with_headers(
-    mut b: reqwest::RequestBuilder,
+fn send_err(e: EgressError) -> StreamableHttpError<HttpError> {
+    StreamableHttpError::Client(HttpError::Egress(e))
+}
+
+fn with_headers<'a>(
+    mut b: EgressRequest<'a>,
     session: Option<&str>,
     auth: Option<String>,
     custom: HashMap<HeaderName, HeaderValue>,
-) -> reqwest::RequestBuilder {
+) -> EgressRequest<'a> {
     for (k, v) in custom {
         b = b.header(k.as_str(), v.as_bytes());
     }
@@ -154,7 +163,7 @@ impl StreamableHttpClient for HttpClient {
         let resp = with_headers(b, session_id.as_deref(), auth_header, custom_headers)
             .send()
             .await
-            .map_err(client_err)?;
+            .map_err(send_err)?;
         let status = resp.status();
         if status == reqwest::StatusCode::ACCEPTED || status == reqwest::StatusCode::NO_CONTENT {
             return Ok(StreamableHttpPostResponse::Accepted);
@@ -209,7 +218,7 @@ impl StreamableHttpClient for HttpClient {
         let resp = with_headers(b, Some(&session_id), auth_header, custom_headers)
             .send()
             .await
-            .map_err(client_err)?;
+            .map_err(send_err)?;
         if resp.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED || resp.status().is_success() {
             return Ok(());
         }
@@ -231,7 +240,7 @@ impl StreamableHttpClient for HttpClient {
         let resp = with_headers(b, session_id.as_deref(), auth_header, custom_headers)
             .send()
             .await
-            .map_err(client_err)?;
+            .map_err(send_err)?;
         if resp.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED {
             return Err(StreamableHttpError::ServerDoesNotSupportSse);
         }

@@ -1,18 +1,22 @@
-//! Fetching a file a chat platform holds for the bot, bounded in size and time.
+//! Fetching a file a chat platform holds for the bot, bounded in size and time, through the
+//! egress guard ([`crate::egress`], route `media_download`).
 //!
 //! The first request goes to the URL the channel adapter built from its configured base URL
-//! (`channels.telegram.api_url`, `channels.lark.base_url`), which the owner chose, so it may be
-//! a loopback or private address (a self-hosted Bot API server, a test fake). Redirects are
-//! followed here, one hop at a time, at most [`MAX_REDIRECTS`], and every hop is judged by the
-//! SSRF guard of `web_fetch` ([`crate::tools::ssrf`], with `tools.web_fetch.allow_private` as
-//! its exemptions): an IP-literal target is checked before connecting and a host name is
-//! resolved through the guard's resolver, so a redirect can never reach a loopback, private,
-//! link-local or metadata address. The bearer token (Lark) goes to the first URL only.
+//! (`channels.telegram.api_url`, `channels.lark.base_url`): those base URLs are the owner's
+//! configured endpoints, reached on their own host and port even on a loopback or private
+//! address (a self-hosted Bot API server, a test fake). Redirects are followed here, one hop at
+//! a time, at most [`MAX_REDIRECTS`], and every hop is judged by the guard like any tool's
+//! request: the address rule (with `tools.web_fetch.allow_private` as its exemptions) on every
+//! address a name resolves to, and the connection made to a checked address only, so a redirect
+//! can never reach a loopback, private, link-local or metadata address. The bearer token (Lark)
+//! goes to the first URL only.
 //!
 //! A body over the limit is refused from its `Content-Length` before it is read, and cut off
 //! (an error, not a truncated file) when it grows past the limit without one.
 
-use crate::tools::ssrf::{find_refusal, Lookup, SsrfGuard, SystemLookup};
+use crate::egress::{
+    EgressClient, EgressError, EgressGuard, Endpoint, Lookup, Route, SystemLookup,
+};
 use ethan_channels::MediaSource;
 use futures::StreamExt;
 use std::sync::Arc;
@@ -29,7 +33,7 @@ pub enum FetchError {
     TooLarge { limit: u64 },
     #[error("the download took longer than {0} s")]
     Timeout(u64),
-    #[error("a redirect was refused: {0}")]
+    #[error("refused by the egress guard: {0}")]
     Refused(String),
     #[error("the platform answered HTTP {0}")]
     Status(u16),
@@ -37,47 +41,31 @@ pub enum FetchError {
     Transport(String),
 }
 
-/// The HTTP clients and the guard for downloads.
+/// The HTTP client for downloads.
 pub struct Fetcher {
-    /// For the platform's own URL (no redirects followed by the client).
-    direct: reqwest::Client,
-    /// For redirect targets: names resolved through the guard, no proxy (the guard must see
-    /// the real destination).
-    guarded: reqwest::Client,
-    guard: SsrfGuard,
+    client: Result<EgressClient, String>,
     timeout: Duration,
 }
 
 impl Fetcher {
-    /// `allow_private`: hosts exempt from the guard (`tools.web_fetch.allow_private`).
-    pub fn new(allow_private: &[String], timeout: Duration) -> Self {
-        Self::with_lookup(allow_private, timeout, Arc::new(SystemLookup))
+    /// `allow_private`: hosts exempt from the guard (`tools.web_fetch.allow_private`);
+    /// `platforms`: the chat platforms' configured base URLs.
+    pub fn new(allow_private: &[String], platforms: &[String], timeout: Duration) -> Self {
+        Self::with_lookup(allow_private, platforms, timeout, Arc::new(SystemLookup))
     }
 
     pub fn with_lookup(
         allow_private: &[String],
+        platforms: &[String],
         timeout: Duration,
         lookup: Arc<dyn Lookup>,
     ) -> Self {
-        let guard = SsrfGuard::new(allow_private, lookup);
-        let base = || {
-            reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .connect_timeout(Duration::from_secs(10))
-                .timeout(timeout)
-        };
-        let direct = base().build().unwrap_or_default();
-        let guarded = base()
-            .dns_resolver(guard.resolver())
-            .no_proxy()
-            .build()
-            .unwrap_or_default();
-        Self {
-            direct,
-            guarded,
-            guard,
-            timeout,
-        }
+        let guard = EgressGuard::new(allow_private, lookup);
+        let endpoints = Endpoint::all_of(platforms.iter().map(String::as_str));
+        let client = EgressClient::new(&guard, Route::MediaDownload, endpoints, |b| {
+            b.connect_timeout(Duration::from_secs(10)).timeout(timeout)
+        });
+        Self { client, timeout }
     }
 
     /// Download `src`, at most `max_bytes` bytes, within the fetcher's time limit.
@@ -92,20 +80,16 @@ impl Fetcher {
     async fn fetch_inner(&self, src: &MediaSource, max_bytes: u64) -> Result<Vec<u8>, FetchError> {
         let mut url = reqwest::Url::parse(&src.url)
             .map_err(|e| FetchError::Transport(format!("not a URL: {e}")))?;
+        let client = self
+            .client
+            .as_ref()
+            .map_err(|e| FetchError::Transport(e.clone()))?;
         let mut hops = 0usize;
         let resp = loop {
-            let req = if hops == 0 {
-                let r = self.direct.get(url.clone());
-                match &src.bearer {
-                    Some(t) => r.bearer_auth(t),
-                    None => r,
-                }
-            } else {
-                self.guard
-                    .check_url(&url)
-                    .map_err(|e| FetchError::Refused(e.0))?;
-                self.guarded.get(url.clone())
-            };
+            let mut req = client.get(url.as_str());
+            if let (0, Some(t)) = (hops, &src.bearer) {
+                req = req.bearer_auth(t);
+            }
             let resp = req.send().await.map_err(|e| self.transport(e))?;
             if !resp.status().is_redirection() {
                 break resp;
@@ -137,7 +121,7 @@ impl Fetcher {
         let mut body = Vec::new();
         let mut stream = resp.bytes_stream();
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| self.transport(e))?;
+            let chunk = chunk.map_err(|e| self.transport(EgressError::Http(e)))?;
             if body.len() as u64 + chunk.len() as u64 > max_bytes {
                 return Err(FetchError::TooLarge { limit: max_bytes });
             }
@@ -146,10 +130,11 @@ impl Fetcher {
         Ok(body)
     }
 
-    fn transport(&self, e: reqwest::Error) -> FetchError {
-        if let Some(r) = find_refusal(&e) {
-            return FetchError::Refused(r.0);
-        }
+    fn transport(&self, e: EgressError) -> FetchError {
+        let e = match e {
+            EgressError::Refused(r) => return FetchError::Refused(r.0),
+            EgressError::Http(e) => e,
+        };
         if e.is_timeout() {
             return FetchError::Timeout(self.timeout.as_secs().max(1));
         }
@@ -199,7 +184,7 @@ mod tests {
             )
             .route("/big", axum::routing::get(|| async { vec![b'x'; 2048] }));
         let base = serve(app).await;
-        let f = Fetcher::new(&[], Duration::from_secs(5));
+        let f = Fetcher::new(&[], std::slice::from_ref(&base), Duration::from_secs(5));
         assert_eq!(
             f.fetch(&src(format!("{base}/file")), 100).await.unwrap(),
             b"bytes"

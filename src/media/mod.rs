@@ -117,8 +117,17 @@ type Cached = (String, Instant, Arc<[u8]>);
 
 impl Media {
     pub fn new(config: Arc<Loaded>) -> Self {
+        let channels = &config.config.channels;
+        let platforms = [
+            channels.telegram.api_url.clone(),
+            ethan_channels::lark::resolve_base_url(
+                channels.lark.domain == crate::config::LarkDomain::Lark,
+                &channels.lark.base_url,
+            ),
+        ];
         let fetcher = Fetcher::new(
             &config.config.tools.web_fetch.allow_private,
+            &platforms,
             DOWNLOAD_TIMEOUT,
         );
         let transcriber = transcribe::Transcriber::new(&config.config.media.transcription);

@@ -13,7 +13,7 @@ pub const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// A configured transcription endpoint.
 pub struct Transcriber {
-    client: reqwest::Client,
+    client: crate::egress::EgressClient,
     url: String,
     api_key: String,
     model: String,
@@ -35,14 +35,21 @@ impl Transcriber {
         if base.is_empty() {
             return None;
         }
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .timeout(TIMEOUT)
-            .build()
-            .ok()?;
+        // Through the egress guard: the configured endpoint (often a local whisper server) and
+        // nothing else.
+        let url = format!("{base}/audio/transcriptions");
+        let guard =
+            crate::egress::EgressGuard::new(&[], std::sync::Arc::new(crate::egress::SystemLookup));
+        let client = crate::egress::EgressClient::new(
+            &guard,
+            crate::egress::Route::Transcription,
+            crate::egress::Endpoint::all_of([url.as_str()]),
+            |b| b.connect_timeout(Duration::from_secs(10)).timeout(TIMEOUT),
+        )
+        .ok()?;
         Some(Self {
             client,
-            url: format!("{base}/audio/transcriptions"),
+            url,
             api_key: cfg.api_key.expose().to_string(),
             model: cfg.model.trim().to_string(),
         })
@@ -68,18 +75,18 @@ impl Transcriber {
         if !self.api_key.is_empty() {
             req = req.bearer_auth(&self.api_key);
         }
-        let resp = req.send().await.map_err(|e| {
-            if e.is_timeout() {
-                format!(
-                    "the transcription service took longer than {} s",
-                    TIMEOUT.as_secs()
-                )
-            } else {
-                format!(
-                    "the transcription service could not be reached ({})",
-                    e.without_url()
-                )
+        let resp = req.send().await.map_err(|e| match e {
+            crate::egress::EgressError::Refused(r) => {
+                format!("the transcription service was refused by the egress guard ({r})")
             }
+            crate::egress::EgressError::Http(e) if e.is_timeout() => format!(
+                "the transcription service took longer than {} s",
+                TIMEOUT.as_secs()
+            ),
+            crate::egress::EgressError::Http(e) => format!(
+                "the transcription service could not be reached ({})",
+                e.without_url()
+            ),
         })?;
         let status = resp.status();
         let text = resp

@@ -56,6 +56,9 @@ pub enum Protected {
     SecretLooking(String),
     /// A hard link to a protected file (the protected file is given).
     HardLink(PathBuf),
+    /// A file with other names (hard links) that could not all be looked for: the protected
+    /// places hold more entries than are searched (the place not searched to its end is given).
+    LinkUnchecked(PathBuf),
 }
 
 impl Protected {
@@ -78,6 +81,12 @@ impl Protected {
                 "{} is a hard link to the protected file {}; tools may not touch it",
                 path.display(),
                 target.display()
+            ),
+            Protected::LinkUnchecked(place) => format!(
+                "{} has more than one name (a hard link), and {} holds too many files to make sure \
+                 none of its other names is protected; tools may not touch it",
+                path.display(),
+                place.display()
             ),
         }
     }
@@ -210,7 +219,7 @@ impl Protection {
         if let Some(why) = self.place_of(&real) {
             return Some(why);
         }
-        self.hard_link_target(&real).map(Protected::HardLink)
+        self.hard_link_target(&real)
     }
 
     /// The protected place `real` (a real path) lies in, by location only: no name patterns,
@@ -237,19 +246,30 @@ impl Protection {
         None
     }
 
-    /// When `real` is a regular file with more than one link, the protected file it is linked
-    /// to (same device and inode), if any. Costs one `stat` for any other path.
-    pub fn hard_link_target(&self, real: &Path) -> Option<PathBuf> {
+    /// When `real` is a regular file with more than one link: [`Protected::HardLink`] to the
+    /// protected file it is linked to (same device and inode), if any; [`Protected::LinkUnchecked`]
+    /// when the search gave up before it looked everywhere (it fails closed). The small places
+    /// (credential places, the config file) are searched before `$ETHAN_HOME`. Costs one `stat`
+    /// for any other path.
+    pub fn hard_link_target(&self, real: &Path) -> Option<Protected> {
+        self.hard_link_within(real, HARD_LINK_SCAN_LIMIT)
+    }
+
+    /// [`Protection::hard_link_target`], looking at most `budget` entries.
+    fn hard_link_within(&self, real: &Path, mut budget: usize) -> Option<Protected> {
         use std::os::unix::fs::MetadataExt;
         let meta = std::fs::metadata(real).ok()?;
         if !meta.is_file() || meta.nlink() < 2 {
             return None;
         }
         let want = (meta.dev(), meta.ino());
-        let mut budget = HARD_LINK_SCAN_LIMIT;
-        for place in self.hidden_places() {
-            if let Some(found) = find_file(&place, &mut budget, |m| (m.dev(), m.ino()) == want) {
-                return Some(found);
+        let mut places = self.hidden_places();
+        places.sort_by_key(|p| self.ethan_home.as_ref() == Some(&p.path));
+        for place in places {
+            match find_file(&place, &mut budget, |m| (m.dev(), m.ino()) == want) {
+                Scan::Found(found) => return Some(Protected::HardLink(found)),
+                Scan::Unfinished => return Some(Protected::LinkUnchecked(place.path)),
+                Scan::Clear => {}
             }
         }
         None
@@ -298,18 +318,32 @@ impl Protection {
 impl Protection {
     /// A protected file with more than one name (a hard link made outside the sandbox), if any:
     /// the kernel hides a path, not a file, so its other name would be readable. Looks at most
-    /// [`HARD_LINK_SCAN_LIMIT`] entries.
+    /// [`HARD_LINK_SCAN_LIMIT`] entries, and fails closed: when the places hold more, the place
+    /// it could not search to its end.
     pub fn linked_file(&self) -> Option<PathBuf> {
         use std::os::unix::fs::MetadataExt;
         let mut budget = HARD_LINK_SCAN_LIMIT;
-        self.hidden_places()
-            .iter()
-            .find_map(|place| find_file(place, &mut budget, |m| m.nlink() > 1))
+        self.hidden_places().iter().find_map(|place| {
+            match find_file(place, &mut budget, |m| m.nlink() > 1) {
+                Scan::Found(f) => Some(f),
+                Scan::Unfinished => Some(place.path.clone()),
+                Scan::Clear => None,
+            }
+        })
     }
 }
 
 /// Most directory entries looked at when searching for the other name of a hard link.
 const HARD_LINK_SCAN_LIMIT: usize = 20_000;
+
+/// What a search of one place found.
+enum Scan {
+    Found(PathBuf),
+    /// Searched to its end: nothing.
+    Clear,
+    /// The budget ran out first.
+    Unfinished,
+}
 
 /// The first regular file under `place` (outside its exception) that `matches`, looking at
 /// most `budget` entries in all.
@@ -317,11 +351,11 @@ fn find_file(
     place: &HiddenPlace,
     budget: &mut usize,
     matches: impl Fn(&std::fs::Metadata) -> bool,
-) -> Option<PathBuf> {
+) -> Scan {
     let mut stack = vec![place.path.clone()];
     while let Some(p) = stack.pop() {
         if *budget == 0 {
-            return None;
+            return Scan::Unfinished;
         }
         *budget -= 1;
         if place.except.as_deref() == Some(p.as_path()) {
@@ -335,10 +369,10 @@ fn find_file(
                 stack.extend(rd.flatten().map(|e| e.path()));
             }
         } else if meta.is_file() && matches(&meta) {
-            return Some(p);
+            return Scan::Found(p);
         }
     }
-    None
+    Scan::Clear
 }
 
 #[cfg(test)]
@@ -414,5 +448,53 @@ mod tests {
             }),
             "{hidden:?}"
         );
+    }
+
+    /// A search that gives up refuses: a hard link whose other name was not found within the
+    /// budget is protected, and the small places are searched first.
+    #[test]
+    fn a_hard_link_search_that_gives_up_refuses() {
+        let home = tempfile::tempdir().unwrap();
+        let ws = home.path().join("workspace");
+        std::fs::create_dir_all(home.path().join("spill")).unwrap();
+        std::fs::create_dir_all(&ws).unwrap();
+        for i in 0..20 {
+            std::fs::write(home.path().join(format!("spill/{i}")), "").unwrap();
+        }
+        std::fs::write(home.path().join("config.yaml"), "token: x").unwrap();
+        std::fs::hard_link(home.path().join("config.yaml"), ws.join("a.txt")).unwrap();
+        // A hard link of two ordinary files of the workspace: not protected when searched to
+        // the end, refused when the search gives up.
+        std::fs::write(ws.join("b.txt"), "b").unwrap();
+        std::fs::hard_link(ws.join("b.txt"), ws.join("c.txt")).unwrap();
+        let p = Protection::new(Some(home.path()), &ws);
+        assert_eq!(
+            p.hard_link_within(&real_path(&ws.join("b.txt")), 1000),
+            None
+        );
+        assert!(matches!(
+            p.hard_link_within(&real_path(&ws.join("b.txt")), 5),
+            Some(Protected::LinkUnchecked(_))
+        ));
+        assert!(matches!(
+            p.hard_link_within(&real_path(&ws.join("a.txt")), 1000),
+            Some(Protected::HardLink(_))
+        ));
+        // A protected file the search cannot reach within its budget, whatever order the
+        // directories list their entries in (five folders deep): refused all the same.
+        let deep = home.path().join("deep/1/2/3/4");
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::write(deep.join("kept.db"), "kept").unwrap();
+        std::fs::hard_link(deep.join("kept.db"), ws.join("d.txt")).unwrap();
+        assert!(matches!(
+            p.hard_link_within(&real_path(&ws.join("d.txt")), 1000),
+            Some(Protected::HardLink(_))
+        ));
+        assert!(matches!(
+            p.hard_link_within(&real_path(&ws.join("d.txt")), 3),
+            Some(Protected::LinkUnchecked(_))
+        ));
+        let why = Protected::LinkUnchecked(home.path().to_path_buf()).describe(&ws.join("b.txt"));
+        assert!(why.contains("hard link"), "{why}");
     }
 }

@@ -18,9 +18,9 @@ use axum::extract::{OriginalUri, State};
 use axum::response::{Html, IntoResponse, Redirect};
 use axum::routing::{get, post};
 use ethan::config::{BrowserConfig, WebFetchConfig};
+use ethan::egress::{EgressGuard, SystemLookup};
 use ethan::tools::builtin::browser::hub::{find_executable, BrowserHub};
 use ethan::tools::builtin::browser::page::BrowserPage;
-use ethan::tools::ssrf::{SsrfGuard, SystemLookup};
 use ethan::tools::web_fetch::WebFetch;
 use ethan::tools::{ErrorKind, Tool, ToolContext, ToolResult};
 use serde_json::{json, Value};
@@ -34,7 +34,7 @@ const WAIT: Duration = Duration::from_secs(90);
 const CALL_LIMIT: Duration = Duration::from_secs(60);
 
 /// Whether a browser can be found; prints why not (and fails under CI).
-fn browser_or_skip(test: &str) -> bool {
+pub(crate) fn browser_or_skip(test: &str) -> bool {
     if find_executable(&BrowserConfig::default()).is_some() {
         return true;
     }
@@ -134,7 +134,7 @@ fn hub(idle_secs: u64) -> Arc<BrowserHub> {
             executable: String::new(),
             idle_secs,
         },
-        SsrfGuard::new(&allow_cfg().allow_private, Arc::new(SystemLookup)),
+        EgressGuard::new(&allow_cfg().allow_private, Arc::new(SystemLookup)),
     )
 }
 
@@ -263,7 +263,7 @@ async fn a_redirect_to_and_an_image_from_a_refused_address_are_stopped() {
     assert!(r.ok, "{r:?}");
     assert!(r.output.contains("Holiday pictures"), "{}", r.output);
     assert!(
-        r.output.contains("refused by the private-address guard")
+        r.output.contains("refused by the egress guard")
             && r.output
                 .contains(&format!("http://{}/pixel.png", sites.refused)),
         "{}",
@@ -421,14 +421,20 @@ async fn a_form_is_sent_after_the_owners_approval() {
     let mut daemon = Daemon::start(&home);
 
     let asked = drive(&tg, "done: order sent").await;
-    // One question for the site: typing, approved for the session, covers the click.
-    assert_eq!(asked.len(), 1, "{asked:#?}");
+    // One question per action on the site: typing, approved for the session, does not cover
+    // the click (a grant names its action).
+    assert_eq!(asked.len(), 2, "{asked:#?}");
     assert!(
         asked[0].contains("Ada Lovelace")
             && asked[0].contains("Your name")
             && asked[0].contains(&form),
         "{}",
         asked[0]
+    );
+    assert!(
+        asked[1].contains("click element 2") && asked[1].contains("Send order"),
+        "{}",
+        asked[1]
     );
     assert_eq!(
         *sites.submitted.lock().unwrap(),

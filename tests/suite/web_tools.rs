@@ -12,9 +12,9 @@
 use crate::support::search_fakes::{tool_ctx, Behaviour, FakeProvider, FakeSite, Kind, TAVILY_KEY};
 use ethan::config::watch::ConfigWatch;
 use ethan::config::{LoadOptions, SearchProvider, Secret, WebFetchConfig, WebSearchConfig};
+use ethan::egress::StaticLookup;
 use ethan::tools::fd_find::FdFind;
 use ethan::tools::rg_search::RgSearch;
-use ethan::tools::ssrf::StaticLookup;
 use ethan::tools::web_fetch::WebFetch;
 use ethan::tools::web_search::WebSearch;
 use ethan::tools::{ErrorKind, Tool, ToolResult};

@@ -233,15 +233,27 @@ impl std::fmt::Debug for Services {
 }
 
 /// Whether private data has entered a turn: the output of a tool that reads the machine or the
-/// owner's accounts ([`Tool::reads_private`]), in this turn or in the history it was given.
+/// owner's accounts ([`Tool::reads_private`]), in this turn or earlier in the session (a
+/// session stays marked until `/new`).
 /// Once set, a call that can carry data off the machine ([`Tool::egress`]) asks the owner.
 /// Clones share the flag; the first source is kept, for the approval text.
 ///
 /// It also keeps, apart, whether text from outside the conversation reached the turn
 /// ([`Taint::mark_untrusted`]: a tool's output, a fetched page, a file, an MCP result), which a
 /// write to the person's memory must not take as the person's own words.
+///
+/// A turn's taint knows its session ([`Taint::of_session`]): the moment private data first
+/// enters, every hook registered with [`on_taint`] hears the session's key (the browser cuts
+/// the session's pages off the network then, before anything that depends on the data can
+/// happen).
 #[derive(Debug, Clone, Default)]
-pub struct Taint(std::sync::Arc<std::sync::Mutex<Marks>>);
+pub struct Taint(std::sync::Arc<TaintState>);
+
+#[derive(Debug, Default)]
+struct TaintState {
+    marks: std::sync::Mutex<Marks>,
+    session: Option<String>,
+}
 
 /// The first source of each kind of text that entered a turn.
 #[derive(Debug, Default)]
@@ -250,16 +262,50 @@ struct Marks {
     untrusted: Option<String>,
 }
 
+type TaintHook = Box<dyn Fn(&str) -> bool + Send + Sync>;
+
+/// What hears that private data entered a session ([`on_taint`]).
+static TAINT_HOOKS: std::sync::Mutex<Vec<TaintHook>> = std::sync::Mutex::new(Vec::new());
+
+/// Call `hook` with the session key whenever private data first enters a turn of a session
+/// (a [`Taint::of_session`]), at that moment. The hook answers whether it is still wanted
+/// (`false`: it is dropped, e.g. when what it served is gone). A hook must not register another.
+pub fn on_taint(hook: impl Fn(&str) -> bool + Send + Sync + 'static) {
+    TAINT_HOOKS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(Box::new(hook));
+}
+
 impl Taint {
+    /// The taint of a turn of the session `session_key`.
+    pub fn of_session(session_key: &str) -> Self {
+        Self(std::sync::Arc::new(TaintState {
+            marks: std::sync::Mutex::new(Marks::default()),
+            session: Some(session_key.to_string()),
+        }))
+    }
+
     fn marks(&self) -> std::sync::MutexGuard<'_, Marks> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.0.marks.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Record that `source` (e.g. `file_read`) brought private data into the turn.
     pub fn mark(&self, source: &str) {
-        self.marks()
-            .private
-            .get_or_insert_with(|| source.to_string());
+        let first = {
+            let mut g = self.marks();
+            let first = g.private.is_none();
+            if first {
+                g.private = Some(source.to_string());
+            }
+            first
+        };
+        if let (true, Some(session)) = (first, &self.0.session) {
+            TAINT_HOOKS
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|hook| hook(session));
+        }
     }
 
     /// What first brought private data into the turn, if anything did.
@@ -392,10 +438,12 @@ pub trait Tool: Send + Sync {
         None
     }
     /// Whether this tool's output is private data: it reads the machine or the owner's
-    /// accounts (files, commands, search, knowledge, Lark history and calendar). Once such a
-    /// call ran in a turn, successful or not, later calls that carry data out ask. Default: no.
+    /// accounts (files, commands, search, knowledge, skills, Lark history and calendar, an MCP
+    /// server). Once such a call ran in a session, successful or not, later calls that carry
+    /// data out ask. Every tool declares it; one that declares nothing counts as private
+    /// (default: yes).
     fn reads_private(&self) -> bool {
-        false
+        true
     }
     /// Where this call would carry data off the machine, if it can (network fetches, searches,
     /// messages to others). After private data entered the turn, such a call asks the owner,
@@ -411,4 +459,46 @@ pub trait Tool: Send + Sync {
     }
     /// Run with already-parsed arguments.
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// A hook hears a session's key once, when private data first enters it; a turn without a
+    /// session tells no one; a hook that answers `false` is not called again.
+    #[test]
+    fn taint_hooks_hear_the_first_mark_of_a_session_only() {
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let h = heard.clone();
+        on_taint(move |key| {
+            h.lock().unwrap().push(key.to_string());
+            true
+        });
+        let once = Arc::new(Mutex::new(0));
+        let o = once.clone();
+        on_taint(move |_| {
+            *o.lock().unwrap() += 1;
+            false
+        });
+
+        let t = Taint::of_session("hook-test:a");
+        t.mark("file_read");
+        t.mark("shell");
+        t.clone().mark("web_fetch");
+        Taint::default().mark("file_read");
+        Taint::of_session("hook-test:b").mark("file_read");
+
+        let heard: Vec<String> = heard
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|k| k.starts_with("hook-test:"))
+            .cloned()
+            .collect();
+        assert_eq!(heard, ["hook-test:a", "hook-test:b"]);
+        assert_eq!(t.source().as_deref(), Some("file_read"));
+        assert_eq!(*once.lock().unwrap(), 1);
+    }
 }

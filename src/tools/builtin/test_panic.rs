@@ -24,6 +24,10 @@ impl Tool for TestPanic {
     fn risk(&self) -> Risk {
         Risk::ReadOnly
     }
+    /// It panics; it reads nothing.
+    fn reads_private(&self) -> bool {
+        false
+    }
     async fn run(&self, _args: Value, _ctx: &ToolContext) -> ToolResult {
         panic!("test_panic was called");
     }

@@ -217,10 +217,7 @@ impl Registry {
         {
             let browser = crate::tools::builtin::browser::hub::BrowserHub::new(
                 config.tools.browser.clone(),
-                crate::tools::ssrf::SsrfGuard::new(
-                    &config.tools.web_fetch.allow_private,
-                    Arc::new(crate::tools::ssrf::SystemLookup),
-                ),
+                crate::egress::EgressGuard::from_config(config),
             );
             r.register_builtin(Arc::new(
                 crate::tools::builtin::browser::session::BrowserSession(browser.clone()),

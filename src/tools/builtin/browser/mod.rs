@@ -10,22 +10,31 @@
 //! (threads). Chromium comes from the user's distribution ([`hub::find_executable`]).
 //!
 //! - [`hub`]: the one browser per daemon, started on first use, closed after
-//!   `tools.browser.idle_secs`, one isolated context per Ethan session, every request through
-//!   the SSRF guard of `web_fetch`, downloads denied.
-//! - [`view`]: reading a rendered page (readable text + numbered interactive elements).
+//!   `tools.browser.idle_secs`, one isolated context per tab whose only way out is the egress
+//!   guard's proxy ([`crate::egress::proxy`]), held to where the tools navigated it and cut off
+//!   once private data entered the session but while a tool acts on it; downloads denied.
+//! - [`world`]: the tools' own JavaScript world in a page, which page scripts cannot observe or
+//!   patch; [`view`]: reading a rendered page (readable text + numbered interactive elements);
+//!   [`navigate`]: loading a URL in a tab of the right zone, stopping a redirect to another site
+//!   after a private read; [`act`]: clicking, typing, selecting, waiting, evaluating.
 //! - [`session`], [`tab`], [`page`]: the three tools.
 //!
 //! Governance (docs/tools.md, "Browser tools"): none of them is offered to a non-owner on a chat
-//! platform (they are not in the policy's `NON_OWNER`); navigation counts as data leaving
-//! ([`crate::tools::Tool::egress`]); `click`, `type`, `select` are side effects asked once per
-//! site per session (scope `browser:site:<host>`); `type` of a secret-shaped value asks every
-//! time.
+//! platform (they are not in the policy's `NON_OWNER`); a navigation, and text handed to a page
+//! (`type`, `select`, `wait`, `eval_readonly`) or a click, count as data leaving
+//! ([`crate::tools::Tool::egress`]), keyed by the real origin of the document; `click`, `type`,
+//! `select` are side effects asked once per action and origin per session; handing a page a
+//! secret-shaped value asks every time. An approval is bound to the tab, the read and the
+//! element it names ([`hub::View`]).
 
+pub mod act;
 pub mod hub;
+pub mod navigate;
 pub mod page;
 pub mod session;
 pub mod tab;
 pub mod view;
+pub mod world;
 
 use crate::tools::{ErrorKind, ToolContext, ToolResult};
 use hub::BrowserError;
@@ -49,16 +58,18 @@ pub(crate) fn fail(e: BrowserError) -> ToolResult {
     ToolResult::err(kind, e.to_string())
 }
 
-/// The egress of a navigation to `raw` (the whole URL leaves; approval covers one host).
-pub(crate) fn egress_of(raw: &str) -> crate::tools::Egress {
-    let host = view::host_of(raw.trim());
-    let host = if host.is_empty() {
-        raw.to_string()
-    } else {
-        host
-    };
+/// The egress of a navigation to `raw` by `action` (the whole URL leaves; an approval covers
+/// that action toward one origin, where it lands without a redirect to another:
+/// [`navigate::goto`]).
+pub(crate) fn egress_of(action: &str, raw: &str) -> crate::tools::Egress {
+    let site = navigate::parse_url(raw)
+        .ok()
+        .map(|u| u.origin())
+        .filter(|o| o.is_tuple())
+        .map(|o| o.ascii_serialization())
+        .unwrap_or_else(|| raw.trim().to_string());
     crate::tools::Egress {
-        destination: format!("browser GET {} (host: {host})", raw.trim()),
-        scope: format!("egress:host:{host}"),
+        destination: format!("browser GET {} (site: {site})", raw.trim()),
+        scope: format!("{action}:origin:{site}"),
     }
 }

@@ -1,39 +1,43 @@
 //! `browser_page{action, …}`: act on the current tab of this conversation's browser session.
 //!
-//! | action | arguments | what | asked |
-//! |---|---|---|---|
-//! | `goto` | `url` | load the URL, then as `read` | when private data entered the turn (egress) |
-//! | `read` | | readable text + numbered interactive elements | as `goto` |
-//! | `click` | `element` | click element N of the last `read` | once per site per session |
-//! | `type` | `element`, `text`, `submit?` | replace the field's text (Enter after, with `submit`) | once per site; every time for a secret-shaped text |
-//! | `select` | `element`, `value` | choose an option of a `<select>` | once per site per session |
-//! | `screenshot` | | PNG of the viewport, saved under `$ETHAN_HOME/browser/screenshots/` | no |
-//! | `wait` | `text?`, `ms?` | until `text` shows (at most `ms`, default 10 s) or `ms` passed | no |
-//! | `eval_readonly` | `expression` | a JavaScript expression evaluated with `throwOnSideEffect` | no |
+//! | action | arguments | what | its own question | data leaving (asked once private data entered the session) |
+//! |---|---|---|---|---|
+//! | `goto` | `url` | load the URL, then as `read` | — | the URL |
+//! | `read` | | readable text + numbered interactive elements | — | — |
+//! | `click` | `element` | click element N of the last `read` | per site (`click`) | which element, to the page's site |
+//! | `type` | `element`, `text`, `submit?` | replace the field's text (Enter after, with `submit`) | per site (`type`); every time for a secret-shaped text | the text |
+//! | `select` | `element`, `value` | choose an option of a `<select>` | per site (`select`) | the value |
+//! | `screenshot` | | PNG of the viewport, saved under `$ETHAN_HOME/browser/screenshots/` | — | — |
+//! | `wait` | `text?`, `ms?` | until `text` shows (at most `ms`, default 10 s) or `ms` passed | — | the text |
+//! | `eval_readonly` | `expression` | a JavaScript expression evaluated with `throwOnSideEffect` | — | the expression |
+//!
+//! Text handed to a page is data leaving the machine when the page has a server (an empty
+//! `about:blank` tab has none): [`Tool::egress`] names it, so in a session that read private
+//! data it is asked for, shown (secret shapes redacted), and keyed by action and the real
+//! origin of the document ([`Site`]: a `blob:` document's is the origin inside it, an
+//! `about:blank` one's that of the page that made it). The tool's own question (a click can buy
+//! something) is separate: an approval of one never stands in for the other
+//! ([`crate::consent`]).
+//!
+//! Both questions name the session's last read ([`View`]: its tab, document and elements), taken
+//! once per call before consent ([`Tool::assess`]); the action then runs only on that tab while it
+//! still shows that read, and on the element as it was shown — so what the owner approved is
+//! what is touched, or nothing is. In a session that read private data, `click`, `type` and
+//! `select` open the tab's network for the action only ([`BrowserHub::window`]).
 //!
 //! The tool's risk is `write` (it can have side effects), so it runs alone, never in a job
-//! unless the job was allowed it, and never for a non-owner; the read-only actions ask
-//! nothing of their own ([`Tool::consent_check`] is `None` for them).
+//! unless the job was allowed it, and never for a non-owner.
 
-use super::hub::{BrowserHub, Tab};
-use super::view::{self, blocked_note, host_of, settle};
-use super::{egress_of, fail, home};
+use super::act::{self, MAX_WAIT_MS};
+use super::hub::{BrowserHub, Site, View};
+use super::view;
+use super::{fail, home};
 use crate::tools::args::{opt_bool, opt_u64, req_str};
-use crate::tools::{Egress, ErrorKind, Risk, Taint, Tool, ToolContext, ToolResult};
+use crate::tools::{Assessment, Egress, ErrorKind, Risk, Tool, ToolContext, ToolResult};
 use async_trait::async_trait;
-use chromiumoxide::cdp::browser_protocol::page::CaptureScreenshotFormat;
-use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
-use chromiumoxide::page::ScreenshotParams;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// How long an action waits for the page to finish loading after it.
-const SETTLE: Duration = Duration::from_secs(10);
-/// Longest `wait`.
-const MAX_WAIT_MS: u64 = 20_000;
-/// Longest result of `eval_readonly`, in characters.
-const MAX_EVAL_CHARS: usize = 20_000;
 
 pub struct BrowserPage(pub Arc<BrowserHub>);
 
@@ -45,90 +49,85 @@ fn element_arg(args: &Value) -> Option<u64> {
     args.get("element").and_then(Value::as_u64)
 }
 
-/// Load `raw` in `tab` and read it; a navigation the guard stopped is `denied`.
-pub(crate) async fn goto(
-    hub: &BrowserHub,
-    key: &str,
-    tab: &Tab,
-    raw: &str,
-    taint: &Taint,
-) -> ToolResult {
-    let raw = raw.trim();
-    let url = match reqwest::Url::parse(raw) {
-        Ok(u) => u,
-        Err(_) if !raw.contains("://") => match reqwest::Url::parse(&format!("https://{raw}")) {
-            Ok(u) => u,
-            Err(e) => {
-                return ToolResult::err(ErrorKind::Validation, format!("{raw:?} is not a URL: {e}"))
-            }
-        },
-        Err(e) => {
-            return ToolResult::err(ErrorKind::Validation, format!("{raw:?} is not a URL: {e}"))
-        }
+fn str_arg<'a>(args: &'a Value, key: &str) -> &'a str {
+    args.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The text an action hands to the page (`type`, `select`, `wait`, `eval_readonly`), if any.
+fn handed_text(args: &Value) -> Option<&str> {
+    let key = match action(args) {
+        "type" | "wait" => "text",
+        "select" => "value",
+        "eval_readonly" => "expression",
+        _ => return None,
     };
-    if url.scheme() != "http" && url.scheme() != "https" {
-        return ToolResult::err(
-            ErrorKind::Validation,
-            format!("{url} is not an http(s) URL; the browser opens http:// and https:// only"),
-        );
-    }
-    if let Err(why) = super::hub::judge(hub.guard(), url.as_str()).await {
-        return ToolResult::err(ErrorKind::Denied, format!("{url} refused: {why}"))
-            .with_metadata(json!({"url": url.as_str()}));
-    }
-    let _ = tab.take_blocked();
-    let nav = tab.page.goto(url.as_str()).await;
-    if let Err(e) = nav {
-        let blocked = tab.take_blocked();
-        if !blocked.is_empty() {
-            return ToolResult::err(
-                ErrorKind::Denied,
-                format!(
-                    "{url} was not loaded: the private-address guard refused {}",
-                    blocked.join("; ")
-                ),
-            )
-            .with_metadata(json!({"url": url.as_str(), "refused": blocked}));
+    args.get(key).and_then(Value::as_str)
+}
+
+/// `s` as an approval shows it: credential shapes redacted.
+fn shown(s: &str) -> String {
+    crate::tools::redact::redact_shapes(s).into_owned()
+}
+
+/// The actions that act on what the last read showed.
+fn on_the_read(act: &str) -> bool {
+    matches!(act, "click" | "type" | "select" | "wait" | "eval_readonly")
+}
+
+impl BrowserPage {
+    /// The read this call acts on: the one taken before consent ([`Tool::assess`]), so the
+    /// approval and the action name the same; the session's last one outside the executor.
+    fn bound(&self, ctx: &ToolContext) -> Option<View> {
+        match ctx
+            .assessment
+            .as_ref()
+            .and_then(|a| a.get::<Option<View>>())
+        {
+            Some(v) => v.clone(),
+            None => self.0.view(&ctx.session_key),
         }
-        return ToolResult::err(
-            ErrorKind::Dependency,
-            format!("{url} could not be loaded: {e}"),
-        );
     }
-    settle(&tab.page, SETTLE).await;
-    match view::read(hub, key, tab, taint).await {
-        Ok(text) => ToolResult::ok(text),
-        Err(e) => ToolResult::err(ErrorKind::Dependency, e),
+
+    /// ` "label"` of element `n` in the bound read, or nothing.
+    fn label(&self, ctx: &ToolContext, n: u64) -> String {
+        self.bound(ctx)
+            .and_then(|v| v.labels.get(&n).cloned())
+            .map(|l| format!(" \"{l}\""))
+            .unwrap_or_default()
     }
-}
 
-/// JavaScript string literal of `s`.
-fn js_str(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
-}
-
-async fn find(tab: &Tab, n: u64) -> Result<chromiumoxide::Element, ToolResult> {
-    tab.page
-        .find_element(format!("[data-ethan-el=\"{n}\"]"))
-        .await
-        .map_err(|_| {
-            ToolResult::err(
-                ErrorKind::Validation,
+    /// What an action on element `n` does, as the owner reads it.
+    fn act_text(&self, args: &Value, ctx: &ToolContext) -> String {
+        let n = element_arg(args).unwrap_or(0);
+        let label = self.label(ctx, n);
+        match action(args) {
+            "click" => format!("click element {n}{label}"),
+            "type" => {
+                let submit = if args.get("submit").and_then(Value::as_bool) == Some(true) {
+                    " and press Enter"
+                } else {
+                    ""
+                };
                 format!(
-                    "element {n} is not on the page (it changed, or was never listed); call \
-                     browser_page {{action: read}} for the current numbers"
-                ),
-            )
-        })
-}
-
-/// After an interaction: wait for what it started, then say where the page is now.
-async fn after(hub: &BrowserHub, key: &str, tab: &Tab, taint: &Taint, did: String) -> ToolResult {
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    settle(&tab.page, SETTLE).await;
-    match view::read(hub, key, tab, taint).await {
-        Ok(text) => ToolResult::ok(format!("{did}. The page now:\n\n{text}")),
-        Err(e) => ToolResult::ok(format!("{did}; the page could not be read after it: {e}")),
+                    "type {:?} into element {n}{label}{submit}",
+                    shown(str_arg(args, "text"))
+                )
+            }
+            "select" => format!(
+                "select {:?} in element {n}{label}",
+                shown(str_arg(args, "value"))
+            ),
+            "wait" => format!(
+                "wait until the page shows {:?} (the tools look for it in their own world; the \
+                 page cannot read it, but it can watch the wait)",
+                shown(str_arg(args, "text"))
+            ),
+            _ => format!(
+                "evaluate in the page's own JavaScript world, where its scripts can see what it \
+                 calls: {}",
+                shown(str_arg(args, "expression"))
+            ),
+        }
     }
 }
 
@@ -168,75 +167,131 @@ impl Tool for BrowserPage {
     fn timeout(&self) -> Duration {
         Duration::from_secs(60)
     }
+    /// What the pages show is the web's, not the owner's; a page of the owner's network marks
+    /// the turn through the egress guard instead ([`view::mark_private`]).
+    fn reads_private(&self) -> bool {
+        false
+    }
+    /// The session's last read, once, for the hooks and `run` of this call.
+    async fn assess(&self, args: &Value, ctx: &ToolContext) -> Option<Assessment> {
+        on_the_read(action(args)).then(|| Assessment::new(self.0.view(&ctx.session_key)))
+    }
     /// `click`, `type` and `select` act on a site (a form can buy something); the rest only
     /// look.
     fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
-        let act = action(args);
-        if !matches!(act, "click" | "type" | "select") {
+        if !matches!(action(args), "click" | "type" | "select") {
             return None;
         }
-        let view = self.0.view(&ctx.session_key).unwrap_or_default();
-        let n = element_arg(args).unwrap_or(0);
-        let label = view
-            .labels
-            .get(&n)
-            .map(|l| format!(" \"{l}\""))
-            .unwrap_or_default();
-        let page = if view.url.is_empty() {
-            "the current page".to_string()
-        } else {
-            view.url.clone()
+        let page = match self.bound(ctx) {
+            Some(v) if !v.url.is_empty() => format!("{} (tab {})", v.url, v.tab),
+            _ => "the current page".to_string(),
         };
-        Some(match act {
-            "click" => format!("browser: click element {n}{label} on {page}"),
-            "type" => {
-                let text = args.get("text").and_then(Value::as_str).unwrap_or("");
-                let shown = crate::tools::redact::redact_shapes(text);
-                let submit = if args.get("submit").and_then(Value::as_bool) == Some(true) {
-                    " and press Enter"
-                } else {
-                    ""
-                };
-                format!("browser: type {shown:?} into element {n}{label}{submit} on {page}")
-            }
-            _ => {
-                let v = args.get("value").and_then(Value::as_str).unwrap_or("");
-                format!("browser: select {v:?} in element {n}{label} on {page}")
-            }
+        Some(format!("browser: {} on {page}", self.act_text(args, ctx)))
+    }
+    /// One approval covers one action on one origin (the bound read's) for the session; a
+    /// document the tools cannot name an origin for is its own scope.
+    fn consent_scope(&self, args: &Value, ctx: &ToolContext) -> String {
+        let site = self.bound(ctx).map(|v| v.site).unwrap_or_default();
+        match site {
+            Site::None => format!("{}:site:none", action(args)),
+            Site::Origin(o) => format!("{}:site:{o}", action(args)),
+            Site::Opaque(u) => format!("{}:opaque:{u}", action(args)),
+        }
+    }
+    /// Handing a page a secret-shaped text (an API key, a token) asks every time.
+    fn consent_always(&self, args: &Value, _ctx: &ToolContext) -> bool {
+        handed_text(args).is_some_and(|t| {
+            matches!(
+                crate::tools::redact::redact_shapes(t),
+                std::borrow::Cow::Owned(_)
+            )
         })
     }
-    /// One approval covers one site (the current page's host) for the session.
-    fn consent_scope(&self, _args: &Value, ctx: &ToolContext) -> String {
-        let host = self
-            .0
-            .view(&ctx.session_key)
-            .map(|v| v.host)
-            .unwrap_or_default();
-        format!("browser:site:{host}")
-    }
-    /// Typing a value shaped like a secret (a key, a token, a password pattern) asks every time.
-    fn consent_always(&self, args: &Value, _ctx: &ToolContext) -> bool {
-        action(args) == "type"
-            && args.get("text").and_then(Value::as_str).is_some_and(|t| {
-                matches!(
-                    crate::tools::redact::redact_shapes(t),
-                    std::borrow::Cow::Owned(_)
-                )
-            })
-    }
-    /// A navigation carries its URL out; a read or an interaction talks to the current site.
+    /// A navigation carries its URL out; a click, or text handed to a page with a server,
+    /// carries data to that site.
     fn egress(&self, args: &Value, ctx: &ToolContext) -> Option<Egress> {
-        match action(args) {
-            "goto" => args.get("url").and_then(Value::as_str).map(egress_of),
-            "read" | "click" | "type" | "select" => {
-                let url = self.0.view(&ctx.session_key)?.url;
-                (!url.is_empty()).then(|| egress_of(&url))
+        let act = action(args);
+        match act {
+            "goto" => args
+                .get("url")
+                .and_then(Value::as_str)
+                .map(|u| super::egress_of("goto", u)),
+            "click" | "type" | "select" | "wait" | "eval_readonly" => {
+                if act == "wait" && args.get("text").and_then(Value::as_str).is_none() {
+                    return None;
+                }
+                let view = self.bound(ctx)?;
+                let scope = match &view.site {
+                    // An empty tab: no server to receive anything.
+                    Site::None => return None,
+                    Site::Origin(o) => format!("{act}:origin:{o}"),
+                    Site::Opaque(u) => format!("{act}:opaque:{u}"),
+                };
+                Some(Egress {
+                    destination: format!(
+                        "browser: {}\non {} (tab {}, site: {})",
+                        self.act_text(args, ctx),
+                        view.url,
+                        view.tab,
+                        view.site.shown()
+                    ),
+                    scope,
+                })
             }
             _ => None,
         }
     }
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
-        let act = match req_str(&args, "action") {
+        self.0.note_taint(&ctx.session_key, &ctx.taint);
+        let r = self.act(&args, ctx).await;
+        view::mark_private(&self.0, &ctx.session_key, &ctx.taint).await;
+        r
+    }
+}
+
+/// Why `tab` may not be acted on as the read `view` (`None`: it may): another tab is current,
+/// the document or read changed, or the document has no origin the tools can name.
+async fn unbound(view: Option<&View>, tab: &super::hub::Tab) -> Option<ToolResult> {
+    let now = || async { tab.page.url().await.ok().flatten().unwrap_or_default() };
+    let Some(view) = view else {
+        return Some(ToolResult::err(
+            ErrorKind::Validation,
+            format!(
+                "the current tab (tab {}, {}) is not the page last read; call browser_page \
+                 {{action: read}} first",
+                tab.id,
+                now().await
+            ),
+        ));
+    };
+    if view.tab != tab.id || !view::same_read(tab, &view.read).await {
+        return Some(ToolResult::err(
+            ErrorKind::Validation,
+            format!(
+                "the current tab (tab {}, {}) is not the page last read (tab {}, {}); nothing \
+                 was done. Call browser_page {{action: read}} first",
+                tab.id,
+                now().await,
+                view.tab,
+                view.url
+            ),
+        ));
+    }
+    if let Site::Opaque(url) = &view.site {
+        return Some(ToolResult::err(
+            ErrorKind::Denied,
+            format!(
+                "{url} has no origin the tools can name (an opaque document), so they do not \
+                 act on it; load an http(s) page with browser_page goto"
+            ),
+        ));
+    }
+    None
+}
+
+impl BrowserPage {
+    async fn act(&self, args: &Value, ctx: &ToolContext) -> ToolResult {
+        let act = match req_str(args, "action") {
             Ok(a) => a.to_string(),
             Err(e) => return e,
         };
@@ -245,264 +300,76 @@ impl Tool for BrowserPage {
             Ok(t) => t,
             Err(e) => return fail(e),
         };
-        // An approval named the site of the last look: act only while the tab still shows it.
-        if matches!(act.as_str(), "click" | "type" | "select") {
-            let now = tab.page.url().await.ok().flatten().unwrap_or_default();
-            let seen = self.0.view(key).map(|v| v.host).unwrap_or_default();
-            if host_of(&now) != seen {
-                return ToolResult::err(
-                    ErrorKind::Validation,
-                    format!(
-                        "the current tab shows {now}, not the page last read; call \
-                         browser_page {{action: read}} first"
-                    ),
-                );
+        // An approval named the last read: act only on its tab while it still shows it.
+        let view = self.bound(ctx);
+        let read = view.as_ref().map(|v| v.read.clone()).unwrap_or_default();
+        let needs_view = on_the_read(&act) && (act != "wait" || args.get("text").is_some());
+        if needs_view {
+            if let Some(refused) = unbound(view.as_ref(), &tab).await {
+                return refused;
             }
         }
-        let need_element = || {
-            element_arg(&args).ok_or_else(|| {
+        let element = || {
+            element_arg(args).ok_or_else(|| {
                 ToolResult::err(
                     ErrorKind::Validation,
                     format!("{act} needs `element`, a number from browser_page {{action: read}}"),
                 )
             })
         };
+        let (hub, taint) = (&*self.0, &ctx.taint);
+        // Acting sends: in a tainted session the tab's network is open for this action only.
+        let _open =
+            matches!(act.as_str(), "click" | "type" | "select").then(|| hub.window(key, &tab));
         match act.as_str() {
-            "goto" => match req_str(&args, "url") {
-                Ok(url) => goto(&self.0, key, &tab, url, &ctx.taint).await,
+            "goto" => match req_str(args, "url") {
+                Ok(url) => super::navigate::goto(hub, ctx, tab.clone(), url).await,
                 Err(e) => e,
             },
-            "read" => match view::read(&self.0, key, &tab, &ctx.taint).await {
+            "read" => match view::read(hub, key, &tab, taint).await {
                 Ok(text) => ToolResult::ok(text),
                 Err(e) => ToolResult::err(ErrorKind::Dependency, e),
             },
-            "click" => {
-                let n = match need_element() {
-                    Ok(n) => n,
-                    Err(e) => return e,
-                };
-                let el = match find(&tab, n).await {
-                    Ok(e) => e,
-                    Err(e) => return e,
-                };
-                if let Err(e) = el.click().await {
-                    return ToolResult::err(
-                        ErrorKind::Dependency,
-                        format!("element {n} could not be clicked: {e}"),
-                    );
-                }
-                after(
-                    &self.0,
-                    key,
-                    &tab,
-                    &ctx.taint,
-                    format!("clicked element {n}"),
-                )
-                .await
-            }
+            "click" => match element() {
+                Ok(n) => act::click(hub, key, &tab, n, &read, taint).await,
+                Err(e) => e,
+            },
             "type" => {
-                let n = match need_element() {
-                    Ok(n) => n,
-                    Err(e) => return e,
-                };
-                let text = match req_str(&args, "text") {
-                    Ok(t) => t.to_string(),
-                    Err(e) => return e,
-                };
-                let submit = match opt_bool(&args, "submit") {
-                    Ok(s) => s.unwrap_or(false),
-                    Err(e) => return e,
-                };
-                let el = match find(&tab, n).await {
-                    Ok(e) => e,
-                    Err(e) => return e,
-                };
-                let typed = async {
-                    el.click().await?;
-                    el.call_js_fn(
-                        "function() { if ('value' in this) { this.value = ''; } \
-                         else if (this.isContentEditable) { this.textContent = ''; } }",
-                        false,
-                    )
-                    .await?;
-                    el.type_str(&text).await?;
-                    if submit {
-                        el.press_key("Enter").await?;
+                let typed = element().and_then(|n| {
+                    let text = req_str(args, "text")?;
+                    let submit = opt_bool(args, "submit")?.unwrap_or(false);
+                    Ok((n, text, submit))
+                });
+                match typed {
+                    Ok((n, text, submit)) => {
+                        act::type_text(hub, key, &tab, (n, &read), text, submit, taint).await
                     }
-                    Ok::<_, chromiumoxide::error::CdpError>(())
+                    Err(e) => e,
                 }
-                .await;
-                if let Err(e) = typed {
-                    return ToolResult::err(
-                        ErrorKind::Dependency,
-                        format!("could not type into element {n}: {e}"),
-                    );
-                }
-                let did = format!(
-                    "typed {} characters into element {n}{}",
-                    text.chars().count(),
-                    if submit { " and pressed Enter" } else { "" }
-                );
-                after(&self.0, key, &tab, &ctx.taint, did).await
             }
-            "select" => {
-                let n = match need_element() {
-                    Ok(n) => n,
-                    Err(e) => return e,
-                };
-                let value = match req_str(&args, "value") {
-                    Ok(v) => v.to_string(),
-                    Err(e) => return e,
-                };
-                let el = match find(&tab, n).await {
-                    Ok(e) => e,
-                    Err(e) => return e,
-                };
-                let js = format!(
-                    "function() {{ const v = {}; if (this.tagName !== 'SELECT') return 'not a select'; \
-                     const o = Array.from(this.options).find(o => o.value === v || o.text.trim() === v); \
-                     if (!o) return 'no option ' + JSON.stringify(v) + '; options: ' + \
-                     Array.from(this.options).map(o => o.value).join(', '); \
-                     this.value = o.value; \
-                     this.dispatchEvent(new Event('input', {{bubbles: true}})); \
-                     this.dispatchEvent(new Event('change', {{bubbles: true}})); return 'ok'; }}",
-                    js_str(&value)
-                );
-                let r = el
-                    .call_js_fn(js, false)
-                    .await
-                    .ok()
-                    .and_then(|r| r.result.value)
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_else(|| "the page did not answer".into());
-                if r != "ok" {
-                    return ToolResult::err(ErrorKind::Validation, format!("element {n}: {r}"));
-                }
-                after(
-                    &self.0,
-                    key,
-                    &tab,
-                    &ctx.taint,
-                    format!("selected {value:?} in element {n}"),
-                )
-                .await
-            }
-            "screenshot" => {
-                let png = match tab
-                    .page
-                    .screenshot(
-                        ScreenshotParams::builder()
-                            .format(CaptureScreenshotFormat::Png)
-                            .build(),
-                    )
-                    .await
-                {
-                    Ok(p) => p,
-                    Err(e) => {
-                        return ToolResult::err(
-                            ErrorKind::Dependency,
-                            format!("the screenshot failed: {e}"),
-                        )
-                    }
-                };
-                let dir = home(ctx).join("browser").join("screenshots");
-                let name = format!(
-                    "{}-{}.png",
-                    chrono::Utc::now().format("%Y%m%dT%H%M%S%.3f"),
-                    &ctx.execution_id.chars().take(8).collect::<String>()
-                );
-                let path = dir.join(name);
-                let saved = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&path, &png));
-                if let Err(e) = saved {
-                    return ToolResult::err(
-                        ErrorKind::Internal,
-                        format!(
-                            "the screenshot could not be saved to {}: {e}",
-                            path.display()
-                        ),
-                    );
-                }
-                let url = tab.page.url().await.ok().flatten().unwrap_or_default();
-                ToolResult::ok(format!(
-                    "A screenshot of {url} was taken ({} bytes, PNG) and saved to {}. This \
-                     model is not shown images; use browser_page {{action: read}} for the \
-                     page's text.",
-                    png.len(),
-                    path.display()
-                ))
-                .with_metadata(json!({"path": path.display().to_string()}))
-            }
+            "select" => match element().and_then(|n| Ok((n, req_str(args, "value")?))) {
+                Ok((n, value)) => act::select(hub, key, &tab, (n, &read), value, taint).await,
+                Err(e) => e,
+            },
+            "screenshot" => act::screenshot(&tab, ctx).await,
             "wait" => {
-                let ms = match opt_u64(&args, "ms") {
+                let ms = match opt_u64(args, "ms") {
                     Ok(m) => m,
                     Err(e) => return e,
                 };
-                let text = args.get("text").and_then(Value::as_str).map(str::to_string);
                 let limit = Duration::from_millis(ms.unwrap_or(10_000).min(MAX_WAIT_MS));
-                let Some(text) = text else {
-                    tokio::time::sleep(limit).await;
-                    return ToolResult::ok(format!("waited {} ms", limit.as_millis()));
-                };
-                let js = format!(
-                    "document.body ? document.body.innerText.includes({}) : false",
-                    js_str(&text)
-                );
-                let start = std::time::Instant::now();
-                loop {
-                    let seen = tab
-                        .page
-                        .evaluate(js.as_str())
-                        .await
-                        .ok()
-                        .and_then(|r| r.into_value::<bool>().ok())
-                        .unwrap_or(false);
-                    if seen {
-                        return ToolResult::ok(format!(
-                            "{text:?} is on the page (after {} ms)",
-                            start.elapsed().as_millis()
-                        ));
+                match args.get("text").and_then(Value::as_str) {
+                    Some(text) => act::wait_for(&tab, text, limit).await,
+                    None => {
+                        tokio::time::sleep(limit).await;
+                        ToolResult::ok(format!("waited {} ms", limit.as_millis()))
                     }
-                    if start.elapsed() >= limit {
-                        return ToolResult::err(
-                            ErrorKind::Timeout,
-                            format!("{text:?} did not show within {} ms", limit.as_millis()),
-                        );
-                    }
-                    tokio::time::sleep(Duration::from_millis(200)).await;
                 }
             }
-            "eval_readonly" => {
-                let expr = match req_str(&args, "expression") {
-                    Ok(e) => e.to_string(),
-                    Err(e) => return e,
-                };
-                let mut p = EvaluateParams::new(expr);
-                p.throw_on_side_effect = Some(true);
-                p.return_by_value = Some(true);
-                p.timeout = Some(chromiumoxide::cdp::js_protocol::runtime::TimeDelta::new(
-                    2000.0,
-                ));
-                match tab.page.evaluate_expression(p).await {
-                    Ok(r) => {
-                        let v = r.value().cloned().unwrap_or(Value::Null);
-                        let mut s = match &v {
-                            Value::String(s) => s.clone(),
-                            other => other.to_string(),
-                        };
-                        if s.chars().count() > MAX_EVAL_CHARS {
-                            s = s.chars().take(MAX_EVAL_CHARS).collect::<String>() + " …(cut)";
-                        }
-                        ToolResult::ok(s + &blocked_note(&tab))
-                    }
-                    Err(e) => ToolResult::err(
-                        ErrorKind::Validation,
-                        format!(
-                            "the expression failed or could have side effects (only read-only \
-                             JavaScript is run): {e}"
-                        ),
-                    ),
-                }
-            }
+            "eval_readonly" => match req_str(args, "expression") {
+                Ok(expr) => act::eval_readonly(&tab, expr).await,
+                Err(e) => e,
+            },
             other => ToolResult::err(ErrorKind::Validation, format!("unknown action {other:?}")),
         }
     }

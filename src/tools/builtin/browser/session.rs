@@ -1,6 +1,7 @@
 //! `browser_session{action: open|close|list}`: the calling Ethan session's browser session, an
-//! isolated browser context (its own cookies, storage and cache). `close` wipes it. `list`
-//! shows this session's tabs only: another chat's browsing is not this chat's business.
+//! isolated browser context per tab (its own cookies, storage and cache). `close` wipes it,
+//! every tab's network cut first. `list` shows this session's tabs only: another chat's
+//! browsing is not this chat's business.
 
 use super::hub::BrowserHub;
 use super::{fail, home};
@@ -39,12 +40,17 @@ impl Tool for BrowserSession {
     fn timeout(&self) -> Duration {
         Duration::from_secs(60)
     }
+    /// It opens, closes or lists; it reads nothing of the owner's.
+    fn reads_private(&self) -> bool {
+        false
+    }
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
         let action = match req_str(&args, "action") {
             Ok(a) => a,
             Err(e) => return e,
         };
         let key = ctx.session_key.as_str();
+        self.0.note_taint(key, &ctx.taint);
         match action {
             "open" => {
                 let existed = self.0.has_session(key).await;

@@ -1,6 +1,8 @@
 //! `browser_tab{action: new|close|list|switch, url?, tab?}`: the tabs of this conversation's
-//! browser session. `new` with a `url` loads it (a navigation: it passes the SSRF guard and
-//! counts as data leaving, like `web_fetch`).
+//! browser session. `new` with a `url` loads it (a navigation: it passes the egress guard and
+//! counts as data leaving, like `web_fetch`). `close` cuts the tab's network before the tab
+//! closes, so a page hears nothing of its closing through the network; `new`, `switch` and
+//! `close` leave no read of another tab for an action to act on.
 
 use super::hub::BrowserHub;
 use super::{egress_of, fail, home, view};
@@ -12,6 +14,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub struct BrowserTab(pub Arc<BrowserHub>);
+
+fn no_such_tab() -> ToolResult {
+    ToolResult::err(
+        ErrorKind::Validation,
+        "no such tab; browser_tab {action: list} shows the tabs",
+    )
+}
 
 /// The session's tabs, one line each (`* ` marks the current one).
 pub(crate) async fn list(hub: &BrowserHub, ctx: &ToolContext) -> ToolResult {
@@ -67,14 +76,28 @@ impl Tool for BrowserTab {
     }
     fn egress(&self, args: &Value, _ctx: &ToolContext) -> Option<Egress> {
         let url = args.get("url").and_then(Value::as_str)?;
-        Some(egress_of(url))
+        Some(egress_of("new", url))
+    }
+    /// What the pages show is the web's; a page of the owner's network marks the turn through
+    /// the egress guard instead ([`view::mark_private`]).
+    fn reads_private(&self) -> bool {
+        false
     }
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
-        let action = match req_str(&args, "action") {
+        self.0.note_taint(&ctx.session_key, &ctx.taint);
+        let r = self.act(&args, ctx).await;
+        view::mark_private(&self.0, &ctx.session_key, &ctx.taint).await;
+        r
+    }
+}
+
+impl BrowserTab {
+    async fn act(&self, args: &Value, ctx: &ToolContext) -> ToolResult {
+        let action = match req_str(args, "action") {
             Ok(a) => a,
             Err(e) => return e,
         };
-        let which = match opt_u64(&args, "tab") {
+        let which = match opt_u64(args, "tab") {
             Ok(t) => t.map(|t| t as u32),
             Err(e) => return e,
         };
@@ -87,52 +110,45 @@ impl Tool for BrowserTab {
                     Err(e) => return fail(e),
                 };
                 match args.get("url").and_then(Value::as_str) {
-                    Some(url) => super::page::goto(&self.0, key, &tab, url, &ctx.taint).await,
-                    None => ToolResult::ok(format!("tab {} opened (empty) and current", tab.id)),
+                    Some(url) => super::navigate::goto(&self.0, ctx, tab, url).await,
+                    None => {
+                        self.0.clear_view(key);
+                        ToolResult::ok(format!("tab {} opened (empty) and current", tab.id))
+                    }
                 }
             }
             "list" => list(&self.0, ctx).await,
-            "switch" | "close" => {
-                let r = self
+            "switch" => {
+                let Some(id) = which else {
+                    return ToolResult::err(ErrorKind::Validation, "switch needs `tab`");
+                };
+                let found = self
                     .0
                     .session(key, &home, |s| {
-                        let id = which.or(s.current)?;
-                        let pos = s.tabs.iter().position(|t| t.id == id)?;
-                        if action == "switch" {
-                            s.current = Some(id);
-                            return Some((id, None));
-                        }
-                        let tab = s.tabs.remove(pos);
-                        if s.current == Some(id) {
-                            s.current = s.tabs.last().map(|t| t.id);
-                        }
-                        Some((id, Some(tab)))
+                        let tab = s.tabs.iter().find(|t| t.id == id).cloned()?;
+                        s.current = Some(id);
+                        Some(tab)
                     })
                     .await;
-                match r {
+                match found {
                     Err(e) => fail(e),
-                    Ok(None) => ToolResult::err(
-                        ErrorKind::Validation,
-                        "no such tab; browser_tab {action: list} shows the tabs",
-                    ),
-                    Ok(Some((id, None))) => {
-                        let tab = self.0.current_tab(key, &home).await;
-                        match tab {
-                            Ok(t) => match view::read(&self.0, key, &t, &ctx.taint).await {
-                                Ok(text) => {
-                                    ToolResult::ok(format!("switched to tab {id}\n\n{text}"))
-                                }
-                                Err(e) => ToolResult::err(ErrorKind::Dependency, e),
-                            },
-                            Err(e) => fail(e),
+                    Ok(None) => no_such_tab(),
+                    Ok(Some(t)) => {
+                        self.0.clear_view(key);
+                        match view::read(&self.0, key, &t, &ctx.taint).await {
+                            Ok(text) => ToolResult::ok(format!("switched to tab {id}\n\n{text}")),
+                            Err(e) => ToolResult::err(ErrorKind::Dependency, e),
                         }
-                    }
-                    Ok(Some((id, Some(tab)))) => {
-                        let _ = (*tab.page).clone().close().await;
-                        ToolResult::ok(format!("tab {id} closed"))
                     }
                 }
             }
+            // Its network is cut before it closes: a page hears nothing of it through the
+            // network (in a session that read private data it could not anyway).
+            "close" => match self.0.close_tab(key, &home, which).await {
+                Err(e) => fail(e),
+                Ok(None) => no_such_tab(),
+                Ok(Some(id)) => ToolResult::ok(format!("tab {id} closed")),
+            },
             other => ToolResult::err(
                 ErrorKind::Validation,
                 format!("unknown action {other:?}; use new, close, list or switch"),

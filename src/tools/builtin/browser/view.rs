@@ -1,10 +1,17 @@
 //! Reading a rendered page: its readable text (the same Readability extraction as `web_fetch`,
-//! run on the DOM after JavaScript built it) and its interactive elements, numbered in the page
-//! (`data-ethan-el="N"`) so `click{element: N}` finds the one the model saw.
+//! run on the DOM after JavaScript built it) and its interactive elements, numbered in the tools'
+//! own world ([`super::world`]) so `click{element: N}` finds the one the model saw and the page
+//! can neither see the numbers nor move them.
+//!
+//! Each read is recorded as the session's [`View`]: which tab, which read (an id the read
+//! leaves in the tools' world of that document, gone with the document), the document's URL and
+//! [`Site`] (its real origin: a `blob:` or `about:` document's is that of the page that made
+//! it), and the labels shown. Approvals name what the view shows, and an action runs only while
+//! the current tab still shows that very read ([`same_read`]).
 
-use super::hub::{BrowserHub, Tab, View};
+use super::hub::{BrowserHub, Site, Tab, View};
+use super::world;
 use crate::tools::Taint;
-use chromiumoxide::Page;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -12,19 +19,16 @@ use std::time::{Duration, Instant};
 /// Most interactive elements listed per read.
 pub const MAX_ELEMENTS: usize = 200;
 
-/// Numbers the visible interactive elements and returns them with the page's HTML.
-const READ_JS: &str = r#"(() => {
+/// Numbers the visible interactive elements and returns them with the page's HTML, URL and
+/// origin. Runs in the tools' world, where the page's scripts cannot patch what it calls; keeps
+/// there, as `__ethan`, the read's id (`read`), each element (`els[N]`), what was shown of it
+/// (`marks[N]`: kind, name, label, link) and `same(N)`, whether the element is still attached
+/// and shows the same — an action refuses an element the page changed since the read (the
+/// approval named what the read showed). Called with the read's id.
+const READ_JS: &str = r#"((read) => {
   const sel = 'a[href],button,input:not([type=hidden]),select,textarea,summary,[role=button],[role=link],[role=checkbox],[role=tab],[onclick],[contenteditable=""],[contenteditable=true]';
-  document.querySelectorAll('[data-ethan-el]').forEach(e => e.removeAttribute('data-ethan-el'));
   const clean = s => (s || '').replace(/\s+/g, ' ').trim().slice(0, 80);
-  const out = [];
-  let n = 0;
-  for (const e of document.querySelectorAll(sel)) {
-    const r = e.getBoundingClientRect();
-    const st = getComputedStyle(e);
-    if ((r.width === 0 && r.height === 0) || st.visibility === 'hidden' || st.display === 'none') continue;
-    n += 1;
-    e.setAttribute('data-ethan-el', String(n));
+  const describe = e => {
     const tag = e.tagName.toLowerCase();
     const type = tag === 'input' ? (e.getAttribute('type') || 'text').toLowerCase() : '';
     let label = clean(e.getAttribute('aria-label'));
@@ -36,21 +40,42 @@ const READ_JS: &str = r#"(() => {
     if (!label && tag !== 'input' && tag !== 'textarea' && tag !== 'select') label = clean(e.innerText);
     if (!label && (type === 'submit' || type === 'button')) label = clean(e.value);
     if (!label) label = clean(e.getAttribute('placeholder') || e.getAttribute('title') || e.getAttribute('name'));
-    const item = {n, tag};
+    const item = {tag};
     if (type) item.type = type;
     if (e.name) item.name = e.name;
     if (label) item.label = label;
     if (tag === 'a') item.href = e.href;
     if (tag === 'select') item.options = Array.from(e.options).slice(0, 30).map(o => o.value);
-    out.push(item);
+    return item;
+  };
+  const els = [null], marks = [null];
+  const same = n => {
+    const e = els[n];
+    return !!e && e.isConnected && JSON.stringify(describe(e)) === marks[n];
+  };
+  globalThis.__ethan = {read, els, marks, same};
+  const out = [];
+  let n = 0;
+  for (const e of document.querySelectorAll(sel)) {
+    const r = e.getBoundingClientRect();
+    const st = getComputedStyle(e);
+    if ((r.width === 0 && r.height === 0) || st.visibility === 'hidden' || st.display === 'none') continue;
+    n += 1;
+    const item = describe(e);
+    els.push(e);
+    marks.push(JSON.stringify(item));
+    out.push(Object.assign({n}, item));
     if (n >= 200) break;
   }
-  return {url: location.href, title: document.title, html: document.documentElement.outerHTML, elements: out};
-})()"#;
+  return {url: location.href, origin: location.origin, title: document.title,
+          html: document.documentElement.outerHTML, elements: out};
+})"#;
 
 #[derive(Debug, Deserialize)]
 struct Snapshot {
     url: String,
+    #[serde(default)]
+    origin: String,
     title: String,
     html: String,
     elements: Vec<Element>,
@@ -96,15 +121,12 @@ impl Element {
 }
 
 /// Wait until the page's document is loaded (`readyState == "complete"`), at most `limit`.
-pub async fn settle(page: &Page, limit: Duration) {
+pub async fn settle(tab: &Tab, limit: Duration) {
     let start = Instant::now();
     while start.elapsed() < limit {
-        let done = page
-            .evaluate("document.readyState")
+        let done = world::eval::<String>(tab, "document.readyState")
             .await
-            .ok()
-            .and_then(|r| r.into_value::<String>().ok())
-            .is_some_and(|s| s == "complete");
+            .is_ok_and(|s| s == "complete");
         if done {
             return;
         }
@@ -113,28 +135,23 @@ pub async fn settle(page: &Page, limit: Duration) {
 }
 
 /// The current page of `tab` as text for the model: title, URL, readable text, numbered
-/// elements, and the requests the guard stopped. Records the [`View`] for the consent hooks.
+/// elements, and the requests the egress guard stopped. Records the [`View`] for the consent
+/// hooks and the actions.
 ///
-/// A page from a host that `tools.web_fetch.allow_private` lists is on the owner's own network:
-/// its text is private data for the calls after this one (as with `web_fetch`), marked on
-/// `taint`.
+/// When the session's pages reached a host of `tools.web_fetch.allow_private` (the owner's own
+/// network), what they show may hold private data: marked on `taint` ([`mark_private`]).
 pub async fn read(
     hub: &BrowserHub,
     session_key: &str,
     tab: &Tab,
     taint: &Taint,
 ) -> Result<String, String> {
-    let snap: Snapshot = tab
-        .page
-        .evaluate(READ_JS)
+    let read = uuid::Uuid::new_v4().simple().to_string();
+    let snap: Snapshot = world::eval(tab, &format!("{READ_JS}({})", world::js_str(&read)))
         .await
-        .map_err(|e| format!("the page could not be read: {e}"))?
-        .into_value()
         .map_err(|e| format!("the page could not be read: {e}"))?;
-    let host = host_of(&snap.url);
-    if !host.is_empty() && hub.guard().host_allowed(&host) {
-        taint.mark(&format!("browser page of {host}, a private address"));
-    }
+    mark_private(hub, session_key, taint).await;
+    let site = Site::of(&snap.url, &snap.origin);
     let (title, text) = crate::tools::web_fetch::readable(&snap.html, &snap.url);
     let title = if title.is_empty() { snap.title } else { title };
     let mut out = String::new();
@@ -162,25 +179,44 @@ pub async fn read(
             );
         }
     }
-    out.push_str(&blocked_note(tab));
+    out.push_str(&refused_note(tab));
     hub.set_view(
         session_key,
         View {
-            host,
+            tab: tab.id,
+            read,
             url: snap.url,
+            site,
             labels,
         },
     );
     Ok(out)
 }
 
-/// The requests the guard stopped since the last look, as a paragraph (empty when none).
-pub fn blocked_note(tab: &Tab) -> String {
-    let blocked = tab.take_blocked();
+/// Whether `tab` still shows the document of the read `read` (the id is in its tools' world
+/// until the document goes, or another read replaces it).
+pub async fn same_read(tab: &Tab, read: &str) -> bool {
+    world::eval::<String>(tab, "(globalThis.__ethan && globalThis.__ethan.read) || ''")
+        .await
+        .is_ok_and(|r| !r.is_empty() && r == read)
+}
+
+/// The taint rule for the browser: once the session's pages reached a host of the owner's
+/// network, the turn has seen private data.
+pub async fn mark_private(hub: &BrowserHub, session_key: &str, taint: &Taint) {
+    if let Some(host) = hub.private_reached(session_key).await {
+        taint.mark(&format!("browser page of {host}, a private address"));
+    }
+}
+
+/// The connections the egress guard refused for `tab` since the last look, as a paragraph
+/// (empty when none).
+pub fn refused_note(tab: &Tab) -> String {
+    let blocked = tab.proxy.take_refused();
     if blocked.is_empty() {
         return String::new();
     }
-    let mut s = String::from("\n\nRequests of this page refused by the private-address guard:\n");
+    let mut s = String::from("\n\nRequests of this page refused by the egress guard:\n");
     for b in blocked.iter().take(20) {
         s.push_str(&format!("- {b}\n"));
     }
@@ -188,12 +224,4 @@ pub fn blocked_note(tab: &Tab) -> String {
         s.push_str(&format!("- … and {} more\n", blocked.len() - 20));
     }
     s
-}
-
-/// The host of `url`, lowercase; empty when it has none.
-pub fn host_of(url: &str) -> String {
-    reqwest::Url::parse(url)
-        .ok()
-        .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
-        .unwrap_or_default()
 }

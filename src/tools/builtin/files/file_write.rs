@@ -34,6 +34,10 @@ impl Tool for FileWrite {
     fn risk(&self) -> Risk {
         Risk::Write
     }
+    /// Its output says what was written where.
+    fn reads_private(&self) -> bool {
+        false
+    }
     /// Where the file really is, judged once before consent (`run` writes only there), and
     /// what is there now (for the approval).
     async fn assess(&self, args: &Value, ctx: &ToolContext) -> Option<crate::tools::Assessment> {

@@ -69,6 +69,16 @@ pub(crate) fn saved_result(verb: &str, saved: Saved) -> ToolResult {
 
 pub struct KnowledgeAdd(pub Arc<KnowledgeHub>);
 
+/// Whether `note`'s file is named after its title alone (`<slug>.md`), not numbered after a
+/// note of the same name that was there already.
+fn named_after_its_title(note: &crate::knowledge::notes::Note) -> bool {
+    let slug = match crate::knowledge::notes::slug(&note.title) {
+        s if s.is_empty() => "note".to_string(),
+        s => s,
+    };
+    note.source.rsplit('/').next() == Some(format!("{slug}.md").as_str())
+}
+
 #[async_trait]
 impl Tool for KnowledgeAdd {
     fn name(&self) -> &str {
@@ -93,6 +103,12 @@ impl Tool for KnowledgeAdd {
     fn risk(&self) -> Risk {
         Risk::Write
     }
+    /// Its answer acknowledges the title and tags it was given and names the new note's file;
+    /// only when that name had to differ from the title's (a note of that name was there
+    /// already) does it tell something of the knowledge base, and that call marks the turn.
+    fn reads_private(&self) -> bool {
+        false
+    }
     fn timeout(&self) -> Duration {
         Duration::from_secs(60)
     }
@@ -109,7 +125,7 @@ impl Tool for KnowledgeAdd {
         ))
     }
 
-    async fn run(&self, args: Value, _ctx: &ToolContext) -> ToolResult {
+    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
         let parsed = (|| {
             Ok::<_, ToolResult>((
                 req_str(&args, "content")?,
@@ -126,7 +142,13 @@ impl Tool for KnowledgeAdd {
             Err(e) => return knowledge_error(e),
         };
         match k.add(content, title, &tags.unwrap_or_default()).await {
-            Ok(saved) => saved_result("Saved", saved),
+            Ok(saved) => {
+                if !named_after_its_title(&saved.note) {
+                    ctx.taint
+                        .mark("knowledge_add (the name of an existing note)");
+                }
+                saved_result("Saved", saved)
+            }
             Err(e) => knowledge_error(e),
         }
     }

@@ -84,6 +84,10 @@ impl Tool for LarkMessageSend {
     fn risk(&self) -> Risk {
         Risk::Write
     }
+    /// Its output is the sent message's id.
+    fn reads_private(&self) -> bool {
+        false
+    }
     fn consent_check(&self, args: &Value, _ctx: &ToolContext) -> Option<String> {
         let who = if args.get("as_user").and_then(Value::as_bool) == Some(true) {
             "as you"

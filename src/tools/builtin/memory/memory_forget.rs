@@ -55,6 +55,11 @@ impl Tool for MemoryForget {
     fn risk(&self) -> Risk {
         Risk::Write
     }
+    /// Its answer names the id it was given ("forgot #3", or that there is none): nothing of
+    /// what was remembered.
+    fn reads_private(&self) -> bool {
+        false
+    }
     /// The fact's text, for the approval (a store error leaves it unread: the approval says so).
     async fn assess(&self, args: &Value, ctx: &ToolContext) -> Option<Assessment> {
         let store = store_of(ctx).ok()?;

@@ -72,6 +72,11 @@ impl Tool for MemorySave {
     fn risk(&self) -> Risk {
         Risk::Write
     }
+    /// Its answer acknowledges what the model passed in (and the new fact's id); only when the
+    /// fact was remembered already does it show a stored fact, and that call marks the turn.
+    fn reads_private(&self) -> bool {
+        false
+    }
     /// A group's memory always asks; the person's own asks when the turn saw text from
     /// outside the conversation (see [`outside_text`]).
     fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
@@ -158,6 +163,8 @@ impl Tool for MemorySave {
             if let Err(e) = store.confirm_facts(&[f.id], now).await {
                 return ToolResult::err(ErrorKind::Dependency, e.to_string());
             }
+            // A remembered fact, as stored: private data.
+            ctx.taint.mark("memory_save (a remembered fact)");
             return ToolResult::ok(format!("already remembered: {}", fact_line(f)));
         }
         let fact = NewFact {

@@ -188,6 +188,56 @@ impl ScheduleCreate {
     }
 }
 
+/// What a job is, as its approval shows it: its target chat, prompt, schedule and time zone,
+/// end, title, model and allowed tools (sorted) — everything but its id and its first run (a
+/// digest of them, so a long prompt makes a short key).
+fn job_content(job: &crate::store::jobs::JobRecord) -> String {
+    use sha2::Digest;
+    let mut tools = job.allowed_tools.clone();
+    tools.sort();
+    tools.dedup();
+    let shown = json!([
+        job.prompt,
+        job.kind,
+        job.spec,
+        job.timezone,
+        job.end_at,
+        job.title,
+        job.model,
+        tools,
+    ]);
+    let digest = hex::encode(&sha2::Sha256::digest(shown.to_string().as_bytes())[..16]);
+    format!("job:{}:{digest}", job::target_label(job))
+}
+
+/// What a grant to create `job` is keyed by: everything its approval shows ([`job_content`]),
+/// and the id when the call named one. A job that differs in any of them — another chat,
+/// prompt, schedule, title or tool — asks again.
+fn job_key(job: &crate::store::jobs::JobRecord, args: &Value) -> String {
+    let content = job_content(job);
+    match args.get("job_id").and_then(Value::as_str) {
+        Some(id) if !id.trim().is_empty() => format!("{content}:id:{}", job.id),
+        _ => content,
+    }
+}
+
+/// An active job exactly like `job` (everything its approval shows), if one exists: a second
+/// one is a copy nobody was shown, so it is not created.
+async fn same_job(
+    store: &StorageRef,
+    job: &crate::store::jobs::JobRecord,
+) -> Result<Option<String>, ToolResult> {
+    let all = store
+        .list_jobs()
+        .await
+        .map_err(|e| ToolResult::err(ErrorKind::Dependency, e.to_string()))?;
+    let want = job_content(job);
+    Ok(all
+        .into_iter()
+        .find(|j| j.state == crate::store::jobs::JobState::Active && job_content(j) == want)
+        .map(|j| j.id))
+}
+
 #[async_trait]
 impl Tool for ScheduleCreate {
     fn name(&self) -> &str {
@@ -259,39 +309,29 @@ impl Tool for ScheduleCreate {
         ))
     }
     /// A job carries its prompt to the chat its digest is posted to, and runs with its tools
-    /// later: after private data entered the turn, creating one asks, and a session approval
-    /// covers the same target and prompt only.
+    /// later: after private data entered the session, creating one asks, and a session approval
+    /// covers the same job only (everything the approval showed, [`job_key`]).
     fn egress(&self, args: &Value, ctx: &ToolContext) -> Option<crate::tools::Egress> {
-        use sha2::Digest;
         let job = self.plan(args, ctx).ok()?;
         let target = job::target_label(&job);
-        let digest = hex::encode(&sha2::Sha256::digest(job.prompt.as_bytes())[..8]);
         Some(crate::tools::Egress {
             destination: format!(
                 "a scheduled job whose prompt (below) runs unattended and whose digest is posted to {target}"
             ),
-            scope: format!("egress:job:{target}:{digest}"),
+            scope: job_key(&job, args),
         })
     }
-    /// A session grant covers creating jobs with the same allowed tools only.
-    fn consent_scope(&self, args: &Value, _ctx: &ToolContext) -> String {
-        let mut tools: Vec<String> = args
-            .get("allowed_tools")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
-        tools.sort();
-        tools.dedup();
-        if tools.is_empty() {
-            "schedule_create".to_string()
-        } else {
-            format!("schedule_create:{}", tools.join(","))
+    /// A session grant covers creating the same job only: the same target chat, prompt,
+    /// schedule, title, model and allowed tools; a job that differs in any of them asks again.
+    fn consent_scope(&self, args: &Value, ctx: &ToolContext) -> String {
+        match self.plan(args, ctx) {
+            Ok(job) => job_key(&job, args),
+            Err(_) => "job:invalid".to_string(),
         }
+    }
+    /// Its output names the job it created, nothing of the owner's.
+    fn reads_private(&self) -> bool {
+        false
     }
 
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
@@ -307,6 +347,21 @@ impl Tool for ScheduleCreate {
             Err(e) => return e,
         };
         let now = now_of(ctx);
+        if let Ok(planned) = job::plan(&new, &origin(ctx), self.config_tz.as_deref(), now) {
+            match same_job(store, &planned).await {
+                Ok(Some(id)) => {
+                    return ToolResult::err(
+                        ErrorKind::Validation,
+                        format!(
+                            "job `{id}` is already exactly this job (the same chat, prompt, \
+                             schedule, title and tools); nothing was created"
+                        ),
+                    )
+                }
+                Ok(None) => {}
+                Err(e) => return e,
+            }
+        }
         let job =
             match job::create(&**store, &new, &origin(ctx), self.config_tz.as_deref(), now).await {
                 Ok(j) => j,
@@ -392,10 +447,32 @@ mod tests {
             "{d}"
         );
         assert!(d.contains("`news`") && d.contains("0 9 * * 1-5"), "{d}");
-        assert_eq!(
-            t.consent_scope(&args, &ctx),
-            "schedule_create:file_write,shell"
-        );
+        // A grant covers this job only: everything its approval shows.
+        let scope = t.consent_scope(&args, &ctx);
+        assert!(scope.starts_with("job:telegram:42"), "{scope}");
+        let mut reordered = args.clone();
+        reordered["allowed_tools"] = json!(["file_write", "shell"]);
+        assert_eq!(t.consent_scope(&reordered, &ctx), scope);
+        let mut other = args.clone();
+        other["deliver_to"] = json!("telegram:99");
+        assert_ne!(t.consent_scope(&other, &ctx), scope);
+        other = args.clone();
+        other["prompt"] = json!("news, then send my notes to telegram:99");
+        assert_ne!(t.consent_scope(&other, &ctx), scope);
+        other = args.clone();
+        other["allowed_tools"] = json!(["file_write", "shell", "lark_message_send"]);
+        assert_ne!(t.consent_scope(&other, &ctx), scope);
+        for (key, value) in [
+            ("cron", json!("0 10 * * *")),
+            ("title", json!("Evening news")),
+            ("timezone", json!("Europe/Paris")),
+            ("end_date", json!("2099-01-01")),
+            ("job_id", json!("news2")),
+        ] {
+            other = args.clone();
+            other[key] = value;
+            assert_ne!(t.consent_scope(&other, &ctx), scope, "another {key}");
+        }
         let r = t.run(args.clone(), &ctx).await;
         assert!(r.ok, "{r:?}");
         assert!(r.output.contains("`news`"), "{}", r.output);
@@ -403,8 +480,17 @@ mod tests {
         let job = store.get_job("news").await.unwrap().unwrap();
         assert_eq!(job.allowed_tools, ["file_write", "shell"]);
         assert_eq!(job.creator, "telegram:42");
-        let again = t.run(args, &ctx).await;
-        assert!(again.error.unwrap().contains("exists already"));
+        let again = t.run(args.clone(), &ctx).await;
+        assert!(again.error.unwrap().contains("already exactly this job"));
+        // Nor a copy of it under another id.
+        let mut copy = args;
+        copy["job_id"] = json!("news-copy");
+        let copy = t.run(copy, &ctx).await;
+        assert!(
+            copy.error.as_deref().unwrap_or("").contains("`news`"),
+            "{copy:?}"
+        );
+        assert!(store.get_job("news-copy").await.unwrap().is_none());
     }
 
     #[test]

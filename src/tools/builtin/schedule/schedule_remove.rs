@@ -76,6 +76,15 @@ impl Tool for ScheduleRemove {
         let id = args.get("job_id").and_then(Value::as_str).unwrap_or("");
         Some(job_label(ctx, id, self.config_tz.as_deref()).await)
     }
+    /// A session grant covers this job only.
+    fn consent_scope(&self, args: &Value, _ctx: &ToolContext) -> String {
+        let id = args.get("job_id").and_then(Value::as_str).unwrap_or("");
+        format!("job:{}", id.trim())
+    }
+    /// Its output says what it did to the job.
+    fn reads_private(&self) -> bool {
+        false
+    }
     fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
         Some(format!("remove scheduled job {}", label_of(ctx, args)))
     }

@@ -44,6 +44,10 @@ impl Tool for FindTools {
     fn risk(&self) -> Risk {
         Risk::ReadOnly
     }
+    /// It lists tool names and descriptions.
+    fn reads_private(&self) -> bool {
+        false
+    }
     fn fast_path(&self) -> bool {
         true
     }

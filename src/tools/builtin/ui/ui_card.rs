@@ -122,6 +122,10 @@ impl Tool for UiCard {
     fn risk(&self) -> Risk {
         Risk::ReadOnly
     }
+    /// It shows a card the model composed; it reads nothing.
+    fn reads_private(&self) -> bool {
+        false
+    }
 
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
         let ui = match Ui::from_tool_args(&args) {

@@ -1,6 +1,5 @@
-//! Web tools: `web_fetch` (with its SSRF guard, [`ssrf`]) and `web_search` (DuckDuckGo,
-//! Tavily, SearXNG).
+//! Web tools: `web_fetch` and `web_search` (DuckDuckGo, Tavily, SearXNG), both reaching the
+//! network through the egress guard ([`crate::egress`]).
 
-pub mod ssrf;
 pub mod web_fetch;
 pub mod web_search;

@@ -14,16 +14,18 @@
 //!   the bytes are valid UTF-8, else windows-1252.
 //! - The download stops at [`MAX_BYTES`] (5 MB); the text says so when it was cut. The model's
 //!   copy is cut further by the executor (8000 characters, the rest spilled).
-//! - Redirects are followed by this tool, at most [`MAX_REDIRECTS`], every target checked by the
-//!   SSRF guard ([`crate::tools::ssrf`]) like the first URL; name resolution goes through the guard's
-//!   resolver. System proxies are not used, so the guard sees the real destination.
+//! - Every request goes through the egress guard ([`crate::egress`]): the address rule on every
+//!   address the host resolves to, the connection to a checked address only, the destination
+//!   recorded, and a host of `tools.web_fetch.allow_private` marking the turn (what it returns
+//!   is private data). Redirects are followed by this tool, at most [`MAX_REDIRECTS`], each
+//!   target a new request judged like the first.
 //!
-//! Every failure is a [`ToolResult`] error: `denied` for the SSRF guard, `validation` for a bad
+//! Every failure is a [`ToolResult`] error: `denied` for the egress guard, `validation` for a bad
 //! URL or a binary body, `timeout`, `dependency` for network and HTTP errors.
 
 use crate::config::WebFetchConfig;
+use crate::egress::{EgressClient, EgressError, EgressGuard, Lookup, Route, SystemLookup};
 use crate::tools::args::req_str;
-use crate::tools::ssrf::{self, Lookup, SsrfGuard, SystemLookup};
 use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
 use async_trait::async_trait;
 use encoding_rs::Encoding;
@@ -45,8 +47,7 @@ const USER_AGENT: &str = concat!(
 );
 
 pub struct WebFetch {
-    client: Result<reqwest::Client, String>,
-    guard: SsrfGuard,
+    client: Result<EgressClient, String>,
     timeout: Duration,
     max_retries: u32,
     max_bytes: usize,
@@ -59,26 +60,21 @@ impl WebFetch {
     }
 
     /// The tool with another name resolver (tests map names to addresses with
-    /// [`ssrf::StaticLookup`]).
+    /// [`crate::egress::StaticLookup`]).
     pub fn with_lookup(cfg: &WebFetchConfig, lookup: Arc<dyn Lookup>) -> Self {
-        let guard = SsrfGuard::new(&cfg.allow_private, lookup);
+        let guard = EgressGuard::new(&cfg.allow_private, lookup);
         let timeout = Duration::from_secs(cfg.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS).max(1));
         // The request gives up a little before the executor would, so the model gets our text.
         let request_timeout = timeout
             .saturating_sub(Duration::from_secs(2))
             .max(Duration::from_secs(1));
-        let client = reqwest::Client::builder()
-            .dns_resolver(guard.resolver())
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .user_agent(USER_AGENT)
-            .connect_timeout(Duration::from_secs(10).min(request_timeout))
-            .timeout(request_timeout)
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"));
+        let client = EgressClient::new(&guard, Route::WebFetch, Vec::new(), |b| {
+            b.user_agent(USER_AGENT)
+                .connect_timeout(Duration::from_secs(10).min(request_timeout))
+                .timeout(request_timeout)
+        });
         Self {
             client,
-            guard,
             timeout,
             max_retries: cfg.max_retries.unwrap_or(1),
             max_bytes: MAX_BYTES,
@@ -422,11 +418,14 @@ fn is_redirect(s: reqwest::StatusCode) -> bool {
     matches!(s.as_u16(), 301 | 302 | 303 | 307 | 308)
 }
 
-/// A `reqwest` error as a result for the model.
-fn request_error(url: &reqwest::Url, e: &reqwest::Error, timeout: Duration) -> ToolResult {
-    if let Some(refusal) = ssrf::find_refusal(e) {
-        return ToolResult::err(ErrorKind::Denied, refusal.0);
-    }
+/// A failed request as a result for the model.
+fn request_error(url: &reqwest::Url, e: &EgressError, timeout: Duration) -> ToolResult {
+    let e = match e {
+        EgressError::Refused(refusal) => {
+            return ToolResult::err(ErrorKind::Denied, refusal.0.clone())
+        }
+        EgressError::Http(e) => e,
+    };
     if e.is_timeout() {
         return ToolResult::err(
             ErrorKind::Timeout,
@@ -496,6 +495,11 @@ impl Tool for WebFetch {
     fn risk(&self) -> Risk {
         Risk::ReadOnly
     }
+    /// A public page is not the owner's data; a host of `allow_private` marks the turn through the
+    /// egress guard instead.
+    fn reads_private(&self) -> bool {
+        false
+    }
     /// The whole URL leaves (path and query can carry data); a session approval covers one
     /// host.
     fn egress(&self, args: &Value, _ctx: &ToolContext) -> Option<crate::tools::Egress> {
@@ -532,33 +536,31 @@ impl Tool for WebFetch {
         };
         let mut url = requested.clone();
         let mut redirects = 0usize;
-        let mut private_host: Option<String> = None;
+        // Whether private data entered the session before this call (what the owner approved).
+        let tainted = ctx.taint.source().is_some();
         let mut resp = loop {
-            // A host exempt from the SSRF guard is on the owner's own network: what it returns
-            // is private data for the calls after this one (marked once the answer is in).
-            if private_host.is_none() && url.host_str().is_some_and(|h| self.guard.host_allowed(h))
-            {
-                private_host = url.host_str().map(str::to_string);
-            }
-            if let Err(refusal) = self.guard.check_url(&url) {
-                let mut msg = refusal.0;
-                if redirects > 0 {
-                    msg = format!("{requested} redirected to {url}; {msg}");
-                }
-                return ToolResult::err(ErrorKind::Denied, msg).with_metadata(json!({
-                    "url": requested.as_str(), "refused_url": url.as_str(), "redirects": redirects
-                }));
-            }
+            // The guard judges every hop; a host of `allow_private` marks the turn (what it
+            // returns is private data for the calls after this one).
             let resp = match client
-                .get(url.clone())
+                .get(url.as_str())
                 .header(
                     reqwest::header::ACCEPT,
                     "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.8",
                 )
+                .for_turn(&ctx.taint)
                 .send()
                 .await
             {
                 Ok(r) => r,
+                Err(EgressError::Refused(refusal)) => {
+                    let mut msg = refusal.0;
+                    if redirects > 0 {
+                        msg = format!("{requested} redirected to {url}; {msg}");
+                    }
+                    return ToolResult::err(ErrorKind::Denied, msg).with_metadata(json!({
+                        "url": requested.as_str(), "refused_url": url.as_str(), "redirects": redirects
+                    }));
+                }
                 Err(e) => {
                     let mut r = request_error(&url, &e, self.timeout);
                     if redirects > 0 {
@@ -590,7 +592,7 @@ impl Tool for WebFetch {
             };
             // After private data entered the turn, the owner approved this host, not wherever it
             // redirects: a redirect to another origin goes back to the model (its fetch asks).
-            if ctx.taint.source().is_some() && next.origin() != url.origin() {
+            if tainted && next.origin() != url.origin() {
                 return ToolResult::err(
                     ErrorKind::Denied,
                     format!(
@@ -610,10 +612,6 @@ impl Tool for WebFetch {
             url = next;
         };
 
-        if let Some(host) = private_host {
-            ctx.taint
-                .mark(&format!("web_fetch of {host}, a private address"));
-        }
         let status = resp.status();
         let content_type = resp
             .headers()
@@ -684,7 +682,7 @@ impl Tool for WebFetch {
                     body.extend_from_slice(&chunk);
                 }
                 Ok(None) => break,
-                Err(e) => return request_error(&url, &e, self.timeout),
+                Err(e) => return request_error(&url, &EgressError::Http(e), self.timeout),
             }
         }
 

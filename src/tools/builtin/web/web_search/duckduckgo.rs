@@ -28,7 +28,7 @@ fn endpoint(base: &str) -> Result<Url, String> {
 }
 
 pub async fn search(
-    client: &reqwest::Client,
+    client: &crate::egress::EgressClient,
     base: &str,
     query: &str,
     max: usize,
@@ -37,13 +37,13 @@ pub async fn search(
     let mut url = endpoint(base).map_err(ProviderFailure::config)?;
     url.query_pairs_mut().append_pair("q", query);
     let resp = client
-        .get(url)
+        .get(url.as_str())
         .header(reqwest::header::USER_AGENT, BROWSER_UA)
         .header(reqwest::header::ACCEPT, "text/html")
         .timeout(timeout)
         .send()
         .await
-        .map_err(|e| ProviderFailure::request(&e, timeout))?;
+        .map_err(|e| ProviderFailure::egress(&e, timeout))?;
     let status = resp.status();
     let body = resp
         .text()

@@ -36,6 +36,8 @@ use std::time::{Duration, Instant};
 pub const FAILURES_BEFORE_COOLDOWN: u32 = 2;
 /// How long a provider that keeps failing is skipped.
 pub const COOLDOWN: Duration = Duration::from_secs(5 * 60);
+/// Redirects a provider's answer may take, each judged by the egress guard.
+pub const MAX_REDIRECTS: usize = 5;
 /// Time limit of one provider request.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default time limit of one call (`tools.web_search.timeout_secs` overrides).
@@ -98,6 +100,14 @@ impl ProviderFailure {
     /// A setting that is wrong (a bad `base_url`).
     pub fn config(message: String) -> Self {
         Self::new(message)
+    }
+
+    /// A request the egress guard refused or that failed, phrased for the model.
+    pub fn egress(e: &crate::egress::EgressError, timeout: Duration) -> Self {
+        match e {
+            crate::egress::EgressError::Refused(r) => Self::new(format!("refused: {r}")),
+            crate::egress::EgressError::Http(e) => Self::request(e, timeout),
+        }
     }
 
     /// A `reqwest` error, phrased for the model.
@@ -235,7 +245,9 @@ struct Health {
 /// The `web_search` tool.
 pub struct WebSearch {
     settings: Settings,
-    client: Result<reqwest::Client, String>,
+    /// One client per provider base URL, each allowed to reach that configured endpoint.
+    clients: Mutex<HashMap<String, crate::egress::EgressClient>>,
+    guard: crate::egress::EgressGuard,
     health: Mutex<HashMap<(&'static str, String), Health>>,
     failures_before_cooldown: u32,
     cooldown: Duration,
@@ -261,14 +273,10 @@ impl WebSearch {
 
     fn build(settings: Settings, cfg: &WebSearchConfig) -> Self {
         let timeout = Duration::from_secs(cfg.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS).max(1));
-        let client = reqwest::Client::builder()
-            .user_agent(concat!("Ethan/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(Duration::from_secs(5))
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"));
         Self {
             settings,
-            client,
+            clients: Mutex::new(HashMap::new()),
+            guard: crate::egress::EgressGuard::new(&[], Arc::new(crate::egress::SystemLookup)),
             health: Mutex::new(HashMap::new()),
             failures_before_cooldown: FAILURES_BEFORE_COOLDOWN,
             cooldown: COOLDOWN,
@@ -334,14 +342,36 @@ impl WebSearch {
         }
     }
 
+    /// The client for `ep`: it reaches the provider's configured base URL (even on a private
+    /// address: the owner wrote it there), and otherwise what the egress guard allows.
+    fn client_for(&self, ep: &Endpoint) -> Result<crate::egress::EgressClient, ProviderFailure> {
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = clients.get(&ep.base_url) {
+            return Ok(c.clone());
+        }
+        let c = crate::egress::EgressClient::following(
+            &self.guard,
+            crate::egress::Route::WebSearch,
+            crate::egress::Endpoint::all_of([ep.base_url.as_str()]),
+            MAX_REDIRECTS,
+            |b| {
+                b.user_agent(concat!("Ethan/", env!("CARGO_PKG_VERSION")))
+                    .connect_timeout(Duration::from_secs(5))
+            },
+        )
+        .map_err(ProviderFailure::new)?;
+        clients.insert(ep.base_url.clone(), c.clone());
+        Ok(c)
+    }
+
     async fn ask(
         &self,
-        client: &reqwest::Client,
         ep: &Endpoint,
         query: &str,
         max: usize,
         timeout: Duration,
     ) -> Result<Vec<Hit>, ProviderFailure> {
+        let client = &self.client_for(ep)?;
         match ep.provider {
             SearchProvider::Duckduckgo => {
                 duckduckgo::search(client, &ep.base_url, query, max, timeout).await
@@ -388,6 +418,10 @@ impl Tool for WebSearch {
     fn risk(&self) -> Risk {
         Risk::ReadOnly
     }
+    /// Search results are the web's, not the owner's.
+    fn reads_private(&self) -> bool {
+        false
+    }
     /// The query leaves for the configured providers (their base URLs, in order); a session
     /// approval covers web searches through those providers.
     fn egress(&self, args: &Value, _ctx: &ToolContext) -> Option<crate::tools::Egress> {
@@ -422,10 +456,6 @@ impl Tool for WebSearch {
             Ok(n) => n.unwrap_or(DEFAULT_MAX_RESULTS).clamp(1, MAX_RESULTS_CAP) as usize,
             Err(e) => return e,
         };
-        let client = match &self.client {
-            Ok(c) => c,
-            Err(e) => return ToolResult::err(ErrorKind::Internal, e.clone()),
-        };
         let started = Instant::now();
         // Answer before the executor's limit, so the model reads which providers failed.
         let deadline = started + self.timeout.saturating_sub(Duration::from_millis(500));
@@ -455,7 +485,7 @@ impl Tool for WebSearch {
                 continue;
             }
             let timeout = self.request_timeout.min(left);
-            match self.ask(client, ep, &query, max, timeout).await {
+            match self.ask(ep, &query, max, timeout).await {
                 Ok(hits) => {
                     self.record(ep, true);
                     return render(&query, ep.provider, &hits, &failed, &skipped);

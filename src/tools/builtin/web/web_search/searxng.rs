@@ -19,7 +19,7 @@ fn endpoint(base: &str) -> Result<Url, String> {
 }
 
 pub async fn search(
-    client: &reqwest::Client,
+    client: &crate::egress::EgressClient,
     base: &str,
     query: &str,
     max: usize,
@@ -30,12 +30,12 @@ pub async fn search(
         .append_pair("q", query)
         .append_pair("format", "json");
     let resp = client
-        .get(url)
+        .get(url.as_str())
         .header(reqwest::header::ACCEPT, "application/json")
         .timeout(timeout)
         .send()
         .await
-        .map_err(|e| ProviderFailure::request(&e, timeout))?;
+        .map_err(|e| ProviderFailure::egress(&e, timeout))?;
     let status = resp.status().as_u16();
     let body = resp
         .text()

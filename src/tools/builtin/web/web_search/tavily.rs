@@ -32,7 +32,7 @@ fn detail(body: &str) -> Option<String> {
 }
 
 pub async fn search(
-    client: &reqwest::Client,
+    client: &crate::egress::EgressClient,
     base: &str,
     api_key: &str,
     query: &str,
@@ -40,7 +40,7 @@ pub async fn search(
     timeout: Duration,
 ) -> Result<Vec<Hit>, ProviderFailure> {
     let resp = client
-        .post(endpoint(base))
+        .post(&endpoint(base))
         .bearer_auth(api_key)
         .json(&json!({
             "query": query,
@@ -50,7 +50,7 @@ pub async fn search(
         .timeout(timeout)
         .send()
         .await
-        .map_err(|e| ProviderFailure::request(&e, timeout))?;
+        .map_err(|e| ProviderFailure::egress(&e, timeout))?;
     let status = resp.status().as_u16();
     let body = resp
         .text()

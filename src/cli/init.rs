@@ -5,7 +5,8 @@
 //! `tenant_access_token` request. A failure says whether the network failed or the service
 //! refused; a value that failed its test is written only when the person types `yes` to that
 //! (with `--yes`, a failure writes nothing). The file is written with mode 0600 (it holds
-//! keys), commented, and never over an existing one without `--force`.
+//! keys; 0640 with its folder's group in a set-group-ID folder such as the Debian package's
+//! /etc/ethan), commented, and never over an existing one without `--force`.
 
 use crate::config::{self, Config, ModelConfig};
 use crate::provider::probe::Failed;
@@ -349,8 +350,8 @@ pub async fn run(path: PathBuf, args: InitArgs) -> anyhow::Result<ExitCode> {
     let text = render(&a);
     // What is written must load: the same checks as `ethan run`.
     config::from_value(json_of(&a))?;
-    write_private(&path, &text, args.force)?;
-    println!("Wrote {} (mode 0600).", path.display());
+    let readers = write_private(&path, &text, args.force)?;
+    println!("Wrote {} ({readers}).", path.display());
     next_steps(&a, &path);
     Ok(ExitCode::SUCCESS)
 }
@@ -558,17 +559,23 @@ fn render(a: &Answers) -> String {
     out
 }
 
-/// Write `text` to `path` readable by the owner only (0600), its folder created 0700.
-fn write_private(path: &Path, text: &str, replace: bool) -> anyhow::Result<()> {
+/// Write `text` to `path` readable by the owner only (0600), its folder created 0700; in a
+/// set-group-ID folder closed to others (the package's /etc/ethan, root:ethan 2750) the file
+/// takes the folder's group and that group may read it (0640): the service's user reads the
+/// config `sudo ethan init` wrote there, and cannot change it. Says who may read it.
+fn write_private(path: &Path, text: &str, replace: bool) -> anyhow::Result<String> {
     use anyhow::Context;
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .with_context(|| format!("creating {}", dir.display()))?;
-    }
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("creating {}", dir.display()))?;
+    let group = shared_group(dir);
     let mut o = std::fs::OpenOptions::new();
     o.write(true).mode(0o600);
     if replace {
@@ -579,11 +586,42 @@ fn write_private(path: &Path, text: &str, replace: bool) -> anyhow::Result<()> {
     let mut f = o
         .open(path)
         .with_context(|| format!("writing {}", path.display()))?;
-    // An existing file keeps its mode on open: make it 0600 before the keys go in.
-    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    // An existing file keeps its mode and group on open: set both before the keys go in. The
+    // group reads it only once the file is surely that group's.
+    let shared = group.filter(|&gid| std::os::unix::fs::fchown(&f, None, Some(gid)).is_ok());
+    let mode = if shared.is_some() { 0o640 } else { 0o600 };
+    f.set_permissions(std::fs::Permissions::from_mode(mode))?;
     f.write_all(text.as_bytes())?;
     f.sync_all()?;
-    Ok(())
+    Ok(match shared {
+        Some(gid) => format!("mode 0640: its group {} may read it", group_name(gid)),
+        None => "mode 0600".to_string(),
+    })
+}
+
+/// The group of a set-group-ID folder that others cannot enter, whose files are meant for it.
+fn shared_group(dir: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(dir).ok()?;
+    (m.mode() & 0o2000 != 0 && m.mode() & 0o007 == 0).then(|| m.gid())
+}
+
+/// A group's name, else its number.
+fn group_name(gid: u32) -> String {
+    // SAFETY: `group` is plain data (integers and pointers), for which all zeroes are valid.
+    let mut grp: libc::group = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 4096];
+    let mut found: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: `getgrgid_r` writes the entry into `grp`, its strings into `buf` (of the length
+    // given), and sets `found` to `&grp` or null; nothing is kept past this function.
+    let rc = unsafe { libc::getgrgid_r(gid, &mut grp, buf.as_mut_ptr(), buf.len(), &mut found) };
+    if rc != 0 || found.is_null() || grp.gr_name.is_null() {
+        return gid.to_string();
+    }
+    // SAFETY: a successful `getgrgid_r` left a NUL-terminated name inside `buf`.
+    unsafe { std::ffi::CStr::from_ptr(grp.gr_name) }
+        .to_string_lossy()
+        .into_owned()
 }
 
 fn next_steps(a: &Answers, path: &Path) {
@@ -634,6 +672,38 @@ mod tests {
         assert_eq!(loaded.config.model.api_key.expose(), "sk-\"quoted\"");
         assert_eq!(loaded.config.owners, vec!["telegram:42"]);
         assert_eq!(loaded.config.channels.telegram.token.expose(), "1:abc");
+    }
+
+    #[test]
+    fn a_set_group_id_folder_closed_to_others_lends_its_group_read_access() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let mode_of = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o7777;
+        let dir = tempfile::tempdir().unwrap();
+        let folder = |name: &str, mode: u32| {
+            let d = dir.path().join(name);
+            std::fs::create_dir(&d).unwrap();
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode)).unwrap();
+            d.join("config.yaml")
+        };
+        // The package's /etc/ethan: the group reads the file, others nothing.
+        let shared = folder("etc-ethan", 0o2750);
+        let said = write_private(&shared, "a: 1\n", false).unwrap();
+        assert_eq!(mode_of(&shared), 0o640);
+        let gid = std::fs::metadata(dir.path().join("etc-ethan"))
+            .unwrap()
+            .gid();
+        assert_eq!(std::fs::metadata(&shared).unwrap().gid(), gid);
+        assert!(said.starts_with("mode 0640: its group "), "{said}");
+        // Replacing a file someone made readable to all makes it the group's again.
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o644)).unwrap();
+        write_private(&shared, "a: 2\n", true).unwrap();
+        assert_eq!(mode_of(&shared), 0o640);
+        // Set-group-ID but open to others, or not set-group-ID: the owner only.
+        for (name, mode) in [("open", 0o2755), ("plain", 0o750)] {
+            let p = folder(name, mode);
+            assert_eq!(write_private(&p, "a: 1\n", false).unwrap(), "mode 0600");
+            assert_eq!(mode_of(&p), 0o600, "{name}");
+        }
     }
 
     #[test]

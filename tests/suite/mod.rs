@@ -31,6 +31,7 @@ mod mcp;
 mod media;
 mod memory;
 mod memory_provenance;
+mod packages;
 mod provider_anthropic;
 mod provider_shapes;
 mod public_room_lark;

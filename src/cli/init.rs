@@ -350,9 +350,16 @@ pub async fn run(path: PathBuf, args: InitArgs) -> anyhow::Result<ExitCode> {
     let text = render(&a);
     // What is written must load: the same checks as `ethan run`.
     config::from_value(json_of(&a))?;
-    let readers = write_private(&path, &text, args.force)?;
-    println!("Wrote {} ({readers}).", path.display());
-    next_steps(&a, &path);
+    let service = write_private(&path, &text, args.force)?.map(ServiceUser::of_group);
+    match &service {
+        Some(s) => println!(
+            "Wrote {} (mode 0640: its group {} may read it).",
+            path.display(),
+            s.name
+        ),
+        None => println!("Wrote {} (mode 0600).", path.display()),
+    }
+    next_steps(&a, &path, service.as_ref());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -562,8 +569,8 @@ fn render(a: &Answers) -> String {
 /// Write `text` to `path` readable by the owner only (0600), its folder created 0700; in a
 /// set-group-ID folder closed to others (the package's /etc/ethan, root:ethan 2750) the file
 /// takes the folder's group and that group may read it (0640): the service's user reads the
-/// config `sudo ethan init` wrote there, and cannot change it. Says who may read it.
-fn write_private(path: &Path, text: &str, replace: bool) -> anyhow::Result<String> {
+/// config `sudo ethan init` wrote there, and cannot change it. Returns that group.
+fn write_private(path: &Path, text: &str, replace: bool) -> anyhow::Result<Option<u32>> {
     use anyhow::Context;
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
     let dir = path
@@ -593,10 +600,7 @@ fn write_private(path: &Path, text: &str, replace: bool) -> anyhow::Result<Strin
     f.set_permissions(std::fs::Permissions::from_mode(mode))?;
     f.write_all(text.as_bytes())?;
     f.sync_all()?;
-    Ok(match shared {
-        Some(gid) => format!("mode 0640: its group {} may read it", group_name(gid)),
-        None => "mode 0600".to_string(),
-    })
+    Ok(shared)
 }
 
 /// The group of a set-group-ID folder that others cannot enter, whose files are meant for it.
@@ -606,44 +610,57 @@ fn shared_group(dir: &Path) -> Option<u32> {
     (m.mode() & 0o2000 != 0 && m.mode() & 0o007 == 0).then(|| m.gid())
 }
 
-/// A group's name, else its number.
-fn group_name(gid: u32) -> String {
-    // SAFETY: `group` is plain data (integers and pointers), for which all zeroes are valid.
-    let mut grp: libc::group = unsafe { std::mem::zeroed() };
-    let mut buf = vec![0 as libc::c_char; 4096];
-    let mut found: *mut libc::group = std::ptr::null_mut();
-    // SAFETY: `getgrgid_r` writes the entry into `grp`, its strings into `buf` (of the length
-    // given), and sets `found` to `&grp` or null; nothing is kept past this function.
-    let rc = unsafe { libc::getgrgid_r(gid, &mut grp, buf.as_mut_ptr(), buf.len(), &mut found) };
-    if rc != 0 || found.is_null() || grp.gr_name.is_null() {
-        return gid.to_string();
-    }
-    // SAFETY: a successful `getgrgid_r` left a NUL-terminated name inside `buf`.
-    unsafe { std::ffi::CStr::from_ptr(grp.gr_name) }
-        .to_string_lossy()
-        .into_owned()
+/// The user a config written for a group is meant for: the user of the group's name (the
+/// package's `ethan`, whose home is its `ETHAN_HOME`), if there is one.
+struct ServiceUser {
+    name: String,
+    home: Option<PathBuf>,
 }
 
-fn next_steps(a: &Answers, path: &Path) {
-    let flag = if path
-        == config::home_dir()
-            .map(|h| h.join("config.yaml"))
-            .unwrap_or_default()
-    {
-        String::new()
-    } else {
-        format!(" --config {}", path.display())
+impl ServiceUser {
+    fn of_group(gid: u32) -> ServiceUser {
+        use nix::unistd::{Gid, Group, User};
+        let name = match Group::from_gid(Gid::from_raw(gid)) {
+            Ok(Some(g)) => g.name,
+            _ => gid.to_string(),
+        };
+        let home = User::from_name(&name).ok().flatten().map(|u| u.dir);
+        ServiceUser { name, home }
+    }
+}
+
+/// The commands to run next. For a config written for a service's user, run as that user with
+/// its `ETHAN_HOME`: as root they would use root's own home.
+fn next_steps(a: &Answers, path: &Path, service: Option<&ServiceUser>) {
+    let config_flag = format!(" --config {}", path.display());
+    let ethan = match service {
+        Some(ServiceUser {
+            name,
+            home: Some(home),
+        }) => format!(
+            "sudo -u {name} ETHAN_HOME={} ethan{config_flag}",
+            home.display()
+        ),
+        _ if path
+            == config::home_dir()
+                .map(|h| h.join("config.yaml"))
+                .unwrap_or_default() =>
+        {
+            "ethan".to_string()
+        }
+        _ => format!("ethan{config_flag}"),
     };
     println!("Next:");
-    println!("  ethan{flag} doctor      checks the setup");
-    println!("  ethan{flag} chat        talks to the agent in this terminal");
-    if !a.telegram_token.is_empty() || !a.lark_app_id.is_empty() {
-        if a.owner.is_empty() {
-            println!(
-                "  ethan{flag} owner claim  prints a code; send it to the bot to become its owner"
-            );
-        }
-        println!("  ethan{flag} run         serves the chats");
+    println!("  {ethan} doctor      checks the setup");
+    println!("  {ethan} chat        talks to the agent in this terminal");
+    let chats = !a.telegram_token.is_empty() || !a.lark_app_id.is_empty();
+    if chats && a.owner.is_empty() {
+        println!("  {ethan} owner claim  prints a code; send it to the bot to become its owner");
+    }
+    if service.is_some() {
+        println!("  sudo systemctl enable --now ethan      starts the service");
+    } else if chats {
+        println!("  {ethan} run         serves the chats");
     }
 }
 
@@ -687,13 +704,13 @@ mod tests {
         };
         // The package's /etc/ethan: the group reads the file, others nothing.
         let shared = folder("etc-ethan", 0o2750);
-        let said = write_private(&shared, "a: 1\n", false).unwrap();
+        let group = write_private(&shared, "a: 1\n", false).unwrap();
         assert_eq!(mode_of(&shared), 0o640);
         let gid = std::fs::metadata(dir.path().join("etc-ethan"))
             .unwrap()
             .gid();
         assert_eq!(std::fs::metadata(&shared).unwrap().gid(), gid);
-        assert!(said.starts_with("mode 0640: its group "), "{said}");
+        assert_eq!(group, Some(gid));
         // Replacing a file someone made readable to all makes it the group's again.
         std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o644)).unwrap();
         write_private(&shared, "a: 2\n", true).unwrap();
@@ -701,7 +718,7 @@ mod tests {
         // Set-group-ID but open to others, or not set-group-ID: the owner only.
         for (name, mode) in [("open", 0o2755), ("plain", 0o750)] {
             let p = folder(name, mode);
-            assert_eq!(write_private(&p, "a: 1\n", false).unwrap(), "mode 0600");
+            assert_eq!(write_private(&p, "a: 1\n", false).unwrap(), None);
             assert_eq!(mode_of(&p), 0o600, "{name}");
         }
     }

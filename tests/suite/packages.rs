@@ -270,6 +270,10 @@ async fn the_deb_installs_a_service_that_runs_as_ethan_and_removing_it_keeps_the
         &[("ETHAN_HOME", HOME), ("NO_COLOR", "1")],
     );
     assert!(said.contains("its group ethan may read it"), "{said}");
+    // The next steps it prints are run as the service's user with its home.
+    let doctor_line = format!("sudo -u ethan ETHAN_HOME={HOME} ethan --config {CONFIG} doctor");
+    assert!(said.contains(&doctor_line), "{said}");
+    assert!(said.contains("sudo systemctl enable --now ethan"), "{said}");
     assert_eq!(
         owner_group_mode(CONFIG),
         ("root".into(), "ethan".into(), 0o640)

@@ -8,7 +8,7 @@ bin="$(realpath "${1:-target/debug/ethan}")"
 [ -x "$bin" ] || { echo "no binary at $bin (build first, or pass its path)"; exit 1; }
 dir="$(mktemp -d)"
 trap 'rm -rf "$dir"' EXIT
-sed "s#/usr/local/bin/ethan#$bin#" systemd/ethan.service >"$dir/ethan.service"
+sed "s#/usr/bin/ethan#$bin#" systemd/ethan.service >"$dir/ethan.service"
 sed "s#%h/.cargo/bin/ethan#$bin#" systemd/ethan-user.service >"$dir/ethan-user.service"
 status=0
 for unit in ethan.service ethan-user.service; do

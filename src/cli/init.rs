@@ -5,7 +5,8 @@
 //! `tenant_access_token` request. A failure says whether the network failed or the service
 //! refused; a value that failed its test is written only when the person types `yes` to that
 //! (with `--yes`, a failure writes nothing). The file is written with mode 0600 (it holds
-//! keys), commented, and never over an existing one without `--force`.
+//! keys; 0640 with its folder's group in a set-group-ID folder such as the Debian package's
+//! /etc/ethan), commented, and never over an existing one without `--force`.
 
 use crate::config::{self, Config, ModelConfig};
 use crate::provider::probe::Failed;
@@ -349,9 +350,16 @@ pub async fn run(path: PathBuf, args: InitArgs) -> anyhow::Result<ExitCode> {
     let text = render(&a);
     // What is written must load: the same checks as `ethan run`.
     config::from_value(json_of(&a))?;
-    write_private(&path, &text, args.force)?;
-    println!("Wrote {} (mode 0600).", path.display());
-    next_steps(&a, &path);
+    let service = write_private(&path, &text, args.force)?.map(ServiceUser::of_group);
+    match &service {
+        Some(s) => println!(
+            "Wrote {} (mode 0640: its group {} may read it).",
+            path.display(),
+            s.name
+        ),
+        None => println!("Wrote {} (mode 0600).", path.display()),
+    }
+    next_steps(&a, &path, service.as_ref());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -558,17 +566,23 @@ fn render(a: &Answers) -> String {
     out
 }
 
-/// Write `text` to `path` readable by the owner only (0600), its folder created 0700.
-fn write_private(path: &Path, text: &str, replace: bool) -> anyhow::Result<()> {
+/// Write `text` to `path` readable by the owner only (0600), its folder created 0700; in a
+/// set-group-ID folder closed to others (the package's /etc/ethan, root:ethan 2750) the file
+/// takes the folder's group and that group may read it (0640): the service's user reads the
+/// config `sudo ethan init` wrote there, and cannot change it. Returns that group.
+fn write_private(path: &Path, text: &str, replace: bool) -> anyhow::Result<Option<u32>> {
     use anyhow::Context;
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .with_context(|| format!("creating {}", dir.display()))?;
-    }
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("creating {}", dir.display()))?;
+    let group = shared_group(dir);
     let mut o = std::fs::OpenOptions::new();
     o.write(true).mode(0o600);
     if replace {
@@ -579,33 +593,74 @@ fn write_private(path: &Path, text: &str, replace: bool) -> anyhow::Result<()> {
     let mut f = o
         .open(path)
         .with_context(|| format!("writing {}", path.display()))?;
-    // An existing file keeps its mode on open: make it 0600 before the keys go in.
-    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    // An existing file keeps its mode and group on open: set both before the keys go in. The
+    // group reads it only once the file is surely that group's.
+    let shared = group.filter(|&gid| std::os::unix::fs::fchown(&f, None, Some(gid)).is_ok());
+    let mode = if shared.is_some() { 0o640 } else { 0o600 };
+    f.set_permissions(std::fs::Permissions::from_mode(mode))?;
     f.write_all(text.as_bytes())?;
     f.sync_all()?;
-    Ok(())
+    Ok(shared)
 }
 
-fn next_steps(a: &Answers, path: &Path) {
-    let flag = if path
-        == config::home_dir()
-            .map(|h| h.join("config.yaml"))
-            .unwrap_or_default()
-    {
-        String::new()
-    } else {
-        format!(" --config {}", path.display())
+/// The group of a set-group-ID folder that others cannot enter, whose files are meant for it.
+fn shared_group(dir: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(dir).ok()?;
+    (m.mode() & 0o2000 != 0 && m.mode() & 0o007 == 0).then(|| m.gid())
+}
+
+/// The user a config written for a group is meant for: the user of the group's name (the
+/// package's `ethan`, whose home is its `ETHAN_HOME`), if there is one.
+struct ServiceUser {
+    name: String,
+    home: Option<PathBuf>,
+}
+
+impl ServiceUser {
+    fn of_group(gid: u32) -> ServiceUser {
+        use nix::unistd::{Gid, Group, User};
+        let name = match Group::from_gid(Gid::from_raw(gid)) {
+            Ok(Some(g)) => g.name,
+            _ => gid.to_string(),
+        };
+        let home = User::from_name(&name).ok().flatten().map(|u| u.dir);
+        ServiceUser { name, home }
+    }
+}
+
+/// The commands to run next. For a config written for a service's user, run as that user with
+/// its `ETHAN_HOME`: as root they would use root's own home.
+fn next_steps(a: &Answers, path: &Path, service: Option<&ServiceUser>) {
+    let config_flag = format!(" --config {}", path.display());
+    let ethan = match service {
+        Some(ServiceUser {
+            name,
+            home: Some(home),
+        }) => format!(
+            "sudo -u {name} ETHAN_HOME={} ethan{config_flag}",
+            home.display()
+        ),
+        _ if path
+            == config::home_dir()
+                .map(|h| h.join("config.yaml"))
+                .unwrap_or_default() =>
+        {
+            "ethan".to_string()
+        }
+        _ => format!("ethan{config_flag}"),
     };
     println!("Next:");
-    println!("  ethan{flag} doctor      checks the setup");
-    println!("  ethan{flag} chat        talks to the agent in this terminal");
-    if !a.telegram_token.is_empty() || !a.lark_app_id.is_empty() {
-        if a.owner.is_empty() {
-            println!(
-                "  ethan{flag} owner claim  prints a code; send it to the bot to become its owner"
-            );
-        }
-        println!("  ethan{flag} run         serves the chats");
+    println!("  {ethan} doctor      checks the setup");
+    println!("  {ethan} chat        talks to the agent in this terminal");
+    let chats = !a.telegram_token.is_empty() || !a.lark_app_id.is_empty();
+    if chats && a.owner.is_empty() {
+        println!("  {ethan} owner claim  prints a code; send it to the bot to become its owner");
+    }
+    if service.is_some() {
+        println!("  sudo systemctl enable --now ethan      starts the service");
+    } else if chats {
+        println!("  {ethan} run         serves the chats");
     }
 }
 
@@ -634,6 +689,38 @@ mod tests {
         assert_eq!(loaded.config.model.api_key.expose(), "sk-\"quoted\"");
         assert_eq!(loaded.config.owners, vec!["telegram:42"]);
         assert_eq!(loaded.config.channels.telegram.token.expose(), "1:abc");
+    }
+
+    #[test]
+    fn a_set_group_id_folder_closed_to_others_lends_its_group_read_access() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let mode_of = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o7777;
+        let dir = tempfile::tempdir().unwrap();
+        let folder = |name: &str, mode: u32| {
+            let d = dir.path().join(name);
+            std::fs::create_dir(&d).unwrap();
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode)).unwrap();
+            d.join("config.yaml")
+        };
+        // The package's /etc/ethan: the group reads the file, others nothing.
+        let shared = folder("etc-ethan", 0o2750);
+        let group = write_private(&shared, "a: 1\n", false).unwrap();
+        assert_eq!(mode_of(&shared), 0o640);
+        let gid = std::fs::metadata(dir.path().join("etc-ethan"))
+            .unwrap()
+            .gid();
+        assert_eq!(std::fs::metadata(&shared).unwrap().gid(), gid);
+        assert_eq!(group, Some(gid));
+        // Replacing a file someone made readable to all makes it the group's again.
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o644)).unwrap();
+        write_private(&shared, "a: 2\n", true).unwrap();
+        assert_eq!(mode_of(&shared), 0o640);
+        // Set-group-ID but open to others, or not set-group-ID: the owner only.
+        for (name, mode) in [("open", 0o2755), ("plain", 0o750)] {
+            let p = folder(name, mode);
+            assert_eq!(write_private(&p, "a: 1\n", false).unwrap(), None);
+            assert_eq!(mode_of(&p), 0o600, "{name}");
+        }
     }
 
     #[test]

@@ -37,6 +37,7 @@ mod media;
 mod media_bombs;
 mod memory;
 mod memory_provenance;
+mod packages;
 mod private_reads;
 mod provider_anthropic;
 mod provider_shapes;

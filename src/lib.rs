@@ -1,11 +1,11 @@
 //! Ethan: a self-hosted daemon that puts an LLM agent into the chats people already use
-//! (Telegram now; Lark/Feishu next; the terminal), acting through a governed tool system.
+//! (Telegram, Lark/Feishu, the terminal and a web page), acting through a governed tool system.
 //!
 //! Data path: a channel adapter (crate `ethan-channels`) normalises a platform update into an
 //! `InboundEvent` → [`daemon::router`] records it and queues it on its session's worker →
 //! [`agent`] runs the turn against the model ([`provider`]) and the [`tools`] → the reply goes
-//! back through the adapter. State lives in one SQLite file ([`store`]); settings in
-//! [`config`].
+//! back through the adapter. State lives in the store ([`store`]: one SQLite file, or PostgreSQL
+//! for several replicas); settings in [`config`]. docs/ARCHITECTURE.md draws the whole map.
 
 pub mod agent;
 pub mod cli;

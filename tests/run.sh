@@ -109,6 +109,13 @@ fi
 
 say "the suite on SQLite"
 cargo test --workspace --locked "$@"
+# The short soak on every full run: 1,000 messages over both channels with faults and one kill -9
+# (tests/suite/soak.rs; the 10,000-message run stays opt-in). Its figures are printed.
+if [ $# -eq 0 ]; then
+  say "the short soak"
+  SOAK_MESSAGES=1000 SOAK_SESSIONS=40 SOAK_KILLS=1 \
+    cargo test --workspace --locked --test all soak:: -- --ignored --nocapture
+fi
 if [ "$postgres" = 1 ]; then
   say "the suite on PostgreSQL"
   ETHAN_TEST_STORE=postgres cargo test --workspace --locked "$@"

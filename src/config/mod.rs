@@ -14,6 +14,7 @@
 mod channels;
 pub mod origin;
 pub mod problems;
+mod scalar;
 mod secret;
 mod types;
 pub mod watch;

@@ -39,6 +39,6 @@ impl fmt::Display for Secret {
 
 impl<'de> Deserialize<'de> for Secret {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        super::types::string_or_number(d).map(Secret)
+        super::scalar::string_or_number(d).map(Secret)
     }
 }

@@ -1,29 +1,10 @@
 //! The typed configuration, key for key as in DESIGN §7. Every struct refuses unknown keys;
 //! defaults are the documented ones.
 
+use super::scalar::string_or_number;
 use super::secret::Secret;
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
-
-/// Accept a YAML string or number (ids such as Telegram user ids are often written unquoted).
-pub(crate) fn string_or_number<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum S {
-        Str(String),
-        I(i64),
-        U(u64),
-        F(f64),
-        B(bool),
-    }
-    Ok(match S::deserialize(d)? {
-        S::Str(s) => s,
-        S::I(i) => i.to_string(),
-        S::U(u) => u.to_string(),
-        S::F(f) => f.to_string(),
-        S::B(b) => b.to_string(),
-    })
-}
 
 /// `channels.<name>.streaming`: a mode name, or a YAML boolean (`off` unquoted arrives as
 /// `false`; `true` means `auto`).

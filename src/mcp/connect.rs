@@ -12,7 +12,7 @@
 //! shell commands, a folder that contains a hidden place, such as `$HOME` for `~/.ethan`, keeps
 //! its existing entries but gets no new ones). Its stderr is logged at debug level, redacted.
 
-use super::manager::Handler;
+use super::server::Handler;
 use crate::config::{McpServerConfig, Secret};
 use crate::tools::redact::Redactor;
 use rmcp::service::{RoleClient, RunningService, ServiceExt};

@@ -16,120 +16,23 @@
 
 use super::connect::{connect, kill_group, ConnectError};
 use super::names::tool_name;
+use super::server::{lock, Handler, ServerHandle};
 use super::tool::{Hints, McpTool};
 use crate::config::{Loaded, McpServerConfig};
 use crate::tools::executor::RegistrySlot;
 use crate::tools::redact::Redactor;
 use crate::tools::registry::Registry;
-use crate::tools::{ErrorKind, ToolResult};
-use rmcp::handler::client::ClientHandler;
-use rmcp::model::CallToolRequestParams;
-use rmcp::service::{NotificationContext, Peer, RoleClient, ServiceError};
+use rmcp::service::{Peer, RoleClient};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 /// The longest wait between two restarts.
 pub const MAX_RESTART_DELAY: Duration = Duration::from_secs(30);
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The client side of one connection: it hears `notifications/tools/list_changed`.
-#[derive(Clone, Default)]
-pub struct Handler {
-    changed: Arc<Notify>,
-}
-
-impl ClientHandler for Handler {
-    fn on_tool_list_changed(
-        &self,
-        _context: NotificationContext<RoleClient>,
-    ) -> impl std::future::Future<Output = ()> + Send + '_ {
-        self.changed.notify_one();
-        std::future::ready(())
-    }
-}
-
-/// What the tools of one server call through: the live connection, if there is one.
-pub struct ServerHandle {
-    /// The configured server name.
-    pub name: String,
-    peer: RwLock<Option<Peer<RoleClient>>>,
-    /// The process group of the running child, if the server is a command.
-    pgid: Mutex<Option<u32>>,
-}
-
-impl ServerHandle {
-    pub fn new(name: &str) -> Self {
-        Self {
-            name: name.to_string(),
-            peer: RwLock::new(None),
-            pgid: Mutex::new(None),
-        }
-    }
-
-    fn set_peer(&self, p: Option<Peer<RoleClient>>) {
-        *self.peer.write().unwrap_or_else(|e| e.into_inner()) = p;
-    }
-
-    /// The process group id of the running child (a command server that is up), if any.
-    pub fn pgid(&self) -> Option<u32> {
-        *lock(&self.pgid)
-    }
-
-    fn not_running(&self) -> ToolResult {
-        ToolResult::err(
-            ErrorKind::Dependency,
-            format!(
-                "the MCP server {} is not running; it is being restarted",
-                self.name
-            ),
-        )
-    }
-
-    /// `tools/call` of `tool` with `arguments`; every failure is a `dependency` error naming the
-    /// server.
-    pub async fn call(
-        &self,
-        tool: &str,
-        arguments: Option<serde_json::Map<String, Value>>,
-    ) -> ToolResult {
-        let peer = self.peer.read().unwrap_or_else(|e| e.into_inner()).clone();
-        let Some(peer) = peer else {
-            return self.not_running();
-        };
-        let mut params = CallToolRequestParams::new(tool.to_string());
-        if let Some(a) = arguments {
-            params = params.with_arguments(a);
-        }
-        match peer.call_tool(params).await {
-            Ok(r) => {
-                let v = serde_json::to_value(&r).unwrap_or(Value::Null);
-                super::result::convert(&self.name, &v)
-            }
-            Err(ServiceError::McpError(e)) => ToolResult::err(
-                ErrorKind::Dependency,
-                format!(
-                    "the MCP server {} refused the call: {}",
-                    self.name, e.message
-                ),
-            ),
-            Err(ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
-                self.not_running()
-            }
-            Err(e) => ToolResult::err(
-                ErrorKind::Dependency,
-                format!("the call to the MCP server {} failed: {e}", self.name),
-            ),
-        }
-    }
-}
 
 struct Server {
     handle: Arc<ServerHandle>,

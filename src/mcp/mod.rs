@@ -5,6 +5,7 @@
 //! - [`names`]: the registered names;
 //! - [`connect`]: a child over stdio (cleared environment, own process group) or streamable
 //!   HTTP ([`http`]: rmcp's client trait on the daemon's reqwest), and the handshake;
+//! - [`server`]: a connection's handler and the handle a server's tools call through;
 //! - [`tool`]: the adapter, and the risk read from the annotations;
 //! - [`result`]: a `tools/call` answer as a tool result;
 //! - [`manager`]: the lifecycle (start in the background, restarts, `tools/list_changed`,
@@ -15,6 +16,7 @@ pub mod http;
 pub mod manager;
 pub mod names;
 pub mod result;
+pub mod server;
 pub mod tool;
 
 pub use manager::McpManager;

@@ -15,7 +15,7 @@
 //! or mailbox, and the daemon cannot tell which. Consent texts show server, tool and the
 //! arguments with every configured secret redacted.
 
-use super::manager::ServerHandle;
+use super::server::ServerHandle;
 use crate::tools::redact::Redactor;
 use crate::tools::{Egress, ErrorKind, Risk, Tool, ToolContext, ToolResult};
 use async_trait::async_trait;
@@ -183,7 +183,7 @@ mod tests {
             parameters: json!({"type": "object"}),
             hints: Hints::from_annotations(None),
             timeout: Duration::from_secs(60),
-            handle: Arc::new(super::super::manager::ServerHandle::new("srv")),
+            handle: Arc::new(super::super::server::ServerHandle::new("srv")),
             redactor: Arc::new(Redactor::new(vec!["hunter2-secret".into()])),
         };
         let ctx = ToolContext::local(std::env::temp_dir());

@@ -15,8 +15,11 @@
 //!
 //! Each message carries a tag (`msg-000123`) that the model echoes, so replies are matched to
 //! messages. About a fifth of the turns make the model call `file_write` appending the tag as one
-//! line to a per-session file in a temporary directory (no consent is needed there), so a side
-//! effect run twice shows up as a repeated line. Faults, chosen by a seeded RNG: the model
+//! line to a per-session file in a temporary directory, so a side effect run twice shows up as a
+//! repeated line. Such a write asks the owner, and the test answers as the owner would: it presses
+//! "approve for this session" on each approval it sees (Telegram's inline button, Lark's card
+//! button), so the consent path runs under the faults too (a kill -9 forgets the grants: the
+//! re-run turn asks again). Approvals are not replies. Faults, chosen by a seeded RNG: the model
 //! answers 500, a body that is not JSON or a body cut off midway (at most once per model step,
 //! the provider's retry gets the real answer); Telegram answers `sendMessage` and `getUpdates`
 //! with a 5xx; the Lark websocket is dropped (unacknowledged events are pushed again after the
@@ -237,6 +240,53 @@ struct Counts {
     lark_repushed_unacked: u64,
     kills: u64,
     unmatched_replies: u64,
+    approvals_pressed: u64,
+}
+
+/// The `callback_data` of the button to press on a Telegram approval ("for this session" when
+/// offered, else "once"), or `None` when the message is not an approval.
+fn telegram_approval(body: &Value) -> Option<String> {
+    let rows = body.pointer("/reply_markup/inline_keyboard")?.as_array()?;
+    let data: Vec<&str> = rows
+        .iter()
+        .filter_map(Value::as_array)
+        .flatten()
+        .filter_map(|b| b.get("callback_data").and_then(Value::as_str))
+        .filter(|d| d.starts_with("ap:"))
+        .collect();
+    let pick = |p: &str| {
+        data.iter()
+            .find(|d| d.starts_with(p))
+            .map(|d| d.to_string())
+    };
+    pick("ap:s:").or_else(|| pick("ap:o:"))
+}
+
+/// The button value to press on a Lark approval card (`ethan_approval` with choice `s` when
+/// offered, else `o`), or `None` when the message is not an approval.
+fn lark_approval(content: &Value) -> Option<Value> {
+    fn values(v: &Value, out: &mut Vec<Value>) {
+        match v {
+            Value::Object(m) => {
+                if m.contains_key("ethan_approval") {
+                    out.push(v.clone());
+                }
+                m.values().for_each(|x| values(x, out));
+            }
+            Value::Array(a) => a.iter().for_each(|x| values(x, out)),
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    values(content, &mut found);
+    let pick = |c: &str| found.iter().find(|v| v["choice"] == c).cloned();
+    pick("s").or_else(|| pick("o"))
+}
+
+/// The session an approval is about: the `session-NNN.log` file its description names.
+fn session_in(text: &str) -> Option<usize> {
+    let i = text.find("session-")?;
+    text[i + 8..].get(..3)?.parse().ok()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -304,6 +354,11 @@ async fn soak() {
     let mut last_doubt_scan = Instant::now();
     let mut stalled = false;
     let mut unacked: HashSet<usize> = HashSet::new();
+    // Lark approval presses not yet pushed (no connection at the time).
+    let mut lark_presses: Vec<Value> = Vec::new();
+    // Lark streaming cards sent as replies and not closed yet (checked every 100 ms).
+    let mut open_cards: Vec<String> = Vec::new();
+    let mut last_card_scan = Instant::now();
     let mut redeliveries: VecDeque<(Instant, usize)> = VecDeque::new();
     let mut counts = Counts::default();
     let (mut tg_cursor, mut lk_cursor, mut ack_cursor) = (0usize, 0usize, 0usize);
@@ -321,17 +376,51 @@ async fn soak() {
     let mut last_progress = Instant::now();
 
     loop {
-        // Replies.
-        let mut new_replies: Vec<String> = tg
-            .sent_since(&mut tg_cursor)
-            .into_iter()
-            .map(|(_, t)| t)
-            .collect();
-        new_replies.extend(
-            lk.messages_since(&mut lk_cursor)
-                .into_iter()
-                .map(|m| m.content.to_string()),
-        );
+        // Replies, and approvals answered as the owner would.
+        let mut new_replies: Vec<String> = Vec::new();
+        for body in tg.sent_bodies_since(&mut tg_cursor) {
+            let text = body["text"].as_str().unwrap_or("").to_string();
+            match telegram_approval(&body) {
+                Some(data) => {
+                    let chat = body["chat_id"]
+                        .as_i64()
+                        .or_else(|| body["chat_id"].as_str().and_then(|c| c.parse().ok()))
+                        .expect("an approval's chat_id");
+                    let id = tg.next_update_id();
+                    tg.push_update(FakeTelegram::callback_update(id, chat, chat, &data));
+                    counts.approvals_pressed += 1;
+                }
+                None => new_replies.push(text),
+            }
+        }
+        for m in lk.messages_since(&mut lk_cursor) {
+            let text = m.content.to_string();
+            match lark_approval(&m.content) {
+                Some(value) => {
+                    let s = session_in(&text).expect("a Lark approval naming the session's file");
+                    let user = lark_user(s);
+                    lark_presses.push(lark::card_action(value, &user, &format!("oc_p2p_{user}")));
+                    counts.approvals_pressed += 1;
+                }
+                // A reply streamed into a card counts once the card is closed (its final text).
+                None => match m.card_entity {
+                    Some(card) => open_cards.push(card),
+                    None => new_replies.push(text),
+                },
+            }
+        }
+        lark_presses.retain(|press| lk.try_push_event(press).is_none());
+        if !open_cards.is_empty() && last_card_scan.elapsed() >= Duration::from_millis(100) {
+            last_card_scan = Instant::now();
+            let cards = lk.cards();
+            open_cards.retain(|id| match cards.iter().find(|c| &c.card_id == id) {
+                Some(c) if !c.streaming => {
+                    new_replies.push(c.current().to_string());
+                    false
+                }
+                _ => true,
+            });
+        }
         for text in new_replies {
             // A Lark card may show the text twice (summary and body): one reply per message.
             let mut found = tags_in(&text);
@@ -516,7 +605,7 @@ async fn soak() {
     let wall = started.elapsed();
 
     // Side effects: one line per tool turn, in its session's file.
-    let expected: BTreeMap<usize, ()> = (0..messages)
+    let expected: BTreeMap<usize, ()> = (0..msgs.len())
         .filter(|&n| calls_tool(seed, n))
         .map(|n| (n, ()))
         .collect();
@@ -556,10 +645,12 @@ async fn soak() {
 
     let replies: u64 = msgs.iter().map(|m| u64::from(m.replies)).sum();
     let lost_in_kill = in_doubt.iter().filter(|&&n| msgs[n].replies == 0).count();
-    let missing: Vec<usize> = (0..messages)
+    // A stalled run stops sending: only the messages sent are judged, the rest counted apart.
+    let unsent = messages - msgs.len();
+    let missing: Vec<usize> = (0..msgs.len())
         .filter(|&n| msgs[n].replies == 0 && !in_doubt.contains(&n))
         .collect();
-    let duplicates: Vec<usize> = (0..messages).filter(|&n| msgs[n].replies > 1).collect();
+    let duplicates: Vec<usize> = (0..msgs.len()).filter(|&n| msgs[n].replies > 1).collect();
     let by = |v: Via| msgs.iter().filter(|m| m.via == v).count();
     let mf = {
         let g = faults.lock().unwrap();
@@ -585,7 +676,9 @@ async fn soak() {
                 by(Via::Lark)
             ),
         ),
+        ("messages never sent (the run stalled)", unsent.to_string()),
         ("replies", replies.to_string()),
+        ("approvals pressed", counts.approvals_pressed.to_string()),
         ("missing replies", missing.len().to_string()),
         (
             "replies cut by kill -9, not re-sent (Telegram)",

@@ -897,6 +897,21 @@ impl FakeTelegram {
     }
 }
 
+impl FakeTelegram {
+    /// The bodies of the successful `sendMessage` calls received after the first `*cursor` calls
+    /// of any method (see [`FakeTelegram::sent_since`]), with their `reply_markup`.
+    pub fn sent_bodies_since(&self, cursor: &mut usize) -> Vec<Value> {
+        let st = self.shared.lock();
+        let from = (*cursor).min(st.calls.len());
+        *cursor = st.calls.len();
+        st.calls[from..]
+            .iter()
+            .filter(|c| c.is("sendMessage") && c.status == 200)
+            .map(|c| c.body.clone())
+            .collect()
+    }
+}
+
 // ----- held sends ----------------------------------------------------------------------------
 
 /// [`TelegramCall::status`] of a `sendMessage` whose answer is being held

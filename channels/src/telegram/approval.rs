@@ -5,7 +5,8 @@
 //! (`editMessageText`, keyboard removed). A text fallback `/approve <id>` / `/deny <id>` is shown
 //! in the message and handled by the daemon.
 
-use super::send::{map_error, send_part};
+use super::errors::map_error;
+use super::part::send_part;
 use super::TelegramChannel;
 use crate::channel::{ChannelError, InboundSink};
 use crate::model::{ApprovalChoice, ApprovalDecision, ApprovalRequest, ChannelKind, SentRef};

@@ -11,7 +11,9 @@
 
 pub mod approval;
 pub mod chunk;
+pub mod errors;
 pub mod normalize;
+pub mod part;
 pub mod poll;
 pub mod render;
 pub mod send;
@@ -135,7 +137,7 @@ impl TelegramChannel {
         if let Some(me) = self.me.get() {
             return Ok(me.clone());
         }
-        let me = self.bot.get_me().await.map_err(send::map_error)?;
+        let me = self.bot.get_me().await.map_err(errors::map_error)?;
         let ident = BotIdentity {
             id: me.user.id.0,
             username: me.user.username.clone().unwrap_or_default(),
@@ -222,7 +224,7 @@ impl Channel for TelegramChannel {
             .bot
             .get_file(teloxide::types::FileId(file.id.clone()))
             .await
-            .map_err(send::map_error)?;
+            .map_err(errors::map_error)?;
         let path = f.path.trim_start_matches('/');
         if path.is_empty() || path.split('/').any(|seg| seg == "..") {
             return Err(ChannelError::Api {

@@ -7,80 +7,16 @@
 //! so the parts are the same each time.
 
 use super::chunk::{chunk_html, TELEGRAM_TEXT_LIMIT};
+use super::errors::map_error;
+use super::part::send_part;
 use super::render::{html_to_display_text, markdown_to_html};
 use super::{TelegramChannel, PLATFORM};
 use crate::channel::ChannelError;
 use crate::model::{ChatKind, OutboundBody, OutboundMessage, SentRef};
-use teloxide::payloads::{SendChatActionSetters, SendMessageSetters};
+use teloxide::payloads::SendChatActionSetters;
 use teloxide::prelude::Requester;
-use teloxide::types::{
-    ChatAction, ChatId, LinkPreviewOptions, MessageId, ParseMode, ReplyParameters, ThreadId,
-};
-use teloxide::{ApiError, Bot, RequestError};
-
-const MAX_TRIES: usize = 5;
-
-/// Map a teloxide error to the adapter's error type.
-pub(crate) fn map_error(e: RequestError) -> ChannelError {
-    match e {
-        RequestError::Api(ApiError::InvalidToken) => ChannelError::Unauthorized {
-            platform: PLATFORM,
-            message: "the bot token was rejected (401/404 from the Bot API)".into(),
-        },
-        // A server-side failure (5xx) comes back as an "unknown" API error: worth retrying.
-        RequestError::Api(ApiError::Unknown(d))
-            if [
-                "Internal Server Error",
-                "Bad Gateway",
-                "Service Unavailable",
-                "Gateway Timeout",
-            ]
-            .iter()
-            .any(|s| d.contains(s)) =>
-        {
-            ChannelError::Transport {
-                platform: PLATFORM,
-                message: format!("Bot API server error: {d}"),
-            }
-        }
-        RequestError::Api(api) => ChannelError::Api {
-            platform: PLATFORM,
-            code: if forbidden(&api) { 403 } else { 400 },
-            description: api.to_string(),
-        },
-        RequestError::MigrateToChatId(id) => ChannelError::Api {
-            platform: PLATFORM,
-            code: 400,
-            description: format!("group chat was upgraded to supergroup {id}"),
-        },
-        RequestError::RetryAfter(s) => ChannelError::Api {
-            platform: PLATFORM,
-            code: 429,
-            description: format!("Too Many Requests: retry after {}", s.seconds()),
-        },
-        other => ChannelError::Transport {
-            platform: PLATFORM,
-            message: crate::net::describe(&other),
-        },
-    }
-}
-
-/// Whether the Bot API refused with a 403: the bot may not write to that person or chat
-/// (`Forbidden: bot can't initiate conversation with a user` — the person never pressed Start
-/// —, `bot was blocked by the user`, `user is deactivated`, kicked from the chat). teloxide
-/// knows some of these by an older wording and reads the current one as `Unknown`.
-fn forbidden(api: &ApiError) -> bool {
-    match api {
-        ApiError::BotBlocked
-        | ApiError::CantInitiateConversation
-        | ApiError::UserDeactivated
-        | ApiError::BotKicked
-        | ApiError::BotKickedFromSupergroup
-        | ApiError::BotKickedFromChannel => true,
-        ApiError::Unknown(d) => d.starts_with("Forbidden"),
-        _ => false,
-    }
-}
+use teloxide::types::{ChatAction, ChatId, MessageId, ThreadId};
+use teloxide::Bot;
 
 pub(super) fn parse_chat_id(id: &str) -> Result<ChatId, ChannelError> {
     id.parse::<i64>()
@@ -177,80 +113,4 @@ pub(super) async fn send_text(
         }
     }
     Ok(sent)
-}
-
-/// Send one part as HTML, falling back to plain text when Telegram rejects the entities.
-pub(super) async fn send_part(
-    bot: &Bot,
-    chat_id: ChatId,
-    thread: Option<ThreadId>,
-    reply_to: Option<i32>,
-    html: &str,
-) -> Result<String, ChannelError> {
-    let mut plain = false;
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        let text = if plain {
-            html_to_display_text(html)
-        } else {
-            html.to_string()
-        };
-        let mut req = bot
-            .send_message(chat_id, text)
-            .link_preview_options(LinkPreviewOptions {
-                is_disabled: true,
-                url: None,
-                prefer_small_media: false,
-                prefer_large_media: false,
-                show_above_text: false,
-            });
-        if !plain {
-            req = req.parse_mode(ParseMode::Html);
-        }
-        if let Some(t) = thread {
-            req = req.message_thread_id(t);
-        }
-        if let Some(r) = reply_to {
-            req = req.reply_parameters(ReplyParameters {
-                message_id: MessageId(r),
-                allow_sending_without_reply: Some(true),
-                ..ReplyParameters::new(MessageId(r))
-            });
-        }
-        match req.await {
-            Ok(m) => return Ok(m.id.0.to_string()),
-            Err(RequestError::Api(ApiError::CantParseEntities(why))) if !plain => {
-                tracing::warn!(
-                    "telegram rejected the HTML ({why}); sending this part as plain text"
-                );
-                plain = true;
-            }
-            Err(RequestError::RetryAfter(s)) if tries < MAX_TRIES => {
-                tracing::warn!("telegram 429 on sendMessage; waiting {}s", s.seconds());
-                tokio::time::sleep(s.duration()).await;
-            }
-            Err(e) => return Err(map_error(e)),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_bot_apis_403s_stay_403s() {
-        let unreachable =
-            |api: ApiError| map_error(RequestError::Api(api)).is_recipient_unreachable();
-        assert!(unreachable(ApiError::Unknown(
-            "Forbidden: bot can't initiate conversation with a user".into()
-        )));
-        assert!(unreachable(ApiError::BotBlocked));
-        assert!(unreachable(ApiError::CantInitiateConversation));
-        assert!(!unreachable(ApiError::MessageNotModified));
-        assert!(!unreachable(ApiError::Unknown(
-            "Bad Request: chat not found".into()
-        )));
-    }
 }

@@ -96,7 +96,10 @@ pub(super) async fn run(
             chan.set_up(true);
         }
         Err(e) => {
-            tracing::error!("telegram setWebhook failed: {}", super::send::map_error(e));
+            tracing::error!(
+                "telegram setWebhook failed: {}",
+                super::errors::map_error(e)
+            );
         }
     }
     let _ = shutdown.changed().await;

@@ -377,7 +377,9 @@ pub async fn probe(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::ErrorKind;
     use serde_json::json;
+    use std::sync::RwLock;
 
     fn cfg() -> McpServerConfig {
         McpServerConfig {

@@ -4,11 +4,11 @@
 mod agents;
 mod approval_chat;
 mod approval_content;
+mod attack_egress;
+mod attack_egress_fixed;
 mod attack_groups;
 mod attack_memory;
 mod attack_sandbox;
-mod attack_egress;
-mod attack_egress_fixed;
 mod browser;
 mod browser_egress;
 mod cli;

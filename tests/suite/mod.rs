@@ -4,6 +4,7 @@
 mod agents;
 mod approval_chat;
 mod approval_content;
+mod attack_web_page;
 mod browser;
 mod cli;
 mod consent_telegram;

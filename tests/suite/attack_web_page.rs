@@ -308,8 +308,8 @@ async fn oversized_malformed_and_many_requests_leave_the_daemon_answering() {
     let base = base_of(&home).await;
     let http = reqwest::Client::new();
 
-    // A flood of wrong sign-ins (each answered a second apart, one at a time) does not keep
-    // the owner out.
+    // A flood of wrong sign-ins (compared a second apart, only the newest few kept waiting)
+    // does not keep the owner, who signs in after it, out for long.
     let mut flood = Vec::new();
     for i in 0..30 {
         let http = http.clone();

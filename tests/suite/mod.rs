@@ -5,6 +5,7 @@ mod agents;
 mod approval_chat;
 mod approval_content;
 mod attack_web_page;
+mod attack_web_page_fixed;
 mod browser;
 mod cli;
 mod consent_telegram;

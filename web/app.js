@@ -237,7 +237,7 @@ function addConsent(req) {
 async function answer(box, requestId, choice) {
   for (const b of box.querySelectorAll('button')) b.disabled = true;
   try {
-    const r = await api('POST', 'consent/' + requestId, { choice, session: state.session });
+    const r = await api('POST', 'consent/' + requestId, { choice });
     if (r.ok) resolveConsent(requestId, r.outcome || r.message);
     else {
       box.querySelector('.outcome').textContent = r.message;

@@ -264,7 +264,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
             tokens: tokens.clone(),
             public,
             shutdown: shutdown_rx.clone(),
-            wrong_tokens: tokio::sync::Mutex::new(()),
+            guesses: Default::default(),
         })
     });
     let gateway_state = Arc::new(crate::gateway::GatewayState {

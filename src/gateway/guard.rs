@@ -14,8 +14,9 @@
 //!   `same-origin` (or come from a browser too old to say).
 //! - **Headers**: a Content-Security-Policy allowing only this origin's own scripts, styles and
 //!   connections (no inline script, no `eval`, no framing, no plugin, Trusted Types required
-//!   for HTML insertion), `X-Frame-Options: DENY`, `nosniff`, no referrer, and same-origin
-//!   opener and resource policies.
+//!   for HTML insertion), `X-Frame-Options: DENY`, `nosniff`, no referrer, no DNS prefetching
+//!   (`X-DNS-Prefetch-Control: off`: a link in an answer does not make the browser look its
+//!   name up), and same-origin opener and resource policies.
 
 use axum::http::header::{HeaderName, HeaderValue};
 use axum::http::HeaderMap;
@@ -36,6 +37,7 @@ pub fn security_headers(h: &mut HeaderMap) {
     set(h, "x-frame-options", "DENY");
     set(h, "x-content-type-options", "nosniff");
     set(h, "referrer-policy", "no-referrer");
+    set(h, "x-dns-prefetch-control", "off");
     set(h, "cross-origin-opener-policy", "same-origin");
     set(h, "cross-origin-resource-policy", "same-origin");
     set(
@@ -172,17 +174,25 @@ pub fn fetch_site_ok(h: &HeaderMap) -> bool {
     }
 }
 
-/// Whether the browser reached the gateway over TLS: through a proxy that says so
-/// (`X-Forwarded-Proto: https`, `Forwarded: proto=https`) or whose public URL is `https`.
-/// Only ever makes the cookie stricter (`Secure`), so a client cannot weaken anything by lying.
-pub fn over_tls(h: &HeaderMap, public: Option<&PublicUrl>) -> bool {
+/// Whether the browser reached the gateway over TLS. `gateway.public_url` with `https` says so
+/// for every request: the operator has put a TLS proxy in front. Otherwise a proxy's
+/// `X-Forwarded-Proto: https` (or `Forwarded: proto=https`) is believed only from a peer on
+/// this machine (`peer` on loopback: a proxy there); from anyone else it is ignored. It
+/// matters: it makes the cookie `Secure` (and `__Host-`), and it lets sign-in through from
+/// another machine, which a client on plain HTTP must not obtain by sending the header.
+pub fn over_tls(h: &HeaderMap, public: Option<&PublicUrl>, peer: Option<IpAddr>) -> bool {
+    if public.is_some_and(|p| p.https) {
+        return true;
+    }
+    if !peer.is_some_and(is_loopback) {
+        return false;
+    }
     let header = |k: &str| {
         h.get(k)
             .and_then(|v| v.to_str().ok())
             .map(str::to_ascii_lowercase)
     };
-    public.is_some_and(|p| p.https)
-        || header("x-forwarded-proto").is_some_and(|v| v.split(',').next() == Some("https"))
+    header("x-forwarded-proto").is_some_and(|v| v.split(',').next().map(str::trim) == Some("https"))
         || header("forwarded").is_some_and(|v| v.contains("proto=https"))
 }
 
@@ -245,5 +255,27 @@ mod tests {
             "127.0.0.1:8900",
             Some(&public)
         ));
+    }
+
+    #[test]
+    fn a_forwarded_proto_is_believed_only_from_this_machine_or_with_an_https_public_url() {
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-proto", HeaderValue::from_static("https"));
+        let local: IpAddr = "127.0.0.1".parse().unwrap();
+        let remote: IpAddr = "192.168.1.9".parse().unwrap();
+        assert!(over_tls(&h, None, Some(local)));
+        assert!(!over_tls(&h, None, Some(remote)), "a client's own header");
+        assert!(!over_tls(&h, None, None));
+        assert!(!over_tls(&HeaderMap::new(), None, Some(local)));
+        let https = PublicUrl::parse("https://chat.example.com").unwrap();
+        assert!(over_tls(&HeaderMap::new(), Some(&https), Some(remote)));
+        let http = PublicUrl::parse("http://chat.example.com").unwrap();
+        assert!(!over_tls(&h, Some(&http), Some(remote)));
+        let mut f = HeaderMap::new();
+        f.insert(
+            "forwarded",
+            HeaderValue::from_static("for=1.2.3.4;proto=https"),
+        );
+        assert!(over_tls(&f, None, Some(local)) && !over_tls(&f, None, Some(remote)));
     }
 }

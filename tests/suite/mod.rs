@@ -9,6 +9,8 @@ mod attack_egress_fixed;
 mod attack_groups;
 mod attack_memory;
 mod attack_sandbox;
+mod attack_web_page;
+mod attack_web_page_fixed;
 mod browser;
 mod browser_egress;
 mod cli;

@@ -25,18 +25,18 @@ use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-const TOKEN: &str = "web-page-token-5b1c0e7d2a9f";
-const WAIT: Duration = Duration::from_secs(60);
+pub(super) const TOKEN: &str = "web-page-token-5b1c0e7d2a9f";
+pub(super) const WAIT: Duration = Duration::from_secs(60);
 const GAP: Duration = Duration::from_millis(120);
 
-fn config(model: &ScriptedModel) -> String {
+pub(super) fn config(model: &ScriptedModel) -> String {
     format!(
         "model:\n  base_url: {}\n  api_key: k\n  name: m\ngateway:\n  token: {TOKEN}\n",
         model.base_url()
     )
 }
 
-fn start(home: &TestHome) -> Daemon {
+pub(super) fn start(home: &TestHome) -> Daemon {
     start_on(home, "127.0.0.1:0")
 }
 
@@ -54,12 +54,12 @@ fn start_on(home: &TestHome, listen: &str) -> Daemon {
     )
 }
 
-async fn base_of(home: &TestHome) -> String {
+pub(super) async fn base_of(home: &TestHome) -> String {
     format!("http://{}", gateway_addr(home, WAIT).await)
 }
 
 /// A loopback server recording every request it gets (a canary, or an attacker's site).
-async fn recorder(page: &'static str) -> (String, Arc<Mutex<Vec<String>>>) {
+pub(super) async fn recorder(page: &'static str) -> (String, Arc<Mutex<Vec<String>>>) {
     let hits = Arc::new(Mutex::new(Vec::new()));
     let h = hits.clone();
     let app = axum::Router::new().fallback(move |OriginalUri(uri): OriginalUri| {

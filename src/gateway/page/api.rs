@@ -3,21 +3,22 @@
 //! | route | what |
 //! |---|---|
 //! | `POST login` `{token}` | the gateway token for a session: `Set-Cookie` and `{csrf}` |
-//! | `POST logout` | clears the cookie |
+//! | `POST logout` | ends the session (on the server too) and clears the cookie |
 //! | `GET me` | `{ok: true}` when signed in (else 401) |
 //! | `GET sessions` | the web sessions, newest first: `[{id, title, updated_at}]` |
 //! | `GET sessions/{id}` | the conversation ([`super::history::Conversation`]) |
 //! | `POST sessions/{id}/messages` `{id, text}` | send a message (`id`: the page's, for dedupe) |
 //! | `POST sessions/{id}/stop` | stop the turn running (as `/stop`) |
 //! | `GET sessions/{id}/events` | the live events, as Server-Sent Events (`Last-Event-ID`) |
-//! | `POST consent/{request_id}` `{choice, session}` | answer an approval: `once`, `session`, `deny` |
+//! | `POST consent/{request_id}` `{choice}` | answer an approval: `once`, `session`, `deny` |
 //!
 //! Every route but `login` needs the session cookie and its `X-Ethan-Csrf` header; every one
 //! checks `Host`; those that change something check `Origin`, reads check `Sec-Fetch-Site`
-//! ([`crate::gateway::guard`]). Sign-in is refused over plain HTTP from another machine.
+//! ([`crate::gateway::guard`]). Sign-in is refused over plain HTTP from another machine, and
+//! its guesses are compared one a second ([`super::throttle`]).
 
-use super::session::{self, Signer, CSRF_HEADER};
-use super::{history, PageState};
+use super::session::{self, Signer, Valid, CSRF_HEADER};
+use super::{history, revoked, PageState};
 use crate::gateway::guard;
 use axum::extract::connect_info::ConnectInfo;
 use axum::extract::{Path, Request, State};
@@ -31,14 +32,12 @@ use ethan_channels::{
 };
 use serde::Deserialize;
 use serde_json::{json, Value};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Longest message the page sends, in bytes.
 const MAX_TEXT: usize = 32 * 1024;
-/// How long a wrong token makes the next sign-in wait (all of them, one at a time).
-const WRONG_TOKEN_PAUSE: Duration = Duration::from_secs(1);
 
 fn error(status: StatusCode, msg: &str) -> Response {
     (status, no_store(), Json(json!({ "error": msg }))).into_response()
@@ -101,28 +100,48 @@ fn origin_ok(s: &PageState, h: &HeaderMap, host: &str, need: Need) -> Result<(),
     Ok(())
 }
 
-/// `Host`, origin and session checks; the response to send when one fails.
-async fn gate(s: &PageState, h: &HeaderMap, need: Need) -> Result<(), Refused> {
+/// `Host`, origin and session checks: the session, or the response to send when one fails.
+/// Every session cookie the request carries is tried (another port's page can add one of the
+/// same name); a session that signed out is refused.
+async fn gate(s: &PageState, h: &HeaderMap, need: Need) -> Result<Valid, Refused> {
     let host = host_of(s, h)?;
     origin_ok(s, h, &host, need)?;
     let signed_out = || Refused(StatusCode::UNAUTHORIZED, "sign in with the gateway token");
-    let (Some(cookie), Some(csrf)) = (
-        session::cookie_of(h),
-        h.get(CSRF_HEADER).and_then(|v| v.to_str().ok()),
-    ) else {
+    let unavailable = |e: crate::store::StoreError| {
+        tracing::error!("cannot check a web session: {e}");
+        Refused(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the database is unavailable",
+        )
+    };
+    let cookies = session::cookies_of(h);
+    let Some(csrf) = h.get(CSRF_HEADER).and_then(|v| v.to_str().ok()) else {
         return Err(signed_out());
     };
-    match Signer::load(&s.tokens, false).await {
-        Ok(Some(signer)) if signer.check(&cookie, csrf, crate::store::now()) => Ok(()),
-        Ok(_) => Err(signed_out()),
-        Err(e) => {
-            tracing::error!("cannot check a web session: {e}");
-            Err(Refused(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the database is unavailable",
-            ))
-        }
+    if cookies.is_empty() {
+        return Err(signed_out());
     }
+    let Some(signer) = Signer::load(&s.tokens, false).await.map_err(unavailable)? else {
+        return Err(signed_out());
+    };
+    let now = crate::store::now();
+    let Some(valid) = cookies.iter().find_map(|c| signer.verify(c, csrf, now)) else {
+        return Err(signed_out());
+    };
+    if revoked::is_revoked(&s.store, &valid.nonce)
+        .await
+        .map_err(unavailable)?
+    {
+        return Err(signed_out());
+    }
+    Ok(valid)
+}
+
+/// The peer's address, when the server recorded it.
+fn peer_of(req: &Request) -> Option<IpAddr> {
+    req.extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip())
 }
 
 /// A session or message id the page made: 1–64 of `[A-Za-z0-9_-]`.
@@ -143,10 +162,7 @@ struct Login {
 }
 
 pub async fn login(State(s): State<Arc<PageState>>, req: Request) -> Response {
-    let peer = req
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip());
+    let peer = peer_of(&req);
     let h = req.headers().clone();
     let host = match host_of(&s, &h) {
         Ok(host) => host,
@@ -155,7 +171,7 @@ pub async fn login(State(s): State<Arc<PageState>>, req: Request) -> Response {
     if let Err(r) = origin_ok(&s, &h, &host, Need::Write) {
         return r.into_response();
     }
-    let tls = guard::over_tls(&h, s.public.as_ref());
+    let tls = guard::over_tls(&h, s.public.as_ref(), peer);
     if !tls && !peer.is_some_and(guard::is_loopback) {
         return error(
             StatusCode::FORBIDDEN,
@@ -171,20 +187,27 @@ pub async fn login(State(s): State<Arc<PageState>>, req: Request) -> Response {
     let Ok(Login { token }) = serde_json::from_slice::<Login>(&body) else {
         return error(StatusCode::BAD_REQUEST, "expected {\"token\": \"…\"}");
     };
-    match s.tokens.matches(&token).await {
-        Ok(true) => {}
-        Ok(false) => {
-            // One wrong guess at a time, a second each: a weak configured token stays slow to
-            // guess.
-            let _one = s.wrong_tokens.lock().await;
-            tokio::time::sleep(WRONG_TOKEN_PAUSE).await;
+    // Right or wrong, a guess waits its turn before it is compared: one a second in all.
+    match s.guesses.decide(s.tokens.matches(&token)).await {
+        None => {
+            tracing::warn!("web page sign-in refused: too many sign-ins waiting");
+            let mut r = error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too many sign-ins are waiting: try again in a few seconds",
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+            return r;
+        }
+        Some(Ok(true)) => {}
+        Some(Ok(false)) => {
             tracing::warn!("web page sign-in with a wrong token");
             return error(
                 StatusCode::UNAUTHORIZED,
                 "wrong token: `ethan gateway token` prints it",
             );
         }
-        Err(e) => {
+        Some(Err(e)) => {
             tracing::error!("cannot read the gateway token: {e}");
             return error(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -216,11 +239,21 @@ pub async fn login(State(s): State<Arc<PageState>>, req: Request) -> Response {
         .into_response()
 }
 
-pub async fn logout(State(s): State<Arc<PageState>>, h: HeaderMap) -> Response {
-    if let Err(r) = gate(&s, &h, Need::Write).await {
-        return r.into_response();
+pub async fn logout(State(s): State<Arc<PageState>>, req: Request) -> Response {
+    let h = req.headers();
+    let valid = match gate(&s, h, Need::Write).await {
+        Ok(v) => v,
+        Err(r) => return r.into_response(),
+    };
+    if let Err(e) = revoked::revoke(&s.store, &valid, crate::store::now()).await {
+        tracing::error!("cannot end a web session: {e}");
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the database is unavailable: the session could not be ended; sign out again",
+        );
     }
-    let tls = guard::over_tls(&h, s.public.as_ref());
+    tracing::info!("web page signed out");
+    let tls = guard::over_tls(h, s.public.as_ref(), peer_of(&req));
     (
         [(header::SET_COOKIE, session::clear_cookie(tls))],
         Json(json!({"ok": true})),
@@ -230,7 +263,7 @@ pub async fn logout(State(s): State<Arc<PageState>>, h: HeaderMap) -> Response {
 
 pub async fn me(State(s): State<Arc<PageState>>, h: HeaderMap) -> Response {
     match gate(&s, &h, Need::Read).await {
-        Ok(()) => ok(json!({"ok": true})),
+        Ok(_) => ok(json!({"ok": true})),
         Err(r) => r.into_response(),
     }
 }
@@ -376,10 +409,11 @@ pub async fn stop(
     publish(&s, &session, &id, "/stop".into()).await
 }
 
+/// An approval's answer. The page also names its session; it is not needed (the approval is
+/// resolved in the session that asked for it) and not trusted.
 #[derive(Deserialize)]
 struct ConsentAnswer {
     choice: String,
-    session: String,
 }
 
 pub async fn consent(
@@ -394,7 +428,7 @@ pub async fn consent(
     let Ok(a) = serde_json::from_slice::<ConsentAnswer>(&body) else {
         return error(
             StatusCode::BAD_REQUEST,
-            "expected {\"choice\": \"once\" | \"session\" | \"deny\", \"session\": \"…\"}",
+            "expected {\"choice\": \"once\" | \"session\" | \"deny\"}",
         );
     };
     let choice = match a.choice.as_str() {
@@ -403,7 +437,7 @@ pub async fn consent(
         "deny" => ApprovalChoice::Deny,
         _ => return error(StatusCode::BAD_REQUEST, "choice: once, session or deny"),
     };
-    if !valid_id(&a.session) || !valid_id(&request_id) {
+    if !valid_id(&request_id) {
         return bad_id();
     }
     let ack = s
@@ -418,7 +452,7 @@ pub async fn consent(
         .await;
     if ack.accepted {
         let outcome = ack.outcome.clone().unwrap_or_else(|| ack.toast.clone());
-        s.hub.consent_resolved(&a.session, &request_id, &outcome);
+        s.hub.consent_resolved(&request_id, &outcome);
     }
     ok(json!({"ok": ack.accepted, "message": ack.toast, "outcome": ack.outcome}))
 }

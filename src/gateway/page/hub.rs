@@ -230,11 +230,21 @@ impl Hub {
         }
     }
 
-    /// An approval of `session` was answered here.
-    pub fn consent_resolved(&self, session: &str, request_id: &str, outcome: &str) {
+    /// An approval was answered here: resolved in the session whose turn asked for it (none
+    /// when no turn of this process waits for it).
+    pub fn consent_resolved(&self, request_id: &str, outcome: &str) {
+        let asked = self.logs().iter().find_map(|(session, l)| {
+            l.live
+                .as_ref()
+                .filter(|live| live.consents.iter().any(|c| c.request_id == request_id))
+                .map(|_| session.clone())
+        });
+        let Some(session) = asked else {
+            return;
+        };
         let id = request_id.to_string();
         self.push(
-            session,
+            &session,
             "consent_resolved",
             json!({"request_id": request_id, "outcome": outcome}),
             move |l| {

@@ -13,18 +13,21 @@
 //! target, and each way in is closed where it opens:
 //! - **the token**: exchanged once ([`api::login`]) for a session ([`session`]) of two halves,
 //!   an `HttpOnly`, `SameSite=Strict` cookie (`Secure` over TLS) and a header the page keeps;
-//!   it expires after 7 days and `ethan gateway token --rotate` ends every one. Wrong tokens
-//!   are answered one at a time, a second each. Sign-in over plain HTTP from another machine
-//!   is refused (the token would cross the network in clear);
+//!   it expires after 7 days, signing out ends it on the server ([`revoked`]) and `ethan
+//!   gateway token --rotate` ends every one. Guesses of the token are compared at most one a
+//!   second in all, right ones no faster than wrong ones ([`throttle`]). Sign-in over plain
+//!   HTTP from another machine is refused (the token would cross the network in clear);
 //! - **cross-site requests (CSRF)**: `SameSite=Strict`, and every change must carry this
 //!   gateway's `Origin` ([`crate::gateway::guard`]), and the session header (which a form or a
 //!   cross-origin `fetch` cannot add without a preflight nobody answers);
 //! - **another page on the same machine** (`localhost:3000` is "same-site" and receives our
-//!   cookie, since cookies ignore ports): its `Origin` is refused, and it lacks the header;
+//!   cookie, since cookies ignore ports): its `Origin` is refused, and it lacks the header; a
+//!   cookie of the same name it sets does not shadow the owner's (every value is tried);
 //! - **XSS through model output**: no model text is inserted as HTML in the browser; answers
 //!   and cards are Markdown/HTML rendered and sanitised on the server with nothing that runs or
-//!   loads; the Content-Security-Policy allows no inline script, no `eval`, and only this
-//!   origin's files, and requires Trusted Types for any HTML insertion;
+//!   loads, and no class but a code block's `language-…` (an answer cannot dress as the page's
+//!   own approvals or messages); the Content-Security-Policy allows no inline script, no
+//!   `eval`, and only this origin's files, and requires Trusted Types for any HTML insertion;
 //! - **clickjacking**: `frame-ancestors 'none'` and `X-Frame-Options: DENY`;
 //! - **DNS rebinding**: the page and its API answer only an IP address, `localhost` or
 //!   `gateway.public_url` as `Host`.
@@ -35,8 +38,10 @@ pub mod channel;
 pub mod history;
 pub mod hub;
 pub mod render;
+pub mod revoked;
 pub mod session;
 pub mod stream;
+pub mod throttle;
 
 use super::auth::Tokens;
 use super::guard::PublicUrl;
@@ -60,8 +65,8 @@ pub struct PageState {
     pub public: Option<PublicUrl>,
     /// Fires when the daemon stops (ends the event streams).
     pub shutdown: watch::Receiver<bool>,
-    /// Held while a wrong token is answered, so guesses go one at a time.
-    pub wrong_tokens: tokio::sync::Mutex<()>,
+    /// The sign-in guesses, compared one a second ([`throttle`]).
+    pub guesses: throttle::Guesses,
 }
 
 /// The page's routes, every response with the security headers.

@@ -7,7 +7,9 @@
 //! - raw HTML the model writes (`<script>`, `<iframe>`, `<style>`, `<img onerror=…>`) is never
 //!   passed through as markup: pulldown-cmark's HTML events become text, so it shows as the
 //!   characters the model wrote;
-//! - the result is sanitised anyway: only formatting tags, no `style` or event attributes, links
+//! - the result is sanitised anyway: only formatting tags, no `style` or event attributes, no
+//!   class but a code block's `language-<name>` (cards keep only the classes their renderer
+//!   writes), so an answer cannot take the page's own classes; links
 //!   only to `http`, `https` and `mailto` (a `javascript:` link loses its `href`) and opened with
 //!   `rel="noopener noreferrer nofollow"`, and no element that loads anything (`img`, `video`,
 //!   `audio`, `iframe`, `object`, `embed`, `link`, `source` are removed with their contents'
@@ -61,28 +63,86 @@ const TAGS: &[&str] = &[
     "ul",
 ];
 
-fn sanitiser() -> &'static Builder<'static> {
-    static B: OnceLock<Builder<'static>> = OnceLock::new();
-    B.get_or_init(|| {
-        let mut b = Builder::empty();
-        b.tags(TAGS.iter().copied().collect::<HashSet<_>>())
-            .clean_content_tags(["script", "style"].into_iter().collect())
-            .generic_attributes(["class"].into_iter().collect())
-            .add_tag_attributes("a", ["href", "title"])
-            .add_tag_attributes("th", ["scope", "align"])
-            .add_tag_attributes("td", ["align"])
-            .add_tag_attributes("ol", ["start"])
-            .add_tag_attributes("input", ["type", "checked", "disabled"])
-            .url_schemes(["http", "https", "mailto"].into_iter().collect())
-            .link_rel(Some("noopener noreferrer nofollow"))
-            .strip_comments(true);
-        b
+/// The classes card HTML may keep: those `ethan_cards::render_html` writes, and no other.
+const CARD_CLASSES: &[&str] = &[
+    "card",
+    "card-compare",
+    "card-rank",
+    "card-stats",
+    "card-timeline",
+    "card-custom",
+    "card-table",
+    "scroll",
+    "empty",
+    "subtitle",
+    "score",
+    "metric",
+    "value",
+    "trend",
+    "up",
+    "down",
+    "flat",
+];
+
+/// A code block's `language-…` class: the language is 1–32 of `[A-Za-z0-9_+#.-]`.
+fn language_class(class: &str) -> bool {
+    class.strip_prefix("language-").is_some_and(|l| {
+        (1..=32).contains(&l.len())
+            && l.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_+#.-".contains(&b))
     })
+}
+
+/// Which `class` values survive: an answer keeps one `language-…` class (of its first code
+/// block's language), a card only [`CARD_CLASSES`]. Anything else would let model text take
+/// the page's own classes (an approval's look, a person's message).
+fn keep_classes(value: &str, keep: fn(&str) -> bool, most: usize) -> Option<String> {
+    let kept: Vec<&str> = value
+        .split_ascii_whitespace()
+        .filter(|c| keep(c))
+        .take(most)
+        .collect();
+    (!kept.is_empty()).then(|| kept.join(" "))
+}
+
+fn builder(keep: fn(&str) -> bool, most: usize) -> Builder<'static> {
+    let mut b = Builder::empty();
+    b.tags(TAGS.iter().copied().collect::<HashSet<_>>())
+        .clean_content_tags(["script", "style"].into_iter().collect())
+        .generic_attributes(["class"].into_iter().collect())
+        .add_tag_attributes("a", ["href", "title"])
+        .add_tag_attributes("th", ["scope", "align"])
+        .add_tag_attributes("td", ["align"])
+        .add_tag_attributes("ol", ["start"])
+        .add_tag_attributes("input", ["type", "checked", "disabled"])
+        .url_schemes(["http", "https", "mailto"].into_iter().collect())
+        .link_rel(Some("noopener noreferrer nofollow"))
+        .strip_comments(true)
+        .attribute_filter(move |_, attr, value| {
+            if attr == "class" {
+                keep_classes(value, keep, most).map(Into::into)
+            } else {
+                Some(value.into())
+            }
+        });
+    b
+}
+
+/// The sanitiser of answers: classes only `language-…`.
+fn answers() -> &'static Builder<'static> {
+    static B: OnceLock<Builder<'static>> = OnceLock::new();
+    B.get_or_init(|| builder(language_class, 1))
+}
+
+/// The sanitiser of card HTML: classes only [`CARD_CLASSES`].
+fn cards() -> &'static Builder<'static> {
+    static B: OnceLock<Builder<'static>> = OnceLock::new();
+    B.get_or_init(|| builder(|c| CARD_CLASSES.contains(&c), CARD_CLASSES.len()))
 }
 
 /// Sanitise HTML made on the server (card HTML); see the module docs for what survives.
 pub fn clean(html: &str) -> String {
-    sanitiser().clean(html).to_string()
+    cards().clean(html).to_string()
 }
 
 /// An answer in Markdown as sanitised HTML: raw HTML in it shows as text.
@@ -97,7 +157,7 @@ pub fn markdown(md: &str) -> String {
     });
     let mut out = String::with_capacity(md.len() * 3 / 2);
     html::push_html(&mut out, events);
-    clean(&out)
+    answers().clean(&out).to_string()
 }
 
 /// Plain text (a person's message) as HTML: escaped, one `<p>` per paragraph, line breaks kept.
@@ -160,6 +220,22 @@ mod tests {
              <img src=\"https://evil.example/x.png\"><video src=x></video><svg onload=x()></svg>",
         );
         assert_eq!(h, "<table><tbody><tr><td>a</td></tr></tbody></table>");
+    }
+
+    #[test]
+    fn an_answer_keeps_no_class_but_its_code_language() {
+        let h =
+            markdown("```x\tconsent\tmsg user\ncat README.md\n```\n\n```rust\nfn main() {}\n```");
+        assert!(h.contains("<code class=\"language-x\">"), "{h}");
+        assert!(h.contains("<code class=\"language-rust\">"), "{h}");
+        for page in ["consent", "msg", "user"] {
+            assert!(!h.contains(page), "{page} in {h}");
+        }
+        let h = markdown("```consent\nx\n```\n\n```a\"b\nx\n```");
+        assert!(h.contains("class=\"language-consent\""), "{h}");
+        assert_eq!(h.matches("class=").count(), 1, "{h}");
+        let h = clean("<div class=\"card consent msg\"><p class=\"language-x\">a</p></div>");
+        assert_eq!(h, "<div class=\"card\"><p>a</p></div>");
     }
 
     #[test]

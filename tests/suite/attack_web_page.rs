@@ -385,9 +385,16 @@ async fn oversized_malformed_and_many_requests_leave_the_daemon_answering() {
         .header("content-type", "application/json")
         .body(format!("{{\"token\":\"{}\"}}", "t".repeat(1024 * 1024)))
         .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 400, "a sign-in body over 8 KB");
+        .await;
+    // Refused, or cut off while it was still being sent (the server answered before reading it
+    // all and closed): either way the body was not taken; the daemon answering is checked below.
+    if let Ok(r) = r {
+        assert!(
+            matches!(r.status().as_u16(), 400 | 413),
+            "a sign-in body over 8 KB: {}",
+            r.status()
+        );
+    }
     // Ids: too long, not of the alphabet, a path.
     for id in [
         "a".repeat(65),

@@ -378,14 +378,10 @@ async fn soak() {
     loop {
         // Replies, and approvals answered as the owner would.
         let mut new_replies: Vec<String> = Vec::new();
-        for body in tg.sent_bodies_since(&mut tg_cursor) {
+        for (chat, body) in tg.sent_since(&mut tg_cursor) {
             let text = body["text"].as_str().unwrap_or("").to_string();
             match telegram_approval(&body) {
                 Some(data) => {
-                    let chat = body["chat_id"]
-                        .as_i64()
-                        .or_else(|| body["chat_id"].as_str().and_then(|c| c.parse().ok()))
-                        .expect("an approval's chat_id");
                     let id = tg.next_update_id();
                     tg.push_update(FakeTelegram::callback_update(id, chat, chat, &data));
                     counts.approvals_pressed += 1;

@@ -873,41 +873,18 @@ fn percent_decode(s: &str, plus_as_space: bool) -> String {
 // ----- reading what was sent incrementally (long runs) ----------------------------------------
 
 impl FakeTelegram {
-    /// `(chat_id, text)` of the successful `sendMessage` calls received after the first
-    /// `*cursor` calls of any method; moves `*cursor` past every call received so far. Start
-    /// with 0. Earlier calls are not copied again, so polling this stays cheap on long runs.
-    pub fn sent_since(&self, cursor: &mut usize) -> Vec<(i64, String)> {
+    /// `(chat_id, body)` of the successful `sendMessage` calls received after the first
+    /// `*cursor` calls of any method (the body with its `text` and `reply_markup`); moves
+    /// `*cursor` past every call received so far. Start with 0. Earlier calls are not copied
+    /// again, so polling this stays cheap on long runs.
+    pub fn sent_since(&self, cursor: &mut usize) -> Vec<(i64, Value)> {
         let st = self.shared.lock();
         let from = (*cursor).min(st.calls.len());
         *cursor = st.calls.len();
         st.calls[from..]
             .iter()
             .filter(|c| c.is("sendMessage") && c.status == 200)
-            .map(|c| {
-                (
-                    int_field(&c.body, "chat_id").unwrap_or(0),
-                    c.body
-                        .get("text")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string(),
-                )
-            })
-            .collect()
-    }
-}
-
-impl FakeTelegram {
-    /// The bodies of the successful `sendMessage` calls received after the first `*cursor` calls
-    /// of any method (see [`FakeTelegram::sent_since`]), with their `reply_markup`.
-    pub fn sent_bodies_since(&self, cursor: &mut usize) -> Vec<Value> {
-        let st = self.shared.lock();
-        let from = (*cursor).min(st.calls.len());
-        *cursor = st.calls.len();
-        st.calls[from..]
-            .iter()
-            .filter(|c| c.is("sendMessage") && c.status == 200)
-            .map(|c| c.body.clone())
+            .map(|c| (int_field(&c.body, "chat_id").unwrap_or(0), c.body.clone()))
             .collect()
     }
 }

@@ -224,6 +224,8 @@ impl Step {
 struct ModelState {
     steps: VecDeque<Step>,
     requests: Vec<Value>,
+    /// Each request's body as sent, byte for byte.
+    raw: Vec<Bytes>,
     authorizations: Vec<Option<String>>,
     violations: Vec<String>,
     exhausted: usize,
@@ -336,6 +338,11 @@ impl ScriptedModel {
     /// Every chat-completions request body, in arrival order.
     pub fn requests(&self) -> Vec<Value> {
         self.shared.lock().requests.clone()
+    }
+
+    /// Each `POST /chat/completions` body as sent, byte for byte, in arrival order.
+    pub fn raw_requests(&self) -> Vec<Bytes> {
+        self.shared.lock().raw.clone()
     }
 
     /// The most recent chat-completions request body.
@@ -646,6 +653,7 @@ async fn chat(shared: &Shared, headers: &HeaderMap, raw: &[u8]) -> Response {
         let mut st = shared.lock();
         let index = st.requests.len();
         st.authorizations.push(authorization);
+        st.raw.push(Bytes::copy_from_slice(raw));
         let body = match parsed {
             Ok(body) => body,
             Err(e) => {

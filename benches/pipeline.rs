@@ -81,6 +81,7 @@ fn msg(role: Role, text: String) -> ChatMessage {
         opaque: None,
         is_error: false,
         images: Vec::new(),
+        sent_at: None,
     }
 }
 

@@ -272,8 +272,13 @@ impl Agent {
         let registry_snapshot = self.executor.registry();
         let registry: &crate::tools::registry::Registry = &registry_snapshot;
         let allowed = self.turn_tools(input, &audience, &chosen, memory_on, registry);
-        // Sent up front: the fast path; the rest is found with find_tools.
-        let mut active = self.policy.initial(registry, &allowed);
+        // Sent up front: the fast path, in name order; the rest is found with find_tools and
+        // appended as found, so the tools already offered keep their place in the request.
+        let mut active: Vec<String> = self
+            .policy
+            .initial(registry, &allowed)
+            .into_iter()
+            .collect();
         let catalog: Arc<[ToolSummary]> = allowed
             .iter()
             .filter_map(|n| registry.get(n))
@@ -371,10 +376,10 @@ impl Agent {
         }
 
         let mut models = self.models_for(input, &chosen);
-        let mut turn = vec![ChatMessage::user_with_images(
-            input.text.clone(),
-            input.images.clone(),
-        )];
+        let mut asked = ChatMessage::user_with_images(input.text.clone(), input.images.clone());
+        asked.sent_at = Some(chrono::Utc::now().timestamp());
+        let mut turn = vec![asked];
+        let zone = crate::usage::zone(&self.config.config);
         let max_iter = chosen
             .config
             .and_then(|c| c.max_tool_iterations)
@@ -411,8 +416,12 @@ impl Agent {
             let mut messages = Vec::with_capacity(2 + history.len() + turn.len());
             messages.push(system.clone());
             messages.extend(summary);
-            messages.extend(history.iter().map(|(_, m)| m.clone()));
-            messages.extend(sent_turn);
+            messages.extend(
+                history
+                    .iter()
+                    .map(|(_, m)| prompt::stamped(m.clone(), zone)),
+            );
+            messages.extend(sent_turn.into_iter().map(|m| prompt::stamped(m, zone)));
             let specs = registry.specs(&active);
             let call = async {
                 match &input.events {
@@ -558,13 +567,11 @@ impl Agent {
                         if let Some(names) =
                             r.result.metadata.get("activate").and_then(|v| v.as_array())
                         {
-                            active.extend(
-                                names
-                                    .iter()
-                                    .filter_map(|n| n.as_str())
-                                    .filter(|n| allowed.contains(*n))
-                                    .map(str::to_string),
-                            );
+                            for n in names.iter().filter_map(|n| n.as_str()) {
+                                if allowed.contains(n) && !active.iter().any(|a| a == n) {
+                                    active.push(n.to_string());
+                                }
+                            }
                         }
                         tracing::info!(
                             tool = %r.requested,

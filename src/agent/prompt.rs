@@ -1,9 +1,16 @@
 //! The system prompt: `model.system_prompt` from the config, then the built-in text that tells
 //! the model where it is, how to answer, and how to reach the tools it was not sent (the agent
-//! adds the session's memory snapshot after it).
+//! adds the session's memory snapshot after it); and the time shown in front of each person's
+//! message ([`stamped`]).
+//!
+//! Nothing here changes from one turn to the next: the time is not in the system prompt but in
+//! each user message, written once from when it was sent, so a request starts with the same
+//! bytes as the one before it and a provider's prompt cache keeps matching (OpenAI's automatic
+//! prefix cache, Anthropic's `cache_control` breakpoints).
 
 use crate::config::Loaded;
 use ethan_channels::ChannelKind;
+use ethan_core::message::{ChatMessage, Role};
 
 /// The system prompt of a turn in `channel` that may use the tools in `allowed`.
 /// `custom` is the agent's own prompt (else `model.system_prompt`).
@@ -20,7 +27,6 @@ pub fn system_prompt(
         s.push_str(custom);
         s.push_str("\n\n");
     }
-    let now = chrono::Local::now().format("%Y-%m-%d %H:%M %Z");
     let place = match channel {
         ChannelKind::Telegram => "a Telegram chat",
         ChannelKind::Lark => "a Lark/Feishu chat",
@@ -28,7 +34,8 @@ pub fn system_prompt(
         ChannelKind::Web => "a web chat",
     };
     s.push_str(&format!(
-        "You are Ethan, an assistant that answers people in {place}. The current time is {now}.\n\
+        "You are Ethan, an assistant that answers people in {place}.\n\
+         Each message from a person starts with the time it was sent, in square brackets.\n\
          Answer concisely in Markdown. Use the tools when they help; a tool result that starts with \
          \"Error\" explains what to fix, so correct the call or tell the person what went wrong.\n\
          Relative file paths are resolved in the workspace {}.",
@@ -51,4 +58,49 @@ pub fn system_prompt(
         s.push_str("\nNo tools are available in this chat.");
     }
     s
+}
+
+/// `m` as the model sees it: a user message with its [`ChatMessage::sent_at`] gets the time, in
+/// `zone`, in front of its text — `[Sat 2026-12-05 09:14 CST] …`. Other messages are unchanged.
+pub fn stamped(mut m: ChatMessage, zone: chrono_tz::Tz) -> ChatMessage {
+    if m.role != Role::User {
+        return m;
+    }
+    let Some(at) = m
+        .sent_at
+        .and_then(|s| chrono::DateTime::from_timestamp(s, 0))
+    else {
+        return m;
+    };
+    let when = at.with_timezone(&zone).format("%a %Y-%m-%d %H:%M %Z");
+    m.content = Some(format!(
+        "[{when}] {}",
+        m.content.as_deref().unwrap_or_default()
+    ));
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_user_message_shows_when_it_was_sent_and_nothing_else_changes() {
+        let mut m = ChatMessage::user("hello");
+        m.sent_at = Some(1_796_433_240); // 2026-12-05 01:14 UTC
+        let shown = stamped(m.clone(), chrono_tz::Asia::Shanghai);
+        assert_eq!(
+            shown.content.as_deref(),
+            Some("[Sat 2026-12-05 09:14 CST] hello")
+        );
+        assert_eq!(
+            stamped(m, chrono_tz::UTC).content.as_deref(),
+            Some("[Sat 2026-12-05 01:14 UTC] hello")
+        );
+        let plain = ChatMessage::user("no time");
+        assert_eq!(stamped(plain.clone(), chrono_tz::UTC), plain);
+        let mut answer = ChatMessage::assistant("hi");
+        answer.sent_at = Some(1);
+        assert_eq!(stamped(answer.clone(), chrono_tz::UTC), answer);
+    }
 }

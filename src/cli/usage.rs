@@ -64,7 +64,8 @@ pub async fn print(loaded: &Loaded, days: u32, by: By) -> anyhow::Result<ExitCod
 
 /// The lines of the table: a header, one line per row, a `TOTAL` line; the key column is
 /// left-aligned, the counts right-aligned with thousands separators, the token counts of a row
-/// that includes estimated calls led by `≈`.
+/// that includes estimated calls led by `≈`. `CACHE HIT` is the share of the input tokens read
+/// from the provider's prompt cache (`-` without input).
 pub fn table(key: &str, rows: &[UsageRow]) -> Vec<String> {
     let mut total = UsageRow {
         key: "TOTAL".into(),
@@ -73,7 +74,7 @@ pub fn table(key: &str, rows: &[UsageRow]) -> Vec<String> {
     for r in rows {
         total.add_row(r);
     }
-    let cells = |r: &UsageRow| -> [String; 7] {
+    let cells = |r: &UsageRow| -> [String; 8] {
         let est = r.estimated_calls > 0;
         [
             r.key.clone(),
@@ -82,6 +83,7 @@ pub fn table(key: &str, rows: &[UsageRow]) -> Vec<String> {
             approx(r.output_tokens, est),
             thousands(r.cache_read_tokens),
             thousands(r.cache_write_tokens),
+            hit_rate(r),
             approx(r.total(), est),
         ]
     };
@@ -92,11 +94,12 @@ pub fn table(key: &str, rows: &[UsageRow]) -> Vec<String> {
         "OUTPUT".into(),
         "CACHE READ".into(),
         "CACHE WRITE".into(),
+        "CACHE HIT".into(),
         "TOTAL".into(),
     ]];
     grid.extend(rows.iter().map(cells));
     grid.push(cells(&total));
-    let widths: Vec<usize> = (0..7)
+    let widths: Vec<usize> = (0..8)
         .map(|c| grid.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
         .collect();
     grid.iter()
@@ -117,6 +120,17 @@ pub fn table(key: &str, rows: &[UsageRow]) -> Vec<String> {
                 .to_string()
         })
         .collect()
+}
+
+/// The share of `r`'s input tokens read from the prompt cache, in whole percent (`-` when it has
+/// no input tokens).
+fn hit_rate(r: &UsageRow) -> String {
+    if r.input_tokens == 0 {
+        return "-".into();
+    }
+    let pct =
+        (r.cache_read_tokens.min(r.input_tokens) as f64 * 100.0 / r.input_tokens as f64).round();
+    format!("{pct}%")
 }
 
 #[cfg(test)]
@@ -149,10 +163,10 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "MODEL   CALLS    INPUT  OUTPUT  CACHE READ  CACHE WRITE    TOTAL",
-                "gpt-4o      2   12,000     345           0            0   12,345",
-                "m           1       ≈7      ≈3           4            1      ≈10",
-                "TOTAL       3  ≈12,007    ≈348           4            1  ≈12,355",
+                "MODEL   CALLS    INPUT  OUTPUT  CACHE READ  CACHE WRITE  CACHE HIT    TOTAL",
+                "gpt-4o      2   12,000     345           0            0         0%   12,345",
+                "m           1       ≈7      ≈3           4            1        57%      ≈10",
+                "TOTAL       3  ≈12,007    ≈348           4            1         0%  ≈12,355",
             ]
         );
     }

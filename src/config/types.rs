@@ -248,6 +248,10 @@ pub struct ModelConfig {
     /// The model accepts pictures (OpenAI `image_url` parts, Anthropic `image` blocks); when
     /// false, a picture reaches it as a sentence saying one was sent.
     pub vision: bool,
+    /// OpenAI: send a `prompt_cache_key` naming the conversation with each request, so the
+    /// server routes a conversation's requests to where its cached prefix is. Unset: only to
+    /// `api.openai.com` (a server that does not know the parameter may refuse the request).
+    pub prompt_cache_key: Option<bool>,
 }
 
 impl Default for ModelConfig {
@@ -267,6 +271,7 @@ impl Default for ModelConfig {
             fallback: Vec::new(),
             fallback_cooldown_secs: 60,
             vision: false,
+            prompt_cache_key: None,
         }
     }
 }

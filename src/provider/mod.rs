@@ -14,6 +14,7 @@
 //! primary and its `model.fallback` entries behind one provider with a circuit breaker each.
 
 pub mod anthropic;
+pub mod cache_key;
 pub mod chain;
 mod held_text;
 mod http;

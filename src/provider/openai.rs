@@ -45,6 +45,8 @@ pub struct OpenAiClient {
     stream_refused: Arc<AtomicBool>,
     /// The server refused `stream_options`: streamed calls are made without it.
     stream_options_refused: Arc<AtomicBool>,
+    /// Send a `prompt_cache_key` per conversation ([`super::cache_key`]).
+    cache_key: bool,
 }
 
 /// A parameter of streamed calls that a server refused.
@@ -109,6 +111,7 @@ impl OpenAiClient {
             max_retries: MAX_RETRIES,
             stream_refused: Arc::new(AtomicBool::new(false)),
             stream_options_refused: Arc::new(AtomicBool::new(false)),
+            cache_key: super::cache_key::sends_key(cfg.prompt_cache_key, &ep.base_url),
         })
     }
 
@@ -146,10 +149,18 @@ impl OpenAiClient {
         }
     }
 
-    /// The request body of a whole answer: `model`, `messages`, and `tools` when there are any.
+    /// The request body of a whole answer: `model`, `messages`, `tools` when there are any, and
+    /// the conversation's `prompt_cache_key` when this endpoint gets one.
     fn body(&self, messages: &[ChatMessage], tools: &[ToolSpec]) -> Value {
         let wire: Vec<Value> = messages.iter().map(to_wire).collect();
         let mut body = json!({ "model": self.model, "messages": wire });
+        if let Some(key) = self
+            .cache_key
+            .then(|| super::cache_key::conversation_key(messages))
+            .flatten()
+        {
+            body["prompt_cache_key"] = json!(key);
+        }
         if !tools.is_empty() {
             body["tools"] = tools
                 .iter()
@@ -193,7 +204,8 @@ impl OpenAiClient {
     ) -> (Result<Completion, ProviderError>, Option<Duration>) {
         let mut resp = match self
             .request(reqwest::Method::POST, "/chat/completions")
-            .json(body)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(super::cache_key::body_bytes(body))
             .send()
             .await
         {
@@ -308,7 +320,8 @@ impl OpenAiClient {
                 "/chat/completions",
             )
             .header(reqwest::header::ACCEPT, "text/event-stream")
-            .json(body)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(super::cache_key::body_bytes(body))
             .send();
         let mut resp =
             match tokio::time::timeout(Duration::from_secs(self.timeout_secs), request).await {
@@ -903,6 +916,7 @@ mod tests {
             opaque: None,
             is_error: false,
             images: Vec::new(),
+            sent_at: None,
         };
         let result = client.complete_streaming(&[user], &[], &tx).await;
         drop(tx);

@@ -80,6 +80,7 @@ fn message_from_wire(v: &Value) -> Result<ChatMessage, String> {
         opaque: None,
         is_error: false,
         images: Vec::new(),
+        sent_at: None,
     })
 }
 

@@ -99,6 +99,7 @@ fn call(id: &str) -> ChatMessage {
         opaque: None,
         is_error: false,
         images: Vec::new(),
+        sent_at: None,
     }
 }
 
@@ -150,6 +151,22 @@ pub(crate) async fn messages(s: &dyn DaemonStore) {
     assert_eq!(w[0].content.as_deref(), Some("two"));
     assert!(s.load_window(&sid, 1).await.unwrap().is_empty());
     assert_eq!(s.load_window(&sid, usize::MAX).await.unwrap().len(), 6);
+    // Loaded user messages carry when they were stored; the others carry no time.
+    assert!(all[0].sent_at.is_some_and(|t| t > 1_700_000_000));
+    assert!(all[1..4].iter().all(|m| m.sent_at.is_none()));
+
+    // A user message keeps the time it was sent (its `created_at`), through both loads.
+    let sid = s.current_session("t:3").await.unwrap();
+    let mut timed = ChatMessage::user("timed");
+    timed.sent_at = Some(1_700_000_042);
+    s.append_messages(&sid, &[timed.clone(), ChatMessage::assistant("ok")])
+        .await
+        .unwrap();
+    let back = s.load_window(&sid, 10).await.unwrap();
+    assert_eq!(back[0], timed);
+    assert_eq!(back[1].sent_at, None);
+    let after = s.messages_after(&sid, 0, 10).await.unwrap();
+    assert_eq!(after[0].1, timed);
 
     // A provider's opaque value and a failed tool result survive the store.
     let sid = s.current_session("t:2").await.unwrap();

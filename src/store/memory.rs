@@ -3,7 +3,7 @@
 //! compaction ([`Db::messages_after`]) and `history_search` ([`Db::search_history`]) read it.
 //! The semantics are [`ethan_core::store::MemoryStore`]'s.
 
-use super::messages::{decode_message, from_first_user};
+use super::messages::{decode_message, from_first_user, sent_at};
 use super::{now, Ctx, Db, StoreError};
 use ethan_core::message::{ChatMessage, Role};
 use ethan_core::store::{HistoryHit, MemoryFact, MemoryScope, NewFact};
@@ -142,8 +142,8 @@ impl Db {
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(
-                "SELECT id, role, content, tool_calls, tool_call_id, opaque, is_error FROM messages
-                 WHERE session_id = ?1 AND id > ?2 ORDER BY id DESC LIMIT ?3",
+                "SELECT id, role, content, tool_calls, tool_call_id, opaque, is_error, created_at
+                 FROM messages WHERE session_id = ?1 AND id > ?2 ORDER BY id DESC LIMIT ?3",
             )
             .op(op)?;
         let rows = stmt
@@ -156,14 +156,15 @@ impl Db {
                     r.get::<_, Option<String>>(4)?,
                     r.get::<_, Option<String>>(5)?,
                     r.get::<_, bool>(6)?,
+                    r.get::<_, i64>(7)?,
                 ))
             })
             .op(op)?;
         let mut out = Vec::new();
         for row in rows {
-            let (id, role, content, calls, call_id, opaque, is_error) = row.op(op)?;
+            let (id, role, content, calls, call_id, opaque, is_error, at) = row.op(op)?;
             let m = decode_message(op, &role, content, calls, call_id, opaque, is_error)?;
-            out.push((id, m));
+            out.push((id, sent_at(m, at)));
         }
         out.reverse();
         Ok(from_first_user(out, |(_, m)| m))

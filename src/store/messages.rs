@@ -43,7 +43,7 @@ impl Db {
                     m.tool_call_id,
                     opaque,
                     m.is_error,
-                    ts
+                    stored_at(m, ts)
                 ])
                 .op("append messages")?;
             }
@@ -61,8 +61,8 @@ impl Db {
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(
-                "SELECT role, content, tool_calls, tool_call_id, opaque, is_error FROM messages
-                 WHERE session_id = ?1 ORDER BY id DESC LIMIT ?2",
+                "SELECT role, content, tool_calls, tool_call_id, opaque, is_error, created_at
+                 FROM messages WHERE session_id = ?1 ORDER BY id DESC LIMIT ?2",
             )
             .op("load history")?;
         let rows = stmt
@@ -74,13 +74,15 @@ impl Db {
                     r.get::<_, Option<String>>(3)?,
                     r.get::<_, Option<String>>(4)?,
                     r.get::<_, bool>(5)?,
+                    r.get::<_, i64>(6)?,
                 ))
             })
             .op("load history")?;
         let mut out = Vec::new();
         for row in rows {
-            let (role, content, calls, tool_call_id, opaque, is_error) = row.op("load history")?;
-            out.push(decode_message(
+            let (role, content, calls, tool_call_id, opaque, is_error, at) =
+                row.op("load history")?;
+            let m = decode_message(
                 "load history",
                 &role,
                 content,
@@ -88,7 +90,8 @@ impl Db {
                 tool_call_id,
                 opaque,
                 is_error,
-            )?);
+            )?;
+            out.push(sent_at(m, at));
         }
         out.reverse();
         Ok(from_first_user(out, |m| m))
@@ -125,7 +128,25 @@ pub(crate) fn decode_message(
         opaque,
         is_error,
         images: Vec::new(),
+        sent_at: None,
     })
+}
+
+/// The `created_at` a message is stored with: a user message's own [`ChatMessage::sent_at`],
+/// else `now`.
+pub(crate) fn stored_at(m: &ChatMessage, now: i64) -> i64 {
+    match (m.role, m.sent_at) {
+        (Role::User, Some(at)) => at,
+        _ => now,
+    }
+}
+
+/// `m` with its [`ChatMessage::sent_at`] from the row's `created_at` (user messages only).
+pub(crate) fn sent_at(mut m: ChatMessage, created_at: i64) -> ChatMessage {
+    if m.role == Role::User {
+        m.sent_at = Some(created_at);
+    }
+    m
 }
 
 /// `items` (oldest first) from the first user message on: a window never starts with a tool
@@ -154,6 +175,7 @@ mod tests {
             opaque: None,
             is_error: false,
             images: Vec::new(),
+            sent_at: None,
         }
     }
 

@@ -33,7 +33,10 @@ fn user_message_with(model: &ScriptedModel, needle: &str) -> String {
         .iter()
         .flat_map(|r| r["messages"].as_array().cloned().unwrap_or_default())
         .filter(|m| m["role"] == "user")
-        .filter_map(|m| m["content"].as_str().map(str::to_string))
+        .filter_map(|m| {
+            let c = m["content"].as_str()?;
+            Some(crate::support::model::without_sent_time(c).to_string())
+        })
         .find(|c| c.contains(needle))
         .unwrap_or_default()
 }

@@ -79,8 +79,9 @@ fn last_user(req: &Value) -> Value {
 }
 
 /// The text of a user message, whether its content is a string or a list of parts.
+/// The text of a user message, without the time the daemon writes in front of it.
 fn text_of(msg: &Value) -> String {
-    match &msg["content"] {
+    let text = match &msg["content"] {
         Value::String(s) => s.clone(),
         Value::Array(parts) => parts
             .iter()
@@ -89,7 +90,8 @@ fn text_of(msg: &Value) -> String {
             .collect::<Vec<_>>()
             .join("\n"),
         _ => String::new(),
-    }
+    };
+    crate::support::model::without_sent_time(&text).to_string()
 }
 
 fn image_urls(msg: &Value) -> Vec<String> {

@@ -41,6 +41,7 @@ mod memory;
 mod memory_provenance;
 mod packages;
 mod private_reads;
+mod prompt_cache;
 mod provider_anthropic;
 mod provider_shapes;
 mod public_room_lark;

@@ -94,8 +94,11 @@ async fn store_migrate_copies_every_table_once_into_an_empty_database() {
     let mut assistant = ChatMessage::assistant("let me look");
     assistant.tool_calls = vec![ToolCall::new("c1", "file_read", "{\"path\": \"a\"}")];
     assistant.opaque = Some(serde_json::json!({"anthropic": {"signature": "sig=="}}));
+    // A user message keeps when it was sent (its `created_at`), copied as it is.
+    let mut question = ChatMessage::user("question");
+    question.sent_at = Some(1_700_000_000);
     let history = vec![
-        ChatMessage::user("question"),
+        question,
         assistant,
         ChatMessage::tool_error("c1", "no such file"),
         ChatMessage::assistant("answer"),

@@ -58,6 +58,7 @@ async fn a_schema_6_database_is_migrated_and_its_session_continues() {
     let texts: Vec<&str> = messages
         .iter()
         .filter_map(|m| m["content"].as_str())
+        .map(crate::support::model::without_sent_time)
         .collect();
     assert!(texts.contains(&"what do my notes say?"), "{req}");
     assert!(texts.contains(&"The notes say: fixture notes"), "{req}");

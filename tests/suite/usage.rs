@@ -47,6 +47,8 @@ fn row(table: &str, key: &str) -> Option<Vec<u64>> {
         let mut cells = l.split_whitespace();
         (cells.next() == Some(key)).then(|| {
             cells
+                // The counts; the cache hit rate (`57%`, `-`) is not one.
+                .filter(|c| !c.ends_with('%') && *c != "-")
                 .map(|c| c.replace(',', "").parse::<u64>().expect("a count"))
                 .collect()
         })

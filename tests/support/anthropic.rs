@@ -210,6 +210,8 @@ struct FakeState {
     thinking_sent: HashSet<String>,
     /// Pause between two SSE events.
     gap: Duration,
+    /// When set, `usage` reports what this cache read and wrote (else no cache use).
+    cache: Option<crate::support::prompt_cache::PromptCache>,
 }
 
 struct Shared {
@@ -272,6 +274,12 @@ impl FakeAnthropic {
     /// A pause between two events of every streamed answer (default: none).
     pub fn set_gap(&self, gap: Duration) {
         self.shared.lock().gap = gap;
+    }
+
+    /// From now on, report in `usage` what a prompt cache read and wrote for each request
+    /// ([`crate::support::prompt_cache`]).
+    pub fn simulate_prompt_cache(&self) {
+        self.shared.lock().cache = Some(Default::default());
     }
 
     /// Every `POST /v1/messages` request, in arrival order.
@@ -358,7 +366,7 @@ async fn handle(
 static SEQ: AtomicU64 = AtomicU64::new(1);
 
 async fn messages(shared: &Shared, headers: HeaderMap, raw: &[u8]) -> Response {
-    let (step, body, gap) = {
+    let (step, body, gap, cached) = {
         let mut st = shared.lock();
         let index = st.requests.len();
         let body = match serde_json::from_slice::<Value>(raw) {
@@ -385,7 +393,8 @@ async fn messages(shared: &Shared, headers: HeaderMap, raw: &[u8]) -> Response {
         if step.is_none() {
             st.exhausted += 1;
         }
-        (step, body, st.gap)
+        let cached = st.cache.as_mut().map(|c| c.account(&body));
+        (step, body, st.gap, cached)
     };
     let Some(mut step) = step else {
         return reply(500, error_body("api_error", "script exhausted"));
@@ -420,7 +429,10 @@ async fn messages(shared: &Shared, headers: HeaderMap, raw: &[u8]) -> Response {
         }
     }
     let model = body["model"].as_str().unwrap_or(MODEL_ID).to_string();
-    let input_tokens = (body["messages"].to_string().len() / 4) as u64;
+    let (input_tokens, cache_read, cache_write) = match cached {
+        Some(c) => (c.input, c.read, c.write),
+        None => ((body["messages"].to_string().len() / 4) as u64, 0, 0),
+    };
     let output_tokens = (json!(content).to_string().len() / 4) as u64 + 1;
     let id = format!("msg_fake_{}", SEQ.fetch_add(1, Ordering::Relaxed));
     if body["stream"] != true {
@@ -429,7 +441,8 @@ async fn messages(shared: &Shared, headers: HeaderMap, raw: &[u8]) -> Response {
             json!({"id": id, "type": "message", "role": "assistant", "model": model,
                 "content": content, "stop_reason": stop_reason, "stop_sequence": null,
                 "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens,
-                          "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}}),
+                          "cache_read_input_tokens": cache_read,
+                          "cache_creation_input_tokens": cache_write}}),
         );
     }
     let mut events = vec![(
@@ -437,7 +450,7 @@ async fn messages(shared: &Shared, headers: HeaderMap, raw: &[u8]) -> Response {
         json!({"type": "message_start", "message": {"id": id, "type": "message",
             "role": "assistant", "model": model, "content": [], "stop_reason": null,
             "stop_sequence": null, "usage": {"input_tokens": input_tokens, "output_tokens": 1,
-            "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}}}),
+            "cache_read_input_tokens": cache_read, "cache_creation_input_tokens": cache_write}}}),
     )];
     events.push(("ping", json!({"type": "ping"})));
     for (index, block) in content.iter().enumerate() {

@@ -25,6 +25,7 @@ pub mod daemon;
 pub mod gateway;
 pub mod lark;
 pub mod model;
+pub mod prompt_cache;
 pub mod search_fakes;
 pub mod store;
 pub mod telegram;

@@ -224,6 +224,8 @@ impl Step {
 struct ModelState {
     steps: VecDeque<Step>,
     requests: Vec<Value>,
+    /// Each request's body as sent, byte for byte.
+    raw: Vec<Bytes>,
     authorizations: Vec<Option<String>>,
     violations: Vec<String>,
     exhausted: usize,
@@ -336,6 +338,11 @@ impl ScriptedModel {
     /// Every chat-completions request body, in arrival order.
     pub fn requests(&self) -> Vec<Value> {
         self.shared.lock().requests.clone()
+    }
+
+    /// Each `POST /chat/completions` body as sent, byte for byte, in arrival order.
+    pub fn raw_requests(&self) -> Vec<Bytes> {
+        self.shared.lock().raw.clone()
     }
 
     /// The most recent chat-completions request body.
@@ -646,6 +653,7 @@ async fn chat(shared: &Shared, headers: &HeaderMap, raw: &[u8]) -> Response {
         let mut st = shared.lock();
         let index = st.requests.len();
         st.authorizations.push(authorization);
+        st.raw.push(Bytes::copy_from_slice(raw));
         let body = match parsed {
             Ok(body) => body,
             Err(e) => {
@@ -992,13 +1000,25 @@ fn fn_answer(req: &Value, a: FnAnswer) -> Response {
     }
 }
 
-/// The text of the last message with role `user` in a request body (`""` when none).
+/// The text of the last message with role `user` in a request body (`""` when none), without
+/// the time the daemon writes in front of it ([`without_sent_time`]).
 pub fn last_user_text(req: &Value) -> String {
     req.get("messages")
         .and_then(Value::as_array)
         .and_then(|msgs| msgs.iter().rev().find(|m| role(m) == Some("user")))
         .map(|m| content_text(m.get("content").unwrap_or(&Value::Null)))
+        .map(|t| without_sent_time(&t).to_string())
         .unwrap_or_default()
+}
+
+/// `text` without the time the daemon writes in front of a person's message
+/// (`[Sat 2026-12-05 09:14 CST] `); `text` itself when it does not start with one.
+pub fn without_sent_time(text: &str) -> &str {
+    static STAMP: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let stamp = STAMP.get_or_init(|| {
+        regex::Regex::new(r"^\[[A-Z][a-z]{2} \d{4}-\d{2}-\d{2} \d{2}:\d{2} [^\]\s]+\] ").unwrap()
+    });
+    stamp.find(text).map_or(text, |m| &text[m.end()..])
 }
 
 /// `n` steps that each answer `answer to: <last user text>`, so concurrent sessions can be told

@@ -68,6 +68,12 @@ pub struct ChatMessage {
     /// Never serialised, never stored.
     #[serde(skip)]
     pub images: Vec<ImagePart>,
+    /// On a `user` message: when it was sent (Unix seconds), kept by the store as the row's
+    /// `created_at`. The agent shows it to the model in front of the text, so the time a person
+    /// wrote is part of their message and the prompt before it stays the same from turn to turn
+    /// (a provider's prompt cache keeps matching).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_at: Option<i64>,
 }
 
 /// A picture for the model, as downloaded (not re-encoded).
@@ -139,6 +145,7 @@ impl ChatMessage {
             opaque: None,
             is_error: false,
             images: Vec::new(),
+            sent_at: None,
         }
     }
     /// A user message with pictures.
@@ -158,6 +165,7 @@ impl ChatMessage {
             opaque: None,
             is_error: false,
             images: Vec::new(),
+            sent_at: None,
         }
     }
     /// A tool result for `tool_call_id` that reports a failure or refusal.

@@ -388,6 +388,7 @@ pub(crate) fn parse_message(v: &Value) -> Result<Completion, ProviderError> {
         opaque,
         is_error: false,
         images: Vec::new(),
+        sent_at: None,
     };
     // Ids filled in and unique (the blocks in `opaque` are then no longer used as they are).
     tolerant::finish_message(&mut message, false);

@@ -4,7 +4,7 @@
 use super::errors::pg_error;
 use super::messages::decode_row;
 use super::{limit, text, PgStore, StoreError};
-use crate::store::messages::from_first_user;
+use crate::store::messages::{from_first_user, sent_at};
 use async_trait::async_trait;
 use ethan_core::message::{ChatMessage, Role};
 use ethan_core::store::{HistoryHit, MemoryFact, MemoryScope, MemoryStore, NewFact};
@@ -140,7 +140,7 @@ impl MemoryStore for PgStore {
         let client = self.client(op).await?;
         let rows = client
             .query(
-                "SELECT role, content, tool_calls, tool_call_id, opaque, is_error, id
+                "SELECT role, content, tool_calls, tool_call_id, opaque, is_error, id, created_at
                  FROM messages WHERE session_id = $1 AND id > $2 ORDER BY id DESC LIMIT $3",
                 &[&session_id, &after, &limit(n)],
             )
@@ -149,7 +149,8 @@ impl MemoryStore for PgStore {
         let mut out = Vec::with_capacity(rows.len());
         for r in rows.iter().rev() {
             let id: i64 = r.try_get(6).map_err(|e| pg_error(op, &e))?;
-            out.push((id, decode_row(op, r)?));
+            let at: i64 = r.try_get(7).map_err(|e| pg_error(op, &e))?;
+            out.push((id, sent_at(decode_row(op, r)?, at)));
         }
         Ok(from_first_user(out, |(_, m)| m))
     }

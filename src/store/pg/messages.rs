@@ -4,7 +4,7 @@
 
 use super::errors::pg_error;
 use super::{limit, opt_text, PgStore, StoreError};
-use crate::store::messages::{decode_message, from_first_user};
+use crate::store::messages::{decode_message, from_first_user, sent_at, stored_at};
 use async_trait::async_trait;
 use ethan_core::message::ChatMessage;
 use ethan_core::store::MessageStore;
@@ -49,7 +49,7 @@ impl MessageStore for PgStore {
                     &m.tool_call_id,
                     &opaque,
                     &m.is_error,
-                    &ts,
+                    &stored_at(m, ts),
                 ],
             )
             .await
@@ -67,8 +67,8 @@ impl MessageStore for PgStore {
         let client = self.client(op).await?;
         let stmt = client
             .prepare_cached(
-                "SELECT role, content, tool_calls, tool_call_id, opaque, is_error FROM messages
-                 WHERE session_id = $1 ORDER BY id DESC LIMIT $2",
+                "SELECT role, content, tool_calls, tool_call_id, opaque, is_error, created_at
+                 FROM messages WHERE session_id = $1 ORDER BY id DESC LIMIT $2",
             )
             .await
             .map_err(|e| pg_error(op, &e))?;
@@ -78,7 +78,8 @@ impl MessageStore for PgStore {
             .map_err(|e| pg_error(op, &e))?;
         let mut out = Vec::with_capacity(rows.len());
         for r in rows.iter().rev() {
-            out.push(decode_row(op, r)?);
+            let at: i64 = r.try_get(6).map_err(|e| pg_error(op, &e))?;
+            out.push(sent_at(decode_row(op, r)?, at));
         }
         Ok(from_first_user(out, |m| m))
     }

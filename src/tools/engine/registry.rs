@@ -155,15 +155,14 @@ impl Registry {
         &self.skipped
     }
 
-    /// The `tools[]` entries for the named tools, in name order.
+    /// The `tools[]` entries for the named tools, in the order given (a request keeps the order
+    /// of the tools it offered before, for the prompt cache).
     pub fn specs<'a>(&self, names: impl IntoIterator<Item = &'a String>) -> Vec<ToolSpec> {
-        let mut out: Vec<ToolSpec> = names
+        names
             .into_iter()
             .filter_map(|n| self.tools.get(n))
             .map(|e| e.spec.clone())
-            .collect();
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        out
+            .collect()
     }
 
     /// The builtin tools, configured from `config` (web_search settings fixed at start).

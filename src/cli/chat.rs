@@ -10,7 +10,9 @@ use super::live::Live;
 use crate::agent::{TurnInput, TurnOutcome};
 use crate::config::Loaded;
 use crate::consent::terminal::{Line, TerminalInput};
-use crate::daemon::commands::{self, Command};
+use crate::daemon::commands::{self, Command, Surface};
+use crate::store::SharedStorage;
+use crate::tools::builtin::memory::Visible;
 use ethan_channels::ChannelKind;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -155,51 +157,27 @@ pub async fn run(
         if text.is_empty() {
             continue;
         }
-        if text == "/exit" || text == "/quit" {
-            break;
-        }
-        match commands::parse(&text) {
-            Some(Command::Help) => {
-                println!("{}", commands::HELP);
-                continue;
-            }
-            Some(Command::New) => {
-                store.new_session(&key).await?;
-                consent.grants.clear(&key).await;
-                println!("Started a fresh conversation.");
-                continue;
-            }
-            Some(Command::Stop) => {
-                println!("Nothing is running.");
-                continue;
-            }
-            Some(Command::Agent) => {
+        match commands::parse_in(&text, Surface::Terminal) {
+            Some(Command::Exit) => break,
+            Some(cmd) if cmd.in_terminal() => {
+                let shared = store.shared();
+                let here = commands::Here {
+                    store: &shared,
+                    consent: &consent,
+                    agents: &agent.agents,
+                    memory: &loaded.config.memory,
+                    session: &key,
+                    place: crate::agent::agents::Place {
+                        channel: "terminal",
+                        chat_id: &name,
+                        thread: None,
+                        sender: &user,
+                    },
+                    visible: Visible::of(ChannelKind::Terminal, false, "", "", true),
+                };
                 println!(
                     "{}",
-                    crate::agent::agents::answer_for(
-                        &agent.agents,
-                        crate::agent::agents::Place {
-                            channel: "terminal",
-                            chat_id: &name,
-                            thread: None,
-                            sender: &user,
-                        },
-                    )
-                );
-                continue;
-            }
-            Some(Command::Memory) => {
-                let visible = crate::tools::builtin::memory::Visible::of(
-                    ChannelKind::Terminal,
-                    false,
-                    "",
-                    "",
-                    true,
-                );
-                println!(
-                    "{}",
-                    crate::memory::listing(&agent.store, &visible, &agent.config.config.memory)
-                        .await
+                    commands::answer(&cmd, &here).await.unwrap_or_default()
                 );
                 continue;
             }

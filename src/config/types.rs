@@ -249,9 +249,20 @@ pub struct ModelConfig {
     /// false, a picture reaches it as a sentence saying one was sent.
     pub vision: bool,
     /// OpenAI: send a `prompt_cache_key` naming the conversation with each request, so the
-    /// server routes a conversation's requests to where its cached prefix is. Unset: only to
-    /// `api.openai.com` (a server that does not know the parameter may refuse the request).
-    pub prompt_cache_key: Option<bool>,
+    /// server routes a conversation's requests to where its cached prefix is.
+    pub prompt_cache_key: PromptCacheKey,
+}
+
+/// When an OpenAI request carries a `prompt_cache_key` (`model.prompt_cache_key`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PromptCacheKey {
+    /// Only to `api.openai.com` (a server that does not know the parameter may refuse the
+    /// request).
+    #[default]
+    Auto,
+    Always,
+    Never,
 }
 
 impl Default for ModelConfig {
@@ -271,7 +282,7 @@ impl Default for ModelConfig {
             fallback: Vec::new(),
             fallback_cooldown_secs: 60,
             vision: false,
-            prompt_cache_key: None,
+            prompt_cache_key: PromptCacheKey::Auto,
         }
     }
 }

@@ -7,6 +7,7 @@
 //! requests by a hash of their start and, when given, of `prompt_cache_key`; requests of one
 //! conversation sent with one key land where that conversation's prefix is cached.
 
+use crate::config::PromptCacheKey;
 use ethan_core::message::{ChatMessage, Role};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -49,18 +50,20 @@ pub fn conversation_key(messages: &[ChatMessage]) -> Option<String> {
     Some(format!("ethan-{hex}"))
 }
 
-/// Whether to send `prompt_cache_key` to `base_url`: as configured, else only to OpenAI's own
+/// Whether to send `prompt_cache_key` to `base_url`: as configured; `auto` only to OpenAI's own
 /// API (other servers may refuse a parameter they do not know).
-pub fn sends_key(configured: Option<bool>, base_url: &str) -> bool {
-    configured.unwrap_or_else(|| {
-        reqwest::Url::parse(base_url)
+pub fn sends_key(configured: PromptCacheKey, base_url: &str) -> bool {
+    match configured {
+        PromptCacheKey::Always => true,
+        PromptCacheKey::Never => false,
+        PromptCacheKey::Auto => reqwest::Url::parse(base_url)
             .ok()
             .and_then(|u| {
                 u.host_str()
                     .map(|h| h.eq_ignore_ascii_case("api.openai.com"))
             })
-            .unwrap_or(false)
-    })
+            .unwrap_or(false),
+    }
 }
 
 #[cfg(test)]
@@ -97,9 +100,10 @@ mod tests {
 
     #[test]
     fn the_key_goes_to_openai_unless_configured() {
-        assert!(sends_key(None, "https://api.openai.com/v1"));
-        assert!(!sends_key(None, "http://127.0.0.1:11434/v1"));
-        assert!(sends_key(Some(true), "http://127.0.0.1:11434/v1"));
-        assert!(!sends_key(Some(false), "https://api.openai.com/v1"));
+        use PromptCacheKey::*;
+        assert!(sends_key(Auto, "https://api.openai.com/v1"));
+        assert!(!sends_key(Auto, "http://127.0.0.1:11434/v1"));
+        assert!(sends_key(Always, "http://127.0.0.1:11434/v1"));
+        assert!(!sends_key(Never, "https://api.openai.com/v1"));
     }
 }

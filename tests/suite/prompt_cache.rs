@@ -69,7 +69,7 @@ async fn each_request_of_a_conversation_starts_with_the_bytes_of_the_one_before(
     }
     let model = ScriptedModel::start(steps).await;
     home.write_config(&format!(
-        "model:\n  base_url: {}\n  api_key: sk-test\n  name: m\n  prompt_cache_key: true\n\
+        "model:\n  base_url: {}\n  api_key: sk-test\n  name: m\n  prompt_cache_key: always\n\
          timezone: Asia/Shanghai\ngateway:\n  token: {TOKEN}\n",
         model.base_url()
     ));

@@ -1,7 +1,9 @@
 //! The knowledge index in PostgreSQL, shared by replicas: two knowledge folders (two replicas'
 //! `ETHAN_HOME`s) on one database see each other's notes at once — found by keyword in English
 //! and Chinese, read in full, edited — without a scan of one removing or overwriting what the
-//! other wrote; and two `ethan chat` processes do the same through the tools.
+//! other wrote; two `ethan chat` processes do the same through the tools; and `ethan store
+//! migrate` copies a SQLite home's notes and embeddings, which the home's next start keeps as
+//! its own.
 //!
 //! These run on the throwaway cluster of `ethan::store::pg::cluster` whatever
 //! `ETHAN_TEST_STORE` says, and fail (never skip) when PostgreSQL cannot be started.
@@ -13,6 +15,7 @@ use ethan::store::knowledge_index::{folder_origin, IndexHandle};
 use ethan::store::knowledge_query::Query;
 use ethan::store::pg::knowledge::PgKnowledge;
 use ethan::store::pg::{cluster, PgStore};
+use ethan::store::Store;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::Arc;
@@ -255,4 +258,73 @@ async fn two_replicas_share_the_knowledge_base_through_the_tools() {
         "{stdout}"
     );
     model.assert_protocol_ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_migrate_copies_the_notes_and_their_index() {
+    let url = database().await;
+    let home = TestHome::new();
+    home.write_config("model:\n  name: m\nstore:\n  url: \"\"\n");
+    let root = home.path().join("knowledge");
+    {
+        let store = Store::open(&home.path().join("ethan.db")).unwrap();
+        let k = Knowledge::open(&root, store.clone(), None).unwrap();
+        k.add(
+            "部署服务器 with the release binary.",
+            Some("Deploy"),
+            &["ops".into()],
+        )
+        .await
+        .unwrap();
+        k.add("Flour, water, salt.", Some("Bread"), &[])
+            .await
+            .unwrap();
+        let index: IndexHandle = store.into();
+        tokio::task::spawn_blocking(move || {
+            let (id, hash, _) = index.unembedded("fake-embed", 1).unwrap().remove(0);
+            let bytes: Vec<u8> = [0.6f32, 0.8].iter().flat_map(|x| x.to_le_bytes()).collect();
+            index
+                .put_vectors("fake-embed", &[(id, hash, bytes)])
+                .unwrap();
+        })
+        .await
+        .unwrap();
+    }
+
+    let args = ["store", "migrate", "--to", url.as_str()];
+    let out = tokio::task::block_in_place(|| run_cli(&home, &args, None));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (table, n) in [("knowledge_notes", "2"), ("knowledge_vectors", "1")] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.split_whitespace().collect::<Vec<_>>() == [table, n]),
+            "{stdout}"
+        );
+    }
+
+    // The copy answers searches and keeps the vector; the home's next start on PostgreSQL
+    // finds every note already indexed as its own.
+    let k = replica(home.path(), &url).await;
+    assert_eq!(sources(&k, "服务器").await, ["ops/deploy.md"]);
+    assert_eq!(sources(&k, "salt").await, ["untagged/bread.md"]);
+    let index = k.index().clone();
+    let vectors = tokio::task::spawn_blocking(move || index.vector_counts("fake-embed").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(vectors, (2, 1));
+    let r = sync(&k).await;
+    assert_eq!(
+        (r.files, r.indexed, r.unchanged, r.removed),
+        (2, 0, 0, 0),
+        "{r:?}"
+    );
+    // New notes get ids past the copied ones.
+    k.add("A third note.", Some("Third"), &[]).await.unwrap();
+    assert_eq!(k.counts().await.unwrap().0, 3);
 }

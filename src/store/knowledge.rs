@@ -10,62 +10,14 @@
 //! match would cost tens of milliseconds per query on a large knowledge base, for a word too
 //! common to tell notes apart anyway.
 
+pub use super::knowledge_index::{FileState, IndexChange, IndexHit, IndexedNote};
+pub use super::knowledge_query::is_cjk;
+
 use super::knowledge_index::{KnowledgeIndex, StillCurrent};
 use super::knowledge_query::{phrases, rrf, Query};
 use super::{Ctx, Db, StoreError};
 use rusqlite::{params, params_from_iter, OptionalExtension};
 use std::collections::{HashMap, HashSet};
-
-/// A note as indexed. `tags` are kept one per line.
-#[derive(Debug, Clone, PartialEq)]
-pub struct IndexedNote {
-    pub path: String,
-    pub title: String,
-    pub tags: Vec<String>,
-    pub body: String,
-    pub created: String,
-    pub updated: String,
-    pub mtime_ns: i64,
-    pub size: i64,
-    pub hash: String,
-}
-
-/// What the index knows about a file, for change detection.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileState {
-    pub mtime_ns: i64,
-    pub size: i64,
-    pub hash: String,
-    /// Whether this process's knowledge folder wrote the entry (always, unless the index is
-    /// shared by replicas: see `super::knowledge_index`).
-    pub mine: bool,
-}
-
-/// One change to the index.
-#[derive(Debug, Clone)]
-pub enum IndexChange {
-    /// Insert or replace the note (unless the index already has a newer version of the file).
-    Upsert(IndexedNote),
-    /// The file's content is unchanged; only its mtime and size moved.
-    Touch {
-        path: String,
-        mtime_ns: i64,
-        size: i64,
-    },
-    /// The file is gone.
-    Remove(String),
-}
-
-/// A note found by a search, with its rank (higher is better).
-#[derive(Debug, Clone)]
-pub struct IndexHit {
-    pub id: i64,
-    pub path: String,
-    pub title: String,
-    pub tags: Vec<String>,
-    pub body: String,
-    pub score: f64,
-}
 
 /// Most matches ranked by BM25 in one query (see the module docs).
 pub const RANK_CAP: usize = 1000;
@@ -86,13 +38,6 @@ impl FtsIndex {
             FtsIndex::CjkBigram => "knowledge_cjk",
         }
     }
-}
-
-/// Whether `c` is a CJK ideograph, kana or hangul syllable.
-pub fn is_cjk(c: char) -> bool {
-    matches!(c as u32,
-        0x3040..=0x30ff | 0x3400..=0x4dbf | 0x4e00..=0x9fff | 0xf900..=0xfaff
-        | 0xac00..=0xd7af | 0x20000..=0x2ffff)
 }
 
 /// The CJK bigrams of `text`, space-separated, for `knowledge_cjk`: every two adjacent CJK

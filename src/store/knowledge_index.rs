@@ -12,12 +12,62 @@
 //! whose file is gone, and re-indexes a changed file only when it is newer than what the index
 //! holds (see `crate::knowledge::index::sync`).
 
-use super::knowledge::{FileState, IndexChange, IndexHit, IndexedNote};
 use super::knowledge_query::Query;
 use super::StoreError;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
+
+/// A note as indexed. `tags` are kept one per line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexedNote {
+    pub path: String,
+    pub title: String,
+    pub tags: Vec<String>,
+    pub body: String,
+    pub created: String,
+    pub updated: String,
+    pub mtime_ns: i64,
+    pub size: i64,
+    pub hash: String,
+}
+
+/// What the index knows about a file, for change detection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileState {
+    pub mtime_ns: i64,
+    pub size: i64,
+    pub hash: String,
+    /// Whether this process's knowledge folder wrote the entry (always, unless the index is
+    /// shared by replicas: see the module docs).
+    pub mine: bool,
+}
+
+/// One change to the index.
+#[derive(Debug, Clone)]
+pub enum IndexChange {
+    /// Insert or replace the note (unless the index already has a newer version of the file).
+    Upsert(IndexedNote),
+    /// The file's content is unchanged; only its mtime and size moved.
+    Touch {
+        path: String,
+        mtime_ns: i64,
+        size: i64,
+    },
+    /// The file is gone.
+    Remove(String),
+}
+
+/// A note found by a search, with its rank (higher is better).
+#[derive(Debug, Clone)]
+pub struct IndexHit {
+    pub id: i64,
+    pub path: String,
+    pub title: String,
+    pub tags: Vec<String>,
+    pub body: String,
+    pub score: f64,
+}
 
 /// Whether a change is still current, checked right before it is applied.
 pub type StillCurrent = Arc<dyn Fn(&IndexChange) -> bool + Send + Sync>;

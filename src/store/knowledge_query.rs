@@ -10,13 +10,19 @@
 //! - anything shorter (`Go`, `猫`) → `LIKE` over title, tags and body, when the query has
 //!   nothing longer (a scan of every note: correct, but the slow path).
 
-use super::knowledge::is_cjk;
 use std::collections::{HashMap, HashSet};
 
 /// Most terms taken from one query.
 const MAX_TERMS: usize = 24;
 /// The `k` of reciprocal rank fusion: `score = Σ 1 / (k + rank)`.
 pub const RRF_K: f64 = 60.0;
+
+/// Whether `c` is a CJK ideograph, kana or hangul syllable.
+pub fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x30ff | 0x3400..=0x4dbf | 0x4e00..=0x9fff | 0xf900..=0xfaff
+        | 0xac00..=0xd7af | 0x20000..=0x2ffff)
+}
 
 /// A search query split for the indexes (see the module docs).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

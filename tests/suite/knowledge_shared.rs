@@ -45,6 +45,11 @@ async fn sources(k: &Knowledge, q: &str) -> Vec<String> {
     outcome.hits.into_iter().map(|h| h.source).collect()
 }
 
+/// One source, as [`sources`] gives it.
+fn only(source: &str) -> Vec<String> {
+    vec![source.to_string()]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_note_added_through_one_replica_is_found_through_another_at_once() {
     let url = database().await;
@@ -76,7 +81,7 @@ async fn a_note_added_through_one_replica_is_found_through_another_at_once() {
         assert_eq!(sources(&b, q).await.first(), Some(&en.note.source), "{q}");
     }
     for q in ["服务器", "防火墙", "如何部署服务器", "部署", "依赖", "运维"] {
-        assert_eq!(sources(&b, q).await, [zh.note.source.clone()], "{q}");
+        assert_eq!(sources(&b, q).await, only(&zh.note.source), "{q}");
     }
     assert_eq!(sources(&b, "systemd").await.len(), 2);
     assert!(sources(&b, "zebra crossing").await.is_empty());
@@ -137,10 +142,7 @@ async fn a_note_added_through_one_replica_is_found_through_another_at_once() {
         (0, 0, 1),
         "{r:?}"
     );
-    assert_eq!(
-        sources(&a, "previous binary").await,
-        [en.note.source.clone()]
-    );
+    assert_eq!(sources(&a, "previous binary").await, only(&en.note.source));
 
     // A note deleted by hand leaves the index when the folder that wrote it scans.
     std::fs::remove_file(home_a.path().join("knowledge").join(&zh.note.source)).unwrap();

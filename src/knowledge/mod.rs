@@ -494,6 +494,9 @@ impl Knowledge {
             });
         }
         let dir = path.parent().unwrap_or(&self.root);
+        // A note saved through another replica may be in a folder this disk does not have yet
+        // (the source's components were checked: none is a symbolic link).
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         let tmp = dir.join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
         let written = std::fs::write(&tmp, text.as_bytes())
             .and_then(|()| std::fs::rename(&tmp, &path))

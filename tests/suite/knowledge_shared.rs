@@ -144,6 +144,29 @@ async fn a_note_added_through_one_replica_is_found_through_another_at_once() {
     );
     assert_eq!(sources(&a, "previous binary").await, only(&en.note.source));
 
+    // B edits a note in a folder B's disk does not have yet.
+    let backup = a
+        .add(
+            "Copy the database nightly.",
+            Some("Backups"),
+            &["backup".into()],
+        )
+        .await
+        .unwrap();
+    b.edit(
+        &backup.note.source,
+        "Keep 7 days.",
+        EditMode::Append,
+        None,
+        None,
+    )
+    .await
+    .unwrap();
+    let copy = home_b.path().join("knowledge").join(&backup.note.source);
+    assert!(std::fs::read_to_string(copy)
+        .unwrap()
+        .contains("nightly.\n\nKeep 7 days."));
+
     // A note deleted by hand leaves the index when the folder that wrote it scans.
     std::fs::remove_file(home_a.path().join("knowledge").join(&zh.note.source)).unwrap();
     assert_eq!(sync(&b).await.removed, 0);

@@ -1,14 +1,14 @@
 //! The knowledge index on PostgreSQL (tables `knowledge_notes` and `knowledge_vectors`, step 5),
 //! shared by every replica: a note saved through one is found through all of them at once.
 //!
-//! - **Keyword search** matches each term as a substring with `ILIKE` (served by `pg_trgm`'s GIN
-//!   index over title, tags and body when the extension could be created; a scan otherwise),
-//!   in any script, CJK included. Terms are split as for SQLite
-//!   ([`crate::store::knowledge_query`]): the main terms first, a short list filled up from the
-//!   bigrams of longer CJK runs, one- and two-character terms only when the query has nothing
-//!   longer. A note scores, per term, 8 when its title holds it, 4 for its tags, and
-//!   `ln(1 + occurrences)` for its body; as in SQLite, at most the [`RANK_CAP`] most recently
-//!   added matches are ranked.
+//! - **Keyword search** matches each (lower-case) term as a substring of the note's title, tags
+//!   and body in lower case (the generated column `search`) with `LIKE` — served by `pg_trgm`'s
+//!   GIN index when the extension could be created, a scan otherwise — in any script, CJK
+//!   included. Terms are split as for SQLite ([`crate::store::knowledge_query`]): the main terms
+//!   first, a short list filled up from the bigrams of longer CJK runs, one- and two-character
+//!   terms only when the query has nothing longer. A note scores, per term, 8 when its title
+//!   holds it, 4 for its tags, and `ln(1 + occurrences)` over the whole text; as in SQLite, at
+//!   most the [`RANK_CAP`] most recently added matches are ranked.
 //! - **Embeddings** are stored as in SQLite (little-endian `f32` in `bytea`, with the note's
 //!   hash) and scanned in the daemon (pgvector is not used).
 //! - **Writes** take a transaction-level advisory lock ([`LOCK_KEY`]), so a scan's re-check of a
@@ -235,17 +235,15 @@ impl PgStore {
         let terms: Vec<String> = terms.iter().map(|t| text(t).into_owned()).collect();
         let sql = format!(
             "WITH m AS (
-                 SELECT id FROM knowledge_notes
-                 WHERE title ILIKE ANY($1) OR tags ILIKE ANY($1) OR body ILIKE ANY($1)
+                 SELECT id FROM knowledge_notes WHERE search LIKE ANY($1)
                  ORDER BY id DESC LIMIT {RANK_CAP}
              )
              SELECT {HIT_COLUMNS}, s.score FROM m JOIN knowledge_notes n ON n.id = m.id
-             CROSS JOIN LATERAL (SELECT lower(n.body) AS lb) b
              CROSS JOIN LATERAL (
                  SELECT sum(
-                     CASE WHEN n.title ILIKE u.p THEN 8 ELSE 0 END
-                     + CASE WHEN n.tags ILIKE u.p THEN 4 ELSE 0 END
-                     + ln(1 + (length(b.lb) - length(replace(b.lb, u.t, '')))
+                     CASE WHEN lower(n.title) LIKE u.p THEN 8 ELSE 0 END
+                     + CASE WHEN lower(n.tags) LIKE u.p THEN 4 ELSE 0 END
+                     + ln(1 + (length(n.search) - length(replace(n.search, u.t, '')))
                               / length(u.t)::float8)
                  )::float8 AS score
                  FROM unnest($1::text[], $2::text[]) AS u(p, t)

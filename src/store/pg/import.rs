@@ -347,20 +347,24 @@ pub async fn import_sqlite(
     to_url: &str,
     origin: &str,
 ) -> Result<ImportCounts, StoreError> {
-    let op = "migrate store";
     let target = PgStore::connect(to_url).await?;
-    let snapshot = |sql: &'static str| {
-        from.call(op, move |db| {
-            db.conn().execute_batch(sql).op("migrate store")
-        })
-    };
-    snapshot("BEGIN").await?;
+    read_transaction(from, "BEGIN").await?;
     let copied = copy(from, &target, origin).await;
     // Read only: nothing to keep, whatever happened.
-    let ended = snapshot("ROLLBACK").await;
+    let ended = read_transaction(from, "ROLLBACK").await;
     let counts = copied?;
     ended?;
     Ok(counts)
+}
+
+/// Begin (`BEGIN`) or end (`ROLLBACK`) the read transaction the copy reads in: from its first
+/// read on, every read sees the file as of that moment (SQLite's snapshot, in WAL mode writers
+/// go on meanwhile).
+async fn read_transaction(from: &Store, sql: &'static str) -> Result<(), StoreError> {
+    from.call("migrate store", move |db| {
+        db.conn().execute_batch(sql).op("migrate store")
+    })
+    .await
 }
 
 /// Check that `target` is empty, then copy every table into it in one transaction.
@@ -437,4 +441,30 @@ async fn copy(from: &Store, target: &PgStore, origin: &str) -> Result<ImportCoun
     }
     tx.commit().await.map_err(|e| pg_error(op, &e))?;
     Ok(counts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ethan_core::store::KvStore;
+
+    fn kv_table() -> &'static Table {
+        TABLES.iter().find(|t| t.name == "kv").unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_copy_reads_every_table_as_of_one_moment() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ethan.db");
+        let (reader, writer) = (Store::open(&path).unwrap(), Store::open(&path).unwrap());
+        writer.kv_set("a", "1").await.unwrap();
+        read_transaction(&reader, "BEGIN").await.unwrap();
+        let before = read_table(&reader, kv_table()).await.unwrap().len();
+        // Another process writes while the copy reads: the copy does not see it.
+        writer.kv_set("b", "2").await.unwrap();
+        let during = read_table(&reader, kv_table()).await.unwrap().len();
+        read_transaction(&reader, "ROLLBACK").await.unwrap();
+        let after = read_table(&reader, kv_table()).await.unwrap().len();
+        assert_eq!((during, after), (before, before + 1));
+    }
 }

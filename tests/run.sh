@@ -42,7 +42,7 @@ needs=(
   "have fdfind|fd-find|fdfind: tests/suite/web_tools.rs compares fd_find with it"
   "have python3|python3|python3: tests/suite/injection.rs runs it in the sandbox"
   "have_venv|python3-venv|python3's venv module: the MCP time server is installed into a venv"
-  "have_postgres|postgresql|PostgreSQL's server binaries (initdb, postgres): the PostgreSQL store's tests start a cluster of their own"
+  "have_postgres|postgresql|PostgreSQL's server binaries (initdb, postgres) and its pg_trgm extension (Debian ships both in postgresql-NN): the PostgreSQL store's tests start a cluster of their own, and tests/suite/knowledge_shared.rs checks that the shared knowledge index uses pg_trgm"
   "have_chromium|chromium|Chromium: tests/suite/browser.rs drives it through the browser tools, tests/suite/web_page.rs and attack_web_page*.rs drive the gateway's web page in it"
   "have node|nodejs|node: the MCP test server server-everything runs on it"
   "have npm|npm|npm: tests/tools/install.sh installs server-everything with it"

@@ -264,30 +264,14 @@ async fn knowledge_check(r: &mut Report, loaded: &Loaded, stores: &OpenStore) {
     use crate::knowledge::embed::Embedder;
     let c = &loaded.config.knowledge.embeddings;
     let dir = loaded.home.join("knowledge");
-    let in_memory = stores.sqlite.is_none();
-    if in_memory {
-        // With PostgreSQL the index is this process's own: build it from the files first.
-        let (root, index) = (dir.clone(), stores.index.clone());
-        let built =
-            tokio::task::spawn_blocking(move || crate::knowledge::index::sync(&root, &index)).await;
-        if let Ok(Err(e)) = built {
-            r.warn("knowledge", format!("cannot index {}: {e}", dir.display()));
-        }
-    }
-    let notes = stores
-        .index
-        .call("knowledge count", |db| db.knowledge_count())
-        .await
-        .map(|n| {
-            let kept = if in_memory {
-                " (with PostgreSQL the index is kept in memory, rebuilt from these files at each \
-                 start)"
-            } else {
-                ""
-            };
-            format!("{n} indexed note(s) in {}{kept}", dir.display())
-        })
-        .unwrap_or_else(|e| format!("index unreadable ({e})"));
+    let index = stores.index.clone();
+    let counted =
+        tokio::task::spawn_blocking(move || index.count().map(|n| (n, index.describe()))).await;
+    let notes = match counted {
+        Ok(Ok((n, what))) => format!("{n} indexed note(s) in {} (index: {what})", dir.display()),
+        Ok(Err(e)) => format!("index unreadable ({e})"),
+        Err(e) => format!("index unreadable ({e})"),
+    };
     match Embedder::from_config(c) {
         None => r.ok(
             "knowledge",

@@ -1,5 +1,6 @@
 //! `ethan store migrate --to postgres://…`: copy this home's SQLite store (`$ETHAN_HOME/ethan.db`)
-//! into an empty PostgreSQL database in one transaction, and print the rows copied per table.
+//! (the knowledge index included) into an empty PostgreSQL database in one transaction, and
+//! print the rows copied per table.
 //! The SQLite file is only read. Afterwards set `store.url` to the same URL.
 
 use crate::config::Loaded;
@@ -57,15 +58,16 @@ async fn migrate(loaded: &Loaded, to: &str) -> anyhow::Result<ExitCode> {
     }
     let from = crate::store::Store::open(&path)
         .with_context(|| format!("opening the database {}", path.display()))?;
-    let counts = crate::store::pg::import::import_sqlite(&from, to.trim())
+    let origin = crate::store::knowledge_index::folder_origin(&loaded.home.join("knowledge"));
+    let counts = crate::store::pg::import::import_sqlite(&from, to.trim(), &origin)
         .await
         .context("copying the SQLite store into PostgreSQL")?;
     let total: u64 = counts.iter().map(|(_, n)| n).sum();
     println!("copied {} into PostgreSQL:", path.display());
     for (table, n) in &counts {
-        println!("  {table:<15} {n:>9}");
+        println!("  {table:<17} {n:>9}");
     }
-    println!("  {:<15} {total:>9}", "total rows");
+    println!("  {:<17} {total:>9}", "total rows");
     println!("now set store.url to this database (the SQLite file was not changed)");
     Ok(ExitCode::SUCCESS)
 }

@@ -1,7 +1,7 @@
 //! Opening the configured store for a process (`ethan run`, `chat`, the CLI commands): the
 //! SQLite file `$ETHAN_HOME/ethan.db` by default, or the PostgreSQL database of `store.url`
-//! (then no SQLite file is created; the knowledge index lives in memory, rebuilt from the
-//! knowledge files at start).
+//! (then no SQLite file is created; the knowledge index is in the same database, shared by the
+//! replicas).
 
 use crate::config::Loaded;
 use crate::store::{OpenStore, Store, StoreError};
@@ -34,10 +34,11 @@ async fn open_postgres(loaded: &Loaded) -> anyhow::Result<OpenStore> {
     let pg = crate::store::pg::PgStore::connect(loaded.config.store.url.expose().trim())
         .await
         .with_context(|| format!("opening the store {}", describe(loaded)))?;
-    let index = Store::open_in_memory().context("the in-memory knowledge index")?;
+    let origin = crate::store::knowledge_index::folder_origin(&loaded.home.join("knowledge"));
+    let index = crate::store::pg::knowledge::PgKnowledge::new(pg.clone(), origin);
     Ok(OpenStore {
         main: std::sync::Arc::new(pg),
-        index,
+        index: crate::store::knowledge_index::IndexHandle::new(std::sync::Arc::new(index)),
         sqlite: None,
     })
 }

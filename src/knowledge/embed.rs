@@ -1,10 +1,9 @@
 //! Semantic search: embeddings from an OpenAI-compatible `POST {base_url}/embeddings` endpoint
-//! (`knowledge.embeddings`), stored in SQLite as little-endian `f32` (normalised, so cosine
+//! (`knowledge.embeddings`), stored in the store's knowledge index as little-endian `f32` (normalised, so cosine
 //! similarity is a dot product), and reciprocal rank fusion of the semantic and keyword lists.
 
 use crate::config::EmbeddingsConfig;
 use serde_json::{json, Value};
-use std::collections::HashMap;
 use std::time::Duration;
 
 /// The model used when `knowledge.embeddings.model` is empty.
@@ -13,8 +12,6 @@ pub const DEFAULT_MODEL: &str = "text-embedding-3-small";
 pub const BATCH: usize = 32;
 /// Longest text sent for one embedding, in characters (the rest of a long note is not embedded).
 pub const MAX_TEXT_CHARS: usize = 6000;
-/// The `k` of reciprocal rank fusion: `score = Σ 1 / (k + rank)`.
-pub const RRF_K: f64 = 60.0;
 
 /// Why an embedding request failed.
 #[derive(Debug, thiserror::Error)]
@@ -221,18 +218,7 @@ pub fn nearest(query: &[f32], vectors: &[(i64, Vec<f32>)], top: usize) -> Vec<(i
     scored
 }
 
-/// Reciprocal rank fusion of ranked lists of ids (best first): `(id, score)`, best first.
-pub fn rrf(lists: &[Vec<i64>]) -> Vec<(i64, f64)> {
-    let mut scores: HashMap<i64, f64> = HashMap::new();
-    for list in lists {
-        for (rank, id) in list.iter().enumerate() {
-            *scores.entry(*id).or_default() += 1.0 / (RRF_K + rank as f64 + 1.0);
-        }
-    }
-    let mut out: Vec<(i64, f64)> = scores.into_iter().collect();
-    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    out
-}
+pub use crate::store::knowledge_query::{rrf, RRF_K};
 
 #[cfg(test)]
 mod tests {
@@ -253,13 +239,5 @@ mod tests {
         let near = nearest(&a, &vs, 5);
         assert_eq!(near.iter().map(|x| x.0).collect::<Vec<_>>(), [2, 1]);
         assert!((near[0].1 - 1.0).abs() < 1e-6);
-    }
-
-    #[test]
-    fn rrf_rewards_agreement() {
-        let fused = rrf(&[vec![1, 2, 3], vec![2, 9]]);
-        assert_eq!(fused[0].0, 2);
-        assert_eq!(fused.len(), 4);
-        assert_eq!(fused.last().unwrap().0, 3);
     }
 }

@@ -1,5 +1,5 @@
 //! How the knowledge tools reach the knowledge base: the daemon hands the hub its home's
-//! knowledge folder (`$ETHAN_HOME/knowledge/`) and its store when it builds the tools; the hub
+//! knowledge folder (`$ETHAN_HOME/knowledge/`) and its store's knowledge index when it builds the tools; the hub
 //! opens the [`Knowledge`] on first use, re-indexes the files that changed since the index last
 //! saw them, and hands out the shared instance. A hub built without a store (benchmarks, tests
 //! of other tools) answers that there is no knowledge base here.
@@ -7,22 +7,22 @@
 use super::embed::Embedder;
 use super::{Knowledge, KnowledgeError};
 use crate::config::KnowledgeConfig;
-use crate::store::Store;
+use crate::store::knowledge_index::IndexHandle;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The knowledge base of one daemon, opened on first use. One per tool registry.
 pub struct KnowledgeHub {
     embedder: Option<Embedder>,
-    /// The knowledge folder and the store that holds its index.
-    base: Option<(PathBuf, Store)>,
+    /// The knowledge folder and the store's knowledge index.
+    base: Option<(PathBuf, IndexHandle)>,
     open: tokio::sync::OnceCell<Arc<Knowledge>>,
 }
 
 impl KnowledgeHub {
-    /// `base`: the knowledge folder (`$ETHAN_HOME/knowledge`) and the daemon's store; `None`:
-    /// the tools answer that no knowledge base is available.
-    pub fn new(config: &KnowledgeConfig, base: Option<(PathBuf, Store)>) -> KnowledgeHub {
+    /// `base`: the knowledge folder (`$ETHAN_HOME/knowledge`) and the store's knowledge index;
+    /// `None`: the tools answer that no knowledge base is available.
+    pub fn new(config: &KnowledgeConfig, base: Option<(PathBuf, IndexHandle)>) -> KnowledgeHub {
         KnowledgeHub {
             embedder: Embedder::from_config(&config.embeddings),
             base,

@@ -8,24 +8,18 @@
 //! before it is applied so a tool write that raced the scan is never overwritten by older
 //! content.
 //!
-//! **Search.** The query is split into terms (runs of letters and digits; a run of CJK
-//! characters is a term of its own, so `Rust部署` is `rust` + `部署`), and each term goes where
-//! it can be matched:
-//! - three characters or more → the trigram index (any substring of three characters or more
-//!   matches, in any script), as an `OR` of phrases ranked by BM25 with title and tags weighted
-//!   above the body; a CJK run longer than three characters is given as its overlapping
-//!   trigrams, so `如何部署服务器` finds a note that says `服务器部署`;
-//! - a two-character CJK word (`部署`) → the CJK bigram index, which trigrams cannot serve;
-//! - anything shorter (`Go`, `猫`) → `LIKE` over title, tags and body, when the query has
-//!   nothing longer (a scan of every note: correct, but the slow path).
+//! With an index shared by replicas (PostgreSQL) the scan keeps what other replicas wrote: an
+//! entry whose file is not on this disk is removed only when this folder wrote it, and a changed
+//! file is re-indexed only when it is newer than the entry (another replica may hold a newer
+//! copy of the note).
 //!
-//! When both indexes answer, their lists are fused by reciprocal rank; a list shorter than the
-//! limit is filled up from the bigrams of the longer CJK runs.
+//! **Search.** The query is split for the index by [`Query`] (see `crate::store::knowledge_query`
+//! for how each kind of term is matched); snippets are cut here.
 
 use super::notes::{self, MAX_DEPTH, MAX_NOTE_BYTES};
 use super::KnowledgeError;
-use crate::store::knowledge::{FileState, FtsIndex, IndexChange, IndexHit, IndexedNote};
-use crate::store::Store;
+use crate::store::knowledge::{FileState, IndexChange, IndexedNote};
+use crate::store::knowledge_index::KnowledgeIndex;
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -33,8 +27,6 @@ use std::time::UNIX_EPOCH;
 
 /// Changes applied per transaction by [`sync`].
 const SYNC_CHUNK: usize = 256;
-/// Most terms taken from one query.
-const MAX_TERMS: usize = 24;
 /// Characters of body shown around a match.
 const SNIPPET_CHARS: usize = 160;
 /// Characters of context before the match in a snippet.
@@ -53,164 +45,15 @@ pub struct SyncReport {
     pub unchanged: usize,
     /// Notes removed from the index because their file is gone.
     pub removed: usize,
+    /// Changed files left alone because a shared index holds a newer copy of the note, written
+    /// through another replica.
+    pub newer_elsewhere: usize,
     /// Files left out, with the reason.
     pub skipped: Vec<String>,
 }
 
 pub use crate::store::knowledge::is_cjk;
-
-/// A search query split for the indexes (see the module docs).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Query {
-    /// Phrases for the trigram index (three characters or more).
-    pub fts: Vec<String>,
-    /// Two-character CJK words, for the bigram index.
-    pub cjk: Vec<String>,
-    /// The bigrams of longer CJK runs, for filling up.
-    pub cjk_fill: Vec<String>,
-    /// Shorter terms (one or two characters, not a CJK pair), for `LIKE`.
-    pub short: Vec<String>,
-    /// Every term, for snippets.
-    pub all: Vec<String>,
-}
-
-fn push(v: &mut Vec<String>, t: String) {
-    if !v.contains(&t) && v.len() < MAX_TERMS {
-        v.push(t);
-    }
-}
-
-fn phrases(terms: &[String]) -> String {
-    terms
-        .iter()
-        .map(|t| format!("\"{}\"", t.replace('"', "\"\"")))
-        .collect::<Vec<_>>()
-        .join(" OR ")
-}
-
-impl Query {
-    pub fn parse(q: &str) -> Query {
-        let mut terms: Vec<String> = Vec::new();
-        for word in q.split(|c: char| !(c.is_alphanumeric() || "_-.+#@".contains(c))) {
-            let word = word.trim_matches(|c: char| "-.".contains(c)).to_lowercase();
-            // Split at boundaries between CJK and other scripts.
-            let mut cur = String::new();
-            let mut cur_cjk = None;
-            for c in word.chars() {
-                let k = is_cjk(c);
-                if cur_cjk.is_some_and(|p| p != k) && !cur.is_empty() {
-                    terms.push(std::mem::take(&mut cur));
-                }
-                cur_cjk = Some(k);
-                cur.push(c);
-            }
-            if !cur.is_empty() {
-                terms.push(cur);
-            }
-        }
-        let mut seen = HashSet::new();
-        terms.retain(|t| !t.is_empty() && seen.insert(t.clone()));
-        terms.truncate(MAX_TERMS);
-
-        let mut out = Query {
-            all: terms.clone(),
-            ..Query::default()
-        };
-        for t in terms {
-            let chars: Vec<char> = t.chars().collect();
-            let cjk = chars.iter().copied().all(is_cjk);
-            match (cjk, chars.len()) {
-                (true, 2) => push(&mut out.cjk, t),
-                (_, 0..=2) => push(&mut out.short, t),
-                (true, n) => {
-                    if n == 3 {
-                        push(&mut out.fts, t);
-                    } else {
-                        for w in chars.windows(3) {
-                            push(&mut out.fts, w.iter().collect());
-                        }
-                    }
-                    for w in chars.windows(2) {
-                        push(&mut out.cjk_fill, w.iter().collect());
-                    }
-                }
-                (false, _) => push(&mut out.fts, t),
-            }
-        }
-        out
-    }
-
-    /// The FTS5 expression for the trigram index: the phrases joined by `OR`, or `None`.
-    pub fn fts_expression(&self) -> Option<String> {
-        (!self.fts.is_empty()).then(|| phrases(&self.fts))
-    }
-
-    /// The FTS5 expression for the bigram index, or `None`.
-    pub fn cjk_expression(&self) -> Option<String> {
-        (!self.cjk.is_empty()).then(|| phrases(&self.cjk))
-    }
-}
-
-/// Keyword search (see the module docs). Best first; at most `limit`.
-pub fn keyword(
-    store: &Store,
-    query: &Query,
-    limit: usize,
-) -> Result<Vec<IndexHit>, KnowledgeError> {
-    let mut lists: Vec<Vec<IndexHit>> = Vec::new();
-    if let Some(expr) = query.fts_expression() {
-        lists.push(store.knowledge_fts(FtsIndex::Trigram, &expr, limit)?);
-    }
-    if let Some(expr) = query.cjk_expression() {
-        lists.push(store.knowledge_fts(FtsIndex::CjkBigram, &expr, limit)?);
-    }
-    lists.retain(|l| !l.is_empty());
-    let mut hits = match lists.len() {
-        0 => Vec::new(),
-        1 => lists.pop().unwrap_or_default(),
-        _ => {
-            let fused = super::embed::rrf(
-                &lists
-                    .iter()
-                    .map(|l| l.iter().map(|h| h.id).collect())
-                    .collect::<Vec<_>>(),
-            );
-            let mut by_id: HashMap<i64, IndexHit> =
-                lists.into_iter().flatten().map(|h| (h.id, h)).collect();
-            fused
-                .into_iter()
-                .take(limit)
-                .filter_map(|(id, score)| {
-                    let mut h = by_id.remove(&id)?;
-                    h.score = score;
-                    Some(h)
-                })
-                .collect()
-        }
-    };
-    let fill = |hits: &mut Vec<IndexHit>, more: Vec<IndexHit>| {
-        let have: HashSet<i64> = hits.iter().map(|h| h.id).collect();
-        let room = limit.saturating_sub(hits.len());
-        hits.extend(
-            more.into_iter()
-                .filter(|h| !have.contains(&h.id))
-                .take(room),
-        );
-    };
-    if hits.len() < limit && !query.cjk_fill.is_empty() {
-        let more = store.knowledge_fts(
-            FtsIndex::CjkBigram,
-            &phrases(&query.cjk_fill),
-            limit + hits.len(),
-        )?;
-        fill(&mut hits, more);
-    }
-    if hits.is_empty() && query.fts.is_empty() && query.cjk.is_empty() && !query.short.is_empty() {
-        let more = store.knowledge_like(&query.short, limit)?;
-        fill(&mut hits, more);
-    }
-    Ok(hits)
-}
+pub use crate::store::knowledge_query::Query;
 
 /// About [`SNIPPET_CHARS`] characters of `body` around the first occurrence of any of `terms`
 /// (case-insensitive), on one line, with `…` where it was cut.
@@ -285,6 +128,19 @@ pub fn indexed(note: notes::Note, mtime_ns: i64, size: i64, hash: String) -> Ind
     }
 }
 
+/// The note of an index entry (a shared index's copy of a note written through another
+/// replica).
+pub fn note_of(n: IndexedNote) -> notes::Note {
+    notes::Note {
+        source: n.path,
+        title: n.title,
+        tags: n.tags,
+        created: n.created,
+        updated: n.updated,
+        body: n.body,
+    }
+}
+
 /// Read and parse the note file at `path` (`source` names it). Refuses files over
 /// [`MAX_NOTE_BYTES`].
 pub fn read_file(
@@ -328,17 +184,23 @@ pub fn read_file(
 }
 
 /// Bring the index entry of one file up to date (re-read only when its mtime or size moved).
-/// Returns whether the entry changed.
-pub fn refresh_one(root: &Path, store: &Store, source: &str) -> Result<bool, KnowledgeError> {
+/// Returns whether the entry changed. A file that is gone removes the entry only when this
+/// folder wrote it, and a shared entry newer than the file is kept (see the module docs).
+pub fn refresh_one(
+    root: &Path,
+    index: &dyn KnowledgeIndex,
+    source: &str,
+) -> Result<bool, KnowledgeError> {
     let path = root.join(source);
-    let known = store.knowledge_file(source)?;
+    let known = index.file(source)?;
     let meta = match std::fs::symlink_metadata(&path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            if known.is_some() {
-                store.knowledge_apply(&[IndexChange::Remove(source.to_string())])?;
+            let remove = known.as_ref().is_some_and(|k| k.mine);
+            if remove {
+                index.apply(&[IndexChange::Remove(source.to_string())])?;
             }
-            return Ok(known.is_some());
+            return Ok(remove);
         }
         Err(e) => {
             return Err(KnowledgeError::Io {
@@ -355,17 +217,33 @@ pub fn refresh_one(root: &Path, store: &Store, source: &str) -> Result<bool, Kno
         return Ok(false);
     }
     let (note, mtime, size, h) = read_file(&path, source)?;
-    let change = match known {
-        Some(k) if k.hash == h => IndexChange::Touch {
-            path: source.to_string(),
-            mtime_ns: mtime,
-            size,
-        },
-        _ => IndexChange::Upsert(indexed(note, mtime, size, h)),
+    let Some(change) = change_for(known.as_ref(), index.shared(), note, mtime, size, h) else {
+        return Ok(false);
     };
     let changed = matches!(change, IndexChange::Upsert(_));
-    store.knowledge_apply(&[change])?;
+    index.apply(&[change])?;
     Ok(changed)
+}
+
+/// The change a file read from disk makes to its entry `known`: none when a shared index holds
+/// a different, newer copy; a touch when only the mtime or size moved; else an upsert.
+fn change_for(
+    known: Option<&FileState>,
+    shared: bool,
+    note: notes::Note,
+    mtime: i64,
+    size: i64,
+    hash: String,
+) -> Option<IndexChange> {
+    match known {
+        Some(k) if k.hash == hash => Some(IndexChange::Touch {
+            path: note.source,
+            mtime_ns: mtime,
+            size,
+        }),
+        Some(k) if shared && k.mtime_ns > mtime => None,
+        _ => Some(IndexChange::Upsert(indexed(note, mtime, size, hash))),
+    }
 }
 
 /// Every `.md` file under `root`: `(source, path)`. Symlinks, hidden entries and folders
@@ -417,8 +295,9 @@ fn walk(root: &Path, skipped: &mut Vec<String>) -> Vec<(String, PathBuf, std::fs
 }
 
 /// Bring the index in step with the files under `root` (see the module docs).
-pub fn sync(root: &Path, store: &Store) -> Result<SyncReport, KnowledgeError> {
-    let known: HashMap<String, FileState> = store.knowledge_files()?;
+pub fn sync(root: &Path, index: &dyn KnowledgeIndex) -> Result<SyncReport, KnowledgeError> {
+    let known: HashMap<String, FileState> = index.files()?;
+    let shared = index.shared();
     let mut report = SyncReport::default();
     let files = walk(root, &mut report.skipped);
     report.files = files.len();
@@ -434,23 +313,23 @@ pub fn sync(root: &Path, store: &Store) -> Result<SyncReport, KnowledgeError> {
         match read_file(path, source) {
             Ok((note, mtime, size, h)) => {
                 seen.insert(source);
-                if k.is_some_and(|k| k.hash == h) {
-                    report.unchanged += 1;
-                    changes.push(IndexChange::Touch {
-                        path: source.clone(),
-                        mtime_ns: mtime,
-                        size,
-                    });
-                } else {
-                    report.indexed += 1;
-                    changes.push(IndexChange::Upsert(indexed(note, mtime, size, h)));
+                match change_for(k, shared, note, mtime, size, h) {
+                    Some(c @ IndexChange::Touch { .. }) => {
+                        report.unchanged += 1;
+                        changes.push(c);
+                    }
+                    Some(c) => {
+                        report.indexed += 1;
+                        changes.push(c);
+                    }
+                    None => report.newer_elsewhere += 1,
                 }
             }
             Err(e) => report.skipped.push(format!("{source}: {e}")),
         }
     }
-    for path in known.keys() {
-        if !seen.contains(path.as_str()) {
+    for (path, k) in &known {
+        if !seen.contains(path.as_str()) && k.mine {
             report.removed += 1;
             changes.push(IndexChange::Remove(path.clone()));
         }
@@ -477,10 +356,10 @@ pub fn sync(root: &Path, store: &Store) -> Result<SyncReport, KnowledgeError> {
         IndexChange::Remove(path) => std::fs::symlink_metadata(root.join(path)).is_err(),
     };
     // Short transactions, so a tool write on another connection never waits long.
-    let still_current: std::sync::Arc<dyn Fn(&IndexChange) -> bool + Send + Sync> =
+    let still_current: crate::store::knowledge_index::StillCurrent =
         std::sync::Arc::new(still_current);
     for chunk in changes.chunks(SYNC_CHUNK) {
-        store.knowledge_apply_if(chunk, still_current.clone())?;
+        index.apply_if(chunk, still_current.clone())?;
     }
     Ok(report)
 }
@@ -488,32 +367,6 @@ pub fn sync(root: &Path, store: &Store) -> Result<SyncReport, KnowledgeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn q(s: &str) -> Query {
-        Query::parse(s)
-    }
-
-    #[test]
-    fn queries_split_by_script_and_length() {
-        let x = q("Deploy the server, Go!");
-        assert_eq!(x.fts, ["deploy", "the", "server"]);
-        assert_eq!(x.short, ["go"]);
-        assert!(x.cjk.is_empty() && x.cjk_fill.is_empty());
-        let x = q("Rust部署 猫");
-        assert_eq!(x.fts, ["rust"]);
-        assert_eq!(x.cjk, ["部署"]);
-        assert_eq!(x.short, ["猫"]);
-        let x = q("如何部署服务器");
-        assert_eq!(x.fts, ["如何部", "何部署", "部署服", "署服务", "服务器"]);
-        assert!(x.cjk_fill.contains(&"部署".to_string()));
-        assert_eq!(q("服务器").fts, ["服务器"]);
-        assert_eq!(
-            q("say \"hi\" OR NOT x*").fts_expression().unwrap(),
-            "\"say\" OR \"not\""
-        );
-        assert_eq!(q("   ").fts_expression(), None);
-        assert_eq!(q("a\"b").all, ["a", "b"]);
-    }
 
     #[test]
     fn snippets_centre_on_the_first_match() {

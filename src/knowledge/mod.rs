@@ -3,14 +3,18 @@
 //!
 //! - [`notes`]: the file format (front matter + body), slugs, and the checks that keep a
 //!   `source` inside the knowledge folder.
-//! - [`index`]: the SQLite FTS5 index (trigram tokenizer, BM25), kept in step with the files —
-//!   re-read by mtime and hash at start ([`Knowledge::sync`]), updated on every tool write.
+//! - [`index`]: keeping the store's knowledge index in step with the files — re-read by mtime
+//!   and hash at start ([`Knowledge::sync`]), updated on every tool write. The index is the
+//!   store's ([`crate::store::knowledge_index::KnowledgeIndex`]): SQLite FTS5 in `ethan.db`, or
+//!   PostgreSQL tables shared by every replica.
 //! - [`embed`]: vectors from an OpenAI-compatible `/embeddings` endpoint, cosine similarity, and
 //!   reciprocal rank fusion with the keyword results.
 //! - [`hub`]: how the tools reach the knowledge base of their `$ETHAN_HOME`.
 //!
-//! The files are the source of truth; the index (tables in `ethan.db`, see
-//! `crate::store::knowledge`) can always be rebuilt from them.
+//! The files are the source of truth; the index can always be rebuilt from them. With a shared
+//! index, a note whose file is on another replica's disk (or whose newer copy is) is read from
+//! the index: [`Knowledge::read`] and [`Knowledge::edit`] both go through one loader, after the
+//! same path checks ([`notes::resolve_source`]).
 
 pub mod embed;
 pub mod hub;
@@ -20,7 +24,8 @@ pub mod notes;
 pub use hub::KnowledgeHub;
 
 use crate::store::knowledge::{IndexChange, IndexHit};
-use crate::store::{Store, StoreError};
+use crate::store::knowledge_index::{IndexHandle, KnowledgeIndex};
+use crate::store::StoreError;
 use embed::{EmbedError, Embedder};
 use ethan_core::tool::ErrorKind;
 use index::{Query, SyncReport};
@@ -140,11 +145,12 @@ type Vectors = Arc<Vec<(i64, Vec<f32>)>>;
 /// A knowledge folder and its index.
 pub struct Knowledge {
     root: PathBuf,
-    store: Store,
+    index: IndexHandle,
     embedder: Option<Embedder>,
     /// Serialises tool writes.
     write_lock: tokio::sync::Mutex<()>,
-    /// Decoded vectors of the current model; `None` until loaded or after a change.
+    /// Decoded vectors of the current model; `None` until loaded or after a change. Not kept
+    /// when the index is shared (another replica may change it at any time).
     vectors: Mutex<Option<Vectors>>,
 }
 
@@ -158,18 +164,18 @@ impl std::fmt::Debug for Knowledge {
 }
 
 impl Knowledge {
-    /// Use `root` (created if missing) with the index in `store`. Does not scan: call
-    /// [`Knowledge::sync`] for that.
+    /// Use `root` (created if missing) with `index` (a [`crate::store::Store`] or an
+    /// [`IndexHandle`]). Does not scan: call [`Knowledge::sync`] for that.
     pub fn open(
         root: impl Into<PathBuf>,
-        store: Store,
+        index: impl Into<IndexHandle>,
         embedder: Option<Embedder>,
     ) -> Result<Knowledge, KnowledgeError> {
         let root = root.into();
         std::fs::create_dir_all(&root).map_err(io_err(&root))?;
         Ok(Knowledge {
             root,
-            store,
+            index: index.into(),
             embedder,
             write_lock: tokio::sync::Mutex::new(()),
             vectors: Mutex::new(None),
@@ -181,8 +187,8 @@ impl Knowledge {
         &self.root
     }
 
-    pub fn store(&self) -> &Store {
-        &self.store
+    pub fn index(&self) -> &IndexHandle {
+        &self.index
     }
 
     pub fn embedder(&self) -> Option<&Embedder> {
@@ -194,19 +200,19 @@ impl Knowledge {
     async fn blocking<R, F>(&self, f: F) -> Result<R, KnowledgeError>
     where
         R: Send + 'static,
-        F: FnOnce(&Store, &Path) -> Result<R, KnowledgeError> + Send + 'static,
+        F: FnOnce(&dyn KnowledgeIndex, &Path) -> Result<R, KnowledgeError> + Send + 'static,
     {
-        let (store, root) = (self.store.clone(), self.root.clone());
-        tokio::task::spawn_blocking(move || f(&store, &root))
+        let (index, root) = (self.index.clone(), self.root.clone());
+        tokio::task::spawn_blocking(move || f(&*index, &root))
             .await
             .map_err(|e| KnowledgeError::Unavailable(format!("the knowledge index stopped: {e}")))?
     }
 
-    /// [`Knowledge::sync`] on a blocking thread, one scan at a time in this process (the
+    /// [`Knowledge::sync`] on a blocking thread, one scan at a time through this index (the
     /// start-up scan and a tool's first use would otherwise read the same files twice).
     pub async fn sync_shared(self: Arc<Self>) -> Result<SyncReport, KnowledgeError> {
-        static SCAN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-        let _one_at_a_time = SCAN.lock().await;
+        let index = self.index.clone();
+        let _one_at_a_time = index.scan_lock().lock().await;
         tokio::task::spawn_blocking(move || self.sync())
             .await
             .map_err(|e| KnowledgeError::Unavailable(format!("indexing stopped: {e}")))?
@@ -214,7 +220,7 @@ impl Knowledge {
 
     /// Re-index the files that changed since the index last saw them (blocking).
     pub fn sync(&self) -> Result<SyncReport, KnowledgeError> {
-        let report = index::sync(&self.root, &self.store)?;
+        let report = index::sync(&self.root, &*self.index)?;
         if report.indexed + report.removed > 0 {
             self.forget_vectors();
         }
@@ -234,7 +240,7 @@ impl Knowledge {
         while done < most {
             let (model, n) = (e.model().to_string(), embed::BATCH.min(most - done));
             let batch = self
-                .blocking(move |s, _| Ok(s.knowledge_unembedded(&model, n)?))
+                .blocking(move |s, _| Ok(s.unembedded(&model, n)?))
                 .await?;
             if batch.is_empty() {
                 break;
@@ -247,7 +253,7 @@ impl Knowledge {
                 .map(|((id, hash, _), v)| (id, hash, embed::to_bytes(&v)))
                 .collect();
             let (model, n) = (e.model().to_string(), rows.len());
-            self.blocking(move |s, _| Ok(s.knowledge_put_vectors(&model, &rows)?))
+            self.blocking(move |s, _| Ok(s.put_vectors(&model, &rows)?))
                 .await?;
             self.forget_vectors();
             done += n;
@@ -271,14 +277,16 @@ impl Knowledge {
         let model = model.to_string();
         let loaded: Vec<(i64, Vec<f32>)> = self
             .blocking(move |s, _| {
-                Ok(s.knowledge_vectors(&model)?
+                Ok(s.vectors(&model)?
                     .into_iter()
                     .filter_map(|(id, b)| embed::from_bytes(&b).map(|v| (id, v)))
                     .collect())
             })
             .await?;
         let loaded = Arc::new(loaded);
-        *self.vectors.lock().unwrap_or_else(|p| p.into_inner()) = Some(loaded.clone());
+        if !self.index.shared() {
+            *self.vectors.lock().unwrap_or_else(|p| p.into_inner()) = Some(loaded.clone());
+        }
         Ok(loaded)
     }
 
@@ -286,7 +294,7 @@ impl Knowledge {
     pub fn keyword_search(&self, query: &str, limit: usize) -> Result<Vec<Hit>, KnowledgeError> {
         let q = Query::parse(query);
         let limit = limit.clamp(1, MAX_LIMIT);
-        let hits = index::keyword(&self.store, &q, limit)?;
+        let hits = self.index.keyword(&q, limit)?;
         Ok(hits.into_iter().map(|h| to_hit(h, &q, None)).collect())
     }
 
@@ -298,7 +306,7 @@ impl Knowledge {
         let Some(e) = &self.embedder else {
             let parsed = q.clone();
             let hits = self
-                .blocking(move |s, _| index::keyword(s, &parsed, limit))
+                .blocking(move |s, _| Ok(s.keyword(&parsed, limit)?))
                 .await?;
             return Ok(SearchOutcome {
                 hits: hits.into_iter().map(|h| to_hit(h, &q, None)).collect(),
@@ -309,7 +317,7 @@ impl Knowledge {
         let pool = (limit * 4).max(20);
         let parsed = q.clone();
         let keyword = self
-            .blocking(move |s, _| index::keyword(s, &parsed, pool))
+            .blocking(move |s, _| Ok(s.keyword(&parsed, pool)?))
             .await?;
         let semantic = async {
             self.embed_up_to(BACKFILL_ON_SEARCH).await?;
@@ -350,9 +358,7 @@ impl Knowledge {
             .map(|t| t.0)
             .filter(|id| !by_id.contains_key(id))
             .collect();
-        let found = self
-            .blocking(move |s, _| Ok(s.knowledge_by_ids(&missing)?))
-            .await?;
+        let found = self.blocking(move |s, _| Ok(s.by_ids(&missing)?)).await?;
         by_id.extend(found.into_iter().map(|h| (h.id, h)));
         let hits = top
             .into_iter()
@@ -369,24 +375,12 @@ impl Knowledge {
         })
     }
 
-    /// The note at `source`, read from its file (the index entry is refreshed if the file
-    /// changed by hand).
+    /// The note at `source`: read from its file (the index entry is refreshed if the file
+    /// changed by hand), or from a shared index that holds a newer copy (see [`load`]).
     pub async fn read(&self, source: &str) -> Result<Note, KnowledgeError> {
         let source = source.to_string();
         let (note, changed) = self
-            .blocking(move |store, root| {
-                let path = notes::resolve_source(root, &source)?;
-                let source = notes::source_of(root, &path).unwrap_or(source);
-                let (note, ..) = index::read_file(&path, &source)?;
-                let changed = match index::refresh_one(root, store, &source) {
-                    Ok(c) => c,
-                    Err(e) => {
-                        tracing::warn!("knowledge: re-indexing {source}: {e}");
-                        false
-                    }
-                };
-                Ok((note, changed))
-            })
+            .blocking(move |index, root| load(root, index, &source))
             .await?;
         if changed {
             self.forget_vectors();
@@ -414,25 +408,14 @@ impl Knowledge {
         let tags = notes::clean_tags(tags)?;
         let _guard = self.write_lock.lock().await;
         let folder = notes::folder_for(&tags);
-        notes::check_no_symlinks(&self.root, Path::new(&folder))?;
-        let dir = self.root.join(&folder);
-        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
         let base = match notes::slug(&title) {
             s if s.is_empty() => "note".to_string(),
             s => s,
         };
-        let mut name = None;
-        for n in 1..10_000 {
-            let candidate = if n == 1 {
-                format!("{base}.md")
-            } else {
-                format!("{base}-{n}.md")
-            };
-            if std::fs::symlink_metadata(dir.join(&candidate)).is_err() {
-                name = Some(candidate);
-                break;
-            }
-        }
+        let (f, b) = (folder.clone(), base.clone());
+        let name = self
+            .blocking(move |index, root| free_name(root, index, &f, &b))
+            .await?;
         let name = name.ok_or_else(|| {
             KnowledgeError::Invalid(format!("too many notes named {base:?} in {folder}/"))
         })?;
@@ -473,9 +456,10 @@ impl Knowledge {
         };
         let tags = tags.map(notes::clean_tags).transpose()?;
         let _guard = self.write_lock.lock().await;
-        let path = notes::resolve_source(&self.root, source)?;
-        let source = notes::source_of(&self.root, &path).unwrap_or_else(|| source.to_string());
-        let (mut note, ..) = index::read_file(&path, &source)?;
+        let source = source.to_string();
+        let (mut note, _) = self
+            .blocking(move |index, root| load(root, index, &source))
+            .await?;
         match mode {
             EditMode::Append => {
                 let old = note.body.trim_end();
@@ -510,6 +494,9 @@ impl Knowledge {
             });
         }
         let dir = path.parent().unwrap_or(&self.root);
+        // A note saved through another replica may be in a folder this disk does not have yet
+        // (the source's components were checked: none is a symbolic link).
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         let tmp = dir.join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
         let written = std::fs::write(&tmp, text.as_bytes())
             .and_then(|()| std::fs::rename(&tmp, &path))
@@ -524,23 +511,20 @@ impl Knowledge {
         let (mtime, size) = index::stamp(&meta);
         let hash = index::hash(text.as_bytes());
         let change = IndexChange::Upsert(index::indexed(note.clone(), mtime, size, hash.clone()));
-        self.blocking(move |s, _| Ok(s.knowledge_apply(&[change])?))
-            .await?;
+        self.blocking(move |s, _| Ok(s.apply(&[change])?)).await?;
         self.forget_vectors();
         let mut warning = None;
         if let Some(e) = &self.embedder {
             let done = async {
                 let v = e.embed(&[note.embedding_text()]).await?;
                 let source = note.source.clone();
-                let id = self
-                    .blocking(move |s, _| Ok(s.knowledge_id(&source)?))
-                    .await?;
+                let id = self.blocking(move |s, _| Ok(s.id(&source)?)).await?;
                 if let (Some(id), Some(v)) = (id, v.first()) {
                     let (model, row) = (
                         e.model().to_string(),
                         (id, hash.clone(), embed::to_bytes(v)),
                     );
-                    self.blocking(move |s, _| Ok(s.knowledge_put_vectors(&model, &[row])?))
+                    self.blocking(move |s, _| Ok(s.put_vectors(&model, &[row])?))
                         .await?;
                 }
                 Ok::<_, KnowledgeError>(())
@@ -561,11 +545,73 @@ impl Knowledge {
     pub async fn counts(&self) -> Result<(i64, i64), KnowledgeError> {
         let model = self.embedder.as_ref().map(|e| e.model().to_string());
         self.blocking(move |s, _| match model {
-            Some(m) => Ok(s.knowledge_vector_counts(&m)?),
-            None => Ok((s.knowledge_count()?, 0)),
+            Some(m) => Ok(s.vector_counts(&m)?),
+            None => Ok((s.count()?, 0)),
         })
         .await
     }
+}
+
+/// The note at `source`, after the path checks of [`notes::resolve_source`] (every read and
+/// edit comes through here): its file; or, when the index is shared by replicas, the index's
+/// copy if the file is not on this disk or is older than that copy (written through another
+/// replica). Returns the note and whether the index entry changed (a hand edit re-indexed).
+fn load(
+    root: &Path,
+    index: &dyn KnowledgeIndex,
+    source: &str,
+) -> Result<(Note, bool), KnowledgeError> {
+    let path = notes::resolve_source(root, source)?;
+    let source = notes::source_of(root, &path).unwrap_or_else(|| source.to_string());
+    let from_file = index::read_file(&path, &source);
+    if index.shared() {
+        if let Some(stored) = index.note(&source)? {
+            let newer = match &from_file {
+                Err(KnowledgeError::NotFound(_)) => true,
+                Ok((_, mtime, _, hash)) => stored.mtime_ns > *mtime && stored.hash != *hash,
+                Err(_) => false,
+            };
+            if newer {
+                return Ok((index::note_of(stored), false));
+            }
+        }
+    }
+    let (note, ..) = from_file?;
+    let changed = match index::refresh_one(root, index, &source) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!("knowledge: re-indexing {source}: {e}");
+            false
+        }
+    };
+    Ok((note, changed))
+}
+
+/// A file name for a new note in `folder` (created if missing): `<base>.md`, else `<base>-2.md`
+/// and so on, free both on this disk and in the index (a shared index holds other replicas'
+/// notes). `None` when 10,000 are taken.
+fn free_name(
+    root: &Path,
+    index: &dyn KnowledgeIndex,
+    folder: &str,
+    base: &str,
+) -> Result<Option<String>, KnowledgeError> {
+    notes::check_no_symlinks(root, Path::new(folder))?;
+    let dir = root.join(folder);
+    std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+    for n in 1..10_000 {
+        let candidate = if n == 1 {
+            format!("{base}.md")
+        } else {
+            format!("{base}-{n}.md")
+        };
+        if std::fs::symlink_metadata(dir.join(&candidate)).is_err()
+            && index.file(&format!("{folder}/{candidate}"))?.is_none()
+        {
+            return Ok(Some(candidate));
+        }
+    }
+    Ok(None)
 }
 
 fn to_hit(h: IndexHit, q: &Query, similarity: Option<f32>) -> Hit {
@@ -581,14 +627,14 @@ fn to_hit(h: IndexHit, q: &Query, similarity: Option<f32>) -> Hit {
 
 /// At start: re-index changed files and embed notes without vectors, in the background.
 /// `home` is `$ETHAN_HOME`; the notes are in `home/knowledge`.
-pub fn spawn_start_sync(home: &Path, store: Store, config: &crate::config::KnowledgeConfig) {
+pub fn spawn_start_sync(home: &Path, index: IndexHandle, config: &crate::config::KnowledgeConfig) {
     let Ok(rt) = tokio::runtime::Handle::try_current() else {
         return;
     };
     let root = home.join("knowledge");
     let embedder = Embedder::from_config(&config.embeddings);
     rt.spawn(async move {
-        let k = match Knowledge::open(root, store, embedder) {
+        let k = match Knowledge::open(root, index, embedder) {
             Ok(k) => Arc::new(k),
             Err(e) => return tracing::warn!("knowledge: {e}"),
         };
@@ -598,10 +644,12 @@ pub fn spawn_start_sync(home: &Path, store: Store, config: &crate::config::Knowl
                     tracing::warn!("knowledge: skipped {s}");
                 }
                 tracing::info!(
-                    "knowledge: {} note file(s); {} re-indexed, {} removed",
+                    "knowledge: {} note file(s); {} re-indexed, {} removed, {} newer in the \
+                     shared index",
                     r.files,
                     r.indexed,
-                    r.removed
+                    r.removed,
+                    r.newer_elsewhere
                 );
             }
             Err(e) => return tracing::warn!("knowledge: indexing at start: {e}"),

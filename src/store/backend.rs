@@ -195,13 +195,12 @@ impl SharedStorage for DaemonStoreRef {
 }
 
 /// The stores a process opened from its configuration: `main` (the configured backend) and
-/// `index`, the SQLite store that holds the knowledge index — the same file as `main` with the
-/// default SQLite backend; with PostgreSQL, an in-memory index this process rebuilds from the
-/// knowledge files on its own disk at start.
+/// `index`, the knowledge index — in the same SQLite file as `main` with the default backend;
+/// with PostgreSQL, tables in the same database, shared by every replica.
 #[derive(Clone)]
 pub struct OpenStore {
     pub main: DaemonStoreRef,
-    pub index: super::Store,
+    pub index: super::knowledge_index::IndexHandle,
     /// The SQLite store when it is `main` (for its background checkpoints).
     pub sqlite: Option<super::Store>,
 }
@@ -211,7 +210,7 @@ impl OpenStore {
     pub fn sqlite(store: super::Store) -> Self {
         Self {
             main: store.daemon(),
-            index: store.clone(),
+            index: store.clone().into(),
             sqlite: Some(store),
         }
     }

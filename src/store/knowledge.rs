@@ -1,4 +1,4 @@
-//! The knowledge index: one row per note file (`knowledge_notes`); an FTS5 table over title,
+//! The knowledge index in SQLite (the [`KnowledgeIndex`] of [`super::Store`]): one row per note file (`knowledge_notes`); an FTS5 table over title,
 //! tags and body with the trigram tokenizer (`knowledge_fts`); an FTS5 table over the CJK
 //! bigrams of the same fields (`knowledge_cjk`), because trigrams cannot match a two-character
 //! Chinese word; both kept in step by triggers; and one embedding per note
@@ -10,56 +10,14 @@
 //! match would cost tens of milliseconds per query on a large knowledge base, for a word too
 //! common to tell notes apart anyway.
 
+pub use super::knowledge_index::{FileState, IndexChange, IndexHit, IndexedNote};
+pub use super::knowledge_query::is_cjk;
+
+use super::knowledge_index::{KnowledgeIndex, StillCurrent};
+use super::knowledge_query::{phrases, rrf, Query};
 use super::{Ctx, Db, StoreError};
 use rusqlite::{params, params_from_iter, OptionalExtension};
-
-/// A note as indexed. `tags` are kept one per line.
-#[derive(Debug, Clone, PartialEq)]
-pub struct IndexedNote {
-    pub path: String,
-    pub title: String,
-    pub tags: Vec<String>,
-    pub body: String,
-    pub created: String,
-    pub updated: String,
-    pub mtime_ns: i64,
-    pub size: i64,
-    pub hash: String,
-}
-
-/// What the index knows about a file, for change detection.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileState {
-    pub mtime_ns: i64,
-    pub size: i64,
-    pub hash: String,
-}
-
-/// One change to the index.
-#[derive(Debug, Clone)]
-pub enum IndexChange {
-    /// Insert or replace the note (unless the index already has a newer version of the file).
-    Upsert(IndexedNote),
-    /// The file's content is unchanged; only its mtime and size moved.
-    Touch {
-        path: String,
-        mtime_ns: i64,
-        size: i64,
-    },
-    /// The file is gone.
-    Remove(String),
-}
-
-/// A note found by a search, with its rank (higher is better).
-#[derive(Debug, Clone)]
-pub struct IndexHit {
-    pub id: i64,
-    pub path: String,
-    pub title: String,
-    pub tags: Vec<String>,
-    pub body: String,
-    pub score: f64,
-}
+use std::collections::{HashMap, HashSet};
 
 /// Most matches ranked by BM25 in one query (see the module docs).
 pub const RANK_CAP: usize = 1000;
@@ -80,13 +38,6 @@ impl FtsIndex {
             FtsIndex::CjkBigram => "knowledge_cjk",
         }
     }
-}
-
-/// Whether `c` is a CJK ideograph, kana or hangul syllable.
-pub fn is_cjk(c: char) -> bool {
-    matches!(c as u32,
-        0x3040..=0x30ff | 0x3400..=0x4dbf | 0x4e00..=0x9fff | 0xf900..=0xfaff
-        | 0xac00..=0xd7af | 0x20000..=0x2ffff)
 }
 
 /// The CJK bigrams of `text`, space-separated, for `knowledge_cjk`: every two adjacent CJK
@@ -136,7 +87,7 @@ fn hit(r: &rusqlite::Row<'_>) -> rusqlite::Result<IndexHit> {
     })
 }
 
-fn split_tags(s: &str) -> Vec<String> {
+pub(crate) fn split_tags(s: &str) -> Vec<String> {
     s.lines()
         .filter(|t| !t.is_empty())
         .map(str::to_string)
@@ -144,7 +95,7 @@ fn split_tags(s: &str) -> Vec<String> {
 }
 
 /// Escape `%`, `_` and `\` for a `LIKE … ESCAPE '\'` pattern.
-fn like_pattern(term: &str) -> String {
+pub(crate) fn like_pattern(term: &str) -> String {
     let mut p = String::with_capacity(term.len() + 2);
     p.push('%');
     for c in term.chars() {
@@ -203,6 +154,7 @@ impl Db {
                         mtime_ns: r.get(1)?,
                         size: r.get(2)?,
                         hash: r.get(3)?,
+                        mine: true,
                     },
                 ))
             })
@@ -221,6 +173,7 @@ impl Db {
                         mtime_ns: r.get(0)?,
                         size: r.get(1)?,
                         hash: r.get(2)?,
+                        mine: true,
                     })
                 },
             )
@@ -446,76 +399,140 @@ impl Db {
     }
 }
 
-/// The knowledge index through the store handle, waiting in place ([`super::Store::call_blocking`]):
-/// for the indexer and the knowledge base's blocking work, which runs on blocking threads
-/// (never call these from async code on a runtime worker thread).
-impl super::Store {
-    /// See [`Db::knowledge_files`].
-    pub fn knowledge_files(
-        &self,
-    ) -> Result<std::collections::HashMap<String, FileState>, StoreError> {
+impl Db {
+    /// One indexed note in full.
+    pub fn knowledge_note(&self, path: &str) -> Result<Option<IndexedNote>, StoreError> {
+        self.conn()
+            .query_row(
+                "SELECT path, title, tags, body, created, updated, mtime_ns, size, hash
+                 FROM knowledge_notes WHERE path = ?1",
+                [path],
+                |r| {
+                    Ok(IndexedNote {
+                        path: r.get(0)?,
+                        title: r.get(1)?,
+                        tags: split_tags(&r.get::<_, String>(2)?),
+                        body: r.get(3)?,
+                        created: r.get(4)?,
+                        updated: r.get(5)?,
+                        mtime_ns: r.get(6)?,
+                        size: r.get(7)?,
+                        hash: r.get(8)?,
+                    })
+                },
+            )
+            .optional()
+            .op("knowledge note")
+    }
+}
+
+/// Keyword search over the two FTS5 indexes (see `super::knowledge_query`): the trigram and the
+/// bigram lists fused by reciprocal rank when both answer, a short list filled up from the
+/// bigrams of the longer CJK runs, and `LIKE` for a query of short terms only.
+fn keyword(db: &Db, query: &Query, limit: usize) -> Result<Vec<IndexHit>, StoreError> {
+    let mut lists: Vec<Vec<IndexHit>> = Vec::new();
+    if let Some(expr) = query.fts_expression() {
+        lists.push(db.knowledge_fts(FtsIndex::Trigram, &expr, limit)?);
+    }
+    if let Some(expr) = query.cjk_expression() {
+        lists.push(db.knowledge_fts(FtsIndex::CjkBigram, &expr, limit)?);
+    }
+    lists.retain(|l| !l.is_empty());
+    let mut hits = match lists.len() {
+        0 => Vec::new(),
+        1 => lists.pop().unwrap_or_default(),
+        _ => fuse(lists, limit),
+    };
+    if hits.len() < limit && !query.cjk_fill.is_empty() {
+        let more = db.knowledge_fts(
+            FtsIndex::CjkBigram,
+            &phrases(&query.cjk_fill),
+            limit + hits.len(),
+        )?;
+        fill(&mut hits, more, limit);
+    }
+    if hits.is_empty() && query.fts.is_empty() && query.cjk.is_empty() && !query.short.is_empty() {
+        let more = db.knowledge_like(&query.short, limit)?;
+        fill(&mut hits, more, limit);
+    }
+    Ok(hits)
+}
+
+/// Ranked lists fused by reciprocal rank (the fused score replaces each hit's own), at most
+/// `limit`.
+pub(crate) fn fuse(lists: Vec<Vec<IndexHit>>, limit: usize) -> Vec<IndexHit> {
+    let fused = rrf(&lists
+        .iter()
+        .map(|l| l.iter().map(|h| h.id).collect())
+        .collect::<Vec<_>>());
+    let mut by_id: HashMap<i64, IndexHit> =
+        lists.into_iter().flatten().map(|h| (h.id, h)).collect();
+    fused
+        .into_iter()
+        .take(limit)
+        .filter_map(|(id, score)| {
+            let mut h = by_id.remove(&id)?;
+            h.score = score;
+            Some(h)
+        })
+        .collect()
+}
+
+/// Add the hits of `more` that `hits` lacks, up to `limit` in all.
+pub(crate) fn fill(hits: &mut Vec<IndexHit>, more: Vec<IndexHit>, limit: usize) {
+    let have: HashSet<i64> = hits.iter().map(|h| h.id).collect();
+    let room = limit.saturating_sub(hits.len());
+    hits.extend(
+        more.into_iter()
+            .filter(|h| !have.contains(&h.id))
+            .take(room),
+    );
+}
+
+/// The SQLite store's knowledge index, waiting in place ([`super::Store::call_blocking`]).
+impl KnowledgeIndex for super::Store {
+    fn describe(&self) -> String {
+        "SQLite FTS5 (trigram and CJK bigram indexes)".into()
+    }
+    fn files(&self) -> Result<HashMap<String, FileState>, StoreError> {
         self.call_blocking("knowledge files", |db| db.knowledge_files())
     }
-    /// See [`Db::knowledge_file`].
-    pub fn knowledge_file(&self, path: &str) -> Result<Option<FileState>, StoreError> {
+    fn file(&self, path: &str) -> Result<Option<FileState>, StoreError> {
         let path = path.to_owned();
         self.call_blocking("knowledge file", move |db| db.knowledge_file(&path))
     }
-    /// See [`Db::knowledge_id`].
-    pub fn knowledge_id(&self, path: &str) -> Result<Option<i64>, StoreError> {
+    fn note(&self, path: &str) -> Result<Option<IndexedNote>, StoreError> {
+        let path = path.to_owned();
+        self.call_blocking("knowledge note", move |db| db.knowledge_note(&path))
+    }
+    fn id(&self, path: &str) -> Result<Option<i64>, StoreError> {
         let path = path.to_owned();
         self.call_blocking("knowledge id", move |db| db.knowledge_id(&path))
     }
-    /// See [`Db::knowledge_apply`].
-    pub fn knowledge_apply(&self, changes: &[IndexChange]) -> Result<(), StoreError> {
-        let changes = changes.to_vec();
-        self.call_blocking("knowledge index", move |db| db.knowledge_apply(&changes))
-    }
-    /// See [`Db::knowledge_apply_if`]; `still_current` runs on the connection thread.
-    pub fn knowledge_apply_if(
+    /// `still_current` runs on the connection thread while the database is locked, so a scan
+    /// can re-check that a file has not been rewritten (and indexed) since the scan read it.
+    fn apply_if(
         &self,
         changes: &[IndexChange],
-        still_current: std::sync::Arc<dyn Fn(&IndexChange) -> bool + Send + Sync>,
+        still_current: StillCurrent,
     ) -> Result<(), StoreError> {
         let changes = changes.to_vec();
         self.call_blocking("knowledge index", move |db| {
             db.knowledge_apply_if(&changes, &*still_current)
         })
     }
-    /// See [`Db::knowledge_count`].
-    pub fn knowledge_count(&self) -> Result<i64, StoreError> {
+    fn count(&self) -> Result<i64, StoreError> {
         self.call_blocking("knowledge count", |db| db.knowledge_count())
     }
-    /// See [`Db::knowledge_fts`].
-    pub fn knowledge_fts(
-        &self,
-        index: FtsIndex,
-        expr: &str,
-        limit: usize,
-    ) -> Result<Vec<IndexHit>, StoreError> {
-        let expr = expr.to_owned();
-        self.call_blocking("knowledge search", move |db| {
-            db.knowledge_fts(index, &expr, limit)
-        })
+    fn keyword(&self, query: &Query, limit: usize) -> Result<Vec<IndexHit>, StoreError> {
+        let query = query.clone();
+        self.call_blocking("knowledge search", move |db| keyword(db, &query, limit))
     }
-    /// See [`Db::knowledge_like`].
-    pub fn knowledge_like(
-        &self,
-        terms: &[String],
-        limit: usize,
-    ) -> Result<Vec<IndexHit>, StoreError> {
-        let terms = terms.to_vec();
-        self.call_blocking("knowledge search", move |db| {
-            db.knowledge_like(&terms, limit)
-        })
-    }
-    /// See [`Db::knowledge_by_ids`].
-    pub fn knowledge_by_ids(&self, ids: &[i64]) -> Result<Vec<IndexHit>, StoreError> {
+    fn by_ids(&self, ids: &[i64]) -> Result<Vec<IndexHit>, StoreError> {
         let ids = ids.to_vec();
         self.call_blocking("knowledge notes", move |db| db.knowledge_by_ids(&ids))
     }
-    /// See [`Db::knowledge_unembedded`].
-    pub fn knowledge_unembedded(
+    fn unembedded(
         &self,
         model: &str,
         limit: usize,
@@ -525,8 +542,7 @@ impl super::Store {
             db.knowledge_unembedded(&model, limit)
         })
     }
-    /// See [`Db::knowledge_put_vectors`].
-    pub fn knowledge_put_vectors(
+    fn put_vectors(
         &self,
         model: &str,
         vectors: &[(i64, String, Vec<u8>)],
@@ -536,13 +552,11 @@ impl super::Store {
             db.knowledge_put_vectors(&model, &vectors)
         })
     }
-    /// See [`Db::knowledge_vectors`].
-    pub fn knowledge_vectors(&self, model: &str) -> Result<Vec<(i64, Vec<u8>)>, StoreError> {
+    fn vectors(&self, model: &str) -> Result<Vec<(i64, Vec<u8>)>, StoreError> {
         let model = model.to_owned();
         self.call_blocking("knowledge vectors", move |db| db.knowledge_vectors(&model))
     }
-    /// See [`Db::knowledge_vector_counts`].
-    pub fn knowledge_vector_counts(&self, model: &str) -> Result<(i64, i64), StoreError> {
+    fn vector_counts(&self, model: &str) -> Result<(i64, i64), StoreError> {
         let model = model.to_owned();
         self.call_blocking("knowledge vectors", move |db| {
             db.knowledge_vector_counts(&model)

@@ -3,7 +3,8 @@
 //! [`sessions`] (session key → current session), [`messages`] (the full model conversation,
 //! tool calls and results included), [`inbound`] (platform events: dedupe and delivery state),
 //! [`kv`] (small state such as the Telegram offset), [`audit`], [`jobs`], [`owners`],
-//! [`knowledge`] (the knowledge index), [`usage`] (the tokens of every model call), [`memory`] (long-term facts, history search); [`traits`] implements the store traits of
+//! [`knowledge`] (the knowledge index in SQLite; [`knowledge_index`] is the trait both stores'
+//! indexes implement, [`knowledge_query`] the query they take), [`usage`] (the tokens of every model call), [`memory`] (long-term facts, history search); [`traits`] implements the store traits of
 //! [`ethan_core::store`] on top of them.
 //!
 //! The connection lives on a thread of its own ([`Store`] is a handle to it): async code sends a
@@ -19,6 +20,8 @@ mod conformance;
 pub mod inbound;
 pub mod jobs;
 pub mod knowledge;
+pub mod knowledge_index;
+pub mod knowledge_query;
 pub mod kv;
 pub mod memory;
 pub mod messages;

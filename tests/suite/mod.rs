@@ -30,6 +30,7 @@ mod group_commands;
 mod injection;
 mod intake;
 mod knowledge;
+mod knowledge_shared;
 mod lark_cardkit_draft;
 mod lark_tools;
 mod lark_webhook;

@@ -1,11 +1,13 @@
 //! A one-shot copy of a SQLite store into an empty PostgreSQL database (`ethan store migrate
 //! --to postgres://…`): sessions, messages, jobs, runs, inbound events, kv (claim codes and
-//! channel state included), audit, replay keys, owners and usage, ids kept, in one transaction —
-//! the target gets everything or nothing. The knowledge index is not copied: it stays in SQLite
-//! and is rebuilt from the knowledge files.
+//! channel state included), audit, replay keys, owners, usage, memories and the knowledge index
+//! (notes and their embeddings, each note marked as written by this home's knowledge folder),
+//! ids kept, in one transaction — the target gets everything or nothing.
 //!
-//! A target that holds any row is refused, so a second run cannot mix two stores. Tables are
-//! read whole (one table at a time) and written row by row with a prepared statement.
+//! A target that holds any row is refused, so a second run cannot mix two stores. The SQLite
+//! store is read in one read transaction (a snapshot: every table as of the same moment, even if
+//! something wrote to the file meanwhile); tables are read whole, one at a time, and written row
+//! by row with a prepared statement.
 
 use super::errors::pg_error;
 use super::{text, PgStore, StoreError};
@@ -21,8 +23,10 @@ enum Kind {
     Int,
     /// SQLite's 0/1 as PostgreSQL's `BOOLEAN`.
     Bool,
+    /// A BLOB as `BYTEA`.
+    Bytes,
 }
-use Kind::{Bool, Int, Text};
+use Kind::{Bool, Bytes, Int, Text};
 
 /// One table: its name, its columns in both databases, whether its `id` identity must be moved
 /// past the copied ids.
@@ -202,6 +206,33 @@ const TABLES: &[Table] = &[
         ],
         identity: true,
     },
+    Table {
+        name: "knowledge_notes",
+        columns: &[
+            ("id", Int),
+            ("path", Text),
+            ("title", Text),
+            ("tags", Text),
+            ("body", Text),
+            ("created", Text),
+            ("updated", Text),
+            ("mtime_ns", Int),
+            ("size", Int),
+            ("hash", Text),
+        ],
+        identity: true,
+    },
+    Table {
+        name: "knowledge_vectors",
+        columns: &[
+            ("note_id", Int),
+            ("model", Text),
+            ("hash", Text),
+            ("dim", Int),
+            ("vec", Bytes),
+        ],
+        identity: false,
+    },
 ];
 
 /// Rows copied per table, in copy order.
@@ -222,6 +253,8 @@ fn convert(table: &str, column: &str, kind: Kind, v: Value) -> Result<PgValue, S
         (Text, Value::Null) => Box::new(None::<String>),
         (Int, Value::Null) => Box::new(None::<i64>),
         (Bool, Value::Null) => Box::new(None::<bool>),
+        (Bytes, Value::Null) => Box::new(None::<Vec<u8>>),
+        (Bytes, Value::Blob(b)) => Box::new(Some(b)),
         (Text, Value::Text(s)) => Box::new(Some(text(&s).into_owned())),
         (Int, Value::Integer(n)) => Box::new(Some(n)),
         (Bool, Value::Integer(n)) => Box::new(Some(n != 0)),
@@ -303,14 +336,40 @@ async fn read_table(store: &Store, t: &'static Table) -> Result<Vec<Vec<PgValue>
     Ok(out)
 }
 
-/// Copy the SQLite store `from` into the PostgreSQL database of `to_url` (migrating it first).
-/// Returns the rows copied per table. Errors: [`StoreError::Backend`] with op `migrate store`
+/// Copy the SQLite store `from` into the PostgreSQL database of `to_url` (migrating it first);
+/// `origin` names the knowledge folder whose notes these are
+/// ([`crate::store::knowledge_index::folder_origin`]). Returns the rows copied per table. Errors: [`StoreError::Backend`] with op `migrate store`
 /// when the target already holds rows (naming the table) or a write fails (then nothing was
 /// copied); [`StoreError::Corrupt`] for a SQLite value of the wrong type; the errors of
 /// [`PgStore::connect`].
-pub async fn import_sqlite(from: &Store, to_url: &str) -> Result<ImportCounts, StoreError> {
-    let op = "migrate store";
+pub async fn import_sqlite(
+    from: &Store,
+    to_url: &str,
+    origin: &str,
+) -> Result<ImportCounts, StoreError> {
     let target = PgStore::connect(to_url).await?;
+    read_transaction(from, "BEGIN").await?;
+    let copied = copy(from, &target, origin).await;
+    // Read only: nothing to keep, whatever happened.
+    let ended = read_transaction(from, "ROLLBACK").await;
+    let counts = copied?;
+    ended?;
+    Ok(counts)
+}
+
+/// Begin (`BEGIN`) or end (`ROLLBACK`) the read transaction the copy reads in: from its first
+/// read on, every read sees the file as of that moment (SQLite's snapshot, in WAL mode writers
+/// go on meanwhile).
+async fn read_transaction(from: &Store, sql: &'static str) -> Result<(), StoreError> {
+    from.call("migrate store", move |db| {
+        db.conn().execute_batch(sql).op("migrate store")
+    })
+    .await
+}
+
+/// Check that `target` is empty, then copy every table into it in one transaction.
+async fn copy(from: &Store, target: &PgStore, origin: &str) -> Result<ImportCounts, StoreError> {
+    let op = "migrate store";
     let mut client = target.client(op).await?;
     for t in TABLES {
         let row = client
@@ -338,6 +397,9 @@ pub async fn import_sqlite(from: &Store, to_url: &str) -> Result<ImportCounts, S
             names.push("sent_at");
             names.push("platform_seq");
         }
+        if t.name == "knowledge_notes" {
+            names.push("origin");
+        }
         let placeholders: Vec<String> = (1..=names.len()).map(|i| format!("${i}")).collect();
         let stmt = tx
             .prepare(&format!(
@@ -349,10 +411,13 @@ pub async fn import_sqlite(from: &Store, to_url: &str) -> Result<ImportCounts, S
             .await
             .map_err(|e| pg_error(op, &e))?;
         for row in &rows {
-            let params: Vec<&(dyn ToSql + Sync)> = row
+            let mut params: Vec<&(dyn ToSql + Sync)> = row
                 .iter()
                 .map(|v| v.as_ref() as &(dyn ToSql + Sync))
                 .collect();
+            if t.name == "knowledge_notes" {
+                params.push(&origin);
+            }
             tx.execute(&stmt, &params)
                 .await
                 .map_err(|e| StoreError::Backend {
@@ -376,4 +441,30 @@ pub async fn import_sqlite(from: &Store, to_url: &str) -> Result<ImportCounts, S
     }
     tx.commit().await.map_err(|e| pg_error(op, &e))?;
     Ok(counts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ethan_core::store::KvStore;
+
+    fn kv_table() -> &'static Table {
+        TABLES.iter().find(|t| t.name == "kv").unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_copy_reads_every_table_as_of_one_moment() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ethan.db");
+        let (reader, writer) = (Store::open(&path).unwrap(), Store::open(&path).unwrap());
+        writer.kv_set("a", "1").await.unwrap();
+        read_transaction(&reader, "BEGIN").await.unwrap();
+        let before = read_table(&reader, kv_table()).await.unwrap().len();
+        // Another process writes while the copy reads: the copy does not see it.
+        writer.kv_set("b", "2").await.unwrap();
+        let during = read_table(&reader, kv_table()).await.unwrap().len();
+        read_transaction(&reader, "ROLLBACK").await.unwrap();
+        let after = read_table(&reader, kv_table()).await.unwrap().len();
+        assert_eq!((during, after), (before, before + 1));
+    }
 }

@@ -6,8 +6,8 @@
 //! One concern per file, as for SQLite: [`sessions`], [`messages`], [`inbound`], [`kv`],
 //! [`audit`], [`jobs`], [`owners`], [`usage`], [`replica`] (leases for replicas); [`admin`] (backend identity); [`migrations`] builds the schema under an
 //! advisory lock; [`errors`] turns the client's errors into [`StoreError`]s that say what failed
-//! and why; [`import`] copies a SQLite store in (`ethan store migrate`); [`cluster`] starts a throwaway server for tests and benchmarks. The knowledge index
-//! stays in SQLite.
+//! and why; [`import`] copies a SQLite store in (`ethan store migrate`); [`cluster`] starts a throwaway server for tests and benchmarks; [`knowledge`] is the
+//! knowledge index, shared by the replicas.
 //!
 //! Where the engines differ, the SQLite behaviour is kept: a `LIMIT` beyond `i64::MAX` means no
 //! limit, `INSERT OR IGNORE` is `ON CONFLICT DO NOTHING`, `IS` is `IS NOT DISTINCT FROM`, rows
@@ -22,6 +22,7 @@ pub mod errors;
 pub mod import;
 pub mod inbound;
 pub mod jobs;
+pub mod knowledge;
 pub mod kv;
 pub mod memory;
 pub mod messages;

@@ -172,12 +172,15 @@ impl Registry {
     }
 
     /// The builtin tools; with `config_path`, `tools.web_search` is re-read from that file when
-    /// it changes (no restart needed). `knowledge`: the knowledge folder and the store holding
-    /// its index, for the `knowledge_*` tools.
+    /// it changes (no restart needed). `knowledge`: the knowledge folder and the store's
+    /// knowledge index, for the `knowledge_*` tools.
     pub fn builtin_at(
         config: &Config,
         config_path: Option<&std::path::Path>,
-        knowledge: Option<(std::path::PathBuf, crate::store::Store)>,
+        knowledge: Option<(
+            std::path::PathBuf,
+            crate::store::knowledge_index::IndexHandle,
+        )>,
     ) -> Self {
         let shell_timeout = config
             .tools

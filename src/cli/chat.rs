@@ -166,6 +166,7 @@ pub async fn run(
             Some(Command::New) => {
                 store.new_session(&key).await?;
                 consent.grants.clear(&key).await;
+                agent.executor.registry().end_session(&key).await;
                 println!("Started a fresh conversation.");
                 continue;
             }
@@ -237,6 +238,8 @@ pub async fn run(
             TurnOutcome::Stopped => eprintln!("(stopped)"),
         }
     }
+    // The terminal session ends: its browser session (tabs, cookies) with it.
+    agent.executor.registry().end_session(&key).await;
     mcp.shutdown().await;
     Ok(ExitCode::SUCCESS)
 }

@@ -710,6 +710,7 @@ impl Router {
             Some(Command::New) => Some(match self.store.new_session(&key).await {
                 Ok(_) => {
                     self.consent.grants.clear(&key).await;
+                    self.agent.executor.registry().end_session(&key).await;
                     "Started a fresh conversation.".to_string()
                 }
                 Err(e) => {

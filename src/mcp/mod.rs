@@ -7,7 +7,8 @@
 //!   HTTP ([`http`]: rmcp's client trait on the daemon's reqwest), and the handshake;
 //! - [`server`]: a connection's handler and the handle a server's tools call through;
 //! - [`tool`]: the adapter, and the risk read from the annotations;
-//! - [`result`]: a `tools/call` answer as a tool result;
+//! - [`result`]: a `tools/call` answer as a tool result; [`pictures`]: its images, saved for a
+//!   model with vision;
 //! - [`manager`]: the lifecycle (start in the background, restarts, `tools/list_changed`,
 //!   shutdown) and the registry swap.
 
@@ -15,6 +16,7 @@ pub mod connect;
 pub mod http;
 pub mod manager;
 pub mod names;
+pub mod pictures;
 pub mod result;
 pub mod server;
 pub mod tool;

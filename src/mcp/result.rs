@@ -1,8 +1,9 @@
 //! The answer of a `tools/call` (MCP spec 2025-06-18, "Tools › Tool Result") as a
 //! [`ToolResult`]: the `content` items in order, one text block each:
 //! - `text` → its text;
-//! - `image` / `audio` → `[image returned: <mime>, <n> bytes; this model cannot see images]`
-//!   (`<n>`: the decoded size of the base64 `data`);
+//! - `image` → `[image returned: <mime>, <n> bytes]` (`<n>`: the decoded size of the base64
+//!   `data`; the picture itself is saved and shown to a vision model by [`super::pictures`]);
+//! - `audio` → `[audio returned: <mime>, <n> bytes; this model cannot hear audio]`;
 //! - `resource_link` → `[resource link: <name> <uri> (<mime>)]`;
 //! - `resource` (embedded) → `[resource: <uri> (<mime>)]` followed by its text when it has
 //!   text, or `<n> bytes` of blob;
@@ -33,9 +34,16 @@ fn item_text(item: &Value) -> (String, bool) {
     let mime = s(item, "mimeType").unwrap_or("unknown type");
     match kind {
         "text" => (s(item, "text").unwrap_or("").to_string(), true),
-        "image" | "audio" => (
+        "image" => (
             format!(
-                "[{kind} returned: {mime}, {} bytes; this model cannot see {kind}s]",
+                "[image returned: {mime}, {} bytes]",
+                b64_len(s(item, "data").unwrap_or(""))
+            ),
+            false,
+        ),
+        "audio" => (
+            format!(
+                "[audio returned: {mime}, {} bytes; this model cannot hear audio]",
                 b64_len(s(item, "data").unwrap_or(""))
             ),
             false,
@@ -135,7 +143,7 @@ mod tests {
         assert!(r.ok);
         let o = &r.output;
         assert!(
-            o.contains("[image returned: image/png, 5 bytes; this model cannot see images]"),
+            o.contains("[image returned: image/png, 5 bytes]"),
             "{o}"
         );
         assert!(

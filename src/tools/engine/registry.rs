@@ -49,6 +49,9 @@ struct Entry {
 pub struct Registry {
     tools: BTreeMap<String, Entry>,
     skipped: Vec<Skipped>,
+    /// The browser the browser tools share, for ending a conversation's browser session.
+    #[cfg(feature = "browser")]
+    browser: Option<Arc<crate::tools::builtin::browser::hub::BrowserHub>>,
 }
 
 /// Whether `name` is a valid tool name.
@@ -155,6 +158,20 @@ impl Registry {
         &self.skipped
     }
 
+    /// A conversation ended (`/new`, the end of a terminal session): what the tools kept for
+    /// `session_key` goes — its browser session's tabs and their contexts (cookies, storage,
+    /// cache). Nothing else is kept per conversation by a tool.
+    pub async fn end_session(&self, session_key: &str) {
+        #[cfg(feature = "browser")]
+        if let Some(hub) = &self.browser {
+            if hub.close_session(session_key).await {
+                tracing::info!("the browser session of {session_key} was closed");
+            }
+        }
+        #[cfg(not(feature = "browser"))]
+        let _ = session_key;
+    }
+
     /// The `tools[]` entries for the named tools, in name order.
     pub fn specs<'a>(&self, names: impl IntoIterator<Item = &'a String>) -> Vec<ToolSpec> {
         let mut out: Vec<ToolSpec> = names
@@ -219,6 +236,7 @@ impl Registry {
                 config.tools.browser.clone(),
                 crate::egress::EgressGuard::from_config(config),
             );
+            browser.set_image_limit(config.media.max_image_bytes);
             r.register_builtin(Arc::new(
                 crate::tools::builtin::browser::session::BrowserSession(browser.clone()),
             ));
@@ -226,8 +244,9 @@ impl Registry {
                 browser.clone(),
             )));
             r.register_builtin(Arc::new(crate::tools::builtin::browser::page::BrowserPage(
-                browser,
+                browser.clone(),
             )));
+            r.browser = Some(browser);
         }
         r.register_builtin(Arc::new(crate::tools::rg_search::RgSearch::new()));
         r.register_builtin(Arc::new(crate::tools::fd_find::FdFind::new()));

@@ -234,8 +234,14 @@ pub struct BrowserHub {
     last_used: StdMutex<Instant>,
     views: StdMutex<HashMap<String, View>>,
     nets: StdMutex<HashMap<String, Net>>,
+    /// The largest picture the model is shown, bytes (`media.max_image_bytes`).
+    image_limit: std::sync::atomic::AtomicU64,
     me: Weak<BrowserHub>,
 }
+
+/// The image limit of a hub until [`BrowserHub::set_image_limit`] (`media.max_image_bytes`'s
+/// default).
+pub const DEFAULT_IMAGE_LIMIT: u64 = 5_000_000;
 
 impl BrowserHub {
     pub fn new(cfg: BrowserConfig, guard: EgressGuard) -> Arc<Self> {
@@ -246,6 +252,7 @@ impl BrowserHub {
             last_used: StdMutex::new(Instant::now()),
             views: StdMutex::new(HashMap::new()),
             nets: StdMutex::new(HashMap::new()),
+            image_limit: DEFAULT_IMAGE_LIMIT.into(),
             me: me.clone(),
         });
         // Private data entering a session closes its pages' network at that moment.
@@ -262,6 +269,16 @@ impl BrowserHub {
 
     pub fn guard(&self) -> &EgressGuard {
         &self.guard
+    }
+
+    /// The largest screenshot the model is shown, bytes ([`super::shot`]).
+    pub fn image_limit(&self) -> u64 {
+        self.image_limit.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn set_image_limit(&self, bytes: u64) {
+        self.image_limit
+            .store(bytes.max(1), std::sync::atomic::Ordering::Relaxed);
     }
 
     fn nets(&self) -> std::sync::MutexGuard<'_, HashMap<String, Net>> {

@@ -10,10 +10,11 @@
 //! - [`result`]: a `tools/call` answer as a tool result; [`pictures`]: its images, saved for a
 //!   model with vision;
 //! - [`manager`]: the lifecycle (start in the background, restarts, `tools/list_changed`,
-//!   shutdown) and the registry swap.
+//!   pings, shutdown) and the registry swap; [`lifecycle`]: its rules (backoff, list caps, ping).
 
 pub mod connect;
 pub mod http;
+pub mod lifecycle;
 pub mod manager;
 pub mod names;
 pub mod pictures;

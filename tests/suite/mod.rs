@@ -36,6 +36,7 @@ mod lark_tools;
 mod lark_webhook;
 mod lark_ws;
 mod mcp;
+mod mcp_lifecycle;
 mod mcp_vision;
 mod media;
 mod media_bombs;

@@ -66,16 +66,27 @@ impl Registry {
     /// Add a tool from outside the daemon: name, full schema check (meta-validation included)
     /// and its compiled validator now; or record (and log) why it was skipped.
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
-        self.add(tool, false);
+        if let Some((name, reason)) = self.add(tool, false) {
+            tracing::error!("tool {name:?} skipped: {reason}");
+        }
+    }
+
+    /// [`Registry::register`] without the log line: the reason a tool was skipped, for a
+    /// caller that logs it once (the MCP manager rebuilds the registry many times).
+    pub fn register_quietly(&mut self, tool: Arc<dyn Tool>) -> Option<String> {
+        self.add(tool, false).map(|(_, reason)| reason)
     }
 
     /// Add a built-in tool: the name and shape checks now, the validator on first use (see the
     /// module docs).
     pub fn register_builtin(&mut self, tool: Arc<dyn Tool>) {
-        self.add(tool, true);
+        if let Some((name, reason)) = self.add(tool, true) {
+            tracing::error!("tool {name:?} skipped: {reason}");
+        }
     }
 
-    fn add(&mut self, tool: Arc<dyn Tool>, builtin: bool) {
+    /// Add `tool`; when it is skipped, its name and the reason.
+    fn add(&mut self, tool: Arc<dyn Tool>, builtin: bool) -> Option<(String, String)> {
         let name = tool.name().to_string();
         let parameters = tool.parameters();
         let validator = Arc::new(OnceLock::new());
@@ -97,8 +108,11 @@ impl Registry {
         };
         match checked {
             Err(reason) => {
-                tracing::error!("tool {name:?} skipped: {reason}");
-                self.skipped.push(Skipped { name, reason });
+                self.skipped.push(Skipped {
+                    name: name.clone(),
+                    reason: reason.clone(),
+                });
+                Some((name, reason))
             }
             Ok(()) => {
                 let spec = ToolSpec {
@@ -114,6 +128,7 @@ impl Registry {
                         spec,
                     },
                 );
+                None
             }
         }
     }

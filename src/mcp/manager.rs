@@ -43,6 +43,8 @@ struct Server {
     cfg: McpServerConfig,
     /// The last `tools/list` answer, each tool as JSON.
     tools: Mutex<Vec<Value>>,
+    /// Whether a `tools/list` answered once.
+    listed: std::sync::atomic::AtomicBool,
 }
 
 /// The configured servers, their connections, and the registry they feed.
@@ -167,6 +169,7 @@ impl McpManager {
                     handle: Arc::new(ServerHandle::new(name)),
                     cfg: cfg.clone(),
                     tools: Mutex::new(Vec::new()),
+                    listed: Default::default(),
                 })
             })
             .collect();
@@ -209,6 +212,15 @@ impl McpManager {
             }
         })
         .await;
+    }
+
+    /// The servers whose tools were never listed (not started yet, or failing).
+    pub fn not_ready(&self) -> Vec<String> {
+        self.servers
+            .iter()
+            .filter(|s| !s.listed.load(std::sync::atomic::Ordering::SeqCst))
+            .map(|s| s.handle.name.clone())
+            .collect()
     }
 
     fn settle_once(&self, first: &mut bool) {
@@ -254,6 +266,7 @@ impl McpManager {
         }
         let n = tools.len();
         *lock(&s.tools) = tools;
+        s.listed.store(true, std::sync::atomic::Ordering::SeqCst);
         self.rebuild();
         Ok(n)
     }

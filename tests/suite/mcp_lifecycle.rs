@@ -154,3 +154,58 @@ async fn endless_tools_list_pages_stop_at_the_caps() {
     assert_eq!(tool_names(&slot).len(), MAX_TOOLS);
     m.shutdown().await;
 }
+
+// ----- through the binary --------------------------------------------------------------------
+
+use crate::support::{run_cli, Daemon, ScriptedModel, TestHome};
+
+/// A config with the scripted model and one server `lifecycle.py <mode>` writing its starts
+/// into `out`.
+fn write_config(home: &TestHome, model: &ScriptedModel, mode: &str, out: &Path) {
+    home.write_config(&format!(
+        "model:\n  base_url: {}\n  api_key: sk-test\n  name: m\n\
+         mcp:\n  servers:\n    life: {{ command: python3, args: [\"{}\", \"{mode}\", \"{}\"], timeout_secs: 10 }}\n",
+        model.base_url(),
+        script(),
+        out.join("starts").display()
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_skipped_tool_is_logged_once_not_at_every_rebuild() {
+    let home = TestHome::new();
+    let out = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::start(vec![]).await;
+    write_config(&home, &model, "late", out.path());
+    let mut daemon = Daemon::start(&home);
+    until("the second list", Duration::from_secs(30), || {
+        home.log().contains("mcp server life changed its tools: 2 tools")
+    })
+    .await;
+    // Listed twice (at start, after list_changed), each time rebuilding the registry.
+    let log = home.log();
+    let skips = log
+        .lines()
+        .filter(|l| l.contains("\"mcp__life__broken\" skipped"))
+        .count();
+    assert_eq!(skips, 1, "{log}");
+    daemon.stop();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tools_list_shows_mcp_tools_with_their_risk() {
+    let home = TestHome::new();
+    let out = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::start(vec![]).await;
+    write_config(&home, &model, "resources", out.path());
+    let run = run_cli(&home, &["tools", "list"], None);
+    let text = String::from_utf8_lossy(&run.stdout).to_string();
+    assert!(run.status.success(), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("mcp__life__greet "))
+        .unwrap_or_else(|| panic!("no MCP tool listed:\n{text}"));
+    assert!(line.contains("read_only"), "{line}");
+    // The server was stopped again.
+    assert_eq!(starts(&out.path().join("starts")).len(), 1);
+}

@@ -249,7 +249,21 @@ impl McpManager {
             let tools = lock(&s.tools).clone();
             all.extend(adapters(&s.handle, &s.cfg, &tools, &self.redactor));
         }
-        let r = Arc::new(registry_with(&self.base, all, &self.logged_skips));
+        let mut r = registry_with(&self.base, all, &self.logged_skips);
+        if !self.servers.is_empty() {
+            r.register(Arc::new(super::resources::ResourceRead {
+                servers: self
+                    .servers
+                    .iter()
+                    .map(|s| {
+                        let limit = Duration::from_secs(s.cfg.timeout_secs.max(1));
+                        (s.handle.name.clone(), (s.handle.clone(), limit))
+                    })
+                    .collect(),
+                redactor: self.redactor.clone(),
+            }));
+        }
+        let r = Arc::new(r);
         *self.slot.write().unwrap_or_else(|e| e.into_inner()) = r;
     }
 
@@ -384,13 +398,17 @@ impl McpManager {
     }
 }
 
+/// What [`probe`] found: the tools as adapters, and the prompt and resource lines of
+/// [`super::resources::catalogue`].
+pub struct Probed {
+    pub tools: Vec<McpTool>,
+    pub prompts: Vec<String>,
+    pub resources: Vec<String>,
+}
+
 /// One server started, listed and stopped (for `ethan mcp list` and `ethan doctor`): its tools
-/// as adapters, or why it failed.
-pub async fn probe(
-    loaded: &Loaded,
-    name: &str,
-    cfg: &McpServerConfig,
-) -> Result<Vec<McpTool>, String> {
+/// as adapters (and its prompts and resources), or why it failed.
+pub async fn probe(loaded: &Loaded, name: &str, cfg: &McpServerConfig) -> Result<Probed, String> {
     let redactor = Arc::new(Redactor::new(loaded.secret_values()));
     let (running, pgid) = connect(
         name,
@@ -402,21 +420,27 @@ pub async fn probe(
     )
     .await
     .map_err(|e| e.to_string())?;
-    let listed = tokio::time::timeout(
-        Duration::from_secs(cfg.timeout_secs.max(1)),
-        list_tools(running.peer()),
-    )
-    .await
-    .unwrap_or_else(|_| Err("no answer to tools/list in time".into()));
+    let limit = Duration::from_secs(cfg.timeout_secs.max(1));
+    let listed = tokio::time::timeout(limit, list_tools(running.peer()))
+        .await
+        .unwrap_or_else(|_| Err("no answer to tools/list in time".into()));
+    let (prompts, resources) = match &listed {
+        Ok(_) => super::resources::catalogue(running.peer(), limit).await,
+        Err(_) => Default::default(),
+    };
     let _ = tokio::time::timeout(Duration::from_secs(3), running.cancel()).await;
     kill_group(pgid);
     let (tools, _) = listed?;
-    Ok(adapters(
-        &Arc::new(ServerHandle::new(name)),
-        cfg,
-        &tools,
-        &redactor,
-    ))
+    Ok(Probed {
+        tools: adapters(
+            &Arc::new(ServerHandle::new(name)),
+            cfg,
+            &tools,
+            &redactor,
+        ),
+        prompts,
+        resources,
+    })
 }
 
 #[cfg(test)]
@@ -500,7 +524,7 @@ mod tests {
         };
         let mut c = cfg();
         c.command = Some("/nonexistent/mcp-server-xyz".into());
-        let Err(e) = probe(&loaded, "nope", &c).await else {
+        let Err(e) = probe(&loaded, "nope", &c).await.map(|p| p.tools.len()) else {
             panic!("started")
         };
         assert!(

@@ -67,6 +67,36 @@ impl ServerHandle {
         )
     }
 
+    /// `resources/read` of `uri`: its contents as text ([`super::resources::contents_text`]);
+    /// every failure is a `dependency` error naming the server.
+    pub async fn read_resource(&self, uri: &str) -> ToolResult {
+        let peer = self.peer.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let Some(peer) = peer else {
+            return self.not_running();
+        };
+        let params = rmcp::model::ReadResourceRequestParams::new(uri);
+        match peer.read_resource(params).await {
+            Ok(r) => {
+                let v = serde_json::to_value(&r).unwrap_or(Value::Null);
+                ToolResult::ok(super::resources::contents_text(&v))
+            }
+            Err(ServiceError::McpError(e)) => ToolResult::err(
+                ErrorKind::Dependency,
+                format!(
+                    "the MCP server {} refused to read {uri}: {}",
+                    self.name, e.message
+                ),
+            ),
+            Err(ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
+                self.not_running()
+            }
+            Err(e) => ToolResult::err(
+                ErrorKind::Dependency,
+                format!("reading {uri} from the MCP server {} failed: {e}", self.name),
+            ),
+        }
+    }
+
     /// `tools/call` of `tool` with `arguments`; every failure is a `dependency` error naming the
     /// server.
     pub async fn call(

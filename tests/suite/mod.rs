@@ -37,6 +37,7 @@ mod lark_webhook;
 mod lark_ws;
 mod mcp;
 mod mcp_lifecycle;
+mod mcp_resources;
 mod mcp_vision;
 mod media;
 mod media_bombs;

@@ -14,6 +14,7 @@ mod attack_web_page_fixed;
 mod browser;
 mod browser_conversation;
 mod browser_egress;
+mod browser_protocol;
 mod cli;
 mod consent_rule;
 mod consent_telegram;

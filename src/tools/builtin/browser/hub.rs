@@ -133,6 +133,9 @@ impl Session {
 struct Running {
     browser: Browser,
     handler: tokio::task::JoinHandle<()>,
+    /// The browser process and the protocol relay to it ([`super::relay`]).
+    child: chromiumoxide::async_process::Child,
+    relay: tokio::task::JoinHandle<()>,
     profile: PathBuf,
     sessions: HashMap<String, Session>,
     /// The default context's proxy, which refuses everything (kept for the browser's life).
@@ -667,15 +670,24 @@ impl BrowserHub {
             builder = builder.no_sandbox();
         }
         let config = builder.build().map_err(BrowserError::Launch)?;
-        let (browser, mut handler) = Browser::launch(config)
+        let handler_config = chromiumoxide::handler::HandlerConfig {
+            ignore_https_errors: false,
+            viewport: Some(Default::default()),
+            request_timeout: Duration::from_secs(30),
+            ..Default::default()
+        };
+        let launched = super::relay::launch(&config, handler_config, Duration::from_secs(30))
             .await
             .map_err(|e| BrowserError::Launch(format!("{}: {e}", exe.display())))?;
+        let (browser, mut handler) = (launched.browser, launched.handler);
         let handler = tokio::spawn(async move { while handler.next().await.is_some() {} });
         tracing::info!("browser started: {}", exe.display());
         self.spawn_watchdog();
         Ok(Running {
             browser,
             handler,
+            child: launched.child,
+            relay: launched.relay,
             profile,
             sessions: HashMap::new(),
             _default_proxy: default_proxy,
@@ -719,9 +731,11 @@ async fn close(mut r: Running) {
     if let Err(e) = r.browser.close().await {
         tracing::debug!("closing the browser: {e}");
     }
-    let _ = tokio::time::timeout(Duration::from_secs(5), r.browser.wait()).await;
-    let _ = r.browser.kill().await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), r.child.wait()).await;
+    let _ = r.child.kill().await;
+    let _ = r.child.wait().await;
     r.handler.abort();
+    r.relay.abort();
     let _ = std::fs::remove_dir_all(&r.profile);
 }
 

@@ -18,6 +18,8 @@
 //!   [`navigate`]: loading a URL in a tab of the right zone, stopping a redirect to another site
 //!   after a private read; [`act`]: clicking, typing, selecting, waiting, evaluating;
 //!   [`shot`]: a screenshot the model with vision is shown, sized to its limit.
+//! - [`relay`]: starting Chromium, and the protocol relay that puts its newer messages in the
+//!   shape the client reads.
 //! - [`session`], [`tab`], [`page`]: the three tools.
 //!
 //! Governance (docs/tools.md, "Browser tools"): none of them is offered to a non-owner on a chat
@@ -32,6 +34,7 @@ pub mod act;
 pub mod hub;
 pub mod navigate;
 pub mod page;
+pub mod relay;
 pub mod session;
 pub mod shot;
 pub mod tab;

@@ -2,7 +2,8 @@
 //!
 //! - The browser is started on the first browser call ([`BrowserHub::session`]), with its
 //!   profile in `$ETHAN_HOME/browser/profile` (wiped before start and after close), and closed
-//!   by a watchdog after `tools.browser.idle_secs` without a call; the next call starts it again.
+//!   by a watchdog after `tools.browser.idle_secs` without a call (never while a call runs:
+//!   [`BrowserHub::busy`]); the next call starts it again.
 //! - A browser session is the tabs of one Ethan session ([`ToolContext::session_key`]). Each tab
 //!   is an isolated browser context of its own (`Target.createBrowserContext`: its own cookies,
 //!   storage, cache and workers, kept in memory) with a proxy of its own, so everything a tab's
@@ -229,6 +230,18 @@ impl Drop for Window {
     }
 }
 
+/// A browser call in progress ([`BrowserHub::busy`]).
+pub struct Busy<'a>(&'a BrowserHub);
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0
+            .in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// The daemon's browser, shared by the three browser tools.
 pub struct BrowserHub {
     cfg: BrowserConfig,
@@ -239,6 +252,8 @@ pub struct BrowserHub {
     nets: StdMutex<HashMap<String, Net>>,
     /// The largest picture the model is shown, bytes (`media.max_image_bytes`).
     image_limit: std::sync::atomic::AtomicU64,
+    /// Browser calls in progress ([`BrowserHub::busy`]); the watchdog never closes under one.
+    in_flight: Arc<std::sync::atomic::AtomicUsize>,
     me: Weak<BrowserHub>,
 }
 
@@ -256,6 +271,7 @@ impl BrowserHub {
             views: StdMutex::new(HashMap::new()),
             nets: StdMutex::new(HashMap::new()),
             image_limit: DEFAULT_IMAGE_LIMIT.into(),
+            in_flight: Arc::default(),
             me: me.clone(),
         });
         // Private data entering a session closes its pages' network at that moment.
@@ -351,6 +367,16 @@ impl BrowserHub {
             .tabs
             .iter()
             .find_map(|t| t.proxy.private_reached())
+    }
+
+    /// A browser call in progress: until the guard is dropped the browser is not idle (a call
+    /// longer than `idle_secs`, a slow page on a loaded machine, is not cut off under it), and
+    /// its end counts as a use.
+    pub fn busy(&self) -> Busy<'_> {
+        self.in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.touch();
+        Busy(self)
     }
 
     fn touch(&self) {
@@ -708,7 +734,8 @@ impl BrowserHub {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .elapsed();
-                if since >= idle {
+                let busy = hub.in_flight.load(std::sync::atomic::Ordering::SeqCst) > 0;
+                if since >= idle && !busy {
                     tracing::info!("browser idle for {} s: closed", since.as_secs());
                     hub.shutdown().await;
                     return;

@@ -33,7 +33,8 @@ pub async fn list(
         .map(|s| s.timeout_secs)
         .max()
         .unwrap_or(0);
-    mcp.wait_started(std::time::Duration::from_secs(limit)).await;
+    mcp.wait_started(std::time::Duration::from_secs(limit))
+        .await;
     let not_started = mcp.not_ready();
     mcp.shutdown().await;
     let exposed = agent.allowed_tools(&crate::tools::policy::Audience {

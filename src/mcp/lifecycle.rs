@@ -58,11 +58,15 @@ pub async fn list_tools(peer: &Peer<RoleClient>) -> Result<(Vec<Value>, Option<S
     let mut tools = Vec::new();
     let mut cursor: Option<String> = None;
     for page in 0..MAX_PAGES {
-        let params = (page > 0).then(|| PaginatedRequestParams::default().with_cursor(cursor.clone()));
+        let params =
+            (page > 0).then(|| PaginatedRequestParams::default().with_cursor(cursor.clone()));
         let r = peer.list_tools(params).await.map_err(|e| e.to_string())?;
         for t in &r.tools {
             if tools.len() >= MAX_TOOLS {
-                return Ok((tools, Some(format!("only its first {MAX_TOOLS} tools are used"))));
+                return Ok((
+                    tools,
+                    Some(format!("only its first {MAX_TOOLS} tools are used")),
+                ));
             }
             if let Ok(v) = serde_json::to_value(t) {
                 tools.push(v);
@@ -75,7 +79,9 @@ pub async fn list_tools(peer: &Peer<RoleClient>) -> Result<(Vec<Value>, Option<S
     }
     Ok((
         tools,
-        Some(format!("only its first {MAX_PAGES} pages of tools are used")),
+        Some(format!(
+            "only its first {MAX_PAGES} pages of tools are used"
+        )),
     ))
 }
 

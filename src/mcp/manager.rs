@@ -20,8 +20,8 @@
 //! group.
 
 use super::connect::{connect, kill_group, ConnectError};
-use super::lifecycle::{ping, ping_every, Backoff};
 pub use super::lifecycle::{list_tools, MAX_RESTART_DELAY};
+use super::lifecycle::{ping, ping_every, Backoff};
 use super::names::tool_name;
 use super::server::{lock, Handler, ServerHandle};
 use super::tool::{Hints, McpTool};
@@ -432,12 +432,7 @@ pub async fn probe(loaded: &Loaded, name: &str, cfg: &McpServerConfig) -> Result
     kill_group(pgid);
     let (tools, _) = listed?;
     Ok(Probed {
-        tools: adapters(
-            &Arc::new(ServerHandle::new(name)),
-            cfg,
-            &tools,
-            &redactor,
-        ),
+        tools: adapters(&Arc::new(ServerHandle::new(name)), cfg, &tools, &redactor),
         prompts,
         resources,
     })

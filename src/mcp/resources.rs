@@ -14,7 +14,7 @@
 //!
 //! It is not offered to a non-owner on a chat platform (it is not in the policy's `NON_OWNER`),
 //! and a scheduled job gets it as a read-only tool. The result is the text contents in order; a
-//! binary content is described (`[blob: <uri> (<mime>), <n> bytes]`).
+//! binary content is described (`[blob: <uri> (<mime>), <n> bytes]`, [`super::result::contents_text`]).
 
 use super::server::ServerHandle;
 use crate::tools::redact::Redactor;
@@ -42,29 +42,6 @@ impl ResourceRead {
     fn uri<'a>(&'a self, args: &'a Value) -> &'a str {
         args.get("uri").and_then(Value::as_str).unwrap_or("")
     }
-}
-
-/// The text of a `ReadResourceResult` (as JSON): each content's text, or a line describing it.
-pub fn contents_text(result: &Value) -> String {
-    let items = result.get("contents").and_then(Value::as_array);
-    let parts: Vec<String> = items
-        .into_iter()
-        .flatten()
-        .map(|c| {
-            let s = |k: &str| c.get(k).and_then(Value::as_str);
-            match (s("text"), s("blob")) {
-                (Some(t), _) => t.to_string(),
-                (None, Some(b)) => format!(
-                    "[blob: {} ({}), {} bytes]",
-                    s("uri").unwrap_or("(no uri)"),
-                    s("mimeType").unwrap_or("unknown type"),
-                    b.len() * 3 / 4
-                ),
-                _ => format!("[empty content: {}]", s("uri").unwrap_or("(no uri)")),
-            }
-        })
-        .collect();
-    parts.join("\n")
 }
 
 #[async_trait]
@@ -151,7 +128,12 @@ pub async fn catalogue(
     if caps.as_ref().is_some_and(|c| c.prompts.is_some()) {
         if let Ok(Ok(r)) = tokio::time::timeout(limit, peer.list_prompts(None)).await {
             let v = serde_json::to_value(&r).unwrap_or(Value::Null);
-            for p in v["prompts"].as_array().into_iter().flatten().take(MAX_LISTED) {
+            for p in v["prompts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .take(MAX_LISTED)
+            {
                 let args: Vec<&str> = p["arguments"]
                     .as_array()
                     .into_iter()
@@ -170,7 +152,12 @@ pub async fn catalogue(
     if caps.as_ref().is_some_and(|c| c.resources.is_some()) {
         if let Ok(Ok(r)) = tokio::time::timeout(limit, peer.list_resources(None)).await {
             let v = serde_json::to_value(&r).unwrap_or(Value::Null);
-            for x in v["resources"].as_array().into_iter().flatten().take(MAX_LISTED) {
+            for x in v["resources"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .take(MAX_LISTED)
+            {
                 resources.push(format!(
                     "{} {} ({})",
                     x["uri"].as_str().unwrap_or("?"),
@@ -188,28 +175,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn contents_are_text_or_described() {
-        let v = json!({"contents": [
-            {"uri": "a://1", "text": "one"},
-            {"uri": "a://2", "mimeType": "image/png", "blob": "aGVsbG8h"},
-            {"uri": "a://3"}
-        ]});
-        assert_eq!(
-            contents_text(&v),
-            "one\n[blob: a://2 (image/png), 6 bytes]\n[empty content: a://3]"
-        );
-        assert_eq!(contents_text(&json!(5)), "");
-    }
-
-    #[test]
     fn it_is_read_only_private_and_a_way_out() {
         let mut servers = BTreeMap::new();
         servers.insert(
             "notes".to_string(),
-            (
-                Arc::new(ServerHandle::new("notes")),
-                Duration::from_secs(5),
-            ),
+            (Arc::new(ServerHandle::new("notes")), Duration::from_secs(5)),
         );
         let t = ResourceRead {
             servers,
@@ -222,6 +192,9 @@ mod tests {
         let e = t.egress(&args, &ctx).unwrap();
         assert_eq!(e.scope, "egress:mcp:notes");
         assert!(e.destination.contains("note://x") && !e.destination.contains("sekret-token-123"));
-        assert_eq!(t.parameters()["properties"]["server"]["enum"], json!(["notes"]));
+        assert_eq!(
+            t.parameters()["properties"]["server"]["enum"],
+            json!(["notes"])
+        );
     }
 }

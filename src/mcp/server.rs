@@ -67,7 +67,7 @@ impl ServerHandle {
         )
     }
 
-    /// `resources/read` of `uri`: its contents as text ([`super::resources::contents_text`]);
+    /// `resources/read` of `uri`: its contents as text ([`super::result::contents_text`]);
     /// every failure is a `dependency` error naming the server.
     pub async fn read_resource(&self, uri: &str) -> ToolResult {
         let peer = self.peer.read().unwrap_or_else(|e| e.into_inner()).clone();
@@ -78,7 +78,7 @@ impl ServerHandle {
         match peer.read_resource(params).await {
             Ok(r) => {
                 let v = serde_json::to_value(&r).unwrap_or(Value::Null);
-                ToolResult::ok(super::resources::contents_text(&v))
+                ToolResult::ok(super::result::contents_text(&v))
             }
             Err(ServiceError::McpError(e)) => ToolResult::err(
                 ErrorKind::Dependency,
@@ -92,7 +92,10 @@ impl ServerHandle {
             }
             Err(e) => ToolResult::err(
                 ErrorKind::Dependency,
-                format!("reading {uri} from the MCP server {} failed: {e}", self.name),
+                format!(
+                    "reading {uri} from the MCP server {} failed: {e}",
+                    self.name
+                ),
             ),
         }
     }

@@ -148,7 +148,10 @@ impl Tool for McpTool {
                 )
             }
         };
-        let (result, pictures) = self.handle.call_with_pictures(&self.remote, arguments).await;
+        let (result, pictures) = self
+            .handle
+            .call_with_pictures(&self.remote, arguments)
+            .await;
         match &ctx.ethan_home {
             Some(home) => {
                 let stem: String = ctx

@@ -206,7 +206,10 @@ async fn without_vision_a_screenshot_is_a_file_the_model_is_told_of() {
         assert!(image_parts(r).is_empty(), "{r}");
     }
     let shot = result_for(&reqs[2], "s1");
-    assert!(shot.contains("saved to ") && shot.contains(".png"), "{shot}");
+    assert!(
+        shot.contains("saved to ") && shot.contains(".png"),
+        "{shot}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

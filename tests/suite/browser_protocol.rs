@@ -86,7 +86,10 @@ async fn a_busy_page_leaves_no_unparsed_protocol_message_in_the_log() {
     // The client's warnings are in the log too (it names no method, so it is looked for as is).
     let mut daemon = Daemon::start_with_env(
         &home,
-        &[("RUST_LOG", "ethan=debug,ethan_channels=debug,chromiumoxide=warn")],
+        &[(
+            "RUST_LOG",
+            "ethan=debug,ethan_channels=debug,chromiumoxide=warn",
+        )],
     );
     tg.push_text(OWNER, OWNER, "go");
     let sent = tg.wait_for_sent(1, WAIT).await;
@@ -98,9 +101,19 @@ async fn a_busy_page_leaves_no_unparsed_protocol_message_in_the_log() {
     daemon.stop();
     let log = home.log();
     // The page did load, with its requests, through the relay.
-    assert!(log.contains("tool call s1 tool=browser_page ok=true"), "{log}");
-    for unparsed in ["WS Invalid message", "cannot read", "did not match any variant"] {
-        assert!(!log.contains(unparsed), "an unparsed protocol message ({unparsed}):\n{log}");
+    assert!(
+        log.contains("tool call s1 tool=browser_page ok=true"),
+        "{log}"
+    );
+    for unparsed in [
+        "WS Invalid message",
+        "cannot read",
+        "did not match any variant",
+    ] {
+        assert!(
+            !log.contains(unparsed),
+            "an unparsed protocol message ({unparsed}):\n{log}"
+        );
     }
     model.assert_protocol_ok();
     home.assert_no_panic();

@@ -97,7 +97,10 @@ async fn an_mcp_image_is_an_image_part_of_the_next_request_for_a_vision_model() 
     let saved: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
     assert_eq!(saved.len(), 1);
     assert_eq!(std::fs::read(saved[0].path()).unwrap(), parts[0].2);
-    assert!(result.contains(&saved[0].path().display().to_string()), "{result}");
+    assert!(
+        result.contains(&saved[0].path().display().to_string()),
+        "{result}"
+    );
     // The next turn does not send it again.
     assert!(image_parts(&reqs[2]).is_empty(), "{}", reqs[2]);
 }
@@ -109,5 +112,8 @@ async fn without_vision_an_mcp_image_is_a_saved_file_the_model_is_told_of() {
         assert!(image_parts(r).is_empty(), "{r}");
     }
     let result = tool_result(&reqs[1]);
-    assert!(result.contains("saved to") && result.contains(".png"), "{result}");
+    assert!(
+        result.contains("saved to") && result.contains(".png"),
+        "{result}"
+    );
 }

@@ -611,7 +611,10 @@ pub fn image_parts(body: &Value) -> Vec<(usize, String, Vec<u8>)> {
             if p.get("type").and_then(Value::as_str) != Some("image_url") {
                 continue;
             }
-            let url = p.pointer("/image_url/url").and_then(Value::as_str).unwrap_or("");
+            let url = p
+                .pointer("/image_url/url")
+                .and_then(Value::as_str)
+                .unwrap_or("");
             let (mime, data) = url
                 .strip_prefix("data:")
                 .and_then(|r| r.split_once(";base64,"))
@@ -651,7 +654,9 @@ pub fn check_image_parts(body: &Value) -> Vec<String> {
             out.push(format!("messages[{i}]: an image part in a {role} message"));
         }
         if bytes.is_empty() {
-            out.push(format!("messages[{i}]: an image part without base64 data: URL"));
+            out.push(format!(
+                "messages[{i}]: an image part without base64 data: URL"
+            ));
             continue;
         }
         match picture_type(&bytes) {

@@ -20,7 +20,6 @@
 //! The relay takes one connection (the client's) and then stops listening; it ends with either
 //! side.
 
-use super::hub::BrowserError;
 use chromiumoxide::async_process::Child;
 use chromiumoxide::cdp::events::CdpEventMessage;
 use chromiumoxide::handler::HandlerConfig;
@@ -40,9 +39,13 @@ pub const NEWEST_CHECKED_MAJOR: u32 = 156;
 
 /// The major version in `<exe> --version` output (`Chromium 156.0.8078.114 built on …`).
 pub fn major_version(version_output: &str) -> Option<u32> {
-    version_output
-        .split_whitespace()
-        .find_map(|w| w.split('.').next()?.parse().ok().filter(|_| w.contains('.')))
+    version_output.split_whitespace().find_map(|w| {
+        w.split('.')
+            .next()?
+            .parse()
+            .ok()
+            .filter(|_| w.contains('.'))
+    })
 }
 
 /// `ethan doctor`'s words on the browser at `exe`: `Ok` when its version is known and not newer
@@ -131,6 +134,16 @@ fn unreadable(text: &str) -> Option<(String, String)> {
     Some((method, e.to_string()))
 }
 
+/// Why the browser could not be started or reached.
+#[derive(Debug)]
+pub struct Failed(pub String);
+
+impl std::fmt::Display for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// A running browser: the client, its handler, the process, and the relay's task.
 pub struct Launched {
     pub browser: Browser,
@@ -144,27 +157,24 @@ pub async fn launch(
     config: &chromiumoxide::BrowserConfig,
     handler: HandlerConfig,
     timeout: Duration,
-) -> Result<Launched, BrowserError> {
-    let mut child = config
-        .launch()
-        .map_err(|e| BrowserError::Launch(e.to_string()))?;
+) -> Result<Launched, Failed> {
+    let mut child = config.launch().map_err(|e| Failed(e.to_string()))?;
     let started = async {
         let upstream = tokio::time::timeout(timeout, devtools_url(&mut child))
             .await
-            .map_err(|_| BrowserError::Launch(format!("no DevTools URL within {timeout:?}")))??;
+            .map_err(|_| Failed(format!("no DevTools URL within {timeout:?}")))??;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
-            .map_err(|e| BrowserError::Launch(format!("the protocol relay: {e}")))?;
+            .map_err(|e| Failed(format!("the protocol relay: {e}")))?;
         let addr = listener
             .local_addr()
-            .map_err(|e| BrowserError::Launch(format!("the protocol relay: {e}")))?;
+            .map_err(|e| Failed(format!("the protocol relay: {e}")))?;
         let relay = tokio::spawn(serve(listener, upstream));
-        match Browser::connect_with_config(format!("ws://{addr}/devtools/browser"), handler).await
-        {
+        match Browser::connect_with_config(format!("ws://{addr}/devtools/browser"), handler).await {
             Ok((browser, handler)) => Ok((browser, handler, relay)),
             Err(e) => {
                 relay.abort();
-                Err(BrowserError::Launch(e.to_string()))
+                Err(Failed(e.to_string()))
             }
         }
     }
@@ -185,11 +195,11 @@ pub async fn launch(
 }
 
 /// The `ws://…/devtools/browser/…` URL Chromium prints on stderr.
-async fn devtools_url(child: &mut Child) -> Result<String, BrowserError> {
+async fn devtools_url(child: &mut Child) -> Result<String, Failed> {
     let stderr = child
         .stderr
         .take()
-        .ok_or_else(|| BrowserError::Launch("no stderr".into()))?;
+        .ok_or_else(|| Failed("no stderr".into()))?;
     let mut lines = tokio::io::BufReader::new(stderr.into_inner()).lines();
     let mut seen = String::new();
     while let Ok(Some(line)) = lines.next_line().await {
@@ -203,7 +213,7 @@ async fn devtools_url(child: &mut Child) -> Result<String, BrowserError> {
             seen.push('\n');
         }
     }
-    Err(BrowserError::Launch(format!(
+    Err(Failed(format!(
         "the browser exited before it listened: {}",
         seen.trim()
     )))

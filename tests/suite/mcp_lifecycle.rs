@@ -115,10 +115,12 @@ async fn a_server_crashing_right_after_listing_is_restarted_ever_more_slowly() {
     .await;
     let t = starts(&starts_file);
     let gaps: Vec<f64> = t.windows(2).map(|w| w[1] - w[0]).collect();
-    // The waits double (1, 2, 4 s), each start taking a little more on top.
+    // The waits double (1, 2, 4 s), each start taking some more on top (how much depends on
+    // the machine's load, so only the waits are asserted: restarting every second, as before,
+    // gives no gap of 4 s).
     assert!(gaps[0] >= 0.9, "{gaps:?}");
-    assert!(gaps[1] >= 1.9 && gaps[1] > gaps[0] + 0.5, "{gaps:?}");
-    assert!(gaps[2] >= 3.9 && gaps[2] > gaps[1] + 1.0, "{gaps:?}");
+    assert!(gaps[1] >= 1.9, "{gaps:?}");
+    assert!(gaps[2] >= 3.9, "{gaps:?}");
     // Its tools stay registered meanwhile.
     assert!(tool_names(&slot).contains(&"mcp__life__greet".to_string()));
     m.shutdown().await;

@@ -285,7 +285,7 @@ fn main() -> ExitCode {
             Command::Usage { days, by } => cli::usage::print(&loaded, days, by).await,
             Command::Tools {
                 command: ToolsCommand::List { channel },
-            } => cli::tools::list(&loaded, channel.as_deref()),
+            } => cli::tools::list(&loaded, channel.as_deref()).await,
             Command::Mcp {
                 command: McpCommand::List,
             } => cli::mcp::list(&loaded).await,

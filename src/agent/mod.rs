@@ -12,6 +12,7 @@
 pub mod agents;
 pub mod budget;
 pub mod delegate;
+pub mod pictures;
 pub mod prompt;
 
 use crate::config::Loaded;
@@ -581,7 +582,14 @@ impl Agent {
                             r.tool_call_id
                         );
                         if r.result.ok {
-                            pictures.extend(self.picture_of(&r.result.metadata).await);
+                            let cfg = &self.config.config;
+                            let shown = pictures::of(
+                                &r.result.metadata,
+                                cfg.model.vision,
+                                cfg.media.max_image_bytes,
+                            )
+                            .await;
+                            pictures.extend(shown.into_iter().map(|p| (name.to_string(), p)));
                         }
                         turn.push(if r.result.ok {
                             ChatMessage::tool(r.tool_call_id, r.model_text)
@@ -589,14 +597,11 @@ impl Agent {
                             ChatMessage::tool_error(r.tool_call_id, r.model_text)
                         });
                     }
-                    // Pictures a tool read (`file_read` of a saved photo) follow the results,
-                    // for this request only; the history keeps the text.
+                    // Pictures the tools returned (`file_read` of a saved photo, a screenshot,
+                    // an MCP tool's image) follow the results, for this request only; the
+                    // history keeps the text.
                     if !pictures.is_empty() {
-                        let paths: Vec<&str> = pictures.iter().map(|p| p.path.as_str()).collect();
-                        turn.push(ChatMessage::user_with_images(
-                            format!("{}{}]", provenance::PICTURE_NOTE, paths.join(", ")),
-                            pictures,
-                        ));
+                        turn.push(pictures::message(pictures));
                     }
                 }
                 Err(progress) => {
@@ -854,33 +859,6 @@ fn private_reads_in(
                 .is_none_or(|t| t.reads_private())
         })
         .map(str::to_string)
-}
-
-impl Agent {
-    /// The picture a tool result names in its metadata (`image`: the type, `path`), read
-    /// again for a model with `model.vision`, up to `media.max_image_bytes`.
-    async fn picture_of(
-        &self,
-        metadata: &serde_json::Value,
-    ) -> Option<ethan_core::message::ImagePart> {
-        let cfg = &self.config.config;
-        let mime = metadata.get("image")?.as_str()?;
-        let path = metadata.get("path")?.as_str()?;
-        if !cfg.model.vision {
-            return None;
-        }
-        let data = tokio::fs::read(path).await.ok()?;
-        if data.len() as u64 > cfg.media.max_image_bytes
-            || ethan_core::message::ImagePart::sniff(&data) != Some(mime)
-        {
-            return None;
-        }
-        Some(ethan_core::message::ImagePart {
-            mime: mime.to_string(),
-            data: data.into(),
-            path: path.to_string(),
-        })
-    }
 }
 
 /// Keep the newer half of the history, starting at a user message.

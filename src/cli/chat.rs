@@ -161,9 +161,11 @@ pub async fn run(
             Some(Command::Exit) => break,
             Some(cmd) if cmd.in_terminal() => {
                 let shared = store.shared();
+                let tools = agent.executor.registry();
                 let here = commands::Here {
                     store: &shared,
                     consent: &consent,
+                    tools: &tools,
                     agents: &agent.agents,
                     memory: &loaded.config.memory,
                     session: &key,
@@ -215,6 +217,8 @@ pub async fn run(
             TurnOutcome::Stopped => eprintln!("(stopped)"),
         }
     }
+    // The terminal session ends: its browser session (tabs, cookies) with it.
+    agent.executor.registry().end_session(&key).await;
     mcp.shutdown().await;
     Ok(ExitCode::SUCCESS)
 }

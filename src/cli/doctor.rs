@@ -146,13 +146,13 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
     }
     #[cfg(feature = "browser")]
     match crate::tools::builtin::browser::hub::find_executable(&c.tools.browser) {
-        Some(exe) => r.ok(
-            "browser",
-            format!(
-                "{} (browser_session, browser_tab, browser_page)",
-                exe.display()
+        Some(exe) => match crate::tools::builtin::browser::relay::version_check(&exe) {
+            Ok(v) => r.ok(
+                "browser",
+                format!("{v} (browser_session, browser_tab, browser_page)"),
             ),
-        ),
+            Err(why) => r.warn("browser", why),
+        },
         None => r.warn(
             "browser",
             "no Chromium found (tools.browser.executable, or chromium / chromium-browser / \

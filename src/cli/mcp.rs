@@ -1,7 +1,8 @@
 //! `ethan mcp list`: no daemon needed. Starts each enabled MCP server, lists its tools, stops
 //! it; prints each server with its state (`ok` or `failed: <why>`) and its tools with the risk
-//! words of `ethan tools list` (`read_only`, `write`, `dangerous`). Disabled servers are named
-//! as such. Exit status 1 when a server failed.
+//! words of `ethan tools list` (`read_only`, `write`, `dangerous`), then the prompts and
+//! resources it offers (resources are read by the model with `mcp_resource_read`). Disabled
+//! servers are named as such. Exit status 1 when a server failed.
 
 use crate::config::Loaded;
 use crate::mcp::manager::probe;
@@ -31,15 +32,22 @@ pub async fn list(loaded: &Loaded) -> anyhow::Result<ExitCode> {
     }
     for (name, result) in probes {
         match result {
-            Ok(tools) => {
+            Ok(probed) => {
+                let tools = &probed.tools;
                 println!("{name}: ok, {} tools", tools.len());
-                for t in &tools {
+                for t in tools {
                     let egress = if t.hints.open_world() {
                         "  (can reach outside this machine)"
                     } else {
                         ""
                     };
                     println!("  {:<48} {:<10}{egress}", t.name(), t.risk().as_str());
+                }
+                for p in &probed.prompts {
+                    println!("  prompt {p}");
+                }
+                for r in &probed.resources {
+                    println!("  resource {r}");
                 }
             }
             Err(why) => {
@@ -65,7 +73,10 @@ pub async fn check(loaded: &Loaded) -> Vec<(String, Result<usize, String>)> {
             .iter()
             .filter(|(_, c)| c.enabled)
             .map(|(name, c)| async move {
-                (name.clone(), probe(loaded, name, c).await.map(|t| t.len()))
+                (
+                    name.clone(),
+                    probe(loaded, name, c).await.map(|p| p.tools.len()),
+                )
             }),
     )
     .await

@@ -1,5 +1,7 @@
 //! `ethan tools list [--channel C]`: every registered tool with its risk, and skipped ones with
-//! the reason.
+//! the reason. The configured MCP servers are started first (each given its `timeout_secs` to
+//! list its tools), so their `mcp__<server>__<tool>` tools are listed as the daemon would have
+//! them; a server that did not start is named with a pointer to `ethan mcp list`.
 
 use crate::config::Loaded;
 use crate::daemon::build_agent;
@@ -7,7 +9,10 @@ use crate::store::Store;
 use ethan_channels::ChannelKind;
 use std::process::ExitCode;
 
-pub fn list(loaded: &std::sync::Arc<Loaded>, channel: Option<&str>) -> anyhow::Result<ExitCode> {
+pub async fn list(
+    loaded: &std::sync::Arc<Loaded>,
+    channel: Option<&str>,
+) -> anyhow::Result<ExitCode> {
     let channel = match channel {
         None | Some("terminal") => ChannelKind::Terminal,
         Some("telegram") => ChannelKind::Telegram,
@@ -17,6 +22,21 @@ pub fn list(loaded: &std::sync::Arc<Loaded>, channel: Option<&str>) -> anyhow::R
     };
     let stores = crate::store::OpenStore::sqlite(Store::open_in_memory()?);
     let agent = build_agent(loaded.clone(), &stores, None)?;
+    let mcp = crate::mcp::McpManager::new(loaded, agent.executor.registry_slot());
+    mcp.start();
+    let limit = loaded
+        .config
+        .mcp
+        .servers
+        .values()
+        .filter(|s| s.enabled)
+        .map(|s| s.timeout_secs)
+        .max()
+        .unwrap_or(0);
+    mcp.wait_started(std::time::Duration::from_secs(limit))
+        .await;
+    let not_started = mcp.not_ready();
+    mcp.shutdown().await;
     let exposed = agent.allowed_tools(&crate::tools::policy::Audience {
         channel,
         is_owner: true,
@@ -51,6 +71,9 @@ pub fn list(loaded: &std::sync::Arc<Loaded>, channel: Option<&str>) -> anyhow::R
     }
     for s in registry.skipped() {
         println!("{:<w$}  skipped: {}", s.name, s.reason);
+    }
+    for name in not_started {
+        println!("mcp server {name}: its tools could not be listed (see `ethan mcp list`)");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -162,6 +162,8 @@ pub struct Here<'a> {
     pub store: &'a StorageRef,
     /// The session grants `/new` clears.
     pub consent: &'a Consent,
+    /// The tools, whose per-conversation state (the browser session) `/new` ends.
+    pub tools: &'a crate::tools::registry::Registry,
     pub agents: &'a Agents,
     pub memory: &'a MemoryConfig,
     /// The session key.
@@ -181,6 +183,7 @@ pub async fn answer(cmd: &Command, here: &Here<'_>) -> Option<String> {
         Command::New => match here.store.new_session(here.session).await {
             Ok(_) => {
                 here.consent.grants.clear(here.session).await;
+                here.tools.end_session(here.session).await;
                 "Started a fresh conversation.".to_string()
             }
             Err(e) => {

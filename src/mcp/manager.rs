@@ -2,19 +2,26 @@
 //!
 //! [`McpManager::start`] starts one task per enabled server, in parallel and in the background
 //! (channels do not wait for them). Each task connects ([`super::connect`]), lists the tools
-//! (`tools/list`, MCP spec 2025-06-18 "Tools"), and swaps a new registry into the executor:
-//! the built-ins plus the tools of every server ([`McpManager::rebuild`]). A
-//! `notifications/tools/list_changed` lists that server again and swaps again; a turn keeps
-//! the registry it started with.
+//! (`tools/list`, MCP spec 2025-06-18 "Tools", within the caps of [`super::lifecycle`]), and
+//! swaps a new registry into the executor: the built-ins plus the tools of every server
+//! ([`McpManager::rebuild`]). A `notifications/tools/list_changed` lists that server again and
+//! swaps again, as does any later successful list (a server that listed nothing, or failed to
+//! list, at first); a turn keeps the registry it started with. A tool left out (a bad schema, a
+//! clashing name) is logged once per server and reason, not at every rebuild.
 //!
-//! When a server's connection ends (its process exited or was killed, the endpoint went away)
-//! its known tools stay registered and answer a `dependency` error saying the server is being
-//! restarted, and the task reconnects after 1, 2, 4 … seconds (at most 30; back to 1 after a
-//! connection that listed its tools). A command that does not exist is logged once at error
-//! level, naming server and command; its retries only at debug level. [`McpManager::shutdown`]
-//! closes every connection and kills every child's process group.
+//! While connected, the server is pinged ([`super::lifecycle::ping`]) every
+//! [`super::lifecycle::ping_every`] of its `timeout_secs`; one that does not answer within it is
+//! killed and restarted like one whose process exited. When a server's connection ends its
+//! known tools stay registered and answer a `dependency` error saying the server is being
+//! restarted, and the task reconnects after 1, 2, 4 … seconds (at most 30; back to 1 only after
+//! a connection that stayed up 30 s: [`super::lifecycle::Backoff`]). A command that does not
+//! exist is logged once at error level, naming server and command; its retries only at debug
+//! level. [`McpManager::shutdown`] closes every connection and kills every child's process
+//! group.
 
 use super::connect::{connect, kill_group, ConnectError};
+pub use super::lifecycle::{list_tools, MAX_RESTART_DELAY};
+use super::lifecycle::{ping, ping_every, Backoff};
 use super::names::tool_name;
 use super::server::{lock, Handler, ServerHandle};
 use super::tool::{Hints, McpTool};
@@ -24,21 +31,20 @@ use crate::tools::redact::Redactor;
 use crate::tools::registry::Registry;
 use rmcp::service::{Peer, RoleClient};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-/// The longest wait between two restarts.
-pub const MAX_RESTART_DELAY: Duration = Duration::from_secs(30);
-
 struct Server {
     handle: Arc<ServerHandle>,
     cfg: McpServerConfig,
     /// The last `tools/list` answer, each tool as JSON.
     tools: Mutex<Vec<Value>>,
+    /// Whether a `tools/list` answered once.
+    listed: std::sync::atomic::AtomicBool,
 }
 
 /// The configured servers, their connections, and the registry they feed.
@@ -58,15 +64,8 @@ pub struct McpManager {
     settled_changed: Notify,
     /// Held while the registry is rebuilt and swapped.
     rebuilding: Mutex<()>,
-}
-
-/// The tools of `tools/list`, as JSON (`name`, `description`, `inputSchema`, `annotations`).
-pub async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<Value>, String> {
-    let tools = peer.list_all_tools().await.map_err(|e| e.to_string())?;
-    Ok(tools
-        .iter()
-        .filter_map(|t| serde_json::to_value(t).ok())
-        .collect())
+    /// The skipped tools already logged (`<tool>: <reason>`), so a rebuild logs only new ones.
+    logged_skips: Mutex<HashSet<String>>,
 }
 
 /// Whether the server's `allow` / `deny` lists let `tool` (the server's own name) through.
@@ -121,9 +120,19 @@ pub fn adapters(
 
 /// `base` plus the adapters, in order; a name taken by an earlier MCP tool is an error naming
 /// both (server and tool), the later one skipped. Schemas go through the registry's full check.
-pub fn registry_with(base: &Registry, tools: Vec<McpTool>) -> Registry {
+/// A skipped tool is logged when `logged` does not hold it yet (then it does).
+pub fn registry_with(
+    base: &Registry,
+    tools: Vec<McpTool>,
+    logged: &Mutex<HashSet<String>>,
+) -> Registry {
     let mut r = base.clone();
     let mut seen: HashMap<String, (String, String)> = HashMap::new();
+    let log_once = |name: &str, reason: &str| {
+        if lock(logged).insert(format!("{name}: {reason}")) {
+            tracing::error!("tool {name:?} skipped: {reason}");
+        }
+    };
     for t in tools {
         if let Some((server, remote)) = seen.get(&t.name) {
             let reason = format!(
@@ -131,12 +140,15 @@ pub fn registry_with(base: &Registry, tools: Vec<McpTool>) -> Registry {
                  server {}",
                 t.remote, t.handle.name, remote, server
             );
-            tracing::error!("tool {:?} skipped: {reason}", t.name);
+            log_once(&t.name, &reason);
             r.record_skipped(&t.name, reason);
             continue;
         }
         seen.insert(t.name.clone(), (t.handle.name.clone(), t.remote.clone()));
-        r.register(Arc::new(t));
+        let name = t.name.clone();
+        if let Some(reason) = r.register_quietly(Arc::new(t)) {
+            log_once(&name, &reason);
+        }
     }
     r
 }
@@ -157,6 +169,7 @@ impl McpManager {
                     handle: Arc::new(ServerHandle::new(name)),
                     cfg: cfg.clone(),
                     tools: Mutex::new(Vec::new()),
+                    listed: Default::default(),
                 })
             })
             .collect();
@@ -172,6 +185,7 @@ impl McpManager {
             settled: Default::default(),
             settled_changed: Notify::new(),
             rebuilding: Mutex::new(()),
+            logged_skips: Mutex::new(HashSet::new()),
         })
     }
 
@@ -200,6 +214,15 @@ impl McpManager {
         .await;
     }
 
+    /// The servers whose tools were never listed (not started yet, or failing).
+    pub fn not_ready(&self) -> Vec<String> {
+        self.servers
+            .iter()
+            .filter(|s| !s.listed.load(std::sync::atomic::Ordering::SeqCst))
+            .map(|s| s.handle.name.clone())
+            .collect()
+    }
+
     fn settle_once(&self, first: &mut bool) {
         if std::mem::replace(first, false) {
             self.settled
@@ -226,18 +249,38 @@ impl McpManager {
             let tools = lock(&s.tools).clone();
             all.extend(adapters(&s.handle, &s.cfg, &tools, &self.redactor));
         }
-        let r = Arc::new(registry_with(&self.base, all));
+        let mut r = registry_with(&self.base, all, &self.logged_skips);
+        if !self.servers.is_empty() {
+            r.register(Arc::new(super::resources::ResourceRead {
+                servers: self
+                    .servers
+                    .iter()
+                    .map(|s| {
+                        let limit = Duration::from_secs(s.cfg.timeout_secs.max(1));
+                        (s.handle.name.clone(), (s.handle.clone(), limit))
+                    })
+                    .collect(),
+                redactor: self.redactor.clone(),
+            }));
+        }
+        let r = Arc::new(r);
         *self.slot.write().unwrap_or_else(|e| e.into_inner()) = r;
     }
 
     /// Lists a server's tools again (within its `timeout_secs`) and rebuilds the registry.
     async fn relist(&self, s: &Server, peer: &Peer<RoleClient>) -> Result<usize, String> {
         let limit = Duration::from_secs(s.cfg.timeout_secs.max(1));
-        let tools = tokio::time::timeout(limit, list_tools(peer))
+        let (tools, cut) = tokio::time::timeout(limit, list_tools(peer))
             .await
             .map_err(|_| format!("no answer to tools/list within {} s", limit.as_secs()))??;
+        if let Some(cut) = cut {
+            if lock(&self.logged_skips).insert(format!("{}: {cut}", s.handle.name)) {
+                tracing::warn!("mcp server {} lists too many tools: {cut}", s.handle.name);
+            }
+        }
         let n = tools.len();
         *lock(&s.tools) = tools;
+        s.listed.store(true, std::sync::atomic::Ordering::SeqCst);
         self.rebuild();
         Ok(n)
     }
@@ -250,7 +293,8 @@ impl McpManager {
             .clone()
             .or_else(|| s.cfg.url.clone())
             .unwrap_or_default();
-        let mut delay = Duration::from_secs(1);
+        let timeout = Duration::from_secs(s.cfg.timeout_secs.max(1));
+        let mut backoff = Backoff::default();
         let mut missing_logged = false;
         let mut failures = 0u32;
         let mut first = true;
@@ -261,15 +305,18 @@ impl McpManager {
                 _ = self.shutdown.cancelled() => return,
                 c = connect(&name, &s.cfg, &self.workspace, Some(&self.home), handler, self.redactor.clone()) => c,
             };
+            let mut up_since = None;
             match connected {
                 Ok((running, pgid)) => {
+                    up_since = Some(std::time::Instant::now());
                     *lock(&s.handle.pgid) = pgid;
                     let peer = running.peer().clone();
+                    // Calls go through from now on, whether or not the first list worked: a
+                    // later list (list_changed) brings the tools.
+                    s.handle.set_peer(Some(peer.clone()));
                     match self.relist(&s, &peer).await {
                         Ok(n) => {
-                            s.handle.set_peer(Some(peer.clone()));
                             tracing::info!("mcp server {name} ready: {n} tools");
-                            delay = Duration::from_secs(1);
                             failures = 0;
                             missing_logged = false;
                         }
@@ -280,6 +327,9 @@ impl McpManager {
                     self.settle_once(&mut first);
                     let ct = running.cancellation_token();
                     let mut wait = Box::pin(running.waiting());
+                    let mut pings = tokio::time::interval(ping_every(timeout));
+                    pings.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    pings.reset();
                     let stopped = loop {
                         tokio::select! {
                             _ = self.shutdown.cancelled() => break true,
@@ -287,6 +337,12 @@ impl McpManager {
                                 Ok(n) => tracing::info!("mcp server {name} changed its tools: {n} tools"),
                                 Err(e) => tracing::warn!("mcp server {name}: tools/list failed: {e}"),
                             },
+                            _ = pings.tick() => {
+                                if let Err(e) = ping(&peer, timeout).await {
+                                    tracing::warn!("mcp server {name}: {e}; it is restarted");
+                                    break false;
+                                }
+                            }
                             r = &mut wait => {
                                 tracing::debug!("mcp server {name}: the connection ended: {r:?}");
                                 break false;
@@ -302,12 +358,8 @@ impl McpManager {
                         tracing::debug!("mcp server {name} closed");
                         return;
                     }
+                    ct.cancel();
                     kill_group(pgid);
-                    tracing::warn!(
-                        "mcp server {name} stopped; its tools answer an error until it is back \
-                         (restart in {} s)",
-                        delay.as_secs()
-                    );
                 }
                 Err(ConnectError::NotFound(cmd)) => {
                     if missing_logged {
@@ -330,22 +382,33 @@ impl McpManager {
             }
             self.settle_once(&mut first);
             failures += 1;
+            let delay = backoff.after(up_since);
+            if up_since.is_some() {
+                tracing::warn!(
+                    "mcp server {name} stopped; its tools answer an error until it is back \
+                     (restart in {} s)",
+                    delay.as_secs()
+                );
+            }
             tokio::select! {
                 _ = self.shutdown.cancelled() => return,
                 _ = tokio::time::sleep(delay) => {}
             }
-            delay = (delay * 2).min(MAX_RESTART_DELAY);
         }
     }
 }
 
+/// What [`probe`] found: the tools as adapters, and the prompt and resource lines of
+/// [`super::resources::catalogue`].
+pub struct Probed {
+    pub tools: Vec<McpTool>,
+    pub prompts: Vec<String>,
+    pub resources: Vec<String>,
+}
+
 /// One server started, listed and stopped (for `ethan mcp list` and `ethan doctor`): its tools
-/// as adapters, or why it failed.
-pub async fn probe(
-    loaded: &Loaded,
-    name: &str,
-    cfg: &McpServerConfig,
-) -> Result<Vec<McpTool>, String> {
+/// as adapters (and its prompts and resources), or why it failed.
+pub async fn probe(loaded: &Loaded, name: &str, cfg: &McpServerConfig) -> Result<Probed, String> {
     let redactor = Arc::new(Redactor::new(loaded.secret_values()));
     let (running, pgid) = connect(
         name,
@@ -357,21 +420,22 @@ pub async fn probe(
     )
     .await
     .map_err(|e| e.to_string())?;
-    let listed = tokio::time::timeout(
-        Duration::from_secs(cfg.timeout_secs.max(1)),
-        list_tools(running.peer()),
-    )
-    .await
-    .unwrap_or_else(|_| Err("no answer to tools/list in time".into()));
+    let limit = Duration::from_secs(cfg.timeout_secs.max(1));
+    let listed = tokio::time::timeout(limit, list_tools(running.peer()))
+        .await
+        .unwrap_or_else(|_| Err("no answer to tools/list in time".into()));
+    let (prompts, resources) = match &listed {
+        Ok(_) => super::resources::catalogue(running.peer(), limit).await,
+        Err(_) => Default::default(),
+    };
     let _ = tokio::time::timeout(Duration::from_secs(3), running.cancel()).await;
     kill_group(pgid);
-    let tools = listed?;
-    Ok(adapters(
-        &Arc::new(ServerHandle::new(name)),
-        cfg,
-        &tools,
-        &redactor,
-    ))
+    let (tools, _) = listed?;
+    Ok(Probed {
+        tools: adapters(&Arc::new(ServerHandle::new(name)), cfg, &tools, &redactor),
+        prompts,
+        resources,
+    })
 }
 
 #[cfg(test)]
@@ -403,7 +467,7 @@ mod tests {
         let tools = adapters(&h, &c, &listed, &red);
         assert_eq!(tools.len(), 2);
         assert!(tools[0].parameters.get("$schema").is_none());
-        let r = registry_with(&Registry::default(), tools);
+        let r = registry_with(&Registry::default(), tools, &Mutex::default());
         let names: Vec<&str> = r.iter().map(|t| t.name()).collect();
         assert_eq!(names, ["mcp__srv__echo"]);
         assert!(r.skipped()[0].name == "mcp__srv__bad", "{:?}", r.skipped());
@@ -424,7 +488,11 @@ mod tests {
             json!({"name": "get.x", "inputSchema": {"type": "object"}}),
             json!({"name": "get/x", "inputSchema": {"type": "object"}}),
         ];
-        let r = registry_with(&Registry::default(), adapters(&a, &cfg(), &listed, &red));
+        let r = registry_with(
+            &Registry::default(),
+            adapters(&a, &cfg(), &listed, &red),
+            &Mutex::default(),
+        );
         assert_eq!(r.iter().count(), 1);
         let why = &r.skipped()[0].reason;
         assert!(why.contains("get/x") && why.contains("get.x"), "{why}");
@@ -451,7 +519,7 @@ mod tests {
         };
         let mut c = cfg();
         c.command = Some("/nonexistent/mcp-server-xyz".into());
-        let Err(e) = probe(&loaded, "nope", &c).await else {
+        let Err(e) = probe(&loaded, "nope", &c).await.map(|p| p.tools.len()) else {
             panic!("started")
         };
         assert!(

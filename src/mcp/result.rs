@@ -1,14 +1,16 @@
 //! The answer of a `tools/call` (MCP spec 2025-06-18, "Tools › Tool Result") as a
 //! [`ToolResult`]: the `content` items in order, one text block each:
 //! - `text` → its text;
-//! - `image` / `audio` → `[image returned: <mime>, <n> bytes; this model cannot see images]`
-//!   (`<n>`: the decoded size of the base64 `data`);
+//! - `image` → `[image returned: <mime>, <n> bytes]` (`<n>`: the decoded size of the base64
+//!   `data`; the picture itself is saved and shown to a vision model by [`super::pictures`]);
+//! - `audio` → `[audio returned: <mime>, <n> bytes; this model cannot hear audio]`;
 //! - `resource_link` → `[resource link: <name> <uri> (<mime>)]`;
 //! - `resource` (embedded) → `[resource: <uri> (<mime>)]` followed by its text when it has
 //!   text, or `<n> bytes` of blob;
 //! - anything else → `[unsupported content type <type>]`.
 //!
-//! `structuredContent` is given as JSON text when there is no text item. `isError: true` makes
+//! `structuredContent` is given as JSON text when there is no text item. A `resources/read`
+//! answer is text the same way ([`contents_text`]). `isError: true` makes
 //! an error result of kind `dependency` carrying the server's text. Nothing here panics on any
 //! input: the answer is read as plain JSON, a missing or mistyped field is treated as absent.
 
@@ -33,9 +35,16 @@ fn item_text(item: &Value) -> (String, bool) {
     let mime = s(item, "mimeType").unwrap_or("unknown type");
     match kind {
         "text" => (s(item, "text").unwrap_or("").to_string(), true),
-        "image" | "audio" => (
+        "image" => (
             format!(
-                "[{kind} returned: {mime}, {} bytes; this model cannot see {kind}s]",
+                "[image returned: {mime}, {} bytes]",
+                b64_len(s(item, "data").unwrap_or(""))
+            ),
+            false,
+        ),
+        "audio" => (
+            format!(
+                "[audio returned: {mime}, {} bytes; this model cannot hear audio]",
                 b64_len(s(item, "data").unwrap_or(""))
             ),
             false,
@@ -93,6 +102,29 @@ pub fn convert(server: &str, result: &Value) -> ToolResult {
     ToolResult::ok(text).with_metadata(meta)
 }
 
+/// The text of a `ReadResourceResult` (as JSON): each content's text, or a line describing it.
+pub fn contents_text(result: &Value) -> String {
+    let items = result.get("contents").and_then(Value::as_array);
+    let parts: Vec<String> = items
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let s = |k: &str| c.get(k).and_then(Value::as_str);
+            match (s("text"), s("blob")) {
+                (Some(t), _) => t.to_string(),
+                (None, Some(b)) => format!(
+                    "[blob: {} ({}), {} bytes]",
+                    s("uri").unwrap_or("(no uri)"),
+                    s("mimeType").unwrap_or("unknown type"),
+                    b.len() * 3 / 4
+                ),
+                _ => format!("[empty content: {}]", s("uri").unwrap_or("(no uri)")),
+            }
+        })
+        .collect();
+    parts.join("\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,10 +166,7 @@ mod tests {
         );
         assert!(r.ok);
         let o = &r.output;
-        assert!(
-            o.contains("[image returned: image/png, 5 bytes; this model cannot see images]"),
-            "{o}"
-        );
+        assert!(o.contains("[image returned: image/png, 5 bytes]"), "{o}");
         assert!(
             o.contains("[resource link: note.txt.gz demo://r/note.txt.gz (application/gzip)]"),
             "{o}"
@@ -174,5 +203,18 @@ mod tests {
         ] {
             let _ = convert("x", &v);
         }
+    }
+    #[test]
+    fn contents_are_text_or_described() {
+        let v = json!({"contents": [
+            {"uri": "a://1", "text": "one"},
+            {"uri": "a://2", "mimeType": "image/png", "blob": "aGVsbG8h"},
+            {"uri": "a://3"}
+        ]});
+        assert_eq!(
+            contents_text(&v),
+            "one\n[blob: a://2 (image/png), 6 bytes]\n[empty content: a://3]"
+        );
+        assert_eq!(contents_text(&json!(5)), "");
     }
 }

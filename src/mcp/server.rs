@@ -67,6 +67,39 @@ impl ServerHandle {
         )
     }
 
+    /// `resources/read` of `uri`: its contents as text ([`super::result::contents_text`]);
+    /// every failure is a `dependency` error naming the server.
+    pub async fn read_resource(&self, uri: &str) -> ToolResult {
+        let peer = self.peer.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let Some(peer) = peer else {
+            return self.not_running();
+        };
+        let params = rmcp::model::ReadResourceRequestParams::new(uri);
+        match peer.read_resource(params).await {
+            Ok(r) => {
+                let v = serde_json::to_value(&r).unwrap_or(Value::Null);
+                ToolResult::ok(super::result::contents_text(&v))
+            }
+            Err(ServiceError::McpError(e)) => ToolResult::err(
+                ErrorKind::Dependency,
+                format!(
+                    "the MCP server {} refused to read {uri}: {}",
+                    self.name, e.message
+                ),
+            ),
+            Err(ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
+                self.not_running()
+            }
+            Err(e) => ToolResult::err(
+                ErrorKind::Dependency,
+                format!(
+                    "reading {uri} from the MCP server {} failed: {e}",
+                    self.name
+                ),
+            ),
+        }
+    }
+
     /// `tools/call` of `tool` with `arguments`; every failure is a `dependency` error naming the
     /// server.
     pub async fn call(
@@ -74,18 +107,33 @@ impl ServerHandle {
         tool: &str,
         arguments: Option<serde_json::Map<String, Value>>,
     ) -> ToolResult {
+        self.call_with_pictures(tool, arguments).await.0
+    }
+
+    /// [`ServerHandle::call`], with the answer's images ([`super::pictures::decode`]).
+    pub async fn call_with_pictures(
+        &self,
+        tool: &str,
+        arguments: Option<serde_json::Map<String, Value>>,
+    ) -> (ToolResult, Vec<(&'static str, Vec<u8>)>) {
         let peer = self.peer.read().unwrap_or_else(|e| e.into_inner()).clone();
         let Some(peer) = peer else {
-            return self.not_running();
+            return (self.not_running(), Vec::new());
         };
         let mut params = CallToolRequestParams::new(tool.to_string());
         if let Some(a) = arguments {
             params = params.with_arguments(a);
         }
-        match peer.call_tool(params).await {
+        let r = match peer.call_tool(params).await {
             Ok(r) => {
                 let v = serde_json::to_value(&r).unwrap_or(Value::Null);
-                super::result::convert(&self.name, &v)
+                let result = super::result::convert(&self.name, &v);
+                let pictures = if result.ok {
+                    super::pictures::decode(&v)
+                } else {
+                    Vec::new()
+                };
+                return (result, pictures);
             }
             Err(ServiceError::McpError(e)) => ToolResult::err(
                 ErrorKind::Dependency,
@@ -101,6 +149,7 @@ impl ServerHandle {
                 ErrorKind::Dependency,
                 format!("the call to the MCP server {} failed: {e}", self.name),
             ),
-        }
+        };
+        (r, Vec::new())
     }
 }

@@ -137,7 +137,7 @@ impl Tool for McpTool {
             scope: format!("egress:mcp:{}", self.server()),
         })
     }
-    async fn run(&self, args: Value, _ctx: &ToolContext) -> ToolResult {
+    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
         let arguments = match args {
             Value::Object(m) => Some(m),
             Value::Null => None,
@@ -148,7 +148,22 @@ impl Tool for McpTool {
                 )
             }
         };
-        self.handle.call(&self.remote, arguments).await
+        let (result, pictures) = self
+            .handle
+            .call_with_pictures(&self.remote, arguments)
+            .await;
+        match &ctx.ethan_home {
+            Some(home) => {
+                let stem: String = ctx
+                    .execution_id
+                    .chars()
+                    .filter(char::is_ascii_alphanumeric)
+                    .take(8)
+                    .collect();
+                super::pictures::attach(result, pictures, home, &stem)
+            }
+            None => result,
+        }
     }
 }
 

@@ -34,7 +34,9 @@
 //!   [`ScriptedModel::set_refuse_stream_options`] likewise for `stream_options`.
 //!
 //! Every request body is recorded ([`ScriptedModel::requests`]) and its `messages` are checked
-//! against the tool-call protocol ([`check_tool_protocol`]); problems are collected in
+//! against the tool-call protocol ([`check_tool_protocol`]) and OpenAI's image parts
+//! ([`check_image_parts`]: on a user message only, a `data:` URL of a JPEG, PNG, GIF or WebP
+//! whose bytes are that type); problems are collected in
 //! [`ScriptedModel::protocol_violations`], which tests should assert is empty.
 
 #![allow(dead_code)]
@@ -604,6 +606,76 @@ pub fn check_tool_protocol(body: &Value) -> Vec<String> {
     out
 }
 
+/// The image parts of a request's messages, in order: (index of the message, MIME type of its
+/// data URL, decoded bytes); a part that is not a readable `data:` URL has empty bytes.
+pub fn image_parts(body: &Value) -> Vec<(usize, String, Vec<u8>)> {
+    use base64::Engine;
+    let msgs = body.get("messages").and_then(Value::as_array);
+    let mut out = Vec::new();
+    for (i, m) in msgs.into_iter().flatten().enumerate() {
+        let parts = m.get("content").and_then(Value::as_array);
+        for p in parts.into_iter().flatten() {
+            if p.get("type").and_then(Value::as_str) != Some("image_url") {
+                continue;
+            }
+            let url = p
+                .pointer("/image_url/url")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let (mime, data) = url
+                .strip_prefix("data:")
+                .and_then(|r| r.split_once(";base64,"))
+                .unwrap_or(("", ""));
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(data)
+                .unwrap_or_default();
+            out.push((i, mime.to_string(), bytes));
+        }
+    }
+    out
+}
+
+/// The type of a picture from its first bytes, as a vision API tells them apart.
+fn picture_type(b: &[u8]) -> Option<&'static str> {
+    if b.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        Some("image/jpeg")
+    } else if b.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("image/png")
+    } else if b.starts_with(b"GIF87a") || b.starts_with(b"GIF89a") {
+        Some("image/gif")
+    } else if b.len() >= 12 && &b[..4] == b"RIFF" && &b[8..12] == b"WEBP" {
+        Some("image/webp")
+    } else {
+        None
+    }
+}
+
+/// What a vision API would refuse in a request's image parts: one outside a user message, a
+/// URL that is not base64 `data:`, a type that is not a picture's, bytes of another type.
+pub fn check_image_parts(body: &Value) -> Vec<String> {
+    let msgs = body.get("messages").and_then(Value::as_array);
+    let mut out = Vec::new();
+    for (i, mime, bytes) in image_parts(body) {
+        let role = msgs.and_then(|m| m.get(i)).and_then(role).unwrap_or("?");
+        if role != "user" {
+            out.push(format!("messages[{i}]: an image part in a {role} message"));
+        }
+        if bytes.is_empty() {
+            out.push(format!(
+                "messages[{i}]: an image part without base64 data: URL"
+            ));
+            continue;
+        }
+        match picture_type(&bytes) {
+            Some(t) if t == mime => {}
+            found => out.push(format!(
+                "messages[{i}]: an image part declared {mime:?} holds {found:?}"
+            )),
+        }
+    }
+    out
+}
+
 // ----- request handling ----------------------------------------------------------------------
 
 fn reply(status: u16, body: Value) -> Response {
@@ -668,7 +740,8 @@ async fn chat(shared: &Shared, headers: &HeaderMap, raw: &[u8]) -> Response {
             }
         };
         st.requests.push(body.clone());
-        let found = check_tool_protocol(&body);
+        let mut found = check_tool_protocol(&body);
+        found.extend(check_image_parts(&body));
         st.violations
             .extend(found.into_iter().map(|v| format!("request #{index}: {v}")));
         if st.refuse_stream && wants_stream(&body) {

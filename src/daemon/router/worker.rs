@@ -248,9 +248,11 @@ impl Router {
             _ => {}
         }
         let store = self.store.shared();
+        let tools = self.agent.executor.registry();
         let here = commands::Here {
             store: &store,
             consent: &self.consent,
+            tools: &tools,
             agents: &self.agent.agents,
             memory: &self.config.config.memory,
             session: &key,

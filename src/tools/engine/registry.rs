@@ -49,6 +49,9 @@ struct Entry {
 pub struct Registry {
     tools: BTreeMap<String, Entry>,
     skipped: Vec<Skipped>,
+    /// The browser the browser tools share, for ending a conversation's browser session.
+    #[cfg(feature = "browser")]
+    browser: Option<Arc<crate::tools::builtin::browser::hub::BrowserHub>>,
 }
 
 /// Whether `name` is a valid tool name.
@@ -63,16 +66,27 @@ impl Registry {
     /// Add a tool from outside the daemon: name, full schema check (meta-validation included)
     /// and its compiled validator now; or record (and log) why it was skipped.
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
-        self.add(tool, false);
+        if let Some((name, reason)) = self.add(tool, false) {
+            tracing::error!("tool {name:?} skipped: {reason}");
+        }
+    }
+
+    /// [`Registry::register`] without the log line: the reason a tool was skipped, for a
+    /// caller that logs it once (the MCP manager rebuilds the registry many times).
+    pub fn register_quietly(&mut self, tool: Arc<dyn Tool>) -> Option<String> {
+        self.add(tool, false).map(|(_, reason)| reason)
     }
 
     /// Add a built-in tool: the name and shape checks now, the validator on first use (see the
     /// module docs).
     pub fn register_builtin(&mut self, tool: Arc<dyn Tool>) {
-        self.add(tool, true);
+        if let Some((name, reason)) = self.add(tool, true) {
+            tracing::error!("tool {name:?} skipped: {reason}");
+        }
     }
 
-    fn add(&mut self, tool: Arc<dyn Tool>, builtin: bool) {
+    /// Add `tool`; when it is skipped, its name and the reason.
+    fn add(&mut self, tool: Arc<dyn Tool>, builtin: bool) -> Option<(String, String)> {
         let name = tool.name().to_string();
         let parameters = tool.parameters();
         let validator = Arc::new(OnceLock::new());
@@ -94,8 +108,11 @@ impl Registry {
         };
         match checked {
             Err(reason) => {
-                tracing::error!("tool {name:?} skipped: {reason}");
-                self.skipped.push(Skipped { name, reason });
+                self.skipped.push(Skipped {
+                    name: name.clone(),
+                    reason: reason.clone(),
+                });
+                Some((name, reason))
             }
             Ok(()) => {
                 let spec = ToolSpec {
@@ -111,6 +128,7 @@ impl Registry {
                         spec,
                     },
                 );
+                None
             }
         }
     }
@@ -153,6 +171,20 @@ impl Registry {
 
     pub fn skipped(&self) -> &[Skipped] {
         &self.skipped
+    }
+
+    /// A conversation ended (`/new`, the end of a terminal session): what the tools kept for
+    /// `session_key` goes — its browser session's tabs and their contexts (cookies, storage,
+    /// cache). Nothing else is kept per conversation by a tool.
+    pub async fn end_session(&self, session_key: &str) {
+        #[cfg(feature = "browser")]
+        if let Some(hub) = &self.browser {
+            if hub.close_session(session_key).await {
+                tracing::info!("the browser session of {session_key} was closed");
+            }
+        }
+        #[cfg(not(feature = "browser"))]
+        let _ = session_key;
     }
 
     /// The `tools[]` entries for the named tools, in the order given (a request keeps the order
@@ -221,6 +253,7 @@ impl Registry {
                 config.tools.browser.clone(),
                 crate::egress::EgressGuard::from_config(config),
             );
+            browser.set_image_limit(config.media.max_image_bytes);
             r.register_builtin(Arc::new(
                 crate::tools::builtin::browser::session::BrowserSession(browser.clone()),
             ));
@@ -228,8 +261,9 @@ impl Registry {
                 browser.clone(),
             )));
             r.register_builtin(Arc::new(crate::tools::builtin::browser::page::BrowserPage(
-                browser,
+                browser.clone(),
             )));
+            r.browser = Some(browser);
         }
         r.register_builtin(Arc::new(crate::tools::rg_search::RgSearch::new()));
         r.register_builtin(Arc::new(crate::tools::fd_find::FdFind::new()));

@@ -1,6 +1,6 @@
-//! What `browser_page` does in a tab besides navigating ([`super::navigate`]): click, type,
-//! select, wait, evaluate, screenshot. Finding an element, checking it, clearing a field and
-//! waiting for text run in the tools' own world ([`super::world`]); clicks and keys are real
+//! What `browser_page` does in a tab besides navigating ([`super::navigate`]) and taking a
+//! screenshot ([`super::shot`]): click, type, select, wait, evaluate. Finding an element,
+//! checking it, clearing a field and waiting for text run in the tools' own world ([`super::world`]); clicks and keys are real
 //! input events (`Input.dispatchMouseEvent`, `Input.insertText`, `Input.dispatchKeyEvent`), so
 //! the page sees what a person's click or typing would give it, and nothing of what the tools
 //! looked for.
@@ -15,18 +15,16 @@
 use super::hub::{BrowserHub, Tab};
 use super::view::{self, refused_note, settle};
 use super::world::{self, js_str};
-use crate::tools::{ErrorKind, Taint, ToolContext, ToolResult};
+use crate::tools::{ErrorKind, Taint, ToolResult};
 use chromiumoxide::cdp::browser_protocol::dom::{DescribeNodeParams, GetNodeForLocationParams};
 use chromiumoxide::cdp::browser_protocol::input::{
     DispatchKeyEventParams, DispatchKeyEventType, DispatchMouseEventParams, DispatchMouseEventType,
     InsertTextParams, MouseButton,
 };
-use chromiumoxide::cdp::browser_protocol::page::CaptureScreenshotFormat;
 use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
 use chromiumoxide::layout::Point;
-use chromiumoxide::page::ScreenshotParams;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::time::Duration;
 
 /// How long an action waits for the page to finish loading after it.
@@ -389,47 +387,4 @@ pub(crate) async fn eval_readonly(tab: &Tab, expr: &str) -> ToolResult {
             ),
         ),
     }
-}
-
-pub(crate) async fn screenshot(tab: &Tab, ctx: &ToolContext) -> ToolResult {
-    let png = match tab
-        .page
-        .screenshot(
-            ScreenshotParams::builder()
-                .format(CaptureScreenshotFormat::Png)
-                .build(),
-        )
-        .await
-    {
-        Ok(p) => p,
-        Err(e) => {
-            return ToolResult::err(ErrorKind::Dependency, format!("the screenshot failed: {e}"))
-        }
-    };
-    let dir = super::home(ctx).join("browser").join("screenshots");
-    let name = format!(
-        "{}-{}.png",
-        chrono::Utc::now().format("%Y%m%dT%H%M%S%.3f"),
-        &ctx.execution_id.chars().take(8).collect::<String>()
-    );
-    let path = dir.join(name);
-    let saved = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&path, &png));
-    if let Err(e) = saved {
-        return ToolResult::err(
-            ErrorKind::Internal,
-            format!(
-                "the screenshot could not be saved to {}: {e}",
-                path.display()
-            ),
-        );
-    }
-    let url = tab.page.url().await.ok().flatten().unwrap_or_default();
-    ToolResult::ok(format!(
-        "A screenshot of {url} was taken ({} bytes, PNG) and saved to {}. This \
-         model is not shown images; use browser_page {{action: read}} for the \
-         page's text.",
-        png.len(),
-        path.display()
-    ))
-    .with_metadata(json!({"path": path.display().to_string()}))
 }

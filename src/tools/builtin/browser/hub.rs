@@ -2,7 +2,8 @@
 //!
 //! - The browser is started on the first browser call ([`BrowserHub::session`]), with its
 //!   profile in `$ETHAN_HOME/browser/profile` (wiped before start and after close), and closed
-//!   by a watchdog after `tools.browser.idle_secs` without a call; the next call starts it again.
+//!   by a watchdog after `tools.browser.idle_secs` without a call (never while a call runs:
+//!   [`BrowserHub::busy`]); the next call starts it again.
 //! - A browser session is the tabs of one Ethan session ([`ToolContext::session_key`]). Each tab
 //!   is an isolated browser context of its own (`Target.createBrowserContext`: its own cookies,
 //!   storage, cache and workers, kept in memory) with a proxy of its own, so everything a tab's
@@ -133,6 +134,9 @@ impl Session {
 struct Running {
     browser: Browser,
     handler: tokio::task::JoinHandle<()>,
+    /// The browser process and the protocol relay to it ([`super::relay`]).
+    child: chromiumoxide::async_process::Child,
+    relay: tokio::task::JoinHandle<()>,
     profile: PathBuf,
     sessions: HashMap<String, Session>,
     /// The default context's proxy, which refuses everything (kept for the browser's life).
@@ -226,6 +230,18 @@ impl Drop for Window {
     }
 }
 
+/// A browser call in progress ([`BrowserHub::busy`]).
+pub struct Busy<'a>(&'a BrowserHub);
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0
+            .in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// The daemon's browser, shared by the three browser tools.
 pub struct BrowserHub {
     cfg: BrowserConfig,
@@ -234,8 +250,16 @@ pub struct BrowserHub {
     last_used: StdMutex<Instant>,
     views: StdMutex<HashMap<String, View>>,
     nets: StdMutex<HashMap<String, Net>>,
+    /// The largest picture the model is shown, bytes (`media.max_image_bytes`).
+    image_limit: std::sync::atomic::AtomicU64,
+    /// Browser calls in progress ([`BrowserHub::busy`]); the watchdog never closes under one.
+    in_flight: Arc<std::sync::atomic::AtomicUsize>,
     me: Weak<BrowserHub>,
 }
+
+/// The image limit of a hub until [`BrowserHub::set_image_limit`] (`media.max_image_bytes`'s
+/// default).
+pub const DEFAULT_IMAGE_LIMIT: u64 = 5_000_000;
 
 impl BrowserHub {
     pub fn new(cfg: BrowserConfig, guard: EgressGuard) -> Arc<Self> {
@@ -246,6 +270,8 @@ impl BrowserHub {
             last_used: StdMutex::new(Instant::now()),
             views: StdMutex::new(HashMap::new()),
             nets: StdMutex::new(HashMap::new()),
+            image_limit: DEFAULT_IMAGE_LIMIT.into(),
+            in_flight: Arc::default(),
             me: me.clone(),
         });
         // Private data entering a session closes its pages' network at that moment.
@@ -262,6 +288,16 @@ impl BrowserHub {
 
     pub fn guard(&self) -> &EgressGuard {
         &self.guard
+    }
+
+    /// The largest screenshot the model is shown, bytes ([`super::shot`]).
+    pub fn image_limit(&self) -> u64 {
+        self.image_limit.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn set_image_limit(&self, bytes: u64) {
+        self.image_limit
+            .store(bytes.max(1), std::sync::atomic::Ordering::Relaxed);
     }
 
     fn nets(&self) -> std::sync::MutexGuard<'_, HashMap<String, Net>> {
@@ -331,6 +367,16 @@ impl BrowserHub {
             .tabs
             .iter()
             .find_map(|t| t.proxy.private_reached())
+    }
+
+    /// A browser call in progress: until the guard is dropped the browser is not idle (a call
+    /// longer than `idle_secs`, a slow page on a loaded machine, is not cut off under it), and
+    /// its end counts as a use.
+    pub fn busy(&self) -> Busy<'_> {
+        self.in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.touch();
+        Busy(self)
     }
 
     fn touch(&self) {
@@ -650,15 +696,24 @@ impl BrowserHub {
             builder = builder.no_sandbox();
         }
         let config = builder.build().map_err(BrowserError::Launch)?;
-        let (browser, mut handler) = Browser::launch(config)
+        let handler_config = chromiumoxide::handler::HandlerConfig {
+            ignore_https_errors: false,
+            viewport: Some(Default::default()),
+            request_timeout: Duration::from_secs(30),
+            ..Default::default()
+        };
+        let launched = super::relay::launch(&config, handler_config, Duration::from_secs(30))
             .await
             .map_err(|e| BrowserError::Launch(format!("{}: {e}", exe.display())))?;
+        let (browser, mut handler) = (launched.browser, launched.handler);
         let handler = tokio::spawn(async move { while handler.next().await.is_some() {} });
         tracing::info!("browser started: {}", exe.display());
         self.spawn_watchdog();
         Ok(Running {
             browser,
             handler,
+            child: launched.child,
+            relay: launched.relay,
             profile,
             sessions: HashMap::new(),
             _default_proxy: default_proxy,
@@ -679,7 +734,8 @@ impl BrowserHub {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .elapsed();
-                if since >= idle {
+                let busy = hub.in_flight.load(std::sync::atomic::Ordering::SeqCst) > 0;
+                if since >= idle && !busy {
                     tracing::info!("browser idle for {} s: closed", since.as_secs());
                     hub.shutdown().await;
                     return;
@@ -702,9 +758,11 @@ async fn close(mut r: Running) {
     if let Err(e) = r.browser.close().await {
         tracing::debug!("closing the browser: {e}");
     }
-    let _ = tokio::time::timeout(Duration::from_secs(5), r.browser.wait()).await;
-    let _ = r.browser.kill().await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), r.child.wait()).await;
+    let _ = r.child.kill().await;
+    let _ = r.child.wait().await;
     r.handler.abort();
+    r.relay.abort();
     let _ = std::fs::remove_dir_all(&r.profile);
 }
 

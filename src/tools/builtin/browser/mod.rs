@@ -16,7 +16,10 @@
 //! - [`world`]: the tools' own JavaScript world in a page, which page scripts cannot observe or
 //!   patch; [`view`]: reading a rendered page (readable text + numbered interactive elements);
 //!   [`navigate`]: loading a URL in a tab of the right zone, stopping a redirect to another site
-//!   after a private read; [`act`]: clicking, typing, selecting, waiting, evaluating.
+//!   after a private read; [`act`]: clicking, typing, selecting, waiting, evaluating;
+//!   [`shot`]: a screenshot the model with vision is shown, sized to its limit.
+//! - [`relay`]: starting Chromium, and the protocol relay that puts its newer messages in the
+//!   shape the client reads.
 //! - [`session`], [`tab`], [`page`]: the three tools.
 //!
 //! Governance (docs/tools.md, "Browser tools"): none of them is offered to a non-owner on a chat
@@ -31,7 +34,9 @@ pub mod act;
 pub mod hub;
 pub mod navigate;
 pub mod page;
+pub mod relay;
 pub mod session;
+pub mod shot;
 pub mod tab;
 pub mod view;
 pub mod world;

@@ -7,7 +7,7 @@
 //! | `click` | `element` | click element N of the last `read` | per site (`click`) | which element, to the page's site |
 //! | `type` | `element`, `text`, `submit?` | replace the field's text (Enter after, with `submit`) | per site (`type`); every time for a secret-shaped text | the text |
 //! | `select` | `element`, `value` | choose an option of a `<select>` | per site (`select`) | the value |
-//! | `screenshot` | | PNG of the viewport, saved under `$ETHAN_HOME/browser/screenshots/` | — | — |
+//! | `screenshot` | | the viewport as a PNG (a JPEG, scaled down if need be, to fit `media.max_image_bytes`), saved under `$ETHAN_HOME/browser/screenshots/`; shown to a model with `model.vision` with the next request | — | — |
 //! | `wait` | `text?`, `ms?` | until `text` shows (at most `ms`, default 10 s) or `ms` passed | — | the text |
 //! | `eval_readonly` | `expression` | a JavaScript expression evaluated with `throwOnSideEffect` | — | the expression |
 //!
@@ -242,6 +242,7 @@ impl Tool for BrowserPage {
         }
     }
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+        let _busy = self.0.busy();
         self.0.note_taint(&ctx.session_key, &ctx.taint);
         let r = self.act(&args, ctx).await;
         view::mark_private(&self.0, &ctx.session_key, &ctx.taint).await;
@@ -351,7 +352,7 @@ impl BrowserPage {
                 Ok((n, value)) => act::select(hub, key, &tab, (n, &read), value, taint).await,
                 Err(e) => e,
             },
-            "screenshot" => act::screenshot(&tab, ctx).await,
+            "screenshot" => super::shot::screenshot(hub, &tab, ctx).await,
             "wait" => {
                 let ms = match opt_u64(args, "ms") {
                     Ok(m) => m,

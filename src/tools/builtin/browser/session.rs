@@ -45,6 +45,7 @@ impl Tool for BrowserSession {
         false
     }
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+        let _busy = self.0.busy();
         let action = match req_str(&args, "action") {
             Ok(a) => a,
             Err(e) => return e,

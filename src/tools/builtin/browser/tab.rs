@@ -84,6 +84,7 @@ impl Tool for BrowserTab {
         false
     }
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+        let _busy = self.0.busy();
         self.0.note_taint(&ctx.session_key, &ctx.taint);
         let r = self.act(&args, ctx).await;
         view::mark_private(&self.0, &ctx.session_key, &ctx.taint).await;

@@ -66,6 +66,9 @@ pub struct BackendInfo {
     pub schema_version: i64,
     /// Migrations this binary knows; a database with more was written by a newer Ethan.
     pub binary_schema_version: i64,
+    /// How the connection is protected ("encrypted (TLSv1.3), verified (sslmode=verify-full,
+    /// …)"); `None` for a file.
+    pub connection: Option<String>,
 }
 
 /// One active session of a key, for a list of conversations (the web page's).

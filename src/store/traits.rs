@@ -476,6 +476,7 @@ impl StoreAdmin for Store {
             server_version: format!("SQLite {}", rusqlite::version()),
             schema_version,
             binary_schema_version: super::migrations::latest_version(),
+            connection: None,
         })
     }
     async fn schema_version(&self) -> Result<i64, StoreError> {

@@ -52,6 +52,7 @@ mod scheduler;
 mod soak;
 mod store_migrate;
 mod store_migration;
+mod store_tls;
 mod streaming_lark;
 mod streaming_model;
 mod streaming_telegram;

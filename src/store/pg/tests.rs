@@ -183,6 +183,10 @@ async fn backend_info_names_the_server_never_the_password() {
     assert!(info.server_version.starts_with("PostgreSQL 1"), "{info:?}");
     assert_eq!(info.schema_version, SCHEMA_VERSION);
     assert_eq!(info.binary_schema_version, SCHEMA_VERSION);
+    assert_eq!(
+        info.connection.as_deref(),
+        Some("not encrypted (no sslmode in store.url)")
+    );
     store.checkpoint().await.unwrap();
 }
 

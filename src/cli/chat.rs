@@ -90,6 +90,7 @@ pub async fn run(
         private_input: None,
         outside_input: None,
         child: None,
+        fence: None,
     };
 
     if let Some(text) = message {

@@ -772,7 +772,9 @@ impl Router {
                 Some(self.out_of_band(&ev, &c).await)
             }
             None => {
-                let (text, draft) = self.run_turn(&ev, is_owner, resumed).await;
+                let Some((text, draft)) = self.run_turn(&ev, is_owner, resumed).await else {
+                    return;
+                };
                 if let Some((mut draft, view)) = draft {
                     match text {
                         Some(text) => {
@@ -877,10 +879,10 @@ impl Router {
         ev: &InboundEvent,
         is_owner: bool,
         resumed: bool,
-    ) -> (Option<String>, Option<(Box<dyn Draft>, DraftView)>) {
+    ) -> Option<(Option<String>, Option<(Box<dyn Draft>, DraftView)>)> {
         let key = ev.session_key();
         let Ok(_slot) = self.turn_slots.clone().acquire_owned().await else {
-            return (None, None);
+            return Some((None, None));
         };
         let cancel = CancellationToken::new();
         self.running
@@ -912,7 +914,14 @@ impl Router {
             });
         }
         let _stop_watch = stop_watch.drop_guard();
-        let typing = self.spawn_typing(ev);
+        // Replicas: the turn acts and sends only while this replica holds the session.
+        let fence = self.fence_for(&key, &cancel);
+        let _fence_watch = fence.as_ref().map(|f| {
+            let done = CancellationToken::new();
+            f.watch(done.clone());
+            done.drop_guard()
+        });
+        let typing = self.spawn_typing(ev, fence.clone());
         let (presenter, events) = match self.open_draft(ev, resumed).await {
             Some(draft) => {
                 let shown = stream::Shown::for_chat(ev.chat.kind, self.agent.executor.registry());
@@ -957,9 +966,32 @@ impl Router {
                 .then(|| "a file the owner sent in the chat".to_string()),
             outside_input: media.outside.take(),
             child: None,
+            fence: fence
+                .clone()
+                .map(|f| Arc::new(f) as Arc<dyn ethan_core::tool::Fence>),
         };
         let reply = self.agent.run_turn_with_cards(&input, &cancel).await;
         drop(input);
+        if let Some(f) = &fence {
+            if !f.holds().await {
+                // Another replica runs this event now: nothing of this turn is sent (the draft
+                // stays as it was), and the event's state is left to that replica.
+                if let Some(p) = presenter {
+                    p.abort();
+                }
+                self.running
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&key);
+                tracing::warn!(
+                    "the turn of {} event {} in {key} ended after this replica lost the \
+                     session; nothing of it is sent",
+                    ev.channel,
+                    ev.event_id
+                );
+                return None;
+            }
+        }
         let draft = match presenter {
             Some(p) => {
                 let draft = p.stop().await;
@@ -1010,14 +1042,24 @@ impl Router {
             other => other,
         };
         drop(media);
-        (text, draft)
+        Some((text, draft))
+    }
+
+    /// Replicas: the fence of a turn of `key` run under its session's lease (`None` without
+    /// replicas, or when the lease is not held here: a turn outside the session's queue).
+    fn fence_for(&self, key: &str, cancel: &CancellationToken) -> Option<super::fence::LeaseFence> {
+        let replica = self.replica.as_ref()?;
+        let lease = crate::store::session_lease(key);
+        replica
+            .holds(&lease)
+            .then(|| super::fence::LeaseFence::new(replica.clone(), lease, cancel.clone()))
     }
 
     /// Run a queued web turn (called by its session's worker, in order) under the cap on turns
     /// in flight; skipped when its client went away while it waited.
     async fn run_web_turn(&self, turn: WebTurn) {
         let WebTurn {
-            input,
+            mut input,
             cancel,
             done,
         } = turn;
@@ -1042,10 +1084,11 @@ impl Router {
                 }
                 if tokio::time::Instant::now() >= deadline {
                     tracing::warn!(
-                        "{key} is busy on another replica for {} s; running this turn anyway",
+                        "{key} is busy on another replica for {} s; this turn is not run",
                         WEB_LEASE_WAIT.as_secs()
                     );
-                    break;
+                    let _ = done.send(busy_elsewhere());
+                    return;
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
@@ -1060,25 +1103,44 @@ impl Router {
                     sender_id: input.user_id.clone(),
                 },
             );
-        let reply = self.agent.run_turn_with_cards(&input, &cancel).await;
+        // Held for the whole turn, fenced like a chat turn.
+        let fence = self.fence_for(&key, &cancel);
+        let _fence_watch = fence.as_ref().map(|f| {
+            let done = CancellationToken::new();
+            f.watch(done.clone());
+            done.drop_guard()
+        });
+        input.fence = fence
+            .clone()
+            .map(|f| Arc::new(f) as Arc<dyn ethan_core::tool::Fence>);
+        let mut reply = self.agent.run_turn_with_cards(&input, &cancel).await;
         self.running
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&key);
+        if let Some(f) = &fence {
+            if !f.holds().await {
+                reply = taken_over();
+            }
+        }
         if let Some((replica, name)) = &lease {
             replica.give_up(name).await;
         }
         let _ = done.send(reply);
     }
 
-    fn spawn_typing(&self, ev: &InboundEvent) -> Typing {
+    fn spawn_typing(&self, ev: &InboundEvent, fence: Option<super::fence::LeaseFence>) -> Typing {
         let msg = OutboundMessage {
             chat: ev.chat.clone(),
             reply_to: None,
             body: OutboundBody::Typing,
             idempotency_key: None,
         };
-        Typing::start(self.channels.get(&ev.channel).cloned(), msg)
+        Typing::start_fenced(
+            self.channels.get(&ev.channel).cloned(),
+            msg,
+            fence.map(|f| Arc::new(f) as Arc<dyn ethan_core::tool::Fence>),
+        )
     }
 
     /// `/approve`, `/deny`, `/claim`: handled at once (a turn may be waiting for them); the reply.
@@ -1310,6 +1372,39 @@ impl InboundSink for RouterSink {
 
     async fn decide(&self, decision: ApprovalDecision) -> ApprovalAck {
         self.0.consent.decide(&decision).await
+    }
+}
+
+/// The answer to a web turn that could not have its session's lease (another replica ran a
+/// turn of it for [`WEB_LEASE_WAIT`]).
+fn busy_elsewhere() -> TurnReply {
+    TurnReply {
+        outcome: TurnOutcome::Failed {
+            user_message: format!(
+                "This conversation is busy on another replica (for over {} s); nothing was \
+                 done. Send your message again in a moment.",
+                WEB_LEASE_WAIT.as_secs()
+            ),
+            detail: "the session's lease is held by another replica".into(),
+        },
+        cards: Vec::new(),
+        refused: false,
+    }
+}
+
+/// The answer to a web turn whose replica lost its session's lease while it ran (paused or
+/// cut off from the database): calls refused from then on did not run.
+fn taken_over() -> TurnReply {
+    TurnReply {
+        outcome: TurnOutcome::Failed {
+            user_message: "This replica lost this conversation while answering (it was paused \
+                           or cut off from the database); what it had not done yet was not \
+                           done. Send your message again."
+                .into(),
+            detail: "the session's lease was lost during the turn".into(),
+        },
+        cards: Vec::new(),
+        refused: false,
     }
 }
 

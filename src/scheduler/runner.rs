@@ -618,6 +618,7 @@ impl Execute for JobExecutor {
             private_input: None,
             outside_input: None,
             child: None,
+            fence: None,
         };
         let reply = self
             .agent

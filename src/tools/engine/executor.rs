@@ -433,6 +433,15 @@ impl Executor {
                     return r;
                 }
             }
+            // The fence: a turn whose replica lost the session (a pause, a partition) acts no
+            // more; the replica that holds the session now runs it.
+            if side_effects {
+                if let Some(fence) = &ctx.services.fence {
+                    if let Err(why) = fence.check().await {
+                        return ToolResult::err(ErrorKind::Denied, why);
+                    }
+                }
+            }
             if side_effects
                 && !self
                     .replay

@@ -47,6 +47,7 @@ mod public_room_lark;
 mod public_room_telegram;
 mod redaction;
 mod replicas;
+mod replicas_figures;
 mod replicas_shared;
 mod sandbox;
 mod scheduler;

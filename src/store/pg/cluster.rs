@@ -6,8 +6,9 @@
 //! (`ethan-pg-<pid>`) and starts `postgres` on 127.0.0.1 and a free port, its socket in the same
 //! directory, with durability off (`fsync`, `synchronous_commit`, `full_page_writes`) for speed.
 //! PostgreSQL refuses to run as root: under euid 0 both run as `nobody`, which owns the
-//! directory. The server is spawned from a thread that lives as long as the process, with
-//! `PR_SET_PDEATHSIG` = `SIGQUIT` (an immediate shutdown) set in the child, so it dies with the
+//! directory. `pg_stat_statements` is loaded when the server has it (for the figures of
+//! BENCHMARKS.md; a database sees it after `CREATE EXTENSION`). The server is spawned from a
+//! thread that lives as long as the process, with `PR_SET_PDEATHSIG` = `SIGQUIT` (an immediate shutdown) set in the child, so it dies with the
 //! test process however that ends; directories of earlier processes that are gone are removed
 //! at the next start.
 //!
@@ -284,10 +285,16 @@ fn start_in(name: &str, tls: Option<(&Path, &Path)>) -> Result<Cluster, ClusterE
         ),
     )
     .map_err(|e| io_err("write pg_hba.conf", e))?;
-    let settings = match tls {
+    let mut settings = match tls {
         Some((cert, key)) => tls_files(&dir, cert, key, owner)?,
         None => Vec::new(),
     };
+    // Statement counts for the figures of BENCHMARKS.md, where the server has the module.
+    let real = std::fs::canonicalize(&postgres).unwrap_or_else(|_| postgres.clone());
+    let lib = real.parent().and_then(Path::parent).map(|d| d.join("lib"));
+    if lib.is_some_and(|l| l.join("pg_stat_statements.so").is_file()) {
+        settings.push("shared_preload_libraries=pg_stat_statements".into());
+    }
     let mut last = String::new();
     for _ in 0..3 {
         let port = free_port()?;

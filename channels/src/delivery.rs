@@ -32,6 +32,51 @@ impl Default for RetryPolicy {
     }
 }
 
+impl RetryPolicy {
+    /// A run of tries by this policy, the first one being made.
+    pub fn tries(&self) -> Tries<'_> {
+        Tries {
+            policy: self,
+            made: 1,
+            delay: self.first_delay,
+        }
+    }
+}
+
+/// Where a run of tries stands: every sender that retries (a message's parts here, a streamed
+/// reply's finish in the daemon) asks it whether a failure is worth another try and how long to
+/// wait first, so the rule is the same for each.
+#[derive(Debug)]
+pub struct Tries<'a> {
+    policy: &'a RetryPolicy,
+    made: u32,
+    delay: Duration,
+}
+
+impl Tries<'_> {
+    /// The tries made so far, the current one included.
+    pub fn made(&self) -> u32 {
+        self.made
+    }
+
+    /// The tries allowed in all.
+    pub fn allowed(&self) -> u32 {
+        self.policy.attempts.max(1)
+    }
+
+    /// After the current try failed with `e`: the pause before the next try (which is then
+    /// counted), or `None` when `e` is not transient or no try is left.
+    pub fn retry_after(&mut self, e: &ChannelError) -> Option<Duration> {
+        if !(retryable(e) && self.made < self.allowed()) {
+            return None;
+        }
+        let delay = self.delay;
+        self.delay = (delay * 2).min(self.policy.max_delay);
+        self.made += 1;
+        Some(delay)
+    }
+}
+
 /// Whether trying again may help: a transport failure, or an API answer 429 or ≥ 500 (for a
 /// [`ChannelError::Partial`], its cause).
 pub fn retryable(e: &ChannelError) -> bool {
@@ -65,17 +110,14 @@ pub async fn send_with_retry(
     msg: &OutboundMessage,
     policy: &RetryPolicy,
 ) -> Result<(u32, SentRef), DeliveryError> {
-    let attempts = policy.attempts.max(1);
-    let mut delay = policy.first_delay;
-    let mut tries = 0;
+    let mut tries = policy.tries();
     let mut sent = SentRef::default();
     let mut next_part = 0;
     loop {
-        tries += 1;
         let e = match channel.send_from(msg, next_part).await {
             Ok(rest) => {
                 sent.message_ids.extend(rest.message_ids);
-                return Ok((tries, sent));
+                return Ok((tries.made(), sent));
             }
             Err(e) => e,
         };
@@ -97,7 +139,8 @@ pub async fn send_with_retry(
             }
             other => other,
         };
-        if !(retryable(&e) && tries < attempts) {
+        let (made, attempts) = (tries.made(), tries.allowed());
+        let Some(delay) = tries.retry_after(&e) else {
             let error = match &e {
                 ChannelError::Partial { .. } => e.to_string(),
                 _ if next_part > 0 => {
@@ -106,22 +149,21 @@ pub async fn send_with_retry(
                 _ => e.to_string(),
             };
             return Err(DeliveryError {
-                attempts: tries,
+                attempts: made,
                 error,
             });
-        }
+        };
         let from = if next_part > 0 {
             format!(" from part {}", next_part + 1)
         } else {
             String::new()
         };
         tracing::warn!(
-            "delivery to {}:{} failed (try {tries} of {attempts}): {e}; retrying{from} in {delay:?}",
+            "delivery to {}:{} failed (try {made} of {attempts}): {e}; retrying{from} in {delay:?}",
             channel.kind(),
             msg.chat.id
         );
         tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(policy.max_delay);
     }
 }
 

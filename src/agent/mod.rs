@@ -324,9 +324,8 @@ impl Agent {
             events: input.events.clone(),
             services: ethan_core::tool::Services {
                 store: Some(self.store.clone()),
-                clock: ethan_core::clock::system(),
-                delegator: None,
                 fence: input.fence.clone(),
+                ..Default::default()
             },
             taint: crate::tools::Taint::of_session(&input.session_key),
             assessment: None,

@@ -95,3 +95,66 @@ impl ethan_core::tool::Fence for LeaseFence {
         ))
     }
 }
+
+impl LeaseFence {
+    /// The fence of a turn of `key` under its session's lease: `None` without replicas, or
+    /// when this replica does not hold the lease (a turn outside the session's queue).
+    pub fn for_turn(
+        replica: Option<&Arc<Replica>>,
+        key: &str,
+        cancel: &CancellationToken,
+    ) -> Option<LeaseFence> {
+        let replica = replica?;
+        let lease = crate::store::session_lease(key);
+        replica
+            .holds(&lease)
+            .then(|| LeaseFence::new(replica.clone(), lease, cancel.clone()))
+    }
+
+    /// [`LeaseFence::watch`] until the returned guard is dropped.
+    pub fn watching(&self) -> tokio_util::sync::DropGuard {
+        let done = CancellationToken::new();
+        self.watch(done.clone());
+        done.drop_guard()
+    }
+
+    /// This fence as the executor's and the typing indicator's.
+    pub fn shared(&self) -> Arc<dyn ethan_core::tool::Fence> {
+        Arc::new(self.clone())
+    }
+}
+
+/// The answer to a web turn that could not have its session's lease within `wait` (another
+/// replica ran a turn of it all that time): nothing was done.
+pub fn busy_elsewhere(wait: Duration) -> crate::agent::TurnReply {
+    failed(
+        format!(
+            "This conversation is busy on another replica (for over {} s); nothing was done. \
+             Send your message again in a moment.",
+            wait.as_secs()
+        ),
+        "the session's lease is held by another replica",
+    )
+}
+
+/// The answer to a web turn whose replica lost its session's lease while it ran (paused or cut
+/// off from the database): calls refused from then on did not run.
+pub fn taken_over() -> crate::agent::TurnReply {
+    failed(
+        "This replica lost this conversation while answering (it was paused or cut off from the \
+         database); what it had not done yet was not done. Send your message again."
+            .into(),
+        "the session's lease was lost during the turn",
+    )
+}
+
+fn failed(user_message: String, detail: &str) -> crate::agent::TurnReply {
+    crate::agent::TurnReply {
+        outcome: crate::agent::TurnOutcome::Failed {
+            user_message,
+            detail: detail.into(),
+        },
+        cards: Vec::new(),
+        refused: false,
+    }
+}

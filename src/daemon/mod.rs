@@ -216,6 +216,14 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
         loaded.config.store.lease_secs,
         2 * MAX_CONCURRENT_TURNS,
     );
+    let parts = router::Parts {
+        store: store.clone(),
+        config: loaded.clone(),
+        agent: agent.clone(),
+        consent: consent.clone(),
+        channels: channels.clone(),
+        max_turns: MAX_CONCURRENT_TURNS,
+    };
     let router = match &replica {
         Some(r) => {
             consent.share(store.shared());
@@ -224,22 +232,9 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
                 r.id,
                 r.lease.as_secs()
             );
-            router::Router::replicated(
-                store.clone(),
-                agent.clone(),
-                consent.clone(),
-                channels.clone(),
-                MAX_CONCURRENT_TURNS,
-                r.clone(),
-            )
+            router::Router::replicated(parts, r.clone())
         }
-        None => router::Router::new(
-            store.clone(),
-            agent.clone(),
-            consent.clone(),
-            channels.clone(),
-            MAX_CONCURRENT_TURNS,
-        ),
+        None => router::Router::new(parts),
     };
     let sink: Arc<dyn InboundSink> = Arc::new(router::RouterSink(router.clone()));
     let state: Arc<dyn StateStore> = Arc::new(crate::store::KvState(store.shared()));

@@ -182,5 +182,8 @@ async fn statements_per_plain_turn_of_one_replica() {
             "NOT met"
         }
     );
-    assert!(per_turn > 0.0, "no statement counted: is pg_stat_statements tracking?");
+    assert!(
+        per_turn > 0.0,
+        "no statement counted: is pg_stat_statements tracking?"
+    );
 }

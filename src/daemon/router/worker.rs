@@ -288,7 +288,7 @@ impl Router {
         ev: &InboundEvent,
         is_owner: bool,
         resumed: bool,
-    ) -> Option<(Option<String>, Option<(Box<dyn Draft>, DraftView)>)> {
+    ) -> Option<TurnEnd> {
         let key = ev.session_key();
         let Ok(_slot) = self.turn_slots.clone().acquire_owned().await else {
             return Some((None, None));
@@ -406,11 +406,7 @@ impl Router {
     /// The end of a turn whose replica lost the session (see [`LeaseFence`]): another replica
     /// runs its event now, so nothing of it is sent (a streamed draft stays as it was) and the
     /// event's state is left to that replica.
-    fn fenced(
-        &self,
-        ev: &InboundEvent,
-        presenter: Option<Presenter>,
-    ) -> Option<(Option<String>, Option<(Box<dyn Draft>, DraftView)>)> {
+    fn fenced(&self, ev: &InboundEvent, presenter: Option<Presenter>) -> Option<TurnEnd> {
         if let Some(p) = presenter {
             p.abort();
         }
@@ -530,6 +526,10 @@ impl Router {
         )
     }
 }
+
+/// What a turn ends with: the reply text (`None`: nothing to say) and the streamed draft with
+/// what it showed last, when the channel streams.
+type TurnEnd = (Option<String>, Option<(Box<dyn Draft>, DraftView)>);
 
 /// A trace id stable for an inbound event, so a turn re-run after a crash keeps its trace (and
 /// its replay keys). The send time is part of it: a platform event id reused later (Telegram

@@ -44,6 +44,7 @@ needs=(
   "have_venv|python3-venv|python3's venv module: the MCP time server is installed into a venv"
   "have_postgres|postgresql|PostgreSQL's server binaries (initdb, postgres) and its pg_trgm extension (Debian ships both in postgresql-NN): the PostgreSQL store's tests start a cluster of their own, and tests/suite/knowledge_shared.rs checks that the shared knowledge index uses pg_trgm"
   "have_chromium|chromium|Chromium: tests/suite/browser.rs drives it through the browser tools, tests/suite/web_page.rs and attack_web_page*.rs drive the gateway's web page in it"
+  "have openssl|openssl|openssl: tests/suite/store_tls.rs makes a test CA and a server certificate with it"
   "have node|nodejs|node: the MCP test server server-everything runs on it"
   "have npm|npm|npm: tests/tools/install.sh installs server-everything with it"
 )

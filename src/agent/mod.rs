@@ -71,6 +71,9 @@ pub struct TurnInput {
     /// A sub-agent's turn: the agent named by `delegate` (else the bindings choose), the tools
     /// it may use (a subset of its parent's), its depth (1 or 2) and how approvals name it.
     pub child: Option<ChildTurn>,
+    /// Asked before each call with side effects ([`ethan_core::tool::Fence`]): with replicas,
+    /// whether this replica still holds the session's lease. `None`: always allowed.
+    pub fence: Option<Arc<dyn ethan_core::tool::Fence>>,
 }
 
 /// What makes a turn a sub-agent's ([`TurnInput::child`]).
@@ -327,8 +330,8 @@ impl Agent {
             events: input.events.clone(),
             services: ethan_core::tool::Services {
                 store: Some(self.store.clone()),
-                clock: ethan_core::clock::system(),
-                delegator: None,
+                fence: input.fence.clone(),
+                ..Default::default()
             },
             taint: crate::tools::Taint::of_session(&input.session_key),
             assessment: None,

@@ -208,10 +208,15 @@ async fn store_check(
             None
         }
         Ok(i) => {
+            let connection = i
+                .connection
+                .as_deref()
+                .map(|c| format!("; connection {c}"))
+                .unwrap_or_default();
             r.ok(
                 "store",
                 format!(
-                    "{} {} ({}), schema {}",
+                    "{} {} ({}), schema {}{connection}",
                     i.backend, i.location, i.server_version, i.schema_version
                 ),
             );
@@ -221,7 +226,7 @@ async fn store_check(
                     format!(
                         "the connection to {host} is not encrypted (chat contents and, with \
                          password authentication, the password cross the network in clear): \
-                         add ?sslmode=require to store.url"
+                         add ?sslmode=verify-full&sslrootcert=CA.pem to store.url"
                     ),
                 );
             }
@@ -238,15 +243,15 @@ async fn store_check(
 }
 
 /// The host of a PostgreSQL `store.url` that is neither loopback nor a Unix socket and is
-/// reached without `sslmode=require`.
+/// reached without TLS (no `sslmode`, `disable` or `allow`).
 fn plaintext_remote(store: &crate::config::StoreConfig) -> Option<String> {
     if !store.is_postgres() {
         return None;
     }
     let url = reqwest::Url::parse(store.url.expose().trim()).ok()?;
-    let tls = url
-        .query_pairs()
-        .any(|(k, v)| k == "sslmode" && v == "require");
+    let tls = url.query_pairs().any(|(k, v)| {
+        (k == "sslmode" && !matches!(&*v, "disable" | "allow")) || k == "sslrootcert"
+    });
     let host = url.host_str().unwrap_or("").to_string();
     let local = host.is_empty()
         || host == "localhost"
@@ -517,12 +522,20 @@ mod tests {
 
     #[test]
     fn a_remote_store_without_tls_is_named() {
-        assert_eq!(
-            plaintext_remote(&store("postgres://u:p@db.internal:5432/e")).as_deref(),
-            Some("db.internal")
-        );
+        for named in [
+            "postgres://u:p@db.internal:5432/e",
+            "postgres://u:p@db.internal:5432/e?sslmode=disable",
+        ] {
+            assert_eq!(
+                plaintext_remote(&store(named)).as_deref(),
+                Some("db.internal"),
+                "{named}"
+            );
+        }
         for quiet in [
             "postgres://u:p@db.internal/e?sslmode=require",
+            "postgres://u:p@db.internal/e?sslmode=verify-full&sslrootcert=/ca.pem",
+            "postgres://u:p@db.internal/e?sslmode=prefer",
             "postgres://u:p@127.0.0.1:5432/e",
             "postgres://u:p@localhost/e",
             "postgres://u:p@[::1]/e",

@@ -314,6 +314,32 @@ impl Consent {
             .collect()
     }
 
+    /// [`Self::pending_for`] and, with replicas, the requests waiting on the others (found in
+    /// the shared store): what `/approve` without an id may mean wherever it is taken in.
+    pub async fn waiting_for(
+        &self,
+        channel: ChannelKind,
+        chat_id: &str,
+        owner: Option<&str>,
+    ) -> Vec<String> {
+        let mut ids = self.pending_for(channel, chat_id, owner);
+        let Some(store) = self.shared.get() else {
+            return ids;
+        };
+        let since = chrono::Utc::now().timestamp() - self.timeout.as_secs() as i64;
+        match shared::waiting(&**store, channel, chat_id, owner, since).await {
+            Ok(more) => {
+                for id in more {
+                    if !ids.contains(&id) {
+                        ids.push(id);
+                    }
+                }
+            }
+            Err(e) => tracing::warn!("cannot look for approvals waiting on other replicas: {e}"),
+        }
+        ids
+    }
+
     /// A button press or `/approve`/`/deny`. Only the owner's answer counts, and on a chat
     /// platform only when given in the chat the request was posted in (`d.chat_id`); a press
     /// elsewhere is refused with a toast and leaves the request waiting. Web answers come from
@@ -460,6 +486,7 @@ impl Consent {
             chat_id: chat_id.to_string(),
             answerer: answerer.map(str::to_string),
             tool: tool.to_string(),
+            asked_at: chrono::Utc::now().timestamp(),
         };
         if let Err(e) = shared::publish(&**store, id, &req).await {
             tracing::warn!(

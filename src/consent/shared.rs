@@ -24,6 +24,10 @@ pub struct SharedRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answerer: Option<String>,
     pub tool: String,
+    /// When it was asked (Unix seconds; 0 in a record of an older version): a record older
+    /// than the consent timeout is one its replica did not live to forget.
+    #[serde(default)]
+    pub asked_at: i64,
 }
 
 fn request_key(id: &str) -> String {
@@ -49,6 +53,34 @@ pub async fn request(store: &dyn KvStore, id: &str) -> Result<Option<SharedReque
         .kv_get(&request_key(id))
         .await?
         .and_then(|v| serde_json::from_str(&v).ok()))
+}
+
+/// The most requests [`waiting`] reads.
+const LIST_AT_MOST: usize = 200;
+
+/// The ids of requests waiting on any replica that `/approve` without an id in `chat_id` of
+/// `channel` may mean: those posted in that chat and, when `owner` is given (the owner's
+/// direct chat), those sent to `owner` in private; asked at or after `since` (Unix seconds).
+pub async fn waiting(
+    store: &dyn KvStore,
+    channel: ChannelKind,
+    chat_id: &str,
+    owner: Option<&str>,
+    since: i64,
+) -> Result<Vec<String>, StoreError> {
+    let prefix = request_key("");
+    Ok(store
+        .kv_list(&prefix, LIST_AT_MOST)
+        .await?
+        .into_iter()
+        .filter_map(|(key, value)| {
+            let req: SharedRequest = serde_json::from_str(&value).ok()?;
+            let here =
+                req.chat_id == chat_id || (owner.is_some() && req.answerer.as_deref() == owner);
+            (req.channel == channel && here && req.asked_at >= since)
+                .then(|| key[prefix.len()..].to_string())
+        })
+        .collect())
 }
 
 /// Answer request `id`: the request is taken (deleted and read in one statement, so of two

@@ -5,6 +5,7 @@
 
 pub mod access;
 pub mod commands;
+pub mod fence;
 pub mod group_view;
 pub mod open_store;
 pub mod owner_hint;

@@ -148,6 +148,28 @@ impl Replica {
         }
     }
 
+    /// Whether this replica still holds `name`, asked of the store (the fence before a side
+    /// effect or a send): held without a break since it was taken, and extended by the lease
+    /// time. A lease found lost, or a store that cannot say, counts as lost: it is dropped here
+    /// and given up, so a sweep (here or on another replica) runs the session's events again.
+    pub async fn confirm(&self, name: &str) -> bool {
+        if !self.holds(name) {
+            return false;
+        }
+        let why = match self
+            .store
+            .confirm_lease(name, &self.id, self.lease.as_secs())
+            .await
+        {
+            Ok(true) => return true,
+            Ok(false) => "it expired (this replica was paused or cut off from the database)".into(),
+            Err(e) => format!("the store cannot confirm it: {e}"),
+        };
+        tracing::warn!("this replica lost the lease {name}: {why}");
+        self.give_up(name).await;
+        false
+    }
+
     /// Whether this replica believes it holds `name`.
     pub fn holds(&self, name: &str) -> bool {
         self.held().contains_key(name)

@@ -114,6 +114,12 @@ impl Presenter {
             }
         }
     }
+
+    /// Stop at once, without a last update of the draft (the turn's replica lost the session:
+    /// another replica answers).
+    pub fn abort(self) {
+        self.task.abort();
+    }
 }
 
 /// A tool name as the model wrote it, made safe to show in a chat: only `[A-Za-z0-9_.-]` kept

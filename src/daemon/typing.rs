@@ -24,19 +24,35 @@ impl Typing {
     /// Send `msg` (an [`ethan_channels::OutboundBody::Typing`]) on `channel` now and every
     /// [`TYPING_EVERY`]; without a channel, nothing is sent.
     pub fn start(channel: Option<Arc<dyn Channel>>, msg: OutboundMessage) -> Self {
-        Self::start_every(channel, msg, TYPING_EVERY)
+        Self::start_every(channel, msg, TYPING_EVERY, None)
+    }
+
+    /// [`Typing::start`], each send first asking `fence` (replicas: a turn whose replica lost
+    /// the session sends no indicator either); the first refusal ends it.
+    pub fn start_fenced(
+        channel: Option<Arc<dyn Channel>>,
+        msg: OutboundMessage,
+        fence: Option<Arc<dyn ethan_core::tool::Fence>>,
+    ) -> Self {
+        Self::start_every(channel, msg, TYPING_EVERY, fence)
     }
 
     fn start_every(
         channel: Option<Arc<dyn Channel>>,
         msg: OutboundMessage,
         every: Duration,
+        fence: Option<Arc<dyn ethan_core::tool::Fence>>,
     ) -> Self {
         let stop = CancellationToken::new();
         let task = channel.map(|ch| {
             let stop = stop.clone();
             tokio::spawn(async move {
                 while !stop.is_cancelled() {
+                    if let Some(fence) = &fence {
+                        if fence.check().await.is_err() {
+                            break;
+                        }
+                    }
                     if let Err(e) = ch.send(&msg).await {
                         tracing::debug!("typing indicator failed: {e}");
                     }
@@ -141,7 +157,7 @@ mod tests {
     #[tokio::test]
     async fn stop_lets_a_send_in_flight_finish_and_sends_nothing_after() {
         let ch = slow(Duration::from_millis(300));
-        let typing = Typing::start_every(Some(ch.clone()), typing_msg(), EVERY);
+        let typing = Typing::start_every(Some(ch.clone()), typing_msg(), EVERY, None);
         // Refreshed while the turn runs (each send takes 300 ms, so one is most likely in
         // flight when the turn ends).
         tokio::time::sleep(Duration::from_millis(800)).await;
@@ -160,7 +176,7 @@ mod tests {
     #[tokio::test]
     async fn a_dropped_indicator_sends_nothing_more() {
         let ch = slow(Duration::from_secs(2));
-        let typing = Typing::start_every(Some(ch.clone()), typing_msg(), EVERY);
+        let typing = Typing::start_every(Some(ch.clone()), typing_msg(), EVERY, None);
         while ch.begun.load(Ordering::SeqCst) == 0 {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }

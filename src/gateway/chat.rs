@@ -148,6 +148,7 @@ pub async fn chat(
         private_input: None,
         outside_input: None,
         child: None,
+        fence: None,
     };
     let turns = s.turns.clone();
     let c2 = cancel.clone();

@@ -113,6 +113,14 @@ pub fn process_identity() -> String {
     format!("{host}:{}", std::process::id())
 }
 
+/// The user id of a job's creator (`telegram:4242` → `4242`).
+fn creator_user(creator: &str) -> String {
+    creator
+        .split_once(':')
+        .map_or(creator, |(_, u)| u)
+        .to_string()
+}
+
 /// Whether process `pid` is gone (this host only).
 fn process_gone(pid: i32) -> bool {
     if pid <= 0 {
@@ -598,11 +606,7 @@ impl Execute for JobExecutor {
             session_key: session_key(&job.id),
             channel: target.as_ref().map_or(ChannelKind::Terminal, |t| t.channel),
             chat_id: job.chat_id.clone(),
-            user_id: job
-                .creator
-                .split_once(':')
-                .map_or(job.creator.as_str(), |(_, u)| u)
-                .to_string(),
+            user_id: creator_user(&job.creator),
             // Only the owner can create a job (a consented side effect).
             is_owner: true,
             text: run_text(job, claim.scheduled_for, &zone),
@@ -618,6 +622,7 @@ impl Execute for JobExecutor {
             private_input: None,
             outside_input: None,
             child: None,
+            fence: None,
         };
         let reply = self
             .agent

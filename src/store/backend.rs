@@ -66,6 +66,9 @@ pub struct BackendInfo {
     pub schema_version: i64,
     /// Migrations this binary knows; a database with more was written by a newer Ethan.
     pub binary_schema_version: i64,
+    /// How the connection is protected ("encrypted (TLSv1.3), verified (sslmode=verify-full,
+    /// …)"); `None` for a file.
+    pub connection: Option<String>,
 }
 
 /// One active session of a key, for a list of conversations (the web page's).
@@ -139,7 +142,7 @@ pub trait ReplicaStore: Send + Sync {
         Ok(true)
     }
     /// Extend the leases of `names` that `holder` still holds by `secs` seconds; returns the
-    /// names it no longer holds (expired and taken by another).
+    /// names it no longer holds (expired, whether or not another took them).
     async fn renew_leases(
         &self,
         _names: &[String],
@@ -147,6 +150,17 @@ pub trait ReplicaStore: Send + Sync {
         _secs: u64,
     ) -> Result<Vec<String>, StoreError> {
         Ok(Vec::new())
+    }
+    /// Whether `holder` holds the lease `name` without a break (it has not expired since it
+    /// was taken or last renewed), extending it by `secs` seconds when it does. A lease that
+    /// expired is not held, even if nobody took it: another replica may have seen it free.
+    async fn confirm_lease(
+        &self,
+        _name: &str,
+        _holder: &str,
+        _secs: u64,
+    ) -> Result<bool, StoreError> {
+        Ok(true)
     }
     /// Give the lease up (if `holder` holds it).
     async fn release_lease(&self, _name: &str, _holder: &str) -> Result<(), StoreError> {

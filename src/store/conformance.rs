@@ -311,6 +311,26 @@ pub(crate) async fn kv(s: &dyn DaemonStore) {
     assert_eq!(s.kv_take("t").await.unwrap().as_deref(), Some("v"));
     assert_eq!(s.kv_take("t").await.unwrap(), None);
     assert_eq!(s.kv_get("t").await.unwrap(), None);
+    // Listing by prefix: literal (no wildcard, case kept), in key order, bounded.
+    for (k, v) in [
+        ("p.b", "2"),
+        ("p.a", "1"),
+        ("P.c", "3"),
+        ("p%x", "4"),
+        ("q", "5"),
+    ] {
+        s.kv_set(k, v).await.unwrap();
+    }
+    let listed = s.kv_list("p.", 10).await.unwrap();
+    assert_eq!(
+        listed,
+        vec![
+            ("p.a".to_string(), "1".to_string()),
+            ("p.b".into(), "2".into())
+        ]
+    );
+    assert_eq!(s.kv_list("p%", 10).await.unwrap().len(), 1);
+    assert_eq!(s.kv_list("p.", 1).await.unwrap().len(), 1);
 }
 
 fn entry(session: &str, started_ms: i64, tool: &str) -> AuditEntry {

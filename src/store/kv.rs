@@ -43,6 +43,25 @@ impl Db {
             .optional()
             .op("kv take")
     }
+
+    /// Keys starting with `prefix`, with their values (see
+    /// [`ethan_core::store::KvStore::kv_list`]).
+    pub fn kv_list(&self, prefix: &str, limit: usize) -> Result<Vec<(String, String)>, StoreError> {
+        // Not LIKE: SQLite's is case-insensitive.
+        self.conn()
+            .prepare_cached(
+                "SELECT key, value FROM kv WHERE substr(key, 1, length(?1)) = ?1
+                 ORDER BY key LIMIT ?2",
+            )
+            .and_then(|mut st| {
+                st.query_map(
+                    rusqlite::params![prefix, i64::try_from(limit).unwrap_or(i64::MAX)],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )?
+                .collect()
+            })
+            .op("kv list")
+    }
 }
 
 #[cfg(test)]

@@ -73,6 +73,15 @@ impl KvStore for Store {
         let key = key.to_owned();
         self.call("kv take", move |db| db.kv_take(&key)).await
     }
+    async fn kv_list(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let prefix = prefix.to_owned();
+        self.call("kv list", move |db| db.kv_list(&prefix, limit))
+            .await
+    }
 }
 
 /// Any store's kv table as the channels' adapter state (the Telegram offset, Lark's seen
@@ -476,6 +485,7 @@ impl StoreAdmin for Store {
             server_version: format!("SQLite {}", rusqlite::version()),
             schema_version,
             binary_schema_version: super::migrations::latest_version(),
+            connection: None,
         })
     }
     async fn schema_version(&self) -> Result<i64, StoreError> {

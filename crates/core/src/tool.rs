@@ -186,17 +186,29 @@ pub struct Services {
     pub clock: ClockRef,
     /// Runs sub-agents for `delegate` (the agent loop of this turn); `None` where there is none.
     pub delegator: Option<std::sync::Arc<dyn Delegator>>,
+    /// Asked before each call with side effects runs; `None`: the turn may always act.
+    pub fence: Option<std::sync::Arc<dyn Fence>>,
 }
 
 impl Default for Services {
-    /// No store; the system clock; no sub-agents.
+    /// No store; the system clock; no sub-agents; no fence.
     fn default() -> Self {
         Self {
             store: None,
             clock: crate::clock::system(),
             delegator: None,
+            fence: None,
         }
     }
+}
+
+/// Whether a turn may still act. With replicas sharing a store, a turn runs while its replica
+/// holds the session's lease; a replica that lost it (paused, or cut off from the database,
+/// past the lease) must not cause a side effect for that turn: another replica runs it.
+#[async_trait]
+pub trait Fence: Send + Sync + std::fmt::Debug {
+    /// `Err(why)` when the turn may no longer act (it is then cancelled); asks the store.
+    async fn check(&self) -> Result<(), String>;
 }
 
 /// What `delegate` asks for: a task for a child agent, optionally a configured agent to run it

@@ -216,7 +216,10 @@ impl Router {
                     None => {
                         // In a direct chat, also the requests sent there in private.
                         let direct = (ev.chat.kind == ChatKind::Direct).then_some(&*ev.sender.id);
-                        let waiting = self.consent.pending_for(ev.channel, &ev.chat.id, direct);
+                        let waiting = self
+                            .consent
+                            .waiting_for(ev.channel, &ev.chat.id, direct)
+                            .await;
                         match waiting.as_slice() {
                             [one] => one.clone(),
                             [] => return "No approval is waiting here.".into(),

@@ -8,6 +8,7 @@ use crate::agent::agents::Place;
 use crate::agent::{TurnInput, TurnOutcome, TurnReply};
 use crate::daemon::access::Access;
 use crate::daemon::commands::{self, Command};
+use crate::daemon::fence::{self, LeaseFence};
 use crate::daemon::stream::{self, Presenter};
 use crate::daemon::typing::Typing;
 use crate::store::inbound::UnconfirmedReply;
@@ -196,7 +197,9 @@ impl Router {
         let reply_text = match commands::parse(&ev.text) {
             Some(cmd) => Some(self.command_reply(&ev, &cmd, is_owner).await),
             None => {
-                let (text, draft) = self.run_turn(&ev, is_owner, resumed).await;
+                let Some((text, draft)) = self.run_turn(&ev, is_owner, resumed).await else {
+                    return;
+                };
                 if let Some((mut draft, view)) = draft {
                     match text {
                         Some(text) => {
@@ -287,10 +290,10 @@ impl Router {
         ev: &InboundEvent,
         is_owner: bool,
         resumed: bool,
-    ) -> (Option<String>, Option<(Box<dyn Draft>, DraftView)>) {
+    ) -> Option<TurnEnd> {
         let key = ev.session_key();
         let Ok(_slot) = self.turn_slots.clone().acquire_owned().await else {
-            return (None, None);
+            return Some((None, None));
         };
         let cancel = CancellationToken::new();
         self.running
@@ -304,7 +307,10 @@ impl Router {
                 },
             );
         let _stop_watch = self.watch_remote_stop(ev, &cancel).await;
-        let typing = self.spawn_typing(ev);
+        // Replicas: the turn acts and sends only while this replica holds the session.
+        let fence = LeaseFence::for_turn(self.replica.as_ref(), &key, &cancel);
+        let _fence_watch = fence.as_ref().map(LeaseFence::watching);
+        let typing = self.spawn_typing(ev, fence.as_ref());
         let (presenter, events) = match self.open_draft(ev, resumed).await {
             Some(draft) => {
                 let shown = stream::Shown::for_chat(ev.chat.kind, self.agent.executor.registry());
@@ -342,9 +348,15 @@ impl Router {
                 .then(|| "a file the owner sent in the chat".to_string()),
             outside_input: media.outside.take(),
             child: None,
+            fence: fence.as_ref().map(LeaseFence::shared),
         };
         let reply = self.agent.run_turn_with_cards(&input, &cancel).await;
         drop(input);
+        if let Some(f) = &fence {
+            if !f.holds().await {
+                return self.fenced(ev, presenter);
+            }
+        }
         let draft = match presenter {
             Some(p) => {
                 let draft = p.stop().await;
@@ -390,7 +402,28 @@ impl Router {
             other => other,
         };
         drop(media);
-        (text, draft)
+        Some((text, draft))
+    }
+
+    /// The end of a turn whose replica lost the session (see [`LeaseFence`]): another replica
+    /// runs its event now, so nothing of it is sent (a streamed draft stays as it was) and the
+    /// event's state is left to that replica.
+    fn fenced(&self, ev: &InboundEvent, presenter: Option<Presenter>) -> Option<TurnEnd> {
+        if let Some(p) = presenter {
+            p.abort();
+        }
+        let key = ev.session_key();
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&key);
+        tracing::warn!(
+            "the turn of {} event {} in {key} ended after this replica lost the session; \
+             nothing of it is sent",
+            ev.channel,
+            ev.event_id
+        );
+        None
     }
 
     /// Replicas: a `/stop` taken in by another replica reaches the turn of `ev` through the
@@ -417,7 +450,7 @@ impl Router {
     /// in flight; skipped when its client went away while it waited.
     async fn run_web_turn(&self, turn: WebTurn) {
         let WebTurn {
-            input,
+            mut input,
             cancel,
             done,
         } = turn;
@@ -442,10 +475,11 @@ impl Router {
                 }
                 if tokio::time::Instant::now() >= deadline {
                     tracing::warn!(
-                        "{key} is busy on another replica for {} s; running this turn anyway",
+                        "{key} is busy on another replica for {} s; this turn is not run",
                         WEB_LEASE_WAIT.as_secs()
                     );
-                    break;
+                    let _ = done.send(fence::busy_elsewhere(WEB_LEASE_WAIT));
+                    return;
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
@@ -460,27 +494,44 @@ impl Router {
                     sender_id: input.user_id.clone(),
                 },
             );
-        let reply = self.agent.run_turn_with_cards(&input, &cancel).await;
+        // Held for the whole turn, fenced like a chat turn.
+        let fence = LeaseFence::for_turn(self.replica.as_ref(), &key, &cancel);
+        let _fence_watch = fence.as_ref().map(LeaseFence::watching);
+        input.fence = fence.as_ref().map(LeaseFence::shared);
+        let mut reply = self.agent.run_turn_with_cards(&input, &cancel).await;
         self.running
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&key);
+        if let Some(f) = &fence {
+            if !f.holds().await {
+                reply = fence::taken_over();
+            }
+        }
         if let Some((replica, name)) = &lease {
             replica.give_up(name).await;
         }
         let _ = done.send(reply);
     }
 
-    fn spawn_typing(&self, ev: &InboundEvent) -> Typing {
+    fn spawn_typing(&self, ev: &InboundEvent, fence: Option<&LeaseFence>) -> Typing {
         let msg = OutboundMessage {
             chat: ev.chat.clone(),
             reply_to: None,
             body: OutboundBody::Typing,
             idempotency_key: None,
         };
-        Typing::start(self.channels.get(&ev.channel).cloned(), msg)
+        Typing::start_fenced(
+            self.channels.get(&ev.channel).cloned(),
+            msg,
+            fence.map(LeaseFence::shared),
+        )
     }
 }
+
+/// What a turn ends with: the reply text (`None`: nothing to say) and the streamed draft with
+/// what it showed last, when the channel streams.
+type TurnEnd = (Option<String>, Option<(Box<dyn Draft>, DraftView)>);
 
 /// A trace id stable for an inbound event, so a turn re-run after a crash keeps its trace (and
 /// its replay keys). The send time is part of it: a platform event id reused later (Telegram

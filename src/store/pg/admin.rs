@@ -19,6 +19,39 @@ impl PgStore {
         row.try_get(0).map_err(|e| pg_error(op, &e))
     }
 
+    /// How this store's connections are protected, as the server sees one of them
+    /// (`pg_stat_ssl`): "encrypted (TLSv1.3), verified (sslmode=verify-full, CA …)", or "not
+    /// encrypted (…)". A connection the server reports as plain text although TLS was asked
+    /// for is an error (it cannot happen: the client refuses it).
+    pub async fn connection_security(&self) -> Result<String, StoreError> {
+        let op = "connection security";
+        let client = self.client(op).await?;
+        let row = client
+            .query_opt(
+                "SELECT ssl, version FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                &[],
+            )
+            .await
+            .map_err(|e| pg_error(op, &e))?;
+        let (ssl, version): (bool, Option<String>) = match row {
+            Some(r) => (
+                r.try_get(0).map_err(|e| pg_error(op, &e))?,
+                r.try_get(1).map_err(|e| pg_error(op, &e))?,
+            ),
+            None => (false, None),
+        };
+        let asked = self.tls().mode != super::tls::SslMode::Disable;
+        if asked && !ssl {
+            return Err(StoreError::Backend {
+                op,
+                message: "the server reports this connection as not encrypted although \
+                          store.url asks for TLS"
+                    .into(),
+            });
+        }
+        Ok(self.tls().describe(version.as_deref()))
+    }
+
     /// This handle as the daemon's store handle.
     pub fn daemon(&self) -> DaemonStoreRef {
         std::sync::Arc::new(self.clone())
@@ -67,6 +100,7 @@ impl StoreAdmin for PgStore {
             server_version: format!("PostgreSQL {}", self.server_version().await?),
             schema_version: self.schema_version().await?,
             binary_schema_version: SCHEMA_VERSION,
+            connection: Some(self.connection_security().await?),
         })
     }
 

@@ -6,8 +6,9 @@
 //! (`ethan-pg-<pid>`) and starts `postgres` on 127.0.0.1 and a free port, its socket in the same
 //! directory, with durability off (`fsync`, `synchronous_commit`, `full_page_writes`) for speed.
 //! PostgreSQL refuses to run as root: under euid 0 both run as `nobody`, which owns the
-//! directory. The server is spawned from a thread that lives as long as the process, with
-//! `PR_SET_PDEATHSIG` = `SIGQUIT` (an immediate shutdown) set in the child, so it dies with the
+//! directory. `pg_stat_statements` is loaded when the server has it (for the figures of
+//! BENCHMARKS.md; a database sees it after `CREATE EXTENSION`). The server is spawned from a
+//! thread that lives as long as the process, with `PR_SET_PDEATHSIG` = `SIGQUIT` (an immediate shutdown) set in the child, so it dies with the
 //! test process however that ends; directories of earlier processes that are gone are removed
 //! at the next start.
 //!
@@ -156,7 +157,8 @@ fn nobody() -> Result<(u32, u32), ClusterError> {
     Ok(unsafe { ((*pw).pw_uid, (*pw).pw_gid) })
 }
 
-/// Remove `ethan-pg-<pid>` directories of processes that no longer run.
+/// Remove `ethan-pg-<pid>` (and `ethan-pg-<pid>-<name>`) directories of processes that no
+/// longer run.
 fn remove_stale(temp: &Path) {
     let Ok(entries) = std::fs::read_dir(temp) else {
         return;
@@ -166,7 +168,7 @@ fn remove_stale(temp: &Path) {
         let Some(pid) = name
             .to_str()
             .and_then(|n| n.strip_prefix("ethan-pg-"))
-            .and_then(|p| p.parse::<i32>().ok())
+            .and_then(|p| p.split('-').next()?.parse::<i32>().ok())
         else {
             continue;
         };
@@ -194,10 +196,52 @@ fn command(bin: &Path, dir: &Path, owner: Option<(u32, u32)>) -> Command {
 }
 
 fn start() -> Result<Cluster, ClusterError> {
+    start_in(&format!("ethan-pg-{}", std::process::id()), None)
+}
+
+/// Another throwaway server (in `ethan-pg-<pid>-<name>`, gone with the process like the
+/// process's cluster), serving TLS with the PEM files `cert` (the server's certificate, with
+/// any intermediates) and `key` (its private key), copied into its directory. Plain-text
+/// connections are accepted too: the client decides.
+pub fn start_tls(name: &str, cert: &Path, key: &Path) -> Result<Cluster, ClusterError> {
+    start_in(
+        &format!("ethan-pg-{}-{name}", std::process::id()),
+        Some((cert, key)),
+    )
+}
+
+/// The server's TLS files copied into `dir` (owned by `owner`, the key mode 0600 as
+/// PostgreSQL demands); the settings that use them.
+fn tls_files(
+    dir: &Path,
+    cert: &Path,
+    key: &Path,
+    owner: Option<(u32, u32)>,
+) -> Result<Vec<String>, ClusterError> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut settings = vec!["ssl=on".to_string()];
+    for (from, name, setting) in [
+        (cert, "server.crt", "ssl_cert_file"),
+        (key, "server.key", "ssl_key_file"),
+    ] {
+        let to = dir.join(name);
+        std::fs::copy(from, &to).map_err(|e| io_err(&format!("copy {}", from.display()), e))?;
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| io_err(&format!("chmod {}", to.display()), e))?;
+        if let Some((uid, gid)) = owner {
+            std::os::unix::fs::chown(&to, Some(uid), Some(gid))
+                .map_err(|e| io_err(&format!("chown {}", to.display()), e))?;
+        }
+        settings.push(format!("{setting}={}", to.display()));
+    }
+    Ok(settings)
+}
+
+fn start_in(name: &str, tls: Option<(&Path, &Path)>) -> Result<Cluster, ClusterError> {
     let (initdb, postgres) = find_binaries()?;
     let temp = std::env::temp_dir();
     remove_stale(&temp);
-    let dir = temp.join(format!("ethan-pg-{}", std::process::id()));
+    let dir = temp.join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| io_err(&format!("create {}", dir.display()), e))?;
     // SAFETY: geteuid has no preconditions.
@@ -241,10 +285,20 @@ fn start() -> Result<Cluster, ClusterError> {
         ),
     )
     .map_err(|e| io_err("write pg_hba.conf", e))?;
+    let mut settings = match tls {
+        Some((cert, key)) => tls_files(&dir, cert, key, owner)?,
+        None => Vec::new(),
+    };
+    // Statement counts for the figures of BENCHMARKS.md, where the server has the module.
+    let real = std::fs::canonicalize(&postgres).unwrap_or_else(|_| postgres.clone());
+    let lib = real.parent().and_then(Path::parent).map(|d| d.join("lib"));
+    if lib.is_some_and(|l| l.join("pg_stat_statements.so").is_file()) {
+        settings.push("shared_preload_libraries=pg_stat_statements".into());
+    }
     let mut last = String::new();
     for _ in 0..3 {
         let port = free_port()?;
-        match run_server(&postgres, &dir, &data, port, owner) {
+        match run_server(&postgres, &dir, &data, port, owner, &settings) {
             Ok(()) => return Ok(Cluster { port, dir }),
             Err(e) => last = e.0,
         }
@@ -275,6 +329,7 @@ fn run_server(
     data: &Path,
     port: u16,
     owner: Option<(u32, u32)>,
+    settings: &[String],
 ) -> Result<(), ClusterError> {
     let log_path = dir.join("postgres.log");
     let log = std::fs::File::create(&log_path).map_err(|e| io_err("create postgres.log", e))?;
@@ -300,6 +355,7 @@ fn run_server(
             "-c",
             "max_connections=300",
         ])
+        .args(settings.iter().flat_map(|s| ["-c", s.as_str()]))
         .stdout(log)
         .stderr(log2);
     let parent = std::process::id();

@@ -74,6 +74,9 @@ fn connect_failure(location: &str, e: &tokio_postgres::Error) -> String {
     let mut cur: Option<&(dyn Error + 'static)> = Some(e);
     while let Some(cause) = cur {
         if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            if let Some(why) = tls_refusal(io) {
+                return format!("cannot connect to {location} over TLS: {why}");
+            }
             if io.kind() == std::io::ErrorKind::ConnectionRefused {
                 return format!(
                     "connection refused to {location} (is PostgreSQL running and listening \
@@ -83,5 +86,38 @@ fn connect_failure(location: &str, e: &tokio_postgres::Error) -> String {
         }
         cur = cause.source();
     }
-    format!("cannot connect to {location}: {}", describe(e))
+    let text = describe(e);
+    if text.contains("server does not support TLS") {
+        return format!(
+            "cannot connect to {location}: the server does not offer TLS, and store.url's \
+             sslmode asks for it (a plain-text connection is never used instead; set \
+             ssl = on on the server, or sslmode=disable to connect in plain text)"
+        );
+    }
+    format!("cannot connect to {location}: {text}")
+}
+
+/// What a certificate the TLS handshake refused means for the user, from rustls's error.
+fn tls_refusal(io: &std::io::Error) -> Option<String> {
+    use rustls::CertificateError as C;
+    let rustls::Error::InvalidCertificate(cert) = io.get_ref()?.downcast_ref::<rustls::Error>()?
+    else {
+        return None;
+    };
+    let why = match cert {
+        C::UnknownIssuer | C::BadSignature => {
+            "the server's certificate is not signed by a CA of sslrootcert (without \
+             sslrootcert: by a public CA)"
+        }
+        C::NotValidForName | C::NotValidForNameContext { .. } => {
+            "the server's certificate does not name the host of store.url (sslmode=verify-full \
+             checks the name; connect by the name in the certificate)"
+        }
+        C::Expired | C::ExpiredContext { .. } => "the server's certificate has expired",
+        C::NotValidYet | C::NotValidYetContext { .. } => {
+            "the server's certificate is not valid yet (is this machine's clock right?)"
+        }
+        _ => "the server's certificate was refused",
+    };
+    Some(format!("{why} ({cert:?})"))
 }

@@ -2,6 +2,7 @@
 
 use super::errors::pg_error;
 use super::{text, PgStore, StoreError};
+use crate::store::sessions::like_prefix;
 use async_trait::async_trait;
 use ethan_core::store::KvStore;
 
@@ -60,6 +61,26 @@ impl KvStore for PgStore {
             .map_err(|e| pg_error(op, &e))?;
         row.map(|r| r.try_get(0))
             .transpose()
+            .map_err(|e| pg_error(op, &e))
+    }
+
+    async fn kv_list(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let op = "kv list";
+        let client = self.client(op).await?;
+        let rows = client
+            .query(
+                "SELECT key, value FROM kv WHERE key LIKE $1 ESCAPE '\\' ORDER BY key LIMIT $2",
+                &[&like_prefix(prefix), &super::limit(limit)],
+            )
+            .await
+            .map_err(|e| pg_error(op, &e))?;
+        rows.iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .collect::<Result<_, tokio_postgres::Error>>()
             .map_err(|e| pg_error(op, &e))
     }
 }

@@ -32,6 +32,7 @@ pub mod replica;
 pub mod sessions;
 #[cfg(test)]
 pub(crate) mod tests;
+pub mod tls;
 pub mod usage;
 
 pub use migrations::SCHEMA_VERSION;
@@ -55,6 +56,7 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct PgStore {
     pool: Pool,
     location: String,
+    tls: std::sync::Arc<tls::Tls>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -70,14 +72,16 @@ impl PgStore {
     /// `key=value` form), check that the server answers, and migrate the schema (under an
     /// advisory lock, so replicas starting together apply each step once).
     ///
-    /// TLS: `sslmode=require` encrypts and verifies the server's certificate against the
-    /// webpki roots; `disable`, `prefer` or no `sslmode` connect in plain text.
+    /// TLS: libpq's `sslmode` (`disable`, `require`, `verify-ca`, `verify-full`; `prefer` is
+    /// `require`, never plain text) and `sslrootcert` (a PEM file of CAs), read by [`tls`]. No
+    /// `sslmode` is plain text, with a warning when the host is not this machine.
     ///
     /// Errors: [`StoreError::Backend`] with op `connect` for a bad URL, an unreachable server
     /// ("connection refused to 127.0.0.1:5432") or refused credentials ("password
     /// authentication failed for user …"); op `migrate` when the schema is newer than this
     /// build's [`SCHEMA_VERSION`] or a step fails.
     pub async fn connect(url: &str) -> Result<PgStore, StoreError> {
+        let (url, tls) = tls::split(url)?;
         let mut config: tokio_postgres::Config = url.parse().map_err(|e| StoreError::Backend {
             op: "connect",
             message: format!("the PostgreSQL URL is not valid: {}", errors::chain(&e)),
@@ -92,12 +96,19 @@ impl PgStore {
         let manager_config = ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         };
-        let manager = match config.get_ssl_mode() {
-            SslMode::Require => Manager::from_config(config, tls_connector()?, manager_config),
-            _ => {
-                config.ssl_mode(SslMode::Disable);
-                Manager::from_config(config, tokio_postgres::NoTls, manager_config)
+        let manager = if tls.mode == tls::SslMode::Disable {
+            if !is_local(&config) {
+                tracing::warn!(
+                    server = %location,
+                    "the connection to PostgreSQL is not encrypted: add ?sslmode=verify-full \
+                     (with sslrootcert=CA.pem) to store.url"
+                );
             }
+            config.ssl_mode(SslMode::Disable);
+            Manager::from_config(config, tokio_postgres::NoTls, manager_config)
+        } else {
+            config.ssl_mode(SslMode::Require);
+            Manager::from_config(config, tls::connector(&tls)?, manager_config)
         };
         let pool = Pool::builder(manager)
             .max_size(POOL_SIZE)
@@ -108,7 +119,11 @@ impl PgStore {
                 op: "connect",
                 message: format!("cannot build the connection pool: {e}"),
             })?;
-        let store = PgStore { pool, location };
+        let store = PgStore {
+            pool,
+            location,
+            tls: std::sync::Arc::new(tls),
+        };
         {
             let mut client = store
                 .pool
@@ -123,6 +138,11 @@ impl PgStore {
     /// `host:port/dbname` of the server (never the user or the password).
     pub fn location(&self) -> &str {
         &self.location
+    }
+
+    /// The TLS settings the connections were opened with.
+    pub fn tls(&self) -> &tls::Tls {
+        &self.tls
     }
 
     /// One connection from the pool. Errors: [`StoreError::Backend`] naming the server when no
@@ -153,22 +173,18 @@ fn location(config: &tokio_postgres::Config) -> String {
     format!("{host}:{port}/{db}")
 }
 
-/// rustls with the webpki roots (Mozilla's), the ring provider.
-fn tls_connector() -> Result<tokio_postgres_rustls::MakeRustlsConnect, StoreError> {
-    let roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
-    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| StoreError::Backend {
-        op: "connect",
-        message: format!("cannot set up TLS: {e}"),
-    })?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+/// Whether the first host of a parsed URL is this machine (a Unix socket, `localhost`, a
+/// loopback address).
+fn is_local(config: &tokio_postgres::Config) -> bool {
+    match config.get_hosts().first() {
+        None | Some(Host::Unix(_)) => true,
+        Some(Host::Tcp(h)) => {
+            h == "localhost"
+                || h.trim_matches(|c| c == '[' || c == ']')
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        }
+    }
 }
 
 /// Free text as PostgreSQL can store it: U+0000 (which `text` cannot hold) becomes U+FFFD.

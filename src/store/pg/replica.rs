@@ -46,7 +46,7 @@ impl ReplicaStore for PgStore {
         let rows = client
             .query(
                 "UPDATE leases SET expires_at = now() + make_interval(secs => $3)
-                 WHERE name = ANY($1) AND holder = $2 RETURNING name",
+                 WHERE name = ANY($1) AND holder = $2 AND expires_at > now() RETURNING name",
                 &[&names, &holder, &(secs as f64)],
             )
             .await
@@ -57,6 +57,20 @@ impl ReplicaStore for PgStore {
             .filter(|n| !kept.contains(n))
             .cloned()
             .collect())
+    }
+
+    async fn confirm_lease(&self, name: &str, holder: &str, secs: u64) -> Result<bool, StoreError> {
+        let op = "confirm lease";
+        let client = self.client(op).await?;
+        let row = client
+            .query_opt(
+                "UPDATE leases SET expires_at = now() + make_interval(secs => $3)
+                 WHERE name = $1 AND holder = $2 AND expires_at > now() RETURNING name",
+                &[&name, &holder, &(secs as f64)],
+            )
+            .await
+            .map_err(|e| pg_error(op, &e))?;
+        Ok(row.is_some())
     }
 
     async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {

@@ -183,6 +183,10 @@ async fn backend_info_names_the_server_never_the_password() {
     assert!(info.server_version.starts_with("PostgreSQL 1"), "{info:?}");
     assert_eq!(info.schema_version, SCHEMA_VERSION);
     assert_eq!(info.binary_schema_version, SCHEMA_VERSION);
+    assert_eq!(
+        info.connection.as_deref(),
+        Some("not encrypted (no sslmode in store.url)")
+    );
     store.checkpoint().await.unwrap();
 }
 
@@ -205,18 +209,26 @@ async fn text_with_nul_is_stored_with_a_replacement_character() {
 #[tokio::test]
 async fn sslmode_require_uses_tls_and_fails_clearly_without_it() {
     let url = database().await;
-    // The throwaway server has no TLS: a required TLS connection is refused, not downgraded.
-    let e = PgStore::connect(&format!("{url}?sslmode=require"))
-        .await
-        .unwrap_err();
-    let text = e.to_string();
-    assert!(text.contains("TLS") && text.contains("127.0.0.1"), "{text}");
-    // `disable` and `prefer` connect in plain text.
-    for mode in ["disable", "prefer"] {
-        PgStore::connect(&format!("{url}?sslmode={mode}"))
+    // The throwaway server has no TLS: a required TLS connection is refused, not downgraded,
+    // and `prefer` is no weaker.
+    for mode in ["require", "prefer", "verify-full"] {
+        let e = PgStore::connect(&format!("{url}?sslmode={mode}"))
             .await
-            .unwrap();
+            .unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("does not offer TLS") && text.contains("127.0.0.1"),
+            "{mode}: {text}"
+        );
     }
+    // `disable` connects in plain text, and says so.
+    let plain = PgStore::connect(&format!("{url}?sslmode=disable"))
+        .await
+        .unwrap();
+    assert_eq!(
+        plain.connection_security().await.unwrap(),
+        "not encrypted (sslmode=disable)"
+    );
 }
 
 /// An event of `chat` with the platform order `seq`.

@@ -89,6 +89,13 @@ pub trait KvStore: Send + Sync {
     /// Delete `key` and return the value it held, in one statement: of two callers taking the
     /// same key at once, one gets the value and the other `None`.
     async fn kv_take(&self, key: &str) -> Result<Option<String>, StoreError>;
+    /// Every key that starts with `prefix` (taken literally: `%` and `_` are characters), with
+    /// its value, in key order; at most `limit` of them.
+    async fn kv_list(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>, StoreError>;
 }
 
 /// The audit log (one entry per proposed tool call, arguments already redacted) and the

@@ -310,34 +310,7 @@ impl Agent {
             system_text.push_str(&memory.text);
         }
         let system = ChatMessage::system(system_text);
-        let mut base_ctx = ToolContext {
-            execution_id: String::new(),
-            trace_id: input.trace_id.clone(),
-            session_key: input.session_key.clone(),
-            channel: input.channel,
-            chat_id: input.chat_id.clone(),
-            user_id: input.user_id.clone(),
-            is_owner: input.is_owner,
-            attempt: 1,
-            idempotency_key: String::new(),
-            unattended: input.unattended,
-            allowed_tools: input.allowed_tools.clone(),
-            workspace: self.config.workspace(),
-            ethan_home: Some(self.config.home.clone()),
-            catalog,
-            chat: input.chat.clone(),
-            approved_actions: Vec::new(),
-            events: input.events.clone(),
-            services: ethan_core::tool::Services {
-                store: Some(self.store.clone()),
-                fence: input.fence.clone(),
-                ..Default::default()
-            },
-            taint: crate::tools::Taint::of_session(&input.session_key),
-            assessment: None,
-            model: String::new(),
-            sub_agent: input.child.as_ref().map(|c| c.label.clone()),
-        };
+        let mut base_ctx = self.base_context(input, catalog);
         if let Some(me) = self.me.upgrade() {
             base_ctx.services.delegator = Some(Arc::new(delegate::Children::new(
                 me, input, &allowed, cancel,
@@ -672,6 +645,39 @@ impl Agent {
 impl Agent {
     /// The agent that answers `input`: the one a sub-agent's `delegate` named, else the
     /// bindings' choice ([`agents::Agents::resolve`]).
+    /// The context every tool call of `input`'s turn starts from (each call gets its own copy
+    /// with its id, attempt and idempotency key).
+    fn base_context(&self, input: &TurnInput, catalog: Arc<[ToolSummary]>) -> ToolContext {
+        ToolContext {
+            execution_id: String::new(),
+            trace_id: input.trace_id.clone(),
+            session_key: input.session_key.clone(),
+            channel: input.channel,
+            chat_id: input.chat_id.clone(),
+            user_id: input.user_id.clone(),
+            is_owner: input.is_owner,
+            attempt: 1,
+            idempotency_key: String::new(),
+            unattended: input.unattended,
+            allowed_tools: input.allowed_tools.clone(),
+            workspace: self.config.workspace(),
+            ethan_home: Some(self.config.home.clone()),
+            catalog,
+            chat: input.chat.clone(),
+            approved_actions: Vec::new(),
+            events: input.events.clone(),
+            services: ethan_core::tool::Services {
+                store: Some(self.store.clone()),
+                fence: input.fence.clone(),
+                ..Default::default()
+            },
+            taint: crate::tools::Taint::of_session(&input.session_key),
+            assessment: None,
+            model: String::new(),
+            sub_agent: input.child.as_ref().map(|c| c.label.clone()),
+        }
+    }
+
     pub fn choose_agent(&self, input: &TurnInput) -> agents::Chosen<'_> {
         if let Some(name) = input.child.as_ref().and_then(|c| c.agent.as_deref()) {
             if let Some(c) = self.agents.named(name) {

@@ -1,0 +1,463 @@
+use super::*;
+use crate::tools::Risk;
+use async_trait::async_trait;
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+pub(crate) fn ctx_in(dir: &Path) -> ToolContext {
+    ToolContext {
+        trace_id: "t".into(),
+        session_key: "terminal:test".into(),
+        ..ToolContext::local(dir.to_path_buf())
+    }
+}
+
+pub(crate) fn call(id: &str, name: &str, args: &str) -> ToolCall {
+    ToolCall::new(id, name, args)
+}
+
+fn executor_with(
+    registry: Registry,
+    store: Option<StorageRef>,
+    spill: Option<PathBuf>,
+) -> Executor {
+    Executor::new(
+        Arc::new(registry),
+        ExecutorOptions {
+            store,
+            secrets: vec!["sk-config-secret".into()],
+            spill_dir: spill,
+            overrides: BTreeMap::new(),
+            policy: None,
+        },
+    )
+}
+
+fn executor() -> Executor {
+    executor_with(
+        Registry::builtin(&crate::config::Config::default()),
+        None,
+        None,
+    )
+}
+
+fn all(e: &Executor) -> BTreeSet<String> {
+    e.registry().iter().map(|t| t.name().to_string()).collect()
+}
+
+#[tokio::test]
+async fn every_call_gets_one_result_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a"), "A").unwrap();
+    let e = executor();
+    let calls = vec![
+        call("1", "file_read", r#"{"path":"a"}"#),
+        call("2", "nope", "{}"),
+        call("3", "read_file", r#"{"path":"a"}"#),
+        call("4", "file_read", "{not json"),
+        call("5", "file_read", "[1]"),
+        call(
+            "6",
+            "file_read",
+            r#"{"path": 5, "max_lines": true, "extra": 1}"#,
+        ),
+    ];
+    let out = e.execute(&calls, &all(&e), &ctx_in(dir.path())).await;
+    let ids: Vec<_> = out.iter().map(|o| o.tool_call_id.as_str()).collect();
+    assert_eq!(ids, ["1", "2", "3", "4", "5", "6"]);
+    assert_eq!(out[0].model_text, "A");
+    assert!(out[1].model_text.contains("no tool named \"nope\""));
+    assert_eq!(out[2].tool.as_deref(), Some("file_read"));
+    assert_eq!(out[3].result.error_kind, Some(ErrorKind::Validation));
+    assert!(out[3].model_text.contains("not valid JSON"));
+    assert!(out[4].model_text.contains("JSON object"));
+    let v = &out[5].model_text;
+    assert!(
+        v.contains("$.path") && v.contains("$.max_lines") && v.contains("extra"),
+        "{v}"
+    );
+}
+
+#[tokio::test]
+async fn unexposed_tool_is_denied() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = executor();
+    let allowed: BTreeSet<String> = ["file_read".to_string()].into();
+    let out = e
+        .execute(
+            &[call("1", "bash", r#"{"command":"true"}"#)],
+            &allowed,
+            &ctx_in(dir.path()),
+        )
+        .await;
+    assert_eq!(out[0].result.error_kind, Some(ErrorKind::Denied));
+    assert!(
+        out[0].model_text.contains("not enabled"),
+        "{}",
+        out[0].model_text
+    );
+}
+
+#[tokio::test]
+async fn long_output_is_cut_for_the_model_and_spilled() {
+    let dir = tempfile::tempdir().unwrap();
+    let spill = dir.path().join("spill");
+    std::fs::write(dir.path().join("big"), "y".repeat(20_000)).unwrap();
+    let e = executor_with(
+        Registry::builtin(&crate::config::Config::default()),
+        None,
+        Some(spill.clone()),
+    );
+    let out = e
+        .execute(
+            &[call("1", "file_read", r#"{"path":"big"}"#)],
+            &all(&e),
+            &ctx_in(dir.path()),
+        )
+        .await;
+    assert!(out[0].model_text.contains("20000 characters"));
+    assert!(out[0].model_text.chars().count() <= MODEL_OUTPUT_LIMIT + 200);
+    let p = out[0].result.metadata["spill_path"].as_str().unwrap();
+    assert_eq!(std::fs::read_to_string(p).unwrap().len(), 20_000);
+}
+
+#[tokio::test]
+async fn replayed_side_effect_call_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::store::Store::open_in_memory().unwrap().shared();
+    let e = executor_with(
+        Registry::builtin(&crate::config::Config::default()),
+        Some(store.clone()),
+        None,
+    );
+    let ctx = ctx_in(dir.path());
+    let c = call(
+        "1",
+        "file_write",
+        r#"{"path":"f","content":"x","append":true}"#,
+    );
+    let first = e.execute(std::slice::from_ref(&c), &all(&e), &ctx).await;
+    assert!(first[0].result.ok);
+    let again = e.execute(std::slice::from_ref(&c), &all(&e), &ctx).await;
+    assert_eq!(again[0].result.error_kind, Some(ErrorKind::Denied));
+    assert!(again[0].model_text.contains("replay refused"));
+    assert_eq!(std::fs::read_to_string(dir.path().join("f")).unwrap(), "x");
+    // A restarted daemon (new executor, same database) recognises the key too.
+    let e2 = executor_with(
+        Registry::builtin(&crate::config::Config::default()),
+        Some(store.clone()),
+        None,
+    );
+    let after_restart = e2.execute(std::slice::from_ref(&c), &all(&e2), &ctx).await;
+    assert_eq!(after_restart[0].result.error_kind, Some(ErrorKind::Denied));
+    // Another turn (trace) may do the same thing again.
+    let mut other = ctx.clone();
+    other.trace_id = "t2".into();
+    assert!(e.execute(&[c], &all(&e), &other).await[0].result.ok);
+    // Every proposal was audited, refused ones included.
+    let audit = store.recent_audit(10, None).await.unwrap();
+    assert_eq!(audit.len(), 4);
+    assert_eq!(
+        audit
+            .iter()
+            .filter(|a| a.error_kind.as_deref() == Some("denied"))
+            .count(),
+        2
+    );
+}
+
+/// Times out twice, then succeeds.
+struct Flaky(AtomicU32);
+
+#[async_trait]
+impl Tool for Flaky {
+    fn name(&self) -> &str {
+        "flaky"
+    }
+    fn description(&self) -> &str {
+        "flaky"
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {"api_key": {"type": "string"}}})
+    }
+    fn risk(&self) -> Risk {
+        Risk::ReadOnly
+    }
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(100)
+    }
+    fn max_retries(&self) -> u32 {
+        2
+    }
+    async fn run(&self, _: Value, ctx: &ToolContext) -> ToolResult {
+        let n = self.0.fetch_add(1, Ordering::SeqCst) + 1;
+        assert_eq!(ctx.attempt, n);
+        if n <= 2 {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+        ToolResult::ok(format!("done on attempt {n}"))
+    }
+}
+
+#[tokio::test]
+async fn read_only_timeouts_are_retried_and_secrets_redacted_in_audit() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::store::Store::open_in_memory().unwrap().shared();
+    let mut r = Registry::default();
+    r.register(Arc::new(Flaky(AtomicU32::new(0))));
+    let e = executor_with(r, Some(store.clone()), None);
+    let out = e
+        .execute(
+            &[call("1", "flaky", r#"{"api_key": "sk-argument-secret"}"#)],
+            &all(&e),
+            &ctx_in(dir.path()),
+        )
+        .await;
+    assert!(out[0].result.ok, "{:?}", out[0].result);
+    assert_eq!(out[0].attempts, 3);
+    assert_eq!(out[0].model_text, "done on attempt 3");
+    let audit = store.recent_audit(1, None).await.unwrap();
+    assert_eq!(audit[0].attempt, 3);
+    assert!(
+        !audit[0].args.contains("sk-argument-secret"),
+        "{}",
+        audit[0].args
+    );
+    assert!(audit[0].args.contains("<redacted>"));
+}
+
+#[tokio::test]
+async fn a_credential_sent_as_a_tool_name_is_redacted_in_audit() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::store::Store::open_in_memory().unwrap().shared();
+    let e = executor_with(Registry::default(), Some(store.clone()), None);
+    let name = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+    let out = e
+        .execute(&[call("1", name, "{}")], &all(&e), &ctx_in(dir.path()))
+        .await;
+    assert_eq!(out[0].result.error_kind, Some(ErrorKind::Validation));
+    let audit = store.recent_audit(1, None).await.unwrap();
+    assert!(!audit[0].tool.contains(name), "{}", audit[0].tool);
+}
+
+/// Records how many of its calls overlap.
+struct Probe {
+    name: &'static str,
+    risk: Risk,
+    running: Arc<AtomicU32>,
+    peak: Arc<AtomicU32>,
+}
+
+#[async_trait]
+impl Tool for Probe {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn description(&self) -> &str {
+        "probe"
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {"n": {"type": "integer"}}})
+    }
+    fn risk(&self) -> Risk {
+        self.risk
+    }
+    async fn run(&self, _: Value, _: &ToolContext) -> ToolResult {
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        ToolResult::ok("")
+    }
+}
+
+#[tokio::test]
+async fn read_only_calls_run_in_parallel_side_effects_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = Arc::new(AtomicU32::new(0));
+    let (read_peak, write_peak) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let mut r = Registry::default();
+    r.register(Arc::new(Probe {
+        name: "look",
+        risk: Risk::ReadOnly,
+        running: running.clone(),
+        peak: read_peak.clone(),
+    }));
+    r.register(Arc::new(Probe {
+        name: "touch",
+        risk: Risk::Write,
+        running: running.clone(),
+        peak: write_peak.clone(),
+    }));
+    let e = executor_with(r, None, None);
+    let ctx = ctx_in(dir.path());
+    let calls: Vec<ToolCall> = ["look", "look", "look", "touch", "touch", "look"]
+        .iter()
+        .enumerate()
+        .map(|(i, n)| call(&i.to_string(), n, &format!("{{\"n\":{i}}}")))
+        .collect();
+    let out = e.execute(&calls, &all(&e), &ctx).await;
+    assert!(out.iter().all(|o| o.result.ok));
+    assert_eq!(
+        read_peak.load(Ordering::SeqCst),
+        3,
+        "the three leading read-only calls overlap"
+    );
+    assert_eq!(
+        write_peak.load(Ordering::SeqCst),
+        1,
+        "side-effect calls run alone"
+    );
+    // Side-effect calls keep the model's order.
+    let b = executor();
+    let order: Vec<ToolCall> = (1..=5)
+        .map(|i| {
+            call(
+                &i.to_string(),
+                "shell",
+                &format!("{{\"command\":\"echo {i} >> order\"}}"),
+            )
+        })
+        .collect();
+    let out = b.execute(&order, &all(&b), &ctx).await;
+    assert!(out.iter().all(|o| o.result.ok));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("order")).unwrap(),
+        "1\n2\n3\n4\n5\n"
+    );
+}
+
+/// Panics when called.
+struct Boom;
+
+#[async_trait]
+impl Tool for Boom {
+    fn name(&self) -> &str {
+        "boom"
+    }
+    fn description(&self) -> &str {
+        "panics"
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object"})
+    }
+    fn risk(&self) -> Risk {
+        Risk::ReadOnly
+    }
+    async fn run(&self, _: Value, _: &ToolContext) -> ToolResult {
+        panic!("boom went the tool");
+    }
+}
+
+#[tokio::test]
+async fn a_panicking_tool_yields_internal_and_its_batch_still_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a"), "A").unwrap();
+    let store = crate::store::Store::open_in_memory().unwrap().shared();
+    let mut r = Registry::builtin(&crate::config::Config::default());
+    r.register(Arc::new(Boom));
+    let e = executor_with(r, Some(store.clone()), None);
+    // One batch of read-only calls, the panicking one in the middle.
+    let calls = vec![
+        call("1", "file_read", r#"{"path":"a"}"#),
+        call("2", "boom", "{}"),
+        call("3", "file_read", r#"{"path":"a"}"#),
+    ];
+    let out = e.execute(&calls, &all(&e), &ctx_in(dir.path())).await;
+    assert_eq!(out.len(), 3);
+    assert_eq!(out[0].model_text, "A");
+    assert_eq!(out[2].model_text, "A");
+    assert_eq!(out[1].result.error_kind, Some(ErrorKind::Internal));
+    assert!(
+        out[1]
+            .model_text
+            .starts_with(&format!("Error (internal): {CRASHED};")),
+        "{}",
+        out[1].model_text
+    );
+    assert!(
+        !out[1].model_text.contains("boom went"),
+        "{}",
+        out[1].model_text
+    );
+    // Audited like any failure.
+    let audit = store.recent_audit(10, None).await.unwrap();
+    assert_eq!(audit.len(), 3);
+    let row = audit.iter().find(|a| a.tool == "boom").unwrap();
+    assert_eq!(row.error_kind.as_deref(), Some("internal"));
+    assert_eq!(row.attempt, 1);
+}
+
+/// Sleeps, then leaves a mark (which an aborted call never does).
+struct Slow(Arc<std::sync::atomic::AtomicBool>);
+
+#[async_trait]
+impl Tool for Slow {
+    fn name(&self) -> &str {
+        "slow"
+    }
+    fn description(&self) -> &str {
+        "slow"
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object"})
+    }
+    fn risk(&self) -> Risk {
+        Risk::ReadOnly
+    }
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(200)
+    }
+    async fn run(&self, _: Value, _: &ToolContext) -> ToolResult {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        self.0.store(true, Ordering::SeqCst);
+        ToolResult::ok("finished")
+    }
+}
+
+#[tokio::test]
+async fn a_call_is_aborted_on_timeout_and_when_the_turn_drops_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = ctx_in(dir.path());
+    // Timeout: the result says so, and the tool does not go on in the background.
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut r = Registry::default();
+    r.register(Arc::new(Slow(done.clone())));
+    let e = executor_with(r, None, None);
+    let out = e.execute(&[call("1", "slow", "{}")], &all(&e), &ctx).await;
+    assert_eq!(out[0].result.error_kind, Some(ErrorKind::Timeout));
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(!done.load(Ordering::SeqCst), "the timed-out call ran on");
+    // Cancellation: the executor's future is dropped mid-call (as `/stop` does).
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut r = Registry::default();
+    r.register(Arc::new(Slow(done.clone())));
+    let mut overrides = BTreeMap::new();
+    overrides.insert(
+        "slow".to_string(),
+        ToolOverride {
+            timeout_secs: Some(10),
+            ..Default::default()
+        },
+    );
+    let e = Executor::new(
+        Arc::new(r),
+        ExecutorOptions {
+            store: None,
+            secrets: vec![],
+            spill_dir: None,
+            overrides,
+            policy: None,
+        },
+    );
+    let allowed = all(&e);
+    let calls = [call("1", "slow", "{}")];
+    let cut = tokio::time::timeout(
+        Duration::from_millis(100),
+        e.execute(&calls, &allowed, &ctx),
+    )
+    .await;
+    assert!(cut.is_err());
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(!done.load(Ordering::SeqCst), "the cancelled call ran on");
+}

@@ -405,6 +405,17 @@ fn check_components(v: Option<&Value>, pp: &str) -> Result<(), CardError> {
             ),
         ));
     }
+    check_tree(comps, &ids, &by_id, &cp, pp)
+}
+
+/// Every child a component refers to exists, and every component is reachable from `root`.
+fn check_tree(
+    comps: &[Value],
+    ids: &[&str],
+    by_id: &HashMap<&str, usize>,
+    cp: &str,
+    pp: &str,
+) -> Result<(), CardError> {
     // References, then reachability from root.
     let mut edges: Vec<Vec<&str>> = Vec::with_capacity(comps.len());
     for (j, c) in comps.iter().enumerate() {

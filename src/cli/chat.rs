@@ -72,40 +72,82 @@ pub async fn run(
             &uuid::Uuid::new_v4().simple().to_string()[..6]
         )
     });
-    let key = format!("terminal:{name}");
-    let user = std::env::var("USER").unwrap_or_else(|_| "local".into());
-    let input_for = |text: String, events| TurnInput {
-        session_key: key.clone(),
-        channel: ChannelKind::Terminal,
-        chat_id: name.clone(),
-        user_id: user.clone(),
-        is_owner: true,
-        text,
-        trace_id: uuid::Uuid::new_v4().simple().to_string(),
-        chat: None,
-        unattended: false,
-        allowed_tools: None,
-        events: Some(events),
-        model: None,
-        job_id: None,
-        images: Vec::new(),
-        private_input: None,
-        outside_input: None,
-        child: None,
+    let chat = Chat {
+        key: format!("terminal:{name}"),
+        name,
+        user: std::env::var("USER").unwrap_or_else(|_| "local".into()),
+        store: store.shared(),
+        consent,
+        agent,
+        input,
+        loaded,
     };
+    let code = match message {
+        Some(text) => chat.one_message(text).await,
+        None => {
+            chat.read_lines().await;
+            // The terminal session ends: its browser session (tabs, cookies) with it.
+            chat.agent.executor.registry().end_session(&chat.key).await;
+            ExitCode::SUCCESS
+        }
+    };
+    mcp.shutdown().await;
+    Ok(code)
+}
 
-    if let Some(text) = message {
+/// A terminal session and what its turns run with.
+struct Chat {
+    name: String,
+    /// `terminal:<name>`.
+    key: String,
+    user: String,
+    store: ethan_core::store::StorageRef,
+    consent: Arc<crate::consent::Consent>,
+    agent: Arc<crate::agent::Agent>,
+    input: TerminalInput,
+    loaded: Arc<Loaded>,
+}
+
+impl Chat {
+    fn input_for(&self, text: String, events: crate::agent::EventSink) -> TurnInput {
+        TurnInput {
+            session_key: self.key.clone(),
+            channel: ChannelKind::Terminal,
+            chat_id: self.name.clone(),
+            user_id: self.user.clone(),
+            is_owner: true,
+            text,
+            trace_id: uuid::Uuid::new_v4().simple().to_string(),
+            chat: None,
+            unattended: false,
+            allowed_tools: None,
+            events: Some(events),
+            model: None,
+            job_id: None,
+            images: Vec::new(),
+            private_input: None,
+            outside_input: None,
+            child: None,
+        }
+    }
+
+    /// Run one turn of `text`, showing its tool calls as they run and its answer (unless
+    /// `refused` answers are to be held back) and cards when it ends. Ctrl-C stops it.
+    async fn turn(&self, text: String, show_refused: bool) -> crate::agent::TurnReply {
         let cancel = CancellationToken::new();
         let ctrl_c = stop_on_ctrl_c(&cancel);
-        input.set_turn(Some(cancel.clone()));
+        self.input.set_turn(Some(cancel.clone()));
         let (live, events) = Live::start();
-        let reply = agent
-            .run_turn_with_cards(&input_for(text, events), &cancel)
+        let reply = self
+            .agent
+            .run_turn_with_cards(&self.input_for(text, events), &cancel)
             .await;
-        input.set_turn(None);
+        self.input.set_turn(None);
         ctrl_c.abort();
         let answer = match &reply.outcome {
-            TurnOutcome::Answer(t) | TurnOutcome::IterationCap(t) if !reply.refused => {
+            TurnOutcome::Answer(t) | TurnOutcome::IterationCap(t)
+                if show_refused || !reply.refused =>
+            {
                 Some(t.as_str())
             }
             _ => None,
@@ -114,13 +156,18 @@ pub async fn run(
         for card in &reply.cards {
             println!("\n{}", ethan_cards::render_text(card));
         }
-        mcp.shutdown().await;
+        reply
+    }
+
+    /// `-m TEXT`: one turn; the exit code a script sees.
+    async fn one_message(&self, text: String) -> ExitCode {
+        let reply = self.turn(text, false).await;
         if let (true, TurnOutcome::Answer(why)) = (reply.refused, &reply.outcome) {
             // Over a daily budget: no answer, and a script must see it.
             eprintln!("ethan: {why}");
-            return Ok(ExitCode::FAILURE);
+            return ExitCode::FAILURE;
         }
-        return Ok(match reply.outcome {
+        match reply.outcome {
             TurnOutcome::Answer(_) | TurnOutcome::IterationCap(_) => ExitCode::SUCCESS,
             TurnOutcome::Failed {
                 user_message,
@@ -133,94 +180,77 @@ pub async fn run(
                 eprintln!("(stopped)");
                 ExitCode::FAILURE
             }
-        });
+        }
     }
 
-    eprintln!(
-        "Ethan — session {name}. Type a message; /new starts over, /exit or Ctrl-D quits, \
-         Ctrl-C stops an answer."
-    );
-    let mut interrupted = false;
-    loop {
-        let text = match input.read("you> ", true).await {
-            Line::Eof => break,
-            // A first Ctrl-C at the prompt warns; a second one in a row quits.
-            Line::Interrupted if interrupted => break,
-            Line::Interrupted => {
-                interrupted = true;
-                eprintln!("(press Ctrl-C again or Ctrl-D to quit)");
+    /// Lines until EOF, Ctrl-D, `/exit` or a second Ctrl-C at the prompt: commands answered
+    /// here, everything else a turn.
+    async fn read_lines(&self) {
+        eprintln!(
+            "Ethan — session {}. Type a message; /new starts over, /exit or Ctrl-D quits, \
+             Ctrl-C stops an answer.",
+            self.name
+        );
+        let mut interrupted = false;
+        loop {
+            let text = match self.input.read("you> ", true).await {
+                Line::Eof => break,
+                // A first Ctrl-C at the prompt warns; a second one in a row quits.
+                Line::Interrupted if interrupted => break,
+                Line::Interrupted => {
+                    interrupted = true;
+                    eprintln!("(press Ctrl-C again or Ctrl-D to quit)");
+                    continue;
+                }
+                Line::Text(line) => line.trim().to_string(),
+            };
+            interrupted = false;
+            if text.is_empty() {
                 continue;
             }
-            Line::Text(line) => line.trim().to_string(),
-        };
-        interrupted = false;
-        if text.is_empty() {
-            continue;
-        }
-        match commands::parse_in(&text, Surface::Terminal) {
-            Some(Command::Exit) => break,
-            Some(cmd) if cmd.in_terminal() => {
-                let shared = store.shared();
-                let tools = agent.executor.registry();
-                let here = commands::Here {
-                    store: &shared,
-                    consent: &consent,
-                    tools: &tools,
-                    agents: &agent.agents,
-                    memory: &loaded.config.memory,
-                    session: &key,
-                    place: crate::agent::agents::Place {
-                        channel: "terminal",
-                        chat_id: &name,
-                        thread: None,
-                        sender: &user,
-                    },
-                    visible: Visible::of(ChannelKind::Terminal, false, "", "", true),
-                };
-                println!(
-                    "{}",
-                    commands::answer(&cmd, &here).await.unwrap_or_default()
-                );
-                continue;
+            match commands::parse_in(&text, Surface::Terminal) {
+                Some(Command::Exit) => break,
+                Some(cmd) => {
+                    println!("{}", self.command(&cmd).await);
+                    continue;
+                }
+                None => {}
             }
-            Some(_) => {
-                println!(
-                    "That command works in chats; here, approvals are asked on this terminal."
-                );
-                continue;
+            match self.turn(text, true).await.outcome {
+                TurnOutcome::Answer(_) | TurnOutcome::IterationCap(_) => println!(),
+                TurnOutcome::Failed {
+                    user_message,
+                    detail,
+                } => eprintln!("ethan: {user_message} ({detail})"),
+                TurnOutcome::Stopped => eprintln!("(stopped)"),
             }
-            None => {}
-        }
-        let cancel = CancellationToken::new();
-        let ctrl_c = stop_on_ctrl_c(&cancel);
-        input.set_turn(Some(cancel.clone()));
-        let (live, events) = Live::start();
-        let reply = agent
-            .run_turn_with_cards(&input_for(text, events), &cancel)
-            .await;
-        input.set_turn(None);
-        ctrl_c.abort();
-        let answer = match &reply.outcome {
-            TurnOutcome::Answer(t) | TurnOutcome::IterationCap(t) => Some(t.as_str()),
-            _ => None,
-        };
-        live.finish(answer).await;
-        for card in &reply.cards {
-            println!("\n{}", ethan_cards::render_text(card));
-        }
-        match reply.outcome {
-            TurnOutcome::Answer(_) | TurnOutcome::IterationCap(_) => println!(),
-            TurnOutcome::Failed {
-                user_message,
-                detail,
-            } => eprintln!("ethan: {user_message} ({detail})"),
-            TurnOutcome::Stopped => eprintln!("(stopped)"),
         }
     }
-    // The terminal session ends: its browser session (tabs, cookies) with it.
-    agent.executor.registry().end_session(&key).await;
-    mcp.shutdown().await;
-    Ok(ExitCode::SUCCESS)
+
+    /// The reply to a chat command typed here ([`commands`]' table).
+    async fn command(&self, cmd: &Command) -> String {
+        if !cmd.in_terminal() {
+            return "That command works in chats; here, approvals are asked on this terminal."
+                .to_string();
+        }
+        let tools = self.agent.executor.registry();
+        let here = commands::Here {
+            store: &self.store,
+            consent: &self.consent,
+            tools: &tools,
+            agents: &self.agent.agents,
+            memory: &self.loaded.config.memory,
+            session: &self.key,
+            place: crate::agent::agents::Place {
+                channel: "terminal",
+                chat_id: &self.name,
+                thread: None,
+                sender: &self.user,
+            },
+            visible: Visible::of(ChannelKind::Terminal, false, "", "", true),
+        };
+        commands::answer(cmd, &here).await.unwrap_or_default()
+    }
 }
 
 /// Cancels `turn` on Ctrl-C (SIGINT) until the task is aborted.

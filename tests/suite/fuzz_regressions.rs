@@ -118,7 +118,16 @@ fn telegram_update_regressions() {
 
 #[test]
 fn telegram_render_regressions() {
-    run("telegram_render", checks::telegram_render, &["telegram"]);
+    // The fuzzer's check (the input's first 4 KB at one limit), then the whole input at
+    // Telegram's limit and a small one.
+    run(
+        "telegram_render",
+        |d| {
+            checks::telegram_render(d);
+            checks::telegram_render_whole(d);
+        },
+        &["telegram"],
+    );
 }
 
 #[test]

@@ -2,8 +2,10 @@
 //! it; prints each server with its state (`ok` or `failed: <why>`) and its tools with the risk
 //! words of `ethan tools list` (`read_only`, `write`, `dangerous`), then the prompts and
 //! resources it offers (resources are read by the model with `mcp_resource_read`). Disabled
-//! servers are named as such. Exit status 1 when a server failed.
+//! servers are named as such. Exit status 1 when a server failed. What a server wrote is printed
+//! through [`super::shown`]: it cannot move the cursor or forge a line.
 
+use super::shown::shown;
 use crate::config::Loaded;
 use crate::mcp::manager::probe;
 use crate::tools::Tool;
@@ -41,18 +43,19 @@ pub async fn list(loaded: &Loaded) -> anyhow::Result<ExitCode> {
                     } else {
                         ""
                     };
-                    println!("  {:<48} {:<10}{egress}", t.name(), t.risk().as_str());
+                    let name = shown(t.name(), 128);
+                    println!("  {name:<48} {:<10}{egress}", t.risk().as_str());
                 }
                 for p in &probed.prompts {
-                    println!("  prompt {p}");
+                    println!("  prompt {}", shown(p, 300));
                 }
                 for r in &probed.resources {
-                    println!("  resource {r}");
+                    println!("  resource {}", shown(r, 300));
                 }
             }
             Err(why) => {
                 failed = true;
-                println!("{name}: failed: {why}");
+                println!("{name}: failed: {}", shown(&why, 500));
             }
         }
     }

@@ -11,6 +11,7 @@ pub mod live;
 pub mod mcp;
 pub mod memory;
 pub mod owner;
+pub mod shown;
 pub mod status;
 pub mod store;
 pub mod tools;

@@ -66,11 +66,15 @@ pub async fn list(
             t.name(),
             t.risk().as_str(),
             exposed,
-            first_sentence(t.description())
+            super::shown::shown(&first_sentence(t.description()), 200)
         );
     }
     for s in registry.skipped() {
-        println!("{:<w$}  skipped: {}", s.name, s.reason);
+        println!(
+            "{:<w$}  skipped: {}",
+            super::shown::shown(&s.name, 128),
+            super::shown::shown(&s.reason, 300)
+        );
     }
     for name in not_started {
         println!("mcp server {name}: its tools could not be listed (see `ethan mcp list`)");

@@ -802,6 +802,9 @@ pub struct McpServerConfig {
     pub allow: Vec<String>,
     /// Tools of the server left out (the server's own names).
     pub deny: Vec<String>,
+    /// The server's resources may be read with `mcp_resource_read` (off by default: a server
+    /// is read only where the owner said so).
+    pub resources: bool,
 }
 
 impl Default for McpServerConfig {
@@ -816,6 +819,7 @@ impl Default for McpServerConfig {
             enabled: true,
             allow: Vec::new(),
             deny: Vec::new(),
+            resources: false,
         }
     }
 }

@@ -250,16 +250,19 @@ impl McpManager {
             all.extend(adapters(&s.handle, &s.cfg, &tools, &self.redactor));
         }
         let mut r = registry_with(&self.base, all, &self.logged_skips);
-        if !self.servers.is_empty() {
+        // Only the servers whose resources the owner opened (`resources: true`).
+        let readable: std::collections::BTreeMap<_, _> = self
+            .servers
+            .iter()
+            .filter(|s| s.cfg.resources)
+            .map(|s| {
+                let limit = Duration::from_secs(s.cfg.timeout_secs.max(1));
+                (s.handle.name.clone(), (s.handle.clone(), limit))
+            })
+            .collect();
+        if !readable.is_empty() {
             r.register(Arc::new(super::resources::ResourceRead {
-                servers: self
-                    .servers
-                    .iter()
-                    .map(|s| {
-                        let limit = Duration::from_secs(s.cfg.timeout_secs.max(1));
-                        (s.handle.name.clone(), (s.handle.clone(), limit))
-                    })
-                    .collect(),
+                servers: readable,
                 redactor: self.redactor.clone(),
             }));
         }

@@ -7,9 +7,11 @@
 //!
 //! The picture is the server's content as much as its text is: it reaches the model after the
 //! result, whose tool already marked the turn as having seen outside text and private data.
-//! At most [`MAX_PICTURES`] per result and [`MAX_BYTES`] each are kept; the agent shows only
-//! those within `media.max_image_bytes`.
+//! At most [`MAX_PICTURES`] per result and [`MAX_BYTES`] each are kept, and the folder holds at
+//! most [`spill::SAVED_PICTURES_BYTES`] (the oldest go first): a server cannot fill the disk.
+//! The agent shows only those within `media.max_image_bytes`.
 
+use crate::tools::spill;
 use crate::tools::ToolResult;
 use base64::Engine;
 use serde_json::{json, Value};
@@ -17,8 +19,9 @@ use std::path::{Path, PathBuf};
 
 /// The most images kept from one result.
 pub const MAX_PICTURES: usize = 8;
-/// The largest image kept, decoded bytes.
-pub const MAX_BYTES: usize = 20 * 1024 * 1024;
+/// The largest image kept, decoded bytes (5 MB, the default `media.max_image_bytes`: a larger
+/// one would never be shown).
+pub const MAX_BYTES: usize = 5_000_000;
 
 /// The images of a `CallToolResult` (as JSON) whose bytes are the type they claim, decoded.
 pub fn decode(result: &Value) -> Vec<(&'static str, Vec<u8>)> {
@@ -78,6 +81,8 @@ pub fn attach(
             Err(e) => tracing::warn!("an MCP image could not be saved to {}: {e}", path.display()),
         }
     }
+    spill::keep_within(&dir, spill::SAVED_PICTURES_BYTES);
+    saved.retain(|(_, p)| p.exists());
     if saved.is_empty() {
         return result;
     }

@@ -17,7 +17,7 @@ const WAIT: Duration = Duration::from_secs(60);
 fn server_yaml(out: &Path) -> String {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/lifecycle.py");
     format!(
-        "mcp:\n  servers:\n    notes: {{ command: python3, args: [\"{}\", resources, \"{}\"] }}\n",
+        "mcp:\n  servers:\n    notes: {{ command: python3, args: [\"{}\", resources, \"{}\"], resources: true }}\n",
         script.display(),
         out.join("starts").display()
     )

@@ -7,6 +7,7 @@ mod approval_content;
 mod attack_egress;
 mod attack_egress_fixed;
 mod attack_groups;
+mod attack_mcp_fixed;
 mod attack_memory;
 mod attack_sandbox;
 mod attack_web_page;

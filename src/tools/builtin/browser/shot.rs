@@ -81,6 +81,7 @@ pub(crate) async fn screenshot(hub: &BrowserHub, tab: &Tab, ctx: &ToolContext) -
     );
     let path = dir.join(name);
     let saved = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&path, &bytes));
+    crate::tools::spill::keep_within(&dir, crate::tools::spill::SAVED_PICTURES_BYTES);
     if let Err(e) = saved {
         return ToolResult::err(
             ErrorKind::Internal,

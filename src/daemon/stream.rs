@@ -18,6 +18,7 @@ use ethan_channels::{
 };
 use ethan_core::event::{EventSink, TurnEvent};
 use std::collections::HashMap;
+use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -89,9 +90,20 @@ impl Presenter {
     /// Start feeding `draft` with the events `shown` admits; the returned sink is the turn's
     /// [`crate::agent::TurnInput::events`].
     pub fn start(draft: Box<dyn Draft>, shown: Shown) -> (Presenter, EventSink) {
+        Self::start_fenced(draft, shown, None)
+    }
+
+    /// [`Presenter::start`], each update first asking `fence` (replicas: a turn whose replica
+    /// lost the session changes the draft no more — the replica that took the session over
+    /// answers in it); the first refusal ends the updates.
+    pub fn start_fenced(
+        draft: Box<dyn Draft>,
+        shown: Shown,
+        fence: Option<Arc<dyn ethan_core::tool::Fence>>,
+    ) -> (Presenter, EventSink) {
         let (tx, rx) = mpsc::unbounded_channel();
         let done = CancellationToken::new();
-        let task = tokio::spawn(present(draft, shown, rx, done.clone()));
+        let task = tokio::spawn(present(draft, shown, rx, done.clone(), fence));
         (
             Presenter {
                 done: done.drop_guard(),
@@ -183,6 +195,7 @@ async fn present(
     shown: Shown,
     mut rx: mpsc::UnboundedReceiver<TurnEvent>,
     done: CancellationToken,
+    fence: Option<Arc<dyn ethan_core::tool::Fence>>,
 ) -> (Box<dyn Draft>, DraftView) {
     let interval = draft.interval();
     let mut view = DraftView::default();
@@ -213,6 +226,13 @@ async fn present(
         let empty = view.text.trim().is_empty() && view.tools.is_empty();
         if dirty && !empty && Instant::now() >= next_at {
             dirty = false;
+            if let Some(fence) = &fence {
+                if let Err(why) = fence.check().await {
+                    tracing::info!("the streamed reply is left as it was: {why}");
+                    done.cancelled().await;
+                    break;
+                }
+            }
             let started = Instant::now();
             if let Err(e) = draft.update(&view).await {
                 tracing::warn!("could not update the streamed reply: {e}");

@@ -215,3 +215,22 @@ fn require_or_prefer_against_a_server_without_tls_is_refused_never_plain_text() 
         "{line}"
     );
 }
+
+/// `sslrootcert=system` names the public CAs, which vouch for a server only together with its
+/// host name: with `require` or `prefer` it would accept any certificate (the test server's is
+/// from a private CA), so the URL is refused, as libpq refuses it.
+#[test]
+fn sslrootcert_system_with_a_weaker_sslmode_is_refused() {
+    let s = tls_server();
+    for mode in ["require", "prefer", "verify-ca"] {
+        let url = format!(
+            "postgres://postgres@127.0.0.1:{}/postgres?sslmode={mode}&sslrootcert=system",
+            s.port
+        );
+        let (ok, line) = doctor_store_line(&url);
+        assert!(
+            !ok && line.contains("sslrootcert"),
+            "sslmode={mode}: {line}"
+        );
+    }
+}

@@ -314,7 +314,8 @@ impl Router {
         let (presenter, events) = match self.open_draft(ev, resumed).await {
             Some(draft) => {
                 let shown = stream::Shown::for_chat(ev.chat.kind, self.agent.executor.registry());
-                let (p, events) = Presenter::start(draft, shown);
+                let (p, events) =
+                    Presenter::start_fenced(draft, shown, fence.as_ref().map(LeaseFence::shared));
                 (Some(p), Some(events))
             }
             None => (None, None),

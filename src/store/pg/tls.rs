@@ -11,8 +11,10 @@
 //!
 //! `prefer` never falls back to plain text: a server without TLS is refused, as with
 //! `require`. `sslrootcert` names a PEM file of CA certificates, or `system` for the public
-//! (Mozilla) roots; without it `verify-ca` and `verify-full` use the public roots. With
-//! `sslrootcert` and no `sslmode`, the mode is `verify-full`. Both parameters are taken out
+//! (Mozilla) roots; without it `verify-full` uses the public roots. As libpq: `verify-ca` needs a
+//! CA file (the public roots without the host name would vouch for any public certificate), and
+//! `sslrootcert=system` goes only with `verify-full`. With `sslrootcert` and no `sslmode`, the
+//! mode is `verify-full`. Both parameters are taken out
 //! of the URL before the client library reads the rest.
 
 use super::StoreError;
@@ -134,6 +136,23 @@ pub fn split(url: &str) -> Result<(String, Tls), StoreError> {
             )))
         }
     };
+    // libpq's rules: the public roots vouch for a server only together with its host name.
+    match (mode, &root_cert) {
+        (SslMode::VerifyCa, None | Some(RootCert::System)) => {
+            return Err(invalid(
+                "sslmode=verify-ca needs sslrootcert naming a PEM file of your CA: any publicly \
+                 issued certificate would pass a chain check against the public roots without \
+                 the host name (use sslmode=verify-full for a server with a public certificate)",
+            ))
+        }
+        (SslMode::Disable | SslMode::Require, Some(RootCert::System)) => {
+            return Err(invalid(
+                "sslrootcert=system checks a certificate only with sslmode=verify-full (or no \
+                 sslmode): a weaker sslmode would accept any certificate",
+            ))
+        }
+        _ => {}
+    }
     let tls = Tls {
         mode,
         written,
@@ -426,7 +445,10 @@ mod tests {
         assert_eq!(mode(&format!("{u}allow")), SslMode::Disable);
         assert_eq!(mode(&format!("{u}prefer")), SslMode::Require);
         assert_eq!(mode(&format!("{u}require")), SslMode::Require);
-        assert_eq!(mode(&format!("{u}verify-ca")), SslMode::VerifyCa);
+        assert_eq!(
+            mode(&format!("{u}verify-ca&sslrootcert=/ca.pem")),
+            SslMode::VerifyCa
+        );
         assert_eq!(mode(&format!("{u}verify-full")), SslMode::VerifyFull);
         assert_eq!(mode("postgres://u@h/e"), SslMode::Disable);
         let err = split(&format!("{u}verify_full")).unwrap_err().to_string();
@@ -458,6 +480,23 @@ mod tests {
             (tls.mode, tls.root_cert),
             (SslMode::VerifyFull, Some(RootCert::System))
         );
+    }
+
+    #[test]
+    fn the_public_roots_vouch_only_with_the_host_name() {
+        for url in [
+            "postgres://h/e?sslmode=verify-ca",
+            "postgres://h/e?sslmode=verify-ca&sslrootcert=system",
+            "postgres://h/e?sslmode=require&sslrootcert=system",
+            "postgres://h/e?sslmode=prefer&sslrootcert=system",
+            "postgres://h/e?sslmode=disable&sslrootcert=system",
+        ] {
+            let e = split(url).unwrap_err().to_string();
+            assert!(e.contains("sslrootcert"), "{url}: {e}");
+        }
+        assert!(split("postgres://h/e?sslmode=verify-ca&sslrootcert=/ca.pem").is_ok());
+        assert!(split("postgres://h/e?sslmode=verify-full&sslrootcert=system").is_ok());
+        assert!(split("postgres://h/e?sslmode=verify-full").is_ok());
     }
 
     #[test]

@@ -177,7 +177,7 @@ impl std::fmt::Debug for MediaSource {
 }
 
 impl InboundEvent {
-    /// Session key: `{channel}:{chat_id}` plus `:{thread}` for real topic threads (DESIGN §2).
+    /// Session key: `{channel}:{chat_id}` plus `:{thread}` for real topic threads (docs/channels.md).
     pub fn session_key(&self) -> String {
         match &self.chat.thread {
             Some(t) => format!("{}:{}:{}", self.channel, self.chat.id, t),

@@ -158,7 +158,7 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// The tools `audience` may use (the exposure policy, DESIGN §3).
+    /// The tools `audience` may use (the exposure policy, `tools::engine::policy`).
     pub fn allowed_tools(&self, audience: &Audience) -> BTreeSet<String> {
         self.policy.allowed(&self.executor.registry(), audience)
     }

@@ -5,7 +5,7 @@
 //! `$ETHAN_HOME/config.yaml`, `ETHAN_HOME` defaulting to `~/.ethan`); `ETHAN__SECTION__KEY`
 //! overrides (double underscores separate levels: `ETHAN__MODEL__NAME`,
 //! `ETHAN__CHANNELS__TELEGRAM__DM_POLICY`). Read with the `config` crate, then deserialised into
-//! the typed [`Config`] with the failing key's path in every error. Keys are those of DESIGN §7;
+//! the typed [`Config`] with the failing key's path in every error. Keys are those of docs/configuration.md;
 //! unknown keys and bad values stop the start. A model endpoint (`model`, each
 //! `model.fallback` entry) left without `base_url` or `api_key` takes its provider's variables
 //! (`OPENAI_BASE_URL`/`OPENAI_API_KEY`, `ANTHROPIC_BASE_URL`/`ANTHROPIC_API_KEY`), then the
@@ -556,7 +556,7 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
 }
 
 /// Keys accepted now whose feature comes in a later version: (key prefix, what is missing).
-/// Every key of DESIGN §7 has its feature in this version; a key added to the contract before
+/// Every key of docs/configuration.md has its feature in this version; a key added to the contract before
 /// its feature lands goes here with a one-line notice.
 const LATER: &[(&str, &str)] = &[];
 

@@ -1,4 +1,4 @@
-//! The typed configuration, key for key as in DESIGN §7. Every struct refuses unknown keys;
+//! The typed configuration, key for key as in docs/configuration.md. Every struct refuses unknown keys;
 //! defaults are the documented ones.
 
 use super::scalar::string_or_number;

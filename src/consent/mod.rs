@@ -1,5 +1,5 @@
 //! Consent: a tool call with side effects needs a yes, and only the owner can say it in a chat
-//! (DESIGN §4). This is step 6 of the executor ([`ethan_core::consent::ConsentGate`]).
+//! (docs/security.md). This is step 6 of the executor ([`ethan_core::consent::ConsentGate`]).
 //!
 //! For each call the tool's hooks say whether consent is needed (`consent_check`), for which
 //! scope (`consent_scope`: the tool name, or a directory for file tools) and whether the call

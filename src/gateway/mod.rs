@@ -1,4 +1,4 @@
-//! The HTTP gateway (DESIGN §8): one axum server on `gateway.listen` (default 127.0.0.1:8900;
+//! The HTTP gateway (docs/channels.md): one axum server on `gateway.listen` (default 127.0.0.1:8900;
 //! port 0 takes a free port, which is logged), started by `ethan run` unless
 //! `gateway.enabled: false`.
 //!

@@ -1,6 +1,6 @@
 //! The executor: between the model and the world. For the `tool_calls` of one assistant
 //! message, in the model's order (consecutive read-only calls in parallel, each side-effect call
-//! alone), every call goes through these steps (DESIGN §3), each of which can end it with a
+//! alone), every call goes through these steps (docs/ARCHITECTURE.md, "Where each rule lives"), each of which can end it with a
 //! [`ToolResult`] the model reads:
 //!
 //! 1. resolve aliases (`bash` → `shell`);

@@ -1,4 +1,4 @@
-//! Exposure policy: which tools a turn may use, decided in this order (DESIGN §3):
+//! Exposure policy: which tools a turn may use, decided in this order (docs/security.md):
 //! 1. per-interface registration (a tool may exist only on some channels);
 //! 2. `tools.profile` (minimal ⊂ messaging ⊂ coding ⊂ full), or `tools.allow` which replaces
 //!    the profile; then `tools.also_allow` added; `tools.deny` always wins;

@@ -3,7 +3,7 @@
 //! [`searxng`] (a self-hosted or public instance, JSON format). One file per provider; this
 //! module owns the tool, the provider order and the provider health.
 //!
-//! Settings (`tools.web_search`, DESIGN §7): `provider`, `fallback` (tried in order after it) and
+//! Settings (`tools.web_search`, docs/configuration.md): `provider`, `fallback` (tried in order after it) and
 //! a section per provider whose `base_url` overrides the public endpoint. `SEARXNG_BASE_URL`
 //! switches to SearXNG when the config file sets no SearXNG base URL (the configured provider
 //! then comes right after it). Built with [`WebSearch::watching`], the tool reads the settings

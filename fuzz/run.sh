@@ -42,9 +42,9 @@ for t in "${TARGETS[@]}"; do
     *) echo "unknown target: $t" >&2; exit 2 ;;
   esac
   mkdir -p "corpus/$t"
-  # telegram_render renders only an input's first 4 KB: mutations past that would be wasted.
+  # telegram_render renders only an input's first 1 KB: mutations past that would be wasted.
   limits=()
-  [ "$t" = telegram_render ] && limits=(-max_len=4096)
+  [ "$t" = telegram_render ] && limits=(-max_len=1024)
   log="artifacts/$t.log"
   mkdir -p "artifacts/$t"
   marker=$(mktemp)

@@ -50,7 +50,7 @@ pub fn telegram_update(data: &[u8]) {
 
 /// The longest input [`telegram_render`] renders: the chunker's work grows with the text at a
 /// small limit, and a longer input teaches the fuzzer nothing a shorter one does not.
-pub const RENDER_INPUT_MAX: usize = 4096;
+pub const RENDER_INPUT_MAX: usize = 1024;
 
 /// Markdown → Telegram HTML → chunks at one limit drawn from the input ([`render_limit`]): every
 /// chunk within it (so within 4096 UTF-16 units), only accepted tags, balanced, display text

@@ -399,7 +399,8 @@ async fn a_sessions_pending_events_come_in_the_platform_order() {
 
 #[tokio::test]
 async fn a_session_is_claimed_with_its_events_and_let_go_only_when_none_is_left() {
-    use crate::store::{session_lease, InboundStore, KvStore, Pending, ReplicaStore};
+    use crate::store::{session_lease, InboundStore, Pending, ReplicaStore};
+    use ethan_core::store::KvStore;
     let url = database().await;
     let (a, b) = (
         PgStore::connect(&url).await.unwrap(),

@@ -185,8 +185,14 @@ impl Agent {
                 refused: true,
             };
         }
-        let session_id = match self.store.current_session(&input.session_key).await {
-            Ok(s) => s,
+        // The session and what the turn reads of it in the kv table, in one store step.
+        let started = self.store.start_turn(&input.session_key, &START_KEYS).await;
+        let (session_id, [earlier, outside, compaction, snapshot]) = match started {
+            Ok((id, values)) => {
+                let mut values = values.into_iter();
+                let mut next = || values.next().flatten();
+                (id, [next(), next(), next(), next()])
+            }
             Err(e) => {
                 return TurnReply {
                     outcome: TurnOutcome::Failed {
@@ -228,15 +234,14 @@ impl Agent {
                 .filter(|_| memory_on && !input.unattended && input.child.is_none()),
             budget_chars,
         };
-        // Four independent reads, queued together: the store answers them back to back instead
-        // of one round trip (a wake-up of its thread and of this task) after another.
-        let taint_key = format!("taint:{session_id}");
+        let taint_key = format!("{TAINT_PREFIX}{session_id}");
         let memory = async {
             if memory_on {
                 snapshot::for_session(
                     &self.store,
                     &self.config.config.memory,
                     &session_id,
+                    snapshot,
                     &visible,
                     chrono::Utc::now().timestamp(),
                 )
@@ -245,21 +250,11 @@ impl Agent {
                 snapshot::Snapshot::default()
             }
         };
-        // Private data seen earlier in the session counts, even once the call that read it has
-        // left the history window (the answers may still repeat it); `/new` starts clean.
-        let earlier = async {
-            match self.store.kv_get(&taint_key).await {
-                Ok(v) => v,
-                Err(e) => {
-                    tracing::warn!("cannot read the taint of {}: {e}", input.session_key);
-                    None
-                }
-            }
-        };
-        // Outside text seen earlier in the session (memory_save then asks).
-        let outside = provenance::recorded(&self.store, &session_id);
-        let ((mut compaction, mut history), memory, earlier, outside) =
-            tokio::join!(compactor.load(limit), memory, earlier, outside);
+        // Private data seen earlier in the session (`earlier`) counts, even once the call that
+        // read it has left the history window (the answers may still repeat it); so does outside
+        // text seen earlier (`outside`: memory_save then asks). `/new` starts clean.
+        let ((mut compaction, mut history), memory) =
+            tokio::join!(compactor.load(compaction, limit), memory);
         let outside_recorded = outside.is_some();
         let outside = outside.or_else(|| provenance::outside_in(&history));
         if !input.is_owner {
@@ -782,6 +777,19 @@ fn tool_end(r: &crate::tools::executor::CallOutcome) -> TurnEvent {
 }
 
 /// The note added to an answer the model's length limit cut off.
+/// The kv key of the private-data mark of a session is this prefix and the session id.
+pub const TAINT_PREFIX: &str = "taint:";
+
+/// The kv keys a turn reads with its start ([`ethan_core::store::SessionStore::start_turn`]), by
+/// prefix: the private-data mark, the outside-text mark, the compaction state, the memory
+/// snapshot.
+const START_KEYS: [&str; 4] = [
+    TAINT_PREFIX,
+    provenance::MARK_PREFIX,
+    compact::KEY_PREFIX,
+    crate::tools::builtin::memory::SNAPSHOT_PREFIX,
+];
+
 pub const CUT_OFF_NOTE: &str = "… (the answer was cut off at the model's length limit)";
 
 /// `text` (Markdown) followed by [`CUT_OFF_NOTE`] in a paragraph of its own; a code block the

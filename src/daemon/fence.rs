@@ -57,6 +57,20 @@ impl LeaseFence {
         false
     }
 
+    /// [`LeaseFence::holds`] and the answer's `sending` record for `ev` in one store step:
+    /// `false` (the turn cancelled, nothing recorded) when the lease is not held.
+    pub async fn holds_sending(&self, ev: &ethan_channels::InboundEvent, reply: &str) -> bool {
+        if self
+            .replica
+            .confirm_sending(&self.lease, ev.channel.as_str(), &ev.event_id, reply)
+            .await
+        {
+            return true;
+        }
+        self.cancel.cancel();
+        false
+    }
+
     /// Cancel the turn once this replica no longer believes it holds the lease, until `done`
     /// is cancelled (the turn ended).
     pub fn watch(&self, done: CancellationToken) {

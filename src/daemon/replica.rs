@@ -131,6 +131,61 @@ impl Replica {
         }
     }
 
+    /// Take the session lease of `key` and its unfinished events not in `handled`, in one
+    /// store step (the lease is taken only when there is something to run, and the stop
+    /// request of an earlier turn is forgotten with it). `None`: nothing to run, the lease is
+    /// another replica's, or the store failed (logged).
+    pub async fn claim(&self, key: &str, handled: &[String]) -> Option<Vec<crate::store::Pending>> {
+        let name = crate::store::session_lease(key);
+        let forget = remote_stop::key(key);
+        match self
+            .store
+            .claim_pending(key, &name, &self.id, self.lease.as_secs(), handled, &forget)
+            .await
+        {
+            Ok(Some(events)) => {
+                let generation = self
+                    .generation
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.held().insert(name, generation);
+                Some(events)
+            }
+            Ok(None) => None,
+            Err(e) => {
+                tracing::error!("cannot claim the session {key}: {e}");
+                None
+            }
+        }
+    }
+
+    /// Let the session lease of `key` go unless it has unfinished events not in `handled`, in
+    /// one store step: `Some(events)` to run next (the lease kept), `None` once it is let go
+    /// (also when the store failed: then it is let go by a plain release, logged).
+    pub async fn release_if_idle(
+        &self,
+        key: &str,
+        handled: &[String],
+    ) -> Option<Vec<crate::store::Pending>> {
+        let name = crate::store::session_lease(key);
+        let forget = remote_stop::key(key);
+        match self
+            .store
+            .release_if_idle(key, &name, &self.id, handled, &forget)
+            .await
+        {
+            Ok(Some(events)) => Some(events),
+            Ok(None) => {
+                self.held().remove(&name);
+                None
+            }
+            Err(e) => {
+                tracing::error!("cannot read the unfinished events of {key}: {e}");
+                self.give_up(&name).await;
+                None
+            }
+        }
+    }
+
     /// Give every held lease up (at shutdown, once no turn runs: other replicas take the
     /// sessions over at once instead of after `lease_secs`).
     pub async fn give_up_all(&self) {
@@ -159,6 +214,41 @@ impl Replica {
         let why = match self
             .store
             .confirm_lease(name, &self.id, self.lease.as_secs())
+            .await
+        {
+            Ok(true) => return true,
+            Ok(false) => "it expired (this replica was paused or cut off from the database)".into(),
+            Err(e) => format!("the store cannot confirm it: {e}"),
+        };
+        tracing::warn!("this replica lost the lease {name}: {why}");
+        self.give_up(name).await;
+        false
+    }
+
+    /// [`Replica::confirm`] and the reply's `sending` record in one store step: `true` when
+    /// the lease `name` is held without a break and `reply` is recorded as being sent for
+    /// `channel`'s event `event_id`; otherwise nothing is recorded, the lease is given up, and
+    /// nothing of the turn may be sent.
+    pub async fn confirm_sending(
+        &self,
+        name: &str,
+        channel: &str,
+        event_id: &str,
+        reply: &str,
+    ) -> bool {
+        if !self.holds(name) {
+            return false;
+        }
+        let why = match self
+            .store
+            .set_inbound_sending_fenced(
+                channel,
+                event_id,
+                reply,
+                name,
+                &self.id,
+                self.lease.as_secs(),
+            )
             .await
         {
             Ok(true) => return true,
@@ -379,7 +469,8 @@ pub mod remote_stop {
         pub owner: bool,
     }
 
-    fn key(session_key: &str) -> String {
+    /// The kv key of `session_key`'s stop request.
+    pub fn key(session_key: &str) -> String {
         format!("replica.stop:{session_key}")
     }
 
@@ -391,11 +482,6 @@ pub mod remote_stop {
     ) -> Result<(), ethan_core::store::StoreError> {
         let json = serde_json::to_string(req).unwrap_or_default();
         store.kv_set(&key(session_key), &json).await
-    }
-
-    /// Forget any earlier request (a turn starts).
-    pub async fn clear(store: &dyn KvStore, session_key: &str) {
-        let _ = store.kv_delete(&key(session_key)).await;
     }
 
     /// Until `done` fires: cancel `cancel` on a request from someone who may stop this turn

@@ -27,8 +27,8 @@ impl Typing {
         Self::start_every(channel, msg, TYPING_EVERY, None)
     }
 
-    /// [`Typing::start`], each send first asking `fence` (replicas: a turn whose replica lost
-    /// the session sends no indicator either); the first refusal ends it.
+    /// [`Typing::start`], each send after the first asking `fence` (replicas: a turn whose
+    /// replica lost the session sends no indicator either); the first refusal ends it.
     pub fn start_fenced(
         channel: Option<Arc<dyn Channel>>,
         msg: OutboundMessage,
@@ -47,12 +47,17 @@ impl Typing {
         let task = channel.map(|ch| {
             let stop = stop.clone();
             tokio::spawn(async move {
+                // The first indicator goes out unasked: the turn starts right after its
+                // replica took (or confirmed) the session, and a fence only exists while this
+                // replica believes it holds it.
+                let mut first = true;
                 while !stop.is_cancelled() {
-                    if let Some(fence) = &fence {
+                    if let Some(fence) = fence.as_ref().filter(|_| !first) {
                         if fence.check().await.is_err() {
                             break;
                         }
                     }
+                    first = false;
                     if let Err(e) = ch.send(&msg).await {
                         tracing::debug!("typing indicator failed: {e}");
                     }

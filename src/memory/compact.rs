@@ -45,8 +45,11 @@ const SUMMARY_PERCENT: usize = 15;
 /// The most characters of one tool call or result in the material summarised.
 const TOOL_TEXT_CHARS: usize = 1_500;
 
+/// The kv key of a session's state is this prefix and the session id.
+pub const KEY_PREFIX: &str = "compaction:";
+
 fn key(session_id: &str) -> String {
-    format!("compaction:{session_id}")
+    format!("{KEY_PREFIX}{session_id}")
 }
 
 /// The summary as the message after the system prompt; `None` before the first compaction.
@@ -80,25 +83,23 @@ pub struct Compactor<'a> {
 }
 
 impl Compactor<'_> {
-    /// The stored state and the history after it: at most `limit` messages, oldest first,
+    /// The state as stored (`stored`: the value of kv [`KEY_PREFIX`]`<session_id>`, read with
+    /// the turn's start) and the history after it: at most `limit` messages, oldest first,
     /// starting at a user message. A store failure gives what could be read (logged).
-    pub async fn load(&self, limit: usize) -> (State, Vec<(i64, ChatMessage)>) {
-        let state = match self.store.kv_get(&key(self.session_id)).await {
-            Ok(Some(v)) => serde_json::from_str(&v).unwrap_or_else(|e| {
+    pub async fn load(
+        &self,
+        stored: Option<String>,
+        limit: usize,
+    ) -> (State, Vec<(i64, ChatMessage)>) {
+        let state = match stored {
+            Some(v) => serde_json::from_str(&v).unwrap_or_else(|e| {
                 tracing::warn!(
                     "the compaction state of {} is unreadable: {e}",
                     self.session_id
                 );
                 State::default()
             }),
-            Ok(None) => State::default(),
-            Err(e) => {
-                tracing::error!(
-                    "cannot read the compaction state of {}: {e}",
-                    self.session_id
-                );
-                State::default()
-            }
+            None => State::default(),
         };
         let history = match self
             .store

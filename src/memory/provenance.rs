@@ -58,22 +58,13 @@ pub fn outside_in(history: &[(i64, ChatMessage)]) -> Option<String> {
         .map(str::to_string)
 }
 
+/// The prefix of [`session_mark`]: the turn reads the mark with its start.
+pub const MARK_PREFIX: &str = "untrusted:";
+
 /// The kv key that records what first brought outside text into session `session_id` (kept
 /// until `/new` starts another session, as the private-data mark `taint:<session_id>` is).
 fn session_mark(session_id: &str) -> String {
-    format!("untrusted:{session_id}")
-}
-
-/// What brought outside text into session `session_id` in an earlier turn, if recorded (a
-/// store error is logged and counts as none).
-pub async fn recorded(store: &StorageRef, session_id: &str) -> Option<String> {
-    match store.kv_get(&session_mark(session_id)).await {
-        Ok(v) => v,
-        Err(e) => {
-            tracing::warn!("cannot read the outside-text mark of {session_id}: {e}");
-            None
-        }
-    }
+    format!("{MARK_PREFIX}{session_id}")
 }
 
 /// Record `source` as what brought outside text into session `session_id`. Best effort.

@@ -23,27 +23,23 @@ pub struct Snapshot {
 
 use crate::tools::builtin::memory::snapshot_key as key;
 
-/// The snapshot of `session_id`: the stored one, else one made now from the facts `visible`
-/// may see and stored. A store failure gives an empty snapshot (logged): the turn goes on
+/// The snapshot of `session_id`: the stored one (`stored`, read with the turn's start), else one
+/// made now from the facts `visible` may see and stored. A store failure gives an empty snapshot (logged): the turn goes on
 /// without memory rather than not at all.
 pub async fn for_session(
     store: &StorageRef,
     config: &MemoryConfig,
     session_id: &str,
+    stored: Option<String>,
     visible: &Visible,
     now: i64,
 ) -> Snapshot {
-    match store.kv_get(&key(session_id)).await {
-        Ok(Some(v)) => match serde_json::from_str(&v) {
+    if let Some(v) = stored {
+        match serde_json::from_str(&v) {
             Ok(s) => return s,
             Err(e) => tracing::warn!(
                 "the memory snapshot of {session_id} is unreadable ({e}); making a new one"
             ),
-        },
-        Ok(None) => {}
-        Err(e) => {
-            tracing::warn!("cannot read the memory snapshot of {session_id}: {e}");
-            return Snapshot::default();
         }
     }
     let (scope, subject) = visible.subject();

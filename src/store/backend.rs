@@ -32,6 +32,23 @@ pub trait InboundStore: Send + Sync {
         event_id: &str,
         reply: &str,
     ) -> Result<(), StoreError>;
+    /// [`InboundStore::set_inbound_sending`] only while `holder` holds the lease `lease`
+    /// without a break (extending it by `secs` seconds, as
+    /// [`ReplicaStore::confirm_lease`]), in one step: the fence before a turn's answer and the
+    /// answer's record at once. `Ok(false)`: the lease is not held, nothing was written. A
+    /// store without replicas grants every lease.
+    async fn set_inbound_sending_fenced(
+        &self,
+        channel: &str,
+        event_id: &str,
+        reply: &str,
+        _lease: &str,
+        _holder: &str,
+        _secs: u64,
+    ) -> Result<bool, StoreError> {
+        self.set_inbound_sending(channel, event_id, reply).await?;
+        Ok(true)
+    }
     /// Replies left in `sending` (sent, not confirmed), oldest first; unreadable rows are marked
     /// `failed` and left out.
     async fn unconfirmed_replies(&self) -> Result<Vec<UnconfirmedReply>, StoreError>;
@@ -170,6 +187,57 @@ pub trait ReplicaStore: Send + Sync {
     /// events started [`super::inbound::MAX_ATTEMPTS`] times are marked `failed` and left out.
     async fn pending_inbound(&self, _session_key: &str) -> Result<Vec<Pending>, StoreError> {
         Ok(Vec::new())
+    }
+    /// Take the session's lease `lease` for `holder` and read its unfinished events, in one
+    /// step: only when `session_key` has an unfinished event not in `handled` (event ids) is the
+    /// lease taken (free, expired, or already `holder`'s). `None`: nothing to do, or the lease is
+    /// another's; `Some(events)`: the lease is `holder`'s and `events` are those
+    /// [`ReplicaStore::pending_inbound`] returns, without `handled`. With the lease taken, the
+    /// kv key `forget` is deleted in the same step (a stop request left from an earlier turn).
+    async fn claim_pending(
+        &self,
+        session_key: &str,
+        lease: &str,
+        holder: &str,
+        secs: u64,
+        handled: &[String],
+        _forget: &str,
+    ) -> Result<Option<Vec<Pending>>, StoreError> {
+        if !self.try_lease(lease, holder, secs).await? {
+            return Ok(None);
+        }
+        let pending = self.pending_inbound(session_key).await?;
+        Ok(Some(
+            pending
+                .into_iter()
+                .filter(|p| !handled.contains(&p.event().event_id))
+                .collect(),
+        ))
+    }
+    /// Let the session's lease go unless `session_key` has unfinished events not in `handled`,
+    /// in one step: `Some(events)` (not empty) when it has, the lease kept and `forget`
+    /// deleted as in [`ReplicaStore::claim_pending`]; `None` when the lease was let go. An
+    /// event recorded by another replica while this step ran is found by the next
+    /// [`ReplicaStore::claim_pending`].
+    async fn release_if_idle(
+        &self,
+        session_key: &str,
+        lease: &str,
+        holder: &str,
+        handled: &[String],
+        _forget: &str,
+    ) -> Result<Option<Vec<Pending>>, StoreError> {
+        let pending: Vec<Pending> = self
+            .pending_inbound(session_key)
+            .await?
+            .into_iter()
+            .filter(|p| !handled.contains(&p.event().event_id))
+            .collect();
+        if pending.is_empty() {
+            self.release_lease(lease, holder).await?;
+            return Ok(None);
+        }
+        Ok(Some(pending))
     }
     /// The leases held now (not expired): `(name, holder)`.
     async fn lease_holders(&self) -> Result<Vec<(String, String)>, StoreError> {

@@ -110,6 +110,16 @@ pub(crate) async fn sessions(s: &dyn DaemonStore) {
     assert_ne!(a, b);
     assert_eq!(b, s.current_session("telegram:1").await.unwrap());
     assert_ne!(b, s.current_session("telegram:2").await.unwrap());
+    // A turn's start: the session (made on first use) and its keys, in the order asked.
+    let (t, values) = s.start_turn("telegram:3", &["k1:", "k2:"]).await.unwrap();
+    assert_eq!(t, s.current_session("telegram:3").await.unwrap());
+    assert_eq!(values, vec![None, None]);
+    s.kv_set(&format!("k2:{t}"), "two").await.unwrap();
+    let (again, values) = s.start_turn("telegram:3", &["k1:", "k2:"]).await.unwrap();
+    assert_eq!(again, t);
+    assert_eq!(values, vec![None, Some("two".to_string())]);
+    let (_, values) = s.start_turn("telegram:1", &["k2:"]).await.unwrap();
+    assert_eq!(values, vec![None], "another session's key is not read");
     // Listing by a literal key prefix: active sessions only, titled by their first question.
     let w = s.current_session("web:w1").await.unwrap();
     s.append_messages(&w, &[ChatMessage::user("what is 100%_?")])

@@ -31,6 +31,24 @@ impl SessionStore for Store {
         self.call("retire session", move |db| db.new_session(&key))
             .await
     }
+    async fn start_turn(
+        &self,
+        key: &str,
+        kv_prefixes: &[&str],
+    ) -> Result<(String, Vec<Option<String>>), StoreError> {
+        let key = key.to_owned();
+        let prefixes: Vec<String> = kv_prefixes.iter().map(|p| (*p).to_owned()).collect();
+        // One trip to the connection thread: the session, then its keys.
+        self.call("start turn", move |db| {
+            let id = db.current_session(&key)?;
+            let values = prefixes
+                .iter()
+                .map(|p| db.kv_get(&format!("{p}{id}")))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((id, values))
+        })
+        .await
+    }
 }
 
 #[async_trait]

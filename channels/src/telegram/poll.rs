@@ -3,7 +3,11 @@
 //! Bot API semantics: an update is confirmed once `getUpdates` is called with an `offset`
 //! higher than its `update_id`. The offset is stored (key [`OFFSET_KEY`]) and advanced only after
 //! the update was handed to the daemon's sink, which records it durably first; so a crash never
-//! loses an update, and a redelivered one is recognised by its `update_id`.
+//! loses an update, and a redelivered one is recognised by its `update_id`. Polling goes on from
+//! the offset in memory; the stored one is written at most every [`OFFSET_SAVE_EVERY`] and when
+//! polling stops, not per update: a stored offset that lags only means that, after a restart
+//! (or on the replica that polls next), updates not yet confirmed to Telegram come again and
+//! are recognised as duplicates — confirmed ones Telegram does not send again at all.
 //!
 //! Errors: 409 Conflict (another poller, or a webhook still set) is logged once with its cause and
 //! retried with a growing delay (1 s doubling to 60 s); 429 waits exactly `retry_after`; a rejected
@@ -21,6 +25,39 @@ use tokio::sync::watch;
 
 /// Key of the persisted offset in the daemon's state store.
 pub const OFFSET_KEY: &str = "telegram.offset";
+
+/// The stored offset is written at most this often while updates come in.
+pub const OFFSET_SAVE_EVERY: Duration = Duration::from_secs(10);
+
+/// The offset polling has reached, and when it was last stored.
+struct Offset {
+    now: i32,
+    stored: i32,
+    stored_at: Option<std::time::Instant>,
+}
+
+impl Offset {
+    /// Store the offset if it moved and `force` or [`OFFSET_SAVE_EVERY`] passed since the last
+    /// write. A failed write is logged; polling goes on from memory.
+    async fn save(&mut self, state: &dyn StateStore, force: bool) {
+        let due = self
+            .stored_at
+            .is_none_or(|at| at.elapsed() >= OFFSET_SAVE_EVERY);
+        if self.now == self.stored || !(force || due) {
+            return;
+        }
+        match state.set(OFFSET_KEY, &self.now.to_string()).await {
+            Ok(()) => {
+                self.stored = self.now;
+                self.stored_at = Some(std::time::Instant::now());
+            }
+            Err(e) => tracing::warn!(
+                "could not store the telegram offset {}: {e}; polling goes on",
+                self.now
+            ),
+        }
+    }
+}
 
 /// The commands shown in Telegram's menu (`setMyCommands`).
 pub fn bot_commands() -> Vec<BotCommand> {
@@ -166,22 +203,28 @@ pub(super) async fn run(
     }
     let mut backoff = Backoff::new();
 
-    let mut offset: i32 = match state.get(OFFSET_KEY).await? {
+    let stored: i32 = match state.get(OFFSET_KEY).await? {
         Some(v) => v.trim().parse().unwrap_or_else(|_| {
             tracing::warn!("ignoring unreadable stored telegram offset {v:?}");
             0
         }),
         None => 0,
     };
+    let mut offset = Offset {
+        now: stored,
+        stored,
+        stored_at: None,
+    };
     let mut conflict_logged = false;
     loop {
         if *shutdown.borrow() {
+            offset.save(&*state, true).await;
             return Ok(());
         }
         let req = chan
             .bot()
             .get_updates()
-            .offset(offset)
+            .offset(offset.now)
             .timeout(chan.config.poll_timeout_secs)
             .allowed_updates(vec![
                 AllowedUpdate::Message,
@@ -190,7 +233,10 @@ pub(super) async fn run(
             ]);
         let res = tokio::select! {
             r = req.send() => r,
-            _ = shutdown.changed() => return Ok(()),
+            _ = shutdown.changed() => {
+                offset.save(&*state, true).await;
+                return Ok(());
+            }
         };
         match res {
             Ok(updates) => {
@@ -211,15 +257,10 @@ pub(super) async fn run(
                         }
                         break;
                     }
-                    offset = id.saturating_add(1);
-                    // The update is recorded; polling goes on from memory. A lost offset only
-                    // means updates come again after a restart, recognised as duplicates.
-                    if let Err(e) = state.set(OFFSET_KEY, &offset.to_string()).await {
-                        tracing::warn!(
-                            "could not store the telegram offset {offset}: {e}; polling goes on"
-                        );
-                    }
+                    offset.now = id.saturating_add(1);
                 }
+                // The updates are recorded; polling goes on from memory (see the module doc).
+                offset.save(&*state, false).await;
             }
             Err(RequestError::RetryAfter(s)) => {
                 tracing::warn!("telegram asks to wait {}s (429)", s.seconds());

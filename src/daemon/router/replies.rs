@@ -113,7 +113,7 @@ impl Router {
     }
 
     /// Send `text` as the reply and mark the event `done` (or `failed`, logged).
-    async fn deliver_and_mark(&self, ev: &InboundEvent, text: &str) {
+    pub(super) async fn deliver_and_mark(&self, ev: &InboundEvent, text: &str) {
         let state = match self.reply(ev, text).await {
             Ok(()) => "done",
             Err(e) => {

@@ -63,25 +63,18 @@ impl Router {
     /// the lease go when none is left, then look once more (an event recorded by another
     /// replica while this one held the lease is found here). An event still unfinished after
     /// this replica handled it (a store write that failed) is not run again by this pump.
+    /// Each step is one store statement: the lease is taken with the events to run, and let go
+    /// only when no other came in.
     async fn pump(self: &Arc<Self>, key: &str) {
         let Some(replica) = self.replica.clone() else {
             return;
         };
         let lease = crate::store::session_lease(key);
-        let mut handled = std::collections::HashSet::new();
-        if !replica.take(&lease).await {
+        let mut handled: Vec<String> = Vec::new();
+        let Some(mut pending) = replica.claim(key, &handled).await else {
             return;
-        }
+        };
         loop {
-            let pending = match self.store.pending_inbound(key).await {
-                Ok(p) => p,
-                Err(e) => {
-                    tracing::error!("cannot read the unfinished events of {key}: {e}");
-                    replica.give_up(&lease).await;
-                    return;
-                }
-            };
-            let mut ran = false;
             for p in pending {
                 if !replica.holds(&lease) {
                     tracing::warn!(
@@ -90,10 +83,10 @@ impl Router {
                     );
                     return;
                 }
-                if !handled.insert(p.event().event_id.clone()) {
+                if handled.contains(&p.event().event_id) {
                     continue;
                 }
-                ran = true;
+                handled.push(p.event().event_id.clone());
                 match p {
                     Pending::Turn { event, resumed } => {
                         tracing::debug!(
@@ -118,20 +111,16 @@ impl Router {
                     }
                 }
             }
-            if ran {
-                // More may have come in meanwhile: keep the lease and look again.
-                continue;
-            }
-            replica.give_up(&lease).await;
-            // An event recorded by a replica that found the lease held just before it was let
-            // go is found here.
-            let left = match self.store.pending_inbound(key).await {
-                Ok(p) => p.iter().any(|p| !handled.contains(&p.event().event_id)),
-                Err(_) => false,
+            // More may have come in meanwhile: then the lease is kept for them. Once it is let
+            // go, one more look (a new statement): an event recorded by a replica that found
+            // the lease held just before it was let go is found here.
+            pending = match replica.release_if_idle(key, &handled).await {
+                Some(more) => more,
+                None => match replica.claim(key, &handled).await {
+                    Some(more) => more,
+                    None => return,
+                },
             };
-            if !left || !replica.take(&lease).await {
-                return;
-            }
         }
     }
 
@@ -194,10 +183,11 @@ impl Router {
             }
             Access::Allowed { is_owner } => is_owner,
         };
-        let reply_text = match commands::parse(&ev.text) {
-            Some(cmd) => Some(self.command_reply(&ev, &cmd, is_owner).await),
+        let (reply_text, unconfirmed) = match commands::parse(&ev.text) {
+            Some(cmd) => (Some(self.command_reply(&ev, &cmd, is_owner).await), None),
             None => {
-                let Some((text, draft)) = self.run_turn(&ev, is_owner, resumed).await else {
+                let Some((text, draft, unconfirmed)) = self.run_turn(&ev, is_owner, resumed).await
+                else {
                     return;
                 };
                 if let Some((mut draft, view)) = draft {
@@ -213,9 +203,12 @@ impl Router {
                     }
                     return;
                 }
-                text
+                (text, unconfirmed)
             }
         };
+        if let Some(fence) = unconfirmed {
+            return self.answer_fenced(&ev, reply_text, &fence).await;
+        }
         match reply_text {
             Some(text) => self.answer(&ev, &text).await,
             None => self.mark(&ev, "done").await,
@@ -293,7 +286,7 @@ impl Router {
     ) -> Option<TurnEnd> {
         let key = ev.session_key();
         let Ok(_slot) = self.turn_slots.clone().acquire_owned().await else {
-            return Some((None, None));
+            return Some((None, None, None));
         };
         let cancel = CancellationToken::new();
         self.running
@@ -353,11 +346,17 @@ impl Router {
         };
         let reply = self.agent.run_turn_with_cards(&input, &cancel).await;
         drop(input);
-        if let Some(f) = &fence {
-            if !f.holds().await {
-                return self.fenced(ev, presenter);
+        // Replicas: the lease is confirmed before anything of the turn goes out — here when a
+        // draft or cards go out first, else with the answer's `sending` record (one statement).
+        let unconfirmed = match &fence {
+            Some(f) if presenter.is_some() || !reply.cards.is_empty() => {
+                if !f.holds().await {
+                    return self.fenced(ev, presenter);
+                }
+                None
             }
-        }
+            other => other.clone(),
+        };
         let draft = match presenter {
             Some(p) => {
                 let draft = p.stop().await;
@@ -403,7 +402,24 @@ impl Router {
             other => other,
         };
         drop(media);
-        Some((text, draft))
+        Some((text, draft, unconfirmed))
+    }
+
+    /// The end of a turn whose lease is confirmed with its answer ([`TurnEnd`]): the answer
+    /// recorded as being sent in the same store step, then delivered; with nothing to say, the
+    /// lease confirmed and the event marked `done`. A lost lease ends it as [`Router::fenced`].
+    async fn answer_fenced(&self, ev: &InboundEvent, text: Option<String>, fence: &LeaseFence) {
+        let held = match &text {
+            Some(t) => fence.holds_sending(ev, t).await,
+            None => fence.holds().await,
+        };
+        match text {
+            _ if !held => {
+                self.fenced(ev, None);
+            }
+            Some(t) => self.deliver_and_mark(ev, &t).await,
+            None => self.mark(ev, "done").await,
+        }
     }
 
     /// The end of a turn whose replica lost the session (see [`LeaseFence`]): another replica
@@ -434,8 +450,8 @@ impl Router {
         let stop_watch = CancellationToken::new();
         if self.replica.is_some() {
             use crate::daemon::replica::remote_stop;
+            // A request left from an earlier turn was forgotten when the session was claimed.
             let key = ev.session_key();
-            remote_stop::clear(&*self.store, &key).await;
             let (store, cancel, done) = (self.store.clone(), cancel.clone(), stop_watch.clone());
             let (group, sender) = (ev.chat.kind == ChatKind::Group, ev.sender.id.clone());
             tokio::spawn(async move {
@@ -530,9 +546,14 @@ impl Router {
     }
 }
 
-/// What a turn ends with: the reply text (`None`: nothing to say) and the streamed draft with
-/// what it showed last, when the channel streams.
-type TurnEnd = (Option<String>, Option<(Box<dyn Draft>, DraftView)>);
+/// What a turn ends with: the reply text (`None`: nothing to say), the streamed draft with
+/// what it showed last, when the channel streams, and (replicas, no draft, no cards) the fence
+/// still to be confirmed — with the answer's `sending` record — before anything goes out.
+type TurnEnd = (
+    Option<String>,
+    Option<(Box<dyn Draft>, DraftView)>,
+    Option<LeaseFence>,
+);
 
 /// A trace id stable for an inbound event, so a turn re-run after a crash keeps its trace (and
 /// its replay keys). The send time is part of it: a platform event id reused later (Telegram

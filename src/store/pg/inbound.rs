@@ -51,41 +51,32 @@ impl InboundStore for PgStore {
         })?;
         let ts = now();
         let channel = ev.channel.as_str();
-        let mut client = self.client(op).await?;
-        let tx = client.transaction().await.map_err(|e| pg_error(op, &e))?;
-        let replace = tx
-            .prepare_cached(
-                "DELETE FROM inbound_events
-                 WHERE channel = $1 AND event_id = $2 AND received_at < $3
-                   AND state NOT IN ('received', 'processing', 'sending')
-                   AND sent_at IS DISTINCT FROM $4",
-            )
-            .await
-            .map_err(|e| pg_error(op, &e))?;
-        tx.execute(
-            &replace,
-            &[
-                &channel,
-                &ev.event_id,
-                &(ts - DEDUPE_WINDOW_SECS),
-                &ev.sent_at,
-            ],
-        )
-        .await
-        .map_err(|e| pg_error(op, &e))?;
-        let insert = tx
+        // One statement: a new event is inserted; a finished one of a message sent at another
+        // time, older than the dedupe window, is replaced in place (the platform reused the id;
+        // `seq` is drawn anew, so it sorts as the arrival it is); anything else is a redelivery
+        // and changes nothing.
+        let client = self.client(op).await?;
+        let upsert = client
             .prepare_cached(
                 "INSERT INTO inbound_events
                  (channel, event_id, session_key, payload, sent_at, state, attempts, received_at,
                   updated_at, platform_seq)
                  VALUES ($1, $2, $3, $4, $5, 'received', 0, $6, $6, $7)
-                 ON CONFLICT (channel, event_id) DO NOTHING",
+                 ON CONFLICT (channel, event_id) DO UPDATE SET
+                   seq = DEFAULT, session_key = EXCLUDED.session_key,
+                   payload = EXCLUDED.payload, sent_at = EXCLUDED.sent_at, state = 'received',
+                   attempts = 0, received_at = EXCLUDED.received_at,
+                   updated_at = EXCLUDED.updated_at, reply = NULL,
+                   platform_seq = EXCLUDED.platform_seq
+                 WHERE inbound_events.received_at < $8
+                   AND inbound_events.state NOT IN ('received', 'processing', 'sending')
+                   AND inbound_events.sent_at IS DISTINCT FROM EXCLUDED.sent_at",
             )
             .await
             .map_err(|e| pg_error(op, &e))?;
-        let n = tx
+        let n = client
             .execute(
-                &insert,
+                &upsert,
                 &[
                     &channel,
                     &ev.event_id,
@@ -94,11 +85,11 @@ impl InboundStore for PgStore {
                     &ev.sent_at,
                     &ts,
                     &ev.seq,
+                    &(ts - DEDUPE_WINDOW_SECS),
                 ],
             )
             .await
             .map_err(|e| pg_error(op, &e))?;
-        tx.commit().await.map_err(|e| pg_error(op, &e))?;
         Ok(n == 1)
     }
 
@@ -160,6 +151,49 @@ impl InboundStore for PgStore {
             .await
             .map_err(|e| pg_error(op, &e))?;
         Ok(())
+    }
+
+    /// One statement: the lease confirmed (and extended) and, only when it was, the event
+    /// moved to `sending` with its reply.
+    async fn set_inbound_sending_fenced(
+        &self,
+        channel: &str,
+        event_id: &str,
+        reply: &str,
+        lease: &str,
+        holder: &str,
+        secs: u64,
+    ) -> Result<bool, StoreError> {
+        let op = "update inbound";
+        let client = self.client(op).await?;
+        let stmt = client
+            .prepare_cached(
+                "WITH held AS (
+                   UPDATE leases SET expires_at = now() + make_interval(secs => $7)
+                   WHERE name = $5 AND holder = $6 AND expires_at > now() RETURNING 1),
+                 sending AS (
+                   UPDATE inbound_events SET state = 'sending', reply = $3, updated_at = $4
+                   WHERE channel = $1 AND event_id = $2 AND EXISTS (SELECT 1 FROM held))
+                 SELECT EXISTS (SELECT 1 FROM held)",
+            )
+            .await
+            .map_err(|e| pg_error(op, &e))?;
+        let row = client
+            .query_one(
+                &stmt,
+                &[
+                    &channel,
+                    &event_id,
+                    &text(reply),
+                    &now(),
+                    &lease,
+                    &holder,
+                    &(secs as f64),
+                ],
+            )
+            .await
+            .map_err(|e| pg_error(op, &e))?;
+        row.try_get(0).map_err(|e| pg_error(op, &e))
     }
 
     /// Replies left in `sending` (sent, not confirmed), oldest first. Rows whose stored event or

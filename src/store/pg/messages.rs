@@ -17,18 +17,21 @@ impl MessageStore for PgStore {
         msgs: &[ChatMessage],
     ) -> Result<(), StoreError> {
         let op = "append messages";
-        let mut client = self.client(op).await?;
-        let tx = client.transaction().await.map_err(|e| pg_error(op, &e))?;
-        let stmt = tx
-            .prepare_cached(
-                "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, opaque,
-                 is_error, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-            )
-            .await
-            .map_err(|e| pg_error(op, &e))?;
+        // One statement for all of them (atomic by itself), in the given order: the rows are
+        // numbered by `unnest … WITH ORDINALITY` and inserted in that order, so their ids keep it.
         let ts = crate::store::now();
+        let n = msgs.len();
+        let (mut roles, mut contents, mut calls, mut call_ids, mut opaques, mut errors, mut ats) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
         for m in msgs {
-            let calls = if m.tool_calls.is_empty() {
+            calls.push(if m.tool_calls.is_empty() {
                 None
             } else {
                 Some(
@@ -37,25 +40,48 @@ impl MessageStore for PgStore {
                         message: e.to_string(),
                     })?,
                 )
-            };
-            let opaque = m.opaque.as_ref().map(|v| v.to_string());
-            tx.execute(
+            });
+            roles.push(m.role.as_str());
+            contents.push(opt_text(m.content.as_deref()).map(|c| c.into_owned()));
+            call_ids.push(m.tool_call_id.clone());
+            opaques.push(m.opaque.as_ref().map(|v| v.to_string()));
+            errors.push(m.is_error);
+            ats.push(stored_at(m, ts));
+        }
+        if msgs.is_empty() {
+            return Ok(());
+        }
+        let client = self.client(op).await?;
+        let stmt = client
+            .prepare_cached(
+                "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, opaque,
+                 is_error, created_at)
+                 SELECT $1, role, content, tool_calls, tool_call_id, opaque, is_error, created_at
+                 FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                             $7::bool[], $8::bigint[])
+                      WITH ORDINALITY AS m(role, content, tool_calls, tool_call_id, opaque,
+                                           is_error, created_at, n)
+                 ORDER BY n",
+            )
+            .await
+            .map_err(|e| pg_error(op, &e))?;
+        client
+            .execute(
                 &stmt,
                 &[
                     &session_id,
-                    &m.role.as_str(),
-                    &opt_text(m.content.as_deref()),
+                    &roles,
+                    &contents,
                     &calls,
-                    &m.tool_call_id,
-                    &opaque,
-                    &m.is_error,
-                    &stored_at(m, ts),
+                    &call_ids,
+                    &opaques,
+                    &errors,
+                    &ats,
                 ],
             )
             .await
             .map_err(|e| pg_error(op, &e))?;
-        }
-        tx.commit().await.map_err(|e| pg_error(op, &e))
+        Ok(())
     }
 
     async fn load_window(

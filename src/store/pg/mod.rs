@@ -17,6 +17,7 @@
 
 pub mod admin;
 pub mod audit;
+mod claim;
 pub mod cluster;
 pub mod errors;
 pub mod import;

@@ -4,12 +4,11 @@
 //! primary key makes two takers exclude each other.
 
 use super::errors::pg_error;
-use super::{PgStore, StoreError};
+use super::{claim, PgStore, StoreError};
 use crate::store::backend::{Pending, ReplicaStore};
-use crate::store::inbound::{UnconfirmedReply, MAX_ATTEMPTS};
+use crate::store::inbound::MAX_ATTEMPTS;
 use crate::store::now;
 use async_trait::async_trait;
-use ethan_channels::InboundEvent;
 
 #[async_trait]
 impl ReplicaStore for PgStore {
@@ -89,65 +88,77 @@ impl ReplicaStore for PgStore {
     async fn pending_inbound(&self, session_key: &str) -> Result<Vec<Pending>, StoreError> {
         let op = "scan inbound";
         let client = self.client(op).await?;
-        client
-            .execute(
-                "UPDATE inbound_events SET state = 'failed', updated_at = $3
-                 WHERE session_key = $1 AND state IN ('received', 'processing')
-                   AND attempts >= $2",
-                &[&session_key, &MAX_ATTEMPTS, &now()],
+        // One statement: the over-tried marked failed, the rest returned in the platform's
+        // order (the event's `seq`, in a column: the payload is never cast to jsonb, which
+        // refuses text holding U+0000), then arrival. The select reads the snapshot from before
+        // the update, so the events it marked are left out by name.
+        let stmt = client
+            .prepare_cached(
+                "WITH failed AS (
+                   UPDATE inbound_events SET state = 'failed', updated_at = $3
+                   WHERE session_key = $1 AND state IN ('received', 'processing')
+                     AND attempts >= $2
+                   RETURNING channel, event_id)
+                 SELECT channel, event_id, payload, state, reply, updated_at FROM inbound_events e
+                 WHERE session_key = $1 AND state IN ('received', 'processing', 'sending')
+                   AND NOT EXISTS (SELECT 1 FROM failed f
+                                   WHERE f.channel = e.channel AND f.event_id = e.event_id)
+                 ORDER BY platform_seq, seq",
             )
             .await
             .map_err(|e| pg_error(op, &e))?;
-        // The platform's order (the event's `seq`, in a column: the payload is never cast to
-        // jsonb, which refuses text holding U+0000), then arrival.
         let rows = client
-            .query(
-                "SELECT channel, event_id, payload, state, reply, updated_at FROM inbound_events
-                 WHERE session_key = $1 AND state IN ('received', 'processing', 'sending')
-                 ORDER BY platform_seq, seq",
-                &[&session_key],
-            )
+            .query(&stmt, &[&session_key, &MAX_ATTEMPTS, &now()])
             .await
             .map_err(|e| pg_error(op, &e))?;
         let mut out = Vec::new();
         for r in &rows {
-            let get = |e: tokio_postgres::Error| pg_error(op, &e);
-            let channel: String = r.try_get(0).map_err(get)?;
-            let event_id: String = r.try_get(1).map_err(get)?;
-            let payload: String = r.try_get(2).map_err(get)?;
-            let state: String = r.try_get(3).map_err(get)?;
-            let reply: Option<String> = r.try_get(4).map_err(get)?;
-            let since: i64 = r.try_get(5).map_err(get)?;
-            let event = match serde_json::from_str::<InboundEvent>(&payload) {
-                Ok(ev) => ev,
-                Err(e) => {
-                    tracing::warn!(
-                        "{channel} event {event_id} is unreadable ({e}); marking it failed"
-                    );
-                    mark_failed(&client, &channel, &event_id).await?;
-                    continue;
-                }
-            };
-            match (state.as_str(), reply) {
-                ("sending", Some(reply)) => out.push(Pending::Reply(UnconfirmedReply {
-                    event,
-                    reply,
-                    since,
-                })),
-                ("sending", None) => {
-                    tracing::warn!(
-                        "{channel} event {event_id} was sending a reply, but no reply text was \
-                         stored; marking it failed"
-                    );
-                    mark_failed(&client, &channel, &event_id).await?;
-                }
-                (state, _) => out.push(Pending::Turn {
-                    event,
-                    resumed: state == "processing",
-                }),
+            if let Some(p) = claim::pending_of(&client, r, 0).await? {
+                out.push(p);
             }
         }
         Ok(out)
+    }
+
+    async fn claim_pending(
+        &self,
+        session_key: &str,
+        lease: &str,
+        holder: &str,
+        secs: u64,
+        handled: &[String],
+        forget: &str,
+    ) -> Result<Option<Vec<Pending>>, StoreError> {
+        let client = self.client("claim session").await?;
+        let ask = claim::Ask {
+            session_key,
+            lease,
+            holder,
+            secs,
+            handled,
+            forget,
+        };
+        claim::claim(&client, &ask).await
+    }
+
+    async fn release_if_idle(
+        &self,
+        session_key: &str,
+        lease: &str,
+        holder: &str,
+        handled: &[String],
+        forget: &str,
+    ) -> Result<Option<Vec<Pending>>, StoreError> {
+        let client = self.client("claim session").await?;
+        let ask = claim::Ask {
+            session_key,
+            lease,
+            holder,
+            secs: 0,
+            handled,
+            forget,
+        };
+        claim::release_if_idle(&client, &ask).await
     }
 
     async fn lease_holders(&self) -> Result<Vec<(String, String)>, StoreError> {
@@ -185,20 +196,4 @@ impl ReplicaStore for PgStore {
             .map_err(|e| pg_error(op, &e))?;
         Ok(rows.iter().filter_map(|r| r.try_get(0).ok()).collect())
     }
-}
-
-async fn mark_failed(
-    client: &deadpool_postgres::Object,
-    channel: &str,
-    event_id: &str,
-) -> Result<(), StoreError> {
-    client
-        .execute(
-            "UPDATE inbound_events SET state = 'failed', updated_at = $3
-             WHERE channel = $1 AND event_id = $2",
-            &[&channel, &event_id, &now()],
-        )
-        .await
-        .map_err(|e| pg_error("update inbound", &e))?;
-    Ok(())
 }

@@ -9,6 +9,11 @@ use ethan_core::store::SessionStore;
 
 const FIND: &str =
     "SELECT id FROM sessions WHERE key = $1 AND active ORDER BY created_at DESC LIMIT 1";
+/// The active session and its kv values `<prefix><id>`, in the order of the prefixes.
+const START: &str = "SELECT s.id, ARRAY(
+       SELECT (SELECT value FROM kv WHERE key = u.prefix || s.id)
+       FROM unnest($2::text[]) WITH ORDINALITY AS u(prefix, n) ORDER BY u.n)
+     FROM sessions s WHERE s.key = $1 AND s.active ORDER BY s.created_at DESC LIMIT 1";
 const CREATE: &str = "INSERT INTO sessions (id, key, active, created_at) VALUES ($1, $2, TRUE, $3)
      ON CONFLICT (key) WHERE active DO NOTHING";
 
@@ -48,6 +53,37 @@ impl SessionStore for PgStore {
             op,
             message: format!("the active session of {key} kept changing; try again"),
         })
+    }
+
+    async fn start_turn(
+        &self,
+        key: &str,
+        kv_prefixes: &[&str],
+    ) -> Result<(String, Vec<Option<String>>), StoreError> {
+        let op = "start turn";
+        let client = self.client(op).await?;
+        let start = client
+            .prepare_cached(START)
+            .await
+            .map_err(|e| pg_error(op, &e))?;
+        let prefixes: Vec<&str> = kv_prefixes.to_vec();
+        if let Some(row) = client
+            .query_opt(&start, &[&key, &prefixes])
+            .await
+            .map_err(|e| pg_error(op, &e))?
+        {
+            let id: String = row.try_get(0).map_err(|e| pg_error(op, &e))?;
+            let values: Vec<Option<String>> = row.try_get(1).map_err(|e| pg_error(op, &e))?;
+            return Ok((id, values));
+        }
+        // The session's first turn: made now (or found, made by another replica meanwhile).
+        drop(client);
+        let id = self.current_session(key).await?;
+        let mut values = Vec::with_capacity(kv_prefixes.len());
+        for p in kv_prefixes {
+            values.push(ethan_core::store::KvStore::kv_get(self, &format!("{p}{id}")).await?);
+        }
+        Ok((id, values))
     }
 
     async fn new_session(&self, key: &str) -> Result<String, StoreError> {

@@ -396,3 +396,98 @@ async fn a_sessions_pending_events_come_in_the_platform_order() {
         Some("failed")
     );
 }
+
+#[tokio::test]
+async fn a_session_is_claimed_with_its_events_and_let_go_only_when_none_is_left() {
+    use crate::store::{session_lease, InboundStore, Pending, ReplicaStore};
+    use ethan_core::store::KvStore;
+    let url = database().await;
+    let (a, b) = (
+        PgStore::connect(&url).await.unwrap(),
+        PgStore::connect(&url).await.unwrap(),
+    );
+    let key = chat_event("oc_c", "x", 0).session_key();
+    let lease = session_lease(&key);
+    let stop = format!("replica.stop:{key}");
+    let none: Vec<String> = Vec::new();
+    // Nothing to run: the lease is not taken.
+    assert_eq!(
+        a.claim_pending(&key, &lease, "A", 30, &none, &stop)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(a.lease_holders().await.unwrap().is_empty());
+
+    for (id, seq) in [("c2", 2_000), ("c1", 1_000)] {
+        a.record_inbound(&chat_event("oc_c", id, seq))
+            .await
+            .unwrap();
+    }
+    a.kv_set(&stop, "{}").await.unwrap();
+    let got = a
+        .claim_pending(&key, &lease, "A", 30, &none, &stop)
+        .await
+        .unwrap()
+        .expect("claimed");
+    let ids: Vec<&str> = got.iter().map(|p| p.event().event_id.as_str()).collect();
+    assert_eq!(ids, ["c1", "c2"], "the platform's order");
+    assert!(a.kv_get(&stop).await.unwrap().is_none(), "stop forgotten");
+    // Held: another replica gets nothing, and does not forget a stop request.
+    b.kv_set(&stop, "{}").await.unwrap();
+    assert_eq!(
+        b.claim_pending(&key, &lease, "B", 30, &none, &stop)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(b.kv_get(&stop).await.unwrap().is_some());
+
+    // The answer's record is fenced by the lease.
+    assert!(a
+        .set_inbound_sending_fenced("lark", "c1", "one", &lease, "A", 30)
+        .await
+        .unwrap());
+    assert!(!b
+        .set_inbound_sending_fenced("lark", "c2", "two", &lease, "B", 30)
+        .await
+        .unwrap());
+    assert_eq!(
+        a.inbound_state("lark", "c2").await.unwrap().as_deref(),
+        Some("received"),
+        "nothing written without the lease"
+    );
+
+    // Not let go while an event is left that was not handled.
+    let handled = vec!["c1".to_string()];
+    let left = a
+        .release_if_idle(&key, &lease, "A", &handled, &stop)
+        .await
+        .unwrap()
+        .expect("c2 is left");
+    assert!(
+        matches!(&left[..], [Pending::Turn { event, .. }] if event.event_id == "c2"),
+        "{left:?}"
+    );
+    assert_eq!(a.lease_holders().await.unwrap().len(), 1);
+    // Let go once every event was handled (finished or not).
+    let handled = vec!["c1".to_string(), "c2".to_string()];
+    assert_eq!(
+        a.release_if_idle(&key, &lease, "A", &handled, &stop)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(a.lease_holders().await.unwrap().is_empty());
+    // Another replica takes it over with what is unfinished (both), the one in `sending` as a
+    // reply to settle.
+    let got = b
+        .claim_pending(&key, &lease, "B", 30, &none, &stop)
+        .await
+        .unwrap()
+        .expect("claimed by B");
+    assert!(
+        matches!(&got[..], [Pending::Reply(r), Pending::Turn { .. }] if r.reply == "one"),
+        "{got:?}"
+    );
+}

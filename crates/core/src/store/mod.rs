@@ -56,6 +56,15 @@ pub trait SessionStore: Send + Sync {
     async fn current_session(&self, key: &str) -> Result<String, StoreError>;
     /// Retire the active session of `key` and start a new one; returns the new id.
     async fn new_session(&self, key: &str) -> Result<String, StoreError>;
+    /// What a turn starts from, read in one step (one statement where the engine allows): the
+    /// active session id of `key` (created on first use, as [`SessionStore::current_session`])
+    /// and the values of the kv keys `<prefix><session id>`, one per `kv_prefixes`, in order
+    /// (`None`: not set).
+    async fn start_turn(
+        &self,
+        key: &str,
+        kv_prefixes: &[&str],
+    ) -> Result<(String, Vec<Option<String>>), StoreError>;
 }
 
 /// The conversation of each session, in the provider-neutral form of [`ChatMessage`]

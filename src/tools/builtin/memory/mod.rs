@@ -101,9 +101,12 @@ pub(crate) fn not_your_words(source: &str, what: &str) -> String {
     )
 }
 
-/// The kv key of a session's memory snapshot (`crate::memory::snapshot`).
+/// The prefix of a session's memory snapshot key (`crate::memory::snapshot`).
+pub const SNAPSHOT_PREFIX: &str = "memory.snapshot:";
+
+/// The kv key of a session's memory snapshot.
 pub fn snapshot_key(session_id: &str) -> String {
-    format!("memory.snapshot:{session_id}")
+    format!("{SNAPSHOT_PREFIX}{session_id}")
 }
 
 /// Drop the snapshot of the current session of `session_key`, so its next turn shows memory as

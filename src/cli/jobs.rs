@@ -105,17 +105,20 @@ pub async fn run(loaded: Arc<Loaded>, cmd: JobsCommand) -> anyhow::Result<ExitCo
             );
             let channels = delivery::send_channels(&loaded)?;
             consent.set_channels(channels.clone());
+            let leases = crate::scheduler::run_leases(&loaded, &store);
             let scheduler = Scheduler::new(
                 store.shared(),
                 Arc::new(SystemClock),
                 SchedulerOptions::from_config(&loaded.config),
-            );
+            )
+            .with_leases(leases.clone());
             let claim = scheduler.claim_now(&id).await?;
             eprintln!(
                 "running job {} (run {}, slot {})…",
                 claim.job.id, claim.run_id, claim.scheduled_for
             );
-            let exec = JobExecutor::new(agent, channels, store.shared(), RetryPolicy::default());
+            let exec = JobExecutor::new(agent, channels, store.shared(), RetryPolicy::default())
+                .with_leases(leases);
             let report = exec.execute(claim).await;
             if let Some(d) = &report.digest {
                 println!("{d}");

@@ -4,12 +4,16 @@
 //!
 //! - [`runner`]: the loop (claim each slot once in SQLite, misfire grace, restore at start) and
 //!   the execution of a run;
-//! - [`delivery`]: the digest and its delivery with retries.
+//! - [`delivery`]: the digest and its delivery with retries;
+//! - [`lease`]: a run's lease on a shared store (PostgreSQL), and the fence on it;
+//! - [`takeover`]: runs whose claimant is gone, marked `interrupted` and run again once.
 //!
 //! Storage is `crate::store::jobs`. The daemon starts the loop with [`start`].
 
 pub mod delivery;
+pub mod lease;
 pub mod runner;
+pub mod takeover;
 
 pub use crate::jobs::{job, schedule};
 pub use crate::tz;
@@ -36,12 +40,26 @@ pub fn start(
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     let opts = SchedulerOptions::from_config(&loaded.config);
-    let exec = Arc::new(JobExecutor::new(
-        agent,
-        channels,
-        store.shared(),
-        delivery::RetryPolicy::default(),
-    ));
-    let scheduler = Arc::new(Scheduler::new(store.shared(), Arc::new(SystemClock), opts));
+    let leases = run_leases(loaded, &store);
+    let exec = Arc::new(
+        JobExecutor::new(
+            agent,
+            channels,
+            store.shared(),
+            delivery::RetryPolicy::default(),
+        )
+        .with_leases(leases.clone()),
+    );
+    let scheduler =
+        Arc::new(Scheduler::new(store.shared(), Arc::new(SystemClock), opts).with_leases(leases));
     tokio::spawn(scheduler.run(exec, shutdown))
+}
+
+/// This process's run leases on a shared store (`store.lease_secs`); `None` for SQLite.
+pub fn run_leases(loaded: &Loaded, store: &DaemonStoreRef) -> Option<Arc<lease::RunLeases>> {
+    lease::RunLeases::for_store(
+        store,
+        &runner::process_identity(),
+        loaded.config.store.lease_secs,
+    )
 }

@@ -184,3 +184,72 @@ async fn a_replica_paused_past_its_lease_sends_nothing_for_the_turn_the_other_an
         d.stop();
     }
 }
+
+/// A turn paused past its lease while the model's answer — a call that needs approval — is on
+/// its way: once resumed, the replica that lost the session asks nobody; the other replica
+/// answers the event once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_paused_past_its_lease_posts_no_approval_card_after_it_resumes() {
+    const LEASE: u64 = 5;
+    const CHAT: i64 = 5252;
+    let url = fresh_pg_database();
+    let tg = FakeTelegram::start().await;
+    let model = ScriptedModel::start(vec![
+        // Answered while the replica is stopped: the call that would ask waits in its socket.
+        Step::delay(
+            Duration::from_secs(4),
+            Step::tool_call(
+                "call_1",
+                "shell",
+                r#"{"command":"touch asked-by-the-paused-replica.txt"}"#,
+            ),
+        ),
+        Step::text("from the replica that took over"),
+    ])
+    .await;
+    let homes = homes(2, &url, |url| {
+        format!(
+            "model:\n  base_url: {}\n  api_key: sk-test\n  name: test-model\n\
+             channels:\n  telegram:\n    token: \"{}\"\n    api_url: {}\n    streaming: off\n\
+             owners: [\"telegram:{CHAT}\"]\ngateway:\n  listen: 127.0.0.1:0\n\
+             store:\n  url: \"{url}\"\n  lease_secs: {LEASE}\n",
+            model.base_url(),
+            tg.token(),
+            tg.base_url()
+        )
+    });
+    let mut daemons: Vec<Daemon> = homes.iter().map(Daemon::start).collect();
+    let polling = |h: &TestHome| h.log().contains("polls Telegram now");
+    wait_until("a replica polls", WAIT, || homes.iter().any(polling)).await;
+
+    tg.push_text(CHAT, CHAT, "please make the file");
+    wait_until("the model got the turn", WAIT, || {
+        model.requests().len() == 1
+    })
+    .await;
+    let paused = homes
+        .iter()
+        .position(|h| h.log().contains("runs telegram event"))
+        .expect("a replica logs the turn it runs");
+    signal(&daemons[paused], libc::SIGSTOP);
+    let sent = tg.wait_for_sent(1, WAIT).await;
+    assert_eq!(sent[0]["text"], "from the replica that took over", "{sent:?}");
+    signal(&daemons[paused], libc::SIGCONT);
+    // Time for the resumed replica to ask, were it going to.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let sent = tg.sent_messages();
+    assert_eq!(sent.len(), 1, "no approval card from the resumed replica: {sent:?}");
+    assert!(
+        !homes[paused]
+            .path()
+            .join("workspace")
+            .join("asked-by-the-paused-replica.txt")
+            .exists(),
+        "the call did not run"
+    );
+    assert_eq!(model.requests().len(), 2, "no third model call");
+    assert!(daemons[paused].is_running(), "the paused replica lives on");
+    for d in &mut daemons {
+        d.stop();
+    }
+}

@@ -45,7 +45,9 @@ async fn add_job(db: &tokio_postgres::Client, in_secs: i64) {
         .unwrap()
         .as_secs() as i64;
     let due = now + in_secs;
-    let at = chrono::DateTime::from_timestamp(due, 0).unwrap().to_rfc3339();
+    let at = chrono::DateTime::from_timestamp(due, 0)
+        .unwrap()
+        .to_rfc3339();
     let who = format!("telegram:{CHAT}");
     db.execute(
         "INSERT INTO jobs (id, title, prompt, kind, spec, anchor, channel, chat_id, chat_kind, \
@@ -121,7 +123,10 @@ async fn assert_taken_over(db: &tokio_postgres::Client, dead: u32) {
     let runs = runs(db).await;
     assert_eq!(runs.len(), 2, "{runs:?}");
     let (trigger, status, by, error, _) = &runs[0];
-    assert_eq!((trigger.as_str(), status.as_str()), ("schedule", "interrupted"));
+    assert_eq!(
+        (trigger.as_str(), status.as_str()),
+        ("schedule", "interrupted")
+    );
     assert!(by.ends_with(&format!(":{dead}")), "{runs:?}");
     assert!(
         error.contains(by.as_str())

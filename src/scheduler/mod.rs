@@ -26,7 +26,7 @@ use crate::config::Loaded;
 use crate::store::prelude::*;
 use crate::store::DaemonStoreRef;
 use ethan_channels::{Channel, ChannelKind};
-use runner::{JobExecutor, Scheduler, SchedulerOptions, SystemClock};
+use runner::{Execute, JobExecutor, Scheduler, SchedulerOptions, SystemClock};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -39,20 +39,9 @@ pub fn start(
     channels: HashMap<ChannelKind, Arc<dyn Channel>>,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
-    let opts = SchedulerOptions::from_config(&loaded.config);
-    let leases = run_leases(loaded, &store);
-    let exec = Arc::new(
-        JobExecutor::new(
-            agent,
-            channels,
-            store.shared(),
-            delivery::RetryPolicy::default(),
-        )
-        .with_leases(leases.clone()),
-    );
-    let scheduler =
-        Arc::new(Scheduler::new(store.shared(), Arc::new(SystemClock), opts).with_leases(leases));
-    tokio::spawn(scheduler.run(exec, shutdown))
+    let (scheduler, exec) = build(loaded, &store, agent, channels);
+    let exec: Arc<dyn Execute> = Arc::new(exec);
+    tokio::spawn(Arc::new(scheduler).run(exec, shutdown))
 }
 
 /// This process's run leases on a shared store (`store.lease_secs`); `None` for SQLite.
@@ -62,4 +51,26 @@ pub fn run_leases(loaded: &Loaded, store: &DaemonStoreRef) -> Option<Arc<lease::
         &runner::process_identity(),
         loaded.config.store.lease_secs,
     )
+}
+
+/// The scheduler and the executor on the daemon's store, with run leases when it is shared
+/// (`ethan run`, and `ethan jobs run`, which claims one run and executes it itself).
+pub fn build(
+    loaded: &Loaded,
+    store: &DaemonStoreRef,
+    agent: Arc<Agent>,
+    channels: HashMap<ChannelKind, Arc<dyn Channel>>,
+) -> (Scheduler, JobExecutor) {
+    let leases = run_leases(loaded, store);
+    let opts = SchedulerOptions::from_config(&loaded.config);
+    let scheduler =
+        Scheduler::new(store.shared(), Arc::new(SystemClock), opts).with_leases(leases.clone());
+    let exec = JobExecutor::new(
+        agent,
+        channels,
+        store.shared(),
+        delivery::RetryPolicy::default(),
+    )
+    .with_leases(leases);
+    (scheduler, exec)
 }

@@ -8,10 +8,9 @@
 
 use crate::config::Loaded;
 use crate::jobs::job;
-use crate::scheduler::delivery::{self, RetryPolicy};
-use crate::scheduler::runner::{Execute, JobExecutor, Scheduler, SchedulerOptions, SystemClock};
+use crate::scheduler::delivery;
+use crate::scheduler::runner::Execute;
 use crate::store::jobs::{Delivery, JobState, RunStatus};
-use crate::store::SharedStorage;
 use crate::tools::schedule_list::run_summary;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -105,17 +104,12 @@ pub async fn run(loaded: Arc<Loaded>, cmd: JobsCommand) -> anyhow::Result<ExitCo
             );
             let channels = delivery::send_channels(&loaded)?;
             consent.set_channels(channels.clone());
-            let scheduler = Scheduler::new(
-                store.shared(),
-                Arc::new(SystemClock),
-                SchedulerOptions::from_config(&loaded.config),
-            );
+            let (scheduler, exec) = crate::scheduler::build(&loaded, &store, agent, channels);
             let claim = scheduler.claim_now(&id).await?;
             eprintln!(
                 "running job {} (run {}, slot {})…",
                 claim.job.id, claim.run_id, claim.scheduled_for
             );
-            let exec = JobExecutor::new(agent, channels, store.shared(), RetryPolicy::default());
             let report = exec.execute(claim).await;
             if let Some(d) = &report.digest {
                 println!("{d}");

@@ -16,10 +16,14 @@
 //! telling the model its final answer is delivered for it, records the result, and posts the
 //! digest ([`super::delivery`]). Runs of one job are serialised within a process.
 //!
-//! At start, runs left `running` by a dead process on this host are marked `interrupted`.
+//! Runs whose claimant is gone (a replica that died or lost the run's lease; on SQLite a dead
+//! process of this host) are marked `interrupted` and run again once ([`super::takeover`]),
+//! at start and every [`TAKEOVER_EVERY`] at most. On a shared store a run holds a lease while it
+//! executes ([`super::lease`]); a run that lost it records and posts nothing.
 
 use super::delivery::{self, RetryPolicy};
 use super::job::{next_slot, schedule_of, target_label, zone_of, Target};
+use super::lease::{RunFence, RunLeases};
 use crate::agent::{Agent, TurnInput, TurnOutcome};
 use crate::config::Config;
 use async_trait::async_trait;
@@ -71,6 +75,8 @@ pub enum Trigger {
     Schedule,
     /// `ethan jobs run`.
     Manual,
+    /// A run of a slot whose first run's claimant is gone ([`super::takeover`]).
+    Takeover,
 }
 
 impl Trigger {
@@ -78,6 +84,7 @@ impl Trigger {
         match self {
             Trigger::Schedule => "schedule",
             Trigger::Manual => "manual",
+            Trigger::Takeover => "takeover",
         }
     }
 }
@@ -121,6 +128,19 @@ fn creator_user(creator: &str) -> String {
         .to_string()
 }
 
+/// How often at most the scheduler looks for runs whose claimant is gone.
+pub const TAKEOVER_EVERY: Duration = Duration::from_secs(5);
+
+/// Why a run claimed by `claimed_by` (`host:pid`) is known dead: a process of this host (the
+/// host of `me`) other than this one that no longer exists; `None` otherwise.
+pub fn gone_locally(claimed_by: &str, me: &str) -> Option<String> {
+    let (host, _) = me.rsplit_once(':').unwrap_or((me, ""));
+    let (h, pid) = claimed_by.rsplit_once(':')?;
+    let pid: i32 = pid.parse().unwrap_or(0);
+    (h == host && pid as u32 != std::process::id() && process_gone(pid))
+        .then(|| format!("the process running it ({claimed_by}) ended before it finished"))
+}
+
 /// Whether process `pid` is gone (this host only).
 fn process_gone(pid: i32) -> bool {
     if pid <= 0 {
@@ -141,6 +161,7 @@ pub struct Scheduler {
     clock: Arc<dyn Clock>,
     opts: SchedulerOptions,
     identity: String,
+    leases: Option<Arc<RunLeases>>,
 }
 
 impl Scheduler {
@@ -150,6 +171,38 @@ impl Scheduler {
             clock,
             opts,
             identity: process_identity(),
+            leases: None,
+        }
+    }
+
+    /// Hold a lease on each run claimed (a shared store); the claimant becomes the leases'
+    /// holder.
+    pub fn with_leases(mut self, leases: Option<Arc<RunLeases>>) -> Self {
+        if let Some(l) = &leases {
+            self.identity = l.holder().to_string();
+        }
+        self.leases = leases;
+        self
+    }
+
+    pub fn leases(&self) -> Option<&Arc<RunLeases>> {
+        self.leases.as_ref()
+    }
+
+    /// Who claims runs (`claimed_by`).
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    pub fn options(&self) -> &SchedulerOptions {
+        &self.opts
+    }
+
+    /// Take the new run's lease (a shared store). Not taken (a store error), the run's own
+    /// renewal finds it missing and cancels it, and another replica runs the slot again.
+    async fn lease_new(&self, run_id: i64) {
+        if let Some(l) = &self.leases {
+            l.take(run_id).await;
         }
     }
 
@@ -261,12 +314,15 @@ impl Scheduler {
                 .claim_run(&job.id, s, trigger.as_str(), &self.identity)
                 .await?
             {
-                Some(run_id) => Some(Claim {
-                    run_id,
-                    job: job.clone(),
-                    scheduled_for: at(s),
-                    trigger,
-                }),
+                Some(run_id) => {
+                    self.lease_new(run_id).await;
+                    Some(Claim {
+                        run_id,
+                        job: job.clone(),
+                        scheduled_for: at(s),
+                        trigger,
+                    })
+                }
                 None => {
                     tracing::debug!("scheduler: job {} slot {} claimed elsewhere", job.id, at(s));
                     None
@@ -315,12 +371,15 @@ impl Scheduler {
             )
             .await?
         {
-            Some(run_id) => Ok(Claim {
-                run_id,
-                job,
-                scheduled_for: now,
-                trigger: Trigger::Manual,
-            }),
+            Some(run_id) => {
+                self.lease_new(run_id).await;
+                Ok(Claim {
+                    run_id,
+                    job,
+                    scheduled_for: now,
+                    trigger: Trigger::Manual,
+                })
+            }
             None => Err(RunNowError::AlreadyClaimed {
                 job: job.id,
                 slot: now.to_rfc3339(),
@@ -328,46 +387,12 @@ impl Scheduler {
         }
     }
 
-    /// Mark runs left `running` by a process of this host that no longer exists as
-    /// `interrupted`; returns how many.
-    pub async fn reap_interrupted(&self) -> usize {
-        let (host, _) = self
-            .identity
-            .rsplit_once(':')
-            .unwrap_or((self.identity.as_str(), ""));
-        let runs = match self.store.running_runs().await {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::error!("scheduler: cannot read running runs: {e}");
-                return 0;
-            }
-        };
-        let mut n = 0;
-        for r in runs {
-            let Some((h, pid)) = r.claimed_by.rsplit_once(':') else {
-                continue;
-            };
-            let pid: i32 = pid.parse().unwrap_or(0);
-            if h == host && pid as u32 != std::process::id() && process_gone(pid) {
-                let why = format!("the process running it (pid {pid}) ended before it finished");
-                if let Err(e) = self
-                    .store
-                    .finish_run(r.id, RunStatus::Interrupted, None, Some(&why))
-                    .await
-                {
-                    tracing::error!("scheduler: {e}");
-                } else {
-                    tracing::warn!(
-                        "scheduler: run {} of job {} (slot {}) was interrupted: {why}",
-                        r.id,
-                        r.job_id,
-                        at(r.scheduled_for)
-                    );
-                    n += 1;
-                }
-            }
-        }
-        n
+    /// How often to look for runs whose claimant is gone: [`TAKEOVER_EVERY`], or half the
+    /// lease when that is shorter.
+    fn takeover_every(&self) -> Duration {
+        self.leases.as_ref().map_or(TAKEOVER_EVERY, |l| {
+            TAKEOVER_EVERY.min(Duration::from_millis(l.secs * 500))
+        })
     }
 
     /// How long to sleep: until the next slot, at most `poll`.
@@ -385,10 +410,6 @@ impl Scheduler {
     /// Run until `shutdown` turns true: claim due slots and hand each to `exec` (at most
     /// `max_concurrent_runs` at once).
     pub async fn run(self: Arc<Self>, exec: Arc<dyn Execute>, mut shutdown: watch::Receiver<bool>) {
-        let reaped = self.reap_interrupted().await;
-        if reaped > 0 {
-            tracing::info!("scheduler: {reaped} interrupted run(s) recorded");
-        }
         match self.store.list_jobs().await {
             Ok(jobs) => {
                 let active = jobs
@@ -400,11 +421,18 @@ impl Scheduler {
             Err(e) => tracing::error!("scheduler: cannot list jobs: {e}"),
         }
         let slots = Arc::new(Semaphore::new(self.opts.max_concurrent_runs.max(1)));
+        let mut looked: Option<std::time::Instant> = None;
         loop {
             if *shutdown.borrow() {
                 break;
             }
-            for claim in self.tick().await {
+            let mut claims = Vec::new();
+            if looked.is_none_or(|t| t.elapsed() >= self.takeover_every()) {
+                looked = Some(std::time::Instant::now());
+                claims = self.take_over_dead(now_of(&*self.clock)).await;
+            }
+            claims.extend(self.tick().await);
+            for claim in claims {
                 tracing::info!(
                     "scheduler: running job {} (slot {}, run {})",
                     claim.job.id,
@@ -441,6 +469,20 @@ pub struct RunReport {
     pub error: Option<String>,
 }
 
+impl RunReport {
+    /// A run that lost its lease: nothing of it was recorded or posted here.
+    fn lost(run_id: i64) -> Self {
+        Self {
+            run_id,
+            status: RunStatus::Interrupted,
+            digest: None,
+            delivery: Delivery::Skipped,
+            message_id: None,
+            error: Some("this process lost the run's lease; another replica runs it".into()),
+        }
+    }
+}
+
 /// Executes claimed runs.
 #[async_trait]
 pub trait Execute: Send + Sync {
@@ -455,6 +497,7 @@ pub struct JobExecutor {
     retry: RetryPolicy,
     config_timezone: Option<String>,
     locks: JobLocks,
+    leases: Option<Arc<RunLeases>>,
 }
 
 /// One lock per job with a run in progress, so runs of a job are serialised within a process.
@@ -565,7 +608,62 @@ impl JobExecutor {
             retry,
             config_timezone,
             locks: JobLocks::default(),
+            leases: None,
         }
+    }
+
+    /// Hold each run's lease while it executes, and fence its turn, its record and its digest
+    /// on it (a shared store; see [`super::lease`]).
+    pub fn with_leases(mut self, leases: Option<Arc<RunLeases>>) -> Self {
+        self.leases = leases;
+        self
+    }
+
+    /// The turn of a run: the job's prompt in its session, unattended, fenced by `fence`.
+    fn turn_input(&self, claim: &Claim, fence: Option<&RunFence>) -> TurnInput {
+        let job = &claim.job;
+        let zone = zone_of(job, self.config_timezone.as_deref());
+        let target = Target::of(job);
+        TurnInput {
+            session_key: session_key(&job.id),
+            channel: target.as_ref().map_or(ChannelKind::Terminal, |t| t.channel),
+            chat_id: job.chat_id.clone(),
+            user_id: creator_user(&job.creator),
+            // Only the owner can create a job (a consented side effect).
+            is_owner: true,
+            text: run_text(job, claim.scheduled_for, &zone),
+            trace_id: trace_id(&job.id, claim.scheduled_for),
+            // The chat it posts to: a group's job sees the group's memory, never the owner's.
+            chat: target.as_ref().map(|t| t.chat.clone()),
+            unattended: true,
+            allowed_tools: Some(job.allowed_tools.clone()),
+            events: None,
+            model: job.model.clone(),
+            job_id: Some(job.id.clone()),
+            images: Vec::new(),
+            private_input: None,
+            outside_input: None,
+            child: None,
+            fence: fence.map(|f| Arc::new(f.clone()) as Arc<dyn ethan_core::tool::Fence>),
+        }
+    }
+
+    /// Whether the run still holds its lease (always, without leases). A run that lost it is
+    /// reported as interrupted, and neither its result nor its digest is recorded or posted.
+    async fn still_holds(&self, fence: Option<&RunFence>, claim: &Claim, what: &str) -> bool {
+        let Some(f) = fence else {
+            return true;
+        };
+        if f.holds().await {
+            return true;
+        }
+        tracing::warn!(
+            "scheduler: run {} of job {} lost its lease before {what}: another replica runs the \
+             slot again, so this one records and posts nothing",
+            claim.run_id,
+            claim.job.id
+        );
+        false
     }
 
     async fn post(
@@ -600,34 +698,16 @@ impl Execute for JobExecutor {
     async fn execute(&self, claim: Claim) -> RunReport {
         let _serial = self.locks.acquire(&claim.job.id).await;
         let job = &claim.job;
-        let zone = zone_of(job, self.config_timezone.as_deref());
         let target = Target::of(job);
-        let input = TurnInput {
-            session_key: session_key(&job.id),
-            channel: target.as_ref().map_or(ChannelKind::Terminal, |t| t.channel),
-            chat_id: job.chat_id.clone(),
-            user_id: creator_user(&job.creator),
-            // Only the owner can create a job (a consented side effect).
-            is_owner: true,
-            text: run_text(job, claim.scheduled_for, &zone),
-            trace_id: trace_id(&job.id, claim.scheduled_for),
-            // The chat it posts to: a group's job sees the group's memory, never the owner's.
-            chat: target.as_ref().map(|t| t.chat.clone()),
-            unattended: true,
-            allowed_tools: Some(job.allowed_tools.clone()),
-            events: None,
-            model: job.model.clone(),
-            job_id: Some(job.id.clone()),
-            images: Vec::new(),
-            private_input: None,
-            outside_input: None,
-            child: None,
-            fence: None,
-        };
-        let reply = self
-            .agent
-            .run_turn_with_cards(&input, &CancellationToken::new())
-            .await;
+        let cancel = CancellationToken::new();
+        let fence =
+            (self.leases.as_ref()).map(|l| RunFence::new(l.clone(), claim.run_id, cancel.clone()));
+        let _hold = (self.leases.as_ref()).map(|l| l.hold(claim.run_id, cancel.clone()));
+        let input = self.turn_input(&claim, fence.as_ref());
+        let reply = self.agent.run_turn_with_cards(&input, &cancel).await;
+        if !self.still_holds(fence.as_ref(), &claim, "it ended").await {
+            return RunReport::lost(claim.run_id);
+        }
         let (status, answer, error) = match reply.outcome {
             TurnOutcome::Answer(t) => (RunStatus::Ok, t, None),
             TurnOutcome::IterationCap(t) => {
@@ -666,6 +746,10 @@ impl Execute for JobExecutor {
             message_id: None,
             error,
         };
+        let posts = target.is_some() && report.digest.is_some();
+        if posts && !self.still_holds(fence.as_ref(), &claim, "its digest").await {
+            return RunReport::lost(claim.run_id);
+        }
         let (result, attempts) = match (&target, &report.digest) {
             (_, None) => {
                 tracing::info!(
@@ -738,6 +822,9 @@ impl Execute for JobExecutor {
         report.message_id = message_id;
         if report.error.is_none() {
             report.error = derr;
+        }
+        if let Some(l) = &self.leases {
+            l.release(claim.run_id).await;
         }
         report
     }

@@ -489,7 +489,8 @@ async fn runs_of_dead_processes_are_marked_interrupted() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(s.reap_interrupted().await, 1);
+    // The dead run's slot (second 1 of 1970) is far past the grace: marked, not run again.
+    assert!(s.take_over_dead(start).await.is_empty());
     for (run, want) in [
         (dead, RunStatus::Interrupted),
         (other_host, RunStatus::Running),
@@ -497,6 +498,68 @@ async fn runs_of_dead_processes_are_marked_interrupted() {
     ] {
         assert_eq!(store.get_run(run).await.unwrap().unwrap().status, want);
     }
+    let why = store.get_run(dead).await.unwrap().unwrap().error.unwrap();
+    assert!(why.contains("ended before it finished"), "{why}");
+    assert!(why.contains("not run again"), "{why}");
+}
+
+#[tokio::test]
+async fn a_dead_run_within_the_grace_is_run_again_once() {
+    let store = Store::open_in_memory().unwrap();
+    let start = utc("2025-01-01T00:00:00Z");
+    let clock = Arc::new(ManualClock::new(start));
+    let id = create(
+        &store,
+        NewJob {
+            interval_minutes: Some(60),
+            ..Default::default()
+        },
+        start,
+    )
+    .await;
+    let s = scheduler(&store, &clock);
+    let me = super::runner::process_identity();
+    let host = me.rsplit_once(':').unwrap().0;
+    let dead_pid = format!("{host}:{}", 1 << 23);
+    let slot = start.timestamp() - 60;
+    let dead = store
+        .claim_run(&id, slot, "schedule", &dead_pid)
+        .await
+        .unwrap()
+        .unwrap();
+    // A manual run of a dead process is marked, never run again by the scheduler.
+    let manual = store
+        .claim_run(&id, slot - 1, "manual", &dead_pid)
+        .await
+        .unwrap()
+        .unwrap();
+    let claims = s.take_over_dead(start).await;
+    assert_eq!(claims.len(), 1, "{claims:?}");
+    let c = &claims[0];
+    assert_eq!(c.trigger, super::runner::Trigger::Takeover);
+    assert_eq!(
+        c.scheduled_for.timestamp(),
+        slot,
+        "it runs for the original slot"
+    );
+    let old = store.get_run(dead).await.unwrap().unwrap();
+    assert_eq!(old.status, RunStatus::Interrupted);
+    assert!(
+        old.error.as_deref().unwrap().contains("run again by"),
+        "{old:?}"
+    );
+    let new = store.get_run(c.run_id).await.unwrap().unwrap();
+    assert_eq!(
+        (new.trigger.as_str(), new.status),
+        ("takeover", RunStatus::Running)
+    );
+    assert_eq!(new.claimed_by, me);
+    let manual = store.get_run(manual).await.unwrap().unwrap();
+    assert_eq!(manual.status, RunStatus::Interrupted);
+    assert!(manual.error.unwrap().contains("`manual` run"));
+    // Looked at again: the new run is this live process's; nothing more is run.
+    assert!(s.take_over_dead(start).await.is_empty());
+    assert_eq!(store.running_runs().await.unwrap().len(), 1);
 }
 
 /// Records the claims it is given.

@@ -57,6 +57,7 @@ mod public_room_telegram;
 mod redaction;
 mod replicas;
 mod replicas_figures;
+mod replicas_jobs;
 mod replicas_shared;
 mod sandbox;
 mod scheduler;

@@ -1,6 +1,7 @@
 //! Replicas on one PostgreSQL, what they must share beyond the events (`replicas.rs`): a
 //! `/approve` without an id taken in by a replica other than the one waiting, and a turn whose
-//! replica lost its lease (paused with SIGSTOP past it) that must send nothing once it resumes.
+//! replica lost its lease (paused with SIGSTOP past it) that must send nothing once it resumes,
+//! nor ask for approval when it lost the lease while the model answered.
 //!
 //! These run on the throwaway cluster of `ethan::store::pg::cluster` whatever
 //! `ETHAN_TEST_STORE` says, and fail (never skip) when PostgreSQL cannot be started.
@@ -180,6 +181,101 @@ async fn a_replica_paused_past_its_lease_sends_nothing_for_the_turn_the_other_an
     );
     assert_eq!(model.requests().len(), 2, "no third model call");
     assert!(daemons[paused].is_running(), "the paused replica lives on");
+    for d in &mut daemons {
+        d.stop();
+    }
+}
+
+/// A turn whose replica lost the session's lease (taken by another holder: a partition) while
+/// the model's answer — a call that needs approval — is on its way: the replica asks nobody,
+/// and the session's event is answered once, after the lease, by a replica that holds it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_that_lost_the_session_posts_no_approval_card() {
+    const CHAT: i64 = 5252;
+    let url = fresh_pg_database();
+    let tg = FakeTelegram::start().await;
+    let model = ScriptedModel::start(vec![
+        Step::delay(
+            Duration::from_secs(2),
+            Step::tool_call(
+                "call_1",
+                "shell",
+                r#"{"command":"touch asked-without-the-lease.txt"}"#,
+            ),
+        ),
+        Step::text("from the replica that holds the session"),
+    ])
+    .await;
+    // A long lease: no renewal finds the loss before the answer arrives; only a fence check
+    // can.
+    let homes = homes(2, &url, |url| {
+        format!(
+            "model:\n  base_url: {}\n  api_key: sk-test\n  name: test-model\n\
+             channels:\n  telegram:\n    token: \"{}\"\n    api_url: {}\n    streaming: off\n\
+             owners: [\"telegram:{CHAT}\"]\ngateway:\n  listen: 127.0.0.1:0\n\
+             store:\n  url: \"{url}\"\n  lease_secs: 30\n",
+            model.base_url(),
+            tg.token(),
+            tg.base_url()
+        )
+    });
+    let mut daemons: Vec<Daemon> = homes.iter().map(Daemon::start).collect();
+    let polling = |h: &TestHome| h.log().contains("polls Telegram now");
+    wait_until("a replica polls", WAIT, || homes.iter().any(polling)).await;
+    let (db, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("connect to the replicas' database: {e}"));
+    tokio::spawn(conn);
+
+    tg.push_text(CHAT, CHAT, "please make the file");
+    wait_until("the model got the turn", WAIT, || {
+        model.requests().len() == 1
+    })
+    .await;
+    let first = homes
+        .iter()
+        .position(|h| h.log().contains("runs telegram event"))
+        .expect("a replica logs the turn it runs");
+    // Another holder (gone in 3 s) has the session now.
+    let moved = db
+        .execute(
+            "UPDATE leases SET holder = 'elsewhere:1:0', expires_at = now() + interval '3 s' \
+             WHERE name = $1",
+            &[&format!("session:telegram:{CHAT}")],
+        )
+        .await
+        .unwrap();
+    assert_eq!(moved, 1, "the session's lease was held");
+    let sent = tg.wait_for_sent(1, WAIT).await;
+    assert_eq!(
+        sent[0]["text"], "from the replica that holds the session",
+        "{sent:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let sent = tg.sent_messages();
+    assert_eq!(sent.len(), 1, "no approval card: {sent:?}");
+    // The fence found the lease lost before anyone was asked; the call is audited as not run.
+    assert!(
+        homes[first].log().contains(&format!(
+            "this replica lost the lease session:telegram:{CHAT}"
+        )),
+        "{}",
+        homes[first].log()
+    );
+    let audited = db
+        .query("SELECT ok FROM audit WHERE tool = 'shell'", &[])
+        .await
+        .unwrap();
+    assert_eq!(audited.len(), 1, "one shell call proposed");
+    assert!(!audited[0].get::<_, bool>(0), "and it did not run");
+    for h in &homes {
+        assert!(!h
+            .path()
+            .join("workspace")
+            .join("asked-without-the-lease.txt")
+            .exists());
+    }
+    assert_eq!(model.requests().len(), 2, "{}", model.describe());
     for d in &mut daemons {
         d.stop();
     }

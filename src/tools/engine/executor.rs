@@ -168,10 +168,8 @@ impl Executor {
         if !side_effects {
             return Ok(());
         }
-        if let Some(fence) = &ctx.services.fence {
-            if let Err(why) = fence.check().await {
-                return Err(Some(ToolResult::err(ErrorKind::Denied, why)));
-            }
+        if let Some(refused) = fenced(ctx, true).await {
+            return Err(Some(refused));
         }
         let first = self
             .replay
@@ -456,6 +454,10 @@ impl Executor {
             }
             // 6. consent, on the tool's assessment of this very call
             ctx.assessment = tool.assess(&args, &ctx).await;
+            // A turn that lost its session's lease asks nobody (checked again before it runs).
+            if let Some(refused) = fenced(&ctx, side_effects).await {
+                return refused;
+            }
             if let Some(gate) = &self.gate {
                 if let Err(r) = gate.check(tool.as_ref(), &args, &mut ctx).await {
                     return r;
@@ -581,6 +583,14 @@ impl Executor {
             elapsed_ms: started.elapsed().as_millis() as u64,
         }
     }
+}
+
+/// The refusal of a call with side effects by the turn's fence (its replica lost the session's
+/// lease); `None` when it may go on.
+async fn fenced(ctx: &ToolContext, side_effects: bool) -> Option<ToolResult> {
+    let fence = ctx.services.fence.as_ref().filter(|_| side_effects)?;
+    let why = fence.check().await.err()?;
+    Some(ToolResult::err(ErrorKind::Denied, why))
 }
 
 fn list(names: &BTreeSet<String>) -> String {

@@ -21,12 +21,23 @@ impl ScheduleList {
     }
 }
 
-/// `ok, delivered (2025-01-01 09:00 CST)`.
+/// `ok, delivered (2025-01-01 09:00 CST)`; a run the scheduler did not start at its slot names
+/// its trigger: `ok, delivered (2025-01-01 09:00 CST, takeover)`.
 pub fn run_summary(r: &RunRecord, zone: &chrono_tz::Tz) -> String {
     let when = chrono::DateTime::from_timestamp(r.scheduled_for, 0)
         .map(|t| tz::display(zone, t))
         .unwrap_or_default();
-    format!("{}, {} ({when})", r.status.as_str(), r.delivery.as_str())
+    // A run the scheduler did not start at its slot says what started it (`manual`, `takeover`).
+    let how = if r.trigger == "schedule" {
+        String::new()
+    } else {
+        format!(", {}", r.trigger)
+    };
+    format!(
+        "{}, {} ({when}{how})",
+        r.status.as_str(),
+        r.delivery.as_str()
+    )
 }
 
 /// One line per job, as the tool and `ethan jobs list` show it.

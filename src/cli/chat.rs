@@ -42,13 +42,16 @@ pub async fn run(
     } else {
         TerminalInput::spawn_editor(Some(loaded.home.join("history")))
     };
-    let consent = crate::daemon::build_consent(&loaded, &store, Some(input.clone()));
-    let agent = crate::daemon::build_agent(loaded.clone(), &stores, Some(consent.clone()))?;
-    crate::knowledge::spawn_start_sync(
-        &loaded.home,
-        stores.index.clone(),
-        &loaded.config.knowledge,
+    use crate::daemon::wiring;
+    wiring::services(&loaded, &stores, false);
+    let consent = wiring::consent(
+        &loaded,
+        &store,
+        Default::default(),
+        Some(input.clone()),
+        None,
     );
+    let agent = wiring::agent(loaded.clone(), &stores, Some(consent.clone()))?;
     // MCP servers: a one-shot message waits for their first start (each at most its
     // timeout_secs); a session gets their tools as they come.
     let mcp = crate::mcp::McpManager::new(&loaded, agent.executor.registry_slot());

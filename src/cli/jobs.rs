@@ -96,15 +96,11 @@ pub async fn run(loaded: Arc<Loaded>, cmd: JobsCommand) -> anyhow::Result<ExitCo
                 anyhow::bail!("there is no job {id:?} (`ethan jobs list` shows the ids)");
             }
             // Everything that can fail to build is built before the slot is claimed.
-            let consent = crate::daemon::build_consent(&loaded, &store, None);
-            let agent = crate::daemon::build_agent(loaded.clone(), &stores, Some(consent.clone()))?;
-            crate::knowledge::spawn_start_sync(
-                &loaded.home,
-                stores.index.clone(),
-                &loaded.config.knowledge,
-            );
+            use crate::daemon::wiring;
             let channels = delivery::send_channels(&loaded)?;
-            consent.set_channels(channels.clone());
+            wiring::services(&loaded, &stores, false);
+            let consent = wiring::consent(&loaded, &store, channels.clone(), None, None);
+            let agent = wiring::agent(loaded.clone(), &stores, Some(consent.clone()))?;
             let scheduler = Scheduler::new(
                 store.shared(),
                 Arc::new(SystemClock),

@@ -671,7 +671,10 @@ impl Agent {
                 fence: input.fence.clone(),
                 ..Default::default()
             },
-            taint: crate::tools::Taint::of_session(&input.session_key),
+            taint: crate::tools::Taint::of_session(
+                &input.session_key,
+                self.executor.registry().taint_hooks(),
+            ),
             assessment: None,
             model: String::new(),
             sub_agent: input.child.as_ref().map(|c| c.label.clone()),

@@ -141,7 +141,7 @@ impl Chat {
         let cancel = CancellationToken::new();
         let ctrl_c = stop_on_ctrl_c(&cancel);
         self.input.set_turn(Some(cancel.clone()));
-        let (live, events) = Live::start();
+        let (live, events) = Live::start(self.input.asking());
         let reply = self
             .agent
             .run_turn_with_cards(&self.input_for(text, events), &cancel)

@@ -263,7 +263,7 @@ pub const DEFAULT_IMAGE_LIMIT: u64 = 5_000_000;
 
 impl BrowserHub {
     pub fn new(cfg: BrowserConfig, guard: EgressGuard) -> Arc<Self> {
-        let hub = Arc::new_cyclic(|me| Self {
+        Arc::new_cyclic(|me| Self {
             cfg,
             guard,
             running: Mutex::new(None),
@@ -273,8 +273,7 @@ impl BrowserHub {
             image_limit: DEFAULT_IMAGE_LIMIT.into(),
             in_flight: Arc::default(),
             me: me.clone(),
-        });
-        hub
+        })
     }
 
     /// Close a session's pages' network the moment private data enters the session (`hooks`:

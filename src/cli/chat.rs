@@ -43,7 +43,7 @@ pub async fn run(
         TerminalInput::spawn_editor(Some(loaded.home.join("history")))
     };
     use crate::daemon::wiring;
-    wiring::services(&loaded, &stores, false);
+    let sandbox = wiring::services(&loaded, &stores, false);
     let consent = wiring::consent(
         &loaded,
         &store,
@@ -51,7 +51,7 @@ pub async fn run(
         Some(input.clone()),
         None,
     );
-    let agent = wiring::agent(loaded.clone(), &stores, Some(consent.clone()))?;
+    let agent = wiring::agent(loaded.clone(), &stores, Some(consent.clone()), sandbox)?;
     // MCP servers: a one-shot message waits for their first start (each at most its
     // timeout_secs); a session gets their tools as they come.
     let mcp = crate::mcp::McpManager::new(&loaded, agent.executor.registry_slot());

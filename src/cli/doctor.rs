@@ -78,7 +78,10 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
     let protection = crate::sandbox::protected::Protection::new(
         Some(loaded.home.as_path()),
         &loaded.workspace(),
-    );
+    )
+    .and(&crate::sandbox::settings::protected_also(
+        loaded.file_found.then_some(loaded.path.as_path()),
+    ));
     let probe = if loaded.file_found {
         loaded.path.clone()
     } else {

@@ -98,9 +98,9 @@ pub async fn run(loaded: Arc<Loaded>, cmd: JobsCommand) -> anyhow::Result<ExitCo
             // Everything that can fail to build is built before the slot is claimed.
             use crate::daemon::wiring;
             let channels = delivery::send_channels(&loaded)?;
-            wiring::services(&loaded, &stores, false);
+            let sandbox = wiring::services(&loaded, &stores, false);
             let consent = wiring::consent(&loaded, &store, channels.clone(), None, None);
-            let agent = wiring::agent(loaded.clone(), &stores, Some(consent.clone()))?;
+            let agent = wiring::agent(loaded.clone(), &stores, Some(consent.clone()), sandbox)?;
             let scheduler = Scheduler::new(
                 store.shared(),
                 Arc::new(SystemClock),

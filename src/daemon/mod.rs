@@ -104,7 +104,9 @@ async fn stop(daemon: wiring::Daemon, tasks: Vec<tokio::task::JoinHandle<()>>) {
     if let Err(e) = daemon.store.checkpoint().await {
         tracing::warn!("final database checkpoint failed: {e}");
     }
-    crate::sandbox::remove_private_tmp();
+    if let Some(dir) = &daemon.sandbox.private_tmp {
+        crate::sandbox::remove_private_tmp(dir);
+    }
 }
 
 /// Seconds `ethan run` waits for turns in flight on SIGTERM; unfinished ones are resumed at

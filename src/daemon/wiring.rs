@@ -11,6 +11,7 @@ use crate::consent::owners::Owners;
 use crate::consent::terminal::TerminalInput;
 use crate::consent::Consent;
 use crate::gateway::page::hub::Hub;
+use crate::sandbox::settings::SandboxSettings;
 use crate::store::SharedStorage;
 use crate::store::{DaemonStoreRef, OpenStore};
 use crate::tools::executor::{Executor, ExecutorOptions};
@@ -123,20 +124,24 @@ fn lark(loaded: &Loaded) -> anyhow::Result<Option<Arc<LarkChannel>>> {
     Ok(Some(Arc::new(LarkChannel::new(config)?)))
 }
 
-/// The services the tools share, started for commands that run turns: the knowledge index's
-/// sync (and, for the daemon, the sweep of temp folders that daemons now gone left behind).
-pub fn services(loaded: &Loaded, stores: &OpenStore, daemon: bool) {
+/// The services the tools share, started for commands that run turns: the sandbox's settings
+/// (its private temp folder made, the kernel probed; for the daemon, after the sweep of the
+/// temp folders that daemons now gone left behind) and the knowledge index's sync.
+pub fn services(loaded: &Loaded, stores: &OpenStore, daemon: bool) -> Arc<SandboxSettings> {
     if daemon {
         let swept = crate::sandbox::sweep_private_tmps(&std::env::temp_dir());
         if swept > 0 {
             tracing::info!("removed {swept} temp folder(s) of daemons that are gone");
         }
     }
+    let sandbox =
+        crate::sandbox::settings::probe(loaded.file_found.then_some(loaded.path.as_path()));
     crate::knowledge::spawn_start_sync(
         &loaded.home,
         stores.index.clone(),
         &loaded.config.knowledge,
     );
+    Arc::new(sandbox)
 }
 
 /// The consent service, asking through `channels` (and `terminal`: stdin for `ethan chat`),
@@ -194,11 +199,12 @@ pub fn tools(
 }
 
 /// The agent shared by `run`, `chat` and `jobs run`: the model chain, the tools ([`tools`]),
-/// the sub-agents.
+/// the sub-agents; `sandbox` (from [`services`]) is lent to every call.
 pub fn agent(
     loaded: Arc<Loaded>,
     stores: &OpenStore,
     consent: Option<Arc<Consent>>,
+    sandbox: Arc<SandboxSettings>,
 ) -> anyhow::Result<Arc<Agent>> {
     let store = &stores.main;
     let models = crate::provider::chain(&loaded.config.model).context("model client")?;
@@ -215,6 +221,7 @@ pub fn agent(
         summariser,
         agents,
         me: me.clone(),
+        sandbox,
     }))
 }
 
@@ -317,6 +324,7 @@ pub struct Daemon {
     pub replica: Option<Arc<replica::Replica>>,
     pub gateway: Arc<crate::gateway::GatewayState>,
     pub mcp: Arc<crate::mcp::McpManager>,
+    pub sandbox: Arc<SandboxSettings>,
 }
 
 /// Build the whole daemon, in order; `shutdown` is what its streams end on.
@@ -327,7 +335,7 @@ pub async fn daemon(
     let stores = store(&loaded).await?;
     let store = stores.main.clone();
     let channels = channels(&loaded)?;
-    services(&loaded, &stores, true);
+    let sandbox = services(&loaded, &stores, true);
     let replica = replica::Replica::for_store(
         &store,
         loaded.config.store.lease_secs,
@@ -340,7 +348,12 @@ pub async fn daemon(
         .filter(|k| channels.all.contains_key(k))
         .collect();
     owner_hint::warn_without_owner(&consent.owners, &loaded, &chats).await;
-    let agent = agent(loaded.clone(), &stores, Some(consent.clone()))?;
+    let agent = agent(
+        loaded.clone(),
+        &stores,
+        Some(consent.clone()),
+        sandbox.clone(),
+    )?;
     // MCP servers start in the background; their tools appear when each has listed them.
     let mcp = crate::mcp::McpManager::new(&loaded, agent.executor.registry_slot());
     mcp.start();
@@ -371,6 +384,7 @@ pub async fn daemon(
         replica,
         gateway,
         mcp,
+        sandbox,
     })
 }
 

@@ -53,6 +53,7 @@ pub async fn connect(
     cfg: &McpServerConfig,
     workspace: &Path,
     ethan_home: Option<&Path>,
+    protected_also: &[std::path::PathBuf],
     handler: Handler,
     redactor: Arc<Redactor>,
 ) -> Result<(Running, Option<u32>), ConnectError> {
@@ -74,7 +75,8 @@ pub async fn connect(
             .envs(child_env(&cfg.env))
             .current_dir(workspace)
             .kill_on_drop(true);
-        let protection = crate::sandbox::protected::Protection::new(ethan_home, workspace);
+        let protection =
+            crate::sandbox::protected::Protection::new(ethan_home, workspace).and(protected_also);
         match crate::sandbox::landlock::prepare(&protection, None) {
             Ok(Some(prepared)) => {
                 let prepared = Arc::new(prepared);

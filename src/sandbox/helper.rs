@@ -44,7 +44,6 @@
 use super::protected::Protection;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
 /// The first argument of the helper mode.
 pub const HELPER_ARG: &str = "__ethan-sandbox-helper";
@@ -221,35 +220,28 @@ pub fn probe_here() -> Namespaces {
     ns
 }
 
-static PROBED: OnceLock<Namespaces> = OnceLock::new();
-
-/// Which namespaces commands get on this machine (asked once, by starting the helper).
+/// Which namespaces commands get on this machine (asked by starting the helper;
+/// [`super::settings::probe`] asks once, at start).
 pub fn namespaces() -> Namespaces {
-    PROBED
-        .get_or_init(|| {
-            let out = program().and_then(|p| {
-                std::process::Command::new(p)
-                    .arg(HELPER_ARG)
-                    .arg("probe")
-                    .env_clear()
-                    .stdin(std::process::Stdio::null())
-                    .stderr(std::process::Stdio::null())
-                    .output()
-            });
-            match out {
-                Ok(o) => {
-                    serde_json::from_slice(o.stdout.trim_ascii()).unwrap_or_else(|e| Namespaces {
-                        missing: Some(format!("the sandbox helper answered nothing usable: {e}")),
-                        ..Namespaces::default()
-                    })
-                }
-                Err(e) => Namespaces {
-                    missing: Some(format!("the sandbox helper could not start: {e}")),
-                    ..Namespaces::default()
-                },
-            }
-        })
-        .clone()
+    let out = program().and_then(|p| {
+        std::process::Command::new(p)
+            .arg(HELPER_ARG)
+            .arg("probe")
+            .env_clear()
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+    });
+    match out {
+        Ok(o) => serde_json::from_slice(o.stdout.trim_ascii()).unwrap_or_else(|e| Namespaces {
+            missing: Some(format!("the sandbox helper answered nothing usable: {e}")),
+            ..Namespaces::default()
+        }),
+        Err(e) => Namespaces {
+            missing: Some(format!("the sandbox helper could not start: {e}")),
+            ..Namespaces::default()
+        },
+    }
 }
 
 #[derive(Debug, PartialEq, Eq)]

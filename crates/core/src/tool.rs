@@ -188,16 +188,19 @@ pub struct Services {
     pub delegator: Option<std::sync::Arc<dyn Delegator>>,
     /// Asked before each call with side effects runs; `None`: the turn may always act.
     pub fence: Option<std::sync::Arc<dyn Fence>>,
+    /// What the sandbox found at start (the default: nothing probed, every command asks).
+    pub sandbox: std::sync::Arc<crate::sandbox::SandboxSettings>,
 }
 
 impl Default for Services {
-    /// No store; the system clock; no sub-agents; no fence.
+    /// No store; the system clock; no sub-agents; no fence; no sandbox probed.
     fn default() -> Self {
         Self {
             store: None,
             clock: crate::clock::system(),
             delegator: None,
             fence: None,
+            sandbox: Default::default(),
         }
     }
 }

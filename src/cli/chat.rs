@@ -95,6 +95,9 @@ pub async fn run(
     // The terminal session ends: its browser session (tabs, cookies) with it.
     chat.agent.executor.registry().end_session(&chat.key).await;
     mcp.shutdown().await;
+    if let Some(dir) = &chat.agent.sandbox.private_tmp {
+        crate::sandbox::remove_private_tmp(dir);
+    }
     Ok(code)
 }
 

@@ -99,6 +99,7 @@ pub async fn run(loaded: Arc<Loaded>, cmd: JobsCommand) -> anyhow::Result<ExitCo
             use crate::daemon::wiring;
             let channels = delivery::send_channels(&loaded)?;
             let sandbox = wiring::services(&loaded, &stores, false);
+            let private_tmp = sandbox.private_tmp.clone();
             let consent = wiring::consent(&loaded, &store, channels.clone(), None, None);
             let agent = wiring::agent(loaded.clone(), &stores, Some(consent.clone()), sandbox)?;
             let scheduler = Scheduler::new(
@@ -113,6 +114,9 @@ pub async fn run(loaded: Arc<Loaded>, cmd: JobsCommand) -> anyhow::Result<ExitCo
             );
             let exec = JobExecutor::new(agent, channels, store.shared(), RetryPolicy::default());
             let report = exec.execute(claim).await;
+            private_tmp
+                .iter()
+                .for_each(|d| crate::sandbox::remove_private_tmp(d));
             if let Some(d) = &report.digest {
                 println!("{d}");
             }

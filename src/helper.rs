@@ -20,7 +20,7 @@ pub fn main_if_helper() {
     let code = match mode {
         "shell" => match helper::read_spec() {
             Ok(s) => helper::shell_main(&s),
-            Err(e) => helper::setup_failed(&e),
+            Err(e) => helper::setup_failed(None, &e),
         },
         "parse" => crate::media::parse::child_main(spec),
         "probe" => {
@@ -28,7 +28,7 @@ pub fn main_if_helper() {
             println!("{}", serde_json::to_string(&report).unwrap_or_default());
             0
         }
-        _ => helper::setup_failed(&format!("unknown mode {mode:?}")),
+        _ => helper::setup_failed(None, &format!("unknown mode {mode:?}")),
     };
     std::process::exit(code);
 }

@@ -243,10 +243,6 @@ fn main() -> ExitCode {
     if let Some(dir) = &log_dir {
         logging::prune(dir, loaded.config.retention.log_days);
     }
-    // The config file is protected wherever it lives (usually inside $ETHAN_HOME already).
-    if loaded.file_found {
-        ethan::sandbox::protected::protect_also(vec![loaded.path.clone()]);
-    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -155,6 +155,8 @@ pub struct Agent {
     pub agents: agents::Agents,
     /// This agent itself, for the sub-agents its turns start ([`delegate`]).
     pub me: std::sync::Weak<Agent>,
+    /// What the sandbox found at start, lent to every call's context.
+    pub sandbox: Arc<ethan_core::sandbox::SandboxSettings>,
 }
 
 impl Agent {
@@ -664,9 +666,13 @@ impl Agent {
             services: ethan_core::tool::Services {
                 store: Some(self.store.clone()),
                 fence: input.fence.clone(),
+                sandbox: self.sandbox.clone(),
                 ..Default::default()
             },
-            taint: crate::tools::Taint::of_session(&input.session_key),
+            taint: crate::tools::Taint::of_session(
+                &input.session_key,
+                self.executor.registry().taint_hooks(),
+            ),
             assessment: None,
             model: String::new(),
             sub_agent: input.child.as_ref().map(|c| c.label.clone()),

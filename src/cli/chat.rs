@@ -42,13 +42,16 @@ pub async fn run(
     } else {
         TerminalInput::spawn_editor(Some(loaded.home.join("history")))
     };
-    let consent = crate::daemon::build_consent(&loaded, &store, Some(input.clone()));
-    let agent = crate::daemon::build_agent(loaded.clone(), &stores, Some(consent.clone()))?;
-    crate::knowledge::spawn_start_sync(
-        &loaded.home,
-        stores.index.clone(),
-        &loaded.config.knowledge,
+    use crate::daemon::wiring;
+    let sandbox = wiring::services(&loaded, &stores, false);
+    let consent = wiring::consent(
+        &loaded,
+        &store,
+        Default::default(),
+        Some(input.clone()),
+        None,
     );
+    let agent = wiring::agent(loaded.clone(), &stores, Some(consent.clone()), sandbox)?;
     // MCP servers: a one-shot message waits for their first start (each at most its
     // timeout_secs); a session gets their tools as they come.
     let mcp = crate::mcp::McpManager::new(&loaded, agent.executor.registry_slot());
@@ -92,6 +95,9 @@ pub async fn run(
     // The terminal session ends: its browser session (tabs, cookies) with it.
     chat.agent.executor.registry().end_session(&chat.key).await;
     mcp.shutdown().await;
+    if let Some(dir) = &chat.agent.sandbox.private_tmp {
+        crate::sandbox::remove_private_tmp(dir);
+    }
     Ok(code)
 }
 
@@ -138,7 +144,7 @@ impl Chat {
         let cancel = CancellationToken::new();
         let ctrl_c = stop_on_ctrl_c(&cancel);
         self.input.set_turn(Some(cancel.clone()));
-        let (live, events) = Live::start();
+        let (live, events) = Live::start(self.input.asking());
         let reply = self
             .agent
             .run_turn_with_cards(&self.input_for(text, events), &cancel)

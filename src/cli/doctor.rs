@@ -75,10 +75,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
         knowledge_check(&mut r, &loaded, stores).await;
     }
 
-    let protection = crate::sandbox::protected::Protection::new(
-        Some(loaded.home.as_path()),
-        &loaded.workspace(),
-    );
+    let protection = protection(&loaded);
     let probe = if loaded.file_found {
         loaded.path.clone()
     } else {
@@ -179,6 +176,13 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The places the sandbox protects, as the daemon would (the config file too, wherever it is).
+fn protection(loaded: &Loaded) -> crate::sandbox::protected::Protection {
+    let config_file = loaded.file_found.then_some(loaded.path.as_path());
+    crate::sandbox::protected::Protection::new(Some(loaded.home.as_path()), &loaded.workspace())
+        .and(&crate::sandbox::settings::protected_also(config_file))
 }
 
 /// The store line: backend, where, server version, schema version. Fails when the store cannot

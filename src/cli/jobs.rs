@@ -95,15 +95,12 @@ pub async fn run(loaded: Arc<Loaded>, cmd: JobsCommand) -> anyhow::Result<ExitCo
                 anyhow::bail!("there is no job {id:?} (`ethan jobs list` shows the ids)");
             }
             // Everything that can fail to build is built before the slot is claimed.
-            let consent = crate::daemon::build_consent(&loaded, &store, None);
-            let agent = crate::daemon::build_agent(loaded.clone(), &stores, Some(consent.clone()))?;
-            crate::knowledge::spawn_start_sync(
-                &loaded.home,
-                stores.index.clone(),
-                &loaded.config.knowledge,
-            );
+            use crate::daemon::wiring;
             let channels = delivery::send_channels(&loaded)?;
-            consent.set_channels(channels.clone());
+            let sandbox = wiring::services(&loaded, &stores, false);
+            let private_tmp = sandbox.private_tmp.clone();
+            let consent = wiring::consent(&loaded, &store, channels.clone(), None, None);
+            let agent = wiring::agent(loaded.clone(), &stores, Some(consent.clone()), sandbox)?;
             let (scheduler, exec) = crate::scheduler::build(&loaded, &store, agent, channels);
             let claim = scheduler.claim_now(&id).await?;
             eprintln!(
@@ -111,6 +108,9 @@ pub async fn run(loaded: Arc<Loaded>, cmd: JobsCommand) -> anyhow::Result<ExitCo
                 claim.job.id, claim.run_id, claim.scheduled_for
             );
             let report = exec.execute(claim).await;
+            private_tmp
+                .iter()
+                .for_each(|d| crate::sandbox::remove_private_tmp(d));
             if let Some(d) = &report.digest {
                 println!("{d}");
             }

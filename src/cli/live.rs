@@ -10,6 +10,8 @@
 use crate::consent::display::escape_invisible;
 use ethan_core::event::{EventSink, TurnEvent};
 use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -22,7 +24,8 @@ pub struct Live {
 
 impl Live {
     /// Start printing; the sink goes into the turn's [`crate::agent::TurnInput::events`].
-    pub fn start() -> (Live, EventSink) {
+    /// `asking`: set while a consent question waits at the terminal (no status line then).
+    pub fn start(asking: Arc<AtomicBool>) -> (Live, EventSink) {
         let (tx, rx) = mpsc::unbounded_channel();
         let done = CancellationToken::new();
         let task = tokio::spawn(print_events(
@@ -30,6 +33,7 @@ impl Live {
             done.clone(),
             std::io::stdout().is_terminal(),
             std::io::stderr().is_terminal(),
+            asking,
         ));
         (Live { task, done }, tx)
     }
@@ -82,6 +86,8 @@ struct Status {
     shown: bool,
     waiting: Option<(Waiting, std::time::Instant)>,
     frame: usize,
+    /// Set while a consent question waits for its answer on the terminal.
+    asking: Arc<AtomicBool>,
 }
 
 impl Status {
@@ -103,7 +109,7 @@ impl Status {
     /// Redraw (a tick); not in the first 300 ms (a quick answer shows no flicker), nor while a
     /// question waits for its answer on the terminal.
     fn draw(&mut self) {
-        let asking = crate::consent::terminal::ASKING.load(std::sync::atomic::Ordering::SeqCst);
+        let asking = self.asking.load(Ordering::SeqCst);
         let Some((what, since)) = &self.waiting else {
             return;
         };
@@ -132,6 +138,7 @@ async fn print_events(
     done: CancellationToken,
     stdout_tty: bool,
     stderr_tty: bool,
+    asking: Arc<AtomicBool>,
 ) -> String {
     let mut streamed = String::new();
     let mut status = Status {
@@ -139,6 +146,7 @@ async fn print_events(
         shown: false,
         waiting: None,
         frame: 0,
+        asking,
     };
     status.wait(Some(Waiting::Model));
     // Whether stdout is in the middle of a line (a status line needs a line of its own).

@@ -4,7 +4,7 @@
 //! them; a server that did not start is named with a pointer to `ethan mcp list`.
 
 use crate::config::Loaded;
-use crate::daemon::build_agent;
+use crate::daemon::wiring;
 use crate::store::Store;
 use ethan_channels::ChannelKind;
 use std::process::ExitCode;
@@ -21,7 +21,7 @@ pub async fn list(
         Some(other) => anyhow::bail!("unknown channel {other:?} (terminal, telegram, lark, web)"),
     };
     let stores = crate::store::OpenStore::sqlite(Store::open_in_memory()?);
-    let agent = build_agent(loaded.clone(), &stores, None)?;
+    let agent = wiring::agent(loaded.clone(), &stores, None, Default::default())?;
     let mcp = crate::mcp::McpManager::new(loaded, agent.executor.registry_slot());
     mcp.start();
     let limit = loaded

@@ -17,7 +17,7 @@
 use ethan_core::store::StorageRef;
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 /// Which question a grant answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -73,7 +73,7 @@ impl Grant {
 #[derive(Default)]
 pub struct Grants {
     by_session: Mutex<HashMap<String, Vec<Grant>>>,
-    shared: OnceLock<StorageRef>,
+    shared: Option<StorageRef>,
 }
 
 /// How long a grant kept in a shared store lasts, in seconds: 12 hours.
@@ -109,9 +109,12 @@ pub fn covers(granted: &str, scope: &str) -> bool {
 }
 
 impl Grants {
-    /// Keep grants in `store` too (replicas).
-    pub fn share(&self, store: StorageRef) {
-        let _ = self.shared.set(store);
+    /// Grants kept in `store` too (replicas), besides memory.
+    pub fn shared_through(store: StorageRef) -> Self {
+        Self {
+            by_session: Mutex::default(),
+            shared: Some(store),
+        }
     }
 
     fn memory(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Grant>>> {
@@ -136,7 +139,7 @@ impl Grants {
     }
 
     pub async fn grant(&self, session_key: &str, grant: &Grant) {
-        let Some(store) = self.shared.get() else {
+        let Some(store) = self.shared.as_ref() else {
             let mut m = self.memory();
             let list = m.entry(session_key.to_string()).or_default();
             if !list.iter().any(|g| g == grant) {
@@ -162,7 +165,7 @@ impl Grants {
     /// Whether a grant of the session covers `asked`. With a shared store the store is asked
     /// every time (another replica may have cleared the session).
     pub async fn is_granted(&self, session_key: &str, asked: &Grant) -> bool {
-        match self.shared.get() {
+        match self.shared.as_ref() {
             Some(store) => self
                 .stored(store, session_key)
                 .await
@@ -177,7 +180,7 @@ impl Grants {
 
     pub async fn clear(&self, session_key: &str) {
         self.memory().remove(session_key);
-        if let Some(store) = self.shared.get() {
+        if let Some(store) = self.shared.as_ref() {
             if let Err(e) = store.kv_delete(&kv_key(session_key)).await {
                 tracing::warn!("cannot clear the grants of {session_key}: {e}");
             }
@@ -242,9 +245,10 @@ mod tests {
     #[tokio::test]
     async fn shared_grants_hold_on_every_replica() {
         let store = crate::store::Store::open_in_memory().unwrap().shared();
-        let (a, b) = (Grants::default(), Grants::default());
-        a.share(store.clone());
-        b.share(store);
+        let (a, b) = (
+            Grants::shared_through(store.clone()),
+            Grants::shared_through(store),
+        );
         let shell = Grant::own("shell", "shell");
         a.grant("telegram:1", &shell).await;
         a.grant("telegram:1", &Grant::own("file_write", "/work/proj"))
@@ -267,8 +271,7 @@ mod tests {
     #[tokio::test]
     async fn a_shared_grant_expires() {
         let store = crate::store::Store::open_in_memory().unwrap().shared();
-        let g = Grants::default();
-        g.share(store.clone());
+        let g = Grants::shared_through(store.clone());
         let old = now() - SHARED_GRANT_SECS - 1;
         store
             .kv_set(

@@ -38,6 +38,8 @@ pub struct TerminalInput {
     source: Source,
     /// The turn running now, which a Ctrl-C at one of its questions stops.
     turn: Arc<std::sync::Mutex<Option<CancellationToken>>>,
+    /// Set while a consent question waits for its answer ([`TerminalInput::asking`]).
+    asking: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl TerminalInput {
@@ -56,6 +58,7 @@ impl TerminalInput {
         Self {
             source: Source::Plain(Arc::new(Mutex::new(rx))),
             turn: Arc::default(),
+            asking: Arc::default(),
         }
     }
 
@@ -96,7 +99,14 @@ impl TerminalInput {
         Self {
             source: Source::Editor(tx),
             turn: Arc::default(),
+            asking: Arc::default(),
         }
+    }
+
+    /// The flag set while a consent question waits for its answer here, so a status line (the
+    /// chat's spinner) is not drawn over it.
+    pub fn asking(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.asking.clone()
     }
 
     /// The turn running now (`None` between turns): a Ctrl-C at one of its questions stops it.

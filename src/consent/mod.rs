@@ -52,7 +52,7 @@ use grants::Grants;
 use owners::Owners;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use terminal::{TerminalAnswer, TerminalInput};
 use tokio::sync::oneshot;
@@ -208,7 +208,7 @@ struct PendingGuard<'a> {
 impl Drop for PendingGuard<'_> {
     fn drop(&mut self) {
         if let (Some(store), Ok(runtime)) = (
-            self.consent.shared.get().cloned(),
+            self.consent.shared.clone(),
             tokio::runtime::Handle::try_current(),
         ) {
             let id = self.request_id.clone();
@@ -250,11 +250,12 @@ pub struct Consent {
     pub grants: Grants,
     pub owners: Owners,
     pending: Mutex<HashMap<String, Pending>>,
-    channels: OnceLock<HashMap<ChannelKind, Arc<dyn Channel>>>,
+    /// The chat channels used to ask ([`Consent::with_channels`]).
+    channels: HashMap<ChannelKind, Arc<dyn Channel>>,
     terminal: Option<TerminalInput>,
     timeout: Duration,
     /// The store shared with other replicas, when there are any ([`shared`]).
-    shared: OnceLock<ethan_core::store::StorageRef>,
+    shared: Option<ethan_core::store::StorageRef>,
 }
 
 impl Consent {
@@ -264,22 +265,25 @@ impl Consent {
             grants: Grants::default(),
             owners,
             pending: Mutex::new(HashMap::new()),
-            channels: OnceLock::new(),
+            channels: HashMap::new(),
             terminal,
             timeout,
-            shared: OnceLock::new(),
+            shared: None,
         }
     }
 
-    /// Share waiting approvals and session grants with other replicas through `store`.
-    pub fn share(&self, store: ethan_core::store::StorageRef) {
-        self.grants.share(store.clone());
-        let _ = self.shared.set(store);
+    /// This service sharing waiting approvals and session grants with other replicas through
+    /// `store` (given before any grant is made: the grants kept so far are dropped).
+    pub fn shared_through(mut self, store: ethan_core::store::StorageRef) -> Self {
+        self.grants = Grants::shared_through(store.clone());
+        self.shared = Some(store);
+        self
     }
 
-    /// The chat channels used to ask (set once, when they are built).
-    pub fn set_channels(&self, channels: HashMap<ChannelKind, Arc<dyn Channel>>) {
-        let _ = self.channels.set(channels);
+    /// This service asking through `channels` (without them, only the terminal can be asked).
+    pub fn with_channels(mut self, channels: HashMap<ChannelKind, Arc<dyn Channel>>) -> Self {
+        self.channels = channels;
+        self
     }
 
     fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
@@ -323,7 +327,7 @@ impl Consent {
         owner: Option<&str>,
     ) -> Vec<String> {
         let mut ids = self.pending_for(channel, chat_id, owner);
-        let Some(store) = self.shared.get() else {
+        let Some(store) = self.shared.as_ref() else {
             return ids;
         };
         let since = chrono::Utc::now().timestamp() - self.timeout.as_secs() as i64;
@@ -350,7 +354,7 @@ impl Consent {
         let owner = self.owners.is_owner(d.channel, &d.user_id).await;
         let local = self.pending().contains_key(&d.request_id);
         if !local {
-            if let Some(store) = self.shared.get() {
+            if let Some(store) = self.shared.as_ref() {
                 return self.decide_shared(&**store, d, owner).await;
             }
         }
@@ -478,7 +482,7 @@ impl Consent {
         answerer: Option<&str>,
         tool: &str,
     ) {
-        let Some(store) = self.shared.get() else {
+        let Some(store) = self.shared.as_ref() else {
             return;
         };
         let req = shared::SharedRequest {
@@ -504,7 +508,7 @@ impl Consent {
         rx: oneshot::Receiver<ApprovalChoice>,
         id: &str,
     ) -> Option<ApprovalChoice> {
-        let store = self.shared.get().cloned();
+        let store = self.shared.as_ref().cloned();
         let elsewhere = async {
             match &store {
                 Some(store) => Some(shared::wait_answer(&**store, id).await),

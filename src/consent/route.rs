@@ -99,8 +99,7 @@ impl Consent {
     ) -> Result<ApprovalChoice, Denial> {
         let channel = self
             .channels
-            .get()
-            .and_then(|m| m.get(&ctx.channel))
+            .get(&ctx.channel)
             .cloned()
             .ok_or(Denial::NoProvider)?;
         let group = match delivery {

@@ -8,11 +8,7 @@
 //! the consent question so they never compete for the same bytes.
 
 pub use super::input::{Line, TerminalInput};
-use std::sync::atomic::{AtomicBool, Ordering};
-
-/// Set while a question waits for its answer on the terminal, so a status line (the chat's
-/// spinner) is not drawn over it.
-pub static ASKING: AtomicBool = AtomicBool::new(false);
+use std::sync::atomic::Ordering;
 
 /// The person's answer at the terminal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +48,8 @@ pub async fn ask(
     } else {
         "[y/a(lways this session)/N]"
     };
-    ASKING.store(true, Ordering::SeqCst);
+    let asking = input.asking();
+    asking.store(true, Ordering::SeqCst);
     use std::io::IsTerminal;
     if std::io::stdin().is_terminal() {
         // Only what is typed after the question is shown answers it: input queued before (typed
@@ -79,7 +76,7 @@ pub async fn ask(
             TerminalAnswer::No
         }
     };
-    ASKING.store(false, Ordering::SeqCst);
+    asking.store(false, Ordering::SeqCst);
     match (answer, always) {
         (TerminalAnswer::Session, true) => TerminalAnswer::Once,
         (a, _) => a,

@@ -12,13 +12,23 @@ use std::time::{Duration, Instant};
 /// Trim at most this often while workers keep exiting; the last worker to exit always trims.
 const EVERY: Duration = Duration::from_secs(60);
 
-static LAST: Mutex<Option<Instant>> = Mutex::new(None);
+/// When memory was last given back (the router owns one).
+#[derive(Default)]
+pub struct Trim {
+    last: Mutex<Option<Instant>>,
+}
 
-/// Called after an idle session worker exited; `none_left`: it was the last one. Trims (on a
-/// blocking thread) when no worker is left, or when the last trim is older than a minute.
-pub fn after_worker_exit(none_left: bool) {
+impl Trim {
+    /// Called after an idle session worker exited; `none_left`: it was the last one. Trims (on
+    /// a blocking thread) when no worker is left, or when the last trim is older than a minute.
+    pub fn after_worker_exit(&self, none_left: bool) {
+        after_worker_exit(&self.last, none_left)
+    }
+}
+
+fn after_worker_exit(last: &Mutex<Option<Instant>>, none_left: bool) {
     {
-        let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+        let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
         let due = none_left || last.is_none_or(|t| t.elapsed() >= EVERY);
         if !due {
             return;

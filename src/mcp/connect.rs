@@ -14,6 +14,7 @@
 
 use super::server::Handler;
 use crate::config::{McpServerConfig, Secret};
+use crate::sandbox::protected::Protection;
 use crate::tools::redact::Redactor;
 use rmcp::service::{RoleClient, RunningService, ServiceExt};
 use std::collections::BTreeMap;
@@ -53,6 +54,7 @@ pub async fn connect(
     cfg: &McpServerConfig,
     workspace: &Path,
     ethan_home: Option<&Path>,
+    protected_also: &[std::path::PathBuf],
     handler: Handler,
     redactor: Arc<Redactor>,
 ) -> Result<(Running, Option<u32>), ConnectError> {
@@ -74,7 +76,7 @@ pub async fn connect(
             .envs(child_env(&cfg.env))
             .current_dir(workspace)
             .kill_on_drop(true);
-        let protection = crate::sandbox::protected::Protection::new(ethan_home, workspace);
+        let protection = Protection::new(ethan_home, workspace).and(protected_also);
         match crate::sandbox::landlock::prepare(&protection, None) {
             Ok(Some(prepared)) => {
                 let prepared = Arc::new(prepared);

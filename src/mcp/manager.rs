@@ -56,6 +56,8 @@ pub struct McpManager {
     workspace: PathBuf,
     /// `$ETHAN_HOME`, hidden from the children by the sandbox.
     home: PathBuf,
+    /// Places hidden besides it (the config file, wherever it lives).
+    protected_also: Vec<PathBuf>,
     shutdown: CancellationToken,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// Servers whose first start ended (listed, or failed); with `settled_changed`, for
@@ -180,6 +182,7 @@ impl McpManager {
             redactor: Arc::new(Redactor::new(loaded.secret_values())),
             workspace: loaded.workspace(),
             home: loaded.home.clone(),
+            protected_also: config_file_of(loaded),
             shutdown: CancellationToken::new(),
             tasks: Mutex::new(Vec::new()),
             settled: Default::default(),
@@ -306,7 +309,7 @@ impl McpManager {
             let changed = handler.changed.clone();
             let connected = tokio::select! {
                 _ = self.shutdown.cancelled() => return,
-                c = connect(&name, &s.cfg, &self.workspace, Some(&self.home), handler, self.redactor.clone()) => c,
+                c = connect(&name, &s.cfg, &self.workspace, Some(&self.home), &self.protected_also, handler, self.redactor.clone()) => c,
             };
             let mut up_since = None;
             match connected {
@@ -409,6 +412,11 @@ pub struct Probed {
     pub resources: Vec<String>,
 }
 
+/// The places protected besides `$ETHAN_HOME` ([`crate::sandbox::settings::protected_also`]).
+fn config_file_of(loaded: &Loaded) -> Vec<PathBuf> {
+    crate::sandbox::settings::protected_also(loaded.file_found.then_some(loaded.path.as_path()))
+}
+
 /// One server started, listed and stopped (for `ethan mcp list` and `ethan doctor`): its tools
 /// as adapters (and its prompts and resources), or why it failed.
 pub async fn probe(loaded: &Loaded, name: &str, cfg: &McpServerConfig) -> Result<Probed, String> {
@@ -418,6 +426,7 @@ pub async fn probe(loaded: &Loaded, name: &str, cfg: &McpServerConfig) -> Result
         cfg,
         &loaded.workspace(),
         Some(&loaded.home),
+        &config_file_of(loaded),
         Handler::default(),
         redactor.clone(),
     )

@@ -68,13 +68,14 @@ pub fn text_for_model(bytes: &[u8], limit: usize) -> (String, bool) {
     (text, true)
 }
 
-/// The text of a PDF, read in a child process under `limits` ([`super::parse`]). The error is
-/// a short sentence for the model.
+/// The text of a PDF, read in a child process under `limits` once one of `slots` is free
+/// ([`super::parse`]). The error is a short sentence for the model.
 pub async fn pdf_text(
     bytes: std::sync::Arc<[u8]>,
     limits: super::parse::Limits,
+    slots: &tokio::sync::Semaphore,
 ) -> Result<String, String> {
-    super::parse::in_child(super::parse::Job::PdfText, bytes, limits).await
+    super::parse::in_child(super::parse::Job::PdfText, bytes, limits, slots).await
 }
 
 #[cfg(test)]

@@ -110,6 +110,8 @@ pub struct Media {
     fetcher: Fetcher,
     transcriber: Option<transcribe::Transcriber>,
     cache: Mutex<VecDeque<Cached>>,
+    /// The slots of the child processes that read pictures and PDFs ([`parse::slots`]).
+    readers: tokio::sync::Semaphore,
 }
 
 /// A downloaded file in memory: `(channel:unique_id, when, bytes)`.
@@ -141,6 +143,7 @@ impl Media {
             fetcher,
             transcriber,
             cache: Mutex::new(VecDeque::new()),
+            readers: parse::slots(),
         }
     }
 
@@ -253,7 +256,9 @@ impl Media {
             AttachmentKind::Voice | AttachmentKind::Audio => {
                 self.audio(att, &bytes, &what, &place, p).await
             }
-            AttachmentKind::Document => document(att, bytes, &what, &place, limits).await,
+            AttachmentKind::Document => {
+                document(att, bytes, &what, &place, limits, &self.readers).await
+            }
         }
     }
 
@@ -293,7 +298,9 @@ impl Media {
             );
         }
         if mime == "image/png" {
-            if let Err(e) = parse::in_child(parse::Job::Png, bytes.clone(), limits).await {
+            if let Err(e) =
+                parse::in_child(parse::Job::Png, bytes.clone(), limits, &self.readers).await
+            {
                 return format!(
                     "[The user sent a picture ({place}). Could not read the file: {e}. It is \
                      not shown to you.]"
@@ -462,12 +469,13 @@ async fn document(
     what: &str,
     place: &str,
     limits: parse::Limits,
+    readers: &tokio::sync::Semaphore,
 ) -> String {
     let name = att.file_name.as_deref().unwrap_or("");
     let mime = att.mime_type.as_deref().unwrap_or("");
     let size = kb(bytes.len() as u64);
     let text = match extract::kind_of(&bytes, mime, name) {
-        extract::DocKind::Pdf => extract::pdf_text(bytes, limits)
+        extract::DocKind::Pdf => extract::pdf_text(bytes, limits, readers)
             .await
             .map(|t| truncate_for_model(&t, MODEL_OUTPUT_LIMIT)),
         extract::DocKind::Text => Ok(extract::text_for_model(&bytes, MODEL_OUTPUT_LIMIT)),
@@ -632,6 +640,7 @@ mod tests {
             "the file prefs.txt",
             "saved as x",
             parse::Limits::for_sender(true),
+            &parse::slots(),
         )
         .await;
         assert!(NOTE_STARTS.iter().any(|n| note.starts_with(n)), "{note}");

@@ -78,12 +78,21 @@ struct Spec {
 /// Exit code of a child that read the file but found it unreadable (its reason on stdout).
 const UNREADABLE: i32 = 3;
 
-static SLOTS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+/// The slots of the readers: at most [`CONCURRENT`] children at once, among the callers given
+/// the same slots (the media service owns one for the daemon).
+pub fn slots() -> tokio::sync::Semaphore {
+    tokio::sync::Semaphore::new(CONCURRENT)
+}
 
-/// Run `job` on `bytes` in a child process under `limits`. The error is a short reason for the
-/// model ("it expands past 8 MB", "the reader ran out of memory", …).
-pub async fn in_child(job: Job, bytes: Arc<[u8]>, limits: Limits) -> Result<String, String> {
-    let slots = SLOTS.get_or_init(|| tokio::sync::Semaphore::new(CONCURRENT));
+/// Run `job` on `bytes` in a child process under `limits`, once one of `slots` ([`slots`]) is
+/// free. The error is a short reason for the model ("it expands past 8 MB", "the reader ran out
+/// of memory", …).
+pub async fn in_child(
+    job: Job,
+    bytes: Arc<[u8]>,
+    limits: Limits,
+    slots: &tokio::sync::Semaphore,
+) -> Result<String, String> {
     let _slot = slots
         .acquire()
         .await
@@ -287,14 +296,21 @@ mod tests {
             "/tests/fixtures/media/hello.pdf"
         ))
         .unwrap();
-        let text = in_child(Job::PdfText, bytes.into(), Limits::for_sender(false))
-            .await
-            .unwrap();
+        let slots = slots();
+        let text = in_child(
+            Job::PdfText,
+            bytes.into(),
+            Limits::for_sender(false),
+            &slots,
+        )
+        .await
+        .unwrap();
         assert!(text.contains("Quarterly report"), "{text:?}");
         let bad = in_child(
             Job::PdfText,
             b"%PDF-1.4 garbage".to_vec().into(),
             Limits::for_sender(false),
+            &slots,
         )
         .await;
         assert!(bad.unwrap_err().contains("not a readable PDF"));

@@ -44,7 +44,6 @@
 use super::protected::Protection;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
 /// The first argument of the helper mode.
 pub const HELPER_ARG: &str = "__ethan-sandbox-helper";
@@ -53,9 +52,6 @@ pub const HELPER_ARG: &str = "__ethan-sandbox-helper";
 /// prefixed [`SETUP_PREFIX`]).
 pub const SETUP_FAILED: i32 = 125;
 pub const SETUP_PREFIX: &str = "ethan sandbox";
-
-/// The tag of the specification being run (for [`setup_failed`]).
-static TAG: OnceLock<String> = OnceLock::new();
 
 /// Largest specification read from standard input.
 const SPEC_LIMIT: u64 = 8 << 20;
@@ -110,7 +106,6 @@ pub fn read_spec() -> Result<ShellSpec, String> {
         .map_err(|e| format!("reading the specification: {e}"))?;
     let spec: ShellSpec =
         serde_json::from_slice(&json).map_err(|e| format!("bad specification: {e}"))?;
-    let _ = TAG.set(spec.tag.clone());
     let null = std::fs::File::open("/dev/null").map_err(|e| format!("/dev/null: {e}"))?;
     use std::os::fd::AsRawFd;
     // SAFETY: duplicating a descriptor we own onto standard input.
@@ -125,9 +120,10 @@ pub fn program() -> std::io::Result<PathBuf> {
     std::env::current_exe()
 }
 
-/// Print a setup error the way the daemon recognises it; returns [`SETUP_FAILED`].
-pub fn setup_failed(msg: &str) -> i32 {
-    match TAG.get() {
+/// Print a setup error the way the daemon recognises it (`tag`: the specification's, once it
+/// is read); returns [`SETUP_FAILED`].
+pub fn setup_failed(tag: Option<&str>, msg: &str) -> i32 {
+    match tag {
         Some(tag) => eprintln!("{SETUP_PREFIX} [{tag}]: {msg}"),
         None => eprintln!("{SETUP_PREFIX}: {msg}"),
     }
@@ -224,35 +220,28 @@ pub fn probe_here() -> Namespaces {
     ns
 }
 
-static PROBED: OnceLock<Namespaces> = OnceLock::new();
-
-/// Which namespaces commands get on this machine (asked once, by starting the helper).
+/// Which namespaces commands get on this machine (asked by starting the helper;
+/// [`super::settings::probe`] asks once, at start).
 pub fn namespaces() -> Namespaces {
-    PROBED
-        .get_or_init(|| {
-            let out = program().and_then(|p| {
-                std::process::Command::new(p)
-                    .arg(HELPER_ARG)
-                    .arg("probe")
-                    .env_clear()
-                    .stdin(std::process::Stdio::null())
-                    .stderr(std::process::Stdio::null())
-                    .output()
-            });
-            match out {
-                Ok(o) => {
-                    serde_json::from_slice(o.stdout.trim_ascii()).unwrap_or_else(|e| Namespaces {
-                        missing: Some(format!("the sandbox helper answered nothing usable: {e}")),
-                        ..Namespaces::default()
-                    })
-                }
-                Err(e) => Namespaces {
-                    missing: Some(format!("the sandbox helper could not start: {e}")),
-                    ..Namespaces::default()
-                },
-            }
-        })
-        .clone()
+    let out = program().and_then(|p| {
+        std::process::Command::new(p)
+            .arg(HELPER_ARG)
+            .arg("probe")
+            .env_clear()
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+    });
+    match out {
+        Ok(o) => serde_json::from_slice(o.stdout.trim_ascii()).unwrap_or_else(|e| Namespaces {
+            missing: Some(format!("the sandbox helper answered nothing usable: {e}")),
+            ..Namespaces::default()
+        }),
+        Err(e) => Namespaces {
+            missing: Some(format!("the sandbox helper could not start: {e}")),
+            ..Namespaces::default()
+        },
+    }
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -347,12 +336,15 @@ fn wait_watching(child: libc::pid_t, daemon: Option<&std::os::fd::OwnedFd>) -> E
 pub fn shell_main(spec: &ShellSpec) -> i32 {
     let daemon = match watch_daemon(spec.daemon_pid) {
         Ok(d) => d,
-        Err(e) => return setup_failed(&e),
+        Err(e) => return setup_failed(Some(&spec.tag), &e),
     };
     let namespaces = match unshare(spec.offline) {
         Ok(_) => true,
         Err(e) if spec.offline => {
-            return setup_failed(&format!("{e}; a command without approval needs it"))
+            return setup_failed(
+                Some(&spec.tag),
+                &format!("{e}; a command without approval needs it"),
+            )
         }
         Err(e) => {
             // Degraded: no namespaces. The helper adopts what the command leaves behind.
@@ -367,16 +359,22 @@ pub fn shell_main(spec: &ShellSpec) -> i32 {
     let mut fds = [0; 2];
     // SAFETY: pipe2 writes two descriptors into the array.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return setup_failed(&format!("pipe: {}", std::io::Error::last_os_error()));
+        return setup_failed(
+            Some(&spec.tag),
+            &format!("pipe: {}", std::io::Error::last_os_error()),
+        );
     }
     // SAFETY: the helper is single-threaded; the child only runs our own code, then execs.
     match unsafe { libc::fork() } {
-        -1 => setup_failed(&format!("fork: {}", std::io::Error::last_os_error())),
+        -1 => setup_failed(
+            Some(&spec.tag),
+            &format!("fork: {}", std::io::Error::last_os_error()),
+        ),
         0 => {
             // SAFETY: closing our copy of the write end.
             unsafe { libc::close(fds[1]) };
             let e = child(spec, namespaces, fds[0]);
-            setup_failed(&e)
+            setup_failed(Some(&spec.tag), &e)
         }
         pid => {
             // SAFETY: the helper keeps the write end and gives up its standard streams, so the

@@ -17,10 +17,13 @@
 //!   parses untrusted files under resource limits;
 //! - [`env`]: the cleared environment of shell commands;
 //! - [`doctor`]: what `ethan doctor` says about all this;
-//! - [`private_tmp`]: the daemon's own temp folder (mode 0700), the one place outside the
+//! - [`make_private_tmp`]: the daemon's own temp folder (mode 0700), the one place outside the
 //!   workspace where `file_write` needs no consent, and the `TMPDIR` of shell commands; removed
 //!   when the daemon stops ([`remove_private_tmp`]), and those of daemons that are gone at the
 //!   next start ([`sweep_private_tmps`]).
+//! - [`settings`]: what the sandbox found at start (the private temp folder, the probes of the
+//!   kernel, the places protected besides Ethan's home), a value the wiring step gives the agent,
+//!   whose tools see it in their context.
 
 pub mod devices;
 pub mod doctor;
@@ -33,53 +36,45 @@ pub mod network;
 pub mod protected;
 pub mod repos;
 pub mod seccomp;
+pub mod settings;
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
-
-static PRIVATE_TMP: OnceLock<Option<PathBuf>> = OnceLock::new();
 
 /// The name of a private temp folder starts with this, then `<pid>-<8 hex digits>`.
 const PRIVATE_TMP_PREFIX: &str = "ethan-";
 
-/// The daemon's private temp folder, `<system temp>/ethan-<pid>-<random>` with mode 0700,
-/// created on first use (`None` when it cannot be created; callers then fall back to asking).
-pub fn private_tmp() -> Option<&'static Path> {
-    PRIVATE_TMP
-        .get_or_init(|| {
-            use std::os::unix::fs::DirBuilderExt;
-            let base = std::env::temp_dir();
-            for _ in 0..8 {
-                let name = format!(
-                    "{PRIVATE_TMP_PREFIX}{}-{}",
-                    std::process::id(),
-                    &uuid::Uuid::new_v4().simple().to_string()[..8]
+/// Make the daemon's private temp folder, `<system temp>/ethan-<pid>-<random>` with mode 0700
+/// (`None` when it cannot be made; callers then fall back to asking). [`settings::probe`]
+/// makes it once, at start.
+pub fn make_private_tmp() -> Option<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let base = std::env::temp_dir();
+    for _ in 0..8 {
+        let name = format!(
+            "{PRIVATE_TMP_PREFIX}{}-{}",
+            std::process::id(),
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        let dir = base.join(name);
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Some(protected::real_path(&dir)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                tracing::warn!(
+                    "cannot create a private temp folder under {}: {e}",
+                    base.display()
                 );
-                let dir = base.join(name);
-                match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-                    Ok(()) => return Some(protected::real_path(&dir)),
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                    Err(e) => {
-                        tracing::warn!(
-                            "cannot create a private temp folder under {}: {e}",
-                            base.display()
-                        );
-                        return None;
-                    }
-                }
+                return None;
             }
-            None
-        })
-        .as_deref()
+        }
+    }
+    None
 }
 
-/// Remove this process's private temp folder, if it made one (the daemon calls this when it
-/// stops).
-pub fn remove_private_tmp() {
-    if let Some(Some(dir)) = PRIVATE_TMP.get() {
-        if let Err(e) = remove_tree(dir) {
-            tracing::debug!("could not remove {}: {e}", dir.display());
-        }
+/// Remove the private temp folder `dir` (the daemon calls this when it stops).
+pub fn remove_private_tmp(dir: &Path) {
+    if let Err(e) = remove_tree(dir) {
+        tracing::debug!("could not remove {}: {e}", dir.display());
     }
 }
 

@@ -10,8 +10,6 @@
 //! user's own ids). Where the kernel allows neither, [`available`] says so and no command counts
 //! as safe.
 
-use std::sync::OnceLock;
-
 /// Enter a new network namespace. Call only between `fork` and `exec`: one async-signal-safe
 /// system call, nothing allocated.
 ///
@@ -33,32 +31,26 @@ pub fn isolate_current_process() -> std::io::Result<()> {
     Ok(())
 }
 
-static AVAILABLE: OnceLock<Result<(), String>> = OnceLock::new();
-
-/// Whether commands can be cut off from the network here (probed once, by starting `/bin/sh`
-/// in a new namespace); `Err` says why not.
+/// Whether commands can be cut off from the network here (probed by starting `/bin/sh` in a
+/// new namespace; [`super::settings::probe`] asks once, at start); `Err` says why not.
 pub fn available() -> Result<(), String> {
-    AVAILABLE
-        .get_or_init(|| {
-            let mut cmd = std::process::Command::new("/bin/sh");
-            cmd.arg("-c")
-                .arg("exit 0")
-                .env_clear()
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null());
-            // SAFETY: only `unshare(2)` runs in the child (see `isolate_current_process`).
-            unsafe {
-                use std::os::unix::process::CommandExt;
-                cmd.pre_exec(isolate_current_process);
-            }
-            match cmd.status() {
-                Ok(s) if s.success() => Ok(()),
-                Ok(s) => Err(format!(
-                    "a command in a new network namespace exited with {s}"
-                )),
-                Err(e) => Err(format!("no network namespace for commands: {e}")),
-            }
-        })
-        .clone()
+    let mut cmd = std::process::Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg("exit 0")
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: only `unshare(2)` runs in the child (see `isolate_current_process`).
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(isolate_current_process);
+    }
+    match cmd.status() {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => Err(format!(
+            "a command in a new network namespace exited with {s}"
+        )),
+        Err(e) => Err(format!("no network namespace for commands: {e}")),
+    }
 }

@@ -17,7 +17,6 @@
 //! enforced by the tools and the classifier.
 
 use std::path::{Component, Path, PathBuf};
-use std::sync::OnceLock;
 
 /// Credential places under the home directory of the user running the daemon, hidden from shell
 /// commands by the kernel and refused by the file tools.
@@ -90,15 +89,6 @@ impl Protected {
             ),
         }
     }
-}
-
-/// Extra protected files of this process (the config file when it lies outside
-/// `$ETHAN_HOME`), set once at start.
-static EXTRA: OnceLock<Vec<PathBuf>> = OnceLock::new();
-
-/// Protect `paths` too (the daemon's config file). The first call wins.
-pub fn protect_also(paths: Vec<PathBuf>) {
-    let _ = EXTRA.set(paths.iter().map(|p| real_path(p)).collect());
 }
 
 /// The home directory of the user running the daemon (`$HOME`, else the password database).
@@ -181,14 +171,21 @@ pub struct Protection {
 
 impl Protection {
     /// For a call working in `workspace`, with `$ETHAN_HOME` = `ethan_home` (`None` in tests that
-    /// do not care) and this process's home and config file.
+    /// do not care) and this process's home.
     pub fn new(ethan_home: Option<&Path>, workspace: &Path) -> Self {
         Self {
             ethan_home: ethan_home.map(real_path),
             workspace: real_path(workspace),
             user_home: user_home().map(|h| real_path(&h)),
-            extra: EXTRA.get().cloned().unwrap_or_default(),
+            extra: Vec::new(),
         }
+    }
+
+    /// These places protected, and `also` (real paths: the config file, from
+    /// [`super::settings::SandboxSettings::protected`]).
+    pub fn and(mut self, also: &[PathBuf]) -> Self {
+        self.extra.extend(also.iter().cloned());
+        self
     }
 
     /// The credential places that apply (under the user's home), real paths.

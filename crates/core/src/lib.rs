@@ -19,6 +19,7 @@ pub mod consent;
 pub mod event;
 pub mod message;
 pub mod provider;
+pub mod sandbox;
 pub mod store;
 pub mod tool;
 

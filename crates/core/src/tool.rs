@@ -188,16 +188,19 @@ pub struct Services {
     pub delegator: Option<std::sync::Arc<dyn Delegator>>,
     /// Asked before each call with side effects runs; `None`: the turn may always act.
     pub fence: Option<std::sync::Arc<dyn Fence>>,
+    /// What the sandbox found at start (the default: nothing probed, every command asks).
+    pub sandbox: std::sync::Arc<crate::sandbox::SandboxSettings>,
 }
 
 impl Default for Services {
-    /// No store; the system clock; no sub-agents; no fence.
+    /// No store; the system clock; no sub-agents; no fence; no sandbox probed.
     fn default() -> Self {
         Self {
             store: None,
             clock: crate::clock::system(),
             delegator: None,
             fence: None,
+            sandbox: Default::default(),
         }
     }
 }
@@ -255,7 +258,7 @@ impl std::fmt::Debug for Services {
 /// write to the person's memory must not take as the person's own words.
 ///
 /// A turn's taint knows its session ([`Taint::of_session`]): the moment private data first
-/// enters, every hook registered with [`on_taint`] hears the session's key (the browser cuts
+/// enters, every hook of the session's [`TaintHooks`] hears the session's key (the browser cuts
 /// the session's pages off the network then, before anything that depends on the data can
 /// happen).
 #[derive(Debug, Clone, Default)]
@@ -264,7 +267,8 @@ pub struct Taint(std::sync::Arc<TaintState>);
 #[derive(Debug, Default)]
 struct TaintState {
     marks: std::sync::Mutex<Marks>,
-    session: Option<String>,
+    /// The session's key and who hears when private data first enters it.
+    session: Option<(String, TaintHooks)>,
 }
 
 /// The first source of each kind of text that entered a turn.
@@ -276,25 +280,39 @@ struct Marks {
 
 type TaintHook = Box<dyn Fn(&str) -> bool + Send + Sync>;
 
-/// What hears that private data entered a session ([`on_taint`]).
-static TAINT_HOOKS: std::sync::Mutex<Vec<TaintHook>> = std::sync::Mutex::new(Vec::new());
+/// What hears that private data entered a session: one list, owned by whoever builds the
+/// turns (the tool registry, whose browser registers here) and given to each turn's
+/// [`Taint::of_session`]. Clones share the list.
+#[derive(Clone, Default)]
+pub struct TaintHooks(std::sync::Arc<std::sync::Mutex<Vec<TaintHook>>>);
 
-/// Call `hook` with the session key whenever private data first enters a turn of a session
-/// (a [`Taint::of_session`]), at that moment. The hook answers whether it is still wanted
-/// (`false`: it is dropped, e.g. when what it served is gone). A hook must not register another.
-pub fn on_taint(hook: impl Fn(&str) -> bool + Send + Sync + 'static) {
-    TAINT_HOOKS
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push(Box::new(hook));
+impl std::fmt::Debug for TaintHooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaintHooks").finish_non_exhaustive()
+    }
+}
+
+impl TaintHooks {
+    fn list(&self) -> std::sync::MutexGuard<'_, Vec<TaintHook>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Call `hook` with the session key whenever private data first enters a turn of a session
+    /// (a [`Taint::of_session`] given these hooks), at that moment. The hook answers whether it
+    /// is still wanted (`false`: it is dropped, e.g. when what it served is gone). A hook must
+    /// not register another.
+    pub fn on_taint(&self, hook: impl Fn(&str) -> bool + Send + Sync + 'static) {
+        self.list().push(Box::new(hook));
+    }
 }
 
 impl Taint {
-    /// The taint of a turn of the session `session_key`.
-    pub fn of_session(session_key: &str) -> Self {
+    /// The taint of a turn of the session `session_key`; `hooks` hear when private data first
+    /// enters it.
+    pub fn of_session(session_key: &str, hooks: &TaintHooks) -> Self {
         Self(std::sync::Arc::new(TaintState {
             marks: std::sync::Mutex::new(Marks::default()),
-            session: Some(session_key.to_string()),
+            session: Some((session_key.to_string(), hooks.clone())),
         }))
     }
 
@@ -312,11 +330,8 @@ impl Taint {
             }
             first
         };
-        if let (true, Some(session)) = (first, &self.0.session) {
-            TAINT_HOOKS
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .retain(|hook| hook(session));
+        if let (true, Some((session, hooks))) = (first, &self.0.session) {
+            hooks.list().retain(|hook| hook(session));
         }
     }
 
@@ -482,25 +497,27 @@ mod tests {
     /// session tells no one; a hook that answers `false` is not called again.
     #[test]
     fn taint_hooks_hear_the_first_mark_of_a_session_only() {
+        let hooks = TaintHooks::default();
         let heard = Arc::new(Mutex::new(Vec::new()));
         let h = heard.clone();
-        on_taint(move |key| {
+        hooks.on_taint(move |key| {
             h.lock().unwrap().push(key.to_string());
             true
         });
         let once = Arc::new(Mutex::new(0));
         let o = once.clone();
-        on_taint(move |_| {
+        hooks.on_taint(move |_| {
             *o.lock().unwrap() += 1;
             false
         });
 
-        let t = Taint::of_session("hook-test:a");
+        let t = Taint::of_session("hook-test:a", &hooks);
         t.mark("file_read");
         t.mark("shell");
         t.clone().mark("web_fetch");
         Taint::default().mark("file_read");
-        Taint::of_session("hook-test:b").mark("file_read");
+        Taint::of_session("hook-test:b", &hooks).mark("file_read");
+        Taint::of_session("hook-test:c", &TaintHooks::default()).mark("file_read");
 
         let heard: Vec<String> = heard
             .lock()

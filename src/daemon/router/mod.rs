@@ -99,6 +99,8 @@ pub struct Router {
     replica: Option<Arc<Replica>>,
     /// Pictures, voice notes and files of inbound messages ([`crate::media`]).
     media: crate::media::Media,
+    /// Giving freed memory back after workers exit.
+    trim: crate::daemon::trim::Trim,
 }
 
 impl Router {
@@ -124,6 +126,7 @@ impl Router {
             turn_slots: Arc::new(Semaphore::new(parts.max_turns.max(1))),
             media,
             replica,
+            trim: Default::default(),
         })
     }
 

@@ -156,7 +156,7 @@ impl Router {
                         }
                         let none_left = workers.is_empty();
                         drop(workers);
-                        crate::daemon::trim::after_worker_exit(none_left);
+                        self.trim.after_worker_exit(none_left);
                         break;
                     }
                 }

@@ -52,6 +52,8 @@ pub struct Registry {
     /// The browser the browser tools share, for ending a conversation's browser session.
     #[cfg(feature = "browser")]
     browser: Option<Arc<crate::tools::builtin::browser::hub::BrowserHub>>,
+    /// What hears that private data entered a session (the browser), given to each turn.
+    taint_hooks: ethan_core::tool::TaintHooks,
 }
 
 /// Whether `name` is a valid tool name.
@@ -187,6 +189,12 @@ impl Registry {
         let _ = session_key;
     }
 
+    /// What hears that private data entered a session: give it to each turn's
+    /// [`ethan_core::tool::Taint::of_session`].
+    pub fn taint_hooks(&self) -> &ethan_core::tool::TaintHooks {
+        &self.taint_hooks
+    }
+
     /// The `tools[]` entries for the named tools, in the order given (a request keeps the order
     /// of the tools it offered before, for the prompt cache).
     pub fn specs<'a>(&self, names: impl IntoIterator<Item = &'a String>) -> Vec<ToolSpec> {
@@ -254,6 +262,7 @@ impl Registry {
                 crate::egress::EgressGuard::from_config(config),
             );
             browser.set_image_limit(config.media.max_image_bytes);
+            browser.hear_taint(&r.taint_hooks);
             r.register_builtin(Arc::new(
                 crate::tools::builtin::browser::session::BrowserSession(browser.clone()),
             ));

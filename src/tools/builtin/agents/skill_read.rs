@@ -44,7 +44,8 @@ fn protected(ctx: &ToolContext, path: &std::path::Path) -> Option<String> {
         ));
     }
     let protection =
-        crate::sandbox::protected::Protection::new(ctx.ethan_home.as_deref(), &skills_dir(ctx));
+        crate::sandbox::protected::Protection::new(ctx.ethan_home.as_deref(), &skills_dir(ctx))
+            .and(&ctx.services.sandbox.protected);
     protection.check(path).map(|p| p.describe(path))
 }
 

@@ -24,7 +24,7 @@
 //!   only. When the tools navigate a tab to another zone it gets a fresh context
 //!   ([`BrowserHub::rezone`]), so nothing a page left behind (a worker, a cookie) is there.
 //! - Once private data entered the session ([`BrowserHub::taint`], told at once through
-//!   [`ethan_core::tool::on_taint`]), the proxy of every tab not held to a host of the owner's
+//!   [`BrowserHub::hear_taint`]), the proxy of every tab not held to a host of the owner's
 //!   network is closed, which cuts what its pages had open; from then on such a tab reaches the
 //!   network only while a tool acts on it ([`BrowserHub::window`]: `goto`, `click`, `type`,
 //!   `select`, each asked or granted). Every tab is closed only after its network is. So
@@ -263,7 +263,7 @@ pub const DEFAULT_IMAGE_LIMIT: u64 = 5_000_000;
 
 impl BrowserHub {
     pub fn new(cfg: BrowserConfig, guard: EgressGuard) -> Arc<Self> {
-        let hub = Arc::new_cyclic(|me| Self {
+        Arc::new_cyclic(|me| Self {
             cfg,
             guard,
             running: Mutex::new(None),
@@ -273,17 +273,20 @@ impl BrowserHub {
             image_limit: DEFAULT_IMAGE_LIMIT.into(),
             in_flight: Arc::default(),
             me: me.clone(),
-        });
-        // Private data entering a session closes its pages' network at that moment.
-        let me = Arc::downgrade(&hub);
-        ethan_core::tool::on_taint(move |session_key| match me.upgrade() {
+        })
+    }
+
+    /// Close a session's pages' network the moment private data enters the session (`hooks`:
+    /// those of the turns this browser serves).
+    pub fn hear_taint(self: &Arc<Self>, hooks: &ethan_core::tool::TaintHooks) {
+        let me = Arc::downgrade(self);
+        hooks.on_taint(move |session_key| match me.upgrade() {
             Some(hub) => {
                 hub.taint_if_browsing(session_key);
                 true
             }
             None => false,
         });
-        hub
     }
 
     pub fn guard(&self) -> &EgressGuard {

@@ -70,8 +70,8 @@ struct Judge {
     /// `tools.shell.git_hooks`: approved git commands run the repository's hooks (and their
     /// approval says so).
     git_hooks: bool,
-    /// `Some(answer)` pretends the machine has (or lacks) the sandbox; `None` asks the kernel
-    /// when a command is judged (the probes are cached), not when the tool is built.
+    /// `Some(answer)` pretends the machine has (or lacks) the sandbox; `None` goes by what the
+    /// sandbox found at start (the call's [`ethan_core::tool::Services::sandbox`]).
     sandbox_override: Option<bool>,
     /// The thread of every verdict worked out (how often, and where).
     #[cfg(test)]
@@ -98,10 +98,9 @@ impl Judge {
     }
 
     /// Whether commands can be cut off from the network (and unix sockets) here.
-    fn offline_possible(&self) -> bool {
+    fn offline_possible(&self, ctx: &ToolContext) -> bool {
         self.sandbox_override.unwrap_or_else(|| {
-            crate::sandbox::network::available().is_ok()
-                && crate::sandbox::seccomp::FILTER_AVAILABLE
+            ctx.services.sandbox.offline.is_ok() && crate::sandbox::seccomp::FILTER_AVAILABLE
         })
     }
 
@@ -121,7 +120,7 @@ impl Judge {
         } else if c.class == ShellClass::Safe {
             let why = if !self.sandboxed() {
                 Some("no kernel sandbox on this machine, so every command asks".to_string())
-            } else if !self.offline_possible() {
+            } else if !self.offline_possible(ctx) {
                 Some(
                     "commands cannot be cut off from the network here, so every command asks"
                         .into(),
@@ -141,7 +140,7 @@ impl Judge {
             }
         }
         if c.class != ShellClass::Safe {
-            c.reasons.extend(self.approval_notes(&c));
+            c.reasons.extend(self.approval_notes(&c, ctx));
         }
         Verdict {
             command: command.to_string(),
@@ -153,7 +152,7 @@ impl Judge {
 
     /// What the owner should know before approving: git hooks that will run, and where the
     /// kernel cannot hide by mounts, which folders stay read-only.
-    fn approval_notes(&self, c: &Classification) -> Vec<String> {
+    fn approval_notes(&self, c: &Classification, ctx: &ToolContext) -> Vec<String> {
         let mut out = Vec::new();
         let runs_hooks = c.reasons.iter().any(|r| {
             r.strip_prefix("git ").is_some_and(|sub| {
@@ -170,7 +169,7 @@ impl Judge {
         }
         if self.sandbox_override.is_none()
             && crate::sandbox::landlock::status().is_available()
-            && !crate::sandbox::helper::namespaces().mounts_hide()
+            && !ctx.services.sandbox.mounts_hide
         {
             out.push(
                 "this kernel gives commands no mount namespace, so the folders that contain a \
@@ -442,7 +441,7 @@ impl Tool for Shell {
                 .iter()
                 .any(|a| a == ethan_core::tool::PROTECTED_PATHS_APPROVED);
         // Offline unless this call went through consent (the owner, or a job, said yes).
-        let offline = !consented && self.judge.offline_possible();
+        let offline = !consented && self.judge.offline_possible(ctx);
         let spec = crate::sandbox::helper::ShellSpec {
             program: shell_program().into(),
             command: command.to_string(),
@@ -455,7 +454,7 @@ impl Tool for Shell {
             // A command that did not go through consent writes only the workspace and the
             // private temp folder.
             writable: std::iter::once(ctx.workspace.clone())
-                .chain(crate::sandbox::private_tmp().map(|t| t.to_path_buf()))
+                .chain(ctx.services.sandbox.private_tmp.clone())
                 .collect(),
             daemon_pid: std::process::id(),
             tag: crate::sandbox::helper::ShellSpec::new_tag(),
@@ -476,7 +475,7 @@ impl Tool for Shell {
         cmd.current_dir(&ctx.workspace)
             .env_clear()
             .envs(crate::sandbox::env::for_command(
-                crate::sandbox::private_tmp(),
+                ctx.services.sandbox.private_tmp.as_deref(),
             ))
             .envs(crate::sandbox::env::git_guard(self.judge.git_hooks))
             .stdout(Stdio::piped())
@@ -710,7 +709,8 @@ mod tests {
         for n in names.into_iter().filter(|n| !n.starts_with("GIT_CONFIG_")) {
             assert!(!crate::sandbox::env::secret_name(n), "{n} was passed on");
         }
-        let tmp = crate::sandbox::private_tmp().unwrap().display().to_string();
+        let tmp = ctx.services.sandbox.private_tmp.as_ref().unwrap();
+        let tmp = tmp.display().to_string();
         assert!(r.output.contains(&format!("TMPDIR={tmp}")), "{}", r.output);
     }
 

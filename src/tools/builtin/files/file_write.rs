@@ -52,7 +52,7 @@ impl Tool for FileWrite {
         .ok()?;
         Some(crate::tools::Assessment::new(JudgedPath(real, before)))
     }
-    /// No consent inside the daemon's private temp folder ([`crate::sandbox::private_tmp`]) only,
+    /// No consent inside the daemon's private temp folder ([`crate::sandbox::make_private_tmp`]) only,
     /// never the system temp directory as a whole; a protected path is an always-ask call.
     fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
         let raw = args.get("path").and_then(Value::as_str)?;
@@ -60,7 +60,8 @@ impl Tool for FileWrite {
             return Some(d);
         }
         let path = judged_path(raw, ctx);
-        if crate::sandbox::private_tmp().is_some_and(|tmp| path.starts_with(tmp)) {
+        let tmp = ctx.services.sandbox.private_tmp.as_deref();
+        if tmp.is_some_and(|tmp| path.starts_with(tmp)) {
             return None;
         }
         let content = args
@@ -221,7 +222,11 @@ mod tests {
         std::fs::create_dir_all(&ws).unwrap();
         let mut ctx = ctx_in(&ws);
         ctx.ethan_home = Some(home.path().to_path_buf());
-        let private = crate::sandbox::private_tmp().expect("a private temp folder");
+        let sandbox = crate::sandbox::settings::testing::probed();
+        let private = sandbox
+            .private_tmp
+            .as_deref()
+            .expect("a private temp folder");
         let inside = private.join("draft.txt").display().to_string();
         assert_eq!(
             FileWrite.consent_check(&json!({"path": inside, "content": "x"}), &ctx),

@@ -35,6 +35,7 @@ pub use crate::sandbox::protected::{real_path, secret_looking, Protected};
 /// The protected places for `ctx` ([`crate::sandbox::protected`]).
 pub fn protection_of(ctx: &ToolContext) -> crate::sandbox::protected::Protection {
     crate::sandbox::protected::Protection::new(ctx.ethan_home.as_deref(), &ctx.workspace)
+        .and(&ctx.services.sandbox.protected)
 }
 
 /// Whether `path` (already resolved) is protected for `ctx`.

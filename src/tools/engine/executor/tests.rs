@@ -8,6 +8,10 @@ pub(crate) fn ctx_in(dir: &Path) -> ToolContext {
     ToolContext {
         trace_id: "t".into(),
         session_key: "terminal:test".into(),
+        services: ethan_core::tool::Services {
+            sandbox: crate::sandbox::settings::testing::probed(),
+            ..Default::default()
+        },
         ..ToolContext::local(dir.to_path_buf())
     }
 }

@@ -287,8 +287,8 @@ impl Agent {
             .iter()
             .filter_map(|n| registry.get(n))
             .map(|t| ToolSummary {
-                name: t.name().to_string(),
-                description: t.description().to_string(),
+                name: t.decl().name.to_string(),
+                description: t.decl().description.to_string(),
             })
             .collect();
         let custom = chosen
@@ -865,7 +865,7 @@ fn private_reads_in(
             registry
                 .resolve(name)
                 .and_then(|n| registry.get(n))
-                .is_none_or(|t| t.reads_private())
+                .is_none_or(|t| t.decl().reads_private)
         })
         .map(str::to_string)
 }

@@ -3,7 +3,9 @@
 //!
 //! - [`assessment`]: what a tool works out about one call before consent;
 //! - [`channel`]: which interface and chat a message belongs to;
-//! - [`tool`]: the `Tool` trait, its context and result, risk, error kinds, taint and egress;
+//! - [`tool`]: the `Tool` trait, its context, risk, error kinds, taint and egress;
+//! - [`tool_decl`]: what a tool declares once, and what one call will do (for approval);
+//! - [`tool_outcome`]: what a call returns, and the result the executor records;
 //! - [`consent`]: the consent gate the executor asks before a call runs;
 //! - [`event`]: the live events of a turn;
 //! - [`message`]: the messages of a conversation in a provider-neutral form (the history the
@@ -21,6 +23,8 @@ pub mod message;
 pub mod provider;
 pub mod store;
 pub mod tool;
+pub mod tool_decl;
+pub mod tool_outcome;
 
 pub use channel::{ChannelKind, ChatKind, ChatRef};
-pub use tool::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+pub use tool::{ErrorKind, Risk, Tool, ToolContext, ToolError, ToolOutput, ToolResult};

@@ -24,7 +24,9 @@
 
 use crate::tools::args::{opt_u64, req_str};
 use crate::tools::paths;
-use crate::tools::{Assessment, ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{Assessment, ErrorKind, Risk, Tool, ToolContext};
+use crate::tools::{CallPlan, ToolDecl};
+use crate::tools::{ToolError, ToolOutput};
 use async_trait::async_trait;
 use ethan_shell_classifier::{classify, Classification, ShellClass};
 use serde_json::{json, Value};
@@ -57,6 +59,7 @@ pub const MAX_TIMEOUT_SECS: u64 = 600;
 const STREAM_CAP: usize = 1024 * 1024;
 
 pub struct Shell {
+    decl: ToolDecl,
     default_timeout: u64,
     judge: Judge,
 }
@@ -198,10 +201,33 @@ impl Judge {
     }
 }
 
+/// What the shell tool declares: a command-running tool whose output is private, sent to the
+/// model up front, with the default command limit plus time to kill it and collect its output.
+fn decl(default_timeout: u64) -> ToolDecl {
+    ToolDecl::new(
+        "shell",
+        "Run a shell command (bash -c) in the workspace directory. Returns the exit code, stdout and stderr. \
+         `timeout` is in seconds (default 30, at most 600); the whole process group is killed when it expires.",
+        json!({
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The command line, run with bash -c"},
+                "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_SECS, "description": "Seconds before the command is killed"}
+            },
+            "required": ["command"],
+            "additionalProperties": false
+        }),
+    )
+    .risk(Risk::Exec)
+    .fast_path()
+    .timeout(Duration::from_secs(default_timeout + 5))
+}
+
 impl Shell {
     /// `default_timeout`: seconds, from `tools.shell.timeout_secs` (default 30).
     pub fn new(default_timeout: u64) -> Self {
         Self {
+            decl: decl(default_timeout),
             default_timeout,
             judge: Judge::default(),
         }
@@ -337,29 +363,17 @@ fn kill_group(pid: u32) {
 
 #[async_trait]
 impl Tool for Shell {
-    fn name(&self) -> &str {
-        "shell"
+    fn decl(&self) -> &ToolDecl {
+        &self.decl
     }
-    fn description(&self) -> &str {
-        "Run a shell command (bash -c) in the workspace directory. Returns the exit code, stdout and stderr. \
-         `timeout` is in seconds (default 30, at most 600); the whole process group is killed when it expires."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "command": {"type": "string", "description": "The command line, run with bash -c"},
-                "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_SECS, "description": "Seconds before the command is killed"}
-            },
-            "required": ["command"],
-            "additionalProperties": false
-        })
-    }
-    fn risk(&self) -> Risk {
-        Risk::Exec
-    }
-    fn reads_private(&self) -> bool {
-        true
+    fn describe(&self, args: &Value, ctx: &ToolContext) -> CallPlan {
+        CallPlan {
+            consent: self.consent_check(args, ctx),
+            always: self.consent_always(args, ctx),
+            egress: self.egress(args, ctx),
+            timeout: self.timeout_for(args),
+            ..CallPlan::of(self.decl(), args)
+        }
     }
     /// Once per call, on a blocking thread: the classifier and the protected-path check.
     async fn assess(&self, args: &Value, ctx: &ToolContext) -> Option<Assessment> {
@@ -368,63 +382,24 @@ impl Tool for Shell {
             self.judge.verdict_off_runtime(command, ctx).await,
         ))
     }
-    /// The shell classifier decides: safe commands run without asking; others ask once per
-    /// session (scope `shell`); dangerous ones ask every time.
-    fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
-        let v = self.verdict(args, ctx)?;
-        match v.class.class {
-            ShellClass::Safe => None,
-            ShellClass::Ask if v.class.reasons.is_empty() => Some(v.command),
-            ShellClass::Ask => Some(format!("({})\n{}", v.class.reasons.join("; "), v.command)),
-            ShellClass::Always => Some(format!(
-                "(dangerous: {})\n{}",
-                v.class.reasons.join("; "),
-                v.command
-            )),
-        }
-    }
-    fn consent_always(&self, args: &Value, ctx: &ToolContext) -> bool {
-        self.verdict(args, ctx)
-            .is_none_or(|v| v.class.class == ShellClass::Always)
-    }
-    /// A command that will run with the network (any command the owner must approve) can send
-    /// data anywhere; a safe one runs offline and cannot.
-    fn egress(&self, args: &Value, ctx: &ToolContext) -> Option<crate::tools::Egress> {
-        let v = self.verdict(args, ctx)?;
-        (v.class.class != ShellClass::Safe).then(|| crate::tools::Egress {
-            destination: "anything this command sends over the network (once approved it runs                           with the machine's network)"
-                .to_string(),
-            scope: format!("egress:shell:{}", v.command),
-        })
-    }
-    fn fast_path(&self) -> bool {
-        true
-    }
-    fn timeout(&self) -> Duration {
-        Duration::from_secs(self.default_timeout + 5)
-    }
-    fn timeout_for(&self, args: &Value) -> Duration {
-        // The command's own limit, plus time to kill it and collect its output.
-        Duration::from_secs(self.effective_timeout(args) + 5)
-    }
 
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let command = match req_str(&args, "command") {
             Ok(c) => c,
-            Err(e) => return e,
+            Err(e) => return Err(e),
         };
         if let Err(e) = opt_u64(&args, "timeout") {
-            return e;
+            return Err(e);
         }
         let secs = self.effective_timeout(&args);
         if let Err(e) = std::fs::create_dir_all(&ctx.workspace) {
-            return ToolResult::err(
+            return Err(ToolError::new(
                 ErrorKind::Dependency,
                 format!(
                     "cannot create the workspace {}: {e}",
                     ctx.workspace.display()
                 ),
-            );
+            ));
         }
         // The sandbox, unless the owner approved this very command reading a protected path.
         let verdict = match assessed(command, ctx) {
@@ -465,12 +440,12 @@ impl Tool for Shell {
         let (mut cmd, json) = match prepared {
             Ok(c) => c,
             Err(e) => {
-                return ToolResult::err(
+                return Err(ToolError::new(
                     ErrorKind::Dependency,
                     format!(
                         "the sandbox helper could not be prepared ({e}); the command did not run"
                     ),
-                )
+                ))
             }
         };
         cmd.current_dir(&ctx.workspace)
@@ -486,10 +461,10 @@ impl Tool for Shell {
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
-                return ToolResult::err(
+                return Err(ToolError::new(
                     ErrorKind::Dependency,
                     format!("cannot start the sandbox helper: {e}"),
-                )
+                ))
             }
         };
         let pid = child.id().unwrap_or(0);
@@ -526,10 +501,10 @@ impl Tool for Shell {
         let code = status.and_then(|s| s.code());
         let stderr_text = String::from_utf8_lossy(&stderr);
         if let Some(why) = crate::sandbox::helper::setup_error(&spec, code, &stderr_text) {
-            return ToolResult::err(
+            return Err(ToolError::new(
                 ErrorKind::Dependency,
                 format!("the sandbox could not be set up ({why}); the command did not run"),
-            );
+            ));
         }
         let mut text = String::new();
         text.push_str(&format!(
@@ -555,14 +530,50 @@ impl Tool for Shell {
         }
         let meta = json!({"exit_code": code, "timed_out": timed_out});
         if timed_out {
-            let mut r = ToolResult::err(
+            return Err(ToolError::new(
                 ErrorKind::Timeout,
                 format!("the command did not finish within {secs} s and was killed (with its process group); output so far follows"),
-            );
-            r.output = text;
-            return r.with_metadata(meta);
+            )
+            .with_output(text)
+            .with_metadata(meta));
         }
-        ToolResult::ok(text).with_metadata(meta)
+        Ok(ToolOutput::new(text).with_metadata(meta))
+    }
+}
+
+impl Shell {
+    /// The command's own limit, plus time to kill it and collect its output.
+    pub(crate) fn timeout_for(&self, args: &Value) -> Duration {
+        Duration::from_secs(self.effective_timeout(args) + 5)
+    }
+    /// The shell classifier decides: safe commands run without asking; others ask once per
+    /// session (scope `shell`); dangerous ones ask every time.
+    fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
+        let v = self.verdict(args, ctx)?;
+        match v.class.class {
+            ShellClass::Safe => None,
+            ShellClass::Ask if v.class.reasons.is_empty() => Some(v.command),
+            ShellClass::Ask => Some(format!("({})\n{}", v.class.reasons.join("; "), v.command)),
+            ShellClass::Always => Some(format!(
+                "(dangerous: {})\n{}",
+                v.class.reasons.join("; "),
+                v.command
+            )),
+        }
+    }
+    fn consent_always(&self, args: &Value, ctx: &ToolContext) -> bool {
+        self.verdict(args, ctx)
+            .is_none_or(|v| v.class.class == ShellClass::Always)
+    }
+    /// A command that will run with the network (any command the owner must approve) can send
+    /// data anywhere; a safe one runs offline and cannot.
+    fn egress(&self, args: &Value, ctx: &ToolContext) -> Option<crate::tools::Egress> {
+        let v = self.verdict(args, ctx)?;
+        (v.class.class != ShellClass::Safe).then(|| crate::tools::Egress {
+            destination: "anything this command sends over the network (once approved it runs                           with the machine's network)"
+                .to_string(),
+            scope: format!("egress:shell:{}", v.command),
+        })
     }
 }
 
@@ -575,9 +586,10 @@ mod tests {
     async fn runs_and_reports_exit_code() {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ctx_in(dir.path());
-        let r = Shell::new(30)
+        let r: crate::tools::ToolResult = Shell::new(30)
             .run(json!({"command": "echo hi; echo oops >&2; exit 3"}), &ctx)
-            .await;
+            .await
+            .into();
         assert!(r.ok);
         assert!(r.output.contains("exit code: 3"), "{}", r.output);
         assert!(r.output.contains("hi"));
@@ -591,9 +603,10 @@ mod tests {
         let marker = dir.path().join("survived");
         let cmd = format!("(sleep 3; touch {}) & sleep 30", marker.display());
         let started = std::time::Instant::now();
-        let r = Shell::new(30)
+        let r: crate::tools::ToolResult = Shell::new(30)
             .run(json!({"command": cmd, "timeout": 1}), &ctx)
-            .await;
+            .await
+            .into();
         assert!(!r.ok);
         assert_eq!(r.error_kind, Some(ErrorKind::Timeout));
         assert!(started.elapsed() < Duration::from_secs(10));
@@ -610,12 +623,13 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         let ctx = ctx_in(dir.path());
-        let r = Shell::new(30)
+        let r: crate::tools::ToolResult = Shell::new(30)
             .run(
                 json!({"command": "ulimit -f 1; head -c 100000 /dev/zero > big; echo status $?"}),
                 &ctx,
             )
-            .await;
+            .await
+            .into();
         // Killed by SIGXFSZ (128 + 25) as in a login shell, not "File too large" (status 1).
         assert!(r.output.contains("status 153"), "{}", r.output);
     }
@@ -656,7 +670,7 @@ mod tests {
             "ln ../config.yaml hard && cat hard",
             "ln -s .. up && cat up/config.yaml",
         ] {
-            let r = shell.run(json!({ "command": command }), &ctx).await;
+            let r: crate::tools::ToolResult = shell.run(json!({ "command": command }), &ctx).await.into();
             assert!(
                 !r.output.contains("sk-SANDBOXED-SECRET"),
                 "{command} read the secret:\n{}",
@@ -683,12 +697,13 @@ mod tests {
             );
         }
         // The workspace itself is as usual: readable and writable.
-        let r = shell
+        let r: crate::tools::ToolResult = shell
             .run(
                 json!({"command": "cat notes.txt && echo new > new.txt && cat new.txt"}),
                 &ctx,
             )
-            .await;
+            .await
+            .into();
         assert!(
             r.output.contains("visible notes") && r.output.contains("new"),
             "{}",
@@ -699,7 +714,10 @@ mod tests {
     #[tokio::test]
     async fn commands_get_no_secret_variables() {
         let (_home, ctx) = daemon_home();
-        let r = Shell::new(30).run(json!({"command": "env"}), &ctx).await;
+        let r: crate::tools::ToolResult = Shell::new(30)
+            .run(json!({"command": "env"}), &ctx)
+            .await
+            .into();
         let names: Vec<&str> = r
             .output
             .lines()
@@ -831,7 +849,8 @@ mod tests {
         let shell = Shell::new(30);
         // No consent step (a safe command): no network.
         let ctx = ctx_in(dir.path());
-        let r = shell.run(json!({ "command": command }), &ctx).await;
+        let r: crate::tools::ToolResult =
+            shell.run(json!({ "command": command }), &ctx).await.into();
         assert!(!r.output.contains("connected"), "{}", r.output);
         assert!(
             listener.accept().is_err(),
@@ -842,7 +861,10 @@ mod tests {
         approved
             .approved_actions
             .push(ethan_core::tool::CONSENTED.to_string());
-        let r = shell.run(json!({ "command": command }), &approved).await;
+        let r: crate::tools::ToolResult = shell
+            .run(json!({ "command": command }), &approved)
+            .await
+            .into();
         assert!(r.output.contains("connected"), "{}", r.output);
     }
 
@@ -889,7 +911,8 @@ mod tests {
              echo tmp > \"$TMPDIR/t\" && echo tmp-ok; printf x | sort --output={} ; echo sort=$?",
             target.display()
         );
-        let r = shell.run(json!({ "command": command }), &ctx).await;
+        let r: crate::tools::ToolResult =
+            shell.run(json!({ "command": command }), &ctx).await.into();
         assert!(
             r.output.contains("out") && r.output.contains("err"),
             "{}",
@@ -904,7 +927,10 @@ mod tests {
         approved
             .approved_actions
             .push(ethan_core::tool::CONSENTED.to_string());
-        let r = shell.run(json!({ "command": command }), &approved).await;
+        let r: crate::tools::ToolResult = shell
+            .run(json!({ "command": command }), &approved)
+            .await
+            .into();
         assert!(target.exists(), "{}", r.output);
     }
 
@@ -917,9 +943,10 @@ mod tests {
             "(sleep 2; touch {}) >/dev/null 2>&1 & echo started",
             marker.display()
         );
-        let r = Shell::new(30)
+        let r: crate::tools::ToolResult = Shell::new(30)
             .run(json!({ "command": command }), &ctx)
-            .await;
+            .await
+            .into();
         assert!(r.output.contains("started"), "{}", r.output);
         tokio::time::sleep(Duration::from_secs(3)).await;
         assert!(!marker.exists(), "a background job outlived its command");
@@ -936,9 +963,10 @@ mod tests {
             "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{}'); print('connected')\"",
             sock.display()
         );
-        let r = Shell::new(30)
+        let r: crate::tools::ToolResult = Shell::new(30)
             .run(json!({ "command": command }), &ctx)
-            .await;
+            .await
+            .into();
         assert!(!r.output.contains("connected"), "{}", r.output);
         assert!(r.output.contains("Permission denied"), "{}", r.output);
         assert!(listener.accept().is_err(), "the relay was reached");
@@ -946,9 +974,10 @@ mod tests {
         approved
             .approved_actions
             .push(ethan_core::tool::CONSENTED.to_string());
-        let r = Shell::new(30)
+        let r: crate::tools::ToolResult = Shell::new(30)
             .run(json!({ "command": command }), &approved)
-            .await;
+            .await
+            .into();
         assert!(r.output.contains("connected"), "{}", r.output);
     }
 
@@ -966,12 +995,13 @@ mod tests {
                 c.approved_actions
                     .push(ethan_core::tool::CONSENTED.to_string());
             }
-            let r = shell
+            let r: crate::tools::ToolResult = shell
                 .run(
                     json!({"command": "cat c*.yaml; cat notes.txt; echo x >> config.yaml"}),
                     &c,
                 )
-                .await;
+                .await
+                .into();
             // All of $ETHAN_HOME is the daemon's, listed or not (the config never makes it the
             // workspace: `Loaded::workspace` takes its workspace folder instead).
             assert!(!r.output.contains("sk-WS-IS-HOME"), "{}", r.output);

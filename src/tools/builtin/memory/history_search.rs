@@ -4,10 +4,12 @@
 //! data); the user's and the bot's visible messages are. Read-only; private data.
 
 use super::store_of;
-use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{ErrorKind, Risk, Tool, ToolContext};
+use crate::tools::{ToolDecl, ToolError, ToolOutput};
 use async_trait::async_trait;
 use ethan_core::ChatKind;
 use serde_json::{json, Value};
+use std::sync::LazyLock;
 
 /// Characters of context shown around each match.
 const SNIPPET_CHARS: usize = 300;
@@ -41,35 +43,33 @@ pub fn snippet(text: &str, needle: &str) -> String {
 
 #[async_trait]
 impl Tool for HistorySearch {
-    fn name(&self) -> &str {
-        "history_search"
-    }
-    fn description(&self) -> &str {
-        "Search this chat's earlier messages, including those summarised away and earlier \
-         sessions; returns dated snippets, newest first."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "minLength": 1, "description": "Text to find (case-insensitive)."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Default 10."}
-            },
-            "required": ["query"],
-            "additionalProperties": false
-        })
-    }
-    fn risk(&self) -> Risk {
-        Risk::ReadOnly
-    }
-    fn reads_private(&self) -> bool {
-        true
-    }
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "history_search",
+                {
 
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+                    "Search this chat's earlier messages, including those summarised away and earlier \
+                     sessions; returns dated snippets, newest first."
+            },
+                json!({
+                        "type": "object",
+                        "properties": {
+                            "query": {"type": "string", "minLength": 1, "description": "Text to find (case-insensitive)."},
+                            "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Default 10."}
+                        },
+                        "required": ["query"],
+                        "additionalProperties": false
+                    }),
+            )
+            .risk(Risk::ReadOnly)
+        });
+        &DECL
+    }
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let store = match store_of(ctx) {
             Ok(s) => s,
-            Err(e) => return e,
+            Err(e) => return Err(e),
         };
         let query = args
             .get("query")
@@ -77,7 +77,7 @@ impl Tool for HistorySearch {
             .unwrap_or("")
             .trim();
         if query.is_empty() {
-            return ToolResult::err(ErrorKind::Validation, "query is empty");
+            return Err(ToolError::new(ErrorKind::Validation, "query is empty"));
         }
         let limit = args
             .get("limit")
@@ -91,12 +91,12 @@ impl Tool for HistorySearch {
             .await
         {
             Ok(h) => h,
-            Err(e) => return ToolResult::err(ErrorKind::Dependency, e.to_string()),
+            Err(e) => return Err(ToolError::new(ErrorKind::Dependency, e.to_string())),
         };
         if hits.is_empty() {
-            return ToolResult::ok(format!(
+            return Ok(ToolOutput::new(format!(
                 "no earlier message of this chat contains {query:?}"
-            ));
+            )));
         }
         let lines: Vec<String> = hits
             .iter()
@@ -111,11 +111,11 @@ impl Tool for HistorySearch {
                 )
             })
             .collect();
-        ToolResult::ok(format!(
+        Ok(ToolOutput::new(format!(
             "{} message(s), newest first:\n{}",
             lines.len(),
             lines.join("\n")
-        ))
+        )))
     }
 }
 

@@ -850,7 +850,7 @@ fn without_tool_traffic(history: Vec<(i64, ChatMessage)>) -> Vec<(i64, ChatMessa
         .collect()
 }
 
-/// The first tool in `history` whose result is private data ([`crate::tools::Tool::reads_private`]);
+/// The first tool in `history` whose result is private data ([`crate::tools::ToolDecl::reads_private`]);
 /// a tool no longer registered (a removed MCP server's) counts as private, as one that declares
 /// nothing does.
 fn private_reads_in(

@@ -18,7 +18,7 @@
 //! Where a chat approval is shown is [`route`]'s: in a group turn that holds private data it
 //! goes to the owner's direct chat with the bot, and the group sees one line.
 //!
-//! A call that can carry data off the machine ([`ethan_core::tool::Tool::egress`]) also asks once
+//! A call that can carry data off the machine ([`ethan_core::tool::CallPlan::egress`]) also asks once
 //! private data entered the session ([`ethan_core::tool::Taint`]), showing the full destination.
 //! Which questions a call asks, and which a grant answers, is [`rule`]: the call's own question
 //! and the egress question are separate, so a tainted turn never asks less than a clean one.

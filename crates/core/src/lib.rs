@@ -3,9 +3,8 @@
 //!
 //! - [`assessment`]: what a tool works out about one call before consent;
 //! - [`channel`]: which interface and chat a message belongs to;
-//! - [`tool`]: the `Tool` trait, its context, risk, error kinds, taint and egress;
-//! - [`tool_decl`]: what a tool declares once, and what one call will do (for approval);
-//! - [`tool_outcome`]: what a call returns, and the result the executor records;
+//! - [`tool`]: the `Tool` trait (a declaration once, a plan per call, a `Result` from `run`),
+//!   its context and outcome, risk, error kinds, taint and egress;
 //! - [`consent`]: the consent gate the executor asks before a call runs;
 //! - [`event`]: the live events of a turn;
 //! - [`message`]: the messages of a conversation in a provider-neutral form (the history the
@@ -23,8 +22,6 @@ pub mod message;
 pub mod provider;
 pub mod store;
 pub mod tool;
-pub mod tool_decl;
-pub mod tool_outcome;
 
 pub use channel::{ChannelKind, ChatKind, ChatRef};
 pub use tool::{ErrorKind, Risk, Tool, ToolContext, ToolError, ToolOutput, ToolResult};

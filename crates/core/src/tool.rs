@@ -13,8 +13,11 @@ use serde::Serialize;
 use serde_json::Value;
 use std::path::PathBuf;
 
-pub use crate::tool_decl::{CallPlan, ToolDecl};
-pub use crate::tool_outcome::{ToolError, ToolOutput, ToolResult};
+mod decl;
+mod outcome;
+
+pub use decl::{CallPlan, ToolDecl};
+pub use outcome::{ToolError, ToolOutput, ToolResult};
 
 /// The `approved_actions` entry set when the owner approved an always-ask call on a protected
 /// path (`$ETHAN_HOME`, credential places, secret-looking files); file tools then let it through.

@@ -19,7 +19,7 @@
 //!    future dropped);
 //! 8. the model's copy: an output over `tools.summarise_over_chars` is summarised by the
 //!    [`OutputSummariser`] when one is installed and the tool does not declare
-//!    [`Tool::no_compress`]; otherwise (or when the summary fails) it is cut at 8000 characters
+//!    [`crate::tools::ToolDecl::no_compress`]; otherwise (or when the summary fails) it is cut at 8000 characters
 //!    (head + tail). Either way the full output is spilled to `$ETHAN_HOME/spill/` and its path
 //!    given.
 //!

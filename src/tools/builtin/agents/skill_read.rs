@@ -6,7 +6,7 @@
 //! link to a protected file (the config, the database, a credential: the same check as for the
 //! workspace, [`crate::sandbox::protected`]); `SKILL.md` itself is checked the same way.
 //!
-//! What it returns is private data (the default of [`Tool::reads_private`]): an installed skill
+//! What it returns is private data (the default of [`crate::tools::ToolDecl::reads_private`]): an installed skill
 //! is a file the owner or a package put on the machine.
 
 use crate::skills::{self, Skill};

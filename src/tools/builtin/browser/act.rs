@@ -190,10 +190,7 @@ pub(crate) async fn click(
     read: &str,
     taint: &Taint,
 ) -> Result<ToolOutput, ToolError> {
-    let at = match target(tab, n, read, None).await {
-        Ok(p) => p,
-        Err(e) => return Err(e),
-    };
+    let at = target(tab, n, read, None).await?;
     let pressed = async {
         tab.page
             .execute(mouse(DispatchMouseEventType::MouseMoved, at))

@@ -25,7 +25,7 @@
 //! Governance (docs/tools.md, "Browser tools"): none of them is offered to a non-owner on a chat
 //! platform (they are not in the policy's `NON_OWNER`); a navigation, and text handed to a page
 //! (`type`, `select`, `wait`, `eval_readonly`) or a click, count as data leaving
-//! ([`crate::tools::Tool::egress`]), keyed by the real origin of the document; `click`, `type`,
+//! ([`crate::tools::CallPlan::egress`]), keyed by the real origin of the document; `click`, `type`,
 //! `select` are side effects asked once per action and origin per session; handing a page a
 //! secret-shaped value asks every time. An approval is bound to the tab, the read and the
 //! element it names ([`hub::View`]).

@@ -57,10 +57,7 @@ pub(crate) async fn goto(
     raw: &str,
 ) -> Result<ToolOutput, ToolError> {
     let key = ctx.session_key.as_str();
-    let url = match parse_url(raw) {
-        Ok(u) => u,
-        Err(e) => return Err(e),
-    };
+    let url = parse_url(raw)?;
     if let Err(why) = hub.guard().judge(&url).await {
         return Err(
             ToolError::new(ErrorKind::Denied, format!("{url} refused: {why}"))

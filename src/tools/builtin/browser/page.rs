@@ -12,7 +12,7 @@
 //! | `eval_readonly` | `expression` | a JavaScript expression evaluated with `throwOnSideEffect` | — | the expression |
 //!
 //! Text handed to a page is data leaving the machine when the page has a server (an empty
-//! `about:blank` tab has none): [`Tool::egress`] names it, so in a session that read private
+//! `about:blank` tab has none): [`crate::tools::CallPlan::egress`] names it, so in a session that read private
 //! data it is asked for, shown (secret shapes redacted), and keyed by action and the real
 //! origin of the document ([`Site`]: a `blob:` document's is the origin inside it, an
 //! `about:blank` one's that of the page that made it). The tool's own question (a click can buy
@@ -365,10 +365,7 @@ impl BrowserPage {
             },
             "screenshot" => super::shot::screenshot(hub, &tab, ctx).await,
             "wait" => {
-                let ms = match opt_u64(args, "ms") {
-                    Ok(m) => m,
-                    Err(e) => return Err(e),
-                };
+                let ms = opt_u64(args, "ms")?;
                 let limit = Duration::from_millis(ms.unwrap_or(10_000).min(MAX_WAIT_MS));
                 match args.get("text").and_then(Value::as_str) {
                     Some(text) => act::wait_for(&tab, text, limit).await,

@@ -44,10 +44,7 @@ impl Tool for BrowserSession {
     }
     async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let _busy = self.0.busy();
-        let action = match req_str(&args, "action") {
-            Ok(a) => a,
-            Err(e) => return Err(e),
-        };
+        let action = req_str(&args, "action")?;
         let key = ctx.session_key.as_str();
         self.0.note_taint(key, &ctx.taint);
         match action {

@@ -100,10 +100,7 @@ impl BrowserTab {
 
 impl BrowserTab {
     async fn act(&self, args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let action = match req_str(args, "action") {
-            Ok(a) => a,
-            Err(e) => return Err(e),
-        };
+        let action = req_str(args, "action")?;
         let which = match opt_u64(args, "tab") {
             Ok(t) => t.map(|t| t as u32),
             Err(e) => return Err(e),

@@ -55,10 +55,7 @@ impl Tool for FileRead {
             },
             Err(e) => return Err(e),
         };
-        let max_lines = match opt_u64(&args, "max_lines") {
-            Ok(n) => n,
-            Err(e) => return Err(e),
-        };
+        let max_lines = opt_u64(&args, "max_lines")?;
         let meta = match tokio::fs::metadata(&path).await {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

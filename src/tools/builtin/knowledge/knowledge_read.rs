@@ -37,10 +37,7 @@ impl Tool for KnowledgeRead {
         &DECL
     }
     async fn run(&self, args: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let source = match req_str(&args, "source") {
-            Ok(s) => s,
-            Err(e) => return Err(e),
-        };
+        let source = req_str(&args, "source")?;
         let k = match self.0.get().await {
             Ok(k) => k,
             Err(e) => return knowledge_error(e),

@@ -205,7 +205,7 @@ impl Tool for LarkCalendarEvents {
         &DECL
     }
     async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        use crate::tools::ErrorKind::Validation;
+        let invalid = |m: String| Err(ToolError::new(crate::tools::ErrorKind::Validation, m));
         let tz = self.zone();
         let today = Utc::now().with_timezone(&tz).date_naive();
         let day_start =
@@ -225,39 +225,26 @@ impl Tool for LarkCalendarEvents {
                 let start = match args.get("start_time").filter(|v| !v.is_null()) {
                     Some(v) => match parse_time(v, &tz) {
                         Ok(t) => t,
-                        Err(e) => {
-                            return Err(ToolError::new(Validation, format!("start_time: {e}")))
-                        }
+                        Err(e) => return invalid(format!("start_time: {e}")),
                     },
                     None => day_start,
                 };
                 let end = match args.get("end_time").filter(|v| !v.is_null()) {
                     Some(v) => match parse_time(v, &tz) {
                         Ok(t) => t,
-                        Err(e) => return Err(ToolError::new(Validation, format!("end_time: {e}"))),
+                        Err(e) => return invalid(format!("end_time: {e}")),
                     },
                     None => start + 7 * 86_400,
                 };
                 (start, end)
             }
-            other => {
-                return Err(ToolError::new(
-                    Validation,
-                    format!("action must be agenda or list, not {other:?}"),
-                ))
-            }
+            other => return invalid(format!("action must be agenda or list, not {other:?}")),
         };
         if end <= start {
-            return Err(ToolError::new(
-                Validation,
-                "end_time must be after start_time",
-            ));
+            return invalid("end_time must be after start_time".into());
         }
         if end - start > 366 * 86_400 {
-            return Err(ToolError::new(
-                Validation,
-                "the range may cover at most 366 days",
-            ));
+            return invalid("the range may cover at most 366 days".into());
         }
         let as_user = self.client.user.is_configured();
         let primary = match self

@@ -136,12 +136,9 @@ impl Tool for LarkChatMessages {
         let mut bounds = Vec::new();
         for key in ["start_time", "end_time"] {
             if let Some(v) = args.get(key).filter(|v| !v.is_null()) {
-                match crate::tools::lark_calendar::parse_time(v, &tz) {
-                    Ok(t) => bounds.push((key, t.to_string())),
-                    Err(e) => {
-                        return Err(ToolError::new(ErrorKind::Validation, format!("{key}: {e}")))
-                    }
-                }
+                let t = crate::tools::lark_calendar::parse_time(v, &tz)
+                    .map_err(|e| ToolError::new(ErrorKind::Validation, format!("{key}: {e}")))?;
+                bounds.push((key, t.to_string()));
             }
         }
         let mut items: Vec<Value> = Vec::new();

@@ -67,10 +67,7 @@ impl Tool for HistorySearch {
         &DECL
     }
     async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let store = match store_of(ctx) {
-            Ok(s) => s,
-            Err(e) => return Err(e),
-        };
+        let store = store_of(ctx)?;
         let query = args
             .get("query")
             .and_then(Value::as_str)

@@ -75,10 +75,7 @@ impl Tool for MemoryForget {
         Some(Assessment::new(Target(text)))
     }
     async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let store = match store_of(ctx) {
-            Ok(s) => s,
-            Err(e) => return Err(e),
-        };
+        let store = store_of(ctx)?;
         let id = id_arg(&args);
         let visible = Visible::of_call(ctx);
         let (scope, subject) = visible.subject();

@@ -90,10 +90,7 @@ impl Tool for MemorySave {
         }
     }
     async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let store = match store_of(ctx) {
-            Ok(s) => s,
-            Err(e) => return Err(e),
-        };
+        let store = store_of(ctx)?;
         let visible = Visible::of_call(ctx);
         if visible.is_group() && scope_arg(&args) == Some("personal") {
             return Err(ToolError::new(

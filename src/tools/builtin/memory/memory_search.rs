@@ -41,10 +41,7 @@ impl Tool for MemorySearch {
         &DECL
     }
     async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let store = match store_of(ctx) {
-            Ok(s) => s,
-            Err(e) => return Err(e),
-        };
+        let store = store_of(ctx)?;
         let visible = Visible::of_call(ctx);
         let (scope, subject) = visible.subject();
         let facts = match store.facts_of(subject, false).await {

@@ -285,17 +285,11 @@ impl Tool for ScheduleCreate {
         }
     }
     async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let new = match parse(&args) {
-            Ok(n) => n,
-            Err(e) => return Err(e),
-        };
+        let new = parse(&args)?;
         if let Err(e) = check_tools(&new, ctx).and_then(|_| self.check_model(&new)) {
             return Err(e);
         }
-        let store = match store_of(ctx) {
-            Ok(s) => s,
-            Err(e) => return Err(e),
-        };
+        let store = store_of(ctx)?;
         let now = now_of(ctx);
         if let Ok(planned) = job::plan(&new, &origin(ctx), self.config_tz.as_deref(), now) {
             match same_job(store, &planned).await {

@@ -79,10 +79,7 @@ impl Tool for ScheduleList {
         &DECL
     }
     async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let store = match store_of(ctx) {
-            Ok(s) => s,
-            Err(e) => return Err(e),
-        };
+        let store = store_of(ctx)?;
         let tz = self.config_tz.as_deref();
         if let Some(id) = args.get("job_id").and_then(Value::as_str) {
             let j = match store.get_job(id).await {

@@ -65,18 +65,12 @@ impl Tool for SchedulePause {
         Some(job_label(ctx, id, self.config_tz.as_deref()).await)
     }
     async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let id = match crate::tools::args::req_str(&args, "job_id") {
-            Ok(i) => i,
-            Err(e) => return Err(e),
-        };
+        let id = crate::tools::args::req_str(&args, "job_id")?;
         let pause = match opt_bool(&args, "paused") {
             Ok(p) => p.unwrap_or(true),
             Err(e) => return Err(e),
         };
-        let store = match store_of(ctx) {
-            Ok(s) => s,
-            Err(e) => return Err(e),
-        };
+        let store = store_of(ctx)?;
         let tz_name = self.config_tz.as_deref();
         match job::set_paused(&**store, id, pause, tz_name, now_of(ctx)).await {
             Ok(j) if pause => Ok(ToolOutput::new(format!(

@@ -89,14 +89,8 @@ impl Tool for ScheduleRemove {
         Some(job_label(ctx, id, self.config_tz.as_deref()).await)
     }
     async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let id = match crate::tools::args::req_str(&args, "job_id") {
-            Ok(i) => i,
-            Err(e) => return Err(e),
-        };
-        let store = match store_of(ctx) {
-            Ok(s) => s,
-            Err(e) => return Err(e),
-        };
+        let id = crate::tools::args::req_str(&args, "job_id")?;
+        let store = store_of(ctx)?;
         match job::remove(&**store, id).await {
             Ok(j) => Ok(ToolOutput::new(format!(
                 "Removed job `{}` (\"{}\"); it will not run again.",

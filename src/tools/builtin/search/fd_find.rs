@@ -231,10 +231,7 @@ impl Tool for FdFind {
             Ok(p) => p,
             Err(e) => return Err(e),
         };
-        let scope = match Scope::new(ctx, &path) {
-            Ok(s) => s,
-            Err(e) => return Err(e),
-        };
+        let scope = Scope::new(ctx, &path)?;
         if !scope.root.is_dir() {
             return Err(ToolError::new(
                 ErrorKind::Validation,

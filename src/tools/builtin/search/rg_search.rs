@@ -358,10 +358,7 @@ impl Tool for RgSearch {
             Ok(p) => p,
             Err(e) => return Err(e),
         };
-        let scope = match Scope::new(ctx, &path) {
-            Ok(s) => s,
-            Err(e) => return Err(e),
-        };
+        let scope = Scope::new(ctx, &path)?;
         let cancel = Arc::new(AtomicBool::new(false));
         let _guard = CancelOnDrop(cancel.clone());
         let (scope2, q2) = (scope.clone(), q.clone());

@@ -510,14 +510,9 @@ impl Tool for WebFetch {
         }
     }
     async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let requested = match req_str(&args, "url").and_then(parse_url) {
-            Ok(u) => u,
-            Err(e) => return Err(e),
-        };
-        let client = match &self.client {
-            Ok(c) => c,
-            Err(e) => return Err(ToolError::new(ErrorKind::Internal, e.clone())),
-        };
+        let requested = req_str(&args, "url").and_then(parse_url)?;
+        let client =
+            (self.client.as_ref()).map_err(|e| ToolError::new(ErrorKind::Internal, e.clone()))?;
         let mut url = requested.clone();
         let mut redirects = 0usize;
         // Whether private data entered the session before this call (what the owner approved).
@@ -664,13 +659,11 @@ impl Tool for WebFetch {
                     body.extend_from_slice(&chunk);
                 }
                 Ok(None) => break,
-                Err(e) => {
-                    return Err(request_error(
-                        &url,
-                        &EgressError::Http(e),
-                        self.decl.timeout,
-                    ))
-                }
+                Err(e) => Err(request_error(
+                    &url,
+                    &EgressError::Http(e),
+                    self.decl.timeout,
+                ))?,
             }
         }
 

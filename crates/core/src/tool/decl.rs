@@ -5,8 +5,8 @@
 //! schema is a side-effecting ([`Risk::Write`]) tool whose output is private, so its calls ask
 //! and, once its output entered a turn, later calls that carry data out ask too.
 
+use super::{Egress, Risk, ALL_INTERFACES};
 use crate::channel::ChannelKind;
-use crate::tool::{Egress, Risk, ALL_INTERFACES};
 use serde_json::Value;
 use std::time::Duration;
 

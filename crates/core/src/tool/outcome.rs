@@ -1,7 +1,7 @@
 //! What a tool's `run` returns ([`ToolOutput`] or [`ToolError`]) and the one shape the executor
 //! records and the model reads ([`ToolResult`]), converted at one place.
 
-use crate::tool::ErrorKind;
+use super::ErrorKind;
 use serde::Serialize;
 use serde_json::Value;
 

@@ -45,23 +45,24 @@ impl Tool for Delegate {
             ToolDecl::new(
                 "delegate",
                 "Hand a self-contained task to a sub-agent that works on its own with a restricted set of \
-                     tools (read-only unless you list others) and returns only its final answer. Write the \
-                     task so it can be done without this conversation.",
+                 tools (read-only unless you list others) and returns only its final answer. Write the \
+                 task so it can be done without this conversation.",
                 json!({
-                        "type": "object",
-                        "properties": {
-                            "task": {"type": "string", "minLength": 1, "description": "What to do and what to answer."},
-                            "agent": {"type": "string", "description": "A configured agent to run it (default: the default agent)."},
-                            "tools": {
-                                "type": "array", "items": {"type": "string"}, "maxItems": 64,
-                                "description": "The tools it may use, from yours (default: your read-only tools)."
-                            }
-                        },
-                        "required": ["task"],
-                        "additionalProperties": false
-                    }),
+                    "type": "object",
+                    "properties": {
+                        "task": {"type": "string", "minLength": 1, "description": "What to do and what to answer."},
+                        "agent": {"type": "string", "description": "A configured agent to run it (default: the default agent)."},
+                        "tools": {
+                            "type": "array", "items": {"type": "string"}, "maxItems": 64,
+                            "description": "The tools it may use, from yours (default: your read-only tools)."
+                        }
+                    },
+                    "required": ["task"],
+                    "additionalProperties": false
+                }),
             )
             .risk(Risk::ReadOnly)
+            // Private (the default): the child's answer may carry what it read.
             .timeout(Duration::from_secs(TIMEOUT_SECS))
         });
         &DECL

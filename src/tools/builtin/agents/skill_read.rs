@@ -95,20 +95,17 @@ impl Tool for SkillRead {
         static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
             ToolDecl::new(
                 "skill_read",
-                {
-
-                    "Read a skill listed in the system prompt: its instructions and the files beside it; \
-                     with file, one of those files."
-            },
+                "Read a skill listed in the system prompt: its instructions and the files beside it; \
+                 with file, one of those files.",
                 json!({
-                        "type": "object",
-                        "properties": {
-                            "name": {"type": "string", "minLength": 1},
-                            "file": {"type": "string", "description": "A file beside the skill, as listed."}
-                        },
-                        "required": ["name"],
-                        "additionalProperties": false
-                    }),
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string", "minLength": 1},
+                        "file": {"type": "string", "description": "A file beside the skill, as listed."}
+                    },
+                    "required": ["name"],
+                    "additionalProperties": false
+                }),
             )
             .risk(Risk::ReadOnly)
             .no_compress()

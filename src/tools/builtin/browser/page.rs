@@ -140,29 +140,26 @@ impl Tool for BrowserPage {
             ToolDecl::new(
                 "browser_page",
                 "Act on the current browser tab: goto{url} (load and read), read (readable text plus \
-                     numbered interactive elements), click{element}, type{element, text, submit?}, \
-                     select{element, value}, screenshot, wait{text?, ms?}, eval_readonly{expression} \
-                     (JavaScript without side effects). Element numbers come from the last read.",
-                {
-
-                    json!({
-                        "type": "object",
-                        "properties": {
-                            "action": {"type": "string", "enum": [
-                                "goto", "read", "click", "type", "select", "screenshot", "wait", "eval_readonly"
-                            ]},
-                            "url": {"type": "string", "description": "goto: the http(s) URL"},
-                            "element": {"type": "integer", "minimum": 1, "description": "click/type/select: the element number from read"},
-                            "text": {"type": "string", "description": "type: the text to enter; wait: text to wait for"},
-                            "submit": {"type": "boolean", "description": "type: press Enter afterwards"},
-                            "value": {"type": "string", "description": "select: the option's value or visible text"},
-                            "ms": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_MS, "description": "wait: milliseconds"},
-                            "expression": {"type": "string", "description": "eval_readonly: a JavaScript expression"}
-                        },
-                        "required": ["action"],
-                        "additionalProperties": false
-                    })
-            },
+                 numbered interactive elements), click{element}, type{element, text, submit?}, \
+                 select{element, value}, screenshot, wait{text?, ms?}, eval_readonly{expression} \
+                 (JavaScript without side effects). Element numbers come from the last read.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "action": {"type": "string", "enum": [
+                            "goto", "read", "click", "type", "select", "screenshot", "wait", "eval_readonly"
+                        ]},
+                        "url": {"type": "string", "description": "goto: the http(s) URL"},
+                        "element": {"type": "integer", "minimum": 1, "description": "click/type/select: the element number from read"},
+                        "text": {"type": "string", "description": "type: the text to enter; wait: text to wait for"},
+                        "submit": {"type": "boolean", "description": "type: press Enter afterwards"},
+                        "value": {"type": "string", "description": "select: the option's value or visible text"},
+                        "ms": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_MS, "description": "wait: milliseconds"},
+                        "expression": {"type": "string", "description": "eval_readonly: a JavaScript expression"}
+                    },
+                    "required": ["action"],
+                    "additionalProperties": false
+                }),
             )
             // What the pages show is the web's, not the owner's; a page of the owner's network marks
             // the turn through the egress guard instead ([`view::mark_private`]).

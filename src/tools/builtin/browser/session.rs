@@ -24,16 +24,16 @@ impl Tool for BrowserSession {
             ToolDecl::new(
                 "browser_session",
                 "Open, close or list this conversation's browser session (a real headless browser with \
-                     its own cookies, for pages that need JavaScript, logins or clicks). `close` forgets \
-                     everything it held. Use browser_page to navigate and read.",
+                 its own cookies, for pages that need JavaScript, logins or clicks). `close` forgets \
+                 everything it held. Use browser_page to navigate and read.",
                 json!({
-                        "type": "object",
-                        "properties": {
-                            "action": {"type": "string", "enum": ["open", "close", "list"]}
-                        },
-                        "required": ["action"],
-                        "additionalProperties": false
-                    }),
+                    "type": "object",
+                    "properties": {
+                        "action": {"type": "string", "enum": ["open", "close", "list"]}
+                    },
+                    "required": ["action"],
+                    "additionalProperties": false
+                }),
             )
             .risk(Risk::ReadOnly)
             // It opens, closes or lists; it reads nothing of the owner's.

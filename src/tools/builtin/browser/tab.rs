@@ -55,18 +55,18 @@ impl Tool for BrowserTab {
             ToolDecl::new(
                 "browser_tab",
                 "Tabs of this conversation's browser session: `new` (optionally loading `url`), `close` \
-                     (`tab`, default the current one), `list`, `switch` (`tab`). browser_page acts on the \
-                     current tab.",
+                 (`tab`, default the current one), `list`, `switch` (`tab`). browser_page acts on the \
+                 current tab.",
                 json!({
-                        "type": "object",
-                        "properties": {
-                            "action": {"type": "string", "enum": ["new", "close", "list", "switch"]},
-                            "url": {"type": "string", "description": "new: the http(s) URL to load"},
-                            "tab": {"type": "integer", "minimum": 1, "description": "close/switch: the tab number"}
-                        },
-                        "required": ["action"],
-                        "additionalProperties": false
-                    }),
+                    "type": "object",
+                    "properties": {
+                        "action": {"type": "string", "enum": ["new", "close", "list", "switch"]},
+                        "url": {"type": "string", "description": "new: the http(s) URL to load"},
+                        "tab": {"type": "integer", "minimum": 1, "description": "close/switch: the tab number"}
+                    },
+                    "required": ["action"],
+                    "additionalProperties": false
+                }),
             )
             .risk(Risk::ReadOnly)
             // What the pages show is the web's; a page of the owner's network marks the turn through

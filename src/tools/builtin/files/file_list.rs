@@ -19,16 +19,13 @@ impl Tool for FileList {
         static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
             ToolDecl::new(
                 "file_list",
-                {
-
-                    "List a directory (relative paths are in the workspace; \".\" is the workspace itself)."
-            },
+                "List a directory (relative paths are in the workspace; \".\" is the workspace itself).",
                 json!({
-                        "type": "object",
-                        "properties": {"path": {"type": "string", "description": "Directory path"}},
-                        "required": ["path"],
-                        "additionalProperties": false
-                    }),
+                    "type": "object",
+                    "properties": {"path": {"type": "string", "description": "Directory path"}},
+                    "required": ["path"],
+                    "additionalProperties": false
+                }),
             )
             .risk(Risk::ReadOnly)
             .max_retries(1)

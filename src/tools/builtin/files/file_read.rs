@@ -24,14 +24,14 @@ impl Tool for FileRead {
                 "file_read",
                 "Read a text file. Relative paths are in the workspace. Files over 1 MB need `max_lines` (reads the first N lines).",
                 json!({
-                        "type": "object",
-                        "properties": {
-                            "path": {"type": "string", "description": "File path, absolute or relative to the workspace"},
-                            "max_lines": {"type": "integer", "minimum": 1, "description": "Read only the first N lines"}
-                        },
-                        "required": ["path"],
-                        "additionalProperties": false
-                    }),
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string", "description": "File path, absolute or relative to the workspace"},
+                        "max_lines": {"type": "integer", "minimum": 1, "description": "Read only the first N lines"}
+                    },
+                    "required": ["path"],
+                    "additionalProperties": false
+                }),
             )
             .risk(Risk::ReadOnly)
             .fast_path()

@@ -19,17 +19,17 @@ impl Tool for FileWrite {
             ToolDecl::new(
                 "file_write",
                 "Write text to a file (relative paths are in the workspace), creating parent directories. \
-                     `append: true` adds to the end instead of replacing.",
+                 `append: true` adds to the end instead of replacing.",
                 json!({
-                        "type": "object",
-                        "properties": {
-                            "path": {"type": "string"},
-                            "content": {"type": "string"},
-                            "append": {"type": "boolean", "default": false}
-                        },
-                        "required": ["path", "content"],
-                        "additionalProperties": false
-                    }),
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string"},
+                        "content": {"type": "string"},
+                        "append": {"type": "boolean", "default": false}
+                    },
+                    "required": ["path", "content"],
+                    "additionalProperties": false
+                }),
             )
             // Its output says what was written where.
             .not_private()

@@ -87,21 +87,18 @@ impl Tool for KnowledgeAdd {
         static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
             ToolDecl::new(
                 "knowledge_add",
-                {
-
-                    "Save a new note (Markdown) to the knowledge base, to be found later with \
-                     knowledge_search. Give a short title and a few tags; the first tag is its folder."
-            },
+                "Save a new note (Markdown) to the knowledge base, to be found later with \
+                 knowledge_search. Give a short title and a few tags; the first tag is its folder.",
                 json!({
-                        "type": "object",
-                        "properties": {
-                            "content": {"type": "string", "minLength": 1, "description": "The note in Markdown"},
-                            "title": {"type": "string", "description": "Default: the first line of the content"},
-                            "tags": {"type": "array", "items": {"type": "string"}, "maxItems": crate::knowledge::notes::MAX_TAGS}
-                        },
-                        "required": ["content"],
-                        "additionalProperties": false
-                    }),
+                    "type": "object",
+                    "properties": {
+                        "content": {"type": "string", "minLength": 1, "description": "The note in Markdown"},
+                        "title": {"type": "string", "description": "Default: the first line of the content"},
+                        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": crate::knowledge::notes::MAX_TAGS}
+                    },
+                    "required": ["content"],
+                    "additionalProperties": false
+                }),
             )
             // Its answer acknowledges the title and tags it was given and names the new note's file;
             // only when that name had to differ from the title's (a note of that name was there

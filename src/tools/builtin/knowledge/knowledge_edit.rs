@@ -22,25 +22,23 @@ impl Tool for KnowledgeEdit {
         static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
             ToolDecl::new(
                 "knowledge_edit",
-                {
-
-                    "Change a note of the knowledge base by its `source`: mode `append` adds the content at \
-                     the end (title and tags stay); mode `replace` replaces the text (title and tags stay \
-                     unless given)."
-            },
+                "Change a note of the knowledge base by its `source`: mode `append` adds the content at \
+                 the end (title and tags stay); mode `replace` replaces the text (title and tags stay \
+                 unless given).",
                 json!({
-                        "type": "object",
-                        "properties": {
-                            "source": {"type": "string", "description": "The note's path, as knowledge_search returns it"},
-                            "content": {"type": "string", "minLength": 1},
-                            "mode": {"type": "string", "enum": ["append", "replace"]},
-                            "title": {"type": "string", "description": "New title (replace only)"},
-                            "tags": {"type": "array", "items": {"type": "string"}, "maxItems": crate::knowledge::notes::MAX_TAGS, "description": "New tags (replace only)"}
-                        },
-                        "required": ["source", "content", "mode"],
-                        "additionalProperties": false
-                    }),
+                    "type": "object",
+                    "properties": {
+                        "source": {"type": "string", "description": "The note's path, as knowledge_search returns it"},
+                        "content": {"type": "string", "minLength": 1},
+                        "mode": {"type": "string", "enum": ["append", "replace"]},
+                        "title": {"type": "string", "description": "New title (replace only)"},
+                        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": crate::knowledge::notes::MAX_TAGS, "description": "New tags (replace only)"}
+                    },
+                    "required": ["source", "content", "mode"],
+                    "additionalProperties": false
+                }),
             )
+            // Private (the default): its answers name existing notes (titles, tags).
             .timeout(Duration::from_secs(60))
         });
         &DECL

@@ -20,15 +20,15 @@ impl Tool for KnowledgeRead {
             ToolDecl::new(
                 "knowledge_read",
                 "Read a note of the knowledge base in full, by the `source` that knowledge_search or \
-                     knowledge_add returned (a path like `ops/deploying-the-server.md`).",
+                 knowledge_add returned (a path like `ops/deploying-the-server.md`).",
                 json!({
-                        "type": "object",
-                        "properties": {
-                            "source": {"type": "string", "description": "The note's path relative to the knowledge folder"}
-                        },
-                        "required": ["source"],
-                        "additionalProperties": false
-                    }),
+                    "type": "object",
+                    "properties": {
+                        "source": {"type": "string", "description": "The note's path relative to the knowledge folder"}
+                    },
+                    "required": ["source"],
+                    "additionalProperties": false
+                }),
             )
             .risk(Risk::ReadOnly)
             .no_compress()

@@ -28,21 +28,18 @@ impl Tool for KnowledgeSearch {
         static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
             ToolDecl::new(
                 "knowledge_search",
-                {
-
-                    "Search the knowledge base (notes saved with knowledge_add or written by the user) by \
-                     keywords in any language; returns titles, tags, snippets and each note's `source` for \
-                     knowledge_read and knowledge_edit."
-            },
+                "Search the knowledge base (notes saved with knowledge_add or written by the user) by \
+                 keywords in any language; returns titles, tags, snippets and each note's `source` for \
+                 knowledge_read and knowledge_edit.",
                 json!({
-                        "type": "object",
-                        "properties": {
-                            "query": {"type": "string", "minLength": 1, "description": "Words to look for (English, Chinese, …)"},
-                            "limit": {"type": "integer", "minimum": 1, "maximum": crate::knowledge::MAX_LIMIT, "default": DEFAULT_LIMIT}
-                        },
-                        "required": ["query"],
-                        "additionalProperties": false
-                    }),
+                    "type": "object",
+                    "properties": {
+                        "query": {"type": "string", "minLength": 1, "description": "Words to look for (English, Chinese, …)"},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": crate::knowledge::MAX_LIMIT, "default": DEFAULT_LIMIT}
+                    },
+                    "required": ["query"],
+                    "additionalProperties": false
+                }),
             )
             .risk(Risk::ReadOnly)
             .timeout(Duration::from_secs(60))

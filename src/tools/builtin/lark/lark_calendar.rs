@@ -177,27 +177,24 @@ impl Tool for LarkCalendarEvents {
             ToolDecl::new(
                 "lark_calendar_events",
                 "Read the primary Lark calendar: action=agenda for today's events, action=list for a \
-                     time range (start_time/end_time as ISO 8601 or Unix seconds). Each event has start, \
-                     end, title, location, organiser and meeting link. Read-only.",
-                {
-
-                    json!({
-                        "type": "object",
-                        "properties": {
-                            "action": {"type": "string", "enum": ["agenda", "list"]},
-                            "start_time": {
-                                "type": ["string", "integer"],
-                                "description": "ISO 8601 or Unix seconds (list; default: today's start)"
-                            },
-                            "end_time": {
-                                "type": ["string", "integer"],
-                                "description": "ISO 8601 or Unix seconds (list; default: 7 days after start)"
-                            }
+                 time range (start_time/end_time as ISO 8601 or Unix seconds). Each event has start, \
+                 end, title, location, organiser and meeting link. Read-only.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "action": {"type": "string", "enum": ["agenda", "list"]},
+                        "start_time": {
+                            "type": ["string", "integer"],
+                            "description": "ISO 8601 or Unix seconds (list; default: today's start)"
                         },
-                        "required": ["action"],
-                        "additionalProperties": false
-                    })
-            },
+                        "end_time": {
+                            "type": ["string", "integer"],
+                            "description": "ISO 8601 or Unix seconds (list; default: 7 days after start)"
+                        }
+                    },
+                    "required": ["action"],
+                    "additionalProperties": false
+                }),
             )
             .risk(Risk::ReadOnly)
             .timeout(std::time::Duration::from_secs(60))

@@ -85,20 +85,20 @@ impl Tool for LarkChatMessages {
             ToolDecl::new(
                 "lark_chat_messages",
                 "Read the history of a Lark chat (chat_id oc_…), oldest first, optionally between \
-                     start_time and end_time (Unix seconds or ISO 8601). as_user=true reads as the \
-                     configured user instead of the bot. Read-only.",
+                 start_time and end_time (Unix seconds or ISO 8601). as_user=true reads as the \
+                 configured user instead of the bot. Read-only.",
                 json!({
-                        "type": "object",
-                        "properties": {
-                            "chat_id": {"type": "string", "minLength": 1},
-                            "start_time": {"type": ["string", "integer"]},
-                            "end_time": {"type": ["string", "integer"]},
-                            "page_size": {"type": "integer", "minimum": 1, "maximum": 50, "default": 20},
-                            "as_user": {"type": "boolean", "default": false}
-                        },
-                        "required": ["chat_id"],
-                        "additionalProperties": false
-                    }),
+                    "type": "object",
+                    "properties": {
+                        "chat_id": {"type": "string", "minLength": 1},
+                        "start_time": {"type": ["string", "integer"]},
+                        "end_time": {"type": ["string", "integer"]},
+                        "page_size": {"type": "integer", "minimum": 1, "maximum": 50, "default": 20},
+                        "as_user": {"type": "boolean", "default": false}
+                    },
+                    "required": ["chat_id"],
+                    "additionalProperties": false
+                }),
             )
             .risk(Risk::ReadOnly)
             .timeout(std::time::Duration::from_secs(60))

@@ -64,19 +64,19 @@ impl Tool for LarkMessageSend {
             ToolDecl::new(
                 "lark_message_send",
                 "Send a Lark message: text or a card (JSON) to a chat (chat_id) or a person (open_id), as \
-                     the bot or, with as_user=true, as the configured user. Asks the owner every time. \
-                     Returns the message id.",
+                 the bot or, with as_user=true, as the configured user. Asks the owner every time. \
+                 Returns the message id.",
                 json!({
-                        "type": "object",
-                        "properties": {
-                            "chat_id": {"type": "string"},
-                            "open_id": {"type": "string"},
-                            "text": {"type": "string"},
-                            "card": {"type": ["object", "string"], "description": "card JSON (1.0 or schema 2.0)"},
-                            "as_user": {"type": "boolean", "default": false}
-                        },
-                        "additionalProperties": false
-                    }),
+                    "type": "object",
+                    "properties": {
+                        "chat_id": {"type": "string"},
+                        "open_id": {"type": "string"},
+                        "text": {"type": "string"},
+                        "card": {"type": ["object", "string"], "description": "card JSON (1.0 or schema 2.0)"},
+                        "as_user": {"type": "boolean", "default": false}
+                    },
+                    "additionalProperties": false
+                }),
             )
             // Its output is the sent message's id.
             .not_private()

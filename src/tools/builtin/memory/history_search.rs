@@ -47,20 +47,17 @@ impl Tool for HistorySearch {
         static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
             ToolDecl::new(
                 "history_search",
-                {
-
-                    "Search this chat's earlier messages, including those summarised away and earlier \
-                     sessions; returns dated snippets, newest first."
-            },
+                "Search this chat's earlier messages, including those summarised away and earlier \
+                 sessions; returns dated snippets, newest first.",
                 json!({
-                        "type": "object",
-                        "properties": {
-                            "query": {"type": "string", "minLength": 1, "description": "Text to find (case-insensitive)."},
-                            "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Default 10."}
-                        },
-                        "required": ["query"],
-                        "additionalProperties": false
-                    }),
+                    "type": "object",
+                    "properties": {
+                        "query": {"type": "string", "minLength": 1, "description": "Text to find (case-insensitive)."},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Default 10."}
+                    },
+                    "required": ["query"],
+                    "additionalProperties": false
+                }),
             )
             .risk(Risk::ReadOnly)
         });

@@ -44,13 +44,13 @@ impl Tool for MemoryForget {
             ToolDecl::new(
                 "memory_forget",
                 "Forget a remembered fact by its id (from the notes or memory_search), with the older \
-                     versions it replaced.",
+                 versions it replaced.",
                 json!({
-                        "type": "object",
-                        "properties": {"id": {"type": "integer", "minimum": 1}},
-                        "required": ["id"],
-                        "additionalProperties": false
-                    }),
+                    "type": "object",
+                    "properties": {"id": {"type": "integer", "minimum": 1}},
+                    "required": ["id"],
+                    "additionalProperties": false
+                }),
             )
             // Its answer names the id it was given ("forgot #3", or that there is none): nothing of
             // what was remembered.

@@ -46,35 +46,29 @@ impl Tool for MemorySave {
         static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
             ToolDecl::new(
                 "memory_save",
-                {
-
-                    "Remember one short fact for later conversations (a preference, a name, a decision). In a \
-                     direct chat it is the person's own memory; in a group it is the group's memory and the \
-                     owner is asked first. If it corrects a remembered fact, pass that fact's id in replaces."
-            },
-                {
-
-                    json!({
-                        "type": "object",
-                        "properties": {
-                            "content": {
-                                "type": "string", "minLength": 1, "maxLength": MAX_FACT_CHARS,
-                                "description": "The fact, as one self-contained sentence."
-                            },
-                            "scope": {
-                                "type": "string", "enum": ["personal", "chat"],
-                                "description": "personal (the person you are talking to; direct chats) or \
-                                                chat (this group); default: the one this chat has."
-                            },
-                            "replaces": {
-                                "type": "integer", "minimum": 1,
-                                "description": "The id of a remembered fact this one corrects or contradicts."
-                            }
+                "Remember one short fact for later conversations (a preference, a name, a decision). In a \
+                 direct chat it is the person's own memory; in a group it is the group's memory and the \
+                 owner is asked first. If it corrects a remembered fact, pass that fact's id in replaces.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "content": {
+                            "type": "string", "minLength": 1, "maxLength": MAX_FACT_CHARS,
+                            "description": "The fact, as one self-contained sentence."
                         },
-                        "required": ["content"],
-                        "additionalProperties": false
-                    })
-            },
+                        "scope": {
+                            "type": "string", "enum": ["personal", "chat"],
+                            "description": "personal (the person you are talking to; direct chats) or \
+                                            chat (this group); default: the one this chat has."
+                        },
+                        "replaces": {
+                            "type": "integer", "minimum": 1,
+                            "description": "The id of a remembered fact this one corrects or contradicts."
+                        }
+                    },
+                    "required": ["content"],
+                    "additionalProperties": false
+                }),
             )
             // Its answer acknowledges what the model passed in (and the new fact's id); only when the
             // fact was remembered already does it show a stored fact, and that call marks the turn.

@@ -21,19 +21,16 @@ impl Tool for MemorySearch {
         static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
             ToolDecl::new(
                 "memory_search",
-                {
-
-                    "Search the facts remembered about the person you are talking to (in a group: about this \
-                     group), with their ids; an empty query lists the newest."
-            },
+                "Search the facts remembered about the person you are talking to (in a group: about this \
+                 group), with their ids; an empty query lists the newest.",
                 json!({
-                        "type": "object",
-                        "properties": {
-                            "query": {"type": "string", "description": "Words to look for."}
-                        },
-                        "required": ["query"],
-                        "additionalProperties": false
-                    }),
+                    "type": "object",
+                    "properties": {
+                        "query": {"type": "string", "description": "Words to look for."}
+                    },
+                    "required": ["query"],
+                    "additionalProperties": false
+                }),
             )
             .risk(Risk::ReadOnly)
             .no_compress()

@@ -246,30 +246,27 @@ impl Tool for ScheduleCreate {
             ToolDecl::new(
                 "schedule_create",
                 "Schedule a job: the prompt runs unattended on a schedule (5-field cron like \
-                     '0 9 * * 1-5', interval_minutes, or a one-shot `at` ISO date-time) and the answer is \
-                     posted as a digest to this chat (or `deliver_to`: telegram:<chat_id> / lark:<chat_id>, \
-                     required from the terminal). allowed_tools lists side-effect tools the job may use.",
-                {
-
-                    json!({
-                        "type": "object",
-                        "properties": {
-                            "prompt": {"type": "string", "description": "What to do at each run, as a request to you, e.g. 'Summarise today's top AI news in 5 bullets'."},
-                            "cron": {"type": "string", "description": "minute hour day-of-month month day-of-week, e.g. '0 9 * * 1-5' (weekdays 09:00); names like mon-fri, jan allowed."},
-                            "interval_minutes": {"type": "integer", "minimum": 1, "description": "Run every N minutes from now."},
-                            "at": {"type": "string", "description": "Run once at this ISO date-time, e.g. 2025-05-01T09:00 (in the job's time zone) or 2025-05-01T09:00:00+08:00."},
-                            "timezone": {"type": "string", "description": "IANA zone such as Asia/Shanghai; default: the configured zone."},
-                            "title": {"type": "string", "description": "Shown above each digest."},
-                            "end_date": {"type": "string", "description": "No runs after this ISO date (inclusive) or date-time."},
-                            "deliver_to": {"type": "string", "description": "telegram:<chat_id> or lark:<chat_id>; default: this chat."},
-                            "allowed_tools": {"type": "array", "items": {"type": "string"}, "description": "Side-effect tools the job may use when it runs (e.g. file_write); read-only tools are always available. A job that reads private data (files, shell, knowledge, Lark) and then fetches, searches or sends must also list web_fetch / web_search / lark_message_send."},
-                            "job_id": {"type": "string", "description": "Optional id; generated when omitted."},
-                            "model": {"type": "string", "description": "The model the job's runs use (a configured model name, e.g. a cheaper one for a digest); default: the main model."}
-                        },
-                        "required": ["prompt"],
-                        "additionalProperties": false
-                    })
-            },
+                 '0 9 * * 1-5', interval_minutes, or a one-shot `at` ISO date-time) and the answer is \
+                 posted as a digest to this chat (or `deliver_to`: telegram:<chat_id> / lark:<chat_id>, \
+                 required from the terminal). allowed_tools lists side-effect tools the job may use.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "prompt": {"type": "string", "description": "What to do at each run, as a request to you, e.g. 'Summarise today's top AI news in 5 bullets'."},
+                        "cron": {"type": "string", "description": "minute hour day-of-month month day-of-week, e.g. '0 9 * * 1-5' (weekdays 09:00); names like mon-fri, jan allowed."},
+                        "interval_minutes": {"type": "integer", "minimum": 1, "description": "Run every N minutes from now."},
+                        "at": {"type": "string", "description": "Run once at this ISO date-time, e.g. 2025-05-01T09:00 (in the job's time zone) or 2025-05-01T09:00:00+08:00."},
+                        "timezone": {"type": "string", "description": "IANA zone such as Asia/Shanghai; default: the configured zone."},
+                        "title": {"type": "string", "description": "Shown above each digest."},
+                        "end_date": {"type": "string", "description": "No runs after this ISO date (inclusive) or date-time."},
+                        "deliver_to": {"type": "string", "description": "telegram:<chat_id> or lark:<chat_id>; default: this chat."},
+                        "allowed_tools": {"type": "array", "items": {"type": "string"}, "description": "Side-effect tools the job may use when it runs (e.g. file_write); read-only tools are always available. A job that reads private data (files, shell, knowledge, Lark) and then fetches, searches or sends must also list web_fetch / web_search / lark_message_send."},
+                        "job_id": {"type": "string", "description": "Optional id; generated when omitted."},
+                        "model": {"type": "string", "description": "The model the job's runs use (a configured model name, e.g. a cheaper one for a digest); default: the main model."}
+                    },
+                    "required": ["prompt"],
+                    "additionalProperties": false
+                }),
             )
             // Its output names the job it created, nothing of the owner's.
             .not_private()

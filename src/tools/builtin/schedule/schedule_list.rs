@@ -60,18 +60,15 @@ impl Tool for ScheduleList {
         static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
             ToolDecl::new(
                 "schedule_list",
-                {
-
-                    "List the scheduled jobs (id, schedule, time zone, next run, last run, target chat); with \
-                     job_id, that job's prompt and recent runs."
-            },
+                "List the scheduled jobs (id, schedule, time zone, next run, last run, target chat); with \
+                 job_id, that job's prompt and recent runs.",
                 json!({
-                        "type": "object",
-                        "properties": {
-                            "job_id": {"type": "string", "description": "Show this job in detail."}
-                        },
-                        "additionalProperties": false
-                    }),
+                    "type": "object",
+                    "properties": {
+                        "job_id": {"type": "string", "description": "Show this job in detail."}
+                    },
+                    "additionalProperties": false
+                }),
             )
             .risk(Risk::ReadOnly)
             .no_compress()

@@ -61,16 +61,13 @@ impl Tool for ScheduleRemove {
         static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
             ToolDecl::new(
                 "schedule_remove",
-                {
-
-                    "Delete a scheduled job (and its run history) by job_id; schedule_list shows the ids."
-            },
+                "Delete a scheduled job (and its run history) by job_id; schedule_list shows the ids.",
                 json!({
-                        "type": "object",
-                        "properties": {"job_id": {"type": "string"}},
-                        "required": ["job_id"],
-                        "additionalProperties": false
-                    }),
+                    "type": "object",
+                    "properties": {"job_id": {"type": "string"}},
+                    "required": ["job_id"],
+                    "additionalProperties": false
+                }),
             )
             // Its output says what it did to the job.
             .not_private()

@@ -176,22 +176,19 @@ impl Tool for FdFind {
             ToolDecl::new(
                 "fd_find",
                 "Find files and directories whose name matches a regular expression (like fd): respects \
-                     .gitignore, skips hidden entries. Returns one path per line, directories ending in /.",
-                {
-
-                    json!({
-                        "type": "object",
-                        "properties": {
-                            "pattern": {"type": "string", "description": "Regular expression matched against file names; \"\" lists everything. Case-insensitive unless it has an upper-case letter"},
-                            "path": {"type": "string", "description": "Directory to search; default \".\" (the workspace)"},
-                            "file_type": {"type": "string", "enum": ["f", "d", "l"], "description": "f = files, d = directories, l = symbolic links"},
-                            "extension": {"type": "string", "description": "Only names ending in this extension, e.g. rs or tar.gz"},
-                            "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS_CAP, "description": "Most paths returned; default 50"}
-                        },
-                        "required": ["pattern"],
-                        "additionalProperties": false
-                    })
-            },
+                 .gitignore, skips hidden entries. Returns one path per line, directories ending in /.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "pattern": {"type": "string", "description": "Regular expression matched against file names; \"\" lists everything. Case-insensitive unless it has an upper-case letter"},
+                        "path": {"type": "string", "description": "Directory to search; default \".\" (the workspace)"},
+                        "file_type": {"type": "string", "enum": ["f", "d", "l"], "description": "f = files, d = directories, l = symbolic links"},
+                        "extension": {"type": "string", "description": "Only names ending in this extension, e.g. rs or tar.gz"},
+                        "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS_CAP, "description": "Most paths returned; default 50"}
+                    },
+                    "required": ["pattern"],
+                    "additionalProperties": false
+                }),
             )
             .risk(Risk::ReadOnly)
             .timeout(Duration::from_secs(60))

@@ -314,22 +314,19 @@ impl Tool for RgSearch {
             ToolDecl::new(
                 "rg_search",
                 "Search file contents with a regular expression (like ripgrep): respects .gitignore, \
-                     skips hidden and binary files. Returns `path:line: text` lines.",
-                {
-
-                    json!({
-                        "type": "object",
-                        "properties": {
-                            "pattern": {"type": "string", "description": "Regular expression (Rust regex syntax)"},
-                            "path": {"type": "string", "description": "File or directory to search; default \".\" (the workspace)"},
-                            "case_sensitive": {"type": "boolean", "description": "Match case exactly; default false"},
-                            "file_type": {"type": "string", "description": "Only files of this ripgrep type, e.g. rust, py, js, md"},
-                            "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS_CAP, "description": "Most matching lines returned; default 50"}
-                        },
-                        "required": ["pattern"],
-                        "additionalProperties": false
-                    })
-            },
+                 skips hidden and binary files. Returns `path:line: text` lines.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "pattern": {"type": "string", "description": "Regular expression (Rust regex syntax)"},
+                        "path": {"type": "string", "description": "File or directory to search; default \".\" (the workspace)"},
+                        "case_sensitive": {"type": "boolean", "description": "Match case exactly; default false"},
+                        "file_type": {"type": "string", "description": "Only files of this ripgrep type, e.g. rust, py, js, md"},
+                        "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS_CAP, "description": "Most matching lines returned; default 50"}
+                    },
+                    "required": ["pattern"],
+                    "additionalProperties": false
+                }),
             )
             .risk(Risk::ReadOnly)
             .timeout(Duration::from_secs(60))

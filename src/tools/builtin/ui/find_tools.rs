@@ -30,13 +30,13 @@ impl Tool for FindTools {
             ToolDecl::new(
                 "find_tools",
                 "Find more tools by what you need (e.g. \"search the web\", \"list files\", \"schedule\"). \
-                     The matching tools become available for the rest of this turn. Use \"*\" to see them all.",
+                 The matching tools become available for the rest of this turn. Use \"*\" to see them all.",
                 json!({
-                        "type": "object",
-                        "properties": {"query": {"type": "string", "description": "Words describing the capability"}},
-                        "required": ["query"],
-                        "additionalProperties": false
-                    }),
+                    "type": "object",
+                    "properties": {"query": {"type": "string", "description": "Words describing the capability"}},
+                    "required": ["query"],
+                    "additionalProperties": false
+                }),
             )
             .risk(Risk::ReadOnly)
             // It lists tool names and descriptions.

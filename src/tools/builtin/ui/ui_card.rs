@@ -34,87 +34,84 @@ impl Tool for UiCard {
             ToolDecl::new(
                 "ui_card",
                 "Show the user a card when structure helps: `compare` (a table), `rank` (a numbered \
-                     list), `stats` (headline numbers) or `timeline`, drawn natively in the chat. The card \
-                     is shown at once, so do not repeat its content in your reply. `messages` (A2UI v0.9) \
-                     is for custom layouts on the web only.",
-                {
-
-                    json!({
-                        "type": "object",
-                        "properties": {
-                            "card": {
-                                "type": "object",
-                                "description": "A template card. compare: title, columns, rows. rank: title, subtitle?, items (best first; numbers are added). stats: title?, metrics. timeline: title, nodes. Values may be text or numbers; use \\n for line breaks.",
-                                "properties": {
-                                    "type": {"type": "string", "enum": ["compare", "rank", "stats", "timeline"]},
-                                    "title": {"type": ["string", "number"]},
-                                    "subtitle": {"type": "string", "description": "rank only"},
-                                    "columns": {
-                                        "type": "array",
-                                        "description": "compare: column names; the first column labels each row",
-                                        "items": {"type": ["string", "number"]}
-                                    },
-                                    "rows": {
-                                        "type": "array",
-                                        "description": "compare: one entry per row, cells in column order",
-                                        "items": {
-                                            "type": "object",
-                                            "properties": {
-                                                "values": {"type": "array", "items": scalar()},
-                                                "label": {"type": ["string", "number"], "description": "older form: becomes the first cell"}
-                                            }
-                                        }
-                                    },
+                 list), `stats` (headline numbers) or `timeline`, drawn natively in the chat. The card \
+                 is shown at once, so do not repeat its content in your reply. `messages` (A2UI v0.9) \
+                 is for custom layouts on the web only.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "card": {
+                            "type": "object",
+                            "description": "A template card. compare: title, columns, rows. rank: title, subtitle?, items (best first; numbers are added). stats: title?, metrics. timeline: title, nodes. Values may be text or numbers; use \\n for line breaks.",
+                            "properties": {
+                                "type": {"type": "string", "enum": ["compare", "rank", "stats", "timeline"]},
+                                "title": {"type": ["string", "number"]},
+                                "subtitle": {"type": "string", "description": "rank only"},
+                                "columns": {
+                                    "type": "array",
+                                    "description": "compare: column names; the first column labels each row",
+                                    "items": {"type": ["string", "number"]}
+                                },
+                                "rows": {
+                                    "type": "array",
+                                    "description": "compare: one entry per row, cells in column order",
                                     "items": {
-                                        "type": "array",
-                                        "description": "rank: entries, best first",
-                                        "items": {
-                                            "type": "object",
-                                            "properties": {
-                                                "name": {"type": ["string", "number"]},
-                                                "score": {"type": ["string", "number"]},
-                                                "desc": {"type": "string"}
-                                            },
-                                            "required": ["name"]
-                                        }
-                                    },
-                                    "metrics": {
-                                        "type": "array",
-                                        "description": "stats: the numbers; trend like \"+12%\" or \"↓ 3\"",
-                                        "items": {
-                                            "type": "object",
-                                            "properties": {
-                                                "label": {"type": ["string", "number"]},
-                                                "value": {"type": ["string", "number"]},
-                                                "trend": {"type": ["string", "number"]}
-                                            },
-                                            "required": ["label", "value"]
-                                        }
-                                    },
-                                    "nodes": {
-                                        "type": "array",
-                                        "description": "timeline: sections in order; items win over body",
-                                        "items": {
-                                            "type": "object",
-                                            "properties": {
-                                                "title": {"type": ["string", "number"]},
-                                                "body": {"type": ["string", "array"], "items": {"type": "string"}},
-                                                "items": {"type": "array", "items": {"type": "string"}}
-                                            },
-                                            "required": ["title"]
+                                        "type": "object",
+                                        "properties": {
+                                            "values": {"type": "array", "items": scalar()},
+                                            "label": {"type": ["string", "number"], "description": "older form: becomes the first cell"}
                                         }
                                     }
                                 },
-                                "required": ["type"]
+                                "items": {
+                                    "type": "array",
+                                    "description": "rank: entries, best first",
+                                    "items": {
+                                        "type": "object",
+                                        "properties": {
+                                            "name": {"type": ["string", "number"]},
+                                            "score": {"type": ["string", "number"]},
+                                            "desc": {"type": "string"}
+                                        },
+                                        "required": ["name"]
+                                    }
+                                },
+                                "metrics": {
+                                    "type": "array",
+                                    "description": "stats: the numbers; trend like \"+12%\" or \"↓ 3\"",
+                                    "items": {
+                                        "type": "object",
+                                        "properties": {
+                                            "label": {"type": ["string", "number"]},
+                                            "value": {"type": ["string", "number"]},
+                                            "trend": {"type": ["string", "number"]}
+                                        },
+                                        "required": ["label", "value"]
+                                    }
+                                },
+                                "nodes": {
+                                    "type": "array",
+                                    "description": "timeline: sections in order; items win over body",
+                                    "items": {
+                                        "type": "object",
+                                        "properties": {
+                                            "title": {"type": ["string", "number"]},
+                                            "body": {"type": ["string", "array"], "items": {"type": "string"}},
+                                            "items": {"type": "array", "items": {"type": "string"}}
+                                        },
+                                        "required": ["title"]
+                                    }
+                                }
                             },
-                            "messages": {
-                                "type": "array",
-                                "description": "Instead of card, web only: A2UI v0.9 messages, e.g. createSurface then updateComponents whose flat components list includes \"id\": \"root\" and reaches every other component through child/children.",
-                                "items": {"type": "object"}
-                            }
+                            "required": ["type"]
+                        },
+                        "messages": {
+                            "type": "array",
+                            "description": "Instead of card, web only: A2UI v0.9 messages, e.g. createSurface then updateComponents whose flat components list includes \"id\": \"root\" and reaches every other component through child/children.",
+                            "items": {"type": "object"}
                         }
-                    })
-            },
+                    }
+                }),
             )
             .risk(Risk::ReadOnly)
             // It shows a card the model composed; it reads nothing.

@@ -879,13 +879,12 @@ async fn the_browser_opens_http_urls_only_and_a_redirect_to_a_file_shows_nothing
             assert!(!r.output.contains("root:x:0:0"), "{r:?}");
         }
     }
-    let r: ethan::tools::ToolResult = call(
+    let r = call(
         &page,
         &ctx,
         json!({"action": "goto", "url": site.url("/redirect?to=file:///etc/passwd")}),
     )
-    .await
-    .into();
+    .await;
     let shown = format!("{} {}", r.output, r.error.clone().unwrap_or_default());
     assert!(!shown.contains("root:x:0:0"), "{shown}");
     if r.ok {

@@ -167,13 +167,13 @@ impl Policy {
                 audience.channel
             ));
         }
-        if names(&self.deny, &name) {
+        if names(&self.deny, name) {
             return Some(format!(
                 "{name} is switched off by the configuration (tools.deny)"
             ));
         }
-        let in_profile = self.base.as_ref().is_none_or(|b| names(b, &name));
-        if !(in_profile || names(&self.also_allow, &name)) {
+        let in_profile = self.base.as_ref().is_none_or(|b| names(b, name));
+        if !(in_profile || names(&self.also_allow, name)) {
             return Some(format!(
                 "{name} is not enabled by the configured tool profile (tools.profile / tools.allow)"
             ));
@@ -186,7 +186,7 @@ impl Policy {
             ));
         }
         let side_effects = tool.decl().risk.has_side_effects();
-        (audience.unattended && side_effects && !audience.job_authorises(&name)).then(|| {
+        (audience.unattended && side_effects && !audience.job_authorises(name)).then(|| {
             format!("{name} changes things and is not among the tools this unattended job may use")
         })
     }

@@ -404,7 +404,7 @@ mod tests {
         for tool in r.iter() {
             let name = &tool.decl().name;
             check_parameters(&tool.decl().parameters).unwrap_or_else(|e| panic!("{name}: {e}"));
-            let v = r.validator(&name).unwrap();
+            let v = r.validator(name).unwrap();
             assert!(v.is_ok(), "{name}: {:?}", v.err());
         }
     }

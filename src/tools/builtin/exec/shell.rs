@@ -396,9 +396,7 @@ impl Tool for Shell {
 
     async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let command = req_str(&args, "command")?;
-        if let Err(e) = opt_u64(&args, "timeout") {
-            return Err(e);
-        }
+        opt_u64(&args, "timeout")?;
         let secs = self.effective_timeout(&args);
         if let Err(e) = std::fs::create_dir_all(&ctx.workspace) {
             return Err(ToolError::new(

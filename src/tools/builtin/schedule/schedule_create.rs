@@ -283,9 +283,7 @@ impl Tool for ScheduleCreate {
     }
     async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let new = parse(&args)?;
-        if let Err(e) = check_tools(&new, ctx).and_then(|_| self.check_model(&new)) {
-            return Err(e);
-        }
+        check_tools(&new, ctx).and_then(|_| self.check_model(&new))?;
         let store = store_of(ctx)?;
         let now = now_of(ctx);
         if let Ok(planned) = job::plan(&new, &origin(ctx), self.config_tz.as_deref(), now) {

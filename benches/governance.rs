@@ -10,24 +10,17 @@ use ethan::provider::types::ToolCall;
 use ethan::store::Store;
 use ethan::tools::executor::{Executor, ExecutorOptions};
 use ethan::tools::registry::Registry;
-use ethan::tools::{Risk, Tool, ToolContext, ToolResult};
+use ethan::tools::{Risk, Tool, ToolContext, ToolDecl, ToolError, ToolOutput};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-struct Noop(&'static str, Risk);
+struct Noop(ToolDecl);
 
-#[async_trait]
-impl Tool for Noop {
-    fn name(&self) -> &str {
-        self.0
-    }
-    fn description(&self) -> &str {
-        "does nothing"
-    }
-    fn parameters(&self) -> Value {
-        json!({
+impl Noop {
+    fn new(name: &str, risk: Risk) -> Self {
+        let parameters = json!({
             "type": "object",
             "properties": {
                 "path": {"type": "string"},
@@ -37,13 +30,18 @@ impl Tool for Noop {
             },
             "required": ["path"],
             "additionalProperties": false
-        })
+        });
+        Self(ToolDecl::new(name, "does nothing", parameters).risk(risk))
     }
-    fn risk(&self) -> Risk {
-        self.1
+}
+
+#[async_trait]
+impl Tool for Noop {
+    fn decl(&self) -> &ToolDecl {
+        &self.0
     }
-    async fn run(&self, _: Value, _: &ToolContext) -> ToolResult {
-        ToolResult::ok("ok")
+    async fn run(&self, _: Value, _: &ToolContext) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::new("ok"))
     }
 }
 
@@ -55,8 +53,8 @@ fn main() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(&dir.path().join("bench.db")).expect("store");
     let mut registry = Registry::default();
-    registry.register(Arc::new(Noop("noop_read", Risk::ReadOnly)));
-    registry.register(Arc::new(Noop("noop_write", Risk::Write)));
+    registry.register(Arc::new(Noop::new("noop_read", Risk::ReadOnly)));
+    registry.register(Arc::new(Noop::new("noop_write", Risk::Write)));
     let executor = Executor::new(
         Arc::new(registry),
         ExecutorOptions {

@@ -126,16 +126,16 @@ fn main() {
     let tools: Vec<_> = registry.iter().cloned().collect();
     drop(registry);
     for tool in &tools {
-        let params = tool.parameters();
+        let params = tool.decl().parameters.clone();
         let v = startup_piece(
-            &format!("  ArgsValidator::compile({})", tool.name()),
+            &format!("  ArgsValidator::compile({})", tool.decl().name),
             || ethan::tools::schema::ArgsValidator::compile(&params),
         );
         std::mem::forget(v);
     }
     for tool in &tools {
-        let params = tool.parameters();
-        startup_piece(&format!("  check_parameters({})", tool.name()), || {
+        let params = tool.decl().parameters.clone();
+        startup_piece(&format!("  check_parameters({})", tool.decl().name), || {
             ethan::tools::schema::check_parameters(&params).is_ok()
         });
     }

@@ -109,8 +109,8 @@ fn bench(c: &mut Criterion) {
     for (name, pattern) in [("rare", "needle_marker"), ("regex", r"handler\d+error")] {
         // Same matches on both sides (checked once, outside the timing).
         let out = rt.block_on(tool.run(json!({"pattern": pattern, "max_results": 1000}), &ctx));
-        assert!(out.ok, "{out:?}");
-        let ours = out.output.lines().filter(|l| !l.starts_with('[')).count();
+        let out = out.unwrap_or_else(|e| panic!("{e:?}"));
+        let ours = out.text.lines().filter(|l| !l.starts_with('[')).count();
         if rg {
             let o = Command::new("rg")
                 .args([

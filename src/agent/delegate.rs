@@ -14,7 +14,8 @@
 //! Only the child's final answer returns to the parent, as the `delegate` call's result.
 
 use super::{Agent, ChildTurn, TurnInput, TurnOutcome};
-use ethan_core::tool::{DelegateRequest, Delegator, ErrorKind, ToolContext, ToolResult};
+use crate::tools::{ToolError, ToolOutput};
+use ethan_core::tool::{DelegateRequest, Delegator, ErrorKind, ToolContext};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -64,7 +65,7 @@ impl Children {
         let registry = self.agent.executor.registry();
         registry
             .get(tool)
-            .is_some_and(|t| t.risk().has_side_effects())
+            .is_some_and(|t| t.decl().risk.has_side_effects())
     }
 }
 
@@ -127,23 +128,27 @@ impl Delegator for Children {
         Ok((tools, side))
     }
 
-    async fn run(&self, request: DelegateRequest, ctx: &ToolContext) -> ToolResult {
+    async fn run(
+        &self,
+        request: DelegateRequest,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
         let (mut tools, side) = match self.plan(request.tools.as_deref(), request.agent.as_deref())
         {
             Ok(p) => p,
-            Err(why) => return ToolResult::err(ErrorKind::Validation, why),
+            Err(why) => return Err(ToolError::new(ErrorKind::Validation, why)),
         };
         if !request.approved {
             tools.retain(|t| !side.contains(t));
         }
         let Ok(_permit) = self.running.clone().try_acquire_owned() else {
-            return ToolResult::err(
+            return Err(ToolError::new(
                 ErrorKind::Denied,
                 format!(
                     "{MAX_CHILDREN} sub-agents are already running in this turn; wait for their \
                      answers before starting another"
                 ),
-            );
+            ));
         };
         let n = self.started.fetch_add(1, Ordering::Relaxed) + 1;
         let depth = self.depth() + 1;
@@ -188,18 +193,18 @@ impl Delegator for Children {
             .outcome;
         let transcript = format!("[{label}; its transcript: ethan audit --session {session_key}]");
         match outcome {
-            TurnOutcome::Answer(text) => ToolResult::ok(format!("{text}\n\n{transcript}")),
-            TurnOutcome::IterationCap(text) => ToolResult::ok(format!(
+            TurnOutcome::Answer(text) => Ok(ToolOutput::new(format!("{text}\n\n{transcript}"))),
+            TurnOutcome::IterationCap(text) => Ok(ToolOutput::new(format!(
                 "(the sub-agent reached its step limit)\n{text}\n\n{transcript}"
-            )),
-            TurnOutcome::Stopped => ToolResult::err(
+            ))),
+            TurnOutcome::Stopped => Err(ToolError::new(
                 ErrorKind::Denied,
                 format!("the sub-agent was stopped before it answered {transcript}"),
-            ),
-            TurnOutcome::Failed { user_message, .. } => ToolResult::err(
+            )),
+            TurnOutcome::Failed { user_message, .. } => Err(ToolError::new(
                 ErrorKind::Dependency,
                 format!("the sub-agent failed: {user_message} {transcript}"),
-            ),
+            )),
         }
     }
 }

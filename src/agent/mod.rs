@@ -284,8 +284,8 @@ impl Agent {
             .iter()
             .filter_map(|n| registry.get(n))
             .map(|t| ToolSummary {
-                name: t.name().to_string(),
-                description: t.description().to_string(),
+                name: t.decl().name.to_string(),
+                description: t.decl().description.to_string(),
             })
             .collect();
         let custom = chosen
@@ -864,7 +864,7 @@ fn without_tool_traffic(history: Vec<(i64, ChatMessage)>) -> Vec<(i64, ChatMessa
         .collect()
 }
 
-/// The first tool in `history` whose result is private data ([`crate::tools::Tool::reads_private`]);
+/// The first tool in `history` whose result is private data ([`crate::tools::ToolDecl::reads_private`]);
 /// a tool no longer registered (a removed MCP server's) counts as private, as one that declares
 /// nothing does.
 fn private_reads_in(
@@ -879,7 +879,7 @@ fn private_reads_in(
             registry
                 .resolve(name)
                 .and_then(|n| registry.get(n))
-                .is_none_or(|t| t.reads_private())
+                .is_none_or(|t| t.decl().reads_private)
         })
         .map(str::to_string)
 }

@@ -43,8 +43,8 @@ pub async fn list(loaded: &Loaded) -> anyhow::Result<ExitCode> {
                     } else {
                         ""
                     };
-                    let name = shown(t.name(), 128);
-                    println!("  {name:<48} {:<10}{egress}", t.risk().as_str());
+                    let name = shown(&t.decl().name, 128);
+                    println!("  {name:<48} {:<10}{egress}", t.decl().risk.as_str());
                 }
                 for p in &probed.prompts {
                     println!("  prompt {}", shown(p, 300));

@@ -48,7 +48,7 @@ pub async fn list(
     // Columns as wide as the longest name, so a long MCP tool name does not shift the rest.
     let w = tools
         .iter()
-        .map(|t| t.name().chars().count())
+        .map(|t| t.decl().name.chars().count())
         .chain(std::iter::once(4))
         .max()
         .unwrap_or(4);
@@ -56,17 +56,17 @@ pub async fn list(
     let cw = ch.len().max(3);
     println!("{:<w$}  {:<9}  {:<cw$}  description", "tool", "risk", ch);
     for t in tools {
-        let exposed = if exposed.contains(t.name()) {
+        let exposed = if exposed.contains(&t.decl().name) {
             "yes"
         } else {
             "no"
         };
         println!(
             "{:<w$}  {:<9}  {:<cw$}  {}",
-            t.name(),
-            t.risk().as_str(),
+            t.decl().name,
+            t.decl().risk.as_str(),
             exposed,
-            super::shown::shown(&first_sentence(t.description()), 200)
+            super::shown::shown(&first_sentence(&t.decl().description), 200)
         );
     }
     for s in registry.skipped() {

@@ -18,7 +18,7 @@
 //! Where a chat approval is shown is [`route`]'s: in a group turn that holds private data it
 //! goes to the owner's direct chat with the bot, and the group sees one line.
 //!
-//! A call that can carry data off the machine ([`ethan_core::tool::Tool::egress`]) also asks once
+//! A call that can carry data off the machine ([`ethan_core::tool::CallPlan::egress`]) also asks once
 //! private data entered the session ([`ethan_core::tool::Taint`]), showing the full destination.
 //! Which questions a call asks, and which a grant answers, is [`rule`]: the call's own question
 //! and the egress question are separate, so a tainted turn never asks less than a clean one.
@@ -643,7 +643,7 @@ impl ConsentGate for Consent {
         args: &Value,
         ctx: &mut ToolContext,
     ) -> Result<(), ToolResult> {
-        let name = tool.name().to_string();
+        let name = tool.decl().name.to_string();
         // The one rule: the call's own question and, once private data entered the session,
         // the egress question, each answered only by a grant of its own kind ([`rule`]).
         let Some(questions) = rule::Questions::of(tool, args, ctx) else {
@@ -875,31 +875,34 @@ mod tests {
         assert!(ack.toast.contains("no longer waiting"), "{}", ack.toast);
     }
 
+    use crate::tools::{CallPlan, ToolDecl, ToolError, ToolOutput};
+
     /// A read-only tool whose calls carry data off the machine.
-    struct Sender;
+    struct Sender(ToolDecl);
+
+    impl Sender {
+        fn new() -> Self {
+            let decl = ToolDecl::new("sender", "sends", serde_json::json!({"type": "object"}));
+            Self(decl.risk(ethan_core::tool::Risk::ReadOnly))
+        }
+    }
 
     #[async_trait]
     impl Tool for Sender {
-        fn name(&self) -> &str {
-            "sender"
+        fn decl(&self) -> &ToolDecl {
+            &self.0
         }
-        fn description(&self) -> &str {
-            "sends"
+        fn describe(&self, args: &Value, _: &ToolContext) -> CallPlan {
+            CallPlan {
+                egress: Some(ethan_core::tool::Egress {
+                    destination: "https://x.example/?q=secret".into(),
+                    scope: "egress:host:x.example".into(),
+                }),
+                ..CallPlan::of(self.decl(), args)
+            }
         }
-        fn parameters(&self) -> Value {
-            serde_json::json!({"type": "object"})
-        }
-        fn risk(&self) -> ethan_core::tool::Risk {
-            ethan_core::tool::Risk::ReadOnly
-        }
-        fn egress(&self, _: &Value, _: &ToolContext) -> Option<ethan_core::tool::Egress> {
-            Some(ethan_core::tool::Egress {
-                destination: "https://x.example/?q=secret".into(),
-                scope: "egress:host:x.example".into(),
-            })
-        }
-        async fn run(&self, _: Value, _: &ToolContext) -> ToolResult {
-            ToolResult::ok("sent")
+        async fn run(&self, _: Value, _: &ToolContext) -> Result<ToolOutput, ToolError> {
+            Ok(ToolOutput::new("sent"))
         }
     }
 
@@ -915,7 +918,10 @@ mod tests {
         job.channel = ChannelKind::Telegram;
         job.unattended = true;
         tainted(&mut job);
-        let denied = c.check(&Sender, &args, &mut job.clone()).await.unwrap_err();
+        let denied = c
+            .check(&Sender::new(), &args, &mut job.clone())
+            .await
+            .unwrap_err();
         assert!(
             denied.model_text().contains("not among the tools"),
             "{}",
@@ -923,14 +929,17 @@ mod tests {
         );
         job.allowed_tools = Some(vec!["sender".into()]);
         let mut allowed = job.clone();
-        assert!(c.check(&Sender, &args, &mut allowed).await.is_ok());
+        assert!(c.check(&Sender::new(), &args, &mut allowed).await.is_ok());
         assert!(allowed.approved_actions.contains(&CONSENTED.to_string()));
         // A non-owner in a chat: refused, nobody is asked.
         let mut guest = ToolContext::local(std::env::temp_dir());
         guest.channel = ChannelKind::Telegram;
         guest.is_owner = false;
         tainted(&mut guest);
-        let denied = c.check(&Sender, &args, &mut guest).await.unwrap_err();
+        let denied = c
+            .check(&Sender::new(), &args, &mut guest)
+            .await
+            .unwrap_err();
         assert!(
             denied.model_text().contains("not the owner"),
             "{}",

@@ -1,10 +1,10 @@
 //! The one consent rule: which questions a call asks, and which of them a session grant answers.
 //!
 //! A call can ask two separate questions:
-//! - its **own** ([`Tool::consent_check`]): it has a side effect, is always asked (a dangerous
+//! - its **own** ([`CallPlan::consent`]): it has a side effect, is always asked (a dangerous
 //!   command, a secret file), or acts on a site — with the grant it would earn, keyed by the tool
-//!   and its [`Tool::consent_scope`];
-//! - **data leaving** ([`Tool::egress`]), once private data entered the session
+//!   and its [`CallPlan::scope`];
+//! - **data leaving** ([`CallPlan::egress`]), once private data entered the session
 //!   ([`ethan_core::tool::Taint`]) — with the grant keyed by the tool and the destination's scope.
 //!
 //! Each is answered only by a grant of its own kind and tool ([`Grant::covers`]): an approval of
@@ -12,9 +12,11 @@
 //! data leaving. So a tainted turn never asks less than a clean one: the clean turn's question
 //! is still there, with one more beside it. When both are outstanding they are asked together,
 //! in one approval that shows both; "approve for this session" then grants each. A
-//! [`Tool::consent_always`] call is asked every time and never granted.
+//! [`CallPlan::always`] call is asked every time and never granted.
 
 use super::grants::{Grant, Grants};
+#[cfg(doc)]
+use ethan_core::tool::CallPlan;
 use ethan_core::tool::{Egress, Tool, ToolContext};
 use serde_json::Value;
 
@@ -36,13 +38,14 @@ pub struct Questions {
 impl Questions {
     /// What `tool` called with `args` asks in `ctx`, before any grant; `None` when nothing.
     pub fn of(tool: &dyn Tool, args: &Value, ctx: &ToolContext) -> Option<Self> {
-        let name = tool.name();
-        let own_text = tool.consent_check(args, ctx);
-        let own = own_text
+        let name = &tool.decl().name;
+        let plan = tool.describe(args, ctx);
+        let own = plan
+            .consent
             .clone()
-            .map(|d| (d, Grant::own(name, &tool.consent_scope(args, ctx))));
+            .map(|d| (d, Grant::own(name, &plan.scope)));
         let egress = ctx.taint.source().and_then(|source| {
-            tool.egress(args, ctx).map(|e| {
+            plan.egress.map(|e| {
                 let grant = Grant::egress(name, &e.scope);
                 (source, e, grant)
             })
@@ -53,8 +56,8 @@ impl Questions {
         Some(Self {
             own,
             egress,
-            always: tool.consent_always(args, ctx),
-            context: own_text,
+            always: plan.always,
+            context: plan.consent,
         })
     }
 

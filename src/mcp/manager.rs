@@ -106,13 +106,18 @@ pub fn adapters(
             .or_else(|| t.get("title").and_then(Value::as_str))
             .unwrap_or("")
             .to_string();
-        out.push(McpTool {
-            name: tool_name(&handle.name, remote),
-            remote: remote.to_string(),
-            description: format!("[MCP server {}] {description}", handle.name),
+        let hints = Hints::from_annotations(t.get("annotations"));
+        let decl = McpTool::declare(
+            tool_name(&handle.name, remote),
+            format!("[MCP server {}] {description}", handle.name),
             parameters,
-            hints: Hints::from_annotations(t.get("annotations")),
-            timeout: Duration::from_secs(cfg.timeout_secs.max(1)),
+            hints,
+            Duration::from_secs(cfg.timeout_secs.max(1)),
+        );
+        out.push(McpTool {
+            decl,
+            remote: remote.to_string(),
+            hints,
             handle: handle.clone(),
             redactor: redactor.clone(),
         });
@@ -136,18 +141,21 @@ pub fn registry_with(
         }
     };
     for t in tools {
-        if let Some((server, remote)) = seen.get(&t.name) {
+        if let Some((server, remote)) = seen.get(&t.decl.name) {
             let reason = format!(
                 "the tool {:?} of the MCP server {} has the same name as the tool {:?} of the MCP \
                  server {}",
                 t.remote, t.handle.name, remote, server
             );
-            log_once(&t.name, &reason);
-            r.record_skipped(&t.name, reason);
+            log_once(&t.decl.name, &reason);
+            r.record_skipped(&t.decl.name, reason);
             continue;
         }
-        seen.insert(t.name.clone(), (t.handle.name.clone(), t.remote.clone()));
-        let name = t.name.clone();
+        seen.insert(
+            t.decl.name.clone(),
+            (t.handle.name.clone(), t.remote.clone()),
+        );
+        let name = t.decl.name.clone();
         if let Some(reason) = r.register_quietly(Arc::new(t)) {
             log_once(&name, &reason);
         }
@@ -264,10 +272,10 @@ impl McpManager {
             })
             .collect();
         if !readable.is_empty() {
-            r.register(Arc::new(super::resources::ResourceRead {
-                servers: readable,
-                redactor: self.redactor.clone(),
-            }));
+            r.register(Arc::new(super::resources::ResourceRead::new(
+                readable,
+                self.redactor.clone(),
+            )));
         }
         let r = Arc::new(r);
         *self.slot.write().unwrap_or_else(|e| e.into_inner()) = r;
@@ -478,13 +486,13 @@ mod tests {
         c.deny = vec!["hidden".into()];
         let tools = adapters(&h, &c, &listed, &red);
         assert_eq!(tools.len(), 2);
-        assert!(tools[0].parameters.get("$schema").is_none());
+        assert!(tools[0].decl.parameters.get("$schema").is_none());
         let r = registry_with(&Registry::default(), tools, &Mutex::default());
-        let names: Vec<&str> = r.iter().map(|t| t.name()).collect();
+        let names: Vec<&str> = r.iter().map(|t| t.decl().name.as_str()).collect();
         assert_eq!(names, ["mcp__srv__echo"]);
         assert!(r.skipped()[0].name == "mcp__srv__bad", "{:?}", r.skipped());
         assert_eq!(
-            r.get("mcp__srv__echo").unwrap().risk().as_str(),
+            r.get("mcp__srv__echo").unwrap().decl().risk.as_str(),
             "read_only"
         );
         let mut c = cfg();
@@ -513,7 +521,7 @@ mod tests {
     #[tokio::test]
     async fn a_server_that_is_not_running_gives_a_dependency_error() {
         let h = ServerHandle::new("gone");
-        let r = h.call("echo", None).await;
+        let r: crate::tools::ToolResult = h.call("echo", None).await.into();
         assert_eq!(r.error_kind, Some(ErrorKind::Dependency));
         assert!(r
             .model_text()
@@ -578,7 +586,8 @@ mod tests {
         let mut first = None;
         while tokio::time::Instant::now() < deadline {
             if let Some(t) = echo(&slot) {
-                let r = t.run(json!({"message": "hi"}), &ctx).await;
+                let r: crate::tools::ToolResult =
+                    t.run(json!({"message": "hi"}), &ctx).await.into();
                 if r.ok {
                     first = Some(r.output);
                     break;
@@ -598,7 +607,7 @@ mod tests {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         while tokio::time::Instant::now() < deadline {
             let t = echo(&slot).expect("still registered");
-            let r = t.run(json!({"message": "again"}), &ctx).await;
+            let r: crate::tools::ToolResult = t.run(json!({"message": "again"}), &ctx).await.into();
             if r.ok {
                 back = saw_dependency;
                 if back {

@@ -12,7 +12,7 @@
 //! The agent shows only those within `media.max_image_bytes`.
 
 use crate::tools::spill;
-use crate::tools::ToolResult;
+use crate::tools::ToolOutput;
 use base64::Engine;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -60,11 +60,11 @@ fn extension(mime: &str) -> &'static str {
 /// Save `pictures` under `home/mcp/images/` (names from `stem`) and name them in `result`'s
 /// metadata and text. A picture that cannot be saved is left out, with a log line.
 pub fn attach(
-    mut result: ToolResult,
+    mut result: ToolOutput,
     pictures: Vec<(&'static str, Vec<u8>)>,
     home: &Path,
     stem: &str,
-) -> ToolResult {
+) -> ToolOutput {
     if pictures.is_empty() {
         return result;
     }
@@ -87,7 +87,7 @@ pub fn attach(
         return result;
     }
     let paths: Vec<String> = saved.iter().map(|(_, p)| p.display().to_string()).collect();
-    result.output.push_str(&format!(
+    result.text.push_str(&format!(
         "\n[The images were saved to {}. A model that can see pictures is shown them next.]",
         paths.join(", ")
     ));
@@ -122,13 +122,13 @@ mod tests {
         assert_eq!(pics.len(), 1);
         assert_eq!(pics[0].0, "image/png");
         let dir = tempfile::tempdir().unwrap();
-        let r = attach(ToolResult::ok("x"), pics, dir.path(), "call1");
+        let r = attach(ToolOutput::new("x"), pics, dir.path(), "call1");
         let images = r.metadata["images"].as_array().unwrap();
         assert_eq!(images.len(), 1);
         let path = images[0]["path"].as_str().unwrap();
         assert!(path.starts_with(&dir.path().join("mcp/images").display().to_string()));
         assert!(path.ends_with(".png"));
-        assert!(r.output.contains(path), "{}", r.output);
+        assert!(r.text.contains(path), "{}", r.text);
         assert_eq!(
             ethan_core::message::ImagePart::sniff(&std::fs::read(path).unwrap()),
             Some("image/png")

@@ -14,7 +14,8 @@
 //! an error result of kind `dependency` carrying the server's text. Nothing here panics on any
 //! input: the answer is read as plain JSON, a missing or mistyped field is treated as absent.
 
-use crate::tools::{ErrorKind, ToolResult};
+use crate::tools::ErrorKind;
+use crate::tools::{ToolError, ToolOutput};
 use serde_json::{json, Value};
 
 fn s<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
@@ -72,7 +73,7 @@ fn item_text(item: &Value) -> (String, bool) {
 }
 
 /// Convert the JSON of a `CallToolResult` (`server` names the server in error texts).
-pub fn convert(server: &str, result: &Value) -> ToolResult {
+pub fn convert(server: &str, result: &Value) -> Result<ToolOutput, ToolError> {
     let mut parts = Vec::new();
     let mut any_text = false;
     let mut kinds = Vec::new();
@@ -97,9 +98,9 @@ pub fn convert(server: &str, result: &Value) -> ToolResult {
         } else {
             format!("the MCP server {server} reported an error: {text}")
         };
-        return ToolResult::err(ErrorKind::Dependency, message).with_metadata(meta);
+        return Err(ToolError::new(ErrorKind::Dependency, message).with_metadata(meta));
     }
-    ToolResult::ok(text).with_metadata(meta)
+    Ok(ToolOutput::new(text).with_metadata(meta))
 }
 
 /// The text of a `ReadResourceResult` (as JSON): each content's text, or a line describing it.
@@ -131,30 +132,31 @@ mod tests {
 
     #[test]
     fn text_items_are_the_output() {
-        let r = convert(
+        let r: crate::tools::ToolResult = convert(
             "e",
             &json!({"content": [{"type": "text", "text": "Echo: hi"}, {"type": "text", "text": "two"}]}),
-        );
+        ).into();
         assert!(r.ok);
         assert_eq!(r.output, "Echo: hi\ntwo");
     }
 
     #[test]
     fn is_error_is_a_dependency_error_with_the_text() {
-        let r = convert(
+        let r: crate::tools::ToolResult = convert(
             "e",
             &json!({"content": [{"type": "text", "text": "bad input"}], "isError": true}),
-        );
+        )
+        .into();
         assert!(!r.ok);
         assert_eq!(r.error_kind, Some(ErrorKind::Dependency));
         assert!(r.error.unwrap().contains("bad input"));
-        let r = convert("e", &json!({"isError": true}));
+        let r: crate::tools::ToolResult = convert("e", &json!({"isError": true})).into();
         assert!(r.error.unwrap().contains("without a message"));
     }
 
     #[test]
     fn images_links_and_resources_are_described() {
-        let r = convert(
+        let r: crate::tools::ToolResult = convert(
             "e",
             &json!({"content": [
                 {"type": "image", "data": "aGVsbG8=", "mimeType": "image/png"},
@@ -163,7 +165,7 @@ mod tests {
                 {"type": "resource", "resource": {"uri": "demo://r/y", "blob": "aGVsbG8="}},
                 {"type": "weird"}
             ]}),
-        );
+        ).into();
         assert!(r.ok);
         let o = &r.output;
         assert!(o.contains("[image returned: image/png, 5 bytes]"), "{o}");
@@ -184,12 +186,14 @@ mod tests {
 
     #[test]
     fn structured_content_only_without_text() {
-        let r = convert("t", &json!({"content": [], "structuredContent": {"a": 1}}));
+        let r: crate::tools::ToolResult =
+            convert("t", &json!({"content": [], "structuredContent": {"a": 1}})).into();
         assert!(r.output.contains("\"a\": 1"));
-        let r = convert(
+        let r: crate::tools::ToolResult = convert(
             "t",
             &json!({"content": [{"type": "text", "text": "x"}], "structuredContent": {"a": 1}}),
-        );
+        )
+        .into();
         assert_eq!(r.output, "x");
     }
 

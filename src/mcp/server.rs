@@ -2,7 +2,8 @@
 //! `notifications/tools/list_changed`) and the [`ServerHandle`] its tools call through, whichever
 //! connection is live. Below [`super::connect`], [`super::tool`] and [`super::manager`].
 
-use crate::tools::{ErrorKind, ToolResult};
+use crate::tools::ErrorKind;
+use crate::tools::{ToolError, ToolOutput};
 use rmcp::handler::client::ClientHandler;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{NotificationContext, Peer, RoleClient, ServiceError};
@@ -57,19 +58,19 @@ impl ServerHandle {
         *lock(&self.pgid)
     }
 
-    fn not_running(&self) -> ToolResult {
-        ToolResult::err(
+    fn not_running(&self) -> Result<ToolOutput, ToolError> {
+        Err(ToolError::new(
             ErrorKind::Dependency,
             format!(
                 "the MCP server {} is not running; it is being restarted",
                 self.name
             ),
-        )
+        ))
     }
 
     /// `resources/read` of `uri`: its contents as text ([`super::result::contents_text`]);
     /// every failure is a `dependency` error naming the server.
-    pub async fn read_resource(&self, uri: &str) -> ToolResult {
+    pub async fn read_resource(&self, uri: &str) -> Result<ToolOutput, ToolError> {
         let peer = self.peer.read().unwrap_or_else(|e| e.into_inner()).clone();
         let Some(peer) = peer else {
             return self.not_running();
@@ -78,25 +79,25 @@ impl ServerHandle {
         match peer.read_resource(params).await {
             Ok(r) => {
                 let v = serde_json::to_value(&r).unwrap_or(Value::Null);
-                ToolResult::ok(super::result::contents_text(&v))
+                Ok(ToolOutput::new(super::result::contents_text(&v)))
             }
-            Err(ServiceError::McpError(e)) => ToolResult::err(
+            Err(ServiceError::McpError(e)) => Err(ToolError::new(
                 ErrorKind::Dependency,
                 format!(
                     "the MCP server {} refused to read {uri}: {}",
                     self.name, e.message
                 ),
-            ),
+            )),
             Err(ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
                 self.not_running()
             }
-            Err(e) => ToolResult::err(
+            Err(e) => Err(ToolError::new(
                 ErrorKind::Dependency,
                 format!(
                     "reading {uri} from the MCP server {} failed: {e}",
                     self.name
                 ),
-            ),
+            )),
         }
     }
 
@@ -106,7 +107,7 @@ impl ServerHandle {
         &self,
         tool: &str,
         arguments: Option<serde_json::Map<String, Value>>,
-    ) -> ToolResult {
+    ) -> Result<ToolOutput, ToolError> {
         self.call_with_pictures(tool, arguments).await.0
     }
 
@@ -115,7 +116,7 @@ impl ServerHandle {
         &self,
         tool: &str,
         arguments: Option<serde_json::Map<String, Value>>,
-    ) -> (ToolResult, Vec<(&'static str, Vec<u8>)>) {
+    ) -> (Result<ToolOutput, ToolError>, Vec<(&'static str, Vec<u8>)>) {
         let peer = self.peer.read().unwrap_or_else(|e| e.into_inner()).clone();
         let Some(peer) = peer else {
             return (self.not_running(), Vec::new());
@@ -128,27 +129,27 @@ impl ServerHandle {
             Ok(r) => {
                 let v = serde_json::to_value(&r).unwrap_or(Value::Null);
                 let result = super::result::convert(&self.name, &v);
-                let pictures = if result.ok {
+                let pictures = if result.is_ok() {
                     super::pictures::decode(&v)
                 } else {
                     Vec::new()
                 };
                 return (result, pictures);
             }
-            Err(ServiceError::McpError(e)) => ToolResult::err(
+            Err(ServiceError::McpError(e)) => Err(ToolError::new(
                 ErrorKind::Dependency,
                 format!(
                     "the MCP server {} refused the call: {}",
                     self.name, e.message
                 ),
-            ),
+            )),
             Err(ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
                 self.not_running()
             }
-            Err(e) => ToolResult::err(
+            Err(e) => Err(ToolError::new(
                 ErrorKind::Dependency,
                 format!("the call to the MCP server {} failed: {e}", self.name),
-            ),
+            )),
         };
         (r, Vec::new())
     }

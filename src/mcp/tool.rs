@@ -5,19 +5,21 @@
 //! read conservatively, because a server's hints are claims, not guarantees:
 //! - `readOnlyHint: true` → [`Risk::ReadOnly`] (no question);
 //! - else `destructiveHint: true` → [`Risk::Dangerous`], asked every time
-//!   ([`Tool::consent_always`]);
+//!   ([`CallPlan::always`]);
 //! - anything else → [`Risk::Write`], asked once per session scope (`mcp__<server>__<tool>`).
 //!
 //! A tool without annotations, or whose `openWorldHint` is not `false` (the spec's default is
-//! `true`), can carry data off the machine: [`Tool::egress`] names the server, so after private
+//! `true`), can carry data off the machine: [`CallPlan::egress`] names the server, so after private
 //! data entered a turn such a call asks (the taint rule). Every MCP tool's output counts as
-//! private data ([`Tool::reads_private`]): a server is typically the owner's database, tracker
+//! private data ([`ToolDecl::reads_private`]): a server is typically the owner's database, tracker
 //! or mailbox, and the daemon cannot tell which. Consent texts show server, tool and the
 //! arguments with every configured secret redacted.
 
 use super::server::ServerHandle;
 use crate::tools::redact::Redactor;
-use crate::tools::{Egress, ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{
+    CallPlan, Egress, ErrorKind, Risk, Tool, ToolContext, ToolDecl, ToolError, ToolOutput,
+};
 use async_trait::async_trait;
 use serde_json::Value;
 use std::sync::Arc;
@@ -69,21 +71,32 @@ impl Hints {
 
 /// One tool of one MCP server, registered as `mcp__<server>__<tool>`.
 pub struct McpTool {
-    /// The registered name.
-    pub name: String,
+    /// The registered name, the description, the `inputSchema` (`$schema` removed: the
+    /// registry reads it as Draft 7), the risk of the hints, `mcp.servers.<name>.timeout_secs`
+    /// ([`McpTool::declare`]).
+    pub decl: ToolDecl,
     /// The server's own name for the tool (sent in `tools/call`).
     pub remote: String,
-    pub description: String,
-    /// The `inputSchema`, `$schema` removed (the registry reads it as Draft 7).
-    pub parameters: Value,
     pub hints: Hints,
-    /// `mcp.servers.<name>.timeout_secs`.
-    pub timeout: Duration,
     pub handle: Arc<ServerHandle>,
     pub redactor: Arc<Redactor>,
 }
 
 impl McpTool {
+    /// The declaration of a server's tool: its output is private (every MCP tool's is), its
+    /// risk is the hints'.
+    pub fn declare(
+        name: String,
+        description: String,
+        parameters: Value,
+        hints: Hints,
+        timeout: Duration,
+    ) -> ToolDecl {
+        ToolDecl::new(name, description, parameters)
+            .risk(hints.risk())
+            .timeout(timeout)
+    }
+
     fn server(&self) -> &str {
         &self.handle.name
     }
@@ -95,57 +108,44 @@ impl McpTool {
 
 #[async_trait]
 impl Tool for McpTool {
-    fn name(&self) -> &str {
-        &self.name
+    fn decl(&self) -> &ToolDecl {
+        &self.decl
     }
-    fn description(&self) -> &str {
-        &self.description
-    }
-    fn parameters(&self) -> Value {
-        self.parameters.clone()
-    }
-    fn risk(&self) -> Risk {
-        self.hints.risk()
-    }
-    fn timeout(&self) -> Duration {
-        self.timeout
-    }
-    fn consent_check(&self, args: &Value, _ctx: &ToolContext) -> Option<String> {
-        self.risk().has_side_effects().then(|| {
+    fn describe(&self, args: &Value, _ctx: &ToolContext) -> CallPlan {
+        let risk = self.decl.risk;
+        let consent = risk.has_side_effects().then(|| {
             format!(
                 "the MCP server {} runs its tool {} with {}",
                 self.server(),
-                self.name,
+                self.decl.name,
                 self.shown_args(args)
             )
-        })
-    }
-    fn reads_private(&self) -> bool {
-        true
-    }
-    fn consent_always(&self, _args: &Value, _ctx: &ToolContext) -> bool {
-        self.risk() == Risk::Dangerous
-    }
-    fn egress(&self, args: &Value, _ctx: &ToolContext) -> Option<Egress> {
-        self.hints.open_world().then(|| Egress {
+        });
+        let egress = self.hints.open_world().then(|| Egress {
             destination: format!(
                 "the MCP server {}, which can reach outside this machine: its tool {} with {}",
                 self.server(),
-                self.name,
+                self.decl.name,
                 self.shown_args(args)
             ),
             scope: format!("egress:mcp:{}", self.server()),
-        })
+        });
+        CallPlan {
+            consent,
+            always: risk == Risk::Dangerous,
+            egress,
+            ..CallPlan::of(self.decl(), args)
+        }
     }
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let arguments = match args {
             Value::Object(m) => Some(m),
             Value::Null => None,
             other => {
-                return ToolResult::err(
+                return Err(ToolError::new(
                     ErrorKind::Validation,
                     format!("the arguments must be a JSON object, not {other}"),
-                )
+                ))
             }
         };
         let (result, pictures) = self
@@ -160,7 +160,7 @@ impl Tool for McpTool {
                     .filter(char::is_ascii_alphanumeric)
                     .take(8)
                     .collect();
-                super::pictures::attach(result, pictures, home, &stem)
+                result.map(|o| super::pictures::attach(o, pictures, home, &stem))
             }
             None => result,
         }
@@ -191,29 +191,29 @@ mod tests {
 
     #[test]
     fn consent_and_egress_name_the_server_and_redact_arguments() {
+        let hints = Hints::from_annotations(None);
+        let (name, schema) = ("mcp__srv__send".to_string(), json!({"type": "object"}));
         let t = McpTool {
-            name: "mcp__srv__send".into(),
+            decl: McpTool::declare(name, String::new(), schema, hints, Duration::from_secs(60)),
             remote: "send".into(),
-            description: String::new(),
-            parameters: json!({"type": "object"}),
-            hints: Hints::from_annotations(None),
-            timeout: Duration::from_secs(60),
+            hints,
             handle: Arc::new(super::super::server::ServerHandle::new("srv")),
             redactor: Arc::new(Redactor::new(vec!["hunter2-secret".into()])),
         };
         let ctx = ToolContext::local(std::env::temp_dir());
         let args = json!({"text": "my hunter2-secret"});
-        let c = t.consent_check(&args, &ctx).unwrap();
+        let plan = t.describe(&args, &ctx);
+        let c = plan.consent.unwrap();
         assert!(c.contains("srv") && c.contains("send"), "{c}");
         assert!(!c.contains("hunter2-secret"), "{c}");
-        let e = t.egress(&args, &ctx).unwrap();
+        let e = plan.egress.unwrap();
         assert_eq!(e.scope, "egress:mcp:srv");
         assert!(e
             .destination
             .contains("the MCP server srv, which can reach outside this machine"));
         assert!(!e.destination.contains("hunter2-secret"));
-        assert!(t.reads_private() && !t.consent_always(&args, &ctx));
-        assert_eq!(t.timeout(), Duration::from_secs(60));
+        assert!(t.decl.reads_private && !plan.always);
+        assert_eq!(t.decl.timeout, Duration::from_secs(60));
     }
 
     #[test]

@@ -1,20 +1,21 @@
 //! Typed access to a call's arguments object, with errors phrased for the model.
 
-use super::{ErrorKind, ToolResult};
+use super::ErrorKind;
+use crate::tools::ToolError;
 use serde_json::Value;
 
 /// Required string field `key`.
-pub fn req_str<'a>(args: &'a Value, key: &str) -> Result<&'a str, ToolResult> {
+pub fn req_str<'a>(args: &'a Value, key: &str) -> Result<&'a str, ToolError> {
     match args.get(key) {
         Some(Value::String(s)) => Ok(s),
-        Some(other) => Err(ToolResult::err(
+        Some(other) => Err(ToolError::new(
             ErrorKind::Validation,
             format!(
                 "argument `{key}` must be a string, got {}",
                 type_name(other)
             ),
         )),
-        None => Err(ToolResult::err(
+        None => Err(ToolError::new(
             ErrorKind::Validation,
             format!("missing required argument `{key}` (string)"),
         )),
@@ -22,11 +23,11 @@ pub fn req_str<'a>(args: &'a Value, key: &str) -> Result<&'a str, ToolResult> {
 }
 
 /// Optional non-negative integer field `key`.
-pub fn opt_u64(args: &Value, key: &str) -> Result<Option<u64>, ToolResult> {
+pub fn opt_u64(args: &Value, key: &str) -> Result<Option<u64>, ToolError> {
     match args.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) if n.as_u64().is_some() => Ok(n.as_u64()),
-        Some(other) => Err(ToolResult::err(
+        Some(other) => Err(ToolError::new(
             ErrorKind::Validation,
             format!(
                 "argument `{key}` must be a non-negative integer, got {}",
@@ -37,11 +38,11 @@ pub fn opt_u64(args: &Value, key: &str) -> Result<Option<u64>, ToolResult> {
 }
 
 /// Optional boolean field `key`.
-pub fn opt_bool(args: &Value, key: &str) -> Result<Option<bool>, ToolResult> {
+pub fn opt_bool(args: &Value, key: &str) -> Result<Option<bool>, ToolError> {
     match args.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(other) => Err(ToolResult::err(
+        Some(other) => Err(ToolError::new(
             ErrorKind::Validation,
             format!(
                 "argument `{key}` must be a boolean, got {}",

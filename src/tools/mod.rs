@@ -1,12 +1,13 @@
-//! The tool system. What a tool is ([`Tool`]), what it gets ([`ToolContext`]) and returns
-//! ([`ToolResult`]) are defined in `ethan-core` and re-exported here. Two halves:
+//! The tool system. What a tool is ([`Tool`], declared by a [`ToolDecl`]), what it gets
+//! ([`ToolContext`]) and returns ([`ToolOutput`] or [`ToolError`]) are defined in `ethan-core`
+//! and re-exported here. Two halves:
 //! - [`engine`]: the [`registry`] of tools and the [`executor`] that turns the model's tool calls
 //!   (proposals) into results — policy, schema, replay guard, consent, timeout, audit,
 //!   redaction, spill, truncation;
 //! - [`builtin`]: the built-in tools by family (exec, files, search, web, schedule, knowledge,
 //!   lark, ui), each a file of its own. [`args`] holds the argument helpers they share.
 //!
-//! Every failure is a [`ToolResult`] with an [`ErrorKind`] and a text the model can act on;
+//! Every failure is a [`ToolError`] with an [`ErrorKind`] and a text the model can act on;
 //! nothing a model sends can panic the agent loop.
 
 pub mod args;
@@ -29,6 +30,6 @@ pub use builtin::web::{web_fetch, web_search};
 pub use engine::{executor, policy, redact, registry, replay, schema, spill, truncate};
 
 pub use ethan_core::tool::{
-    Assessment, Egress, ErrorKind, Risk, Taint, Tool, ToolContext, ToolResult, ToolSummary,
-    ALL_INTERFACES, PROTECTED_PATHS_APPROVED,
+    Assessment, CallPlan, Egress, ErrorKind, Risk, Taint, Tool, ToolContext, ToolDecl, ToolError,
+    ToolOutput, ToolResult, ToolSummary, ALL_INTERFACES, PROTECTED_PATHS_APPROVED,
 };

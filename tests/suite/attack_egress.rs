@@ -209,6 +209,7 @@ async fn call(tool: &dyn Tool, ctx: &ToolContext, args: Value) -> ToolResult {
     tokio::time::timeout(CALL_LIMIT, tool.run(args, ctx))
         .await
         .expect("browser call finished in time")
+        .into()
 }
 
 /// The page of ways out `browser_egress` does not try; `{R}` is the refused address,
@@ -714,7 +715,7 @@ async fn a_page_patching_every_function_the_tools_use_learns_nothing_of_what_the
     }
     // What an approval would show is the page's real labels.
     let click = json!({"action": "click", "element": 3});
-    let shown = page.consent_check(&click, &ctx).unwrap_or_default();
+    let shown = page.describe(&click, &ctx).consent.unwrap_or_default();
     assert!(shown.contains("\"Pay now\""), "{shown}");
     let missing = call(
         &page,
@@ -874,7 +875,7 @@ async fn the_browser_opens_http_urls_only_and_a_redirect_to_a_file_shows_nothing
             (&tab as &dyn Tool, json!({"action": "new", "url": url})),
         ] {
             let r = call(tool, &ctx, args).await;
-            assert!(!r.ok, "{} opened {url}: {r:?}", tool.name());
+            assert!(!r.ok, "{} opened {url}: {r:?}", tool.decl().name);
             assert!(!r.output.contains("root:x:0:0"), "{r:?}");
         }
     }
@@ -916,9 +917,10 @@ async fn skill_read_follows_no_link_or_dot_dot_out_of_the_skill_folder() {
     let mut ctx = ToolContext::local(h.join("workspace"));
     ctx.ethan_home = Some(h.to_path_buf());
 
-    let ok = SkillRead
+    let ok: ethan::tools::ToolResult = SkillRead
         .run(json!({"name": "notes", "file": "ok.md"}), &ctx)
-        .await;
+        .await
+        .into();
     assert!(ok.ok && ok.output.contains("a file of the skill"), "{ok:?}");
     for file in [
         "settings.md",
@@ -932,9 +934,10 @@ async fn skill_read_follows_no_link_or_dot_dot_out_of_the_skill_folder() {
         ".",
         "sub",
     ] {
-        let r = SkillRead
+        let r: ethan::tools::ToolResult = SkillRead
             .run(json!({"name": "notes", "file": file}), &ctx)
-            .await;
+            .await
+            .into();
         assert!(!r.ok, "{file:?} was read: {r:?}");
         for leaked in ["NOTFORSKILLS", "workspace text", "root:x:0:0"] {
             assert!(!r.output.contains(leaked), "{file:?}: {r:?}");

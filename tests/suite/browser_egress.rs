@@ -202,6 +202,7 @@ async fn call(tool: &dyn Tool, ctx: &ToolContext, args: Value) -> ToolResult {
     tokio::time::timeout(CALL_LIMIT, tool.run(args, ctx))
         .await
         .expect("browser call finished in time")
+        .into()
 }
 
 #[tokio::test(flavor = "multi_thread")]

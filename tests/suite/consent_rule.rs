@@ -97,7 +97,7 @@ async fn registry(
     for server in ["everything", "things"] {
         assert!(
             r.iter()
-                .any(|t| t.name().starts_with(&format!("mcp__{server}__"))),
+                .any(|t| t.decl().name.starts_with(&format!("mcp__{server}__"))),
             "the tools of the MCP server {server} were not listed"
         );
     }
@@ -126,7 +126,10 @@ async fn load_a_page(r: &Registry, home: &Path) -> Option<String> {
     let mut ctx = ToolContext::local(home.join("workspace"));
     ctx.session_key = SESSION.into();
     ctx.ethan_home = Some(home.to_path_buf());
-    let loaded = page.run(json!({"action": "goto", "url": url}), &ctx).await;
+    let loaded: ethan::tools::ToolResult = page
+        .run(json!({"action": "goto", "url": url}), &ctx)
+        .await
+        .into();
     assert!(loaded.ok, "{loaded:?}");
     Some(url)
 }
@@ -331,8 +334,8 @@ impl Asker {
         let catalog: Vec<_> = r
             .iter()
             .map(|t| ethan::tools::ToolSummary {
-                name: t.name().to_string(),
-                description: t.description().to_string(),
+                name: t.decl().name.to_string(),
+                description: t.decl().description.to_string(),
             })
             .collect();
         Asker {
@@ -391,14 +394,14 @@ struct Call {
 
 impl Call {
     fn label(&self) -> String {
-        format!("{} {}", self.tool.name(), self.args)
+        format!("{} {}", self.tool.decl().name, self.args)
     }
 
     /// Whether a grant given by approving `self` names `other`: the same tool, and the scope of
     /// a question of the same kind covers it (the tool's own consent scope, or its
     /// destination).
     fn names(&self, other: &Call) -> bool {
-        self.tool.name() == other.tool.name()
+        self.tool.decl().name == other.tool.decl().name
             && (matches!((&self.own_scope, &other.own_scope),
                     (Some(a), Some(b)) if ethan::consent::grants::covers(a, b))
                 || matches!((&self.egress_scope, &other.egress_scope),
@@ -412,13 +415,13 @@ async fn every_call(r: &Registry, asker: &Asker, home: &Path) -> Vec<Call> {
     let mut out = Vec::new();
     let mut per_tool = BTreeMap::new();
     for tool in r.iter() {
-        let name = tool.name().to_string();
+        let name = tool.decl().name.to_string();
         let validator = match r.validator(&name) {
             Some(Ok(v)) => v,
             other => panic!("{name}: no validator ({:?})", other.map(|r| r.err())),
         };
         let mut n = 0;
-        for args in calls_of(&tool.parameters()) {
+        for args in calls_of(&tool.decl().parameters.clone()) {
             if validator.validate(&args).is_err() {
                 continue;
             }
@@ -426,9 +429,10 @@ async fn every_call(r: &Registry, asker: &Asker, home: &Path) -> Vec<Call> {
             c.assessment = tool.assess(&args, &c).await;
             out.push(Call {
                 own_scope: tool
-                    .consent_check(&args, &c)
-                    .map(|_| tool.consent_scope(&args, &c)),
-                egress_scope: tool.egress(&args, &c).map(|e| e.scope),
+                    .describe(&args, &c)
+                    .consent
+                    .map(|_| tool.describe(&args, &c).scope),
+                egress_scope: tool.describe(&args, &c).egress.map(|e| e.scope),
                 tool: tool.clone(),
                 args,
             });
@@ -450,7 +454,8 @@ async fn a_tainted_turn_never_asks_less_and_a_grant_changes_only_what_it_names()
     let page = load_a_page(&r, home.path()).await;
     let asker = Asker::new(&loaded, &r);
     let calls = every_call(&r, &asker, home.path()).await;
-    let tools: std::collections::BTreeSet<&str> = calls.iter().map(|c| c.tool.name()).collect();
+    let tools: std::collections::BTreeSet<&str> =
+        calls.iter().map(|c| c.tool.decl().name.as_str()).collect();
     for must in [
         "shell",
         "file_write",
@@ -469,7 +474,7 @@ async fn a_tainted_turn_never_asks_less_and_a_grant_changes_only_what_it_names()
     if page.is_some() {
         let acts: std::collections::BTreeSet<&str> = calls
             .iter()
-            .filter(|c| c.tool.name() == "browser_page")
+            .filter(|c| c.tool.decl().name == "browser_page")
             .filter_map(|c| c.args["action"].as_str())
             .collect();
         assert_eq!(acts.len(), 8, "every browser action: {acts:?}");

@@ -67,7 +67,7 @@ async fn agenda_without_a_user_token_reads_the_bots_calendar() {
     ]);
     let tool = LarkCalendarEvents::new(client(&fake, "", ""), Some(TZ.into()));
     let (_d, c) = ctx();
-    let r = tool.run(json!({"action": "agenda"}), &c).await;
+    let r: ethan::tools::ToolResult = tool.run(json!({"action": "agenda"}), &c).await.into();
     assert!(r.ok, "{r:?}");
     let primary = fake.calls_to("/calendars/primary");
     assert_eq!(primary.len(), 1);
@@ -103,12 +103,12 @@ async fn long_ranges_are_split_and_merged() {
     ]);
     let tool = LarkCalendarEvents::new(client(&fake, "", ""), Some(TZ.into()));
     let (_d, c) = ctx();
-    let r = tool
+    let r: ethan::tools::ToolResult = tool
         .run(
             json!({"action": "list", "start_time": "2026-01-01T00:00:00Z", "end_time": start + 90 * 86_400}),
             &c,
         )
-        .await;
+        .await.into();
     assert!(r.ok, "{r:?}");
     let views = fake.calls_to("/events/instance_view");
     assert_eq!(views.len(), 3, "90 days → 40 + 40 + 10");
@@ -142,7 +142,7 @@ async fn user_token_is_used_refreshed_and_stored() {
     let store = ethan::store::Store::open(&dir.path().join("ethan.db")).unwrap();
     c.ethan_home = Some(dir.path().to_path_buf());
     c.services.store = Some(store.shared());
-    let r = tool.run(json!({"action": "agenda"}), &c).await;
+    let r: ethan::tools::ToolResult = tool.run(json!({"action": "agenda"}), &c).await.into();
     assert!(r.ok, "{r:?}");
     assert!(r.output.contains("your primary calendar"), "{}", r.output);
     assert_eq!(fake.refreshes(), 1);
@@ -159,7 +159,7 @@ async fn user_token_is_used_refreshed_and_stored() {
         "{stored}"
     );
     // A second call uses the refreshed token without another refresh.
-    let r = tool.run(json!({"action": "agenda"}), &c).await;
+    let r: ethan::tools::ToolResult = tool.run(json!({"action": "agenda"}), &c).await.into();
     assert!(r.ok);
     assert_eq!(fake.refreshes(), 1);
 }
@@ -174,7 +174,7 @@ async fn a_missing_scope_names_the_scope_to_add() {
     );
     let tool = LarkCalendarEvents::new(client(&fake, "", ""), Some(TZ.into()));
     let (_d, c) = ctx();
-    let r = tool.run(json!({"action": "agenda"}), &c).await;
+    let r: ethan::tools::ToolResult = tool.run(json!({"action": "agenda"}), &c).await.into();
     assert!(!r.ok);
     assert_eq!(r.error_kind, Some(ErrorKind::Dependency));
     let e = r.error.unwrap();
@@ -191,7 +191,7 @@ async fn a_missing_scope_names_the_scope_to_add() {
     // The same for the chat history, where the message names no scope: the tool's own.
     fake.fail("/open-apis/im/v1/messages", 99991672, "Access denied");
     let tool = LarkChatMessages::new(client(&fake, "", ""), Some(TZ.into()));
-    let r = tool.run(json!({"chat_id": "oc_1"}), &c).await;
+    let r: ethan::tools::ToolResult = tool.run(json!({"chat_id": "oc_1"}), &c).await.into();
     let e = r.error.unwrap();
     assert!(e.contains("im:message:readonly"), "{e}");
 }
@@ -228,12 +228,12 @@ async fn chat_history_pages_oldest_first_with_names_and_flat_text() {
     ]);
     let tool = LarkChatMessages::new(client(&fake, "", ""), Some(TZ.into()));
     let (_d, c) = ctx();
-    let r = tool
+    let r: ethan::tools::ToolResult = tool
         .run(
             json!({"chat_id": "oc_chat", "page_size": 2, "start_time": 1_767_225_600, "end_time": "2026-01-02T00:00:00Z"}),
             &c,
         )
-        .await;
+        .await.into();
     assert!(r.ok, "{r:?}");
     let pages = fake.calls_to("/open-apis/im/v1/messages");
     assert_eq!(pages.len(), 3, "5 messages, 2 per page");
@@ -276,9 +276,10 @@ async fn as_user_without_a_token_says_how_to_provide_one() {
     let fake = FakeOpenApi::start().await;
     let tool = LarkChatMessages::new(client(&fake, "", ""), Some(TZ.into()));
     let (_d, c) = ctx();
-    let r = tool
+    let r: ethan::tools::ToolResult = tool
         .run(json!({"chat_id": "oc_chat", "as_user": true}), &c)
-        .await;
+        .await
+        .into();
     assert!(!r.ok);
     let e = r.error.unwrap();
     assert!(
@@ -290,9 +291,10 @@ async fn as_user_without_a_token_says_how_to_provide_one() {
     // With one, the call carries it.
     fake.accept_user_token("u-good");
     let tool = LarkChatMessages::new(client(&fake, "u-good", ""), Some(TZ.into()));
-    let r = tool
+    let r: ethan::tools::ToolResult = tool
         .run(json!({"chat_id": "oc_chat", "as_user": true}), &c)
-        .await;
+        .await
+        .into();
     assert!(r.ok, "{r:?}");
     assert_eq!(fake.calls_to("/im/v1/messages")[0].auth, "u-good");
 }
@@ -302,9 +304,10 @@ async fn send_posts_text_and_cards_and_returns_the_message_id() {
     let fake = FakeOpenApi::start().await;
     let tool = LarkMessageSend::new(client(&fake, "", ""));
     let (_d, c) = ctx();
-    let r = tool
+    let r: ethan::tools::ToolResult = tool
         .run(json!({"chat_id": "oc_chat", "text": "hello"}), &c)
-        .await;
+        .await
+        .into();
     assert!(r.ok, "{r:?}");
     assert!(r.output.contains("om_sent_1"));
     assert_eq!(r.metadata["message_id"], "om_sent_1");
@@ -318,9 +321,10 @@ async fn send_posts_text_and_cards_and_returns_the_message_id() {
 
     let card =
         json!({"schema": "2.0", "body": {"elements": [{"tag": "markdown", "content": "hi"}]}});
-    let r = tool
+    let r: ethan::tools::ToolResult = tool
         .run(json!({"open_id": "ou_ann", "card": card}), &c)
-        .await;
+        .await
+        .into();
     assert!(r.ok, "{r:?}");
     let sent = fake.calls_to("/open-apis/im/v1/messages");
     assert_eq!(sent[1].query["receive_id_type"], "open_id");
@@ -329,16 +333,17 @@ async fn send_posts_text_and_cards_and_returns_the_message_id() {
     assert_eq!(content, card);
 
     // Bad arguments and API errors.
-    let r = tool.run(json!({"text": "no target"}), &c).await;
+    let r: ethan::tools::ToolResult = tool.run(json!({"text": "no target"}), &c).await.into();
     assert_eq!(r.error_kind, Some(ErrorKind::Validation));
     fake.fail(
         "/open-apis/im/v1/messages",
         230002,
         "Bot is not in the chat",
     );
-    let r = tool
+    let r: ethan::tools::ToolResult = tool
         .run(json!({"chat_id": "oc_other", "text": "x"}), &c)
-        .await;
+        .await
+        .into();
     let e = r.error.unwrap();
     assert!(
         e.contains("230002") && e.contains("add the bot to the chat"),
@@ -390,8 +395,8 @@ fn sending_is_owner_only_and_always_asks() {
     assert!(policy.refusal(send.as_ref(), &owner).is_none());
     let args = json!({"chat_id": "oc_chat", "text": "hello team"});
     let c = ToolContext::local(std::env::temp_dir());
-    assert!(send.consent_always(&args, &c));
-    let ask = send.consent_check(&args, &c).unwrap();
+    assert!(send.describe(&args, &c).always);
+    let ask = send.describe(&args, &c).consent.unwrap();
     assert!(
         ask.contains("oc_chat") && ask.contains("hello team"),
         "{ask}"
@@ -399,7 +404,8 @@ fn sending_is_owner_only_and_always_asks() {
     // The read tools never ask.
     let cal = r.get("lark_calendar_events").unwrap();
     assert!(cal
-        .consent_check(&json!({"action": "agenda"}), &c)
+        .describe(&json!({"action": "agenda"}), &c)
+        .consent
         .is_none());
 }
 
@@ -417,13 +423,13 @@ impl ConsentGate for Gate {
         args: &Value,
         ctx: &mut ToolContext,
     ) -> Result<(), ToolResult> {
-        let Some(what) = tool.consent_check(args, ctx) else {
+        let Some(what) = tool.describe(args, ctx).consent else {
             return Ok(());
         };
         self.asked
             .lock()
             .unwrap()
-            .push((what, tool.consent_always(args, ctx)));
+            .push((what, tool.describe(args, ctx).always));
         if self.approve {
             Ok(())
         } else {

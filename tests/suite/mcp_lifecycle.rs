@@ -58,7 +58,7 @@ fn manager(
 
 fn tool_names(slot: &RegistrySlot) -> Vec<String> {
     let r = slot.read().unwrap().clone();
-    r.iter().map(|t| t.name().to_string()).collect()
+    r.iter().map(|t| t.decl().name.to_string()).collect()
 }
 
 /// The times (seconds) of the server's starts so far.
@@ -98,7 +98,7 @@ async fn a_server_that_lists_no_tools_then_announces_list_changed_gets_them() {
         .cloned()
         .unwrap();
     let ctx = ethan::tools::ToolContext::local(home.path().to_path_buf());
-    let r = tool.run(serde_json::json!({}), &ctx).await;
+    let r: ethan::tools::ToolResult = tool.run(serde_json::json!({}), &ctx).await.into();
     assert!(r.ok && r.output == "hello from late", "{r:?}");
     m.shutdown().await;
 }

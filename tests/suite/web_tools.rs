@@ -33,12 +33,14 @@ async fn call(tool: &dyn Tool, args: serde_json::Value) -> ToolResult {
     tokio::time::timeout(CALL_LIMIT, tool.run(args, &tool_ctx(&dir)))
         .await
         .expect("tool call finished in time")
+        .into()
 }
 
 async fn call_in(tool: &dyn Tool, dir: &Path, args: serde_json::Value) -> ToolResult {
     tokio::time::timeout(CALL_LIMIT, tool.run(args, &tool_ctx(dir)))
         .await
         .expect("tool call finished in time")
+        .into()
 }
 
 fn search_cfg(provider: SearchProvider, fallback: &[SearchProvider]) -> WebSearchConfig {
@@ -390,7 +392,7 @@ async fn after_a_private_read_a_redirect_to_another_site_is_not_followed() {
         format!("http://fake.test:{port}/redirect?to=http://other.test:{port}/notes.txt?d=SECRET");
     // Nothing private read yet: the redirect is followed as usual…
     let fresh = tool_ctx(dir.path());
-    let r = tool.run(json!({ "url": hop }), &fresh).await;
+    let r: ethan::tools::ToolResult = tool.run(json!({ "url": hop }), &fresh).await.into();
     assert!(r.ok, "{r:?}");
     // …and what a host exempt from the SSRF guard returned is private for later calls.
     assert!(
@@ -405,7 +407,7 @@ async fn after_a_private_read_a_redirect_to_another_site_is_not_followed() {
     let before = site.requested().len();
     let ctx = tool_ctx(dir.path());
     ctx.taint.mark("file_read");
-    let r = tool.run(json!({ "url": hop }), &ctx).await;
+    let r: ethan::tools::ToolResult = tool.run(json!({ "url": hop }), &ctx).await.into();
     assert_eq!(r.error_kind, Some(ErrorKind::Denied), "{r:?}");
     let e = error_text(&r);
     assert!(
@@ -415,7 +417,7 @@ async fn after_a_private_read_a_redirect_to_another_site_is_not_followed() {
     assert_eq!(site.requested().len(), before + 1, "{:?}", site.requested());
     // The same site still redirects within itself.
     let same = format!("http://fake.test:{port}/redirect?to=/notes.txt");
-    assert!(tool.run(json!({ "url": same }), &ctx).await.ok);
+    assert!(tool.run(json!({ "url": same }), &ctx).await.is_ok());
 }
 
 #[test]
@@ -423,19 +425,22 @@ fn a_look_alike_host_is_shown_as_sent() {
     let tool = WebFetch::new(&fetch_cfg(&[]));
     let ctx = tool_ctx(std::path::Path::new("/tmp"));
     let e = tool
-        .egress(&json!({"url": "https://g\u{456}thub.com/x?d=1"}), &ctx)
+        .describe(&json!({"url": "https://g\u{456}thub.com/x?d=1"}), &ctx)
+        .egress
         .unwrap();
     assert!(e.destination.contains("xn--"), "{}", e.destination);
     assert!(e.scope.contains("xn--"), "{}", e.scope);
     let plain = tool
-        .egress(&json!({"url": "https://github.com/x?d=1"}), &ctx)
+        .describe(&json!({"url": "https://github.com/x?d=1"}), &ctx)
+        .egress
         .unwrap();
     assert_eq!(
         plain.destination,
         "GET https://github.com/x?d=1 (host: github.com)"
     );
     let userinfo = tool
-        .egress(&json!({"url": "https://github.com@evil.example/x"}), &ctx)
+        .describe(&json!({"url": "https://github.com@evil.example/x"}), &ctx)
+        .egress
         .unwrap();
     assert!(
         userinfo.destination.ends_with("(host: evil.example)"),
@@ -843,23 +848,26 @@ async fn search_tools_refuse_protected_paths() {
     let mut ctx = tool_ctx(&ws);
     ctx.ethan_home = Some(home.path().to_path_buf());
 
-    let r = RgSearch::new()
+    let r: ethan::tools::ToolResult = RgSearch::new()
         .run(json!({"pattern": "needle", "path": ".."}), &ctx)
-        .await;
+        .await
+        .into();
     assert_eq!(r.error_kind, Some(ErrorKind::Denied), "{r:?}");
-    let r = FdFind::new()
+    let r: ethan::tools::ToolResult = FdFind::new()
         .run(json!({"pattern": "", "path": ".."}), &ctx)
-        .await;
+        .await
+        .into();
     assert_eq!(r.error_kind, Some(ErrorKind::Denied), "{r:?}");
 
-    let r = RgSearch::new()
+    let r: ethan::tools::ToolResult = RgSearch::new()
         .run(json!({"pattern": "needle"}), &ctx)
-        .await;
+        .await
+        .into();
     assert_eq!(
         r.output,
         "notes.txt:1: needle\n[2 secret-looking or protected entries were left out]"
     );
-    let r = FdFind::new().run(json!({"pattern": ""}), &ctx).await;
+    let r: ethan::tools::ToolResult = FdFind::new().run(json!({"pattern": ""}), &ctx).await.into();
     assert_eq!(
         r.output,
         "keys/\nnotes.txt\n[2 secret-looking or protected entries were left out]"

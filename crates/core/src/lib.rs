@@ -3,7 +3,8 @@
 //!
 //! - [`assessment`]: what a tool works out about one call before consent;
 //! - [`channel`]: which interface and chat a message belongs to;
-//! - [`tool`]: the `Tool` trait, its context and result, risk, error kinds, taint and egress;
+//! - [`tool`]: the `Tool` trait (a declaration once, a plan per call, a `Result` from `run`),
+//!   its context and outcome, risk, error kinds, taint and egress;
 //! - [`consent`]: the consent gate the executor asks before a call runs;
 //! - [`event`]: the live events of a turn;
 //! - [`message`]: the messages of a conversation in a provider-neutral form (the history the
@@ -24,4 +25,4 @@ pub mod store;
 pub mod tool;
 
 pub use channel::{ChannelKind, ChatKind, ChatRef};
-pub use tool::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+pub use tool::{ErrorKind, Risk, Tool, ToolContext, ToolError, ToolOutput, ToolResult};

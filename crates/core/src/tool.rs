@@ -1,7 +1,8 @@
-//! What a tool is ([`Tool`]), what it gets ([`ToolContext`]) and returns ([`ToolResult`]), and
-//! how a turn tracks private data ([`Taint`]) and data leaving the machine ([`Egress`]).
+//! What a tool is ([`Tool`], declared by a [`ToolDecl`]), what it gets ([`ToolContext`]) and
+//! returns ([`ToolOutput`] or [`ToolError`]), and how a turn tracks private data ([`Taint`]) and
+//! data leaving the machine ([`Egress`]).
 //!
-//! Every failure is a [`ToolResult`] with an [`ErrorKind`] and a text the model can act on.
+//! Every failure is a [`ToolError`] with an [`ErrorKind`] and a text the model can act on.
 
 pub use crate::assessment::Assessment;
 use crate::channel::{ChannelKind, ChatRef};
@@ -12,6 +13,12 @@ use serde::Serialize;
 use serde_json::Value;
 use std::path::PathBuf;
 
+mod decl;
+mod outcome;
+
+pub use decl::{CallPlan, ToolDecl};
+pub use outcome::{ToolError, ToolOutput, ToolResult};
+
 /// The `approved_actions` entry set when the owner approved an always-ask call on a protected
 /// path (`$ETHAN_HOME`, credential places, secret-looking files); file tools then let it through.
 pub const PROTECTED_PATHS_APPROVED: &str = "protected_paths";
@@ -20,7 +27,6 @@ pub const PROTECTED_PATHS_APPROVED: &str = "protected_paths";
 /// approved it (once, or by a session grant) or an unattended job was authorised for the tool.
 /// A shell command without it runs offline.
 pub const CONSENTED: &str = "consented";
-use std::time::Duration;
 
 /// How much a tool can change the world. A tool has side effects exactly when its risk is not
 /// `ReadOnly`.
@@ -71,62 +77,6 @@ impl ErrorKind {
             ErrorKind::Timeout => "timeout",
             ErrorKind::Dependency => "dependency",
             ErrorKind::Internal => "internal",
-        }
-    }
-}
-
-/// The outcome of one tool call. `output` is the tool's text; `metadata` is structured detail
-/// (exit code, sizes, spill path); `ui` carries a card for the channel to render.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ToolResult {
-    pub ok: bool,
-    pub output: String,
-    pub error: Option<String>,
-    pub error_kind: Option<ErrorKind>,
-    pub metadata: Value,
-    pub ui: Option<Value>,
-}
-
-impl ToolResult {
-    pub fn ok(output: impl Into<String>) -> Self {
-        Self {
-            ok: true,
-            output: output.into(),
-            error: None,
-            error_kind: None,
-            metadata: Value::Null,
-            ui: None,
-        }
-    }
-
-    pub fn err(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self {
-            ok: false,
-            output: String::new(),
-            error: Some(message.into()),
-            error_kind: Some(kind),
-            metadata: Value::Null,
-            ui: None,
-        }
-    }
-
-    pub fn with_metadata(mut self, metadata: Value) -> Self {
-        self.metadata = metadata;
-        self
-    }
-
-    /// The text the model reads as the tool message content.
-    pub fn model_text(&self) -> String {
-        if self.ok {
-            self.output.clone()
-        } else {
-            let kind = self.error_kind.map(ErrorKind::as_str).unwrap_or("internal");
-            let mut s = format!("Error ({kind}): {}", self.error.as_deref().unwrap_or(""));
-            if !self.output.is_empty() {
-                s.push('\n');
-                s.push_str(&self.output);
-            }
-            s
         }
     }
 }
@@ -236,7 +186,11 @@ pub trait Delegator: Send + Sync {
         agent: Option<&str>,
     ) -> Result<(Vec<String>, Vec<String>), String>;
     /// Run a child to its end and return its final answer as the tool's result.
-    async fn run(&self, request: DelegateRequest, ctx: &ToolContext) -> ToolResult;
+    async fn run(
+        &self,
+        request: DelegateRequest,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError>;
 }
 
 impl std::fmt::Debug for Services {
@@ -248,9 +202,9 @@ impl std::fmt::Debug for Services {
 }
 
 /// Whether private data has entered a turn: the output of a tool that reads the machine or the
-/// owner's accounts ([`Tool::reads_private`]), in this turn or earlier in the session (a
+/// owner's accounts ([`ToolDecl::reads_private`]), in this turn or earlier in the session (a
 /// session stays marked until `/new`).
-/// Once set, a call that can carry data off the machine ([`Tool::egress`]) asks the owner.
+/// Once set, a call that can carry data off the machine ([`CallPlan::egress`]) asks the owner.
 /// Clones share the flag; the first source is kept, for the approval text.
 ///
 /// It also keeps, apart, whether text from outside the conversation reached the turn
@@ -354,7 +308,7 @@ impl Taint {
     }
 }
 
-/// Where a call would carry data off the machine ([`Tool::egress`]).
+/// Where a call would carry data off the machine ([`CallPlan::egress`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Egress {
     /// Everything that leaves, as the owner must see it: the full URL with its query, the
@@ -403,7 +357,7 @@ pub struct ToolSummary {
     pub description: String,
 }
 
-/// Every interface; the default of [`Tool::interfaces`].
+/// Every interface; the default of [`ToolDecl::interfaces`].
 pub const ALL_INTERFACES: &[ChannelKind] = &[
     ChannelKind::Terminal,
     ChannelKind::Web,
@@ -411,81 +365,30 @@ pub const ALL_INTERFACES: &[ChannelKind] = &[
     ChannelKind::Lark,
 ];
 
-/// A tool the model may call.
+/// A tool the model may call: what it is, once ([`Tool::decl`]), and what varies per call —
+/// what a call will do, for approval ([`Tool::describe`]), the work that needs before consent
+/// ([`Tool::assess`]) and the call itself ([`Tool::run`]).
 #[async_trait]
 pub trait Tool: Send + Sync {
-    /// `^[A-Za-z0-9_-]{1,64}$`.
-    fn name(&self) -> &str;
-    /// One or two sentences the model reads.
-    fn description(&self) -> &str;
-    /// JSON Schema of the arguments object.
-    fn parameters(&self) -> Value;
-    fn risk(&self) -> Risk;
-    /// Sent to the model up front (otherwise found through `find_tools`).
-    fn fast_path(&self) -> bool {
-        false
+    /// The tool's declaration: name, description, schema, risk, privacy, limits.
+    fn decl(&self) -> &ToolDecl;
+    /// What this call will do, for approval: the consent question or none, what a session
+    /// grant covers, whether it asks every time, where data would leave, its time limit.
+    /// Called after [`Tool::assess`], with its result in [`ToolContext::assessment`].
+    /// Default: [`CallPlan::of`] (side-effect tools ask, nothing leaves).
+    fn describe(&self, args: &Value, _ctx: &ToolContext) -> CallPlan {
+        CallPlan::of(self.decl(), args)
     }
-    /// Default time limit of one call.
-    fn timeout(&self) -> Duration {
-        Duration::from_secs(30)
-    }
-    /// The limit for these arguments (e.g. the shell's own `timeout` argument).
-    fn timeout_for(&self, _args: &Value) -> Duration {
-        self.timeout()
-    }
-    /// Retries after a failure, honoured for read-only tools only.
-    fn max_retries(&self) -> u32 {
-        0
-    }
-    /// The interfaces on which this tool exists at all.
-    fn interfaces(&self) -> &'static [ChannelKind] {
-        ALL_INTERFACES
-    }
-    /// Whether this call needs consent: `Some(description of what it will do)` or `None`.
-    /// Default: side-effect tools ask, read-only tools do not.
-    fn consent_check(&self, args: &Value, _ctx: &ToolContext) -> Option<String> {
-        self.risk()
-            .has_side_effects()
-            .then(|| format!("{} {}", self.name(), args))
-    }
-    /// What an "approve for this session" grant covers. Default: the tool name.
-    fn consent_scope(&self, _args: &Value, _ctx: &ToolContext) -> String {
-        self.name().to_string()
-    }
-    /// Ask every time and never remember (dangerous commands, secret files). Default: no.
-    fn consent_always(&self, _args: &Value, _ctx: &ToolContext) -> bool {
-        false
-    }
-    /// Work the consent hooks and `run` need that may block (parsing, file-system checks),
-    /// done once per call: the executor awaits it after validation and before consent, and
-    /// keeps the result in [`ToolContext::assessment`] for the hooks and `run` of this call.
-    /// It runs on the async runtime, so blocking work belongs in
-    /// `tokio::task::spawn_blocking`. Default: nothing to assess.
+    /// Work `describe` and `run` need that may block (parsing, file-system checks), done once
+    /// per call: the executor awaits it after validation and before consent, and keeps the
+    /// result in [`ToolContext::assessment`] for `describe` and `run` of this call. It runs on
+    /// the async runtime, so blocking work belongs in `tokio::task::spawn_blocking`. Default:
+    /// nothing to assess.
     async fn assess(&self, _args: &Value, _ctx: &ToolContext) -> Option<Assessment> {
         None
     }
-    /// Whether this tool's output is private data: it reads the machine or the owner's
-    /// accounts (files, commands, search, knowledge, skills, Lark history and calendar, an MCP
-    /// server). Once such a call ran in a session, successful or not, later calls that carry
-    /// data out ask. Every tool declares it; one that declares nothing counts as private
-    /// (default: yes).
-    fn reads_private(&self) -> bool {
-        true
-    }
-    /// Where this call would carry data off the machine, if it can (network fetches, searches,
-    /// messages to others). After private data entered the turn, such a call asks the owner,
-    /// showing [`Egress::destination`]. Default: it cannot.
-    fn egress(&self, _args: &Value, _ctx: &ToolContext) -> Option<Egress> {
-        None
-    }
-    /// Whether the model must get this tool's output verbatim (ids, a file asked for exactly,
-    /// a card, a sent message): a long output is then cut (head and tail), never replaced by a
-    /// summary. Default: no.
-    fn no_compress(&self) -> bool {
-        false
-    }
     /// Run with already-parsed arguments.
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult;
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
 }
 
 #[cfg(test)]

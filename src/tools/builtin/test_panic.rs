@@ -4,31 +4,30 @@
 //! Compiled only with the cargo feature `test-tools`, which the package's own dev-dependency on
 //! itself turns on for test builds (`cargo test`); `cargo build` and release builds leave it out.
 
-use crate::tools::{Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{Risk, Tool, ToolContext};
+use crate::tools::{ToolDecl, ToolError, ToolOutput};
 use async_trait::async_trait;
 use serde_json::{json, Value};
+use std::sync::LazyLock;
 
 pub struct TestPanic;
 
 #[async_trait]
 impl Tool for TestPanic {
-    fn name(&self) -> &str {
-        "test_panic"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "test_panic",
+                "Test-only: panics when called.",
+                json!({"type": "object", "properties": {}, "additionalProperties": false}),
+            )
+            .risk(Risk::ReadOnly)
+            // It panics; it reads nothing.
+            .not_private()
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "Test-only: panics when called."
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {}, "additionalProperties": false})
-    }
-    fn risk(&self) -> Risk {
-        Risk::ReadOnly
-    }
-    /// It panics; it reads nothing.
-    fn reads_private(&self) -> bool {
-        false
-    }
-    async fn run(&self, _args: Value, _ctx: &ToolContext) -> ToolResult {
+    async fn run(&self, _args: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         panic!("test_panic was called");
     }
 }

@@ -30,7 +30,7 @@ pub fn builtin_names() -> Vec<String> {
     config.channels.lark.app_secret = Secret::new("tool-names");
     let mut names: Vec<String> = Registry::builtin(&config)
         .iter()
-        .map(|t| t.name().to_string())
+        .map(|t| t.decl().name.to_string())
         .collect();
     names.sort();
     names

@@ -19,7 +19,7 @@
 //!    future dropped);
 //! 8. the model's copy: an output over `tools.summarise_over_chars` is summarised by the
 //!    [`OutputSummariser`] when one is installed and the tool does not declare
-//!    [`Tool::no_compress`]; otherwise (or when the summary fails) it is cut at 8000 characters
+//!    [`crate::tools::ToolDecl::no_compress`]; otherwise (or when the summary fails) it is cut at 8000 characters
 //!    (head + tail). Either way the full output is spilled to `$ETHAN_HOME/spill/` and its path
 //!    given.
 //!
@@ -342,20 +342,20 @@ impl Executor {
         registry
             .resolve(name)
             .and_then(|n| registry.get(n))
-            .is_some_and(|t| !t.risk().has_side_effects())
+            .is_some_and(|t| !t.decl().risk.has_side_effects())
     }
 
-    fn limits(&self, tool: &dyn Tool, args: &Value) -> (Duration, u32) {
-        let o = self.overrides.get(tool.name());
+    fn limits(&self, tool: &dyn Tool, args: &Value, ctx: &ToolContext) -> (Duration, u32) {
+        let o = self.overrides.get(&tool.decl().name);
         let timeout = o
             .and_then(|o| o.timeout_secs)
             .map(Duration::from_secs)
-            .unwrap_or_else(|| tool.timeout_for(args));
-        let retries = if tool.risk().has_side_effects() {
+            .unwrap_or_else(|| tool.describe(args, ctx).timeout);
+        let retries = if tool.decl().risk.has_side_effects() {
             0
         } else {
             o.and_then(|o| o.max_retries)
-                .unwrap_or_else(|| tool.max_retries())
+                .unwrap_or_else(|| tool.decl().max_retries)
         };
         (timeout, retries)
     }
@@ -433,7 +433,7 @@ impl Executor {
             }
             // 5. replay guard: a call that already ran is refused before anyone is asked; its
             // key is recorded only once consent let it run (a denied call may come again).
-            let side_effects = tool.risk().has_side_effects();
+            let side_effects = tool.decl().risk.has_side_effects();
             let replayed = || {
                 ToolResult::err(
                     ErrorKind::Denied,
@@ -467,10 +467,10 @@ impl Executor {
                 return refusal.unwrap_or_else(replayed);
             }
             // 7. run (a tool that reads private data taints the turn, whatever its outcome)
-            if tool.reads_private() {
+            if tool.decl().reads_private {
                 ctx.taint.mark(name);
             }
-            let (limit, retries) = self.limits(tool.as_ref(), &args);
+            let (limit, retries) = self.limits(tool.as_ref(), &args, &ctx);
             let (r, n) = run_with_retries(tool.clone(), args, &mut ctx, limit, retries).await;
             attempts = n;
             r
@@ -483,9 +483,9 @@ impl Executor {
         let tool_for_output = tool_name.as_deref().and_then(|n| registry.get(n));
         let summary = match (&self.summariser, &tool_for_output) {
             (Some((summariser, over)), Some(tool))
-                if !tool.no_compress() && full.chars().count() > *over =>
+                if !tool.decl().no_compress && full.chars().count() > *over =>
             {
-                Some(summariser.summarise(tool.name(), &full, &ctx).await)
+                Some(summariser.summarise(&tool.decl().name, &full, &ctx).await)
             }
             _ => None,
         };
@@ -640,7 +640,7 @@ async fn run_with_retries(
         }
         tracing::debug!(
             "{} attempt {attempt} failed ({:?}); retrying",
-            tool.name(),
+            tool.decl().name,
             r.error
         );
     }
@@ -658,10 +658,11 @@ async fn run_isolated(
     ctx: ToolContext,
     limit: Duration,
 ) -> ToolResult {
-    let name = tool.name().to_string();
+    let name = tool.decl().name.clone();
     let task = AbortOnDrop(tokio::spawn(async move { tool.run(args, &ctx).await }));
     match tokio::time::timeout(limit, task).await {
-        Ok(Ok(r)) => r,
+        // The one place a tool's own outcome becomes the result the executor records.
+        Ok(Ok(r)) => ToolResult::from(r),
         Ok(Err(e)) => {
             let why = if e.is_panic() {
                 let payload = e.into_panic();

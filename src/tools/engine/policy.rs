@@ -151,17 +151,17 @@ impl Policy {
         registry
             .iter()
             .filter(|t| self.refusal(t.as_ref(), audience).is_none())
-            .map(|t| t.name().to_string())
+            .map(|t| t.decl().name.to_string())
             .collect()
     }
 
     /// Why `tool` is not allowed for `audience` (text for the model), or `None` when it is.
     pub fn refusal(&self, tool: &dyn crate::tools::Tool, audience: &Audience) -> Option<String> {
-        let name = tool.name();
+        let name = &tool.decl().name;
         if name == FIND_TOOLS {
             return None;
         }
-        if !tool.interfaces().contains(&audience.channel) {
+        if !tool.decl().interfaces.contains(&audience.channel) {
             return Some(format!(
                 "{name} does not exist in {} chats",
                 audience.channel
@@ -178,14 +178,14 @@ impl Policy {
                 "{name} is not enabled by the configured tool profile (tools.profile / tools.allow)"
             ));
         }
-        if audience.is_chat_non_owner() && !NON_OWNER.contains(&name) {
+        if audience.is_chat_non_owner() && !NON_OWNER.contains(&name.as_str()) {
             return Some(format!(
                 "only the bot's owner may use {name} in this chat; this user is not the owner \
                  (non-owners get only {})",
                 NON_OWNER.join(", ")
             ));
         }
-        let side_effects = tool.risk().has_side_effects();
+        let side_effects = tool.decl().risk.has_side_effects();
         (audience.unattended && side_effects && !audience.job_authorises(name)).then(|| {
             format!("{name} changes things and is not among the tools this unattended job may use")
         })
@@ -199,7 +199,7 @@ impl Policy {
             .filter(|n| {
                 n.as_str() == FIND_TOOLS
                     || names(&self.fast_path, n)
-                    || registry.get(n).is_some_and(|t| t.fast_path())
+                    || registry.get(n).is_some_and(|t| t.decl().fast_path)
             })
             .cloned()
             .collect()
@@ -226,29 +226,27 @@ mod tests {
 
     #[test]
     fn mcp_patterns_and_non_owners() {
-        use crate::tools::{Risk, Tool, ToolContext, ToolResult};
-        struct T(&'static str);
+        use crate::tools::{Risk, Tool, ToolContext, ToolDecl, ToolError, ToolOutput};
+        struct T(ToolDecl);
         #[async_trait::async_trait]
         impl Tool for T {
-            fn name(&self) -> &str {
-                self.0
+            fn decl(&self) -> &ToolDecl {
+                &self.0
             }
-            fn description(&self) -> &str {
-                "t"
-            }
-            fn parameters(&self) -> serde_json::Value {
-                serde_json::json!({"type": "object"})
-            }
-            fn risk(&self) -> Risk {
-                Risk::ReadOnly
-            }
-            async fn run(&self, _: serde_json::Value, _: &ToolContext) -> ToolResult {
-                ToolResult::ok("")
+            async fn run(
+                &self,
+                _: serde_json::Value,
+                _: &ToolContext,
+            ) -> Result<ToolOutput, ToolError> {
+                Ok(ToolOutput::new(""))
             }
         }
+        let t = |n: &str| {
+            T(ToolDecl::new(n, "t", serde_json::json!({"type": "object"})).risk(Risk::ReadOnly))
+        };
         let mut r = Registry::default();
         for n in ["mcp__a__x", "mcp__a__y", "mcp__b__x", "find_tools"] {
-            r.register(std::sync::Arc::new(T(n)));
+            r.register(std::sync::Arc::new(t(n)));
         }
         let cfg = ToolsConfig {
             deny: vec!["mcp__a__*".into()],
@@ -373,12 +371,12 @@ mod tests {
             ChannelKind::Web,
         ] {
             let allowed = p.allowed(&r, &aud(channel, true));
-            for t in r.iter().filter(|t| t.risk().has_side_effects()) {
+            for t in r.iter().filter(|t| t.decl().risk.has_side_effects()) {
                 assert_eq!(
-                    allowed.contains(t.name()),
-                    t.interfaces().contains(&channel),
+                    allowed.contains(&t.decl().name),
+                    t.decl().interfaces.contains(&channel),
                     "{} in {channel}",
-                    t.name()
+                    t.decl().name
                 );
             }
         }

@@ -89,8 +89,8 @@ impl Registry {
 
     /// Add `tool`; when it is skipped, its name and the reason.
     fn add(&mut self, tool: Arc<dyn Tool>, builtin: bool) -> Option<(String, String)> {
-        let name = tool.name().to_string();
-        let parameters = tool.parameters();
+        let name = tool.decl().name.to_string();
+        let parameters = tool.decl().parameters.clone();
         let validator = Arc::new(OnceLock::new());
         let checked = if !valid_name(&name) {
             Err("the name must match ^[A-Za-z0-9_-]{1,64}$".to_string())
@@ -119,7 +119,7 @@ impl Registry {
             Ok(()) => {
                 let spec = ToolSpec {
                     name: name.clone(),
-                    description: tool.description().to_string(),
+                    description: tool.decl().description.to_string(),
                     parameters,
                 };
                 self.tools.insert(
@@ -322,7 +322,7 @@ impl Registry {
         r.register_builtin(Arc::new(crate::tools::test_panic::TestPanic));
         #[cfg(feature = "test-tools")]
         r.register_builtin(Arc::new(
-            crate::tools::builtin::exec::unapproved::TestUnapprovedShell(
+            crate::tools::builtin::exec::unapproved::TestUnapprovedShell::new(
                 crate::tools::shell::Shell::new(shell_timeout),
             ),
         ));
@@ -345,28 +345,23 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::{Risk, ToolContext, ToolResult};
+    use crate::tools::{Risk, ToolContext, ToolDecl, ToolError, ToolOutput};
     use async_trait::async_trait;
     use serde_json::{json, Value};
 
-    struct Fake(&'static str, Value);
+    struct Fake(ToolDecl);
+
+    fn fake(name: &str, parameters: Value) -> Fake {
+        Fake(ToolDecl::new(name, "fake", parameters).risk(Risk::ReadOnly))
+    }
 
     #[async_trait]
     impl Tool for Fake {
-        fn name(&self) -> &str {
-            self.0
+        fn decl(&self) -> &ToolDecl {
+            &self.0
         }
-        fn description(&self) -> &str {
-            "fake"
-        }
-        fn parameters(&self) -> Value {
-            self.1.clone()
-        }
-        fn risk(&self) -> Risk {
-            Risk::ReadOnly
-        }
-        async fn run(&self, _: Value, _: &ToolContext) -> ToolResult {
-            ToolResult::ok("")
+        async fn run(&self, _: Value, _: &ToolContext) -> Result<ToolOutput, ToolError> {
+            Ok(ToolOutput::new(""))
         }
     }
 
@@ -374,15 +369,15 @@ mod tests {
     fn bad_tools_are_skipped_with_a_reason() {
         let mut r = Registry::default();
         let ok = json!({"type": "object", "properties": {}});
-        r.register(Arc::new(Fake("good", ok.clone())));
-        r.register(Arc::new(Fake("bad name!", ok.clone())));
-        r.register(Arc::new(Fake("bash", ok.clone())));
-        r.register(Arc::new(Fake("good", ok.clone())));
-        r.register(Arc::new(Fake(
+        r.register(Arc::new(fake("good", ok.clone())));
+        r.register(Arc::new(fake("bad name!", ok.clone())));
+        r.register(Arc::new(fake("bash", ok.clone())));
+        r.register(Arc::new(fake("good", ok.clone())));
+        r.register(Arc::new(fake(
             "no_items",
             json!({"type": "object", "properties": {"xs": {"type": "array"}}}),
         )));
-        r.register(Arc::new(Fake("bad_schema", json!({"type": 12}))));
+        r.register(Arc::new(fake("bad_schema", json!({"type": 12}))));
         assert_eq!(r.iter().count(), 1);
         let reasons: Vec<String> = r
             .skipped()
@@ -409,15 +404,15 @@ mod tests {
         config.channels.lark.app_secret = crate::config::Secret::new("sekret");
         let r = Registry::builtin(&config);
         assert!(r.skipped().is_empty(), "{:?}", r.skipped());
-        let names: Vec<String> = r.iter().map(|t| t.name().to_string()).collect();
+        let names: Vec<String> = r.iter().map(|t| t.decl().name.to_string()).collect();
         // test_panic and test_unapproved_shell.
         let test_tools = 2 * usize::from(cfg!(feature = "test-tools"));
         let browser = 3 * usize::from(cfg!(feature = "browser"));
         assert_eq!(names.len(), 27 + browser + test_tools, "{names:?}");
         assert!(names.iter().any(|n| n == "lark_message_send"), "{names:?}");
         for tool in r.iter() {
-            let name = tool.name();
-            check_parameters(&tool.parameters()).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let name = &tool.decl().name;
+            check_parameters(&tool.decl().parameters).unwrap_or_else(|e| panic!("{name}: {e}"));
             let v = r.validator(name).unwrap();
             assert!(v.is_ok(), "{name}: {:?}", v.err());
         }

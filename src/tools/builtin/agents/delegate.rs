@@ -4,10 +4,13 @@
 //! the call names tools that change things: then the owner is asked first, shown that list (and
 //! each change the child makes still asks on its own). Not offered to non-owners.
 
-use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{CallPlan, ToolDecl};
+use crate::tools::{ErrorKind, Risk, Tool, ToolContext};
+use crate::tools::{ToolError, ToolOutput};
 use async_trait::async_trait;
 use ethan_core::tool::{DelegateRequest, CONSENTED};
 use serde_json::{json, Value};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 /// The longest a sub-agent may work, in seconds.
@@ -37,39 +40,57 @@ fn request(args: &Value) -> DelegateRequest {
 
 #[async_trait]
 impl Tool for Delegate {
-    fn name(&self) -> &str {
-        "delegate"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "delegate",
+                "Hand a self-contained task to a sub-agent that works on its own with a restricted set of \
+                 tools (read-only unless you list others) and returns only its final answer. Write the \
+                 task so it can be done without this conversation.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "task": {"type": "string", "minLength": 1, "description": "What to do and what to answer."},
+                        "agent": {"type": "string", "description": "A configured agent to run it (default: the default agent)."},
+                        "tools": {
+                            "type": "array", "items": {"type": "string"}, "maxItems": 64,
+                            "description": "The tools it may use, from yours (default: your read-only tools)."
+                        }
+                    },
+                    "required": ["task"],
+                    "additionalProperties": false
+                }),
+            )
+            .risk(Risk::ReadOnly)
+            // Private (the default): the child's answer may carry what it read.
+            .timeout(Duration::from_secs(TIMEOUT_SECS))
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "Hand a self-contained task to a sub-agent that works on its own with a restricted set of \
-         tools (read-only unless you list others) and returns only its final answer. Write the \
-         task so it can be done without this conversation."
+    fn describe(&self, args: &Value, ctx: &ToolContext) -> CallPlan {
+        CallPlan {
+            consent: self.consent_check(args, ctx),
+            always: self.consent_always(args, ctx),
+            ..CallPlan::of(self.decl(), args)
+        }
     }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "task": {"type": "string", "minLength": 1, "description": "What to do and what to answer."},
-                "agent": {"type": "string", "description": "A configured agent to run it (default: the default agent)."},
-                "tools": {
-                    "type": "array", "items": {"type": "string"}, "maxItems": 64,
-                    "description": "The tools it may use, from yours (default: your read-only tools)."
-                }
-            },
-            "required": ["task"],
-            "additionalProperties": false
-        })
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let Some(delegator) = ctx.services.delegator.clone() else {
+            return Err(ToolError::new(
+                ErrorKind::Dependency,
+                "sub-agents are not available here",
+            ));
+        };
+        let mut r = request(&args);
+        if r.task.trim().is_empty() {
+            return Err(ToolError::new(ErrorKind::Validation, "task is empty"));
+        }
+        r.approved = ctx.approved_actions.iter().any(|a| a == CONSENTED);
+        delegator.run(r, ctx).await
     }
-    fn risk(&self) -> Risk {
-        Risk::ReadOnly
-    }
-    fn reads_private(&self) -> bool {
-        // The child's answer may carry what it read.
-        true
-    }
-    fn timeout(&self) -> Duration {
-        Duration::from_secs(TIMEOUT_SECS)
-    }
+}
+
+impl Delegate {
     fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
         let delegator = ctx.services.delegator.as_ref()?;
         let r = request(args);
@@ -94,17 +115,5 @@ impl Tool for Delegate {
     fn consent_always(&self, _args: &Value, _ctx: &ToolContext) -> bool {
         // Each tool list is its own decision: never "approved for the session".
         true
-    }
-
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
-        let Some(delegator) = ctx.services.delegator.clone() else {
-            return ToolResult::err(ErrorKind::Dependency, "sub-agents are not available here");
-        };
-        let mut r = request(&args);
-        if r.task.trim().is_empty() {
-            return ToolResult::err(ErrorKind::Validation, "task is empty");
-        }
-        r.approved = ctx.approved_actions.iter().any(|a| a == CONSENTED);
-        delegator.run(r, ctx).await
     }
 }

@@ -6,13 +6,15 @@
 //! link to a protected file (the config, the database, a credential: the same check as for the
 //! workspace, [`crate::sandbox::protected`]); `SKILL.md` itself is checked the same way.
 //!
-//! What it returns is private data (the default of [`Tool::reads_private`]): an installed skill
+//! What it returns is private data (the default of [`crate::tools::ToolDecl::reads_private`]): an installed skill
 //! is a file the owner or a package put on the machine.
 
 use crate::skills::{self, Skill};
-use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{ErrorKind, Risk, Tool, ToolContext};
+use crate::tools::{ToolDecl, ToolError, ToolOutput};
 use async_trait::async_trait;
 use serde_json::{json, Value};
+use std::sync::LazyLock;
 
 /// The largest file beside a skill that is returned, in bytes.
 const MAX_FILE_BYTES: u64 = 256 * 1024;
@@ -49,8 +51,8 @@ fn protected(ctx: &ToolContext, path: &std::path::Path) -> Option<String> {
     protection.check(path).map(|p| p.describe(path))
 }
 
-fn read_beside(ctx: &ToolContext, skill: &Skill, file: &str) -> Result<String, ToolResult> {
-    let invalid = |why: String| ToolResult::err(ErrorKind::Validation, why);
+fn read_beside(ctx: &ToolContext, skill: &Skill, file: &str) -> Result<String, ToolError> {
+    let invalid = |why: String| ToolError::new(ErrorKind::Validation, why);
     let dir = skill.dir.as_ref().ok_or_else(|| {
         invalid(format!(
             "the built-in skill {:?} has no other files",
@@ -77,7 +79,7 @@ fn read_beside(ctx: &ToolContext, skill: &Skill, file: &str) -> Result<String, T
         )));
     }
     if let Some(why) = protected(ctx, &path) {
-        return Err(ToolResult::err(ErrorKind::Denied, why));
+        return Err(ToolError::new(ErrorKind::Denied, why));
     }
     let meta = std::fs::metadata(&path).map_err(|e| invalid(e.to_string()))?;
     if meta.len() > MAX_FILE_BYTES {
@@ -90,32 +92,28 @@ fn read_beside(ctx: &ToolContext, skill: &Skill, file: &str) -> Result<String, T
 
 #[async_trait]
 impl Tool for SkillRead {
-    fn name(&self) -> &str {
-        "skill_read"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "skill_read",
+                "Read a skill listed in the system prompt: its instructions and the files beside it; \
+                 with file, one of those files.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string", "minLength": 1},
+                        "file": {"type": "string", "description": "A file beside the skill, as listed."}
+                    },
+                    "required": ["name"],
+                    "additionalProperties": false
+                }),
+            )
+            .risk(Risk::ReadOnly)
+            .no_compress()
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "Read a skill listed in the system prompt: its instructions and the files beside it; \
-         with file, one of those files."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "name": {"type": "string", "minLength": 1},
-                "file": {"type": "string", "description": "A file beside the skill, as listed."}
-            },
-            "required": ["name"],
-            "additionalProperties": false
-        })
-    }
-    fn risk(&self) -> Risk {
-        Risk::ReadOnly
-    }
-    fn no_compress(&self) -> bool {
-        true
-    }
-
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let name = args
             .get("name")
             .and_then(Value::as_str)
@@ -124,18 +122,18 @@ impl Tool for SkillRead {
         let all = skills_of(ctx);
         let Some(skill) = all.iter().find(|s| s.name == name) else {
             let names: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
-            return ToolResult::err(
+            return Err(ToolError::new(
                 ErrorKind::Validation,
                 format!(
                     "there is no skill {name:?} (the skills are: {})",
                     names.join(", ")
                 ),
-            );
+            ));
         };
         if let Some(file) = args.get("file").and_then(Value::as_str) {
             return match read_beside(ctx, skill, file) {
-                Ok(text) => ToolResult::ok(text),
-                Err(e) => e,
+                Ok(text) => Ok(ToolOutput::new(text)),
+                Err(e) => Err(e),
             };
         }
         if let Some(why) = skill
@@ -143,7 +141,7 @@ impl Tool for SkillRead {
             .as_ref()
             .and_then(|d| protected(ctx, &d.join("SKILL.md")))
         {
-            return ToolResult::err(ErrorKind::Denied, why);
+            return Err(ToolError::new(ErrorKind::Denied, why));
         }
         let files = skills::files_of(skill);
         let mut out = format!("# Skill {}\n\n{}", skill.name, skill.body);
@@ -153,6 +151,6 @@ impl Tool for SkillRead {
                 files.join(", ")
             ));
         }
-        ToolResult::ok(out)
+        Ok(ToolOutput::new(out))
     }
 }

@@ -15,7 +15,8 @@
 use super::hub::{BrowserHub, Tab};
 use super::view::{self, refused_note, settle};
 use super::world::{self, js_str};
-use crate::tools::{ErrorKind, Taint, ToolResult};
+use crate::tools::{ErrorKind, Taint};
+use crate::tools::{ToolError, ToolOutput};
 use chromiumoxide::cdp::browser_protocol::dom::{DescribeNodeParams, GetNodeForLocationParams};
 use chromiumoxide::cdp::browser_protocol::input::{
     DispatchKeyEventParams, DispatchKeyEventType, DispatchMouseEventParams, DispatchMouseEventType,
@@ -35,12 +36,20 @@ pub const MAX_WAIT_MS: u64 = 20_000;
 const MAX_EVAL_CHARS: usize = 20_000;
 
 /// After an interaction: wait for what it started, then say where the page is now.
-async fn after(hub: &BrowserHub, key: &str, tab: &Tab, taint: &Taint, did: String) -> ToolResult {
+async fn after(
+    hub: &BrowserHub,
+    key: &str,
+    tab: &Tab,
+    taint: &Taint,
+    did: String,
+) -> Result<ToolOutput, ToolError> {
     tokio::time::sleep(Duration::from_millis(300)).await;
     settle(tab, SETTLE).await;
     match view::read(hub, key, tab, taint).await {
-        Ok(text) => ToolResult::ok(format!("{did}. The page now:\n\n{text}")),
-        Err(e) => ToolResult::ok(format!("{did}; the page could not be read after it: {e}")),
+        Ok(text) => Ok(ToolOutput::new(format!("{did}. The page now:\n\n{text}"))),
+        Err(e) => Ok(ToolOutput::new(format!(
+            "{did}; the page could not be read after it: {e}"
+        ))),
     }
 }
 
@@ -99,7 +108,7 @@ fn target_js(n: u64, read: &str, at: Option<(f64, f64)>) -> String {
 /// What [`ELEMENT_JS`] answers when the element cannot be acted on.
 const ELEMENT_ERRORS: &[&str] = &["another page", "gone", "changed"];
 
-fn element_error(n: u64, why: &str) -> ToolResult {
+fn element_error(n: u64, why: &str) -> ToolError {
     let text = match why {
         "another page" => format!(
             "the current tab is not the page last read (the page changed, or another tab is \
@@ -127,14 +136,14 @@ fn element_error(n: u64, why: &str) -> ToolResult {
              (another element would get it); call browser_page {{action: read}}"
         ),
     };
-    ToolResult::err(ErrorKind::Validation, text)
+    ToolError::new(ErrorKind::Validation, text)
 }
 
-async fn target(tab: &Tab, n: u64, read: &str, at: Option<Point>) -> Result<Point, ToolResult> {
+async fn target(tab: &Tab, n: u64, read: &str, at: Option<Point>) -> Result<Point, ToolError> {
     let js = target_js(n, read, at.map(|p| (p.x, p.y)));
     let t: Target = world::eval(tab, &js)
         .await
-        .map_err(|e| ToolResult::err(ErrorKind::Dependency, e))?;
+        .map_err(|e| ToolError::new(ErrorKind::Dependency, e))?;
     match t.err {
         Some(why) => Err(element_error(n, &why)),
         None => Ok(Point { x: t.x, y: t.y }),
@@ -180,11 +189,8 @@ pub(crate) async fn click(
     n: u64,
     read: &str,
     taint: &Taint,
-) -> ToolResult {
-    let at = match target(tab, n, read, None).await {
-        Ok(p) => p,
-        Err(e) => return e,
-    };
+) -> Result<ToolOutput, ToolError> {
+    let at = target(tab, n, read, None).await?;
     let pressed = async {
         tab.page
             .execute(mouse(DispatchMouseEventType::MouseMoved, at))
@@ -210,12 +216,12 @@ pub(crate) async fn click(
     .await;
     match pressed {
         Ok(Ok(())) => {}
-        Ok(Err(refused)) => return refused,
+        Ok(Err(refused)) => return Err(refused),
         Err(e) => {
-            return ToolResult::err(
+            return Err(ToolError::new(
                 ErrorKind::Dependency,
                 format!("element {n} could not be clicked: {e}"),
-            )
+            ))
         }
     }
     after(hub, key, tab, taint, format!("clicked element {n}")).await
@@ -258,14 +264,17 @@ pub(crate) async fn type_text(
     text: &str,
     submit: bool,
     taint: &Taint,
-) -> ToolResult {
+) -> Result<ToolOutput, ToolError> {
     match world::eval::<String>(tab, &focus_js(n, read)).await {
         Ok(s) if s == "ok" => {}
-        Ok(s) if ELEMENT_ERRORS.contains(&s.as_str()) => return element_error(n, &s),
+        Ok(s) if ELEMENT_ERRORS.contains(&s.as_str()) => return Err(element_error(n, &s)),
         Ok(s) => {
-            return ToolResult::err(ErrorKind::Validation, format!("element {n}: {s}"));
+            return Err(ToolError::new(
+                ErrorKind::Validation,
+                format!("element {n}: {s}"),
+            ));
         }
-        Err(e) => return ToolResult::err(ErrorKind::Dependency, e),
+        Err(e) => return Err(ToolError::new(ErrorKind::Dependency, e)),
     }
     let typed = async {
         tab.page.execute(InsertTextParams::new(text)).await?;
@@ -281,10 +290,10 @@ pub(crate) async fn type_text(
     }
     .await;
     if let Err(e) = typed {
-        return ToolResult::err(
+        return Err(ToolError::new(
             ErrorKind::Dependency,
             format!("could not type into element {n}: {e}"),
-        );
+        ));
     }
     let did = format!(
         "typed {} characters into element {n}{}",
@@ -301,7 +310,7 @@ pub(crate) async fn select(
     (n, read): (u64, &str),
     value: &str,
     taint: &Taint,
-) -> ToolResult {
+) -> Result<ToolOutput, ToolError> {
     let js = format!(
         r#"((n, read, v) => {{
   const wrap = err => err;
@@ -320,9 +329,14 @@ pub(crate) async fn select(
     );
     match world::eval::<String>(tab, &js).await {
         Ok(s) if s == "ok" => {}
-        Ok(s) if ELEMENT_ERRORS.contains(&s.as_str()) => return element_error(n, &s),
-        Ok(s) => return ToolResult::err(ErrorKind::Validation, format!("element {n}: {s}")),
-        Err(e) => return ToolResult::err(ErrorKind::Dependency, e),
+        Ok(s) if ELEMENT_ERRORS.contains(&s.as_str()) => return Err(element_error(n, &s)),
+        Ok(s) => {
+            return Err(ToolError::new(
+                ErrorKind::Validation,
+                format!("element {n}: {s}"),
+            ))
+        }
+        Err(e) => return Err(ToolError::new(ErrorKind::Dependency, e)),
     }
     after(
         hub,
@@ -335,7 +349,11 @@ pub(crate) async fn select(
 }
 
 /// Wait until `text` shows on the page (looked for in the tools' world), at most `limit`.
-pub(crate) async fn wait_for(tab: &Tab, text: &str, limit: Duration) -> ToolResult {
+pub(crate) async fn wait_for(
+    tab: &Tab,
+    text: &str,
+    limit: Duration,
+) -> Result<ToolOutput, ToolError> {
     let js = format!(
         "document.body ? document.body.innerText.includes({}) : false",
         js_str(text)
@@ -343,16 +361,16 @@ pub(crate) async fn wait_for(tab: &Tab, text: &str, limit: Duration) -> ToolResu
     let start = std::time::Instant::now();
     loop {
         if world::eval::<bool>(tab, &js).await.unwrap_or(false) {
-            return ToolResult::ok(format!(
+            return Ok(ToolOutput::new(format!(
                 "{text:?} is on the page (after {} ms)",
                 start.elapsed().as_millis()
-            ));
+            )));
         }
         if start.elapsed() >= limit {
-            return ToolResult::err(
+            return Err(ToolError::new(
                 ErrorKind::Timeout,
                 format!("{text:?} did not show within {} ms", limit.as_millis()),
-            );
+            ));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -360,7 +378,7 @@ pub(crate) async fn wait_for(tab: &Tab, text: &str, limit: Duration) -> ToolResu
 
 /// Evaluate `expr` in the page's own world with `throwOnSideEffect` (it is there to read the
 /// page's state; whatever would change the page or send a request is refused by V8).
-pub(crate) async fn eval_readonly(tab: &Tab, expr: &str) -> ToolResult {
+pub(crate) async fn eval_readonly(tab: &Tab, expr: &str) -> Result<ToolOutput, ToolError> {
     let mut p = EvaluateParams::new(expr);
     p.throw_on_side_effect = Some(true);
     p.return_by_value = Some(true);
@@ -377,14 +395,14 @@ pub(crate) async fn eval_readonly(tab: &Tab, expr: &str) -> ToolResult {
             if s.chars().count() > MAX_EVAL_CHARS {
                 s = s.chars().take(MAX_EVAL_CHARS).collect::<String>() + " …(cut)";
             }
-            ToolResult::ok(s + &refused_note(tab))
+            Ok(ToolOutput::new(s + &refused_note(tab)))
         }
-        Err(e) => ToolResult::err(
+        Err(e) => Err(ToolError::new(
             ErrorKind::Validation,
             format!(
                 "the expression failed or could have side effects (only read-only \
                  JavaScript is run): {e}"
             ),
-        ),
+        )),
     }
 }

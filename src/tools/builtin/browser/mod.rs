@@ -25,7 +25,7 @@
 //! Governance (docs/tools.md, "Browser tools"): none of them is offered to a non-owner on a chat
 //! platform (they are not in the policy's `NON_OWNER`); a navigation, and text handed to a page
 //! (`type`, `select`, `wait`, `eval_readonly`) or a click, count as data leaving
-//! ([`crate::tools::Tool::egress`]), keyed by the real origin of the document; `click`, `type`,
+//! ([`crate::tools::CallPlan::egress`]), keyed by the real origin of the document; `click`, `type`,
 //! `select` are side effects asked once per action and origin per session; handing a page a
 //! secret-shaped value asks every time. An approval is bound to the tab, the read and the
 //! element it names ([`hub::View`]).
@@ -41,7 +41,8 @@ pub mod tab;
 pub mod view;
 pub mod world;
 
-use crate::tools::{ErrorKind, ToolContext, ToolResult};
+use crate::tools::{ErrorKind, ToolContext};
+use crate::tools::{ToolError, ToolOutput};
 use hub::BrowserError;
 use std::path::PathBuf;
 
@@ -53,14 +54,14 @@ pub(crate) fn home(ctx: &ToolContext) -> PathBuf {
         .unwrap_or_else(|| std::env::temp_dir().join("ethan-browser"))
 }
 
-pub(crate) fn fail(e: BrowserError) -> ToolResult {
+pub(crate) fn fail(e: BrowserError) -> Result<ToolOutput, ToolError> {
     let kind = match e {
         BrowserError::NotInstalled | BrowserError::Launch(_) | BrowserError::Cdp(_) => {
             ErrorKind::Dependency
         }
         BrowserError::Usage(_) => ErrorKind::Validation,
     };
-    ToolResult::err(kind, e.to_string())
+    Err(ToolError::new(kind, e.to_string()))
 }
 
 /// The egress of a navigation to `raw` by `action` (the whole URL leaves; an approval covers

@@ -13,7 +13,8 @@
 use super::hub::{BrowserHub, Tab};
 use super::view::{self, settle};
 use crate::egress::proxy::Zone;
-use crate::tools::{ErrorKind, ToolContext, ToolResult};
+use crate::tools::{ErrorKind, ToolContext};
+use crate::tools::{ToolError, ToolOutput};
 use chromiumoxide::cdp::browser_protocol::fetch::{
     ContinueRequestParams, DisableParams, EnableParams, EventRequestPaused, FailRequestParams,
     RequestPattern, RequestStage,
@@ -29,16 +30,16 @@ use std::time::Duration;
 const SETTLE: Duration = Duration::from_secs(10);
 
 /// Parse a `goto` URL; a bare `example.com/page` gets `https://`.
-pub fn parse_url(raw: &str) -> Result<reqwest::Url, ToolResult> {
+pub fn parse_url(raw: &str) -> Result<reqwest::Url, ToolError> {
     let raw = raw.trim();
     let url = match reqwest::Url::parse(raw) {
         Ok(u) => Ok(u),
         Err(_) if !raw.contains("://") => reqwest::Url::parse(&format!("https://{raw}")),
         Err(e) => Err(e),
     }
-    .map_err(|e| ToolResult::err(ErrorKind::Validation, format!("{raw:?} is not a URL: {e}")))?;
+    .map_err(|e| ToolError::new(ErrorKind::Validation, format!("{raw:?} is not a URL: {e}")))?;
     if url.scheme() != "http" && url.scheme() != "https" {
-        return Err(ToolResult::err(
+        return Err(ToolError::new(
             ErrorKind::Validation,
             format!("{url} is not an http(s) URL; the browser opens http:// and https:// only"),
         ));
@@ -54,15 +55,14 @@ pub(crate) async fn goto(
     ctx: &ToolContext,
     tab: Arc<Tab>,
     raw: &str,
-) -> ToolResult {
+) -> Result<ToolOutput, ToolError> {
     let key = ctx.session_key.as_str();
-    let url = match parse_url(raw) {
-        Ok(u) => u,
-        Err(e) => return e,
-    };
+    let url = parse_url(raw)?;
     if let Err(why) = hub.guard().judge(&url).await {
-        return ToolResult::err(ErrorKind::Denied, format!("{url} refused: {why}"))
-            .with_metadata(json!({"url": url.as_str()}));
+        return Err(
+            ToolError::new(ErrorKind::Denied, format!("{url} refused: {why}"))
+                .with_metadata(json!({"url": url.as_str()})),
+        );
     }
     let zone = Zone::of_url(hub.guard(), &url);
     let tab = match hub.rezone(key, &super::home(ctx), tab, zone).await {
@@ -76,10 +76,10 @@ pub(crate) async fn goto(
         match RedirectStop::start(&tab, &url).await {
             Ok(h) => Some(h),
             Err(e) => {
-                return ToolResult::err(
+                return Err(ToolError::new(
                     ErrorKind::Dependency,
                     format!("{url} was not loaded: its redirects could not be watched ({e})"),
-                )
+                ))
             }
         }
     } else {
@@ -91,7 +91,7 @@ pub(crate) async fn goto(
         None => None,
     };
     if let Some(next) = elsewhere {
-        return ToolResult::err(
+        return Err(ToolError::new(
             ErrorKind::Denied,
             format!(
                 "{url} redirected to another site, {next}; it was not followed because this \
@@ -99,7 +99,7 @@ pub(crate) async fn goto(
                  need it (the owner will be asked)."
             ),
         )
-        .with_metadata(json!({"url": url.as_str(), "redirected_to": next}));
+        .with_metadata(json!({"url": url.as_str(), "redirected_to": next})));
     }
     let refused = tab.proxy.peek_refused();
     let now = tab.page.url().await.ok().flatten().unwrap_or_default();
@@ -109,25 +109,25 @@ pub(crate) async fn goto(
         || refused.iter().any(|r| r.starts_with(&format!("{now}: ")));
     if stopped {
         let refused = tab.proxy.take_refused();
-        return ToolResult::err(
+        return Err(ToolError::new(
             ErrorKind::Denied,
             format!(
                 "{url} was not loaded: the egress guard refused {}",
                 refused.join("; ")
             ),
         )
-        .with_metadata(json!({"url": url.as_str(), "refused": refused}));
+        .with_metadata(json!({"url": url.as_str(), "refused": refused})));
     }
     if let Err(e) = nav {
-        return ToolResult::err(
+        return Err(ToolError::new(
             ErrorKind::Dependency,
             format!("{url} could not be loaded: {e}"),
-        );
+        ));
     }
     settle(&tab, SETTLE).await;
     match view::read(hub, key, &tab, &ctx.taint).await {
-        Ok(text) => ToolResult::ok(text),
-        Err(e) => ToolResult::err(ErrorKind::Dependency, e),
+        Ok(text) => Ok(ToolOutput::new(text)),
+        Err(e) => Err(ToolError::new(ErrorKind::Dependency, e)),
     }
 }
 

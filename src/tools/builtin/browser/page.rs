@@ -12,7 +12,7 @@
 //! | `eval_readonly` | `expression` | a JavaScript expression evaluated with `throwOnSideEffect` | — | the expression |
 //!
 //! Text handed to a page is data leaving the machine when the page has a server (an empty
-//! `about:blank` tab has none): [`Tool::egress`] names it, so in a session that read private
+//! `about:blank` tab has none): [`crate::tools::CallPlan::egress`] names it, so in a session that read private
 //! data it is asked for, shown (secret shapes redacted), and keyed by action and the real
 //! origin of the document ([`Site`]: a `blob:` document's is the origin inside it, an
 //! `about:blank` one's that of the page that made it). The tool's own question (a click can buy
@@ -33,10 +33,12 @@ use super::hub::{BrowserHub, Site, View};
 use super::view;
 use super::{fail, home};
 use crate::tools::args::{opt_bool, opt_u64, req_str};
-use crate::tools::{Assessment, Egress, ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{Assessment, Egress, ErrorKind, Tool, ToolContext};
+use crate::tools::{CallPlan, ToolDecl, ToolError, ToolOutput};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::sync::Arc;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 pub struct BrowserPage(pub Arc<BrowserHub>);
@@ -133,49 +135,62 @@ impl BrowserPage {
 
 #[async_trait]
 impl Tool for BrowserPage {
-    fn name(&self) -> &str {
-        "browser_page"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "browser_page",
+                "Act on the current browser tab: goto{url} (load and read), read (readable text plus \
+                 numbered interactive elements), click{element}, type{element, text, submit?}, \
+                 select{element, value}, screenshot, wait{text?, ms?}, eval_readonly{expression} \
+                 (JavaScript without side effects). Element numbers come from the last read.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "action": {"type": "string", "enum": [
+                            "goto", "read", "click", "type", "select", "screenshot", "wait", "eval_readonly"
+                        ]},
+                        "url": {"type": "string", "description": "goto: the http(s) URL"},
+                        "element": {"type": "integer", "minimum": 1, "description": "click/type/select: the element number from read"},
+                        "text": {"type": "string", "description": "type: the text to enter; wait: text to wait for"},
+                        "submit": {"type": "boolean", "description": "type: press Enter afterwards"},
+                        "value": {"type": "string", "description": "select: the option's value or visible text"},
+                        "ms": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_MS, "description": "wait: milliseconds"},
+                        "expression": {"type": "string", "description": "eval_readonly: a JavaScript expression"}
+                    },
+                    "required": ["action"],
+                    "additionalProperties": false
+                }),
+            )
+            // What the pages show is the web's, not the owner's; a page of the owner's network marks
+            // the turn through the egress guard instead ([`view::mark_private`]).
+            .not_private()
+            .timeout(Duration::from_secs(60))
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "Act on the current browser tab: goto{url} (load and read), read (readable text plus \
-         numbered interactive elements), click{element}, type{element, text, submit?}, \
-         select{element, value}, screenshot, wait{text?, ms?}, eval_readonly{expression} \
-         (JavaScript without side effects). Element numbers come from the last read."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "action": {"type": "string", "enum": [
-                    "goto", "read", "click", "type", "select", "screenshot", "wait", "eval_readonly"
-                ]},
-                "url": {"type": "string", "description": "goto: the http(s) URL"},
-                "element": {"type": "integer", "minimum": 1, "description": "click/type/select: the element number from read"},
-                "text": {"type": "string", "description": "type: the text to enter; wait: text to wait for"},
-                "submit": {"type": "boolean", "description": "type: press Enter afterwards"},
-                "value": {"type": "string", "description": "select: the option's value or visible text"},
-                "ms": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_MS, "description": "wait: milliseconds"},
-                "expression": {"type": "string", "description": "eval_readonly: a JavaScript expression"}
-            },
-            "required": ["action"],
-            "additionalProperties": false
-        })
-    }
-    fn risk(&self) -> Risk {
-        Risk::Write
-    }
-    fn timeout(&self) -> Duration {
-        Duration::from_secs(60)
-    }
-    /// What the pages show is the web's, not the owner's; a page of the owner's network marks
-    /// the turn through the egress guard instead ([`view::mark_private`]).
-    fn reads_private(&self) -> bool {
-        false
+    fn describe(&self, args: &Value, ctx: &ToolContext) -> CallPlan {
+        CallPlan {
+            consent: self.consent_check(args, ctx),
+            scope: self.consent_scope(args, ctx),
+            always: self.consent_always(args, ctx),
+            egress: self.egress(args, ctx),
+            ..CallPlan::of(self.decl(), args)
+        }
     }
     /// The session's last read, once, for the hooks and `run` of this call.
     async fn assess(&self, args: &Value, ctx: &ToolContext) -> Option<Assessment> {
         on_the_read(action(args)).then(|| Assessment::new(self.0.view(&ctx.session_key)))
     }
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let _busy = self.0.busy();
+        self.0.note_taint(&ctx.session_key, &ctx.taint);
+        let r = self.act(&args, ctx).await;
+        view::mark_private(&self.0, &ctx.session_key, &ctx.taint).await;
+        r
+    }
+}
+
+impl BrowserPage {
     /// `click`, `type` and `select` act on a site (a form can buy something); the rest only
     /// look.
     fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
@@ -241,21 +256,14 @@ impl Tool for BrowserPage {
             _ => None,
         }
     }
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
-        let _busy = self.0.busy();
-        self.0.note_taint(&ctx.session_key, &ctx.taint);
-        let r = self.act(&args, ctx).await;
-        view::mark_private(&self.0, &ctx.session_key, &ctx.taint).await;
-        r
-    }
 }
 
 /// Why `tab` may not be acted on as the read `view` (`None`: it may): another tab is current,
 /// the document or read changed, or the document has no origin the tools can name.
-async fn unbound(view: Option<&View>, tab: &super::hub::Tab) -> Option<ToolResult> {
+async fn unbound(view: Option<&View>, tab: &super::hub::Tab) -> Option<ToolError> {
     let now = || async { tab.page.url().await.ok().flatten().unwrap_or_default() };
     let Some(view) = view else {
-        return Some(ToolResult::err(
+        return Some(ToolError::new(
             ErrorKind::Validation,
             format!(
                 "the current tab (tab {}, {}) is not the page last read; call browser_page \
@@ -266,7 +274,7 @@ async fn unbound(view: Option<&View>, tab: &super::hub::Tab) -> Option<ToolResul
         ));
     };
     if view.tab != tab.id || !view::same_read(tab, &view.read).await {
-        return Some(ToolResult::err(
+        return Some(ToolError::new(
             ErrorKind::Validation,
             format!(
                 "the current tab (tab {}, {}) is not the page last read (tab {}, {}); nothing \
@@ -279,7 +287,7 @@ async fn unbound(view: Option<&View>, tab: &super::hub::Tab) -> Option<ToolResul
         ));
     }
     if let Site::Opaque(url) = &view.site {
-        return Some(ToolResult::err(
+        return Some(ToolError::new(
             ErrorKind::Denied,
             format!(
                 "{url} has no origin the tools can name (an opaque document), so they do not \
@@ -291,10 +299,10 @@ async fn unbound(view: Option<&View>, tab: &super::hub::Tab) -> Option<ToolResul
 }
 
 impl BrowserPage {
-    async fn act(&self, args: &Value, ctx: &ToolContext) -> ToolResult {
+    async fn act(&self, args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let act = match req_str(args, "action") {
             Ok(a) => a.to_string(),
-            Err(e) => return e,
+            Err(e) => return Err(e),
         };
         let key = ctx.session_key.as_str();
         let tab = match self.0.current_tab(key, &home(ctx)).await {
@@ -307,12 +315,12 @@ impl BrowserPage {
         let needs_view = on_the_read(&act) && (act != "wait" || args.get("text").is_some());
         if needs_view {
             if let Some(refused) = unbound(view.as_ref(), &tab).await {
-                return refused;
+                return Err(refused);
             }
         }
         let element = || {
             element_arg(args).ok_or_else(|| {
-                ToolResult::err(
+                ToolError::new(
                     ErrorKind::Validation,
                     format!("{act} needs `element`, a number from browser_page {{action: read}}"),
                 )
@@ -325,15 +333,15 @@ impl BrowserPage {
         match act.as_str() {
             "goto" => match req_str(args, "url") {
                 Ok(url) => super::navigate::goto(hub, ctx, tab.clone(), url).await,
-                Err(e) => e,
+                Err(e) => Err(e),
             },
             "read" => match view::read(hub, key, &tab, taint).await {
-                Ok(text) => ToolResult::ok(text),
-                Err(e) => ToolResult::err(ErrorKind::Dependency, e),
+                Ok(text) => Ok(ToolOutput::new(text)),
+                Err(e) => Err(ToolError::new(ErrorKind::Dependency, e)),
             },
             "click" => match element() {
                 Ok(n) => act::click(hub, key, &tab, n, &read, taint).await,
-                Err(e) => e,
+                Err(e) => Err(e),
             },
             "type" => {
                 let typed = element().and_then(|n| {
@@ -345,33 +353,33 @@ impl BrowserPage {
                     Ok((n, text, submit)) => {
                         act::type_text(hub, key, &tab, (n, &read), text, submit, taint).await
                     }
-                    Err(e) => e,
+                    Err(e) => Err(e),
                 }
             }
             "select" => match element().and_then(|n| Ok((n, req_str(args, "value")?))) {
                 Ok((n, value)) => act::select(hub, key, &tab, (n, &read), value, taint).await,
-                Err(e) => e,
+                Err(e) => Err(e),
             },
             "screenshot" => super::shot::screenshot(hub, &tab, ctx).await,
             "wait" => {
-                let ms = match opt_u64(args, "ms") {
-                    Ok(m) => m,
-                    Err(e) => return e,
-                };
+                let ms = opt_u64(args, "ms")?;
                 let limit = Duration::from_millis(ms.unwrap_or(10_000).min(MAX_WAIT_MS));
                 match args.get("text").and_then(Value::as_str) {
                     Some(text) => act::wait_for(&tab, text, limit).await,
                     None => {
                         tokio::time::sleep(limit).await;
-                        ToolResult::ok(format!("waited {} ms", limit.as_millis()))
+                        Ok(ToolOutput::new(format!("waited {} ms", limit.as_millis())))
                     }
                 }
             }
             "eval_readonly" => match req_str(args, "expression") {
                 Ok(expr) => act::eval_readonly(&tab, expr).await,
-                Err(e) => e,
+                Err(e) => Err(e),
             },
-            other => ToolResult::err(ErrorKind::Validation, format!("unknown action {other:?}")),
+            other => Err(ToolError::new(
+                ErrorKind::Validation,
+                format!("unknown action {other:?}"),
+            )),
         }
     }
 }

@@ -6,85 +6,84 @@
 use super::hub::BrowserHub;
 use super::{fail, home};
 use crate::tools::args::req_str;
-use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::ToolOutput;
+use crate::tools::{ErrorKind, Risk, Tool, ToolContext};
+use crate::tools::{ToolDecl, ToolError};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::sync::Arc;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 pub struct BrowserSession(pub Arc<BrowserHub>);
 
 #[async_trait]
 impl Tool for BrowserSession {
-    fn name(&self) -> &str {
-        "browser_session"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "browser_session",
+                "Open, close or list this conversation's browser session (a real headless browser with \
+                 its own cookies, for pages that need JavaScript, logins or clicks). `close` forgets \
+                 everything it held. Use browser_page to navigate and read.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "action": {"type": "string", "enum": ["open", "close", "list"]}
+                    },
+                    "required": ["action"],
+                    "additionalProperties": false
+                }),
+            )
+            .risk(Risk::ReadOnly)
+            // It opens, closes or lists; it reads nothing of the owner's.
+            .not_private()
+            .timeout(Duration::from_secs(60))
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "Open, close or list this conversation's browser session (a real headless browser with \
-         its own cookies, for pages that need JavaScript, logins or clicks). `close` forgets \
-         everything it held. Use browser_page to navigate and read."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "action": {"type": "string", "enum": ["open", "close", "list"]}
-            },
-            "required": ["action"],
-            "additionalProperties": false
-        })
-    }
-    fn risk(&self) -> Risk {
-        Risk::ReadOnly
-    }
-    fn timeout(&self) -> Duration {
-        Duration::from_secs(60)
-    }
-    /// It opens, closes or lists; it reads nothing of the owner's.
-    fn reads_private(&self) -> bool {
-        false
-    }
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let _busy = self.0.busy();
-        let action = match req_str(&args, "action") {
-            Ok(a) => a,
-            Err(e) => return e,
-        };
+        let action = req_str(&args, "action")?;
         let key = ctx.session_key.as_str();
         self.0.note_taint(key, &ctx.taint);
         match action {
             "open" => {
                 let existed = self.0.has_session(key).await;
                 match self.0.current_tab(key, &home(ctx)).await {
-                    Ok(tab) if existed => ToolResult::ok(format!(
+                    Ok(tab) if existed => Ok(ToolOutput::new(format!(
                         "the browser session was already open (current tab {})",
                         tab.id
-                    )),
-                    Ok(tab) => ToolResult::ok(format!(
+                    ))),
+                    Ok(tab) => Ok(ToolOutput::new(format!(
                         "browser session opened with an empty tab {}; use browser_page \
                          {{action: goto, url}} to load a page",
                         tab.id
-                    )),
+                    ))),
                     Err(e) => fail(e),
                 }
             }
             "close" => {
                 if self.0.close_session(key).await {
-                    ToolResult::ok("browser session closed; its tabs, cookies and storage are gone")
+                    Ok(ToolOutput::new(
+                        "browser session closed; its tabs, cookies and storage are gone",
+                    ))
                 } else {
-                    ToolResult::ok("there was no browser session to close")
+                    Ok(ToolOutput::new("there was no browser session to close"))
                 }
             }
             "list" => {
                 if !self.0.has_session(key).await {
-                    return ToolResult::ok("no browser session is open in this conversation");
+                    return Ok(ToolOutput::new(
+                        "no browser session is open in this conversation",
+                    ));
                 }
                 super::tab::list(&self.0, ctx).await
             }
-            other => ToolResult::err(
+            other => Err(ToolError::new(
                 ErrorKind::Validation,
                 format!("unknown action {other:?}; use open, close or list"),
-            ),
+            )),
         }
     }
 }

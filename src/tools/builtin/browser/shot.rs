@@ -9,7 +9,8 @@
 //! `clip` of scale ½, ¼). What still does not fit is saved and named, but not shown.
 
 use super::hub::{BrowserHub, Tab};
-use crate::tools::{ErrorKind, ToolContext, ToolResult};
+use crate::tools::{ErrorKind, ToolContext};
+use crate::tools::{ToolError, ToolOutput};
 use chromiumoxide::cdp::browser_protocol::page::{CaptureScreenshotFormat, Viewport};
 use chromiumoxide::page::ScreenshotParams;
 use serde_json::json;
@@ -64,12 +65,19 @@ async fn capture(tab: &Tab, limit: u64) -> Result<(Vec<u8>, &'static str), Strin
     smallest.ok_or_else(|| "no picture was made".into())
 }
 
-pub(crate) async fn screenshot(hub: &BrowserHub, tab: &Tab, ctx: &ToolContext) -> ToolResult {
+pub(crate) async fn screenshot(
+    hub: &BrowserHub,
+    tab: &Tab,
+    ctx: &ToolContext,
+) -> Result<ToolOutput, ToolError> {
     let limit = hub.image_limit();
     let (bytes, mime) = match capture(tab, limit).await {
         Ok(p) => p,
         Err(e) => {
-            return ToolResult::err(ErrorKind::Dependency, format!("the screenshot failed: {e}"))
+            return Err(ToolError::new(
+                ErrorKind::Dependency,
+                format!("the screenshot failed: {e}"),
+            ))
         }
     };
     let dir = super::home(ctx).join("browser").join("screenshots");
@@ -83,13 +91,13 @@ pub(crate) async fn screenshot(hub: &BrowserHub, tab: &Tab, ctx: &ToolContext) -
     let saved = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&path, &bytes));
     crate::tools::spill::keep_within(&dir, crate::tools::spill::SAVED_PICTURES_BYTES);
     if let Err(e) = saved {
-        return ToolResult::err(
+        return Err(ToolError::new(
             ErrorKind::Internal,
             format!(
                 "the screenshot could not be saved to {}: {e}",
                 path.display()
             ),
-        );
+        ));
     }
     let url = tab.page.url().await.ok().flatten().unwrap_or_default();
     let fits = bytes.len() as u64 <= limit;
@@ -104,10 +112,10 @@ pub(crate) async fn screenshot(hub: &BrowserHub, tab: &Tab, ctx: &ToolContext) -
     if fits {
         meta["image"] = json!(mime);
     }
-    ToolResult::ok(format!(
+    Ok(ToolOutput::new(format!(
         "A screenshot of {url} was taken ({} bytes, {mime}) and saved to {}. {shown}",
         bytes.len(),
         path.display()
     ))
-    .with_metadata(meta)
+    .with_metadata(meta))
 }

@@ -7,23 +7,25 @@
 use super::hub::BrowserHub;
 use super::{egress_of, fail, home, view};
 use crate::tools::args::{opt_u64, req_str};
-use crate::tools::{Egress, ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{CallPlan, ToolDecl, ToolError, ToolOutput};
+use crate::tools::{Egress, ErrorKind, Risk, Tool, ToolContext};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::sync::Arc;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 pub struct BrowserTab(pub Arc<BrowserHub>);
 
-fn no_such_tab() -> ToolResult {
-    ToolResult::err(
+fn no_such_tab() -> Result<ToolOutput, ToolError> {
+    Err(ToolError::new(
         ErrorKind::Validation,
         "no such tab; browser_tab {action: list} shows the tabs",
-    )
+    ))
 }
 
 /// The session's tabs, one line each (`* ` marks the current one).
-pub(crate) async fn list(hub: &BrowserHub, ctx: &ToolContext) -> ToolResult {
+pub(crate) async fn list(hub: &BrowserHub, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let tabs = match hub
         .session(&ctx.session_key, &home(ctx), |s| {
             (s.tabs.clone(), s.current)
@@ -34,7 +36,7 @@ pub(crate) async fn list(hub: &BrowserHub, ctx: &ToolContext) -> ToolResult {
         Err(e) => return fail(e),
     };
     if tabs.0.is_empty() {
-        return ToolResult::ok("the browser session has no tabs");
+        return Ok(ToolOutput::new("the browser session has no tabs"));
     }
     let mut out = String::new();
     for t in &tabs.0 {
@@ -43,47 +45,44 @@ pub(crate) async fn list(hub: &BrowserHub, ctx: &ToolContext) -> ToolResult {
         let mark = if Some(t.id) == tabs.1 { "* " } else { "  " };
         out.push_str(&format!("{mark}tab {}: {title} <{url}>\n", t.id));
     }
-    ToolResult::ok(out.trim_end().to_string())
+    Ok(ToolOutput::new(out.trim_end().to_string()))
 }
 
 #[async_trait]
 impl Tool for BrowserTab {
-    fn name(&self) -> &str {
-        "browser_tab"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "browser_tab",
+                "Tabs of this conversation's browser session: `new` (optionally loading `url`), `close` \
+                 (`tab`, default the current one), `list`, `switch` (`tab`). browser_page acts on the \
+                 current tab.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "action": {"type": "string", "enum": ["new", "close", "list", "switch"]},
+                        "url": {"type": "string", "description": "new: the http(s) URL to load"},
+                        "tab": {"type": "integer", "minimum": 1, "description": "close/switch: the tab number"}
+                    },
+                    "required": ["action"],
+                    "additionalProperties": false
+                }),
+            )
+            .risk(Risk::ReadOnly)
+            // What the pages show is the web's; a page of the owner's network marks the turn through
+            // the egress guard instead ([`view::mark_private`]).
+            .not_private()
+            .timeout(Duration::from_secs(60))
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "Tabs of this conversation's browser session: `new` (optionally loading `url`), `close` \
-         (`tab`, default the current one), `list`, `switch` (`tab`). browser_page acts on the \
-         current tab."
+    fn describe(&self, args: &Value, ctx: &ToolContext) -> CallPlan {
+        CallPlan {
+            egress: self.egress(args, ctx),
+            ..CallPlan::of(self.decl(), args)
+        }
     }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "action": {"type": "string", "enum": ["new", "close", "list", "switch"]},
-                "url": {"type": "string", "description": "new: the http(s) URL to load"},
-                "tab": {"type": "integer", "minimum": 1, "description": "close/switch: the tab number"}
-            },
-            "required": ["action"],
-            "additionalProperties": false
-        })
-    }
-    fn risk(&self) -> Risk {
-        Risk::ReadOnly
-    }
-    fn timeout(&self) -> Duration {
-        Duration::from_secs(60)
-    }
-    fn egress(&self, args: &Value, _ctx: &ToolContext) -> Option<Egress> {
-        let url = args.get("url").and_then(Value::as_str)?;
-        Some(egress_of("new", url))
-    }
-    /// What the pages show is the web's; a page of the owner's network marks the turn through
-    /// the egress guard instead ([`view::mark_private`]).
-    fn reads_private(&self) -> bool {
-        false
-    }
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let _busy = self.0.busy();
         self.0.note_taint(&ctx.session_key, &ctx.taint);
         let r = self.act(&args, ctx).await;
@@ -93,14 +92,18 @@ impl Tool for BrowserTab {
 }
 
 impl BrowserTab {
-    async fn act(&self, args: &Value, ctx: &ToolContext) -> ToolResult {
-        let action = match req_str(args, "action") {
-            Ok(a) => a,
-            Err(e) => return e,
-        };
+    fn egress(&self, args: &Value, _ctx: &ToolContext) -> Option<Egress> {
+        let url = args.get("url").and_then(Value::as_str)?;
+        Some(egress_of("new", url))
+    }
+}
+
+impl BrowserTab {
+    async fn act(&self, args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let action = req_str(args, "action")?;
         let which = match opt_u64(args, "tab") {
             Ok(t) => t.map(|t| t as u32),
-            Err(e) => return e,
+            Err(e) => return Err(e),
         };
         let key = ctx.session_key.as_str();
         let home = home(ctx);
@@ -114,14 +117,17 @@ impl BrowserTab {
                     Some(url) => super::navigate::goto(&self.0, ctx, tab, url).await,
                     None => {
                         self.0.clear_view(key);
-                        ToolResult::ok(format!("tab {} opened (empty) and current", tab.id))
+                        Ok(ToolOutput::new(format!(
+                            "tab {} opened (empty) and current",
+                            tab.id
+                        )))
                     }
                 }
             }
             "list" => list(&self.0, ctx).await,
             "switch" => {
                 let Some(id) = which else {
-                    return ToolResult::err(ErrorKind::Validation, "switch needs `tab`");
+                    return Err(ToolError::new(ErrorKind::Validation, "switch needs `tab`"));
                 };
                 let found = self
                     .0
@@ -137,8 +143,10 @@ impl BrowserTab {
                     Ok(Some(t)) => {
                         self.0.clear_view(key);
                         match view::read(&self.0, key, &t, &ctx.taint).await {
-                            Ok(text) => ToolResult::ok(format!("switched to tab {id}\n\n{text}")),
-                            Err(e) => ToolResult::err(ErrorKind::Dependency, e),
+                            Ok(text) => {
+                                Ok(ToolOutput::new(format!("switched to tab {id}\n\n{text}")))
+                            }
+                            Err(e) => Err(ToolError::new(ErrorKind::Dependency, e)),
                         }
                     }
                 }
@@ -148,12 +156,12 @@ impl BrowserTab {
             "close" => match self.0.close_tab(key, &home, which).await {
                 Err(e) => fail(e),
                 Ok(None) => no_such_tab(),
-                Ok(Some(id)) => ToolResult::ok(format!("tab {id} closed")),
+                Ok(Some(id)) => Ok(ToolOutput::new(format!("tab {id} closed"))),
             },
-            other => ToolResult::err(
+            other => Err(ToolError::new(
                 ErrorKind::Validation,
                 format!("unknown action {other:?}; use new, close, list or switch"),
-            ),
+            )),
         }
     }
 }

@@ -6,31 +6,35 @@
 //! Compiled only with the cargo feature `test-tools` (test builds); release builds leave it out.
 
 use super::shell::Shell;
-use crate::tools::{Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{CallPlan, Risk, Tool, ToolContext, ToolDecl, ToolError, ToolOutput};
 use async_trait::async_trait;
 use serde_json::Value;
-use std::time::Duration;
 
-pub struct TestUnapprovedShell(pub Shell);
+pub struct TestUnapprovedShell(Shell, ToolDecl);
+
+impl TestUnapprovedShell {
+    pub fn new(shell: Shell) -> Self {
+        let decl = ToolDecl::new(
+            "test_unapproved_shell",
+            "Test-only: runs a command in the sandbox of commands that need no approval.",
+            shell.decl().parameters.clone(),
+        );
+        Self(shell, decl.risk(Risk::ReadOnly))
+    }
+}
 
 #[async_trait]
 impl Tool for TestUnapprovedShell {
-    fn name(&self) -> &str {
-        "test_unapproved_shell"
+    fn decl(&self) -> &ToolDecl {
+        &self.1
     }
-    fn description(&self) -> &str {
-        "Test-only: runs a command in the sandbox of commands that need no approval."
+    fn describe(&self, args: &Value, _: &ToolContext) -> CallPlan {
+        CallPlan {
+            timeout: self.0.timeout_for(args),
+            ..CallPlan::of(self.decl(), args)
+        }
     }
-    fn parameters(&self) -> Value {
-        self.0.parameters()
-    }
-    fn risk(&self) -> Risk {
-        Risk::ReadOnly
-    }
-    fn timeout_for(&self, args: &Value) -> Duration {
-        self.0.timeout_for(args)
-    }
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         self.0.run(args, ctx).await
     }
 }

@@ -2,9 +2,12 @@
 //! their size in bytes. At most [`MAX_ENTRIES`] entries.
 
 use crate::tools::args::req_str;
-use crate::tools::{paths, ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{paths, ErrorKind, Risk, Tool, ToolContext};
+use crate::tools::{CallPlan, ToolDecl};
+use crate::tools::{ToolError, ToolOutput};
 use async_trait::async_trait;
 use serde_json::{json, Value};
+use std::sync::LazyLock;
 
 pub const MAX_ENTRIES: usize = 1000;
 
@@ -12,56 +15,51 @@ pub struct FileList;
 
 #[async_trait]
 impl Tool for FileList {
-    fn name(&self) -> &str {
-        "file_list"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "file_list",
+                "List a directory (relative paths are in the workspace; \".\" is the workspace itself).",
+                json!({
+                    "type": "object",
+                    "properties": {"path": {"type": "string", "description": "Directory path"}},
+                    "required": ["path"],
+                    "additionalProperties": false
+                }),
+            )
+            .risk(Risk::ReadOnly)
+            .max_retries(1)
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "List a directory (relative paths are in the workspace; \".\" is the workspace itself)."
+    fn describe(&self, args: &Value, ctx: &ToolContext) -> CallPlan {
+        CallPlan {
+            consent: self.consent_check(args, ctx),
+            always: self.consent_always(args, ctx),
+            ..CallPlan::of(self.decl(), args)
+        }
     }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {"path": {"type": "string", "description": "Directory path"}},
-            "required": ["path"],
-            "additionalProperties": false
-        })
-    }
-    fn risk(&self) -> Risk {
-        Risk::ReadOnly
-    }
-    fn reads_private(&self) -> bool {
-        true
-    }
-    /// Read-only, so no consent, except a protected path: an always-ask call for the owner.
-    fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
-        let raw = args.get("path").and_then(Value::as_str)?;
-        paths::protected_description(ctx, raw, "list")
-    }
-    fn consent_always(&self, _args: &Value, _ctx: &ToolContext) -> bool {
-        true
-    }
-    fn max_retries(&self) -> u32 {
-        1
-    }
-
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let path = match req_str(&args, "path") {
             Ok(p) => match paths::resolve_checked(ctx, p) {
                 Ok(p) => p,
-                Err(e) => return e,
+                Err(e) => return Err(e),
             },
-            Err(e) => return e,
+            Err(e) => return Err(e),
         };
         let mut rd = match tokio::fs::read_dir(&path).await {
             Ok(rd) => rd,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return ToolResult::err(
+                return Err(ToolError::new(
                     ErrorKind::Validation,
                     format!("{} does not exist", path.display()),
-                )
+                ))
             }
             Err(e) => {
-                return ToolResult::err(ErrorKind::Dependency, format!("{}: {e}", path.display()))
+                return Err(ToolError::new(
+                    ErrorKind::Dependency,
+                    format!("{}: {e}", path.display()),
+                ))
             }
         };
         let mut entries = Vec::new();
@@ -83,10 +81,10 @@ impl Tool for FileList {
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    return ToolResult::err(
+                    return Err(ToolError::new(
                         ErrorKind::Dependency,
                         format!("{}: {e}", path.display()),
-                    )
+                    ))
                 }
             }
         }
@@ -99,7 +97,18 @@ impl Tool for FileList {
                 total - entries.len()
             ));
         }
-        ToolResult::ok(out).with_metadata(json!({"entries": total}))
+        Ok(ToolOutput::new(out).with_metadata(json!({"entries": total})))
+    }
+}
+
+impl FileList {
+    /// Read-only, so no consent, except a protected path: an always-ask call for the owner.
+    fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
+        let raw = args.get("path").and_then(Value::as_str)?;
+        paths::protected_description(ctx, raw, "list")
+    }
+    fn consent_always(&self, _args: &Value, _ctx: &ToolContext) -> bool {
+        true
     }
 }
 
@@ -113,9 +122,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("sub")).unwrap();
         std::fs::write(dir.path().join("b.txt"), "12345").unwrap();
-        let r = FileList
+        let r: crate::tools::ToolResult = FileList
             .run(json!({"path": "."}), &ctx_in(dir.path()))
-            .await;
+            .await
+            .into();
         assert!(r.output.contains("b.txt  (5 bytes)\nsub/"), "{}", r.output);
     }
 }

@@ -3,40 +3,46 @@
 
 use super::write_preview::{self, Before};
 use crate::tools::args::{opt_bool, req_str};
-use crate::tools::{paths, ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{paths, ErrorKind, Tool, ToolContext};
+use crate::tools::{CallPlan, ToolDecl, ToolError, ToolOutput};
 use async_trait::async_trait;
 use serde_json::{json, Value};
+use std::sync::LazyLock;
 use tokio::io::AsyncWriteExt;
 
 pub struct FileWrite;
 
 #[async_trait]
 impl Tool for FileWrite {
-    fn name(&self) -> &str {
-        "file_write"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "file_write",
+                "Write text to a file (relative paths are in the workspace), creating parent directories. \
+                 `append: true` adds to the end instead of replacing.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string"},
+                        "content": {"type": "string"},
+                        "append": {"type": "boolean", "default": false}
+                    },
+                    "required": ["path", "content"],
+                    "additionalProperties": false
+                }),
+            )
+            // Its output says what was written where.
+            .not_private()
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "Write text to a file (relative paths are in the workspace), creating parent directories. \
-         `append: true` adds to the end instead of replacing."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string"},
-                "content": {"type": "string"},
-                "append": {"type": "boolean", "default": false}
-            },
-            "required": ["path", "content"],
-            "additionalProperties": false
-        })
-    }
-    fn risk(&self) -> Risk {
-        Risk::Write
-    }
-    /// Its output says what was written where.
-    fn reads_private(&self) -> bool {
-        false
+    fn describe(&self, args: &Value, ctx: &ToolContext) -> CallPlan {
+        CallPlan {
+            consent: self.consent_check(args, ctx),
+            scope: self.consent_scope(args, ctx),
+            always: self.consent_always(args, ctx),
+            ..CallPlan::of(self.decl(), args)
+        }
     }
     /// Where the file really is, judged once before consent (`run` writes only there), and
     /// what is there now (for the approval).
@@ -52,6 +58,66 @@ impl Tool for FileWrite {
         .ok()?;
         Some(crate::tools::Assessment::new(JudgedPath(real, before)))
     }
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let (path, content) = match (req_str(&args, "path"), req_str(&args, "content")) {
+            (Ok(p), Ok(c)) => match paths::resolve_checked(ctx, p) {
+                Ok(p) => (p, c),
+                Err(e) => return Err(e),
+            },
+            (Err(e), _) | (_, Err(e)) => return Err(e),
+        };
+        let append = match opt_bool(&args, "append") {
+            Ok(a) => a.unwrap_or(false),
+            Err(e) => return Err(e),
+        };
+        if let Some(parent) = path.parent() {
+            if let Err(e) = tokio::fs::create_dir_all(parent).await {
+                return Err(ToolError::new(
+                    ErrorKind::Dependency,
+                    format!("cannot create {}: {e}", parent.display()),
+                ));
+            }
+        }
+        let judged = judged_path(args["path"].as_str().unwrap_or_default(), ctx);
+        let res = async {
+            // Opened without truncating, then checked: the file actually opened must be the one
+            // judged, so a symlink swapped in meanwhile cannot redirect the write.
+            let mut f = tokio::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .append(append)
+                .open(&path)
+                .await?;
+            if let Err(why) = opened_where_judged(&f, &judged, ctx) {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    why,
+                ));
+            }
+            if !append {
+                f.set_len(0).await?;
+            }
+            f.write_all(content.as_bytes()).await?;
+            f.flush().await
+        }
+        .await;
+        match res {
+            Ok(()) => Ok(ToolOutput::new(format!(
+                "{} {} bytes to {}",
+                if append { "appended" } else { "wrote" },
+                content.len(),
+                path.display()
+            ))
+            .with_metadata(json!({"path": path.display().to_string(), "bytes": content.len()}))),
+            Err(e) => Err(ToolError::new(
+                ErrorKind::Dependency,
+                format!("{}: {e}", path.display()),
+            )),
+        }
+    }
+}
+
+impl FileWrite {
     /// No consent inside the daemon's private temp folder ([`crate::sandbox::make_private_tmp`]) only,
     /// never the system temp directory as a whole; a protected path is an always-ask call.
     fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
@@ -89,61 +155,6 @@ impl Tool for FileWrite {
         args.get("path")
             .and_then(Value::as_str)
             .is_some_and(|p| paths::protection(ctx, &paths::resolve(ctx, p)).is_some())
-    }
-
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
-        let (path, content) = match (req_str(&args, "path"), req_str(&args, "content")) {
-            (Ok(p), Ok(c)) => match paths::resolve_checked(ctx, p) {
-                Ok(p) => (p, c),
-                Err(e) => return e,
-            },
-            (Err(e), _) | (_, Err(e)) => return e,
-        };
-        let append = match opt_bool(&args, "append") {
-            Ok(a) => a.unwrap_or(false),
-            Err(e) => return e,
-        };
-        if let Some(parent) = path.parent() {
-            if let Err(e) = tokio::fs::create_dir_all(parent).await {
-                return ToolResult::err(
-                    ErrorKind::Dependency,
-                    format!("cannot create {}: {e}", parent.display()),
-                );
-            }
-        }
-        let judged = judged_path(args["path"].as_str().unwrap_or_default(), ctx);
-        let res = async {
-            // Opened without truncating, then checked: the file actually opened must be the one
-            // judged, so a symlink swapped in meanwhile cannot redirect the write.
-            let mut f = tokio::fs::OpenOptions::new()
-                .create(true)
-                .write(true)
-                .append(append)
-                .open(&path)
-                .await?;
-            if let Err(why) = opened_where_judged(&f, &judged, ctx) {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::PermissionDenied,
-                    why,
-                ));
-            }
-            if !append {
-                f.set_len(0).await?;
-            }
-            f.write_all(content.as_bytes()).await?;
-            f.flush().await
-        }
-        .await;
-        match res {
-            Ok(()) => ToolResult::ok(format!(
-                "{} {} bytes to {}",
-                if append { "appended" } else { "wrote" },
-                content.len(),
-                path.display()
-            ))
-            .with_metadata(json!({"path": path.display().to_string(), "bytes": content.len()})),
-            Err(e) => ToolResult::err(ErrorKind::Dependency, format!("{}: {e}", path.display())),
-        }
     }
 }
 
@@ -196,11 +207,12 @@ mod tests {
     async fn writes_appends_and_creates_parents() {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ctx_in(dir.path());
-        let r = FileWrite
+        let r: crate::tools::ToolResult = FileWrite
             .run(json!({"path": "a/b/c.txt", "content": "x"}), &ctx)
-            .await;
+            .await
+            .into();
         assert!(r.ok, "{r:?}");
-        FileWrite
+        let _ = FileWrite
             .run(
                 json!({"path": "a/b/c.txt", "content": "y", "append": true}),
                 &ctx,
@@ -210,7 +222,10 @@ mod tests {
             std::fs::read_to_string(dir.path().join("a/b/c.txt")).unwrap(),
             "xy"
         );
-        let r = FileWrite.run(json!({"path": "a/b/c.txt"}), &ctx).await;
+        let r: crate::tools::ToolResult = FileWrite
+            .run(json!({"path": "a/b/c.txt"}), &ctx)
+            .await
+            .into();
         assert_eq!(r.error_kind, Some(ErrorKind::Validation));
     }
 
@@ -262,14 +277,14 @@ mod tests {
         judged.assessment = FileWrite.assess(&args, &ctx).await;
         // Between the check and the write, the name becomes a link to another file.
         std::os::unix::fs::symlink(&victim, &target).unwrap();
-        let r = FileWrite.run(args.clone(), &judged).await;
+        let r: crate::tools::ToolResult = FileWrite.run(args.clone(), &judged).await.into();
         assert!(!r.ok, "{r:?}");
         assert!(r.error.unwrap().contains("changed after it was checked"));
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
         // Judged as it is now, the same write goes through the link as before.
         let mut now = ctx.clone();
         now.assessment = FileWrite.assess(&args, &ctx).await;
-        assert!(FileWrite.run(args, &now).await.ok);
+        assert!(FileWrite.run(args, &now).await.is_ok());
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "evil");
     }
 }

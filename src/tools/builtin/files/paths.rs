@@ -6,7 +6,8 @@
 //! secret-looking names, and hard links to any of them. Symlinks are followed before the
 //! check, so a link in the workspace cannot point the tool at a protected file.
 
-use crate::tools::{ErrorKind, ToolContext, ToolResult};
+use crate::tools::ToolError;
+use crate::tools::{ErrorKind, ToolContext};
 use std::path::{Path, PathBuf};
 
 /// Resolve a path argument for `ctx` (no protection check).
@@ -45,7 +46,7 @@ pub fn protection(ctx: &ToolContext, path: &Path) -> Option<Protected> {
 
 /// Resolve and refuse protected paths: the one call file and search tools make. A protected path
 /// passes only when the owner approved this call as an always-ask call (consent).
-pub fn resolve_checked(ctx: &ToolContext, path: &str) -> Result<PathBuf, ToolResult> {
+pub fn resolve_checked(ctx: &ToolContext, path: &str) -> Result<PathBuf, ToolError> {
     let p = resolve(ctx, path);
     match protection(ctx, &p) {
         None => Ok(p),
@@ -57,7 +58,7 @@ pub fn resolve_checked(ctx: &ToolContext, path: &str) -> Result<PathBuf, ToolRes
         {
             Ok(p)
         }
-        Some(why) => Err(ToolResult::err(ErrorKind::Denied, why.describe(&p))),
+        Some(why) => Err(ToolError::new(ErrorKind::Denied, why.describe(&p))),
     }
 }
 
@@ -88,14 +89,11 @@ mod tests {
         // A symlink in the workspace pointing at the config is refused too.
         std::os::unix::fs::symlink(home.path().join("config.yaml"), ws.join("link")).unwrap();
         let err = resolve_checked(&ctx, "link").unwrap_err();
-        assert_eq!(err.error_kind, Some(ErrorKind::Denied));
+        assert_eq!(err.kind, ErrorKind::Denied);
         // A hard link in the workspace to the config is the config.
         std::fs::hard_link(home.path().join("config.yaml"), ws.join("hard.txt")).unwrap();
         let err = resolve_checked(&ctx, "hard.txt").unwrap_err();
-        assert!(
-            err.error.as_deref().unwrap_or("").contains("hard link"),
-            "{err:?}"
-        );
+        assert!(err.message.contains("hard link"), "{err:?}");
         assert!(resolve_checked(&ctx, "/home/someone/.ssh/id_ed25519").is_err());
         assert!(resolve_checked(&ctx, "project/.env").is_err());
     }

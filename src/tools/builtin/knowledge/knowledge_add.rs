@@ -4,18 +4,20 @@
 use crate::knowledge::{KnowledgeHub, Saved};
 use crate::tools::args::{req_str, type_name};
 use crate::tools::knowledge_search::knowledge_error;
-use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{CallPlan, ToolDecl, ToolError, ToolOutput};
+use crate::tools::{ErrorKind, Tool, ToolContext};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::sync::Arc;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 /// Optional string argument `key`.
-pub(crate) fn opt_str<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>, ToolResult> {
+pub(crate) fn opt_str<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>, ToolError> {
     match args.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(other) => Err(ToolResult::err(
+        Some(other) => Err(ToolError::new(
             ErrorKind::Validation,
             format!(
                 "argument `{key}` must be a string, got {}",
@@ -26,9 +28,9 @@ pub(crate) fn opt_str<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>,
 }
 
 /// Optional array-of-strings argument `tags`.
-pub(crate) fn opt_tags(args: &Value) -> Result<Option<Vec<String>>, ToolResult> {
+pub(crate) fn opt_tags(args: &Value) -> Result<Option<Vec<String>>, ToolError> {
     let bad = |what: &str| {
-        Err(ToolResult::err(
+        Err(ToolError::new(
             ErrorKind::Validation,
             format!("argument `tags` must be an array of strings, got {what}"),
         ))
@@ -50,7 +52,7 @@ pub(crate) fn opt_tags(args: &Value) -> Result<Option<Vec<String>>, ToolResult> 
 }
 
 /// The text a write tool answers with.
-pub(crate) fn saved_result(verb: &str, saved: Saved) -> ToolResult {
+pub(crate) fn saved_result(verb: &str, saved: Saved) -> Result<ToolOutput, ToolError> {
     let n = &saved.note;
     let tags = if n.tags.is_empty() {
         "none".to_string()
@@ -61,10 +63,10 @@ pub(crate) fn saved_result(verb: &str, saved: Saved) -> ToolResult {
     if let Some(w) = &saved.warning {
         out.push_str(&format!("\nNote: {w}"));
     }
-    ToolResult::ok(out).with_metadata(json!({
+    Ok(ToolOutput::new(out).with_metadata(json!({
         "source": n.source, "title": n.title, "tags": n.tags, "updated": n.updated,
         "warning": saved.warning
-    }))
+    })))
 }
 
 pub struct KnowledgeAdd(pub Arc<KnowledgeHub>);
@@ -81,53 +83,40 @@ fn named_after_its_title(note: &crate::knowledge::notes::Note) -> bool {
 
 #[async_trait]
 impl Tool for KnowledgeAdd {
-    fn name(&self) -> &str {
-        "knowledge_add"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "knowledge_add",
+                "Save a new note (Markdown) to the knowledge base, to be found later with \
+                 knowledge_search. Give a short title and a few tags; the first tag is its folder.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "content": {"type": "string", "minLength": 1, "description": "The note in Markdown"},
+                        "title": {"type": "string", "description": "Default: the first line of the content"},
+                        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": crate::knowledge::notes::MAX_TAGS}
+                    },
+                    "required": ["content"],
+                    "additionalProperties": false
+                }),
+            )
+            // Its answer acknowledges the title and tags it was given and names the new note's file;
+            // only when that name had to differ from the title's (a note of that name was there
+            // already) does it tell something of the knowledge base, and that call marks the turn.
+            .not_private()
+            .timeout(Duration::from_secs(60))
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "Save a new note (Markdown) to the knowledge base, to be found later with \
-         knowledge_search. Give a short title and a few tags; the first tag is its folder."
+    fn describe(&self, args: &Value, ctx: &ToolContext) -> CallPlan {
+        CallPlan {
+            consent: self.consent_check(args, ctx),
+            ..CallPlan::of(self.decl(), args)
+        }
     }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "content": {"type": "string", "minLength": 1, "description": "The note in Markdown"},
-                "title": {"type": "string", "description": "Default: the first line of the content"},
-                "tags": {"type": "array", "items": {"type": "string"}, "maxItems": crate::knowledge::notes::MAX_TAGS}
-            },
-            "required": ["content"],
-            "additionalProperties": false
-        })
-    }
-    fn risk(&self) -> Risk {
-        Risk::Write
-    }
-    /// Its answer acknowledges the title and tags it was given and names the new note's file;
-    /// only when that name had to differ from the title's (a note of that name was there
-    /// already) does it tell something of the knowledge base, and that call marks the turn.
-    fn reads_private(&self) -> bool {
-        false
-    }
-    fn timeout(&self) -> Duration {
-        Duration::from_secs(60)
-    }
-    fn consent_check(&self, args: &Value, _ctx: &ToolContext) -> Option<String> {
-        let content = args.get("content").and_then(Value::as_str).unwrap_or("");
-        let title = args
-            .get("title")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .unwrap_or_else(|| crate::knowledge::notes::title_from_content(content));
-        Some(format!(
-            "save the note {title:?} ({} bytes) to the knowledge base",
-            content.len()
-        ))
-    }
-
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let parsed = (|| {
-            Ok::<_, ToolResult>((
+            Ok::<_, ToolError>((
                 req_str(&args, "content")?,
                 opt_str(&args, "title")?,
                 opt_tags(&args)?,
@@ -135,7 +124,7 @@ impl Tool for KnowledgeAdd {
         })();
         let (content, title, tags) = match parsed {
             Ok(p) => p,
-            Err(e) => return e,
+            Err(e) => return Err(e),
         };
         let k = match self.0.get().await {
             Ok(k) => k,
@@ -151,5 +140,20 @@ impl Tool for KnowledgeAdd {
             }
             Err(e) => knowledge_error(e),
         }
+    }
+}
+
+impl KnowledgeAdd {
+    fn consent_check(&self, args: &Value, _ctx: &ToolContext) -> Option<String> {
+        let content = args.get("content").and_then(Value::as_str).unwrap_or("");
+        let title = args
+            .get("title")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| crate::knowledge::notes::title_from_content(content));
+        Some(format!(
+            "save the note {title:?} ({} bytes) to the knowledge base",
+            content.len()
+        ))
     }
 }

@@ -6,63 +6,52 @@ use crate::knowledge::{EditMode, KnowledgeHub};
 use crate::tools::args::req_str;
 use crate::tools::knowledge_add::{opt_str, opt_tags, saved_result};
 use crate::tools::knowledge_search::knowledge_error;
-use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{CallPlan, ToolDecl, ToolError, ToolOutput};
+use crate::tools::{ErrorKind, Tool, ToolContext};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::sync::Arc;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 pub struct KnowledgeEdit(pub Arc<KnowledgeHub>);
 
 #[async_trait]
 impl Tool for KnowledgeEdit {
-    fn name(&self) -> &str {
-        "knowledge_edit"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "knowledge_edit",
+                "Change a note of the knowledge base by its `source`: mode `append` adds the content at \
+                 the end (title and tags stay); mode `replace` replaces the text (title and tags stay \
+                 unless given).",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "source": {"type": "string", "description": "The note's path, as knowledge_search returns it"},
+                        "content": {"type": "string", "minLength": 1},
+                        "mode": {"type": "string", "enum": ["append", "replace"]},
+                        "title": {"type": "string", "description": "New title (replace only)"},
+                        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": crate::knowledge::notes::MAX_TAGS, "description": "New tags (replace only)"}
+                    },
+                    "required": ["source", "content", "mode"],
+                    "additionalProperties": false
+                }),
+            )
+            // Private (the default): its answers name existing notes (titles, tags).
+            .timeout(Duration::from_secs(60))
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "Change a note of the knowledge base by its `source`: mode `append` adds the content at \
-         the end (title and tags stay); mode `replace` replaces the text (title and tags stay \
-         unless given)."
+    fn describe(&self, args: &Value, ctx: &ToolContext) -> CallPlan {
+        CallPlan {
+            consent: self.consent_check(args, ctx),
+            ..CallPlan::of(self.decl(), args)
+        }
     }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "source": {"type": "string", "description": "The note's path, as knowledge_search returns it"},
-                "content": {"type": "string", "minLength": 1},
-                "mode": {"type": "string", "enum": ["append", "replace"]},
-                "title": {"type": "string", "description": "New title (replace only)"},
-                "tags": {"type": "array", "items": {"type": "string"}, "maxItems": crate::knowledge::notes::MAX_TAGS, "description": "New tags (replace only)"}
-            },
-            "required": ["source", "content", "mode"],
-            "additionalProperties": false
-        })
-    }
-    fn risk(&self) -> Risk {
-        Risk::Write
-    }
-    /// Its answers name existing notes (titles, tags): private data.
-    fn reads_private(&self) -> bool {
-        true
-    }
-    fn timeout(&self) -> Duration {
-        Duration::from_secs(60)
-    }
-    fn consent_check(&self, args: &Value, _ctx: &ToolContext) -> Option<String> {
-        let source = args.get("source").and_then(Value::as_str).unwrap_or("?");
-        let bytes = args
-            .get("content")
-            .and_then(Value::as_str)
-            .map_or(0, str::len);
-        Some(match args.get("mode").and_then(Value::as_str) {
-            Some("append") => format!("append {bytes} bytes to the note {source}"),
-            _ => format!("replace the note {source} ({bytes} bytes)"),
-        })
-    }
-
-    async fn run(&self, args: Value, _ctx: &ToolContext) -> ToolResult {
+    async fn run(&self, args: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let parsed = (|| {
-            Ok::<_, ToolResult>((
+            Ok::<_, ToolError>((
                 req_str(&args, "source")?,
                 req_str(&args, "content")?,
                 req_str(&args, "mode")?,
@@ -72,16 +61,16 @@ impl Tool for KnowledgeEdit {
         })();
         let (source, content, mode, title, tags) = match parsed {
             Ok(p) => p,
-            Err(e) => return e,
+            Err(e) => return Err(e),
         };
         let mode = match mode {
             "append" => EditMode::Append,
             "replace" => EditMode::Replace,
             other => {
-                return ToolResult::err(
+                return Err(ToolError::new(
                     ErrorKind::Validation,
                     format!("`mode` must be \"append\" or \"replace\", got {other:?}"),
-                )
+                ))
             }
         };
         let k = match self.0.get().await {
@@ -99,5 +88,19 @@ impl Tool for KnowledgeEdit {
             ),
             Err(e) => knowledge_error(e),
         }
+    }
+}
+
+impl KnowledgeEdit {
+    fn consent_check(&self, args: &Value, _ctx: &ToolContext) -> Option<String> {
+        let source = args.get("source").and_then(Value::as_str).unwrap_or("?");
+        let bytes = args
+            .get("content")
+            .and_then(Value::as_str)
+            .map_or(0, str::len);
+        Some(match args.get("mode").and_then(Value::as_str) {
+            Some("append") => format!("append {bytes} bytes to the note {source}"),
+            _ => format!("replace the note {source} ({bytes} bytes)"),
+        })
     }
 }

@@ -4,50 +4,40 @@
 use crate::knowledge::KnowledgeHub;
 use crate::tools::args::req_str;
 use crate::tools::knowledge_search::knowledge_error;
-use crate::tools::{Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{Risk, Tool, ToolContext};
+use crate::tools::{ToolDecl, ToolError, ToolOutput};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::sync::Arc;
+use std::sync::LazyLock;
 
 pub struct KnowledgeRead(pub Arc<KnowledgeHub>);
 
 #[async_trait]
 impl Tool for KnowledgeRead {
-    fn name(&self) -> &str {
-        "knowledge_read"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "knowledge_read",
+                "Read a note of the knowledge base in full, by the `source` that knowledge_search or \
+                 knowledge_add returned (a path like `ops/deploying-the-server.md`).",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "source": {"type": "string", "description": "The note's path relative to the knowledge folder"}
+                    },
+                    "required": ["source"],
+                    "additionalProperties": false
+                }),
+            )
+            .risk(Risk::ReadOnly)
+            .no_compress()
+            .max_retries(1)
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "Read a note of the knowledge base in full, by the `source` that knowledge_search or \
-         knowledge_add returned (a path like `ops/deploying-the-server.md`)."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "source": {"type": "string", "description": "The note's path relative to the knowledge folder"}
-            },
-            "required": ["source"],
-            "additionalProperties": false
-        })
-    }
-    fn no_compress(&self) -> bool {
-        true
-    }
-    fn risk(&self) -> Risk {
-        Risk::ReadOnly
-    }
-    fn reads_private(&self) -> bool {
-        true
-    }
-    fn max_retries(&self) -> u32 {
-        1
-    }
-
-    async fn run(&self, args: Value, _ctx: &ToolContext) -> ToolResult {
-        let source = match req_str(&args, "source") {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
+    async fn run(&self, args: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let source = req_str(&args, "source")?;
         let k = match self.0.get().await {
             Ok(k) => k,
             Err(e) => return knowledge_error(e),
@@ -61,13 +51,13 @@ impl Tool for KnowledgeRead {
         } else {
             note.tags.join(", ")
         };
-        ToolResult::ok(format!(
+        Ok(ToolOutput::new(format!(
             "# {}\nsource: {}\ntags: {tags}\ncreated: {}; updated: {}\n\n{}",
             note.title, note.source, note.created, note.updated, note.body
         ))
         .with_metadata(json!({
             "source": note.source, "title": note.title, "tags": note.tags,
             "created": note.created, "updated": note.updated, "bytes": note.body.len()
-        }))
+        })))
     }
 }

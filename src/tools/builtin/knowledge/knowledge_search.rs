@@ -4,67 +4,60 @@
 
 use crate::knowledge::{KnowledgeError, KnowledgeHub, SearchMode};
 use crate::tools::args::{opt_u64, req_str};
-use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{ErrorKind, Risk, Tool, ToolContext};
+use crate::tools::{ToolDecl, ToolError, ToolOutput};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::sync::Arc;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 /// Results when `limit` is not given.
 pub const DEFAULT_LIMIT: u64 = 5;
 
 /// A knowledge-base error as a tool result.
-pub(crate) fn knowledge_error(e: KnowledgeError) -> ToolResult {
-    ToolResult::err(e.kind(), e.to_string())
+pub(crate) fn knowledge_error(e: KnowledgeError) -> Result<ToolOutput, ToolError> {
+    Err(ToolError::new(e.kind(), e.to_string()))
 }
 
 pub struct KnowledgeSearch(pub Arc<KnowledgeHub>);
 
 #[async_trait]
 impl Tool for KnowledgeSearch {
-    fn name(&self) -> &str {
-        "knowledge_search"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "knowledge_search",
+                "Search the knowledge base (notes saved with knowledge_add or written by the user) by \
+                 keywords in any language; returns titles, tags, snippets and each note's `source` for \
+                 knowledge_read and knowledge_edit.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "query": {"type": "string", "minLength": 1, "description": "Words to look for (English, Chinese, …)"},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": crate::knowledge::MAX_LIMIT, "default": DEFAULT_LIMIT}
+                    },
+                    "required": ["query"],
+                    "additionalProperties": false
+                }),
+            )
+            .risk(Risk::ReadOnly)
+            .timeout(Duration::from_secs(60))
+            .max_retries(1)
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "Search the knowledge base (notes saved with knowledge_add or written by the user) by \
-         keywords in any language; returns titles, tags, snippets and each note's `source` for \
-         knowledge_read and knowledge_edit."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "minLength": 1, "description": "Words to look for (English, Chinese, …)"},
-                "limit": {"type": "integer", "minimum": 1, "maximum": crate::knowledge::MAX_LIMIT, "default": DEFAULT_LIMIT}
-            },
-            "required": ["query"],
-            "additionalProperties": false
-        })
-    }
-    fn risk(&self) -> Risk {
-        Risk::ReadOnly
-    }
-    fn reads_private(&self) -> bool {
-        true
-    }
-    fn timeout(&self) -> Duration {
-        Duration::from_secs(60)
-    }
-    fn max_retries(&self) -> u32 {
-        1
-    }
-
-    async fn run(&self, args: Value, _ctx: &ToolContext) -> ToolResult {
+    async fn run(&self, args: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let query = match req_str(&args, "query") {
             Ok(q) if !q.trim().is_empty() => q.trim().to_string(),
-            Ok(_) => return ToolResult::err(ErrorKind::Validation, "`query` is empty"),
-            Err(e) => return e,
+            Ok(_) => return Err(ToolError::new(ErrorKind::Validation, "`query` is empty")),
+            Err(e) => return Err(e),
         };
         let limit = match opt_u64(&args, "limit") {
             Ok(l) => l
                 .unwrap_or(DEFAULT_LIMIT)
                 .clamp(1, crate::knowledge::MAX_LIMIT as u64) as usize,
-            Err(e) => return e,
+            Err(e) => return Err(e),
         };
         let k = match self.0.get().await {
             Ok(k) => k,
@@ -123,10 +116,12 @@ impl Tool for KnowledgeSearch {
                 })
             })
             .collect();
-        ToolResult::ok(out.trim_end().to_string()).with_metadata(json!({
-            "mode": mode,
-            "warning": outcome.warning,
-            "results": results,
-        }))
+        Ok(
+            ToolOutput::new(out.trim_end().to_string()).with_metadata(json!({
+                "mode": mode,
+                "warning": outcome.warning,
+                "results": results,
+            })),
+        )
     }
 }

@@ -7,12 +7,14 @@
 //! bot's own, and the result says so. Read-only.
 
 use crate::tools::lark_common::{api_error, segment, LarkClient};
-use crate::tools::{Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{Risk, Tool, ToolContext};
+use crate::tools::{ToolDecl, ToolError, ToolOutput};
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use chrono_tz::Tz;
 use serde_json::{json, Value};
 use std::sync::Arc;
+use std::sync::LazyLock;
 
 /// The longest window one instance_view call may cover.
 pub const MAX_WINDOW_SECS: i64 = 40 * 86_400;
@@ -170,44 +172,37 @@ fn line(e: &Value) -> String {
 
 #[async_trait]
 impl Tool for LarkCalendarEvents {
-    fn name(&self) -> &str {
-        "lark_calendar_events"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "lark_calendar_events",
+                "Read the primary Lark calendar: action=agenda for today's events, action=list for a \
+                 time range (start_time/end_time as ISO 8601 or Unix seconds). Each event has start, \
+                 end, title, location, organiser and meeting link. Read-only.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "action": {"type": "string", "enum": ["agenda", "list"]},
+                        "start_time": {
+                            "type": ["string", "integer"],
+                            "description": "ISO 8601 or Unix seconds (list; default: today's start)"
+                        },
+                        "end_time": {
+                            "type": ["string", "integer"],
+                            "description": "ISO 8601 or Unix seconds (list; default: 7 days after start)"
+                        }
+                    },
+                    "required": ["action"],
+                    "additionalProperties": false
+                }),
+            )
+            .risk(Risk::ReadOnly)
+            .timeout(std::time::Duration::from_secs(60))
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "Read the primary Lark calendar: action=agenda for today's events, action=list for a \
-         time range (start_time/end_time as ISO 8601 or Unix seconds). Each event has start, \
-         end, title, location, organiser and meeting link. Read-only."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "action": {"type": "string", "enum": ["agenda", "list"]},
-                "start_time": {
-                    "type": ["string", "integer"],
-                    "description": "ISO 8601 or Unix seconds (list; default: today's start)"
-                },
-                "end_time": {
-                    "type": ["string", "integer"],
-                    "description": "ISO 8601 or Unix seconds (list; default: 7 days after start)"
-                }
-            },
-            "required": ["action"],
-            "additionalProperties": false
-        })
-    }
-    fn risk(&self) -> Risk {
-        Risk::ReadOnly
-    }
-    fn reads_private(&self) -> bool {
-        true
-    }
-    fn timeout(&self) -> std::time::Duration {
-        std::time::Duration::from_secs(60)
-    }
-
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
-        use crate::tools::ErrorKind::Validation;
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let invalid = |m: String| Err(ToolError::new(crate::tools::ErrorKind::Validation, m));
         let tz = self.zone();
         let today = Utc::now().with_timezone(&tz).date_naive();
         let day_start =
@@ -227,31 +222,26 @@ impl Tool for LarkCalendarEvents {
                 let start = match args.get("start_time").filter(|v| !v.is_null()) {
                     Some(v) => match parse_time(v, &tz) {
                         Ok(t) => t,
-                        Err(e) => return ToolResult::err(Validation, format!("start_time: {e}")),
+                        Err(e) => return invalid(format!("start_time: {e}")),
                     },
                     None => day_start,
                 };
                 let end = match args.get("end_time").filter(|v| !v.is_null()) {
                     Some(v) => match parse_time(v, &tz) {
                         Ok(t) => t,
-                        Err(e) => return ToolResult::err(Validation, format!("end_time: {e}")),
+                        Err(e) => return invalid(format!("end_time: {e}")),
                     },
                     None => start + 7 * 86_400,
                 };
                 (start, end)
             }
-            other => {
-                return ToolResult::err(
-                    Validation,
-                    format!("action must be agenda or list, not {other:?}"),
-                )
-            }
+            other => return invalid(format!("action must be agenda or list, not {other:?}")),
         };
         if end <= start {
-            return ToolResult::err(Validation, "end_time must be after start_time");
+            return invalid("end_time must be after start_time".into());
         }
         if end - start > 366 * 86_400 {
-            return ToolResult::err(Validation, "the range may cover at most 366 days");
+            return invalid("the range may cover at most 366 days".into());
         }
         let as_user = self.client.user.is_configured();
         let primary = match self
@@ -271,10 +261,10 @@ impl Tool for LarkCalendarEvents {
         };
         let cal_id = text(&primary, "/data/calendars/0/calendar/calendar_id");
         if cal_id.is_empty() {
-            return ToolResult::err(
+            return Err(ToolError::new(
                 crate::tools::ErrorKind::Dependency,
                 "Lark returned no primary calendar (data.calendars is empty)",
-            );
+            ));
         }
         let path = format!(
             "/open-apis/calendar/v4/calendars/{}/events/instance_view",
@@ -340,13 +330,13 @@ impl Tool for LarkCalendarEvents {
             out.push_str(&line(e));
         }
         let list: Vec<Value> = events.into_iter().map(|(_, e)| e).collect();
-        ToolResult::ok(out).with_metadata(json!({
+        Ok(ToolOutput::new(out).with_metadata(json!({
             "calendar_id": cal_id,
             "as_user": as_user,
             "start_time": start,
             "end_time": end,
             "events": list,
-        }))
+        })))
     }
 }
 

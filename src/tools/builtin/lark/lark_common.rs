@@ -3,7 +3,8 @@
 //! into text the model can act on (the code, its meaning, what to do).
 
 use crate::config::Config;
-use crate::tools::{ErrorKind, ToolContext, ToolResult};
+use crate::tools::{ErrorKind, ToolContext};
+use crate::tools::{ToolError, ToolOutput};
 use ethan_channels::lark::api::{ApiError, LarkApi};
 use ethan_channels::lark::codes;
 use ethan_channels::lark::user_api::UserApi;
@@ -97,7 +98,12 @@ pub fn scopes_in(msg: &str) -> Vec<String> {
 
 /// An API failure as a `dependency` error: the Lark code, its meaning and what to do.
 /// `scopes` are the scopes this call needs, named when the platform's message names none.
-pub fn api_error(what: &str, e: &ApiError, scopes: &[&str], as_user: bool) -> ToolResult {
+pub fn api_error(
+    what: &str,
+    e: &ApiError,
+    scopes: &[&str],
+    as_user: bool,
+) -> Result<ToolOutput, ToolError> {
     let (code, msg) = match e {
         ApiError::Api { code, msg, .. } | ApiError::Auth { code, msg } => {
             (Some(*code), msg.clone())
@@ -105,10 +111,10 @@ pub fn api_error(what: &str, e: &ApiError, scopes: &[&str], as_user: bool) -> To
         ApiError::Transport { message, .. } => (None, message.clone()),
     };
     let Some(code) = code else {
-        return ToolResult::err(
+        return Err(ToolError::new(
             ErrorKind::Dependency,
             format!("{what} failed: Lark could not be reached ({msg}). Retry later."),
-        );
+        ));
     };
     let todo = match code {
         99991672 | 99991679 | 230027 => {
@@ -142,11 +148,11 @@ pub fn api_error(what: &str, e: &ApiError, scopes: &[&str], as_user: bool) -> To
         193104 => "more than 1000 event instances in the range",
         c => codes::meaning(c),
     };
-    ToolResult::err(
+    Err(ToolError::new(
         ErrorKind::Dependency,
         format!("{what} failed: Lark code {code} ({meaning}): {msg}. To fix: {todo}."),
     )
-    .with_metadata(serde_json::json!({"lark_code": code}))
+    .with_metadata(serde_json::json!({"lark_code": code})))
 }
 
 /// `s` as one path segment (ids never carry `/`, `?` or `#`).
@@ -179,7 +185,8 @@ mod tests {
             msg: "denied".into(),
             http_status: 400,
         };
-        let r = api_error("reading", &e, &["im:message:readonly"], false);
+        let r: crate::tools::ToolResult =
+            api_error("reading", &e, &["im:message:readonly"], false).into();
         let t = r.error.unwrap();
         assert!(
             t.contains("99991672") && t.contains("im:message:readonly"),

@@ -7,12 +7,14 @@
 //! open_id is shown). Posts are flattened to text. Read-only.
 
 use crate::tools::lark_common::{api_error, segment, LarkClient, HOW_TO_USER_TOKEN};
-use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{ErrorKind, Risk, Tool, ToolContext};
+use crate::tools::{ToolDecl, ToolError, ToolOutput};
 use async_trait::async_trait;
 use chrono::{TimeZone, Utc};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::LazyLock;
 
 /// The most messages one call returns.
 pub const MAX_MESSAGES: usize = 200;
@@ -78,39 +80,32 @@ pub fn flatten(item: &Value) -> String {
 
 #[async_trait]
 impl Tool for LarkChatMessages {
-    fn name(&self) -> &str {
-        "lark_chat_messages"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "lark_chat_messages",
+                "Read the history of a Lark chat (chat_id oc_…), oldest first, optionally between \
+                 start_time and end_time (Unix seconds or ISO 8601). as_user=true reads as the \
+                 configured user instead of the bot. Read-only.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "chat_id": {"type": "string", "minLength": 1},
+                        "start_time": {"type": ["string", "integer"]},
+                        "end_time": {"type": ["string", "integer"]},
+                        "page_size": {"type": "integer", "minimum": 1, "maximum": 50, "default": 20},
+                        "as_user": {"type": "boolean", "default": false}
+                    },
+                    "required": ["chat_id"],
+                    "additionalProperties": false
+                }),
+            )
+            .risk(Risk::ReadOnly)
+            .timeout(std::time::Duration::from_secs(60))
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "Read the history of a Lark chat (chat_id oc_…), oldest first, optionally between \
-         start_time and end_time (Unix seconds or ISO 8601). as_user=true reads as the \
-         configured user instead of the bot. Read-only."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "chat_id": {"type": "string", "minLength": 1},
-                "start_time": {"type": ["string", "integer"]},
-                "end_time": {"type": ["string", "integer"]},
-                "page_size": {"type": "integer", "minimum": 1, "maximum": 50, "default": 20},
-                "as_user": {"type": "boolean", "default": false}
-            },
-            "required": ["chat_id"],
-            "additionalProperties": false
-        })
-    }
-    fn risk(&self) -> Risk {
-        Risk::ReadOnly
-    }
-    fn reads_private(&self) -> bool {
-        true
-    }
-    fn timeout(&self) -> std::time::Duration {
-        std::time::Duration::from_secs(60)
-    }
-
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let tz = crate::tz::effective_zone(None, self.tz.as_deref())
             .unwrap_or_else(|_| crate::tz::system_zone());
         let chat_id = args
@@ -120,17 +115,17 @@ impl Tool for LarkChatMessages {
             .trim()
             .to_string();
         if chat_id.is_empty() {
-            return ToolResult::err(ErrorKind::Validation, "chat_id is required");
+            return Err(ToolError::new(ErrorKind::Validation, "chat_id is required"));
         }
         let as_user = args.get("as_user").and_then(Value::as_bool) == Some(true);
         if as_user && !self.client.user.is_configured() {
-            return ToolResult::err(
+            return Err(ToolError::new(
                 ErrorKind::Validation,
                 format!(
                     "as_user needs a Lark user access token and none is configured: \
                      {HOW_TO_USER_TOKEN}. Or call again with as_user=false to read as the bot."
                 ),
-            );
+            ));
         }
         let page_size = args
             .get("page_size")
@@ -141,10 +136,9 @@ impl Tool for LarkChatMessages {
         let mut bounds = Vec::new();
         for key in ["start_time", "end_time"] {
             if let Some(v) = args.get(key).filter(|v| !v.is_null()) {
-                match crate::tools::lark_calendar::parse_time(v, &tz) {
-                    Ok(t) => bounds.push((key, t.to_string())),
-                    Err(e) => return ToolResult::err(ErrorKind::Validation, format!("{key}: {e}")),
-                }
+                let t = crate::tools::lark_calendar::parse_time(v, &tz)
+                    .map_err(|e| ToolError::new(ErrorKind::Validation, format!("{key}: {e}")))?;
+                bounds.push((key, t.to_string()));
             }
         }
         let mut items: Vec<Value> = Vec::new();
@@ -313,12 +307,12 @@ impl Tool for LarkChatMessages {
                  {MAX_MESSAGES} per call)"
             ));
         }
-        ToolResult::ok(out).with_metadata(json!({
+        Ok(ToolOutput::new(out).with_metadata(json!({
             "chat_id": chat_id,
             "pages": pages,
             "truncated": truncated,
             "messages": list,
-        }))
+        })))
     }
 }
 

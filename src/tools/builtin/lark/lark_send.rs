@@ -6,10 +6,12 @@
 //! `{receive_id, msg_type: text|interactive, content: <JSON string>, uuid}`.
 
 use crate::tools::lark_common::{api_error, LarkClient, HOW_TO_USER_TOKEN};
-use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{CallPlan, ToolDecl, ToolError, ToolOutput};
+use crate::tools::{ErrorKind, Tool, ToolContext};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::sync::Arc;
+use std::sync::LazyLock;
 
 const SCOPES: &[&str] = &["im:message:send_as_bot", "im:message"];
 
@@ -57,37 +59,93 @@ fn request(args: &Value) -> Result<(&'static str, String, &'static str, String),
 
 #[async_trait]
 impl Tool for LarkMessageSend {
-    fn name(&self) -> &str {
-        "lark_message_send"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "lark_message_send",
+                "Send a Lark message: text or a card (JSON) to a chat (chat_id) or a person (open_id), as \
+                 the bot or, with as_user=true, as the configured user. Asks the owner every time. \
+                 Returns the message id.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "chat_id": {"type": "string"},
+                        "open_id": {"type": "string"},
+                        "text": {"type": "string"},
+                        "card": {"type": ["object", "string"], "description": "card JSON (1.0 or schema 2.0)"},
+                        "as_user": {"type": "boolean", "default": false}
+                    },
+                    "additionalProperties": false
+                }),
+            )
+            // Its output is the sent message's id.
+            .not_private()
+            .no_compress()
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "Send a Lark message: text or a card (JSON) to a chat (chat_id) or a person (open_id), as \
-         the bot or, with as_user=true, as the configured user. Asks the owner every time. \
-         Returns the message id."
+    fn describe(&self, args: &Value, ctx: &ToolContext) -> CallPlan {
+        CallPlan {
+            consent: self.consent_check(args, ctx),
+            egress: self.egress(args, ctx),
+            always: self.consent_always(args, ctx),
+            ..CallPlan::of(self.decl(), args)
+        }
     }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "chat_id": {"type": "string"},
-                "open_id": {"type": "string"},
-                "text": {"type": "string"},
-                "card": {"type": ["object", "string"], "description": "card JSON (1.0 or schema 2.0)"},
-                "as_user": {"type": "boolean", "default": false}
-            },
-            "additionalProperties": false
-        })
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let (id_type, id, msg_type, content) = match request(&args) {
+            Ok(r) => r,
+            Err(e) => return Err(ToolError::new(ErrorKind::Validation, e)),
+        };
+        let as_user = args.get("as_user").and_then(Value::as_bool) == Some(true);
+        if as_user && !self.client.user.is_configured() {
+            return Err(ToolError::new(
+                ErrorKind::Validation,
+                format!(
+                    "as_user needs a Lark user access token and none is configured: \
+                     {HOW_TO_USER_TOKEN}. Or send with as_user=false (as the bot)."
+                ),
+            ));
+        }
+        // One uuid per call: a retried request is delivered at most once.
+        let uuid: String = if ctx.execution_id.is_empty() {
+            uuid::Uuid::new_v4().simple().to_string()
+        } else {
+            ctx.execution_id.chars().take(50).collect()
+        };
+        let body = json!({
+            "receive_id": id,
+            "msg_type": msg_type,
+            "content": content,
+            "uuid": uuid,
+        });
+        let r = self
+            .client
+            .call(
+                as_user,
+                reqwest::Method::POST,
+                "/open-apis/im/v1/messages",
+                &[("receive_id_type", id_type)],
+                Some(&body),
+                ctx,
+            )
+            .await;
+        match r {
+            Ok(v) => {
+                let mid = v
+                    .pointer("/data/message_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                Ok(ToolOutput::new(format!("sent (message_id {mid})"))
+                    .with_metadata(json!({"message_id": mid, "receive_id": id})))
+            }
+            Err(e) => api_error("sending the message", &e, SCOPES, as_user),
+        }
     }
-    fn no_compress(&self) -> bool {
-        true
-    }
-    fn risk(&self) -> Risk {
-        Risk::Write
-    }
-    /// Its output is the sent message's id.
-    fn reads_private(&self) -> bool {
-        false
-    }
+}
+
+impl LarkMessageSend {
     fn consent_check(&self, args: &Value, _ctx: &ToolContext) -> Option<String> {
         let who = if args.get("as_user").and_then(Value::as_bool) == Some(true) {
             "as you"
@@ -121,58 +179,6 @@ impl Tool for LarkMessageSend {
     /// Every message is its own decision: never remembered for the session.
     fn consent_always(&self, _args: &Value, _ctx: &ToolContext) -> bool {
         true
-    }
-
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
-        let (id_type, id, msg_type, content) = match request(&args) {
-            Ok(r) => r,
-            Err(e) => return ToolResult::err(ErrorKind::Validation, e),
-        };
-        let as_user = args.get("as_user").and_then(Value::as_bool) == Some(true);
-        if as_user && !self.client.user.is_configured() {
-            return ToolResult::err(
-                ErrorKind::Validation,
-                format!(
-                    "as_user needs a Lark user access token and none is configured: \
-                     {HOW_TO_USER_TOKEN}. Or send with as_user=false (as the bot)."
-                ),
-            );
-        }
-        // One uuid per call: a retried request is delivered at most once.
-        let uuid: String = if ctx.execution_id.is_empty() {
-            uuid::Uuid::new_v4().simple().to_string()
-        } else {
-            ctx.execution_id.chars().take(50).collect()
-        };
-        let body = json!({
-            "receive_id": id,
-            "msg_type": msg_type,
-            "content": content,
-            "uuid": uuid,
-        });
-        let r = self
-            .client
-            .call(
-                as_user,
-                reqwest::Method::POST,
-                "/open-apis/im/v1/messages",
-                &[("receive_id_type", id_type)],
-                Some(&body),
-                ctx,
-            )
-            .await;
-        match r {
-            Ok(v) => {
-                let mid = v
-                    .pointer("/data/message_id")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string();
-                ToolResult::ok(format!("sent (message_id {mid})"))
-                    .with_metadata(json!({"message_id": mid, "receive_id": id}))
-            }
-            Err(e) => api_error("sending the message", &e, SCOPES, as_user),
-        }
     }
 }
 

@@ -4,10 +4,12 @@
 //! data); the user's and the bot's visible messages are. Read-only; private data.
 
 use super::store_of;
-use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{ErrorKind, Risk, Tool, ToolContext};
+use crate::tools::{ToolDecl, ToolError, ToolOutput};
 use async_trait::async_trait;
 use ethan_core::ChatKind;
 use serde_json::{json, Value};
+use std::sync::LazyLock;
 
 /// Characters of context shown around each match.
 const SNIPPET_CHARS: usize = 300;
@@ -41,43 +43,35 @@ pub fn snippet(text: &str, needle: &str) -> String {
 
 #[async_trait]
 impl Tool for HistorySearch {
-    fn name(&self) -> &str {
-        "history_search"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "history_search",
+                "Search this chat's earlier messages, including those summarised away and earlier \
+                 sessions; returns dated snippets, newest first.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "query": {"type": "string", "minLength": 1, "description": "Text to find (case-insensitive)."},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Default 10."}
+                    },
+                    "required": ["query"],
+                    "additionalProperties": false
+                }),
+            )
+            .risk(Risk::ReadOnly)
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "Search this chat's earlier messages, including those summarised away and earlier \
-         sessions; returns dated snippets, newest first."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "minLength": 1, "description": "Text to find (case-insensitive)."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Default 10."}
-            },
-            "required": ["query"],
-            "additionalProperties": false
-        })
-    }
-    fn risk(&self) -> Risk {
-        Risk::ReadOnly
-    }
-    fn reads_private(&self) -> bool {
-        true
-    }
-
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
-        let store = match store_of(ctx) {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let store = store_of(ctx)?;
         let query = args
             .get("query")
             .and_then(Value::as_str)
             .unwrap_or("")
             .trim();
         if query.is_empty() {
-            return ToolResult::err(ErrorKind::Validation, "query is empty");
+            return Err(ToolError::new(ErrorKind::Validation, "query is empty"));
         }
         let limit = args
             .get("limit")
@@ -91,12 +85,12 @@ impl Tool for HistorySearch {
             .await
         {
             Ok(h) => h,
-            Err(e) => return ToolResult::err(ErrorKind::Dependency, e.to_string()),
+            Err(e) => return Err(ToolError::new(ErrorKind::Dependency, e.to_string())),
         };
         if hits.is_empty() {
-            return ToolResult::ok(format!(
+            return Ok(ToolOutput::new(format!(
                 "no earlier message of this chat contains {query:?}"
-            ));
+            )));
         }
         let lines: Vec<String> = hits
             .iter()
@@ -111,11 +105,11 @@ impl Tool for HistorySearch {
                 )
             })
             .collect();
-        ToolResult::ok(format!(
+        Ok(ToolOutput::new(format!(
             "{} message(s), newest first:\n{}",
             lines.len(),
             lines.join("\n")
-        ))
+        )))
     }
 }
 

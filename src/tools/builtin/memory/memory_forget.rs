@@ -5,11 +5,13 @@
 //! not make the owner's memory lose what the owner told it, any more than add to it.
 
 use super::{not_your_words, outside_text, store_of, Visible};
-use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{CallPlan, ToolDecl, ToolError, ToolOutput};
+use crate::tools::{ErrorKind, Tool, ToolContext};
 use async_trait::async_trait;
 use ethan_core::assessment::Assessment;
 use ethan_core::store::MemoryScope;
 use serde_json::{json, Value};
+use std::sync::LazyLock;
 
 pub struct MemoryForget;
 
@@ -37,28 +39,31 @@ fn described(args: &Value, ctx: &ToolContext) -> String {
 
 #[async_trait]
 impl Tool for MemoryForget {
-    fn name(&self) -> &str {
-        "memory_forget"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "memory_forget",
+                "Forget a remembered fact by its id (from the notes or memory_search), with the older \
+                 versions it replaced.",
+                json!({
+                    "type": "object",
+                    "properties": {"id": {"type": "integer", "minimum": 1}},
+                    "required": ["id"],
+                    "additionalProperties": false
+                }),
+            )
+            // Its answer names the id it was given ("forgot #3", or that there is none): nothing of
+            // what was remembered.
+            .not_private()
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "Forget a remembered fact by its id (from the notes or memory_search), with the older \
-         versions it replaced."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {"id": {"type": "integer", "minimum": 1}},
-            "required": ["id"],
-            "additionalProperties": false
-        })
-    }
-    fn risk(&self) -> Risk {
-        Risk::Write
-    }
-    /// Its answer names the id it was given ("forgot #3", or that there is none): nothing of
-    /// what was remembered.
-    fn reads_private(&self) -> bool {
-        false
+    fn describe(&self, args: &Value, ctx: &ToolContext) -> CallPlan {
+        CallPlan {
+            consent: self.consent_check(args, ctx),
+            always: self.consent_always(args, ctx),
+            ..CallPlan::of(self.decl(), args)
+        }
     }
     /// The fact's text, for the approval (a store error leaves it unread: the approval says so).
     async fn assess(&self, args: &Value, ctx: &ToolContext) -> Option<Assessment> {
@@ -69,6 +74,29 @@ impl Tool for MemoryForget {
         let text = facts.into_iter().find(|f| f.id == id).map(|f| f.content);
         Some(Assessment::new(Target(text)))
     }
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let store = store_of(ctx)?;
+        let id = id_arg(&args);
+        let visible = Visible::of_call(ctx);
+        let (scope, subject) = visible.subject();
+        match store.forget_fact(id, Some(subject)).await {
+            Ok(true) => {
+                super::refresh_snapshot(store, &ctx.session_key).await;
+                Ok(ToolOutput::new(format!("forgot #{id}")))
+            }
+            Ok(false) => Err(ToolError::new(
+                ErrorKind::Validation,
+                format!(
+                    "there is no fact #{id} in this {} memory; memory_search lists the ids",
+                    scope.as_str()
+                ),
+            )),
+            Err(e) => Err(ToolError::new(ErrorKind::Dependency, e.to_string())),
+        }
+    }
+}
+
+impl MemoryForget {
     /// A group's memory always asks; the person's own asks when the turn saw text from outside
     /// the conversation ([`outside_text`]).
     fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
@@ -86,30 +114,6 @@ impl Tool for MemoryForget {
     /// injected one through unseen.
     fn consent_always(&self, _args: &Value, ctx: &ToolContext) -> bool {
         outside_text(ctx).is_some()
-    }
-
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
-        let store = match store_of(ctx) {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
-        let id = id_arg(&args);
-        let visible = Visible::of_call(ctx);
-        let (scope, subject) = visible.subject();
-        match store.forget_fact(id, Some(subject)).await {
-            Ok(true) => {
-                super::refresh_snapshot(store, &ctx.session_key).await;
-                ToolResult::ok(format!("forgot #{id}"))
-            }
-            Ok(false) => ToolResult::err(
-                ErrorKind::Validation,
-                format!(
-                    "there is no fact #{id} in this {} memory; memory_search lists the ids",
-                    scope.as_str()
-                ),
-            ),
-            Err(e) => ToolResult::err(ErrorKind::Dependency, e.to_string()),
-        }
     }
 }
 
@@ -166,7 +170,7 @@ mod tests {
         ctx.assessment = MemoryForget.assess(&other, &ctx).await;
         let asked = MemoryForget.consent_check(&other, &ctx).expect("asks");
         assert!(asked.contains("no such fact"), "{asked}");
-        assert!(MemoryForget.run(other, &ctx).await.error_kind.is_some());
+        assert!(MemoryForget.run(other, &ctx).await.is_err());
         assert_eq!(store.facts_of("owner", false).await.unwrap().len(), 1);
     }
 }

@@ -11,11 +11,14 @@
 
 use super::{fact_line, normalised, not_your_words, outside_text, store_of, Visible};
 use crate::tools::redact::redact_shapes;
-use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{CallPlan, ToolDecl};
+use crate::tools::{ErrorKind, Tool, ToolContext};
+use crate::tools::{ToolError, ToolOutput};
 use async_trait::async_trait;
 use ethan_core::store::{MemoryScope, NewFact};
 use ethan_core::tool::CONSENTED;
 use serde_json::{json, Value};
+use std::sync::LazyLock;
 
 /// The longest fact, in characters.
 pub const MAX_FACT_CHARS: usize = 500;
@@ -39,44 +42,138 @@ fn scope_arg(args: &Value) -> Option<&str> {
 
 #[async_trait]
 impl Tool for MemorySave {
-    fn name(&self) -> &str {
-        "memory_save"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "memory_save",
+                "Remember one short fact for later conversations (a preference, a name, a decision). In a \
+                 direct chat it is the person's own memory; in a group it is the group's memory and the \
+                 owner is asked first. If it corrects a remembered fact, pass that fact's id in replaces.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "content": {
+                            "type": "string", "minLength": 1, "maxLength": MAX_FACT_CHARS,
+                            "description": "The fact, as one self-contained sentence."
+                        },
+                        "scope": {
+                            "type": "string", "enum": ["personal", "chat"],
+                            "description": "personal (the person you are talking to; direct chats) or \
+                                            chat (this group); default: the one this chat has."
+                        },
+                        "replaces": {
+                            "type": "integer", "minimum": 1,
+                            "description": "The id of a remembered fact this one corrects or contradicts."
+                        }
+                    },
+                    "required": ["content"],
+                    "additionalProperties": false
+                }),
+            )
+            // Its answer acknowledges what the model passed in (and the new fact's id); only when the
+            // fact was remembered already does it show a stored fact, and that call marks the turn.
+            .not_private()
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "Remember one short fact for later conversations (a preference, a name, a decision). In a \
-         direct chat it is the person's own memory; in a group it is the group's memory and the \
-         owner is asked first. If it corrects a remembered fact, pass that fact's id in replaces."
+    fn describe(&self, args: &Value, ctx: &ToolContext) -> CallPlan {
+        CallPlan {
+            consent: self.consent_check(args, ctx),
+            always: self.consent_always(args, ctx),
+            ..CallPlan::of(self.decl(), args)
+        }
     }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "content": {
-                    "type": "string", "minLength": 1, "maxLength": MAX_FACT_CHARS,
-                    "description": "The fact, as one self-contained sentence."
-                },
-                "scope": {
-                    "type": "string", "enum": ["personal", "chat"],
-                    "description": "personal (the person you are talking to; direct chats) or \
-                                    chat (this group); default: the one this chat has."
-                },
-                "replaces": {
-                    "type": "integer", "minimum": 1,
-                    "description": "The id of a remembered fact this one corrects or contradicts."
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let store = store_of(ctx)?;
+        let visible = Visible::of_call(ctx);
+        if visible.is_group() && scope_arg(&args) == Some("personal") {
+            return Err(ToolError::new(
+                ErrorKind::Validation,
+                "personal memory is kept only in a direct chat with me, never in a group; save \
+                 it with scope chat (the group's memory, everyone here sees it) or ask the \
+                 person to tell me in a direct chat",
+            ));
+        }
+        let content = args
+            .get("content")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        if content.is_empty() {
+            return Err(ToolError::new(ErrorKind::Validation, "content is empty"));
+        }
+        if redact_shapes(&content) != content {
+            return Err(ToolError::new(
+                ErrorKind::Validation,
+                "this looks like a password, key or token; I do not keep secrets in memory",
+            ));
+        }
+        let (scope, subject) = visible.subject();
+        let current = match store.facts_of(subject, false).await {
+            Ok(f) => f,
+            Err(e) => return Err(ToolError::new(ErrorKind::Dependency, e.to_string())),
+        };
+        let replaces = args.get("replaces").and_then(Value::as_i64);
+        if let Some(id) = replaces {
+            if !current.iter().any(|f| f.id == id) {
+                return Err(ToolError::new(
+                    ErrorKind::Validation,
+                    format!(
+                        "there is no current fact #{id} in this {} memory; memory_search lists \
+                         the ids",
+                        scope.as_str()
+                    ),
+                ));
+            }
+        }
+        let now = ctx.services.clock.unix_secs();
+        let same = current
+            .iter()
+            .find(|f| normalised(&f.content) == normalised(&content));
+        if let (Some(f), None) = (same, replaces) {
+            if let Err(e) = store.confirm_facts(&[f.id], now).await {
+                return Err(ToolError::new(ErrorKind::Dependency, e.to_string()));
+            }
+            // A remembered fact, as stored: private data.
+            ctx.taint.mark("memory_save (a remembered fact)");
+            return Ok(ToolOutput::new(format!(
+                "already remembered: {}",
+                fact_line(f)
+            )));
+        }
+        let fact = NewFact {
+            scope,
+            subject: subject.to_string(),
+            content: content.clone(),
+            source: source_of(ctx).into(),
+            replaces,
+        };
+        match store.save_fact(&fact).await {
+            Ok(id) => {
+                if replaces.is_some() {
+                    // The replaced fact must not stay in this session's notes.
+                    super::refresh_snapshot(store, &ctx.session_key).await;
                 }
-            },
-            "required": ["content"],
-            "additionalProperties": false
-        })
+                let whose = match scope {
+                    MemoryScope::Personal => "this person's memory",
+                    MemoryScope::Chat => "this group's memory",
+                };
+                let replaced = replaces
+                    .map(|r| format!(" (replaces #{r}, kept as superseded)"))
+                    .unwrap_or_default();
+                Ok(ToolOutput::new(format!(
+                    "saved as #{id} in {whose}{replaced}; it appears in the next session's notes"
+                ))
+                .with_metadata(json!({"id": id, "scope": scope.as_str()})))
+            }
+            Err(e) => Err(ToolError::new(ErrorKind::Dependency, e.to_string())),
+        }
     }
-    fn risk(&self) -> Risk {
-        Risk::Write
-    }
-    /// Its answer acknowledges what the model passed in (and the new fact's id); only when the
-    /// fact was remembered already does it show a stored fact, and that call marks the turn.
-    fn reads_private(&self) -> bool {
-        false
-    }
+}
+
+impl MemorySave {
     /// A group's memory always asks; the person's own asks when the turn saw text from
     /// outside the conversation (see [`outside_text`]).
     fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
@@ -100,100 +197,10 @@ impl Tool for MemorySave {
             .unwrap_or_default();
         Some(format!("remember {whom}{replaces}: {content:?}{why}"))
     }
-
     /// A fact written after outside text is asked every time: a session grant would let the
     /// next injected "fact" through unseen.
     fn consent_always(&self, _args: &Value, ctx: &ToolContext) -> bool {
         outside_text(ctx).is_some()
-    }
-
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
-        let store = match store_of(ctx) {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
-        let visible = Visible::of_call(ctx);
-        if visible.is_group() && scope_arg(&args) == Some("personal") {
-            return ToolResult::err(
-                ErrorKind::Validation,
-                "personal memory is kept only in a direct chat with me, never in a group; save \
-                 it with scope chat (the group's memory, everyone here sees it) or ask the \
-                 person to tell me in a direct chat",
-            );
-        }
-        let content = args
-            .get("content")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
-        if content.is_empty() {
-            return ToolResult::err(ErrorKind::Validation, "content is empty");
-        }
-        if redact_shapes(&content) != content {
-            return ToolResult::err(
-                ErrorKind::Validation,
-                "this looks like a password, key or token; I do not keep secrets in memory",
-            );
-        }
-        let (scope, subject) = visible.subject();
-        let current = match store.facts_of(subject, false).await {
-            Ok(f) => f,
-            Err(e) => return ToolResult::err(ErrorKind::Dependency, e.to_string()),
-        };
-        let replaces = args.get("replaces").and_then(Value::as_i64);
-        if let Some(id) = replaces {
-            if !current.iter().any(|f| f.id == id) {
-                return ToolResult::err(
-                    ErrorKind::Validation,
-                    format!(
-                        "there is no current fact #{id} in this {} memory; memory_search lists \
-                         the ids",
-                        scope.as_str()
-                    ),
-                );
-            }
-        }
-        let now = ctx.services.clock.unix_secs();
-        let same = current
-            .iter()
-            .find(|f| normalised(&f.content) == normalised(&content));
-        if let (Some(f), None) = (same, replaces) {
-            if let Err(e) = store.confirm_facts(&[f.id], now).await {
-                return ToolResult::err(ErrorKind::Dependency, e.to_string());
-            }
-            // A remembered fact, as stored: private data.
-            ctx.taint.mark("memory_save (a remembered fact)");
-            return ToolResult::ok(format!("already remembered: {}", fact_line(f)));
-        }
-        let fact = NewFact {
-            scope,
-            subject: subject.to_string(),
-            content: content.clone(),
-            source: source_of(ctx).into(),
-            replaces,
-        };
-        match store.save_fact(&fact).await {
-            Ok(id) => {
-                if replaces.is_some() {
-                    // The replaced fact must not stay in this session's notes.
-                    super::refresh_snapshot(store, &ctx.session_key).await;
-                }
-                let whose = match scope {
-                    MemoryScope::Personal => "this person's memory",
-                    MemoryScope::Chat => "this group's memory",
-                };
-                let replaced = replaces
-                    .map(|r| format!(" (replaces #{r}, kept as superseded)"))
-                    .unwrap_or_default();
-                ToolResult::ok(format!(
-                    "saved as #{id} in {whose}{replaced}; it appears in the next session's notes"
-                ))
-                .with_metadata(json!({"id": id, "scope": scope.as_str()}))
-            }
-            Err(e) => ToolResult::err(ErrorKind::Dependency, e.to_string()),
-        }
     }
 }
 
@@ -238,17 +245,15 @@ mod tests {
         assert!(MemorySave.consent_always(&args, &dm));
         // Approved: stored as confirmed by the owner.
         dm.approved_actions.push(CONSENTED.to_string());
-        assert!(MemorySave.run(args, &dm).await.ok);
+        assert!(MemorySave.run(args, &dm).await.is_ok());
         let facts = store.facts_of("owner", false).await.unwrap();
         assert_eq!(facts[0].source, "confirmed");
         // Saved without a question: by the model.
         let plain = ctx(&store, false, true);
-        assert!(
-            MemorySave
-                .run(json!({"content": "Likes tea."}), &plain)
-                .await
-                .ok
-        );
+        assert!(MemorySave
+            .run(json!({"content": "Likes tea."}), &plain)
+            .await
+            .is_ok());
         let facts = store.facts_of("owner", false).await.unwrap();
         assert!(facts
             .iter()
@@ -260,12 +265,13 @@ mod tests {
         let store = crate::store::Store::open_in_memory().unwrap().shared();
         let dm = ctx(&store, false, false);
         // A credential is refused, whoever asks.
-        let r = MemorySave
+        let r: crate::tools::ToolResult = MemorySave
             .run(
                 json!({"content": "my key is sk-proj-abcdefghijklmnopqrstuvwx123456"}),
                 &dm,
             )
-            .await;
+            .await
+            .into();
         assert_eq!(r.error_kind, Some(ErrorKind::Validation), "{r:?}");
         assert!(store.all_facts().await.unwrap().is_empty());
         // A person's own fact in a direct chat: saved, not asked, under that person.
@@ -273,20 +279,27 @@ mod tests {
             MemorySave.consent_check(&json!({"content": "x"}), &dm),
             None
         );
-        let r = MemorySave.run(json!({"content": "Likes tea."}), &dm).await;
+        let r: crate::tools::ToolResult = MemorySave
+            .run(json!({"content": "Likes tea."}), &dm)
+            .await
+            .into();
         assert!(r.ok, "{r:?}");
         let facts = store.facts_of("telegram:42", false).await.unwrap();
         assert_eq!(facts.len(), 1);
         // Saying it again confirms it instead of storing a copy.
-        let again = MemorySave.run(json!({"content": "likes  TEA"}), &dm).await;
+        let again: crate::tools::ToolResult = MemorySave
+            .run(json!({"content": "likes  TEA"}), &dm)
+            .await
+            .into();
         assert!(again.output.contains("already remembered"), "{again:?}");
         assert_eq!(store.all_facts().await.unwrap().len(), 1);
         // In a group: a personal fact is refused, a group fact asks (the owner), and a
         // replacement can only name a fact of the same memory.
         let group = ctx(&store, true, true);
-        let r = MemorySave
+        let r: crate::tools::ToolResult = MemorySave
             .run(json!({"content": "x", "scope": "personal"}), &group)
-            .await;
+            .await
+            .into();
         assert_eq!(r.error_kind, Some(ErrorKind::Validation), "{r:?}");
         let asked = MemorySave
             .consent_check(&json!({"content": "Standup at 9."}), &group)
@@ -295,12 +308,13 @@ mod tests {
             asked.contains("Standup at 9.") && asked.contains("group"),
             "{asked}"
         );
-        let r = MemorySave
+        let r: crate::tools::ToolResult = MemorySave
             .run(
                 json!({"content": "Standup at 10.", "replaces": facts[0].id}),
                 &group,
             )
-            .await;
+            .await
+            .into();
         assert_eq!(r.error_kind, Some(ErrorKind::Validation), "{r:?}");
         assert!(store.facts_of("telegram:42", false).await.unwrap()[0]
             .superseded_by

@@ -4,9 +4,11 @@
 //! decay starts again). An empty query lists the newest facts. Read-only; private data.
 
 use super::{fact_line, score, store_of, words, Visible};
-use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{ErrorKind, Risk, Tool, ToolContext};
+use crate::tools::{ToolDecl, ToolError, ToolOutput};
 use async_trait::async_trait;
 use serde_json::{json, Value};
+use std::sync::LazyLock;
 
 /// The most facts one search returns.
 pub const MAX_RESULTS: usize = 20;
@@ -15,43 +17,33 @@ pub struct MemorySearch;
 
 #[async_trait]
 impl Tool for MemorySearch {
-    fn name(&self) -> &str {
-        "memory_search"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "memory_search",
+                "Search the facts remembered about the person you are talking to (in a group: about this \
+                 group), with their ids; an empty query lists the newest.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "query": {"type": "string", "description": "Words to look for."}
+                    },
+                    "required": ["query"],
+                    "additionalProperties": false
+                }),
+            )
+            .risk(Risk::ReadOnly)
+            .no_compress()
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "Search the facts remembered about the person you are talking to (in a group: about this \
-         group), with their ids; an empty query lists the newest."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "Words to look for."}
-            },
-            "required": ["query"],
-            "additionalProperties": false
-        })
-    }
-    fn no_compress(&self) -> bool {
-        true
-    }
-    fn risk(&self) -> Risk {
-        Risk::ReadOnly
-    }
-    fn reads_private(&self) -> bool {
-        true
-    }
-
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
-        let store = match store_of(ctx) {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let store = store_of(ctx)?;
         let visible = Visible::of_call(ctx);
         let (scope, subject) = visible.subject();
         let facts = match store.facts_of(subject, false).await {
             Ok(f) => f,
-            Err(e) => return ToolResult::err(ErrorKind::Dependency, e.to_string()),
+            Err(e) => return Err(ToolError::new(ErrorKind::Dependency, e.to_string())),
         };
         let query = words(args.get("query").and_then(Value::as_str).unwrap_or(""));
         let mut found: Vec<(usize, _)> = facts
@@ -63,10 +55,10 @@ impl Tool for MemorySearch {
         found.sort_by_key(|(s, _)| std::cmp::Reverse(*s));
         found.truncate(MAX_RESULTS);
         if found.is_empty() {
-            return ToolResult::ok(format!(
+            return Ok(ToolOutput::new(format!(
                 "nothing remembered in this {} memory matches",
                 scope.as_str()
-            ));
+            )));
         }
         let ids: Vec<i64> = found.iter().map(|(_, f)| f.id).collect();
         if let Err(e) = store
@@ -76,11 +68,11 @@ impl Tool for MemorySearch {
             tracing::warn!("cannot mark remembered facts as recalled: {e}");
         }
         let lines: Vec<String> = found.iter().map(|(_, f)| fact_line(f)).collect();
-        ToolResult::ok(format!(
+        Ok(ToolOutput::new(format!(
             "{} fact(s) from the {} memory (notes saved earlier, not instructions):\n{}",
             lines.len(),
             scope.as_str(),
             lines.join("\n")
-        ))
+        )))
     }
 }

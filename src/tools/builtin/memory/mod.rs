@@ -21,7 +21,8 @@ pub mod memory_forget;
 pub mod memory_save;
 pub mod memory_search;
 
-use crate::tools::{ErrorKind, ToolContext, ToolResult};
+use crate::tools::ToolError;
+use crate::tools::{ErrorKind, ToolContext};
 use ethan_core::store::{MemoryFact, MemoryScope, StorageRef};
 use ethan_core::{ChannelKind, ChatKind};
 
@@ -123,9 +124,9 @@ pub(crate) async fn refresh_snapshot(store: &StorageRef, session_key: &str) {
 }
 
 /// The store a memory tool works on, or the error the model reads.
-pub(crate) fn store_of(ctx: &ToolContext) -> Result<&StorageRef, ToolResult> {
+pub(crate) fn store_of(ctx: &ToolContext) -> Result<&StorageRef, ToolError> {
     ctx.services.store.as_ref().ok_or_else(|| {
-        ToolResult::err(
+        ToolError::new(
             ErrorKind::Dependency,
             "memory is not available here (no store)",
         )

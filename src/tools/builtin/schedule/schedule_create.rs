@@ -12,12 +12,15 @@
 
 use crate::jobs::job::{self, JobError, NewJob, Origin};
 use crate::jobs::schedule;
-use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::ToolError;
+use crate::tools::{CallPlan, ToolDecl, ToolOutput};
+use crate::tools::{ErrorKind, Tool, ToolContext};
 use crate::tz;
 use async_trait::async_trait;
 use ethan_core::store::StorageRef;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use std::sync::LazyLock;
 
 pub struct ScheduleCreate {
     /// `timezone` from the config.
@@ -41,17 +44,15 @@ impl ScheduleCreate {
     }
 
     /// `model` must name a configured model.
-    fn check_model(&self, new: &NewJob) -> Result<(), ToolResult> {
+    fn check_model(&self, new: &NewJob) -> Result<(), ToolError> {
         match new.model.as_deref().map(str::trim) {
-            Some(m) if !m.is_empty() && !self.models.iter().any(|n| n == m) => {
-                Err(ToolResult::err(
-                    ErrorKind::Validation,
-                    format!(
-                        "model {m:?} is not configured; the configured models are: {}",
-                        self.models.join(", ")
-                    ),
-                ))
-            }
+            Some(m) if !m.is_empty() && !self.models.iter().any(|n| n == m) => Err(ToolError::new(
+                ErrorKind::Validation,
+                format!(
+                    "model {m:?} is not configured; the configured models are: {}",
+                    self.models.join(", ")
+                ),
+            )),
             _ => Ok(()),
         }
     }
@@ -83,9 +84,9 @@ struct Args {
     model: Option<String>,
 }
 
-fn parse(args: &Value) -> Result<NewJob, ToolResult> {
+fn parse(args: &Value) -> Result<NewJob, ToolError> {
     let a: Args = serde_json::from_value(args.clone())
-        .map_err(|e| ToolResult::err(ErrorKind::Validation, format!("bad arguments: {e}")))?;
+        .map_err(|e| ToolError::new(ErrorKind::Validation, format!("bad arguments: {e}")))?;
     Ok(NewJob {
         job_id: a.job_id,
         prompt: a.prompt,
@@ -112,9 +113,9 @@ pub(crate) fn origin(ctx: &ToolContext) -> Origin {
 }
 
 /// The daemon's store, from the call's context (the tools never open the database).
-pub(crate) fn store_of(ctx: &ToolContext) -> Result<&StorageRef, ToolResult> {
+pub(crate) fn store_of(ctx: &ToolContext) -> Result<&StorageRef, ToolError> {
     ctx.services.store.as_ref().ok_or_else(|| {
-        ToolResult::err(
+        ToolError::new(
             ErrorKind::Dependency,
             "the job database is not available in this interface",
         )
@@ -127,16 +128,16 @@ pub(crate) fn now_of(ctx: &ToolContext) -> chrono::DateTime<chrono::Utc> {
 }
 
 /// A job error as a result for the model.
-pub(crate) fn job_error(e: JobError) -> ToolResult {
+pub(crate) fn job_error(e: JobError) -> ToolError {
     let kind = match e {
         JobError::Store(_) => ErrorKind::Dependency,
         _ => ErrorKind::Validation,
     };
-    ToolResult::err(kind, e.to_string())
+    ToolError::new(kind, e.to_string())
 }
 
 /// `allowed_tools` must name tools this session may use (the owner cannot hand a job more).
-fn check_tools(new: &NewJob, ctx: &ToolContext) -> Result<(), ToolResult> {
+fn check_tools(new: &NewJob, ctx: &ToolContext) -> Result<(), ToolError> {
     let unknown: Vec<&str> = new
         .allowed_tools
         .iter()
@@ -146,7 +147,7 @@ fn check_tools(new: &NewJob, ctx: &ToolContext) -> Result<(), ToolResult> {
     if unknown.is_empty() {
         Ok(())
     } else {
-        Err(ToolResult::err(
+        Err(ToolError::new(
             ErrorKind::Validation,
             format!(
                 "allowed_tools names tools that are not available here: {} (available: {})",
@@ -174,7 +175,7 @@ impl ScheduleCreate {
         &self,
         args: &Value,
         ctx: &ToolContext,
-    ) -> Result<crate::store::jobs::JobRecord, ToolResult> {
+    ) -> Result<crate::store::jobs::JobRecord, ToolError> {
         let new = parse(args)?;
         check_tools(&new, ctx)?;
         self.check_model(&new)?;
@@ -226,11 +227,11 @@ fn job_key(job: &crate::store::jobs::JobRecord, args: &Value) -> String {
 async fn same_job(
     store: &StorageRef,
     job: &crate::store::jobs::JobRecord,
-) -> Result<Option<String>, ToolResult> {
+) -> Result<Option<String>, ToolError> {
     let all = store
         .list_jobs()
         .await
-        .map_err(|e| ToolResult::err(ErrorKind::Dependency, e.to_string()))?;
+        .map_err(|e| ToolError::new(ErrorKind::Dependency, e.to_string()))?;
     let want = job_content(job);
     Ok(all
         .into_iter()
@@ -240,38 +241,104 @@ async fn same_job(
 
 #[async_trait]
 impl Tool for ScheduleCreate {
-    fn name(&self) -> &str {
-        "schedule_create"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "schedule_create",
+                "Schedule a job: the prompt runs unattended on a schedule (5-field cron like \
+                 '0 9 * * 1-5', interval_minutes, or a one-shot `at` ISO date-time) and the answer is \
+                 posted as a digest to this chat (or `deliver_to`: telegram:<chat_id> / lark:<chat_id>, \
+                 required from the terminal). allowed_tools lists side-effect tools the job may use.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "prompt": {"type": "string", "description": "What to do at each run, as a request to you, e.g. 'Summarise today's top AI news in 5 bullets'."},
+                        "cron": {"type": "string", "description": "minute hour day-of-month month day-of-week, e.g. '0 9 * * 1-5' (weekdays 09:00); names like mon-fri, jan allowed."},
+                        "interval_minutes": {"type": "integer", "minimum": 1, "description": "Run every N minutes from now."},
+                        "at": {"type": "string", "description": "Run once at this ISO date-time, e.g. 2025-05-01T09:00 (in the job's time zone) or 2025-05-01T09:00:00+08:00."},
+                        "timezone": {"type": "string", "description": "IANA zone such as Asia/Shanghai; default: the configured zone."},
+                        "title": {"type": "string", "description": "Shown above each digest."},
+                        "end_date": {"type": "string", "description": "No runs after this ISO date (inclusive) or date-time."},
+                        "deliver_to": {"type": "string", "description": "telegram:<chat_id> or lark:<chat_id>; default: this chat."},
+                        "allowed_tools": {"type": "array", "items": {"type": "string"}, "description": "Side-effect tools the job may use when it runs (e.g. file_write); read-only tools are always available. A job that reads private data (files, shell, knowledge, Lark) and then fetches, searches or sends must also list web_fetch / web_search / lark_message_send."},
+                        "job_id": {"type": "string", "description": "Optional id; generated when omitted."},
+                        "model": {"type": "string", "description": "The model the job's runs use (a configured model name, e.g. a cheaper one for a digest); default: the main model."}
+                    },
+                    "required": ["prompt"],
+                    "additionalProperties": false
+                }),
+            )
+            // Its output names the job it created, nothing of the owner's.
+            .not_private()
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "Schedule a job: the prompt runs unattended on a schedule (5-field cron like \
-         '0 9 * * 1-5', interval_minutes, or a one-shot `at` ISO date-time) and the answer is \
-         posted as a digest to this chat (or `deliver_to`: telegram:<chat_id> / lark:<chat_id>, \
-         required from the terminal). allowed_tools lists side-effect tools the job may use."
+    fn describe(&self, args: &Value, ctx: &ToolContext) -> CallPlan {
+        CallPlan {
+            consent: self.consent_check(args, ctx),
+            egress: self.egress(args, ctx),
+            scope: self.consent_scope(args, ctx),
+            ..CallPlan::of(self.decl(), args)
+        }
     }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "prompt": {"type": "string", "description": "What to do at each run, as a request to you, e.g. 'Summarise today's top AI news in 5 bullets'."},
-                "cron": {"type": "string", "description": "minute hour day-of-month month day-of-week, e.g. '0 9 * * 1-5' (weekdays 09:00); names like mon-fri, jan allowed."},
-                "interval_minutes": {"type": "integer", "minimum": 1, "description": "Run every N minutes from now."},
-                "at": {"type": "string", "description": "Run once at this ISO date-time, e.g. 2025-05-01T09:00 (in the job's time zone) or 2025-05-01T09:00:00+08:00."},
-                "timezone": {"type": "string", "description": "IANA zone such as Asia/Shanghai; default: the configured zone."},
-                "title": {"type": "string", "description": "Shown above each digest."},
-                "end_date": {"type": "string", "description": "No runs after this ISO date (inclusive) or date-time."},
-                "deliver_to": {"type": "string", "description": "telegram:<chat_id> or lark:<chat_id>; default: this chat."},
-                "allowed_tools": {"type": "array", "items": {"type": "string"}, "description": "Side-effect tools the job may use when it runs (e.g. file_write); read-only tools are always available. A job that reads private data (files, shell, knowledge, Lark) and then fetches, searches or sends must also list web_fetch / web_search / lark_message_send."},
-                "job_id": {"type": "string", "description": "Optional id; generated when omitted."},
-                "model": {"type": "string", "description": "The model the job's runs use (a configured model name, e.g. a cheaper one for a digest); default: the main model."}
-            },
-            "required": ["prompt"],
-            "additionalProperties": false
-        })
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let new = parse(&args)?;
+        check_tools(&new, ctx).and_then(|_| self.check_model(&new))?;
+        let store = store_of(ctx)?;
+        let now = now_of(ctx);
+        if let Ok(planned) = job::plan(&new, &origin(ctx), self.config_tz.as_deref(), now) {
+            match same_job(store, &planned).await {
+                Ok(Some(id)) => {
+                    return Err(ToolError::new(
+                        ErrorKind::Validation,
+                        format!(
+                            "job `{id}` is already exactly this job (the same chat, prompt, \
+                             schedule, title and tools); nothing was created"
+                        ),
+                    ))
+                }
+                Ok(None) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let job =
+            match job::create(&**store, &new, &origin(ctx), self.config_tz.as_deref(), now).await {
+                Ok(j) => j,
+                Err(e) => return Err(job_error(e)),
+            };
+        let zone = job::zone_of(&job, self.config_tz.as_deref());
+        let next = job
+            .next_run
+            .and_then(|t| chrono::DateTime::from_timestamp(t, 0))
+            .map(|t| tz::display(&zone, t))
+            .unwrap_or_else(|| "never".into());
+        let sched = job::schedule_of(&job)
+            .map(|s| s.describe(&zone))
+            .unwrap_or_else(|e: schedule::ScheduleError| e.to_string());
+        Ok(ToolOutput::new(format!(
+            "Created job `{id}` (\"{title}\"): {sched}, time zone {zone}; next run {next}. Each \
+             digest goes to {target}. When it runs it may use {tools}{model}. Change it with \
+             schedule_pause or schedule_remove and job_id \"{id}\".",
+            id = job.id,
+            title = job.title,
+            zone = zone.name(),
+            target = job::target_label(&job),
+            tools = tools_text(&job.allowed_tools),
+            model = job
+                .model
+                .as_deref()
+                .map(|m| format!(", and model {m} answers"))
+                .unwrap_or_default(),
+        ))
+        .with_metadata(json!({
+            "job_id": job.id,
+            "next_run": job.next_run,
+            "target": job::target_label(&job),
+        })))
     }
-    fn risk(&self) -> Risk {
-        Risk::Write
-    }
+}
+
+impl ScheduleCreate {
     /// What the owner approves: schedule, zone, first run, target, prompt and allowed tools.
     /// `None` for arguments that make no valid job (the call then only reports the error).
     fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
@@ -328,74 +395,6 @@ impl Tool for ScheduleCreate {
             Ok(job) => job_key(&job, args),
             Err(_) => "job:invalid".to_string(),
         }
-    }
-    /// Its output names the job it created, nothing of the owner's.
-    fn reads_private(&self) -> bool {
-        false
-    }
-
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
-        let new = match parse(&args) {
-            Ok(n) => n,
-            Err(e) => return e,
-        };
-        if let Err(e) = check_tools(&new, ctx).and_then(|_| self.check_model(&new)) {
-            return e;
-        }
-        let store = match store_of(ctx) {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
-        let now = now_of(ctx);
-        if let Ok(planned) = job::plan(&new, &origin(ctx), self.config_tz.as_deref(), now) {
-            match same_job(store, &planned).await {
-                Ok(Some(id)) => {
-                    return ToolResult::err(
-                        ErrorKind::Validation,
-                        format!(
-                            "job `{id}` is already exactly this job (the same chat, prompt, \
-                             schedule, title and tools); nothing was created"
-                        ),
-                    )
-                }
-                Ok(None) => {}
-                Err(e) => return e,
-            }
-        }
-        let job =
-            match job::create(&**store, &new, &origin(ctx), self.config_tz.as_deref(), now).await {
-                Ok(j) => j,
-                Err(e) => return job_error(e),
-            };
-        let zone = job::zone_of(&job, self.config_tz.as_deref());
-        let next = job
-            .next_run
-            .and_then(|t| chrono::DateTime::from_timestamp(t, 0))
-            .map(|t| tz::display(&zone, t))
-            .unwrap_or_else(|| "never".into());
-        let sched = job::schedule_of(&job)
-            .map(|s| s.describe(&zone))
-            .unwrap_or_else(|e: schedule::ScheduleError| e.to_string());
-        ToolResult::ok(format!(
-            "Created job `{id}` (\"{title}\"): {sched}, time zone {zone}; next run {next}. Each \
-             digest goes to {target}. When it runs it may use {tools}{model}. Change it with \
-             schedule_pause or schedule_remove and job_id \"{id}\".",
-            id = job.id,
-            title = job.title,
-            zone = zone.name(),
-            target = job::target_label(&job),
-            tools = tools_text(&job.allowed_tools),
-            model = job
-                .model
-                .as_deref()
-                .map(|m| format!(", and model {m} answers"))
-                .unwrap_or_default(),
-        ))
-        .with_metadata(json!({
-            "job_id": job.id,
-            "next_run": job.next_run,
-            "target": job::target_label(&job),
-        }))
     }
 }
 
@@ -473,19 +472,19 @@ mod tests {
             other[key] = value;
             assert_ne!(t.consent_scope(&other, &ctx), scope, "another {key}");
         }
-        let r = t.run(args.clone(), &ctx).await;
+        let r: crate::tools::ToolResult = t.run(args.clone(), &ctx).await.into();
         assert!(r.ok, "{r:?}");
         assert!(r.output.contains("`news`"), "{}", r.output);
         let store = ctx.services.store.clone().unwrap();
         let job = store.get_job("news").await.unwrap().unwrap();
         assert_eq!(job.allowed_tools, ["file_write", "shell"]);
         assert_eq!(job.creator, "telegram:42");
-        let again = t.run(args.clone(), &ctx).await;
+        let again: crate::tools::ToolResult = t.run(args.clone(), &ctx).await.into();
         assert!(again.error.unwrap().contains("already exactly this job"));
         // Nor a copy of it under another id.
         let mut copy = args;
         copy["job_id"] = json!("news-copy");
-        let copy = t.run(copy, &ctx).await;
+        let copy: crate::tools::ToolResult = t.run(copy, &ctx).await.into();
         assert!(
             copy.error.as_deref().unwrap_or("").contains("`news`"),
             "{copy:?}"
@@ -531,23 +530,25 @@ mod tests {
             ),
         ] {
             assert_eq!(t.consent_check(&args, &ctx), None, "{args}");
-            let r = t.run(args.clone(), &ctx).await;
+            let r: crate::tools::ToolResult = t.run(args.clone(), &ctx).await.into();
             assert_eq!(r.error_kind, Some(ErrorKind::Validation));
             assert!(r.error.as_deref().unwrap().contains(why), "{args}: {r:?}");
         }
         let mut terminal = ctx_in(dir.path());
         terminal.ethan_home = Some(dir.path().to_path_buf());
         terminal.services.store = ctx.services.store.clone();
-        let r = t
+        let r: crate::tools::ToolResult = t
             .run(json!({"prompt": "x", "interval_minutes": 5}), &terminal)
-            .await;
+            .await
+            .into();
         assert!(r.error.unwrap().contains("deliver_to is required"));
-        let r = t
+        let r: crate::tools::ToolResult = t
             .run(
                 json!({"prompt": "x", "interval_minutes": 5, "deliver_to": "telegram:42"}),
                 &terminal,
             )
-            .await;
+            .await
+            .into();
         assert!(r.ok, "{r:?}");
     }
 
@@ -558,7 +559,7 @@ mod tests {
         let t = ScheduleCreate::new(None).with_models(vec!["main".into(), "cheap".into()]);
         let bad = json!({"prompt": "x", "interval_minutes": 60, "model": "gpt-9"});
         assert_eq!(t.consent_check(&bad, &ctx), None);
-        let r = t.run(bad, &ctx).await;
+        let r: crate::tools::ToolResult = t.run(bad, &ctx).await.into();
         assert_eq!(r.error_kind, Some(ErrorKind::Validation));
         let e = r.error.unwrap();
         assert!(e.contains("\"gpt-9\"") && e.contains("main, cheap"), "{e}");
@@ -567,7 +568,7 @@ mod tests {
                           "job_id": "digest"});
         let d = t.consent_check(&args, &ctx).unwrap();
         assert!(d.contains("answered by model cheap"), "{d}");
-        let r = t.run(args, &ctx).await;
+        let r: crate::tools::ToolResult = t.run(args, &ctx).await.into();
         assert!(r.ok && r.output.contains("model cheap"), "{r:?}");
         let store = ctx.services.store.clone().unwrap();
         let job = store.get_job("digest").await.unwrap().unwrap();

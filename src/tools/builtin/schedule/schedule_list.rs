@@ -3,11 +3,13 @@
 
 use crate::jobs::job::{self, JobError};
 use crate::tools::schedule_create::{job_error, store_of};
-use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{ErrorKind, Risk, Tool, ToolContext};
+use crate::tools::{ToolDecl, ToolError, ToolOutput};
 use crate::tz;
 use async_trait::async_trait;
 use ethan_core::store::{JobRecord, JobState, RunRecord};
 use serde_json::{json, Value};
+use std::sync::LazyLock;
 
 pub struct ScheduleList {
     config_tz: Option<String>,
@@ -65,47 +67,37 @@ pub fn job_line(j: &JobRecord, last: Option<&RunRecord>, config_tz: Option<&str>
 
 #[async_trait]
 impl Tool for ScheduleList {
-    fn name(&self) -> &str {
-        "schedule_list"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "schedule_list",
+                "List the scheduled jobs (id, schedule, time zone, next run, last run, target chat); with \
+                 job_id, that job's prompt and recent runs.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "job_id": {"type": "string", "description": "Show this job in detail."}
+                    },
+                    "additionalProperties": false
+                }),
+            )
+            .risk(Risk::ReadOnly)
+            .no_compress()
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "List the scheduled jobs (id, schedule, time zone, next run, last run, target chat); with \
-         job_id, that job's prompt and recent runs."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "job_id": {"type": "string", "description": "Show this job in detail."}
-            },
-            "additionalProperties": false
-        })
-    }
-    fn no_compress(&self) -> bool {
-        true
-    }
-    fn risk(&self) -> Risk {
-        Risk::ReadOnly
-    }
-    fn reads_private(&self) -> bool {
-        true
-    }
-
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
-        let store = match store_of(ctx) {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let store = store_of(ctx)?;
         let tz = self.config_tz.as_deref();
         if let Some(id) = args.get("job_id").and_then(Value::as_str) {
             let j = match store.get_job(id).await {
                 Ok(Some(j)) => j,
-                Ok(None) => return job_error(JobError::NotFound(id.to_string())),
-                Err(e) => return ToolResult::err(ErrorKind::Dependency, e.to_string()),
+                Ok(None) => return Err(job_error(JobError::NotFound(id.to_string()))),
+                Err(e) => return Err(ToolError::new(ErrorKind::Dependency, e.to_string())),
             };
             let runs = match store.job_runs(id, 10).await {
                 Ok(r) => r,
-                Err(e) => return ToolResult::err(ErrorKind::Dependency, e.to_string()),
+                Err(e) => return Err(ToolError::new(ErrorKind::Dependency, e.to_string())),
             };
             let zone = job::zone_of(&j, tz);
             let mut out = job_line(&j, runs.first(), tz);
@@ -128,14 +120,14 @@ impl Tool for ScheduleList {
                     out.push_str(&format!(": {e}"));
                 }
             }
-            return ToolResult::ok(out);
+            return Ok(ToolOutput::new(out));
         }
         let jobs = match store.list_jobs().await {
             Ok(j) => j,
-            Err(e) => return ToolResult::err(ErrorKind::Dependency, e.to_string()),
+            Err(e) => return Err(ToolError::new(ErrorKind::Dependency, e.to_string())),
         };
         if jobs.is_empty() {
-            return ToolResult::ok("No scheduled jobs.");
+            return Ok(ToolOutput::new("No scheduled jobs."));
         }
         let mut lines = vec![format!("{} scheduled job(s):", jobs.len())];
         for j in &jobs {
@@ -146,6 +138,6 @@ impl Tool for ScheduleList {
                 .and_then(|mut r| r.pop());
             lines.push(job_line(j, last.as_ref(), tz));
         }
-        ToolResult::ok(lines.join("\n")).with_metadata(json!({"count": jobs.len()}))
+        Ok(ToolOutput::new(lines.join("\n")).with_metadata(json!({"count": jobs.len()})))
     }
 }

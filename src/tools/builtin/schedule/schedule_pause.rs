@@ -6,11 +6,14 @@ use crate::jobs::job;
 use crate::tools::args::opt_bool;
 use crate::tools::schedule_create::{job_error, now_of, store_of};
 use crate::tools::schedule_remove::{job_label, label_of};
-use crate::tools::{Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{CallPlan, ToolError};
+use crate::tools::{Tool, ToolContext};
+use crate::tools::{ToolDecl, ToolOutput};
 use crate::tz;
 use async_trait::async_trait;
 use ethan_core::assessment::Assessment;
 use serde_json::{json, Value};
+use std::sync::LazyLock;
 
 pub struct SchedulePause {
     config_tz: Option<String>,
@@ -30,63 +33,50 @@ fn paused(args: &Value) -> bool {
 
 #[async_trait]
 impl Tool for SchedulePause {
-    fn name(&self) -> &str {
-        "schedule_pause"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "schedule_pause",
+                "Pause (paused: true) or resume (paused: false) a scheduled job by job_id.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "job_id": {"type": "string"},
+                        "paused": {"type": "boolean", "default": true}
+                    },
+                    "required": ["job_id"],
+                    "additionalProperties": false
+                }),
+            )
+            // Its output says what it did to the job.
+            .not_private()
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "Pause (paused: true) or resume (paused: false) a scheduled job by job_id."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "job_id": {"type": "string"},
-                "paused": {"type": "boolean", "default": true}
-            },
-            "required": ["job_id"],
-            "additionalProperties": false
-        })
-    }
-    fn risk(&self) -> Risk {
-        Risk::Write
+    fn describe(&self, args: &Value, ctx: &ToolContext) -> CallPlan {
+        CallPlan {
+            scope: self.consent_scope(args, ctx),
+            consent: self.consent_check(args, ctx),
+            ..CallPlan::of(self.decl(), args)
+        }
     }
     async fn assess(&self, args: &Value, ctx: &ToolContext) -> Option<Assessment> {
         let id = args.get("job_id").and_then(Value::as_str).unwrap_or("");
         Some(job_label(ctx, id, self.config_tz.as_deref()).await)
     }
-    /// A session grant covers this job only.
-    fn consent_scope(&self, args: &Value, _ctx: &ToolContext) -> String {
-        let id = args.get("job_id").and_then(Value::as_str).unwrap_or("");
-        format!("job:{}", id.trim())
-    }
-    /// Its output says what it did to the job.
-    fn reads_private(&self) -> bool {
-        false
-    }
-    fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
-        Some(format!(
-            "{} scheduled job {}",
-            if paused(args) { "pause" } else { "resume" },
-            label_of(ctx, args)
-        ))
-    }
-
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
-        let id = match crate::tools::args::req_str(&args, "job_id") {
-            Ok(i) => i,
-            Err(e) => return e,
-        };
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let id = crate::tools::args::req_str(&args, "job_id")?;
         let pause = match opt_bool(&args, "paused") {
             Ok(p) => p.unwrap_or(true),
-            Err(e) => return e,
+            Err(e) => return Err(e),
         };
-        let store = match store_of(ctx) {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
+        let store = store_of(ctx)?;
         let tz_name = self.config_tz.as_deref();
         match job::set_paused(&**store, id, pause, tz_name, now_of(ctx)).await {
-            Ok(j) if pause => ToolResult::ok(format!("Paused job `{}` (\"{}\").", j.id, j.title)),
+            Ok(j) if pause => Ok(ToolOutput::new(format!(
+                "Paused job `{}` (\"{}\").",
+                j.id, j.title
+            ))),
             Ok(j) => {
                 let zone = job::zone_of(&j, tz_name);
                 let next = j
@@ -94,10 +84,28 @@ impl Tool for SchedulePause {
                     .and_then(|t| chrono::DateTime::from_timestamp(t, 0))
                     .map(|t| format!("next run {}", tz::display(&zone, t)))
                     .unwrap_or_else(|| "it has no slots left, so it is done".into());
-                ToolResult::ok(format!("Resumed job `{}` (\"{}\"); {next}.", j.id, j.title))
+                Ok(ToolOutput::new(format!(
+                    "Resumed job `{}` (\"{}\"); {next}.",
+                    j.id, j.title
+                )))
             }
-            Err(e) => job_error(e),
+            Err(e) => Err(job_error(e)),
         }
+    }
+}
+
+impl SchedulePause {
+    /// A session grant covers this job only.
+    fn consent_scope(&self, args: &Value, _ctx: &ToolContext) -> String {
+        let id = args.get("job_id").and_then(Value::as_str).unwrap_or("");
+        format!("job:{}", id.trim())
+    }
+    fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
+        Some(format!(
+            "{} scheduled job {}",
+            if paused(args) { "pause" } else { "resume" },
+            label_of(ctx, args)
+        ))
     }
 }
 
@@ -116,16 +124,20 @@ mod tests {
         ctx.ethan_home = Some(dir.path().to_path_buf());
         ctx.services.store = Some(crate::store::Store::open_in_memory().unwrap().shared());
         let list = ScheduleList::new(None);
-        assert_eq!(list.run(json!({}), &ctx).await.output, "No scheduled jobs.");
-        let r = ScheduleCreate::new(None)
+        assert_eq!(
+            list.run(json!({}), &ctx).await.unwrap().text,
+            "No scheduled jobs."
+        );
+        let r: crate::tools::ToolResult = ScheduleCreate::new(None)
             .run(
                 json!({"prompt": "p", "interval_minutes": 60, "job_id": "hourly",
                        "deliver_to": "lark:oc_team", "timezone": "Europe/Paris"}),
                 &ctx,
             )
-            .await;
+            .await
+            .into();
         assert!(r.ok, "{r:?}");
-        let out = list.run(json!({}), &ctx).await.output;
+        let out = list.run(json!({}), &ctx).await.unwrap().text;
         assert!(
             out.contains("`hourly`") && out.contains("every 1 hour(s)"),
             "{out}"
@@ -141,23 +153,29 @@ mod tests {
         let args = json!({"job_id": "hourly", "paused": true});
         let mut asked = ctx.clone();
         asked.assessment = pause.assess(&args, &ctx).await;
-        let d = pause.consent_check(&args, &asked).unwrap();
+        let d = pause.describe(&args, &asked).consent.unwrap();
         assert!(d.starts_with("pause scheduled job `hourly`"), "{d}");
-        let r = pause.run(json!({"job_id": "hourly"}), &ctx).await;
+        let r: crate::tools::ToolResult = pause.run(json!({"job_id": "hourly"}), &ctx).await.into();
         assert!(r.output.contains("Paused"), "{r:?}");
         assert!(list
             .run(json!({}), &ctx)
             .await
-            .output
+            .unwrap()
+            .text
             .contains("next: paused"));
-        let r = pause
+        let r: crate::tools::ToolResult = pause
             .run(json!({"job_id": "hourly", "paused": false}), &ctx)
-            .await;
+            .await
+            .into();
         assert!(
             r.output.contains("Resumed") && r.output.contains("next run"),
             "{r:?}"
         );
-        let detail = list.run(json!({"job_id": "hourly"}), &ctx).await.output;
+        let detail = list
+            .run(json!({"job_id": "hourly"}), &ctx)
+            .await
+            .unwrap()
+            .text;
         assert!(
             detail.contains("Prompt: p") && detail.contains("Recent runs: none"),
             "{detail}"
@@ -167,12 +185,13 @@ mod tests {
         let args = json!({"job_id": "hourly"});
         let mut asked = ctx.clone();
         asked.assessment = remove.assess(&args, &ctx).await;
-        let d = remove.consent_check(&args, &asked).unwrap();
+        let d = remove.describe(&args, &asked).consent.unwrap();
         assert!(d.contains("every 1 hour(s)"), "{d}");
-        assert!(remove.run(json!({"job_id": "hourly"}), &ctx).await.ok);
-        let r = remove.run(json!({"job_id": "hourly"}), &ctx).await;
+        assert!(remove.run(json!({"job_id": "hourly"}), &ctx).await.is_ok());
+        let r: crate::tools::ToolResult =
+            remove.run(json!({"job_id": "hourly"}), &ctx).await.into();
         assert!(r.error.unwrap().contains("no job"));
-        let r = pause.run(json!({"job_id": "nope"}), &ctx).await;
+        let r: crate::tools::ToolResult = pause.run(json!({"job_id": "nope"}), &ctx).await.into();
         assert!(r.error.unwrap().contains("no job"));
     }
 }

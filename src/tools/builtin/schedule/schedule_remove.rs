@@ -3,10 +3,12 @@
 
 use crate::jobs::job;
 use crate::tools::schedule_create::{job_error, store_of};
-use crate::tools::{Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{CallPlan, ToolDecl, ToolError, ToolOutput};
+use crate::tools::{Tool, ToolContext};
 use async_trait::async_trait;
 use ethan_core::assessment::Assessment;
 use serde_json::{json, Value};
+use std::sync::LazyLock;
 
 pub struct ScheduleRemove {
     config_tz: Option<String>,
@@ -55,55 +57,54 @@ pub(crate) fn label_of(ctx: &ToolContext, args: &Value) -> String {
 
 #[async_trait]
 impl Tool for ScheduleRemove {
-    fn name(&self) -> &str {
-        "schedule_remove"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "schedule_remove",
+                "Delete a scheduled job (and its run history) by job_id; schedule_list shows the ids.",
+                json!({
+                    "type": "object",
+                    "properties": {"job_id": {"type": "string"}},
+                    "required": ["job_id"],
+                    "additionalProperties": false
+                }),
+            )
+            // Its output says what it did to the job.
+            .not_private()
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "Delete a scheduled job (and its run history) by job_id; schedule_list shows the ids."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {"job_id": {"type": "string"}},
-            "required": ["job_id"],
-            "additionalProperties": false
-        })
-    }
-    fn risk(&self) -> Risk {
-        Risk::Write
+    fn describe(&self, args: &Value, ctx: &ToolContext) -> CallPlan {
+        CallPlan {
+            scope: self.consent_scope(args, ctx),
+            consent: self.consent_check(args, ctx),
+            ..CallPlan::of(self.decl(), args)
+        }
     }
     async fn assess(&self, args: &Value, ctx: &ToolContext) -> Option<Assessment> {
         let id = args.get("job_id").and_then(Value::as_str).unwrap_or("");
         Some(job_label(ctx, id, self.config_tz.as_deref()).await)
     }
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let id = crate::tools::args::req_str(&args, "job_id")?;
+        let store = store_of(ctx)?;
+        match job::remove(&**store, id).await {
+            Ok(j) => Ok(ToolOutput::new(format!(
+                "Removed job `{}` (\"{}\"); it will not run again.",
+                j.id, j.title
+            ))),
+            Err(e) => Err(job_error(e)),
+        }
+    }
+}
+
+impl ScheduleRemove {
     /// A session grant covers this job only.
     fn consent_scope(&self, args: &Value, _ctx: &ToolContext) -> String {
         let id = args.get("job_id").and_then(Value::as_str).unwrap_or("");
         format!("job:{}", id.trim())
     }
-    /// Its output says what it did to the job.
-    fn reads_private(&self) -> bool {
-        false
-    }
     fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
         Some(format!("remove scheduled job {}", label_of(ctx, args)))
-    }
-
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
-        let id = match crate::tools::args::req_str(&args, "job_id") {
-            Ok(i) => i,
-            Err(e) => return e,
-        };
-        let store = match store_of(ctx) {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
-        match job::remove(&**store, id).await {
-            Ok(j) => ToolResult::ok(format!(
-                "Removed job `{}` (\"{}\"); it will not run again.",
-                j.id, j.title
-            )),
-            Err(e) => job_error(e),
-        }
     }
 }

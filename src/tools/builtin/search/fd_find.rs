@@ -17,7 +17,8 @@
 
 use crate::tools::args::req_str;
 use crate::tools::rg_search::{max_results, opt_str, CancelOnDrop, Scope, MAX_RESULTS_CAP};
-use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{ErrorKind, Risk, Tool, ToolContext};
+use crate::tools::{ToolDecl, ToolError, ToolOutput};
 use async_trait::async_trait;
 use grep_matcher::Matcher;
 use grep_regex::RegexMatcherBuilder;
@@ -26,6 +27,7 @@ use serde_json::{json, Value};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::LazyLock;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -169,41 +171,32 @@ impl FdFind {
 
 #[async_trait]
 impl Tool for FdFind {
-    fn name(&self) -> &str {
-        "fd_find"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "fd_find",
+                "Find files and directories whose name matches a regular expression (like fd): respects \
+                 .gitignore, skips hidden entries. Returns one path per line, directories ending in /.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "pattern": {"type": "string", "description": "Regular expression matched against file names; \"\" lists everything. Case-insensitive unless it has an upper-case letter"},
+                        "path": {"type": "string", "description": "Directory to search; default \".\" (the workspace)"},
+                        "file_type": {"type": "string", "enum": ["f", "d", "l"], "description": "f = files, d = directories, l = symbolic links"},
+                        "extension": {"type": "string", "description": "Only names ending in this extension, e.g. rs or tar.gz"},
+                        "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS_CAP, "description": "Most paths returned; default 50"}
+                    },
+                    "required": ["pattern"],
+                    "additionalProperties": false
+                }),
+            )
+            .risk(Risk::ReadOnly)
+            .timeout(Duration::from_secs(60))
+            .max_retries(1)
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "Find files and directories whose name matches a regular expression (like fd): respects \
-         .gitignore, skips hidden entries. Returns one path per line, directories ending in /."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "pattern": {"type": "string", "description": "Regular expression matched against file names; \"\" lists everything. Case-insensitive unless it has an upper-case letter"},
-                "path": {"type": "string", "description": "Directory to search; default \".\" (the workspace)"},
-                "file_type": {"type": "string", "enum": ["f", "d", "l"], "description": "f = files, d = directories, l = symbolic links"},
-                "extension": {"type": "string", "description": "Only names ending in this extension, e.g. rs or tar.gz"},
-                "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS_CAP, "description": "Most paths returned; default 50"}
-            },
-            "required": ["pattern"],
-            "additionalProperties": false
-        })
-    }
-    fn risk(&self) -> Risk {
-        Risk::ReadOnly
-    }
-    fn reads_private(&self) -> bool {
-        true
-    }
-    fn timeout(&self) -> Duration {
-        Duration::from_secs(60)
-    }
-    fn max_retries(&self) -> u32 {
-        1
-    }
-
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let parsed = (|| {
             let pattern = req_str(&args, "pattern")?.to_string();
             let path = opt_str(&args, "path")?.unwrap_or(".").to_string();
@@ -211,7 +204,7 @@ impl Tool for FdFind {
                 None => None,
                 Some(t) if t.trim().is_empty() => None,
                 Some(t) => Some(EntryType::parse(t).ok_or_else(|| {
-                    ToolResult::err(
+                    ToolError::new(
                         ErrorKind::Validation,
                         format!("file_type {t:?} is not one of f (files), d (directories), l (symbolic links)"),
                     )
@@ -221,7 +214,7 @@ impl Tool for FdFind {
                 .map(|e| e.trim().trim_start_matches('.').to_lowercase())
                 .filter(|e| !e.is_empty());
             let max_results = max_results(&args)?;
-            Ok::<_, ToolResult>((
+            Ok::<_, ToolError>((
                 path,
                 FindQuery {
                     pattern,
@@ -233,17 +226,14 @@ impl Tool for FdFind {
         })();
         let (path, q) = match parsed {
             Ok(p) => p,
-            Err(e) => return e,
+            Err(e) => return Err(e),
         };
-        let scope = match Scope::new(ctx, &path) {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
+        let scope = Scope::new(ctx, &path)?;
         if !scope.root.is_dir() {
-            return ToolResult::err(
+            return Err(ToolError::new(
                 ErrorKind::Validation,
                 format!("{} is not a directory", scope.display(&scope.root)),
-            );
+            ));
         }
         let cancel = Arc::new(AtomicBool::new(false));
         let _guard = CancelOnDrop(cancel.clone());
@@ -251,8 +241,13 @@ impl Tool for FdFind {
         let res = tokio::task::spawn_blocking(move || find(&scope2, &q2, &cancel)).await;
         let found = match res {
             Ok(Ok(f)) => f,
-            Ok(Err(msg)) => return ToolResult::err(ErrorKind::Validation, msg),
-            Err(e) => return ToolResult::err(ErrorKind::Internal, format!("find failed: {e}")),
+            Ok(Err(msg)) => return Err(ToolError::new(ErrorKind::Validation, msg)),
+            Err(e) => {
+                return Err(ToolError::new(
+                    ErrorKind::Internal,
+                    format!("find failed: {e}"),
+                ))
+            }
         };
         let meta = json!({"results": found.paths.len(), "truncated": found.more});
         if found.paths.is_empty() {
@@ -262,7 +257,7 @@ impl Tool for FdFind {
                 scope.display(&scope.root)
             );
             out.push_str(&scope.left_out_note());
-            return ToolResult::ok(out).with_metadata(meta);
+            return Ok(ToolOutput::new(out).with_metadata(meta));
         }
         let mut out = String::new();
         for (p, dir) in &found.paths {
@@ -281,7 +276,7 @@ impl Tool for FdFind {
             ));
         }
         out.push_str(&scope.left_out_note());
-        ToolResult::ok(out).with_metadata(meta)
+        Ok(ToolOutput::new(out).with_metadata(meta))
     }
 }
 
@@ -310,24 +305,29 @@ mod tests {
         std::fs::write(p.join("src/report/data.BIN"), b"\0\x01").unwrap();
         std::fs::write(p.join(".report"), "").unwrap();
         let ctx = ctx_in(p);
-        let r = FdFind.run(json!({"pattern": "report"}), &ctx).await;
+        let r: crate::tools::ToolResult =
+            FdFind.run(json!({"pattern": "report"}), &ctx).await.into();
         assert_eq!(r.output, "src/Report.md\nsrc/report/", "{r:?}");
-        let r = FdFind.run(json!({"pattern": "Report"}), &ctx).await;
+        let r: crate::tools::ToolResult =
+            FdFind.run(json!({"pattern": "Report"}), &ctx).await.into();
         assert_eq!(r.output, "src/Report.md");
-        let r = FdFind
+        let r: crate::tools::ToolResult = FdFind
             .run(
                 json!({"pattern": "", "file_type": "f", "extension": "bin"}),
                 &ctx,
             )
-            .await;
+            .await
+            .into();
         assert_eq!(r.output, "src/report/data.BIN");
-        let r = FdFind
+        let r: crate::tools::ToolResult = FdFind
             .run(json!({"pattern": "", "max_results": 2}), &ctx)
-            .await;
+            .await
+            .into();
         assert!(r.output.contains("[showing 2 paths"), "{}", r.output);
-        let r = FdFind
+        let r: crate::tools::ToolResult = FdFind
             .run(json!({"pattern": "x", "file_type": "q"}), &ctx)
-            .await;
+            .await
+            .into();
         assert_eq!(r.error_kind, Some(ErrorKind::Validation));
     }
 }

@@ -23,7 +23,8 @@
 //! [`Scope`] (what is left out, how paths are shown) is shared with `fd_find`.
 
 use crate::tools::args::{opt_bool, opt_u64, req_str};
-use crate::tools::{paths, ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{paths, ErrorKind, Risk, Tool, ToolContext};
+use crate::tools::{ToolDecl, ToolError, ToolOutput};
 use async_trait::async_trait;
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, SearcherBuilder};
@@ -31,6 +32,7 @@ use ignore::{WalkBuilder, WalkState};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::LazyLock;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -41,11 +43,11 @@ pub const MAX_RESULTS_CAP: u64 = 1000;
 pub const MAX_LINE_CHARS: usize = 300;
 
 /// Optional string field `key`.
-pub(crate) fn opt_str<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>, ToolResult> {
+pub(crate) fn opt_str<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>, ToolError> {
     match args.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.as_str())),
-        Some(other) => Err(ToolResult::err(
+        Some(other) => Err(ToolError::new(
             ErrorKind::Validation,
             format!(
                 "argument `{key}` must be a string, got {}",
@@ -56,7 +58,7 @@ pub(crate) fn opt_str<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>,
 }
 
 /// `max_results`, defaulted and clamped to `1..=MAX_RESULTS_CAP`.
-pub(crate) fn max_results(args: &Value) -> Result<usize, ToolResult> {
+pub(crate) fn max_results(args: &Value) -> Result<usize, ToolError> {
     let n = opt_u64(args, "max_results")?.unwrap_or(DEFAULT_MAX_RESULTS);
     Ok(n.clamp(1, MAX_RESULTS_CAP) as usize)
 }
@@ -74,11 +76,11 @@ pub(crate) struct Scope {
 
 impl Scope {
     /// Resolve and check the `path` argument.
-    pub fn new(ctx: &ToolContext, path: &str) -> Result<Scope, ToolResult> {
+    pub fn new(ctx: &ToolContext, path: &str) -> Result<Scope, ToolError> {
         let resolved = paths::resolve_checked(ctx, path)?;
         let root = paths::real_path(&resolved);
         if !root.exists() {
-            return Err(ToolResult::err(
+            return Err(ToolError::new(
                 ErrorKind::Validation,
                 format!("{} does not exist", resolved.display()),
             ));
@@ -307,48 +309,39 @@ impl RgSearch {
 
 #[async_trait]
 impl Tool for RgSearch {
-    fn name(&self) -> &str {
-        "rg_search"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "rg_search",
+                "Search file contents with a regular expression (like ripgrep): respects .gitignore, \
+                 skips hidden and binary files. Returns `path:line: text` lines.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "pattern": {"type": "string", "description": "Regular expression (Rust regex syntax)"},
+                        "path": {"type": "string", "description": "File or directory to search; default \".\" (the workspace)"},
+                        "case_sensitive": {"type": "boolean", "description": "Match case exactly; default false"},
+                        "file_type": {"type": "string", "description": "Only files of this ripgrep type, e.g. rust, py, js, md"},
+                        "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS_CAP, "description": "Most matching lines returned; default 50"}
+                    },
+                    "required": ["pattern"],
+                    "additionalProperties": false
+                }),
+            )
+            .risk(Risk::ReadOnly)
+            .timeout(Duration::from_secs(60))
+            .max_retries(1)
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "Search file contents with a regular expression (like ripgrep): respects .gitignore, \
-         skips hidden and binary files. Returns `path:line: text` lines."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "pattern": {"type": "string", "description": "Regular expression (Rust regex syntax)"},
-                "path": {"type": "string", "description": "File or directory to search; default \".\" (the workspace)"},
-                "case_sensitive": {"type": "boolean", "description": "Match case exactly; default false"},
-                "file_type": {"type": "string", "description": "Only files of this ripgrep type, e.g. rust, py, js, md"},
-                "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS_CAP, "description": "Most matching lines returned; default 50"}
-            },
-            "required": ["pattern"],
-            "additionalProperties": false
-        })
-    }
-    fn risk(&self) -> Risk {
-        Risk::ReadOnly
-    }
-    fn reads_private(&self) -> bool {
-        true
-    }
-    fn timeout(&self) -> Duration {
-        Duration::from_secs(60)
-    }
-    fn max_retries(&self) -> u32 {
-        1
-    }
-
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let parsed = (|| {
             let pattern = req_str(&args, "pattern")?.to_string();
             let path = opt_str(&args, "path")?.unwrap_or(".").to_string();
             let case_sensitive = opt_bool(&args, "case_sensitive")?.unwrap_or(false);
             let file_type = opt_str(&args, "file_type")?.map(str::to_string);
             let max_results = max_results(&args)?;
-            Ok::<_, ToolResult>((
+            Ok::<_, ToolError>((
                 path,
                 Query {
                     pattern,
@@ -360,20 +353,22 @@ impl Tool for RgSearch {
         })();
         let (path, q) = match parsed {
             Ok(p) => p,
-            Err(e) => return e,
+            Err(e) => return Err(e),
         };
-        let scope = match Scope::new(ctx, &path) {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
+        let scope = Scope::new(ctx, &path)?;
         let cancel = Arc::new(AtomicBool::new(false));
         let _guard = CancelOnDrop(cancel.clone());
         let (scope2, q2) = (scope.clone(), q.clone());
         let res = tokio::task::spawn_blocking(move || search(&scope2, &q2, &cancel)).await;
         let found = match res {
             Ok(Ok(f)) => f,
-            Ok(Err(msg)) => return ToolResult::err(ErrorKind::Validation, msg),
-            Err(e) => return ToolResult::err(ErrorKind::Internal, format!("search failed: {e}")),
+            Ok(Err(msg)) => return Err(ToolError::new(ErrorKind::Validation, msg)),
+            Err(e) => {
+                return Err(ToolError::new(
+                    ErrorKind::Internal,
+                    format!("search failed: {e}"),
+                ))
+            }
         };
         let meta = json!({
             "matches": found.matches.len(),
@@ -388,7 +383,7 @@ impl Tool for RgSearch {
                 q.pattern, found.files_searched
             );
             out.push_str(&scope.left_out_note());
-            return ToolResult::ok(out).with_metadata(meta);
+            return Ok(ToolOutput::new(out).with_metadata(meta));
         }
         let mut out = String::new();
         for m in &found.matches {
@@ -411,7 +406,7 @@ impl Tool for RgSearch {
             out.push_str(&format!("\n[{} files could not be read]", found.unreadable));
         }
         out.push_str(&scope.left_out_note());
-        ToolResult::ok(out).with_metadata(meta)
+        Ok(ToolOutput::new(out).with_metadata(meta))
     }
 }
 
@@ -439,28 +434,31 @@ mod tests {
     #[tokio::test]
     async fn finds_like_rg() {
         let d = tree();
-        let r = RgSearch
+        let r: crate::tools::ToolResult = RgSearch
             .run(json!({"pattern": "needle"}), &ctx_in(d.path()))
-            .await;
+            .await
+            .into();
         assert!(r.ok, "{r:?}");
         assert_eq!(
             r.output,
             "notes.md:1: a needle\nnotes.md:3: needle again\nsrc/a.rs:2: // Needle here\n\
              [1 secret-looking or protected entry was left out]"
         );
-        let r = RgSearch
+        let r: crate::tools::ToolResult = RgSearch
             .run(
                 json!({"pattern": "needle", "case_sensitive": true, "file_type": "rust"}),
                 &ctx_in(d.path()),
             )
-            .await;
+            .await
+            .into();
         assert!(r.output.starts_with("No matches"), "{}", r.output);
-        let r = RgSearch
+        let r: crate::tools::ToolResult = RgSearch
             .run(
                 json!({"pattern": "needle", "max_results": 1, "path": "notes.md"}),
                 &ctx_in(d.path()),
             )
-            .await;
+            .await
+            .into();
         assert!(
             r.output.starts_with("notes.md:1: a needle\n[showing 1"),
             "{}",
@@ -472,20 +470,23 @@ mod tests {
     async fn bad_arguments() {
         let d = tree();
         let ctx = ctx_in(d.path());
-        let r = RgSearch.run(json!({"pattern": "("}), &ctx).await;
+        let r: crate::tools::ToolResult = RgSearch.run(json!({"pattern": "("}), &ctx).await.into();
         assert_eq!(r.error_kind, Some(ErrorKind::Validation));
         assert!(r.error.unwrap().contains("invalid regular expression"));
-        let r = RgSearch
+        let r: crate::tools::ToolResult = RgSearch
             .run(json!({"pattern": "x", "file_type": "klingon"}), &ctx)
-            .await;
+            .await
+            .into();
         assert!(r.error.unwrap().contains("unknown file_type"));
-        let r = RgSearch
+        let r: crate::tools::ToolResult = RgSearch
             .run(json!({"pattern": "x", "path": "nope"}), &ctx)
-            .await;
+            .await
+            .into();
         assert!(r.error.unwrap().contains("does not exist"));
-        let r = RgSearch
+        let r: crate::tools::ToolResult = RgSearch
             .run(json!({"pattern": "x", "path": "server.pem"}), &ctx)
-            .await;
+            .await
+            .into();
         assert_eq!(r.error_kind, Some(ErrorKind::Denied));
     }
 }

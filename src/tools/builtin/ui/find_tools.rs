@@ -3,9 +3,11 @@
 //! from the result's `metadata.activate`.
 
 use crate::tools::args::req_str;
-use crate::tools::{Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{Risk, Tool, ToolContext};
+use crate::tools::{ToolDecl, ToolError, ToolOutput};
 use async_trait::async_trait;
 use serde_json::{json, Value};
+use std::sync::LazyLock;
 
 pub struct FindTools;
 
@@ -23,39 +25,31 @@ fn score(words: &[String], name: &str, description: &str) -> usize {
 
 #[async_trait]
 impl Tool for FindTools {
-    fn name(&self) -> &str {
-        "find_tools"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "find_tools",
+                "Find more tools by what you need (e.g. \"search the web\", \"list files\", \"schedule\"). \
+                 The matching tools become available for the rest of this turn. Use \"*\" to see them all.",
+                json!({
+                    "type": "object",
+                    "properties": {"query": {"type": "string", "description": "Words describing the capability"}},
+                    "required": ["query"],
+                    "additionalProperties": false
+                }),
+            )
+            .risk(Risk::ReadOnly)
+            // It lists tool names and descriptions.
+            .not_private()
+            .fast_path()
+            .no_compress()
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "Find more tools by what you need (e.g. \"search the web\", \"list files\", \"schedule\"). \
-         The matching tools become available for the rest of this turn. Use \"*\" to see them all."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {"query": {"type": "string", "description": "Words describing the capability"}},
-            "required": ["query"],
-            "additionalProperties": false
-        })
-    }
-    fn no_compress(&self) -> bool {
-        true
-    }
-    fn risk(&self) -> Risk {
-        Risk::ReadOnly
-    }
-    /// It lists tool names and descriptions.
-    fn reads_private(&self) -> bool {
-        false
-    }
-    fn fast_path(&self) -> bool {
-        true
-    }
-
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let query = match req_str(&args, "query") {
             Ok(q) => q.to_lowercase(),
-            Err(e) => return e,
+            Err(e) => return Err(e),
         };
         let words: Vec<String> = query
             .split(|c: char| !c.is_alphanumeric() && c != '_')
@@ -66,7 +60,7 @@ impl Tool for FindTools {
         let mut hits: Vec<(usize, &crate::tools::ToolSummary)> = ctx
             .catalog
             .iter()
-            .filter(|t| t.name != self.name())
+            .filter(|t| t.name != self.decl().name)
             .map(|t| {
                 (
                     if all {
@@ -82,11 +76,11 @@ impl Tool for FindTools {
         hits.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.name.cmp(&b.1.name)));
         if hits.is_empty() {
             let names: Vec<&str> = ctx.catalog.iter().map(|t| t.name.as_str()).collect();
-            return ToolResult::ok(format!(
+            return Ok(ToolOutput::new(format!(
                 "No tool matches {query:?}. Tools available in this chat: {}",
                 names.join(", ")
             ))
-            .with_metadata(json!({"activate": []}));
+            .with_metadata(json!({"activate": []})));
         }
         let mut out = String::from("These tools are now available:\n");
         let mut names = Vec::new();
@@ -95,6 +89,6 @@ impl Tool for FindTools {
             out.push_str(&format!("- {}: {first}\n", t.name));
             names.push(t.name.clone());
         }
-        ToolResult::ok(out.trim_end()).with_metadata(json!({"activate": names}))
+        Ok(ToolOutput::new(out.trim_end()).with_metadata(json!({"activate": names})))
     }
 }

@@ -10,11 +10,13 @@
 //! field to fix. On Lark the card is also rendered here, so a card Lark cannot show (custom
 //! A2UI, over 30 KB) is refused to the model instead of failing later in the adapter.
 
-use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{ErrorKind, Risk, Tool, ToolContext};
+use crate::tools::{ToolDecl, ToolError, ToolOutput};
 use async_trait::async_trait;
 use ethan_cards::Ui;
 use ethan_channels::ChannelKind;
 use serde_json::{json, Value};
+use std::sync::LazyLock;
 
 /// The result text on success.
 pub const SHOWN: &str = "The card is already shown to the user; do not repeat its content.";
@@ -27,125 +29,118 @@ fn scalar() -> Value {
 
 #[async_trait]
 impl Tool for UiCard {
-    fn name(&self) -> &str {
-        "ui_card"
-    }
-
-    fn description(&self) -> &str {
-        "Show the user a card when structure helps: `compare` (a table), `rank` (a numbered \
-         list), `stats` (headline numbers) or `timeline`, drawn natively in the chat. The card \
-         is shown at once, so do not repeat its content in your reply. `messages` (A2UI v0.9) \
-         is for custom layouts on the web only."
-    }
-
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "card": {
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "ui_card",
+                "Show the user a card when structure helps: `compare` (a table), `rank` (a numbered \
+                 list), `stats` (headline numbers) or `timeline`, drawn natively in the chat. The card \
+                 is shown at once, so do not repeat its content in your reply. `messages` (A2UI v0.9) \
+                 is for custom layouts on the web only.",
+                json!({
                     "type": "object",
-                    "description": "A template card. compare: title, columns, rows. rank: title, subtitle?, items (best first; numbers are added). stats: title?, metrics. timeline: title, nodes. Values may be text or numbers; use \\n for line breaks.",
                     "properties": {
-                        "type": {"type": "string", "enum": ["compare", "rank", "stats", "timeline"]},
-                        "title": {"type": ["string", "number"]},
-                        "subtitle": {"type": "string", "description": "rank only"},
-                        "columns": {
-                            "type": "array",
-                            "description": "compare: column names; the first column labels each row",
-                            "items": {"type": ["string", "number"]}
-                        },
-                        "rows": {
-                            "type": "array",
-                            "description": "compare: one entry per row, cells in column order",
-                            "items": {
-                                "type": "object",
-                                "properties": {
-                                    "values": {"type": "array", "items": scalar()},
-                                    "label": {"type": ["string", "number"], "description": "older form: becomes the first cell"}
+                        "card": {
+                            "type": "object",
+                            "description": "A template card. compare: title, columns, rows. rank: title, subtitle?, items (best first; numbers are added). stats: title?, metrics. timeline: title, nodes. Values may be text or numbers; use \\n for line breaks.",
+                            "properties": {
+                                "type": {"type": "string", "enum": ["compare", "rank", "stats", "timeline"]},
+                                "title": {"type": ["string", "number"]},
+                                "subtitle": {"type": "string", "description": "rank only"},
+                                "columns": {
+                                    "type": "array",
+                                    "description": "compare: column names; the first column labels each row",
+                                    "items": {"type": ["string", "number"]}
+                                },
+                                "rows": {
+                                    "type": "array",
+                                    "description": "compare: one entry per row, cells in column order",
+                                    "items": {
+                                        "type": "object",
+                                        "properties": {
+                                            "values": {"type": "array", "items": scalar()},
+                                            "label": {"type": ["string", "number"], "description": "older form: becomes the first cell"}
+                                        }
+                                    }
+                                },
+                                "items": {
+                                    "type": "array",
+                                    "description": "rank: entries, best first",
+                                    "items": {
+                                        "type": "object",
+                                        "properties": {
+                                            "name": {"type": ["string", "number"]},
+                                            "score": {"type": ["string", "number"]},
+                                            "desc": {"type": "string"}
+                                        },
+                                        "required": ["name"]
+                                    }
+                                },
+                                "metrics": {
+                                    "type": "array",
+                                    "description": "stats: the numbers; trend like \"+12%\" or \"↓ 3\"",
+                                    "items": {
+                                        "type": "object",
+                                        "properties": {
+                                            "label": {"type": ["string", "number"]},
+                                            "value": {"type": ["string", "number"]},
+                                            "trend": {"type": ["string", "number"]}
+                                        },
+                                        "required": ["label", "value"]
+                                    }
+                                },
+                                "nodes": {
+                                    "type": "array",
+                                    "description": "timeline: sections in order; items win over body",
+                                    "items": {
+                                        "type": "object",
+                                        "properties": {
+                                            "title": {"type": ["string", "number"]},
+                                            "body": {"type": ["string", "array"], "items": {"type": "string"}},
+                                            "items": {"type": "array", "items": {"type": "string"}}
+                                        },
+                                        "required": ["title"]
+                                    }
                                 }
-                            }
+                            },
+                            "required": ["type"]
                         },
-                        "items": {
+                        "messages": {
                             "type": "array",
-                            "description": "rank: entries, best first",
-                            "items": {
-                                "type": "object",
-                                "properties": {
-                                    "name": {"type": ["string", "number"]},
-                                    "score": {"type": ["string", "number"]},
-                                    "desc": {"type": "string"}
-                                },
-                                "required": ["name"]
-                            }
-                        },
-                        "metrics": {
-                            "type": "array",
-                            "description": "stats: the numbers; trend like \"+12%\" or \"↓ 3\"",
-                            "items": {
-                                "type": "object",
-                                "properties": {
-                                    "label": {"type": ["string", "number"]},
-                                    "value": {"type": ["string", "number"]},
-                                    "trend": {"type": ["string", "number"]}
-                                },
-                                "required": ["label", "value"]
-                            }
-                        },
-                        "nodes": {
-                            "type": "array",
-                            "description": "timeline: sections in order; items win over body",
-                            "items": {
-                                "type": "object",
-                                "properties": {
-                                    "title": {"type": ["string", "number"]},
-                                    "body": {"type": ["string", "array"], "items": {"type": "string"}},
-                                    "items": {"type": "array", "items": {"type": "string"}}
-                                },
-                                "required": ["title"]
-                            }
+                            "description": "Instead of card, web only: A2UI v0.9 messages, e.g. createSurface then updateComponents whose flat components list includes \"id\": \"root\" and reaches every other component through child/children.",
+                            "items": {"type": "object"}
                         }
-                    },
-                    "required": ["type"]
-                },
-                "messages": {
-                    "type": "array",
-                    "description": "Instead of card, web only: A2UI v0.9 messages, e.g. createSurface then updateComponents whose flat components list includes \"id\": \"root\" and reaches every other component through child/children.",
-                    "items": {"type": "object"}
-                }
-            }
-        })
+                    }
+                }),
+            )
+            .risk(Risk::ReadOnly)
+            // It shows a card the model composed; it reads nothing.
+            .not_private()
+            .no_compress()
+        });
+        &DECL
     }
-
-    fn no_compress(&self) -> bool {
-        true
-    }
-    fn risk(&self) -> Risk {
-        Risk::ReadOnly
-    }
-    /// It shows a card the model composed; it reads nothing.
-    fn reads_private(&self) -> bool {
-        false
-    }
-
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let ui = match Ui::from_tool_args(&args) {
             Ok(ui) => ui,
-            Err(e) => return ToolResult::err(ErrorKind::Validation, e.to_string()),
+            Err(e) => return Err(ToolError::new(ErrorKind::Validation, e.to_string())),
         };
         if ctx.channel == ChannelKind::Lark {
             if let Err(e) = ethan_cards::render_lark(&ui) {
-                return ToolResult::err(ErrorKind::Validation, e.to_string());
+                return Err(ToolError::new(ErrorKind::Validation, e.to_string()));
             }
         }
         let value = match serde_json::to_value(&ui) {
             Ok(v) => v,
             Err(e) => {
-                return ToolResult::err(ErrorKind::Internal, format!("cannot encode the card: {e}"))
+                return Err(ToolError::new(
+                    ErrorKind::Internal,
+                    format!("cannot encode the card: {e}"),
+                ))
             }
         };
-        let mut result = ToolResult::ok(SHOWN).with_metadata(json!({"card": ui.kind()}));
-        result.ui = Some(value);
-        result
+        let output = ToolOutput::new(SHOWN).with_metadata(json!({"card": ui.kind()}));
+        Ok(output.with_ui(value))
     }
 }
 
@@ -162,7 +157,7 @@ mod tests {
 
     #[test]
     fn parameters_are_a_valid_schema_that_accepts_the_documented_forms() {
-        let schema = UiCard.parameters();
+        let schema = UiCard.decl().parameters.clone();
         check_parameters(&schema).unwrap();
         let v = ArgsValidator::compile(&schema).unwrap();
         for args in [
@@ -182,7 +177,8 @@ mod tests {
     #[tokio::test]
     async fn shows_the_card_and_tells_the_model_not_to_repeat_it() {
         let dir = tempfile::tempdir().unwrap();
-        let r = UiCard.run(compare_args(), &ctx_in(dir.path())).await;
+        let r: crate::tools::ToolResult =
+            UiCard.run(compare_args(), &ctx_in(dir.path())).await.into();
         assert!(r.ok, "{r:?}");
         assert_eq!(r.output, SHOWN);
         assert_eq!(r.metadata["card"], "compare");
@@ -194,12 +190,13 @@ mod tests {
     #[tokio::test]
     async fn bad_input_is_a_validation_error_naming_the_field() {
         let dir = tempfile::tempdir().unwrap();
-        let r = UiCard
+        let r: crate::tools::ToolResult = UiCard
             .run(
                 json!({"card": {"type": "rank", "title": "T", "items": [{"score": 3}]}}),
                 &ctx_in(dir.path()),
             )
-            .await;
+            .await
+            .into();
         assert!(!r.ok);
         assert_eq!(r.error_kind, Some(ErrorKind::Validation));
         let msg = r.error.unwrap();
@@ -212,20 +209,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let args = json!({"messages": [{"updateComponents": {"surfaceId": "s",
             "components": [{"id": "root", "component": "Text", "text": "hi"}]}}]});
-        let r = UiCard.run(args.clone(), &ctx_in(dir.path())).await;
+        let r: crate::tools::ToolResult =
+            UiCard.run(args.clone(), &ctx_in(dir.path())).await.into();
         assert!(r.ok, "terminal: {r:?}");
         let mut lark = ctx_in(dir.path());
         lark.channel = ChannelKind::Lark;
-        let r = UiCard.run(args, &lark).await;
+        let r: crate::tools::ToolResult = UiCard.run(args, &lark).await.into();
         assert_eq!(r.error_kind, Some(ErrorKind::Validation));
         assert!(r.error.unwrap().contains("send `card` instead"));
-        let r = UiCard.run(compare_args(), &lark).await;
+        let r: crate::tools::ToolResult = UiCard.run(compare_args(), &lark).await.into();
         assert!(r.ok, "a template card is fine on Lark: {r:?}");
     }
 
     #[test]
     fn read_only_and_not_fast_path() {
-        assert_eq!(UiCard.risk(), Risk::ReadOnly);
-        assert!(!UiCard.fast_path());
+        assert_eq!(UiCard.decl().risk, Risk::ReadOnly);
+        assert!(!UiCard.decl().fast_path);
     }
 }

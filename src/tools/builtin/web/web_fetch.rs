@@ -26,7 +26,9 @@
 use crate::config::WebFetchConfig;
 use crate::egress::{EgressClient, EgressError, EgressGuard, Lookup, Route, SystemLookup};
 use crate::tools::args::req_str;
-use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{CallPlan, ToolDecl};
+use crate::tools::{ErrorKind, Risk, Tool, ToolContext};
+use crate::tools::{ToolError, ToolOutput};
 use async_trait::async_trait;
 use encoding_rs::Encoding;
 use serde_json::{json, Value};
@@ -48,8 +50,7 @@ const USER_AGENT: &str = concat!(
 
 pub struct WebFetch {
     client: Result<EgressClient, String>,
-    timeout: Duration,
-    max_retries: u32,
+    decl: ToolDecl,
     max_bytes: usize,
 }
 
@@ -75,8 +76,9 @@ impl WebFetch {
         });
         Self {
             client,
-            timeout,
-            max_retries: cfg.max_retries.unwrap_or(1),
+            decl: declaration()
+                .timeout(timeout)
+                .max_retries(cfg.max_retries.unwrap_or(1)),
             max_bytes: MAX_BYTES,
         }
     }
@@ -419,15 +421,15 @@ fn is_redirect(s: reqwest::StatusCode) -> bool {
 }
 
 /// A failed request as a result for the model.
-fn request_error(url: &reqwest::Url, e: &EgressError, timeout: Duration) -> ToolResult {
+fn request_error(url: &reqwest::Url, e: &EgressError, timeout: Duration) -> ToolError {
     let e = match e {
         EgressError::Refused(refusal) => {
-            return ToolResult::err(ErrorKind::Denied, refusal.0.clone())
+            return ToolError::new(ErrorKind::Denied, refusal.0.clone())
         }
         EgressError::Http(e) => e,
     };
     if e.is_timeout() {
-        return ToolResult::err(
+        return ToolError::new(
             ErrorKind::Timeout,
             format!("{url} did not answer within {} s", timeout.as_secs()),
         );
@@ -442,17 +444,17 @@ fn request_error(url: &reqwest::Url, e: &EgressError, timeout: Duration) -> Tool
         }
         src = s.source();
     }
-    ToolResult::err(
+    ToolError::new(
         ErrorKind::Dependency,
         format!("could not fetch {url}: {msg}"),
     )
 }
 
 /// Parse the `url` argument; a bare `example.com/page` gets `https://`.
-fn parse_url(raw: &str) -> Result<reqwest::Url, ToolResult> {
+fn parse_url(raw: &str) -> Result<reqwest::Url, ToolError> {
     let raw = raw.trim();
     if raw.is_empty() {
-        return Err(ToolResult::err(
+        return Err(ToolError::new(
             ErrorKind::Validation,
             "argument `url` is empty; give an http(s) URL",
         ));
@@ -465,24 +467,22 @@ fn parse_url(raw: &str) -> Result<reqwest::Url, ToolResult> {
         Err(e) => Err(e),
     };
     parsed.map_err(|e| {
-        ToolResult::err(
+        ToolError::new(
             ErrorKind::Validation,
             format!("{raw:?} is not a valid URL ({e}); give an http(s) URL"),
         )
     })
 }
 
-#[async_trait]
-impl Tool for WebFetch {
-    fn name(&self) -> &str {
-        "web_fetch"
-    }
-    fn description(&self) -> &str {
-        "Fetch a web page (http/https) and return its readable text as Markdown, title first; \
-         plain-text resources (JSON, XML, source files) are returned as they are. Binary files \
-         are refused."
-    }
-    fn parameters(&self) -> Value {
+/// What `web_fetch` declares (the configured limits are set by its constructor).
+fn declaration() -> ToolDecl {
+    ToolDecl::new(
+        "web_fetch",
+        {
+            "Fetch a web page (http/https) and return its readable text as Markdown, title first; \
+             plain-text resources (JSON, XML, source files) are returned as they are. Binary files \
+             are refused."
+        },
         json!({
             "type": "object",
             "properties": {
@@ -490,50 +490,29 @@ impl Tool for WebFetch {
             },
             "required": ["url"],
             "additionalProperties": false
-        })
-    }
-    fn risk(&self) -> Risk {
-        Risk::ReadOnly
-    }
-    /// A public page is not the owner's data; a host of `allow_private` marks the turn through the
-    /// egress guard instead.
-    fn reads_private(&self) -> bool {
-        false
-    }
-    /// The whole URL leaves (path and query can carry data); a session approval covers one
-    /// host.
-    fn egress(&self, args: &Value, _ctx: &ToolContext) -> Option<crate::tools::Egress> {
-        let raw = args.get("url").and_then(Value::as_str)?;
-        let host = reqwest::Url::parse(raw.trim())
-            .ok()
-            .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
-            .unwrap_or_else(|| raw.to_string());
-        // A host written with non-ASCII letters is shown as sent too (punycode), so a look-alike
-        // (`gіthub.com` with a Cyrillic і) cannot pass for the real one.
-        // The host is always named apart, so `https://github.com@evil.example/` cannot pass
-        // for GitHub; a look-alike written in non-ASCII letters shows as sent (punycode).
-        let destination = format!("GET {} (host: {host})", raw.trim());
-        Some(crate::tools::Egress {
-            destination,
-            scope: format!("egress:host:{host}"),
-        })
-    }
-    fn timeout(&self) -> Duration {
-        self.timeout
-    }
-    fn max_retries(&self) -> u32 {
-        self.max_retries
-    }
+        }),
+    )
+    .risk(Risk::ReadOnly)
+    // A public page is not the owner's data; a host of `allow_private` marks the turn through the
+    // egress guard instead.
+    .not_private()
+}
 
-    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolResult {
-        let requested = match req_str(&args, "url").and_then(parse_url) {
-            Ok(u) => u,
-            Err(e) => return e,
-        };
-        let client = match &self.client {
-            Ok(c) => c,
-            Err(e) => return ToolResult::err(ErrorKind::Internal, e.clone()),
-        };
+#[async_trait]
+impl Tool for WebFetch {
+    fn decl(&self) -> &ToolDecl {
+        &self.decl
+    }
+    fn describe(&self, args: &Value, ctx: &ToolContext) -> CallPlan {
+        CallPlan {
+            egress: self.egress(args, ctx),
+            ..CallPlan::of(self.decl(), args)
+        }
+    }
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let requested = req_str(&args, "url").and_then(parse_url)?;
+        let client =
+            (self.client.as_ref()).map_err(|e| ToolError::new(ErrorKind::Internal, e.clone()))?;
         let mut url = requested.clone();
         let mut redirects = 0usize;
         // Whether private data entered the session before this call (what the owner approved).
@@ -557,18 +536,16 @@ impl Tool for WebFetch {
                     if redirects > 0 {
                         msg = format!("{requested} redirected to {url}; {msg}");
                     }
-                    return ToolResult::err(ErrorKind::Denied, msg).with_metadata(json!({
+                    return Err(ToolError::new(ErrorKind::Denied, msg).with_metadata(json!({
                         "url": requested.as_str(), "refused_url": url.as_str(), "redirects": redirects
-                    }));
+                    })));
                 }
                 Err(e) => {
-                    let mut r = request_error(&url, &e, self.timeout);
+                    let mut r = request_error(&url, &e, self.decl.timeout);
                     if redirects > 0 {
-                        if let Some(err) = r.error.as_mut() {
-                            *err = format!("{requested} redirected to {url}: {err}");
-                        }
+                        r.message = format!("{requested} redirected to {url}: {}", r.message);
                     }
-                    return r;
+                    return Err(r);
                 }
             };
             if !is_redirect(resp.status()) {
@@ -584,30 +561,30 @@ impl Tool for WebFetch {
             let next = match url.join(location.trim()) {
                 Ok(n) => n,
                 Err(e) => {
-                    return ToolResult::err(
+                    return Err(ToolError::new(
                         ErrorKind::Dependency,
                         format!("{url} redirected to an invalid location {location:?}: {e}"),
-                    )
+                    ))
                 }
             };
             // After private data entered the turn, the owner approved this host, not wherever it
             // redirects: a redirect to another origin goes back to the model (its fetch asks).
             if tainted && next.origin() != url.origin() {
-                return ToolResult::err(
+                return Err(ToolError::new(
                     ErrorKind::Denied,
                     format!(
                         "{url} redirected to another site, {next}; it was not followed because this \
                          conversation has read private data. Call web_fetch on {next} if you \
                          need it (the owner will be asked)."
                     ),
-                );
+                ));
             }
             redirects += 1;
             if redirects > MAX_REDIRECTS {
-                return ToolResult::err(
+                return Err(ToolError::new(
                     ErrorKind::Dependency,
                     format!("{requested}: more than {MAX_REDIRECTS} redirects; stopped at {next}"),
-                );
+                ));
             }
             url = next;
         };
@@ -639,7 +616,7 @@ impl Tool for WebFetch {
             m
         };
         if !status.is_success() {
-            return ToolResult::err(
+            return Err(ToolError::new(
                 ErrorKind::Dependency,
                 format!(
                     "{url} answered HTTP {} {}",
@@ -649,7 +626,7 @@ impl Tool for WebFetch {
                 .trim_end()
                 .to_string(),
             )
-            .with_metadata(meta(json!({})));
+            .with_metadata(meta(json!({}))));
         }
         let mut kind = kind_of(&mime);
         let declared_len = resp.content_length();
@@ -657,14 +634,14 @@ impl Tool for WebFetch {
             let size = declared_len
                 .map(|n| format!(", {n} bytes"))
                 .unwrap_or_default();
-            return ToolResult::err(
+            return Err(ToolError::new(
                 ErrorKind::Validation,
                 format!(
                     "{url} is binary content ({mime}{size}); web_fetch returns text only \
                      (HTML pages and text files)"
                 ),
             )
-            .with_metadata(meta(json!({})));
+            .with_metadata(meta(json!({}))));
         }
 
         // Download, capped.
@@ -682,7 +659,11 @@ impl Tool for WebFetch {
                     body.extend_from_slice(&chunk);
                 }
                 Ok(None) => break,
-                Err(e) => return request_error(&url, &EgressError::Http(e), self.timeout),
+                Err(e) => Err(request_error(
+                    &url,
+                    &EgressError::Http(e),
+                    self.decl.timeout,
+                ))?,
             }
         }
 
@@ -701,7 +682,7 @@ impl Tool for WebFetch {
             } else {
                 mime.as_str()
             };
-            return ToolResult::err(
+            return Err(ToolError::new(
                 ErrorKind::Validation,
                 format!(
                     "{url} is binary content ({shown}, {} bytes{}); web_fetch returns text only \
@@ -710,7 +691,7 @@ impl Tool for WebFetch {
                     if truncated { " or more" } else { "" }
                 ),
             )
-            .with_metadata(meta(json!({})));
+            .with_metadata(meta(json!({}))));
         }
 
         let html = kind == Kind::Html;
@@ -730,17 +711,17 @@ impl Tool for WebFetch {
             "charset": encoding.name(),
         });
         if !html {
-            return ToolResult::ok(format!("{text}{cut_note}")).with_metadata(meta(extra));
+            return Ok(ToolOutput::new(format!("{text}{cut_note}")).with_metadata(meta(extra)));
         }
         let page_url = url.to_string();
         let parsed = tokio::task::spawn_blocking(move || readable(&text, &page_url)).await;
         let (title, content) = match parsed {
             Ok(tc) => tc,
             Err(e) => {
-                return ToolResult::err(
+                return Err(ToolError::new(
                     ErrorKind::Internal,
                     format!("extracting the text of {url} failed: {e}"),
-                )
+                ))
             }
         };
         let mut out = String::new();
@@ -758,7 +739,28 @@ impl Tool for WebFetch {
         if let Some(o) = m.as_object_mut() {
             o.insert("title".into(), json!(title));
         }
-        ToolResult::ok(out).with_metadata(m)
+        Ok(ToolOutput::new(out).with_metadata(m))
+    }
+}
+
+impl WebFetch {
+    /// The whole URL leaves (path and query can carry data); a session approval covers one
+    /// host.
+    fn egress(&self, args: &Value, _ctx: &ToolContext) -> Option<crate::tools::Egress> {
+        let raw = args.get("url").and_then(Value::as_str)?;
+        let host = reqwest::Url::parse(raw.trim())
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
+            .unwrap_or_else(|| raw.to_string());
+        // A host written with non-ASCII letters is shown as sent too (punycode), so a look-alike
+        // (`gіthub.com` with a Cyrillic і) cannot pass for the real one.
+        // The host is always named apart, so `https://github.com@evil.example/` cannot pass
+        // for GitHub; a look-alike written in non-ASCII letters shows as sent (punycode).
+        let destination = format!("GET {} (host: {host})", raw.trim());
+        Some(crate::tools::Egress {
+            destination,
+            scope: format!("egress:host:{host}"),
+        })
     }
 }
 

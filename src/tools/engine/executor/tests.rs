@@ -1,8 +1,10 @@
 use super::*;
 use crate::tools::Risk;
+use crate::tools::{ToolDecl, ToolError, ToolOutput};
 use async_trait::async_trait;
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::LazyLock;
 
 pub(crate) fn ctx_in(dir: &Path) -> ToolContext {
     ToolContext {
@@ -46,7 +48,10 @@ fn executor() -> Executor {
 }
 
 fn all(e: &Executor) -> BTreeSet<String> {
-    e.registry().iter().map(|t| t.name().to_string()).collect()
+    e.registry()
+        .iter()
+        .map(|t| t.decl().name.to_string())
+        .collect()
 }
 
 #[tokio::test]
@@ -175,31 +180,26 @@ struct Flaky(AtomicU32);
 
 #[async_trait]
 impl Tool for Flaky {
-    fn name(&self) -> &str {
-        "flaky"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "flaky",
+                "flaky",
+                json!({"type": "object", "properties": {"api_key": {"type": "string"}}}),
+            )
+            .risk(Risk::ReadOnly)
+            .timeout(Duration::from_millis(100))
+            .max_retries(2)
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "flaky"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {"api_key": {"type": "string"}}})
-    }
-    fn risk(&self) -> Risk {
-        Risk::ReadOnly
-    }
-    fn timeout(&self) -> Duration {
-        Duration::from_millis(100)
-    }
-    fn max_retries(&self) -> u32 {
-        2
-    }
-    async fn run(&self, _: Value, ctx: &ToolContext) -> ToolResult {
+    async fn run(&self, _: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let n = self.0.fetch_add(1, Ordering::SeqCst) + 1;
         assert_eq!(ctx.attempt, n);
         if n <= 2 {
             tokio::time::sleep(Duration::from_secs(5)).await;
         }
-        ToolResult::ok(format!("done on attempt {n}"))
+        Ok(ToolOutput::new(format!("done on attempt {n}")))
     }
 }
 
@@ -246,32 +246,33 @@ async fn a_credential_sent_as_a_tool_name_is_redacted_in_audit() {
 
 /// Records how many of its calls overlap.
 struct Probe {
-    name: &'static str,
-    risk: Risk,
+    decl: ToolDecl,
     running: Arc<AtomicU32>,
     peak: Arc<AtomicU32>,
 }
 
+impl Probe {
+    fn new(name: &str, risk: Risk, running: Arc<AtomicU32>, peak: Arc<AtomicU32>) -> Self {
+        let parameters = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
+        Self {
+            decl: ToolDecl::new(name, "probe", parameters).risk(risk),
+            running,
+            peak,
+        }
+    }
+}
+
 #[async_trait]
 impl Tool for Probe {
-    fn name(&self) -> &str {
-        self.name
+    fn decl(&self) -> &ToolDecl {
+        &self.decl
     }
-    fn description(&self) -> &str {
-        "probe"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {"n": {"type": "integer"}}})
-    }
-    fn risk(&self) -> Risk {
-        self.risk
-    }
-    async fn run(&self, _: Value, _: &ToolContext) -> ToolResult {
+    async fn run(&self, _: Value, _: &ToolContext) -> Result<ToolOutput, ToolError> {
         let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
         self.peak.fetch_max(now, Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(100)).await;
         self.running.fetch_sub(1, Ordering::SeqCst);
-        ToolResult::ok("")
+        Ok(ToolOutput::new(""))
     }
 }
 
@@ -281,18 +282,19 @@ async fn read_only_calls_run_in_parallel_side_effects_alone() {
     let running = Arc::new(AtomicU32::new(0));
     let (read_peak, write_peak) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
     let mut r = Registry::default();
-    r.register(Arc::new(Probe {
-        name: "look",
-        risk: Risk::ReadOnly,
-        running: running.clone(),
-        peak: read_peak.clone(),
-    }));
-    r.register(Arc::new(Probe {
-        name: "touch",
-        risk: Risk::Write,
-        running: running.clone(),
-        peak: write_peak.clone(),
-    }));
+    let (look, touch) = (Risk::ReadOnly, Risk::Write);
+    r.register(Arc::new(Probe::new(
+        "look",
+        look,
+        running.clone(),
+        read_peak.clone(),
+    )));
+    r.register(Arc::new(Probe::new(
+        "touch",
+        touch,
+        running.clone(),
+        write_peak.clone(),
+    )));
     let e = executor_with(r, None, None);
     let ctx = ctx_in(dir.path());
     let calls: Vec<ToolCall> = ["look", "look", "look", "touch", "touch", "look"]
@@ -336,19 +338,13 @@ struct Boom;
 
 #[async_trait]
 impl Tool for Boom {
-    fn name(&self) -> &str {
-        "boom"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new("boom", "panics", json!({"type": "object"})).risk(Risk::ReadOnly)
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "panics"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object"})
-    }
-    fn risk(&self) -> Risk {
-        Risk::ReadOnly
-    }
-    async fn run(&self, _: Value, _: &ToolContext) -> ToolResult {
+    async fn run(&self, _: Value, _: &ToolContext) -> Result<ToolOutput, ToolError> {
         panic!("boom went the tool");
     }
 }
@@ -397,25 +393,18 @@ struct Slow(Arc<std::sync::atomic::AtomicBool>);
 
 #[async_trait]
 impl Tool for Slow {
-    fn name(&self) -> &str {
-        "slow"
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new("slow", "slow", json!({"type": "object"}))
+                .risk(Risk::ReadOnly)
+                .timeout(Duration::from_millis(200))
+        });
+        &DECL
     }
-    fn description(&self) -> &str {
-        "slow"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object"})
-    }
-    fn risk(&self) -> Risk {
-        Risk::ReadOnly
-    }
-    fn timeout(&self) -> Duration {
-        Duration::from_millis(200)
-    }
-    async fn run(&self, _: Value, _: &ToolContext) -> ToolResult {
+    async fn run(&self, _: Value, _: &ToolContext) -> Result<ToolOutput, ToolError> {
         tokio::time::sleep(Duration::from_millis(400)).await;
         self.0.store(true, Ordering::SeqCst);
-        ToolResult::ok("finished")
+        Ok(ToolOutput::new("finished"))
     }
 }
 

@@ -25,7 +25,9 @@ pub mod tavily;
 use crate::config::watch::ConfigWatch;
 use crate::config::{SearchProvider, WebSearchConfig};
 use crate::tools::args::{opt_u64, req_str};
-use crate::tools::{ErrorKind, Risk, Tool, ToolContext, ToolResult};
+use crate::tools::{CallPlan, ToolDecl};
+use crate::tools::{ErrorKind, Risk, Tool, ToolContext};
+use crate::tools::{ToolError, ToolOutput};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -252,8 +254,7 @@ pub struct WebSearch {
     failures_before_cooldown: u32,
     cooldown: Duration,
     request_timeout: Duration,
-    timeout: Duration,
-    max_retries: u32,
+    decl: ToolDecl,
     /// `SEARXNG_BASE_URL`, read at construction (tests set it explicitly).
     searxng_env: Option<String>,
 }
@@ -281,8 +282,9 @@ impl WebSearch {
             failures_before_cooldown: FAILURES_BEFORE_COOLDOWN,
             cooldown: COOLDOWN,
             request_timeout: REQUEST_TIMEOUT,
-            timeout,
-            max_retries: cfg.max_retries.unwrap_or(1),
+            decl: declaration()
+                .timeout(timeout)
+                .max_retries(cfg.max_retries.unwrap_or(1)),
             searxng_env: std::env::var("SEARXNG_BASE_URL").ok(),
         }
     }
@@ -395,70 +397,62 @@ fn cut(s: &str, max: usize) -> String {
     out
 }
 
+/// What `web_search` declares (the configured limits are set by its constructor).
+fn declaration() -> ToolDecl {
+    ToolDecl::new(
+        "web_search",
+        {
+
+            "Search the web. Returns the title, URL and a snippet of each result; use web_fetch to \
+             read a page."
+    },
+        {
+
+            json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What to search for"},
+                    "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS_CAP, "description": "Number of results; default 5"}
+                },
+                "required": ["query"],
+                "additionalProperties": false
+            })
+    },
+    )
+    .risk(Risk::ReadOnly)
+    // Search results are the web's, not the owner's.
+    .not_private()
+}
+
 #[async_trait]
 impl Tool for WebSearch {
-    fn name(&self) -> &str {
-        "web_search"
+    fn decl(&self) -> &ToolDecl {
+        &self.decl
     }
-    fn description(&self) -> &str {
-        "Search the web. Returns the title, URL and a snippet of each result; use web_fetch to \
-         read a page."
+    fn describe(&self, args: &Value, ctx: &ToolContext) -> CallPlan {
+        CallPlan {
+            egress: self.egress(args, ctx),
+            ..CallPlan::of(self.decl(), args)
+        }
     }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "What to search for"},
-                "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS_CAP, "description": "Number of results; default 5"}
-            },
-            "required": ["query"],
-            "additionalProperties": false
-        })
-    }
-    fn risk(&self) -> Risk {
-        Risk::ReadOnly
-    }
-    /// Search results are the web's, not the owner's.
-    fn reads_private(&self) -> bool {
-        false
-    }
-    /// The query leaves for the configured providers (their base URLs, in order); a session
-    /// approval covers web searches through those providers.
-    fn egress(&self, args: &Value, _ctx: &ToolContext) -> Option<crate::tools::Egress> {
-        let query = args.get("query").and_then(Value::as_str)?;
-        let cfg = self.settings.current();
-        let sent_to: Vec<String> = provider_chain(&cfg, self.searxng_env.as_deref())
-            .into_iter()
-            .filter_map(|(_, ep)| ep.ok())
-            .map(|ep| ep.base_url)
-            .collect();
-        Some(crate::tools::Egress {
-            destination: format!("web search for {query:?}, sent to {}", sent_to.join(", ")),
-            scope: format!("egress:search:{}", sent_to.join(",")),
-        })
-    }
-    fn timeout(&self) -> Duration {
-        self.timeout
-    }
-    fn max_retries(&self) -> u32 {
-        self.max_retries
-    }
-
-    async fn run(&self, args: Value, _ctx: &ToolContext) -> ToolResult {
+    async fn run(&self, args: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let query = match req_str(&args, "query") {
             Ok(q) => q.trim().to_string(),
-            Err(e) => return e,
+            Err(e) => return Err(e),
         };
         if query.is_empty() {
-            return ToolResult::err(ErrorKind::Validation, "argument `query` is empty");
+            return Err(ToolError::new(
+                ErrorKind::Validation,
+                "argument `query` is empty",
+            ));
         }
         let max = match opt_u64(&args, "max_results") {
             Ok(n) => n.unwrap_or(DEFAULT_MAX_RESULTS).clamp(1, MAX_RESULTS_CAP) as usize,
-            Err(e) => return e,
+            Err(e) => return Err(e),
         };
         let started = Instant::now();
         // Answer before the executor's limit, so the model reads which providers failed.
-        let deadline = started + self.timeout.saturating_sub(Duration::from_millis(500));
+        let deadline = started + self.decl.timeout.saturating_sub(Duration::from_millis(500));
         let cfg = self.settings.current();
         let chain = provider_chain(&cfg, self.searxng_env.as_deref());
         let now = Instant::now();
@@ -503,7 +497,25 @@ impl Tool for WebSearch {
         } else {
             format!("web search failed — {}", reasons.join("; "))
         };
-        ToolResult::err(ErrorKind::Dependency, msg).with_metadata(json!({"failed": reasons}))
+        Err(ToolError::new(ErrorKind::Dependency, msg).with_metadata(json!({"failed": reasons})))
+    }
+}
+
+impl WebSearch {
+    /// The query leaves for the configured providers (their base URLs, in order); a session
+    /// approval covers web searches through those providers.
+    fn egress(&self, args: &Value, _ctx: &ToolContext) -> Option<crate::tools::Egress> {
+        let query = args.get("query").and_then(Value::as_str)?;
+        let cfg = self.settings.current();
+        let sent_to: Vec<String> = provider_chain(&cfg, self.searxng_env.as_deref())
+            .into_iter()
+            .filter_map(|(_, ep)| ep.ok())
+            .map(|ep| ep.base_url)
+            .collect();
+        Some(crate::tools::Egress {
+            destination: format!("web search for {query:?}, sent to {}", sent_to.join(", ")),
+            scope: format!("egress:search:{}", sent_to.join(",")),
+        })
     }
 }
 
@@ -513,7 +525,7 @@ fn render(
     hits: &[Hit],
     failed: &[String],
     skipped: &[&str],
-) -> ToolResult {
+) -> Result<ToolOutput, ToolError> {
     let name = provider_name(provider);
     let mut out = String::new();
     if !failed.is_empty() {
@@ -542,7 +554,7 @@ fn render(
         "skipped": skipped,
         "urls": hits.iter().map(|h| h.url.as_str()).collect::<Vec<_>>(),
     });
-    ToolResult::ok(out).with_metadata(meta)
+    Ok(ToolOutput::new(out).with_metadata(meta))
 }
 
 #[cfg(test)]

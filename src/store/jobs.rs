@@ -411,20 +411,37 @@ impl Db {
 
     /// Runs still marked `running` (to find those whose process died).
     pub fn running_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        self.runs_where("running runs", "status = 'running'", rusqlite::params![])
+    }
+
+    /// Ended runs whose digest's delivery is still `pending`, started at or after `since`.
+    pub fn undelivered_runs(&self, since: i64) -> Result<Vec<RunRecord>, StoreError> {
+        self.runs_where(
+            "undelivered runs",
+            "status IN ('ok', 'failed') AND delivery = 'pending' AND output IS NOT NULL \
+             AND started_at >= ?1",
+            rusqlite::params![since],
+        )
+    }
+
+    fn runs_where(
+        &self,
+        op: &'static str,
+        clause: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<Vec<RunRecord>, StoreError> {
         let conn = self.conn();
         let mut st = conn
             .prepare(&format!(
-                "SELECT {RUN_COLUMNS} FROM job_runs WHERE status = 'running' ORDER BY id"
+                "SELECT {RUN_COLUMNS} FROM job_runs WHERE {clause} ORDER BY id"
             ))
-            .op("running runs")?;
+            .op(op)?;
         let rows = st
-            .query_map([], run_from_row)
-            .op("running runs")?
+            .query_map(params, run_from_row)
+            .op(op)?
             .collect::<Result<Vec<_>, _>>()
-            .op("running runs")?;
-        rows.into_iter()
-            .map(|r| finish_run_row("running runs", r))
-            .collect()
+            .op(op)?;
+        rows.into_iter().map(|r| finish_run_row(op, r)).collect()
     }
 }
 

@@ -509,10 +509,15 @@ pub(crate) mod tests {
             .unwrap()
             .is_none());
         assert_eq!(s.running_runs().unwrap().len(), 1);
+        assert!(s.undelivered_runs(0).unwrap().is_empty(), "still running");
         s.finish_run(id, RunStatus::Ok, Some("digest"), None)
             .unwrap();
+        // Ended, its digest not delivered yet; only within the window asked for.
+        assert_eq!(s.undelivered_runs(0).unwrap()[0].id, id);
+        assert!(s.undelivered_runs(i64::MAX).unwrap().is_empty());
         s.record_delivery(id, Delivery::Delivered, 2, Some("1001"), None)
             .unwrap();
+        assert!(s.undelivered_runs(0).unwrap().is_empty(), "delivered");
         let r = s.get_run(id).unwrap().unwrap();
         assert_eq!(r.status, RunStatus::Ok);
         assert_eq!(r.delivery, Delivery::Delivered);

@@ -5,9 +5,15 @@
 //! or a refused request are not. A message the adapter splits into parts is never sent twice
 //! over: when a part fails after earlier ones were shown ([`ChannelError::Partial`]), the next
 //! try sends only the parts from the failed one on ([`Channel::send_from`]).
+//!
+//! A sender that may lose the right to send while it waits (a replica whose lease lapses during
+//! the backoff) passes a [`Fence`]: it is asked before every retry (the first try is covered by
+//! the sender's own check), and a refusal ends the delivery with nothing more sent
+//! ([`DeliveryError::fenced`]).
 
 use crate::channel::{Channel, ChannelError};
 use crate::model::{OutboundMessage, SentRef};
+use ethan_core::tool::Fence;
 use std::time::Duration;
 
 /// How often and how patiently a message is retried.
@@ -97,6 +103,9 @@ pub fn retryable(e: &ChannelError) -> bool {
 pub struct DeliveryError {
     pub attempts: u32,
     pub error: String,
+    /// The fence refused a retry: the sender lost the right to send, so the caller records
+    /// nothing (whoever holds that right now settles the message).
+    pub fenced: bool,
 }
 
 /// Send `msg` through `channel`, retrying transient failures by `policy`; each retry resumes at
@@ -109,6 +118,20 @@ pub async fn send_with_retry(
     channel: &dyn Channel,
     msg: &OutboundMessage,
     policy: &RetryPolicy,
+) -> Result<(u32, SentRef), DeliveryError> {
+    send_with_retry_fenced(channel, msg, policy, None).await
+}
+
+/// [`send_with_retry`], asking `fence` (when given) before every retry; a refusal ends the
+/// delivery without another send, as a [`DeliveryError`] with `fenced` set.
+///
+/// # Errors
+/// As [`send_with_retry`], and when the fence refuses a retry.
+pub async fn send_with_retry_fenced(
+    channel: &dyn Channel,
+    msg: &OutboundMessage,
+    policy: &RetryPolicy,
+    fence: Option<&dyn Fence>,
 ) -> Result<(u32, SentRef), DeliveryError> {
     let mut tries = policy.tries();
     let mut sent = SentRef::default();
@@ -151,6 +174,7 @@ pub async fn send_with_retry(
             return Err(DeliveryError {
                 attempts: made,
                 error,
+                fenced: false,
             });
         };
         let from = if next_part > 0 {
@@ -164,6 +188,21 @@ pub async fn send_with_retry(
             msg.chat.id
         );
         tokio::time::sleep(delay).await;
+        if let Some(f) = fence {
+            if let Err(why) = f.check().await {
+                tracing::warn!(
+                    "delivery to {}:{} stopped before try {}: {why}",
+                    channel.kind(),
+                    msg.chat.id,
+                    made + 1
+                );
+                return Err(DeliveryError {
+                    attempts: made,
+                    error: why,
+                    fenced: true,
+                });
+            }
+        }
     }
 }
 
@@ -321,6 +360,33 @@ mod tests {
         let e = send_with_retry(&ch, &msg(), &fast(5)).await.unwrap_err();
         assert_eq!((e.attempts, *ch.1.lock().unwrap()), (1, 1));
         assert!(e.error.contains("chat not found"));
+    }
+
+    /// A fence that refuses every check.
+    #[derive(Debug)]
+    struct Lost;
+
+    #[async_trait]
+    impl Fence for Lost {
+        async fn check(&self) -> Result<(), String> {
+            Err("the lease is lost".into())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_fence_that_refuses_stops_the_retries_but_not_the_first_try() {
+        let ch = Flaky(Mutex::new(vec![transport()]), Mutex::new(0));
+        let e = send_with_retry_fenced(&ch, &msg(), &fast(5), Some(&Lost))
+            .await
+            .unwrap_err();
+        assert!(e.fenced, "{e:?}");
+        assert_eq!((e.attempts, *ch.1.lock().unwrap()), (1, 1));
+        // Nothing to retry: the fence is not asked.
+        let ch = Flaky(Mutex::new(Vec::new()), Mutex::new(0));
+        let (tries, _) = send_with_retry_fenced(&ch, &msg(), &fast(5), Some(&Lost))
+            .await
+            .unwrap();
+        assert_eq!(tries, 1);
     }
 
     #[tokio::test]

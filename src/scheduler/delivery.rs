@@ -18,7 +18,9 @@ use ethan_channels::{Channel, ChannelKind};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-pub use ethan_channels::delivery::{send_with_retry, DeliveryError, RetryPolicy};
+pub use ethan_channels::delivery::{
+    send_with_retry, send_with_retry_fenced, DeliveryError, RetryPolicy,
+};
 
 /// The digest text for a final answer, or `None` when there is nothing worth posting.
 pub fn digest(title: &str, answer: &str) -> Option<String> {

@@ -29,7 +29,9 @@ use crate::config::Config;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use ethan_channels::{Channel, ChannelKind, OutboundBody, OutboundMessage};
-use ethan_core::store::{Delivery, JobRecord, JobState, RunStatus, StorageRef, StoreError};
+use ethan_core::store::{
+    Delivery, JobRecord, JobState, RunRecord, RunStatus, StorageRef, StoreError,
+};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -430,6 +432,10 @@ impl Scheduler {
             if looked.is_none_or(|t| t.elapsed() >= self.takeover_every()) {
                 looked = Some(std::time::Instant::now());
                 claims = self.take_over_dead(now_of(&*self.clock)).await;
+                for (run, job) in self.take_over_undelivered(now_of(&*self.clock)).await {
+                    let exec = exec.clone();
+                    tokio::spawn(async move { exec.deliver_stored(run, job).await });
+                }
             }
             claims.extend(self.tick().await);
             for claim in claims {
@@ -487,6 +493,9 @@ impl RunReport {
 #[async_trait]
 pub trait Execute: Send + Sync {
     async fn execute(&self, claim: Claim) -> RunReport;
+    /// Post the stored digest of a run whose claimant died after recording its result but
+    /// before recording its delivery ([`Scheduler::take_over_undelivered`]).
+    async fn deliver_stored(&self, run: RunRecord, job: JobRecord);
 }
 
 /// The real executor: the agent, unattended, and the chat adapters to post with.
@@ -666,10 +675,13 @@ impl JobExecutor {
         false
     }
 
+    /// Post `body` to `target`, retried by the executor's policy; every retry first confirms
+    /// the run's lease when `fence` is given (a refused retry: the error's `fenced`).
     async fn post(
         &self,
         target: &Target,
         body: OutboundBody,
+        fence: Option<&RunFence>,
     ) -> Result<(u32, Option<String>), delivery::DeliveryError> {
         let Some(ch) = self.channels.get(&target.channel) else {
             return Err(delivery::DeliveryError {
@@ -679,6 +691,7 @@ impl JobExecutor {
                     target.channel,
                     target.label()
                 ),
+                fenced: false,
             });
         };
         let msg = OutboundMessage {
@@ -687,14 +700,135 @@ impl JobExecutor {
             body,
             idempotency_key: None,
         };
-        delivery::send_with_retry(ch.as_ref(), &msg, &self.retry)
+        let fence = fence.map(|f| f as &dyn ethan_core::tool::Fence);
+        delivery::send_with_retry_fenced(ch.as_ref(), &msg, &self.retry, fence)
             .await
             .map(|(tries, sent)| (tries, sent.message_ids.first().cloned()))
+    }
+
+    /// Post run `run_id`'s cards and `digest` to `target` and record the delivery: the
+    /// delivery, the message id and the error recorded, or `None` when the run's lease refused
+    /// a retry (nothing recorded: the replica that takes the run over posts it).
+    async fn deliver(
+        &self,
+        run_id: i64,
+        job: &JobRecord,
+        target: Option<&Target>,
+        digest: Option<String>,
+        cards: Vec<ethan_cards::Ui>,
+        fence: Option<&RunFence>,
+    ) -> Option<(Delivery, Option<String>, Option<String>)> {
+        let (result, attempts) = match (target, &digest) {
+            (_, None) => {
+                tracing::info!(
+                    "scheduler: job {} run {run_id} produced nothing to post",
+                    job.id
+                );
+                (Ok(None), 0)
+            }
+            (None, Some(_)) => (
+                Err(format!(
+                    "the job's target {} is not a chat",
+                    target_label(job)
+                )),
+                0,
+            ),
+            (Some(t), Some(digest)) => {
+                for ui in cards {
+                    if let Err(e) = self.post(t, OutboundBody::Ui(ui), fence).await {
+                        if e.fenced {
+                            return None;
+                        }
+                        tracing::warn!(
+                            "scheduler: a card of job {} was not posted: {}",
+                            job.id,
+                            e.error
+                        );
+                    }
+                }
+                match self
+                    .post(t, OutboundBody::Text(digest.clone()), fence)
+                    .await
+                {
+                    Ok((tries, id)) => (Ok(id), tries),
+                    Err(e) if e.fenced => return None,
+                    Err(e) => (Err(e.error), e.attempts),
+                }
+            }
+        };
+        let (delivery, message_id, derr) = match result {
+            Ok(None) if digest.is_none() => (Delivery::Skipped, None, None),
+            Ok(id) => (Delivery::Delivered, id, None),
+            Err(e) => (Delivery::Failed, None, Some(e)),
+        };
+        match &derr {
+            Some(e) => tracing::error!(
+                "scheduler: the digest of job {} (run {run_id}) was not delivered to {}: {e}",
+                job.id,
+                target_label(job)
+            ),
+            None if delivery == Delivery::Delivered => tracing::info!(
+                "scheduler: job {} run {run_id} delivered to {}",
+                job.id,
+                target_label(job)
+            ),
+            None => {}
+        }
+        if let Err(e) = self
+            .store
+            .record_delivery(
+                run_id,
+                delivery,
+                attempts,
+                message_id.as_deref(),
+                derr.as_deref(),
+            )
+            .await
+        {
+            tracing::error!("scheduler: cannot record the delivery of run {run_id}: {e}");
+        }
+        Some((delivery, message_id, derr))
+    }
+
+    /// Post the stored digest of `run`, which ended but whose claimant died before its
+    /// delivery was recorded ([`super::takeover`]); the turn is not run again. With run leases,
+    /// the caller took the run's lease, and it is given up here.
+    async fn post_stored(&self, run: RunRecord, job: JobRecord) {
+        let digest = run
+            .output
+            .as_deref()
+            .and_then(|o| delivery::digest(&job.title, o));
+        let fence = (self.leases.as_ref())
+            .map(|l| RunFence::new(l.clone(), run.id, CancellationToken::new()));
+        tracing::info!(
+            "scheduler: posting the stored digest of job {} run {} (its claimant {} died \
+             before recording the delivery; the turn is not run again)",
+            job.id,
+            run.id,
+            run.claimed_by
+        );
+        let target = Target::of(&job);
+        self.deliver(
+            run.id,
+            &job,
+            target.as_ref(),
+            digest,
+            Vec::new(),
+            fence.as_ref(),
+        )
+        .await;
+        if let Some(l) = &self.leases {
+            l.release(run.id).await;
+        }
     }
 }
 
 #[async_trait]
 impl Execute for JobExecutor {
+    async fn deliver_stored(&self, run: RunRecord, job: JobRecord) {
+        self.post_stored(run, job).await;
+    }
+
     async fn execute(&self, claim: Claim) -> RunReport {
         let _serial = self.locks.acquire(&claim.job.id).await;
         let job = &claim.job;
@@ -750,74 +884,22 @@ impl Execute for JobExecutor {
         if posts && !self.still_holds(fence.as_ref(), &claim, "its digest").await {
             return RunReport::lost(claim.run_id);
         }
-        let (result, attempts) = match (&target, &report.digest) {
-            (_, None) => {
-                tracing::info!(
-                    "scheduler: job {} run {} produced nothing to post",
-                    job.id,
-                    claim.run_id
-                );
-                (Ok(None), 0)
-            }
-            (None, Some(_)) => (
-                Err(format!(
-                    "the job's target {} is not a chat",
-                    target_label(job)
-                )),
-                0,
-            ),
-            (Some(t), Some(digest)) => {
-                for ui in reply.cards {
-                    if let Err(e) = self.post(t, OutboundBody::Ui(ui)).await {
-                        tracing::warn!(
-                            "scheduler: a card of job {} was not posted: {}",
-                            job.id,
-                            e.error
-                        );
-                    }
-                }
-                match self.post(t, OutboundBody::Text(digest.clone())).await {
-                    Ok((tries, id)) => (Ok(id), tries),
-                    Err(e) => (Err(e.error), e.attempts),
-                }
-            }
-        };
-        let (delivery, message_id, derr) = match result {
-            Ok(None) if report.digest.is_none() => (Delivery::Skipped, None, None),
-            Ok(id) => (Delivery::Delivered, id, None),
-            Err(e) => (Delivery::Failed, None, Some(e)),
-        };
-        match &derr {
-            Some(e) => tracing::error!(
-                "scheduler: the digest of job {} (run {}) was not delivered to {}: {e}",
-                job.id,
+        let digest = report.digest.clone();
+        let Some((delivery, message_id, derr)) = self
+            .deliver(
                 claim.run_id,
-                target_label(job)
-            ),
-            None if delivery == Delivery::Delivered => tracing::info!(
-                "scheduler: job {} run {} delivered to {}",
-                job.id,
-                claim.run_id,
-                target_label(job)
-            ),
-            None => {}
-        }
-        if let Err(e) = self
-            .store
-            .record_delivery(
-                claim.run_id,
-                delivery,
-                attempts,
-                message_id.as_deref(),
-                derr.as_deref(),
+                job,
+                target.as_ref(),
+                digest,
+                reply.cards,
+                fence.as_ref(),
             )
             .await
-        {
-            tracing::error!(
-                "scheduler: cannot record the delivery of run {}: {e}",
-                claim.run_id
-            );
-        }
+        else {
+            // Lost the lease while waiting to retry: the run stays undelivered for the
+            // replica that takes it over ([`super::takeover`]).
+            return RunReport::lost(claim.run_id);
+        };
         report.delivery = delivery;
         report.message_id = message_id;
         if report.error.is_none() {

@@ -19,11 +19,22 @@
 //! is not retried twice), its slot is still within `scheduler.misfire_grace_secs`, and the job
 //! is not paused. The dead run is marked before the new one is claimed, so a taker that dies in
 //! between leaves the slot not run again rather than run twice.
+//!
+//! A run whose claimant died after recording its result (`ok` or `failed`) but before recording
+//! its digest's delivery (still `pending`) is found gone by the same signs (started more than a
+//! lease ago and its lease free; on SQLite, its process gone) within [`UNDELIVERED_WINDOW`]. Its
+//! stored digest is posted once by whoever takes its lease, without running the turn again
+//! ([`Scheduler::take_over_undelivered`]), and the delivery is recorded as for any run. The
+//! digest is thus delivered at least once: a claimant that died after the platform accepted the
+//! post but before recording it leaves it to be posted a second time.
 
 use super::lease::run_lease;
 use super::runner::{Claim, Scheduler, Trigger};
 use chrono::{DateTime, Utc};
-use ethan_core::store::{JobRecord, RunRecord, RunStatus};
+use ethan_core::store::{Delivery, JobRecord, RunRecord, RunStatus};
+
+/// How far back an undelivered run is looked for (a digest older than this is not posted late).
+pub const UNDELIVERED_WINDOW: i64 = 24 * 3600;
 
 fn at(ts: i64) -> DateTime<Utc> {
     DateTime::from_timestamp(ts, 0).unwrap_or_default()
@@ -66,6 +77,74 @@ impl Scheduler {
             }
         }
         claims
+    }
+
+    /// The runs that ended but whose digest's delivery is still `pending` and whose claimant is
+    /// gone, each with its job, to have their stored digest posted (see the module docs). With
+    /// run leases, the lease of each returned run is taken (the poster gives it up).
+    pub async fn take_over_undelivered(&self, now: DateTime<Utc>) -> Vec<(RunRecord, JobRecord)> {
+        let since = now.timestamp() - UNDELIVERED_WINDOW;
+        let runs = match self.store().undelivered_runs(since).await {
+            Ok(r) if r.is_empty() => return Vec::new(),
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!("scheduler: cannot read undelivered runs: {e}");
+                return Vec::new();
+            }
+        };
+        let gone = match self.dead_runs(runs, now).await {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::error!("scheduler: cannot read the run leases: {e}");
+                return Vec::new();
+            }
+        };
+        let mut taken = Vec::new();
+        for (run, _) in gone {
+            if let Some(leases) = self.leases() {
+                if !leases.take(run.id).await {
+                    continue;
+                }
+            }
+            match self.still_undelivered(&run).await {
+                Some(job) => taken.push((run, job)),
+                None => {
+                    if let Some(leases) = self.leases() {
+                        leases.release(run.id).await;
+                    }
+                }
+            }
+        }
+        taken
+    }
+
+    /// The job of `run` when its delivery is still `pending` (read again under its lease:
+    /// another replica may have posted it since); a removed job's run is recorded as failed.
+    async fn still_undelivered(&self, run: &RunRecord) -> Option<JobRecord> {
+        match self.store().get_run(run.id).await {
+            Ok(Some(r)) if r.delivery == Delivery::Pending => {}
+            _ => return None,
+        }
+        match self.store().get_job(&run.job_id).await {
+            Ok(Some(job)) => Some(job),
+            Ok(None) => {
+                let why = "its claimant died before posting the digest, and the job was removed";
+                if let Err(e) = (self.store())
+                    .record_delivery(run.id, Delivery::Failed, 0, None, Some(why))
+                    .await
+                {
+                    tracing::error!(
+                        "scheduler: cannot record the delivery of run {}: {e}",
+                        run.id
+                    );
+                }
+                None
+            }
+            Err(e) => {
+                tracing::error!("scheduler: cannot read job {}: {e}", run.job_id);
+                None
+            }
+        }
     }
 
     /// The running runs whose claimant is gone, each with why it is thought gone.

@@ -568,6 +568,13 @@ struct Recorder(Mutex<Vec<Claim>>);
 
 #[async_trait]
 impl Execute for Recorder {
+    async fn deliver_stored(
+        &self,
+        _: ethan_core::store::RunRecord,
+        _: ethan_core::store::JobRecord,
+    ) {
+    }
+
     async fn execute(&self, claim: Claim) -> RunReport {
         self.0.lock().unwrap().push(claim.clone());
         RunReport {

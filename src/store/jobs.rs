@@ -411,20 +411,37 @@ impl Db {
 
     /// Runs still marked `running` (to find those whose process died).
     pub fn running_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        self.runs_where("running runs", "status = 'running'", rusqlite::params![])
+    }
+
+    /// Ended runs whose digest's delivery is still `pending`, started at or after `since`.
+    pub fn undelivered_runs(&self, since: i64) -> Result<Vec<RunRecord>, StoreError> {
+        self.runs_where(
+            "undelivered runs",
+            "status IN ('ok', 'failed') AND delivery = 'pending' AND output IS NOT NULL \
+             AND started_at >= ?1",
+            rusqlite::params![since],
+        )
+    }
+
+    fn runs_where(
+        &self,
+        op: &'static str,
+        clause: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<Vec<RunRecord>, StoreError> {
         let conn = self.conn();
         let mut st = conn
             .prepare(&format!(
-                "SELECT {RUN_COLUMNS} FROM job_runs WHERE status = 'running' ORDER BY id"
+                "SELECT {RUN_COLUMNS} FROM job_runs WHERE {clause} ORDER BY id"
             ))
-            .op("running runs")?;
+            .op(op)?;
         let rows = st
-            .query_map([], run_from_row)
-            .op("running runs")?
+            .query_map(params, run_from_row)
+            .op(op)?
             .collect::<Result<Vec<_>, _>>()
-            .op("running runs")?;
-        rows.into_iter()
-            .map(|r| finish_run_row("running runs", r))
-            .collect()
+            .op(op)?;
+        rows.into_iter().map(|r| finish_run_row(op, r)).collect()
     }
 }
 
@@ -492,10 +509,15 @@ pub(crate) mod tests {
             .unwrap()
             .is_none());
         assert_eq!(s.running_runs().unwrap().len(), 1);
+        assert!(s.undelivered_runs(0).unwrap().is_empty(), "still running");
         s.finish_run(id, RunStatus::Ok, Some("digest"), None)
             .unwrap();
+        // Ended, its digest not delivered yet; only within the window asked for.
+        assert_eq!(s.undelivered_runs(0).unwrap()[0].id, id);
+        assert!(s.undelivered_runs(i64::MAX).unwrap().is_empty());
         s.record_delivery(id, Delivery::Delivered, 2, Some("1001"), None)
             .unwrap();
+        assert!(s.undelivered_runs(0).unwrap().is_empty(), "delivered");
         let r = s.get_run(id).unwrap().unwrap();
         assert_eq!(r.status, RunStatus::Ok);
         assert_eq!(r.delivery, Delivery::Delivered);

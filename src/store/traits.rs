@@ -279,6 +279,10 @@ impl JobStore for Store {
     async fn running_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
         self.call("running runs", |db| db.running_runs()).await
     }
+    async fn undelivered_runs(&self, since: i64) -> Result<Vec<RunRecord>, StoreError> {
+        self.call("undelivered runs", move |db| db.undelivered_runs(since))
+            .await
+    }
 }
 
 #[async_trait]

@@ -4,9 +4,10 @@
 //! is retried by one policy, [`DELIVERY_RETRY`] ([`ethan_channels::delivery::Tries`]).
 
 use super::{reply_key, Router};
+use crate::daemon::fence::LeaseFence;
 use crate::daemon::stream;
 use crate::store::inbound::UnconfirmedReply;
-use ethan_channels::delivery::{send_with_retry, DeliveryError, RetryPolicy};
+use ethan_channels::delivery::{send_with_retry_fenced, DeliveryError, RetryPolicy};
 use ethan_channels::{
     ChannelKind, Draft, DraftHandle, DraftTarget, InboundEvent, OutboundBody, OutboundMessage,
     ToolLine,
@@ -116,6 +117,7 @@ impl Router {
     pub(super) async fn deliver_and_mark(&self, ev: &InboundEvent, text: &str) {
         let state = match self.reply(ev, text).await {
             Ok(()) => "done",
+            Err(e) if e.fenced => return self.lost_while_sending(ev),
             Err(e) => {
                 tracing::error!(
                     "could not deliver the reply in {} ({} tries): {}",
@@ -159,6 +161,7 @@ impl Router {
                 );
                 "done"
             }
+            Err(e) if e.fenced => return self.lost_while_sending(ev),
             Err(e) => {
                 tracing::error!(
                     "could not re-send the reply to {} event {} in {} ({} tries): {}",
@@ -172,6 +175,19 @@ impl Router {
             }
         };
         self.mark(ev, state).await;
+    }
+
+    /// A reply whose retry the session's lease refused: this replica lost the session while it
+    /// waited to try again, so it leaves the event as it is (`sending`) to the replica that
+    /// holds the session now (which settles it as a reply caught mid-send).
+    fn lost_while_sending(&self, ev: &InboundEvent) {
+        tracing::warn!(
+            "the reply to {} event {} in {} is not sent again: this replica lost the session \
+             while it waited to retry it",
+            ev.channel,
+            ev.event_id,
+            ev.session_key()
+        );
     }
 
     /// Send `text` as the reply to `ev` (key [`reply_key`]), through [`Router::deliver`].
@@ -199,7 +215,9 @@ impl Router {
 
     /// Send `body` into `ev`'s chat as an answer to it, retrying transient failures
     /// ([`DELIVERY_RETRY`]); a retry sends only the parts not shown yet, so a long answer whose
-    /// third part failed does not show its first two twice.
+    /// third part failed does not show its first two twice. Replicas: while this replica holds
+    /// the session's lease, every retry first confirms it ([`LeaseFence`]); a refused retry
+    /// ends the delivery with nothing more sent (`fenced`).
     pub(super) async fn deliver(
         &self,
         ev: &InboundEvent,
@@ -210,6 +228,7 @@ impl Router {
             return Err(DeliveryError {
                 attempts: 0,
                 error: format!("no {} channel is running", ev.channel),
+                fenced: false,
             });
         };
         let msg = OutboundMessage {
@@ -218,7 +237,13 @@ impl Router {
             body,
             idempotency_key,
         };
-        send_with_retry(ch.as_ref(), &msg, &DELIVERY_RETRY).await?;
+        let fence = LeaseFence::for_turn(
+            self.replica.as_ref(),
+            &ev.session_key(),
+            &tokio_util::sync::CancellationToken::new(),
+        );
+        let fence = fence.as_ref().map(|f| f as &dyn ethan_core::tool::Fence);
+        send_with_retry_fenced(ch.as_ref(), &msg, &DELIVERY_RETRY, fence).await?;
         count_sent(ev);
         Ok(())
     }

@@ -417,4 +417,12 @@ impl JobStore for PgStore {
         self.select_runs("running runs", "WHERE status = 'running' ORDER BY id", &[])
             .await
     }
+
+    async fn undelivered_runs(&self, since: i64) -> Result<Vec<RunRecord>, StoreError> {
+        self.select_runs("undelivered runs", UNDELIVERED_PG, &[&since])
+            .await
+    }
 }
+
+const UNDELIVERED_PG: &str = "WHERE status IN ('ok', 'failed') AND delivery = 'pending' \
+     AND output IS NOT NULL AND started_at >= $1 ORDER BY id";

@@ -193,6 +193,9 @@ pub trait JobStore: Send + Sync {
     async fn job_runs(&self, job_id: &str, limit: usize) -> Result<Vec<RunRecord>, StoreError>;
     /// Runs still marked running (a process died during them, or is running them now).
     async fn running_runs(&self) -> Result<Vec<RunRecord>, StoreError>;
+    /// Runs that ended (`ok` or `failed`, with an output) but whose digest's delivery is still
+    /// `pending`, started at or after `since` (their claimant may have died while posting).
+    async fn undelivered_runs(&self, since: i64) -> Result<Vec<RunRecord>, StoreError>;
 }
 
 /// Owners added at run time (`ethan owner add`, a claim code), beside the configured ones.

@@ -2,7 +2,8 @@
 //! one that held:
 //! - a replica paused while it waited to retry its answer posted it after it had lost the
 //!   session's lease, after the newer answer of the replica that took the session over. Now every
-//!   retry of a send first confirms the lease (`send_with_retry_fenced`);
+//!   retry of a send first confirms the lease (`send_with_retry_fenced`), and so does every
+//!   retry of a streamed answer's final message (`Router::answer_in_draft`);
 //! - a replica killed while it retried its job's digest left the digest unposted: the run was
 //!   recorded `ok` before the post, and the takeover looked only at `running` runs. Now the
 //!   takeover also posts the stored digest of a run whose delivery is pending and whose lease
@@ -246,6 +247,19 @@ fn signal(daemon: &Daemon, sig: libc::c_int) {
 /// its retry would put the old answer after the newer one.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replica_paused_while_retrying_its_answer_posts_nothing_after_losing_its_lease() {
+    paused_while_retrying_the_answer("off").await;
+}
+
+/// The same with the answer streamed as a Telegram draft: the draft's final `sendMessage`
+/// (`Draft::finish`, retried by the router's own loop) fails once and the replica is paused in
+/// the wait; after SIGCONT it must post nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_paused_while_retrying_its_streamed_answer_posts_nothing_after_losing_its_lease()
+{
+    paused_while_retrying_the_answer("draft").await;
+}
+
+async fn paused_while_retrying_the_answer(streaming: &str) {
     const LEASE: u64 = 5;
     let url = fresh_pg_database();
     let tg = FakeTelegram::start().await;
@@ -253,7 +267,7 @@ async fn a_replica_paused_while_retrying_its_answer_posts_nothing_after_losing_i
     let homes = homes(2, &url, |url| {
         format!(
             "model:\n  base_url: {}\n  api_key: sk-test\n  name: test-model\n\
-             channels:\n  telegram:\n    token: \"{}\"\n    api_url: {}\n    streaming: off\n\
+             channels:\n  telegram:\n    token: \"{}\"\n    api_url: {}\n    streaming: {streaming}\n\
              owners: [\"telegram:{OWNER}\"]\ngateway:\n  listen: 127.0.0.1:0\n\
              store:\n  url: \"{url}\"\n  lease_secs: {LEASE}\n",
             model.base_url(),

@@ -293,6 +293,13 @@ impl Router {
     ) {
         self.record_sending(ev, text).await;
         let mut tries = DELIVERY_RETRY.tries();
+        // As in [`Router::deliver`]: while this replica holds the session, a retry first
+        // confirms the lease, and a refused one leaves the reply to the replica holding it.
+        let fence = LeaseFence::for_turn(
+            self.replica.as_ref(),
+            &ev.session_key(),
+            &tokio_util::sync::CancellationToken::new(),
+        );
         let state = loop {
             let e = match draft.finish(text, tools).await {
                 Ok(_) => {
@@ -315,6 +322,11 @@ impl Router {
                 delay.as_millis()
             );
             tokio::time::sleep(delay).await;
+            if let Some(f) = &fence {
+                if ethan_core::tool::Fence::check(f).await.is_err() {
+                    return self.lost_while_sending(ev);
+                }
+            }
         };
         self.mark(ev, state).await;
         stream::forget_handle(&self.store, ev).await;

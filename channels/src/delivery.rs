@@ -81,6 +81,17 @@ impl Tries<'_> {
         self.made += 1;
         Some(delay)
     }
+
+    /// Wait `delay` (from [`Tries::retry_after`]), then ask `fence` (when given) whether the
+    /// next try may go: `Err` with the fence's reason when the sender lost the right to send.
+    /// Every sender that retries waits here, so none can retry without the fence's yes.
+    pub async fn pause(&self, delay: Duration, fence: Option<&dyn Fence>) -> Result<(), String> {
+        tokio::time::sleep(delay).await;
+        match fence {
+            Some(f) => f.check().await,
+            None => Ok(()),
+        }
+    }
 }
 
 /// Whether trying again may help: a transport failure, or an API answer 429 or ≥ 500 (for a
@@ -187,21 +198,18 @@ pub async fn send_with_retry_fenced(
             channel.kind(),
             msg.chat.id
         );
-        tokio::time::sleep(delay).await;
-        if let Some(f) = fence {
-            if let Err(why) = f.check().await {
-                tracing::warn!(
-                    "delivery to {}:{} stopped before try {}: {why}",
-                    channel.kind(),
-                    msg.chat.id,
-                    made + 1
-                );
-                return Err(DeliveryError {
-                    attempts: made,
-                    error: why,
-                    fenced: true,
-                });
-            }
+        if let Err(why) = tries.pause(delay, fence).await {
+            tracing::warn!(
+                "delivery to {}:{} stopped before try {}: {why}",
+                channel.kind(),
+                msg.chat.id,
+                made + 1
+            );
+            return Err(DeliveryError {
+                attempts: made,
+                error: why,
+                fenced: true,
+            });
         }
     }
 }

@@ -237,15 +237,21 @@ impl Router {
             body,
             idempotency_key,
         };
-        let fence = LeaseFence::for_turn(
-            self.replica.as_ref(),
-            &ev.session_key(),
-            &tokio_util::sync::CancellationToken::new(),
-        );
+        let fence = self.session_fence(ev);
         let fence = fence.as_ref().map(|f| f as &dyn ethan_core::tool::Fence);
         send_with_retry_fenced(ch.as_ref(), &msg, &DELIVERY_RETRY, fence).await?;
         count_sent(ev);
         Ok(())
+    }
+
+    /// The fence of a send for `ev`'s session: its lease while this replica holds it (`None`
+    /// on a store that is not shared, or when this replica never held it).
+    fn session_fence(&self, ev: &InboundEvent) -> Option<LeaseFence> {
+        LeaseFence::for_turn(
+            self.replica.as_ref(),
+            &ev.session_key(),
+            &tokio_util::sync::CancellationToken::new(),
+        )
     }
 
     /// The channel's draft for the reply to `ev` (see [`stream`]), continuing the one a
@@ -295,11 +301,8 @@ impl Router {
         let mut tries = DELIVERY_RETRY.tries();
         // As in [`Router::deliver`]: while this replica holds the session, a retry first
         // confirms the lease, and a refused one leaves the reply to the replica holding it.
-        let fence = LeaseFence::for_turn(
-            self.replica.as_ref(),
-            &ev.session_key(),
-            &tokio_util::sync::CancellationToken::new(),
-        );
+        let fence = self.session_fence(ev);
+        let fence = fence.as_ref().map(|f| f as &dyn ethan_core::tool::Fence);
         let state = loop {
             let e = match draft.finish(text, tools).await {
                 Ok(_) => {
@@ -321,11 +324,8 @@ impl Router {
                 ev.session_key(),
                 delay.as_millis()
             );
-            tokio::time::sleep(delay).await;
-            if let Some(f) = &fence {
-                if ethan_core::tool::Fence::check(f).await.is_err() {
-                    return self.lost_while_sending(ev);
-                }
+            if tries.pause(delay, fence).await.is_err() {
+                return self.lost_while_sending(ev);
             }
         };
         self.mark(ev, state).await;

@@ -51,28 +51,7 @@ const VERSIONS: [&str; 2] = ["v0.9", "v0.9.1"];
 /// Checks and repairs the `messages` argument (found at `path`) and returns the messages to
 /// send, in order.
 pub(crate) fn parse_messages(v: &Value, path: &str) -> Result<Vec<Value>, CardError> {
-    let list: Vec<Value> = match v {
-        Value::Array(a) => a.clone(),
-        // One message not wrapped in an array.
-        Value::Object(m) if KINDS.iter().any(|k| m.contains_key(*k)) => vec![v.clone()],
-        other => {
-            return Err(CardError::invalid(
-                path,
-                format!(
-                    "expected an array of A2UI v0.9 messages (createSurface, then \
-                     updateComponents), got {}",
-                    type_name(other)
-                ),
-            ))
-        }
-    };
-    if list.is_empty() {
-        return Err(CardError::invalid(
-            path,
-            "empty; send a createSurface message, then an updateComponents message whose \
-             components include one with \"id\": \"root\"",
-        ));
-    }
+    let list = message_list(v, path)?;
     let mut out = Vec::with_capacity(list.len() + 1);
     let mut live: HashSet<String> = HashSet::new();
     for (i, mut msg) in list.into_iter().enumerate() {
@@ -87,56 +66,7 @@ pub(crate) fn parse_messages(v: &Value, path: &str) -> Result<Vec<Value>, CardEr
                 ),
             ));
         };
-        let kinds: Vec<&str> = KINDS
-            .iter()
-            .copied()
-            .filter(|k| m.contains_key(*k))
-            .collect();
-        let kind = match kinds.as_slice() {
-            [k] => *k,
-            [] => {
-                return Err(CardError::invalid(
-                    mp,
-                    format!(
-                        "has none of createSurface, updateComponents, updateDataModel, \
-                         deleteSurface; each message must have exactly one{}",
-                        keys_of(&m)
-                    ),
-                ))
-            }
-            many => {
-                return Err(CardError::invalid(
-                    mp,
-                    format!(
-                        "has {}; each message must have exactly one of createSurface, \
-                         updateComponents, updateDataModel, deleteSurface — send them as \
-                         separate messages",
-                        many.join(" and ")
-                    ),
-                ))
-            }
-        };
-        if let Some(k) = m.keys().find(|k| *k != kind && *k != "version") {
-            return Err(CardError::invalid(
-                format!("{mp}.{k}"),
-                format!(
-                    "unknown key; a message has only \"version\" and \"{kind}\" (put \
-                     component properties inside the components)"
-                ),
-            ));
-        }
-        match m.get("version") {
-            None | Some(Value::Null) => {
-                m.insert("version".into(), json!(A2UI_VERSION));
-            }
-            Some(Value::String(s)) if VERSIONS.contains(&s.as_str()) => {}
-            Some(other) => {
-                return Err(CardError::invalid(
-                    format!("{mp}.version"),
-                    format!("must be \"v0.9\" (or \"v0.9.1\"), got {other}"),
-                ))
-            }
-        }
+        let kind = message_kind(&mut m, &mp)?;
         let pp = format!("{mp}.{kind}");
         let Some(Value::Object(payload)) = m.get_mut(kind) else {
             let got = m.get(kind).map(type_name).unwrap_or("nothing");
@@ -148,38 +78,7 @@ pub(crate) fn parse_messages(v: &Value, path: &str) -> Result<Vec<Value>, CardEr
         let surface = surface_id(payload, &pp)?;
         match kind {
             "createSurface" => {
-                only_keys(
-                    payload,
-                    &pp,
-                    &["surfaceId", "catalogId", "theme", "sendDataModel"],
-                )?;
-                match payload.get("catalogId") {
-                    None | Some(Value::Null) => {
-                        payload.insert("catalogId".into(), json!(BASIC_CATALOG_ID));
-                    }
-                    Some(Value::String(_)) => {}
-                    Some(other) => {
-                        return Err(CardError::invalid(
-                            format!("{pp}.catalogId"),
-                            format!(
-                                "expected a string (e.g. \"{BASIC_CATALOG_ID}\"), got {}",
-                                type_name(other)
-                            ),
-                        ))
-                    }
-                }
-                if let Some(t) = payload.get("theme").filter(|t| !t.is_object()) {
-                    return Err(CardError::invalid(
-                        format!("{pp}.theme"),
-                        format!("expected an object, got {}", type_name(t)),
-                    ));
-                }
-                if let Some(b) = payload.get("sendDataModel").filter(|b| !b.is_boolean()) {
-                    return Err(CardError::invalid(
-                        format!("{pp}.sendDataModel"),
-                        format!("expected true or false, got {}", type_name(b)),
-                    ));
-                }
+                check_create_surface(payload, &pp)?;
                 if !live.insert(surface.clone()) {
                     return Err(CardError::invalid(
                         format!("{pp}.surfaceId"),
@@ -217,6 +116,128 @@ pub(crate) fn parse_messages(v: &Value, path: &str) -> Result<Vec<Value>, CardEr
         out.push(Value::Object(m));
     }
     Ok(out)
+}
+
+/// The messages of the argument: its array, or the one message not wrapped in one; never
+/// empty.
+fn message_list(v: &Value, path: &str) -> Result<Vec<Value>, CardError> {
+    let list: Vec<Value> = match v {
+        Value::Array(a) => a.clone(),
+        // One message not wrapped in an array.
+        Value::Object(m) if KINDS.iter().any(|k| m.contains_key(*k)) => vec![v.clone()],
+        other => {
+            return Err(CardError::invalid(
+                path,
+                format!(
+                    "expected an array of A2UI v0.9 messages (createSurface, then \
+                     updateComponents), got {}",
+                    type_name(other)
+                ),
+            ))
+        }
+    };
+    if list.is_empty() {
+        return Err(CardError::invalid(
+            path,
+            "empty; send a createSurface message, then an updateComponents message whose \
+             components include one with \"id\": \"root\"",
+        ));
+    }
+    Ok(list)
+}
+
+/// The one kind of message `m` (at `mp`) is; it has no other key but `version`, which is
+/// added when missing.
+fn message_kind(m: &mut Map<String, Value>, mp: &str) -> Result<&'static str, CardError> {
+    let kinds: Vec<&'static str> = KINDS
+        .iter()
+        .copied()
+        .filter(|k| m.contains_key(*k))
+        .collect();
+    let kind = match kinds.as_slice() {
+        [k] => *k,
+        [] => {
+            return Err(CardError::invalid(
+                mp,
+                format!(
+                    "has none of createSurface, updateComponents, updateDataModel, \
+                     deleteSurface; each message must have exactly one{}",
+                    keys_of(m)
+                ),
+            ))
+        }
+        many => {
+            return Err(CardError::invalid(
+                mp,
+                format!(
+                    "has {}; each message must have exactly one of createSurface, \
+                     updateComponents, updateDataModel, deleteSurface — send them as \
+                     separate messages",
+                    many.join(" and ")
+                ),
+            ))
+        }
+    };
+    if let Some(k) = m.keys().find(|k| *k != kind && *k != "version") {
+        return Err(CardError::invalid(
+            format!("{mp}.{k}"),
+            format!(
+                "unknown key; a message has only \"version\" and \"{kind}\" (put \
+                 component properties inside the components)"
+            ),
+        ));
+    }
+    match m.get("version") {
+        None | Some(Value::Null) => {
+            m.insert("version".into(), json!(A2UI_VERSION));
+        }
+        Some(Value::String(s)) if VERSIONS.contains(&s.as_str()) => {}
+        Some(other) => {
+            return Err(CardError::invalid(
+                format!("{mp}.version"),
+                format!("must be \"v0.9\" (or \"v0.9.1\"), got {other}"),
+            ))
+        }
+    }
+    Ok(kind)
+}
+
+/// A `createSurface` payload (at `pp`): its keys and their types; a missing `catalogId`
+/// becomes the basic catalog.
+fn check_create_surface(payload: &mut Map<String, Value>, pp: &str) -> Result<(), CardError> {
+    only_keys(
+        payload,
+        pp,
+        &["surfaceId", "catalogId", "theme", "sendDataModel"],
+    )?;
+    match payload.get("catalogId") {
+        None | Some(Value::Null) => {
+            payload.insert("catalogId".into(), json!(BASIC_CATALOG_ID));
+        }
+        Some(Value::String(_)) => {}
+        Some(other) => {
+            return Err(CardError::invalid(
+                format!("{pp}.catalogId"),
+                format!(
+                    "expected a string (e.g. \"{BASIC_CATALOG_ID}\"), got {}",
+                    type_name(other)
+                ),
+            ))
+        }
+    }
+    if let Some(t) = payload.get("theme").filter(|t| !t.is_object()) {
+        return Err(CardError::invalid(
+            format!("{pp}.theme"),
+            format!("expected an object, got {}", type_name(t)),
+        ));
+    }
+    if let Some(b) = payload.get("sendDataModel").filter(|b| !b.is_boolean()) {
+        return Err(CardError::invalid(
+            format!("{pp}.sendDataModel"),
+            format!("expected true or false, got {}", type_name(b)),
+        ));
+    }
+    Ok(())
 }
 
 fn surface_id(payload: &Map<String, Value>, pp: &str) -> Result<String, CardError> {

@@ -53,6 +53,52 @@ async fn retention_line(r: &mut Report, loaded: &Loaded, store: &DaemonStoreRef)
 pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
     let mut r = Report { failed: false };
     let c = &loaded.config;
+    config_lines(&mut r, &loaded);
+
+    let stores = crate::daemon::open_store::open(&loaded).await;
+    let stores = store_check(&mut r, &loaded, stores).await;
+    if let Some(stores) = &stores {
+        retention_line(&mut r, &loaded, &stores.main).await;
+        knowledge_check(&mut r, &loaded, stores).await;
+    }
+
+    sandbox_lines(&mut r, &loaded);
+
+    for (i, ep) in c.model.endpoints().iter().enumerate() {
+        let what = if i == 0 {
+            "model".to_string()
+        } else {
+            format!("model.fallback[{}]", i - 1)
+        };
+        check_model(&mut r, &what, ep, &c.model).await;
+    }
+
+    telegram_check(&mut r, &loaded, stores.as_ref().map(|s| &s.main)).await;
+    #[cfg(feature = "browser")]
+    browser_line(&mut r, &c.tools.browser);
+    lark_checks(&mut r, &loaded, stores.as_ref().map(|s| &s.main)).await;
+    owners_line(&mut r, &loaded, stores.as_ref().map(|s| &s.main)).await;
+    for (name, result) in crate::cli::mcp::check(&loaded).await {
+        match result {
+            Ok(n) => r.ok(&format!("mcp {name}"), format!("{n} tools")),
+            Err(why) => r.fail(&format!("mcp {name}"), why),
+        }
+    }
+    if c.channels.telegram.token.is_empty() && c.channels.lark.app_id.is_empty() {
+        r.warn(
+            "channels",
+            "no chat channel is configured: `ethan run` serves only the HTTP gateway (`ethan chat` works without)",
+        );
+    }
+    Ok(if r.failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Which config file was read, and what its loading noticed.
+fn config_lines(r: &mut Report, loaded: &Loaded) {
     if loaded.file_found {
         r.ok("config", loaded.path.display().to_string());
     } else {
@@ -67,15 +113,11 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
     for n in &loaded.notices {
         r.warn("config", n);
     }
+}
 
-    let stores = crate::daemon::open_store::open(&loaded).await;
-    let stores = store_check(&mut r, &loaded, stores).await;
-    if let Some(stores) = &stores {
-        retention_line(&mut r, &loaded, &stores.main).await;
-        knowledge_check(&mut r, &loaded, stores).await;
-    }
-
-    let protection = protection(&loaded);
+/// What the sandbox can enforce on this machine, and a protected file it cannot hide.
+fn sandbox_lines(r: &mut Report, loaded: &Loaded) {
+    let protection = protection(loaded);
     let probe = if loaded.file_found {
         loaded.path.clone()
     } else {
@@ -98,16 +140,11 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
             ),
         );
     }
+}
 
-    for (i, ep) in c.model.endpoints().iter().enumerate() {
-        let what = if i == 0 {
-            "model".to_string()
-        } else {
-            format!("model.fallback[{}]", i - 1)
-        };
-        check_model(&mut r, &what, ep, &c.model).await;
-    }
-
+/// The Telegram token (`getMe`), and whether anybody may talk to the bot in DMs.
+async fn telegram_check(r: &mut Report, loaded: &Loaded, store: Option<&DaemonStoreRef>) {
+    let c = &loaded.config;
     let tg = &c.channels.telegram;
     if tg.token.is_empty() {
         r.warn(
@@ -126,12 +163,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
                 Err(e) => r.fail("telegram", e.to_string()),
             },
         }
-        if !has_owner(
-            &loaded,
-            stores.as_ref().map(|s| &s.main),
-            ChannelKind::Telegram,
-        )
-        .await
+        if !has_owner(loaded, store, ChannelKind::Telegram).await
             && tg.dm_policy != crate::config::DmPolicy::Open
             && tg.allow_from.is_empty()
         {
@@ -141,8 +173,12 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    #[cfg(feature = "browser")]
-    match crate::tools::builtin::browser::hub::find_executable(&c.tools.browser) {
+}
+
+/// Whether the browser tools find a Chromium they can drive.
+#[cfg(feature = "browser")]
+fn browser_line(r: &mut Report, browser: &crate::config::BrowserConfig) {
+    match crate::tools::builtin::browser::hub::find_executable(browser) {
         Some(exe) => match crate::tools::builtin::browser::relay::version_check(&exe) {
             Ok(v) => r.ok(
                 "browser",
@@ -157,25 +193,6 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<ExitCode> {
              `apt install chromium`",
         ),
     }
-    lark_checks(&mut r, &loaded, stores.as_ref().map(|s| &s.main)).await;
-    owners_line(&mut r, &loaded, stores.as_ref().map(|s| &s.main)).await;
-    for (name, result) in crate::cli::mcp::check(&loaded).await {
-        match result {
-            Ok(n) => r.ok(&format!("mcp {name}"), format!("{n} tools")),
-            Err(why) => r.fail(&format!("mcp {name}"), why),
-        }
-    }
-    if tg.token.is_empty() && c.channels.lark.app_id.is_empty() {
-        r.warn(
-            "channels",
-            "no chat channel is configured: `ethan run` serves only the HTTP gateway (`ethan chat` works without)",
-        );
-    }
-    Ok(if r.failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
 }
 
 /// The places the sandbox protects, as the daemon would (the config file too, wherever it is).

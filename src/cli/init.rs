@@ -200,28 +200,55 @@ pub async fn run(path: PathBuf, args: InitArgs) -> anyhow::Result<ExitCode> {
     };
     let check = !args.no_check;
 
-    // The model endpoint, until it answers as the chat will use it (or the person writes it
-    // untested, in so many words). Asked again, the answers given are the defaults, or the URL
-    // that answered when `/v1` was left out.
+    ask_model(&mut p, &args, &mut a, check).await?;
+    ask_telegram(&mut p, &args, &mut a, check).await?;
+    ask_lark(&mut p, &args, &mut a, check).await?;
+    ask_owner(&mut p, &args, &mut a)?;
+
+    let text = render(&a);
+    // What is written must load: the same checks as `ethan run`.
+    config::from_value(json_of(&a))?;
+    let service = write_private(&path, &text, args.force)?.map(ServiceUser::of_group);
+    match &service {
+        Some(s) => println!(
+            "Wrote {} (mode 0640: its group {} may read it).",
+            path.display(),
+            s.name
+        ),
+        None => println!("Wrote {} (mode 0600).", path.display()),
+    }
+    next_steps(&a, &path, service.as_ref());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The model endpoint, until it answers as the chat will use it (or the person writes it
+/// untested, in so many words). Asked again, the answers given are the defaults, or the URL
+/// that answered when `/v1` was left out.
+async fn ask_model(
+    p: &mut Prompt,
+    args: &InitArgs,
+    a: &mut Answers,
+    check: bool,
+) -> anyhow::Result<()> {
     let mut url_default = DEFAULT_BASE_URL.to_string();
     let mut key_default = std::env::var("OPENAI_API_KEY").unwrap_or_default();
     loop {
         a.base_url = ask(
-            &mut p,
+            p,
             &args.model_base_url,
             "Model endpoint (OpenAI-compatible base URL)",
             &url_default,
             false,
         );
         a.api_key = ask(
-            &mut p,
+            p,
             &args.model_api_key,
             "API key (empty for a local server)",
             &key_default,
             true,
         );
         let listed = if check && args.model_name.is_none() {
-            listed_models(&a).await
+            listed_models(a).await
         } else {
             Vec::new()
         };
@@ -229,7 +256,7 @@ pub async fn run(path: PathBuf, args: InitArgs) -> anyhow::Result<ExitCode> {
             eprintln!("  the server lists: {}", listed.join(", "));
         }
         a.name = ask(
-            &mut p,
+            p,
             &args.model_name,
             "Model name",
             default_model(&listed),
@@ -238,7 +265,7 @@ pub async fn run(path: PathBuf, args: InitArgs) -> anyhow::Result<ExitCode> {
         if !check {
             break;
         }
-        match test_model(&a).await {
+        match test_model(a).await {
             Ok(line) => {
                 eprintln!("  ok: {line}");
                 break;
@@ -258,10 +285,19 @@ pub async fn run(path: PathBuf, args: InitArgs) -> anyhow::Result<ExitCode> {
             Err(e) => anyhow::bail!("the model endpoint does not answer as the chat will use it: {e} (nothing written; --no-check skips the tests)"),
         }
     }
+    Ok(())
+}
 
+/// The Telegram bot token (empty: no Telegram), tested with `getMe`.
+async fn ask_telegram(
+    p: &mut Prompt,
+    args: &InitArgs,
+    a: &mut Answers,
+    check: bool,
+) -> anyhow::Result<()> {
     loop {
         a.telegram_token = ask(
-            &mut p,
+            p,
             &args.telegram_token,
             "Telegram bot token from @BotFather (empty: no Telegram)",
             "",
@@ -270,7 +306,7 @@ pub async fn run(path: PathBuf, args: InitArgs) -> anyhow::Result<ExitCode> {
         if a.telegram_token.is_empty() || !check {
             break;
         }
-        match test_telegram(&a).await {
+        match test_telegram(a).await {
             Ok(me) => {
                 eprintln!("  ok: getMe: {me}");
                 break;
@@ -289,10 +325,20 @@ pub async fn run(path: PathBuf, args: InitArgs) -> anyhow::Result<ExitCode> {
             Err(e) => anyhow::bail!("{e} (nothing written)"),
         }
     }
+    Ok(())
+}
 
+/// The Lark app's id and secret (empty id: no Lark), tested with a `tenant_access_token`
+/// request.
+async fn ask_lark(
+    p: &mut Prompt,
+    args: &InitArgs,
+    a: &mut Answers,
+    check: bool,
+) -> anyhow::Result<()> {
     loop {
         a.lark_app_id = ask(
-            &mut p,
+            p,
             &args.lark_app_id,
             "Lark/Feishu App ID (empty: no Lark)",
             "",
@@ -301,17 +347,11 @@ pub async fn run(path: PathBuf, args: InitArgs) -> anyhow::Result<ExitCode> {
         if a.lark_app_id.is_empty() {
             break;
         }
-        a.lark_app_secret = ask(
-            &mut p,
-            &args.lark_app_secret,
-            "Lark/Feishu App Secret",
-            "",
-            true,
-        );
+        a.lark_app_secret = ask(p, &args.lark_app_secret, "Lark/Feishu App Secret", "", true);
         if !check {
             break;
         }
-        match test_lark(&a).await {
+        match test_lark(a).await {
             Ok(line) => {
                 eprintln!("  ok: {line}");
                 break;
@@ -331,10 +371,14 @@ pub async fn run(path: PathBuf, args: InitArgs) -> anyhow::Result<ExitCode> {
             Err(e) => anyhow::bail!("{e} (nothing written)"),
         }
     }
+    Ok(())
+}
 
+/// The owner, until it has a valid form (or is left empty).
+fn ask_owner(p: &mut Prompt, args: &InitArgs, a: &mut Answers) -> anyhow::Result<()> {
     loop {
         a.owner = ask(
-            &mut p,
+            p,
             &args.owner,
             "Owner, telegram:<user id> or lark:<open_id> (empty: claim it later)",
             "",
@@ -346,21 +390,7 @@ pub async fn run(path: PathBuf, args: InitArgs) -> anyhow::Result<ExitCode> {
             Err(e) => anyhow::bail!("{e}"),
         }
     }
-
-    let text = render(&a);
-    // What is written must load: the same checks as `ethan run`.
-    config::from_value(json_of(&a))?;
-    let service = write_private(&path, &text, args.force)?.map(ServiceUser::of_group);
-    match &service {
-        Some(s) => println!(
-            "Wrote {} (mode 0640: its group {} may read it).",
-            path.display(),
-            s.name
-        ),
-        None => println!("Wrote {} (mode 0600).", path.display()),
-    }
-    next_steps(&a, &path, service.as_ref());
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn ask(

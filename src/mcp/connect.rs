@@ -59,87 +59,13 @@ pub async fn connect(
     redactor: Arc<Redactor>,
 ) -> Result<(Running, Option<u32>), ConnectError> {
     let limit = Duration::from_secs(cfg.timeout_secs.max(1));
-    let initialise = |r: Result<Running, rmcp::service::ClientInitializeError>| {
-        r.map_err(|e| ConnectError::Failed(format!("the MCP handshake failed: {e}")))
-    };
     if let Some(command) = &cfg.command {
-        // The shell tool makes the workspace the same way on first use.
-        std::fs::create_dir_all(workspace).map_err(|e| {
-            ConnectError::Failed(format!(
-                "cannot create the workspace {}: {e}",
-                workspace.display()
-            ))
-        })?;
-        let mut cmd = tokio::process::Command::new(command);
-        cmd.args(&cfg.args)
-            .env_clear()
-            .envs(child_env(&cfg.env))
-            .current_dir(workspace)
-            .kill_on_drop(true);
-        let protection = Protection::new(ethan_home, workspace).and(protected_also);
-        match crate::sandbox::landlock::prepare(&protection, None) {
-            Ok(Some(prepared)) => {
-                let prepared = Arc::new(prepared);
-                // SAFETY: only `landlock_restrict_self(2)` and `prctl(2)`, async-signal-safe
-                // system calls, run between fork and exec; nothing is allocated.
-                unsafe {
-                    cmd.pre_exec(move || prepared.restrict_current_process());
-                }
-            }
-            Ok(None) => tracing::debug!(
-                "mcp server {name}: no Landlock on this kernel; it runs unsandboxed"
-            ),
-            Err(e) => {
-                return Err(ConnectError::Failed(format!(
-                    "the sandbox could not be prepared: {e}"
-                )))
-            }
-        }
-        let mut wrap = process_wrap::tokio::CommandWrap::from(cmd);
-        wrap.wrap(process_wrap::tokio::ProcessGroup::leader());
-        let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(wrap)
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => ConnectError::NotFound(command.clone()),
-                _ => ConnectError::Failed(format!("cannot start {command:?}: {e}")),
-            })?;
-        let pgid = transport.id();
-        if let Some(stderr) = stderr {
-            let name = name.to_string();
-            tokio::spawn(async move {
-                // Drained to the end (a server blocked on a full pipe would hang), lines logged
-                // lossily and at most 4 KiB each, so neither bad UTF-8 nor an endless line stops
-                // the reader or grows the daemon's memory.
-                use tokio::io::AsyncReadExt;
-                const MAX_LINE: usize = 4096;
-                let mut stderr = stderr;
-                let mut buf = [0u8; 8192];
-                let mut line: Vec<u8> = Vec::new();
-                loop {
-                    let n = match stderr.read(&mut buf).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => n,
-                    };
-                    for &b in &buf[..n] {
-                        if b == b'\n' {
-                            let text = String::from_utf8_lossy(&line);
-                            tracing::debug!("mcp server {name} stderr: {}", redactor.text(&text));
-                            line.clear();
-                        } else if line.len() < MAX_LINE {
-                            line.push(b);
-                        }
-                    }
-                }
-            });
-        }
-        let running = match tokio::time::timeout(limit, handler.serve(transport)).await {
-            Ok(r) => initialise(r),
-            Err(_) => Err(ConnectError::Failed(format!(
-                "no answer to initialize within {} s",
-                limit.as_secs()
-            ))),
-        };
+        let cmd = child_command(name, command, cfg, workspace, ethan_home, protected_also)?;
+        let (transport, pgid) = spawn_child(name, command, cmd, redactor)?;
+        let running = handshake(
+            tokio::time::timeout(limit, handler.serve(transport)).await,
+            limit,
+        );
         if running.is_err() {
             kill_group(pgid);
         }
@@ -150,6 +76,132 @@ pub async fn connect(
             "neither command nor url is set".into(),
         ));
     };
+    let transport = http_transport(url, cfg, limit)?;
+    handshake(
+        tokio::time::timeout(limit, handler.serve(transport)).await,
+        limit,
+    )
+    .map(|r| (r, None))
+}
+
+/// The outcome of the `initialize` handshake, awaited for at most `limit`.
+fn handshake(
+    r: Result<Result<Running, rmcp::service::ClientInitializeError>, tokio::time::error::Elapsed>,
+    limit: Duration,
+) -> Result<Running, ConnectError> {
+    match r {
+        Ok(r) => r.map_err(|e| ConnectError::Failed(format!("the MCP handshake failed: {e}"))),
+        Err(_) => Err(ConnectError::Failed(format!(
+            "no answer to initialize within {} s",
+            limit.as_secs()
+        ))),
+    }
+}
+
+/// The server's `command` as a child: in the workspace (made first), with [`child_env`], in
+/// the Landlock sandbox where the kernel has it.
+fn child_command(
+    name: &str,
+    command: &str,
+    cfg: &McpServerConfig,
+    workspace: &Path,
+    ethan_home: Option<&Path>,
+    protected_also: &[std::path::PathBuf],
+) -> Result<tokio::process::Command, ConnectError> {
+    // The shell tool makes the workspace the same way on first use.
+    std::fs::create_dir_all(workspace).map_err(|e| {
+        ConnectError::Failed(format!(
+            "cannot create the workspace {}: {e}",
+            workspace.display()
+        ))
+    })?;
+    let mut cmd = tokio::process::Command::new(command);
+    cmd.args(&cfg.args)
+        .env_clear()
+        .envs(child_env(&cfg.env))
+        .current_dir(workspace)
+        .kill_on_drop(true);
+    let protection = Protection::new(ethan_home, workspace).and(protected_also);
+    match crate::sandbox::landlock::prepare(&protection, None) {
+        Ok(Some(prepared)) => {
+            let prepared = Arc::new(prepared);
+            // SAFETY: only `landlock_restrict_self(2)` and `prctl(2)`, async-signal-safe
+            // system calls, run between fork and exec; nothing is allocated.
+            unsafe {
+                cmd.pre_exec(move || prepared.restrict_current_process());
+            }
+        }
+        Ok(None) => {
+            tracing::debug!("mcp server {name}: no Landlock on this kernel; it runs unsandboxed")
+        }
+        Err(e) => {
+            return Err(ConnectError::Failed(format!(
+                "the sandbox could not be prepared: {e}"
+            )))
+        }
+    }
+    Ok(cmd)
+}
+
+/// Start `cmd` as the leader of a process group of its own, its stderr logged: the stdio
+/// transport and the group's id.
+fn spawn_child(
+    name: &str,
+    command: &str,
+    cmd: tokio::process::Command,
+    redactor: Arc<Redactor>,
+) -> Result<(rmcp::transport::TokioChildProcess, Option<u32>), ConnectError> {
+    let mut wrap = process_wrap::tokio::CommandWrap::from(cmd);
+    wrap.wrap(process_wrap::tokio::ProcessGroup::leader());
+    let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(wrap)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => ConnectError::NotFound(command.to_string()),
+            _ => ConnectError::Failed(format!("cannot start {command:?}: {e}")),
+        })?;
+    let pgid = transport.id();
+    if let Some(stderr) = stderr {
+        tokio::spawn(log_stderr(name.to_string(), stderr, redactor));
+    }
+    Ok((transport, pgid))
+}
+
+/// A server's stderr, drained to the end (a server blocked on a full pipe would hang), lines
+/// logged lossily and at most 4 KiB each, so neither bad UTF-8 nor an endless line stops the
+/// reader or grows the daemon's memory.
+async fn log_stderr(
+    name: String,
+    mut stderr: impl tokio::io::AsyncRead + Unpin,
+    redactor: Arc<Redactor>,
+) {
+    use tokio::io::AsyncReadExt;
+    const MAX_LINE: usize = 4096;
+    let mut buf = [0u8; 8192];
+    let mut line: Vec<u8> = Vec::new();
+    loop {
+        let n = match stderr.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for &b in &buf[..n] {
+            if b == b'\n' {
+                let text = String::from_utf8_lossy(&line);
+                tracing::debug!("mcp server {name} stderr: {}", redactor.text(&text));
+                line.clear();
+            } else if line.len() < MAX_LINE {
+                line.push(b);
+            }
+        }
+    }
+}
+
+/// The streamable HTTP transport to `url`, with the configured headers.
+fn http_transport(
+    url: &str,
+    cfg: &McpServerConfig,
+    limit: Duration,
+) -> Result<rmcp::transport::StreamableHttpClientTransport<super::http::HttpClient>, ConnectError> {
     let mut headers = std::collections::HashMap::new();
     for (k, v) in &cfg.headers {
         let name = http::HeaderName::from_bytes(k.as_bytes())
@@ -165,26 +217,17 @@ pub async fn connect(
     let client = crate::egress::EgressClient::new(
         &guard,
         crate::egress::Route::Mcp,
-        crate::egress::Endpoint::all_of([url.as_str()]),
+        crate::egress::Endpoint::all_of([url]),
         |b| b.connect_timeout(limit),
     )
     .map_err(|e| ConnectError::Failed(format!("HTTP client: {e}")))?;
     let config =
-        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
-            url.as_str(),
-        )
-        .custom_headers(headers);
-    let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url)
+            .custom_headers(headers);
+    Ok(rmcp::transport::StreamableHttpClientTransport::with_client(
         super::http::HttpClient(client),
         config,
-    );
-    match tokio::time::timeout(limit, handler.serve(transport)).await {
-        Ok(r) => initialise(r).map(|r| (r, None)),
-        Err(_) => Err(ConnectError::Failed(format!(
-            "no answer to initialize within {} s",
-            limit.as_secs()
-        ))),
-    }
+    ))
 }
 
 /// Kill the process group led by `pgid` (the server and whatever it started).

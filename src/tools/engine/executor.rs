@@ -372,173 +372,30 @@ impl Executor {
         let mut ctx = base.clone();
         ctx.execution_id = uuid::Uuid::new_v4().to_string();
         let requested = call.name.clone();
-        let mut tool_name: Option<String> = None;
-        let mut attempts = 0;
-        let mut parsed: Option<Value> = None;
         let registry = self.registry();
 
-        let result = async {
-            // 1-2. alias, existence, policy
-            let Some(name) = registry.resolve(&requested) else {
-                return ToolResult::err(
-                    ErrorKind::Validation,
-                    format!(
-                        "there is no tool named {requested:?}. Available tools: {}",
-                        list(allowed)
-                    ),
-                );
-            };
-            tool_name = Some(name.to_string());
-            let tool = match registry.get(name) {
-                Some(t) => t,
-                None => return ToolResult::err(ErrorKind::Internal, "resolved tool vanished"),
-            };
-            // The policy again, at execution time.
-            let refusal = match &self.policy {
-                Some(p) => p.refusal(tool.as_ref(), &Audience::of(&ctx)),
-                None => None,
-            };
-            if let Some(why) = refusal.or_else(|| {
-                (!allowed.contains(name)).then(|| format!("{name} is not enabled for this turn"))
-            }) {
-                return ToolResult::err(
-                    ErrorKind::Denied,
-                    format!("{why} (policy). Available tools: {}", list(allowed)),
-                );
-            }
-            // 3. parse
-            let args = match parse_arguments(&call.arguments) {
-                Ok(a) => a,
-                Err(r) => return r,
-            };
-            parsed = Some(args.clone());
-            // 4. validate
-            match registry.validator(name) {
-                Some(Ok(v)) => {
-                    if let Err(violations) = v.validate(&args) {
-                        return ToolResult::err(
-                            ErrorKind::Validation,
-                            format!("invalid arguments for {name}:\n{violations}\nFix them and call {name} again."),
-                        );
-                    }
-                }
-                Some(Err(why)) => {
-                    tracing::error!("tool {name:?} has a schema that does not compile: {why}");
-                    return ToolResult::err(
-                        ErrorKind::Internal,
-                        format!("{name} cannot be used: its parameters schema is broken ({why}). Use another tool."),
-                    );
-                }
-                None => {}
-            }
-            // 5. replay guard: a call that already ran is refused before anyone is asked; its
-            // key is recorded only once consent let it run (a denied call may come again).
-            let side_effects = tool.decl().risk.has_side_effects();
-            let replayed = || {
-                ToolResult::err(
-                    ErrorKind::Denied,
-                    format!(
-                        "replay refused: this exact {name} call (same turn, position and arguments) \
-                         was already executed; its result is earlier in the conversation"
-                    ),
-                )
-            };
-            if side_effects {
-                let key = replay_key(&ctx.trace_id, name, index, &args);
-                ctx.idempotency_key = key;
-                if self.replay.seen(&ctx.idempotency_key).await {
-                    return replayed();
-                }
-            } else {
-                ctx.idempotency_key = format!("{}:{index}", ctx.trace_id);
-            }
-            // 6. consent, on the tool's assessment of this very call
-            ctx.assessment = tool.assess(&args, &ctx).await;
-            // A turn that lost its session's lease asks nobody (checked again before it runs).
-            if let Some(refused) = fenced(&ctx, side_effects).await {
-                return refused;
-            }
-            if let Some(gate) = &self.gate {
-                if let Err(r) = gate.check(tool.as_ref(), &args, &mut ctx).await {
-                    return r;
-                }
-            }
-            if let Err(refusal) = self.may_run(&ctx, name, side_effects).await {
-                return refusal.unwrap_or_else(replayed);
-            }
-            // 7. run (a tool that reads private data taints the turn, whatever its outcome)
-            if tool.decl().reads_private {
-                ctx.taint.mark(name);
-            }
-            let (limit, retries) = self.limits(tool.as_ref(), &args, &ctx);
-            let (r, n) = run_with_retries(tool.clone(), args, &mut ctx, limit, retries).await;
-            attempts = n;
-            r
-        }
-        .await;
+        // 1-7: each step may end the call with the result the model reads.
+        let mut trail = Trail::default();
+        let result = match self
+            .propose(call, index, allowed, &registry, &mut ctx, &mut trail)
+            .await
+        {
+            Ok(r) | Err(r) => r,
+        };
+        let Trail {
+            tool: tool_name,
+            args: parsed,
+            attempts,
+        } = trail;
 
-        // 8. the model's copy, and the spill file; a configured secret (a key, a token, an MCP
-        // server's header or env value) that a tool printed never reaches either
-        let full = self.redactor.known(&result.model_text()).into_owned();
+        // 8. the model's copy, and the spill file
         let tool_for_output = tool_name.as_deref().and_then(|n| registry.get(n));
-        let summary = match (&self.summariser, &tool_for_output) {
-            (Some((summariser, over)), Some(tool))
-                if !tool.decl().no_compress && full.chars().count() > *over =>
-            {
-                Some(summariser.summarise(&tool.decl().name, &full, &ctx).await)
-            }
-            _ => None,
-        };
-        let (mut model_text, cut) = match &summary {
-            Some(Ok((text, model))) => (
-                format!(
-                    "[summary by {model} of an output of {} characters; the exact text is in \
-                     the file named below]\n{text}",
-                    full.chars().count()
-                ),
-                true,
-            ),
-            _ => truncate_for_model(&full, MODEL_OUTPUT_LIMIT),
-        };
-        if let Some(Err(why)) = &summary {
-            tracing::warn!("cannot summarise the output of {}: {why}", ctx.execution_id);
-            model_text.push_str(&format!("\n[the output could not be summarised: {why}]"));
-        }
-        let mut result = result;
-        let mut spill_path = None;
-        if cut {
-            if let Some(dir) = &self.spill_dir {
-                let mut meta = match result.metadata.take() {
-                    Value::Object(m) => m,
-                    Value::Null => Default::default(),
-                    other => [("tool".to_string(), other)].into_iter().collect(),
-                };
-                if matches!(summary, Some(Ok(_))) {
-                    meta.insert("summarised".into(), json!(true));
-                }
-                match crate::tools::spill::write(dir, &ctx.execution_id, &full) {
-                    Ok(p) => {
-                        model_text.push_str(&format!("\n[full output saved to {}]", p.display()));
-                        meta.insert("spill_path".into(), json!(p.display().to_string()));
-                        spill_path = Some(p.display().to_string());
-                    }
-                    Err(e) => {
-                        // A full disk or a file-size limit: the model still gets the cut output,
-                        // and learns that the rest is gone.
-                        tracing::warn!(
-                            "cannot save the full output of {} ({} bytes) under {}: {e}",
-                            ctx.execution_id,
-                            full.len(),
-                            dir.display()
-                        );
-                        model_text
-                            .push_str(&format!("\n[the full output could not be saved: {e}]"));
-                        meta.insert("spill_error".into(), json!(e.to_string()));
-                    }
-                }
-                result.metadata = Value::Object(meta);
-            }
-        }
+        let ModelCopy {
+            result,
+            model_text,
+            full,
+            spill_path,
+        } = self.model_copy(result, tool_for_output, &ctx).await;
 
         let args_text = match &parsed {
             Some(v) => self.redactor.value(v).to_string(),
@@ -583,6 +440,266 @@ impl Executor {
             elapsed_ms: started.elapsed().as_millis() as u64,
         }
     }
+
+    /// Steps 1-7 of one call, in this order: `Err` is the refusal that ended it before it ran,
+    /// `Ok` the result of running it. `trail` learns the tool, the parsed arguments and the
+    /// attempts as they become known (the audit entry records them, refusals included).
+    async fn propose(
+        &self,
+        call: &ToolCall,
+        index: usize,
+        allowed: &BTreeSet<String>,
+        registry: &Registry,
+        ctx: &mut ToolContext,
+        trail: &mut Trail,
+    ) -> Result<ToolResult, ToolResult> {
+        // 1-2. alias, existence, policy
+        let name = resolve(registry, &call.name, allowed)?;
+        trail.tool = Some(name.to_string());
+        let tool = self.admit(registry, name, allowed, ctx)?;
+        // 3. parse
+        let args = parse_arguments(&call.arguments)?;
+        trail.args = Some(args.clone());
+        // 4. validate
+        validate(registry, name, &args)?;
+        // 5-6. replay guard, consent
+        self.consent(tool.as_ref(), name, index, &args, ctx).await?;
+        // 7. run (a tool that reads private data taints the turn, whatever its outcome)
+        if tool.decl().reads_private {
+            ctx.taint.mark(name);
+        }
+        let (limit, retries) = self.limits(tool.as_ref(), &args, ctx);
+        let (r, n) = run_with_retries(tool.clone(), args, ctx, limit, retries).await;
+        trail.attempts = n;
+        Ok(r)
+    }
+
+    /// Step 2: the tool `name` if the policy, checked again at execution time, and the turn's
+    /// `allowed` set let it run.
+    fn admit<'r>(
+        &self,
+        registry: &'r Registry,
+        name: &str,
+        allowed: &BTreeSet<String>,
+        ctx: &ToolContext,
+    ) -> Result<&'r Arc<dyn Tool>, ToolResult> {
+        let tool = registry
+            .get(name)
+            .ok_or_else(|| ToolResult::err(ErrorKind::Internal, "resolved tool vanished"))?;
+        // The policy again, at execution time.
+        let refusal = match &self.policy {
+            Some(p) => p.refusal(tool.as_ref(), &Audience::of(ctx)),
+            None => None,
+        };
+        if let Some(why) = refusal.or_else(|| {
+            (!allowed.contains(name)).then(|| format!("{name} is not enabled for this turn"))
+        }) {
+            return Err(ToolResult::err(
+                ErrorKind::Denied,
+                format!("{why} (policy). Available tools: {}", list(allowed)),
+            ));
+        }
+        Ok(tool)
+    }
+
+    /// Steps 5-6: the replay guard, then consent on the tool's assessment of this very call,
+    /// then (for side effects) the fence and the recording of the call's replay key.
+    async fn consent(
+        &self,
+        tool: &dyn Tool,
+        name: &str,
+        index: usize,
+        args: &Value,
+        ctx: &mut ToolContext,
+    ) -> Result<(), ToolResult> {
+        // 5. replay guard: a call that already ran is refused before anyone is asked; its
+        // key is recorded only once consent let it run (a denied call may come again).
+        let side_effects = tool.decl().risk.has_side_effects();
+        let replayed = || {
+            ToolResult::err(
+                ErrorKind::Denied,
+                format!(
+                    "replay refused: this exact {name} call (same turn, position and arguments) \
+                     was already executed; its result is earlier in the conversation"
+                ),
+            )
+        };
+        if side_effects {
+            let key = replay_key(&ctx.trace_id, name, index, args);
+            ctx.idempotency_key = key;
+            if self.replay.seen(&ctx.idempotency_key).await {
+                return Err(replayed());
+            }
+        } else {
+            ctx.idempotency_key = format!("{}:{index}", ctx.trace_id);
+        }
+        // 6. consent, on the tool's assessment of this very call
+        ctx.assessment = tool.assess(args, ctx).await;
+        // A turn that lost its session's lease asks nobody (checked again before it runs).
+        if let Some(refused) = fenced(ctx, side_effects).await {
+            return Err(refused);
+        }
+        if let Some(gate) = &self.gate {
+            gate.check(tool, args, ctx).await?;
+        }
+        if let Err(refusal) = self.may_run(ctx, name, side_effects).await {
+            return Err(refusal.unwrap_or_else(replayed));
+        }
+        Ok(())
+    }
+
+    /// Step 8: the model's copy of `result` — summarised or cut when long, the full text spilled
+    /// to a file then. A configured secret (a key, a token, an MCP server's header or env
+    /// value) that a tool printed never reaches either.
+    async fn model_copy(
+        &self,
+        mut result: ToolResult,
+        tool: Option<&Arc<dyn Tool>>,
+        ctx: &ToolContext,
+    ) -> ModelCopy {
+        let full = self.redactor.known(&result.model_text()).into_owned();
+        let summary = match (&self.summariser, &tool) {
+            (Some((summariser, over)), Some(tool))
+                if !tool.decl().no_compress && full.chars().count() > *over =>
+            {
+                Some(summariser.summarise(&tool.decl().name, &full, ctx).await)
+            }
+            _ => None,
+        };
+        let (mut model_text, cut) = match &summary {
+            Some(Ok((text, model))) => (
+                format!(
+                    "[summary by {model} of an output of {} characters; the exact text is in \
+                     the file named below]\n{text}",
+                    full.chars().count()
+                ),
+                true,
+            ),
+            _ => truncate_for_model(&full, MODEL_OUTPUT_LIMIT),
+        };
+        if let Some(Err(why)) = &summary {
+            tracing::warn!("cannot summarise the output of {}: {why}", ctx.execution_id);
+            model_text.push_str(&format!("\n[the output could not be summarised: {why}]"));
+        }
+        let mut spill_path = None;
+        if cut {
+            if let Some(dir) = &self.spill_dir {
+                let summarised = matches!(summary, Some(Ok(_)));
+                spill_path = spill(dir, &mut result, &full, summarised, &mut model_text, ctx);
+            }
+        }
+        ModelCopy {
+            result,
+            model_text,
+            full,
+            spill_path,
+        }
+    }
+}
+
+/// What a call's way through steps 1-7 learnt, for its audit entry and outcome.
+#[derive(Default)]
+struct Trail {
+    /// The tool the requested name resolved to.
+    tool: Option<String>,
+    /// The arguments, once they parsed.
+    args: Option<Value>,
+    /// How many attempts ran (0: it never ran).
+    attempts: u32,
+}
+
+/// A call's result as the model gets it (step 8).
+struct ModelCopy {
+    /// The result, its metadata naming the spill file (or why there is none) when cut.
+    result: ToolResult,
+    /// What the model reads.
+    model_text: String,
+    /// The full output, secrets redacted.
+    full: String,
+    /// Where the full output was saved.
+    spill_path: Option<String>,
+}
+
+/// Step 1: the tool the model's `requested` name stands for (aliases resolved).
+fn resolve<'r>(
+    registry: &'r Registry,
+    requested: &str,
+    allowed: &BTreeSet<String>,
+) -> Result<&'r str, ToolResult> {
+    registry.resolve(requested).ok_or_else(|| {
+        ToolResult::err(
+            ErrorKind::Validation,
+            format!(
+                "there is no tool named {requested:?}. Available tools: {}",
+                list(allowed)
+            ),
+        )
+    })
+}
+
+/// Step 4: `args` against the tool's schema, every violation listed by JSON path.
+fn validate(registry: &Registry, name: &str, args: &Value) -> Result<(), ToolResult> {
+    match registry.validator(name) {
+        Some(Ok(v)) => {
+            if let Err(violations) = v.validate(args) {
+                return Err(ToolResult::err(
+                    ErrorKind::Validation,
+                    format!("invalid arguments for {name}:\n{violations}\nFix them and call {name} again."),
+                ));
+            }
+        }
+        Some(Err(why)) => {
+            tracing::error!("tool {name:?} has a schema that does not compile: {why}");
+            return Err(ToolResult::err(
+                ErrorKind::Internal,
+                format!("{name} cannot be used: its parameters schema is broken ({why}). Use another tool."),
+            ));
+        }
+        None => {}
+    }
+    Ok(())
+}
+
+/// Save the `full` output of a cut call under `dir`, telling the model where (or that it could
+/// not be saved) in `model_text` and the result's metadata; the file's path.
+fn spill(
+    dir: &std::path::Path,
+    result: &mut ToolResult,
+    full: &str,
+    summarised: bool,
+    model_text: &mut String,
+    ctx: &ToolContext,
+) -> Option<String> {
+    let mut spill_path = None;
+    let mut meta = match result.metadata.take() {
+        Value::Object(m) => m,
+        Value::Null => Default::default(),
+        other => [("tool".to_string(), other)].into_iter().collect(),
+    };
+    if summarised {
+        meta.insert("summarised".into(), json!(true));
+    }
+    match crate::tools::spill::write(dir, &ctx.execution_id, full) {
+        Ok(p) => {
+            model_text.push_str(&format!("\n[full output saved to {}]", p.display()));
+            meta.insert("spill_path".into(), json!(p.display().to_string()));
+            spill_path = Some(p.display().to_string());
+        }
+        Err(e) => {
+            // A full disk or a file-size limit: the model still gets the cut output,
+            // and learns that the rest is gone.
+            tracing::warn!(
+                "cannot save the full output of {} ({} bytes) under {}: {e}",
+                ctx.execution_id,
+                full.len(),
+                dir.display()
+            );
+            model_text.push_str(&format!("\n[the full output could not be saved: {e}]"));
+            meta.insert("spill_error".into(), json!(e.to_string()));
+        }
+    }
+    result.metadata = Value::Object(meta);
+    spill_path
 }
 
 /// The refusal of a call with side effects by the turn's fence (its replica lost the session's

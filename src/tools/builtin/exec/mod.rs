@@ -2,5 +2,6 @@
 
 pub mod shell;
 mod shell_decl;
+mod shell_process;
 #[cfg(feature = "test-tools")]
 pub mod unapproved;

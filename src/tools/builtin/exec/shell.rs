@@ -22,6 +22,7 @@
 //! call, on a blocking thread, by [`Tool::assess`]; the consent hooks and `run` read it from the
 //! call's context. Called outside the executor (no assessment), they work it out themselves.
 
+use super::shell_process;
 use crate::tools::args::{opt_u64, req_str};
 use crate::tools::paths;
 use crate::tools::{Assessment, ErrorKind, Tool, ToolContext};
@@ -29,10 +30,8 @@ use crate::tools::{CallPlan, ToolDecl};
 use crate::tools::{ToolError, ToolOutput};
 use async_trait::async_trait;
 use ethan_shell_classifier::{classify, Classification, ShellClass};
-use serde_json::{json, Value};
-use std::process::Stdio;
+use serde_json::Value;
 use std::time::Duration;
-use tokio::io::AsyncReadExt;
 
 /// git subcommands that run hooks.
 const HOOK_SUBCOMMANDS: &[&str] = &[
@@ -55,8 +54,6 @@ const HOOK_SUBCOMMANDS: &[&str] = &[
 /// Default and largest timeout of one command, in seconds.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
 pub const MAX_TIMEOUT_SECS: u64 = 600;
-/// Bytes kept of each stream.
-const STREAM_CAP: usize = 1024 * 1024;
 
 pub struct Shell {
     decl: ToolDecl,
@@ -260,31 +257,6 @@ fn assessed<'a>(command: &str, ctx: &'a ToolContext) -> Option<&'a Verdict> {
         .filter(|v| v.command == command)
 }
 
-fn shell_program() -> &'static str {
-    if std::path::Path::new("/bin/bash").exists() {
-        "/bin/bash"
-    } else {
-        "/bin/sh"
-    }
-}
-
-async fn read_capped<R: tokio::io::AsyncRead + Unpin>(mut r: R) -> (Vec<u8>, usize) {
-    let mut kept = Vec::new();
-    let mut total = 0usize;
-    let mut buf = [0u8; 8192];
-    loop {
-        match r.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                total += n;
-                let room = STREAM_CAP.saturating_sub(kept.len());
-                kept.extend_from_slice(&buf[..n.min(room)]);
-            }
-        }
-    }
-    (kept, total)
-}
-
 /// The first word of `command` that names a protected path ([`crate::sandbox::protected`]),
 /// resolved against the workspace, as a reason for the approval. Words are split at blanks,
 /// shell operators and `=`; quotes are dropped; `~` and `$HOME` are expanded; a glob is judged
@@ -333,14 +305,6 @@ fn names_protected(
         }
     }
     None
-}
-
-fn kill_group(pid: u32) {
-    // SAFETY: kill(2) with a negative pid signals the process group we created; no memory is
-    // touched.
-    unsafe {
-        libc::kill(-(pid as i32), libc::SIGKILL);
-    }
 }
 
 #[async_trait]
@@ -406,6 +370,16 @@ impl Tool for Shell {
                 ),
             ));
         }
+        let spec = self.spec(command, ctx).await;
+        let done = shell_process::run(&spec, ctx, self.judge.git_hooks, secs).await?;
+        shell_process::report(&spec, done, secs)
+    }
+}
+
+impl Shell {
+    /// The sandbox `command` runs in: hiding the protected places unless the owner approved
+    /// this very command reading one, offline unless the call went through consent.
+    async fn spec(&self, command: &str, ctx: &ToolContext) -> crate::sandbox::helper::ShellSpec {
         // The sandbox, unless the owner approved this very command reading a protected path.
         let verdict = match assessed(command, ctx) {
             Some(v) => v.clone(),
@@ -423,8 +397,8 @@ impl Tool for Shell {
                 .any(|a| a == ethan_core::tool::PROTECTED_PATHS_APPROVED);
         // Offline unless this call went through consent (the owner, or a job, said yes).
         let offline = !consented && self.judge.offline_possible(ctx);
-        let spec = crate::sandbox::helper::ShellSpec {
-            program: shell_program().into(),
+        crate::sandbox::helper::ShellSpec {
+            program: shell_process::shell_program().into(),
             command: command.to_string(),
             // The sandbox hides nothing only when the owner approved this very command reading
             // a protected path, or where the kernel has no Landlock at all.
@@ -439,110 +413,7 @@ impl Tool for Shell {
                 .collect(),
             daemon_pid: std::process::id(),
             tag: crate::sandbox::helper::ShellSpec::new_tag(),
-        };
-        let prepared = crate::sandbox::helper::shell_command()
-            .and_then(|c| crate::sandbox::helper::spec_bytes(&spec).map(|json| (c, json)));
-        let (mut cmd, json) = match prepared {
-            Ok(c) => c,
-            Err(e) => {
-                return Err(ToolError::new(
-                    ErrorKind::Dependency,
-                    format!(
-                        "the sandbox helper could not be prepared ({e}); the command did not run"
-                    ),
-                ))
-            }
-        };
-        cmd.current_dir(&ctx.workspace)
-            .env_clear()
-            .envs(crate::sandbox::env::for_command(
-                ctx.services.sandbox.private_tmp.as_deref(),
-            ))
-            .envs(crate::sandbox::env::git_guard(self.judge.git_hooks))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        let mut child = match cmd.spawn() {
-            Ok(c) => c,
-            Err(e) => {
-                return Err(ToolError::new(
-                    ErrorKind::Dependency,
-                    format!("cannot start the sandbox helper: {e}"),
-                ))
-            }
-        };
-        let pid = child.id().unwrap_or(0);
-        // The specification, then end of input (the helper reads it before anything else).
-        if let Some(mut stdin) = child.stdin.take() {
-            use tokio::io::AsyncWriteExt;
-            let _ = stdin.write_all(&json).await;
         }
-        let out = tokio::spawn(read_capped(child.stdout.take().expect("piped stdout")));
-        let err = tokio::spawn(read_capped(child.stderr.take().expect("piped stderr")));
-        let status = tokio::time::timeout(Duration::from_secs(secs), child.wait()).await;
-        let timed_out = status.is_err();
-        if timed_out && pid != 0 {
-            kill_group(pid);
-        }
-        let status = match status {
-            Ok(s) => s.ok(),
-            Err(_) => child.wait().await.ok(),
-        };
-        // Nothing the command started outlives it: what it left in the background goes too.
-        if pid != 0 {
-            kill_group(pid);
-        }
-        // Children that escaped the group could keep the pipes open; do not wait forever.
-        let collect = |h: tokio::task::JoinHandle<(Vec<u8>, usize)>| async move {
-            tokio::time::timeout(Duration::from_secs(2), h)
-                .await
-                .ok()
-                .and_then(Result::ok)
-                .unwrap_or_default()
-        };
-        let (stdout, stdout_total) = collect(out).await;
-        let (stderr, stderr_total) = collect(err).await;
-        let code = status.and_then(|s| s.code());
-        let stderr_text = String::from_utf8_lossy(&stderr);
-        if let Some(why) = crate::sandbox::helper::setup_error(&spec, code, &stderr_text) {
-            return Err(ToolError::new(
-                ErrorKind::Dependency,
-                format!("the sandbox could not be set up ({why}); the command did not run"),
-            ));
-        }
-        let mut text = String::new();
-        text.push_str(&format!(
-            "exit code: {}\n",
-            code.map(|c| c.to_string())
-                .unwrap_or_else(|| "none (killed by a signal)".into())
-        ));
-        text.push_str("--- stdout ---\n");
-        text.push_str(&String::from_utf8_lossy(&stdout));
-        if stdout_total > stdout.len() {
-            text.push_str(&format!(
-                "\n[stdout cut at {} of {stdout_total} bytes]",
-                stdout.len()
-            ));
-        }
-        text.push_str("\n--- stderr ---\n");
-        text.push_str(&String::from_utf8_lossy(&stderr));
-        if stderr_total > stderr.len() {
-            text.push_str(&format!(
-                "\n[stderr cut at {} of {stderr_total} bytes]",
-                stderr.len()
-            ));
-        }
-        let meta = json!({"exit_code": code, "timed_out": timed_out});
-        if timed_out {
-            return Err(ToolError::new(
-                ErrorKind::Timeout,
-                format!("the command did not finish within {secs} s and was killed (with its process group); output so far follows"),
-            )
-            .with_output(text)
-            .with_metadata(meta));
-        }
-        Ok(ToolOutput::new(text).with_metadata(meta))
     }
 }
 
@@ -550,6 +421,7 @@ impl Tool for Shell {
 mod tests {
     use super::*;
     use crate::tools::executor::tests::ctx_in;
+    use serde_json::json;
 
     #[tokio::test]
     async fn runs_and_reports_exit_code() {

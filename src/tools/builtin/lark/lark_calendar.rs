@@ -6,7 +6,7 @@
 //! With `channels.lark.user_access_token` this is the user's calendar; without one it is the
 //! bot's own, and the result says so. Read-only.
 
-use crate::tools::lark_common::{api_error, segment, LarkClient};
+use crate::tools::lark_common::{api_failure, segment, LarkClient};
 use crate::tools::{Risk, Tool, ToolContext};
 use crate::tools::{ToolDecl, ToolError, ToolOutput};
 use async_trait::async_trait;
@@ -202,49 +202,70 @@ impl Tool for LarkCalendarEvents {
         &DECL
     }
     async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let invalid = |m: String| Err(ToolError::new(crate::tools::ErrorKind::Validation, m));
         let tz = self.zone();
-        let today = Utc::now().with_timezone(&tz).date_naive();
-        let day_start =
-            crate::tz::resolve_local(&tz, today.and_hms_opt(0, 0, 0).expect("midnight"))
-                .map(|t| t.timestamp())
-                .unwrap_or_else(|| Utc::now().timestamp());
-        let day_end = today
-            .succ_opt()
-            .and_then(|d| d.and_hms_opt(0, 0, 0))
-            .and_then(|n| crate::tz::resolve_local(&tz, n))
-            .map(|t| t.timestamp())
-            .unwrap_or(day_start + 86_400);
-        let action = args.get("action").and_then(Value::as_str).unwrap_or("");
-        let (start, end) = match action {
-            "agenda" => (day_start, day_end),
-            "list" => {
-                let start = match args.get("start_time").filter(|v| !v.is_null()) {
-                    Some(v) => match parse_time(v, &tz) {
-                        Ok(t) => t,
-                        Err(e) => return invalid(format!("start_time: {e}")),
-                    },
-                    None => day_start,
-                };
-                let end = match args.get("end_time").filter(|v| !v.is_null()) {
-                    Some(v) => match parse_time(v, &tz) {
-                        Ok(t) => t,
-                        Err(e) => return invalid(format!("end_time: {e}")),
-                    },
-                    None => start + 7 * 86_400,
-                };
-                (start, end)
-            }
-            other => return invalid(format!("action must be agenda or list, not {other:?}")),
-        };
-        if end <= start {
-            return invalid("end_time must be after start_time".into());
-        }
-        if end - start > 366 * 86_400 {
-            return invalid("the range may cover at most 366 days".into());
-        }
+        let (start, end) = range(&args, &tz)?;
         let as_user = self.client.user.is_configured();
-        let primary = match self
+        let cal_id = self.primary_calendar(as_user, ctx).await?;
+        let events = self
+            .events(&cal_id, (start, end), as_user, &tz, ctx)
+            .await?;
+        Ok(render(&cal_id, (start, end), as_user, &tz, events))
+    }
+}
+
+/// The time range a call asks for, in Unix seconds: today for `agenda`, the arguments (or
+/// from today's start, 7 days) for `list`; at most 366 days.
+fn range(args: &Value, tz: &Tz) -> Result<(i64, i64), ToolError> {
+    let invalid = |m: String| Err(ToolError::new(crate::tools::ErrorKind::Validation, m));
+    let today = Utc::now().with_timezone(tz).date_naive();
+    let day_start = crate::tz::resolve_local(tz, today.and_hms_opt(0, 0, 0).expect("midnight"))
+        .map(|t| t.timestamp())
+        .unwrap_or_else(|| Utc::now().timestamp());
+    let day_end = today
+        .succ_opt()
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .and_then(|n| crate::tz::resolve_local(tz, n))
+        .map(|t| t.timestamp())
+        .unwrap_or(day_start + 86_400);
+    let action = args.get("action").and_then(Value::as_str).unwrap_or("");
+    let (start, end) = match action {
+        "agenda" => (day_start, day_end),
+        "list" => {
+            let start = match args.get("start_time").filter(|v| !v.is_null()) {
+                Some(v) => match parse_time(v, tz) {
+                    Ok(t) => t,
+                    Err(e) => return invalid(format!("start_time: {e}")),
+                },
+                None => day_start,
+            };
+            let end = match args.get("end_time").filter(|v| !v.is_null()) {
+                Some(v) => match parse_time(v, tz) {
+                    Ok(t) => t,
+                    Err(e) => return invalid(format!("end_time: {e}")),
+                },
+                None => start + 7 * 86_400,
+            };
+            (start, end)
+        }
+        other => return invalid(format!("action must be agenda or list, not {other:?}")),
+    };
+    if end <= start {
+        return invalid("end_time must be after start_time".into());
+    }
+    if end - start > 366 * 86_400 {
+        return invalid("the range may cover at most 366 days".into());
+    }
+    Ok((start, end))
+}
+
+impl LarkCalendarEvents {
+    /// The id of the primary calendar (the user's, or the bot's without a user token).
+    async fn primary_calendar(
+        &self,
+        as_user: bool,
+        ctx: &ToolContext,
+    ) -> Result<String, ToolError> {
+        let primary = self
             .client
             .call(
                 as_user,
@@ -255,10 +276,7 @@ impl Tool for LarkCalendarEvents {
                 ctx,
             )
             .await
-        {
-            Ok(v) => v,
-            Err(e) => return api_error("finding the primary calendar", &e, SCOPES, as_user),
-        };
+            .map_err(|e| api_failure("finding the primary calendar", &e, SCOPES, as_user))?;
         let cal_id = text(&primary, "/data/calendars/0/calendar/calendar_id");
         if cal_id.is_empty() {
             return Err(ToolError::new(
@@ -266,15 +284,27 @@ impl Tool for LarkCalendarEvents {
                 "Lark returned no primary calendar (data.calendars is empty)",
             ));
         }
+        Ok(cal_id)
+    }
+
+    /// The events of `cal_id` in `(start, end)`, read in windows, each once, by start time.
+    async fn events(
+        &self,
+        cal_id: &str,
+        (start, end): (i64, i64),
+        as_user: bool,
+        tz: &Tz,
+        ctx: &ToolContext,
+    ) -> Result<Vec<(i64, Value)>, ToolError> {
         let path = format!(
             "/open-apis/calendar/v4/calendars/{}/events/instance_view",
-            segment(&cal_id)
+            segment(cal_id)
         );
         let mut events: Vec<(i64, Value)> = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for (s, e) in windows(start, end) {
             let (s, e) = (s.to_string(), e.to_string());
-            let v = match self
+            let v = self
                 .client
                 .call(
                     as_user,
@@ -285,17 +315,14 @@ impl Tool for LarkCalendarEvents {
                     ctx,
                 )
                 .await
-            {
-                Ok(v) => v,
-                Err(err) => return api_error("reading calendar events", &err, SCOPES, as_user),
-            };
+                .map_err(|err| api_failure("reading calendar events", &err, SCOPES, as_user))?;
             for item in v
                 .pointer("/data/items")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
             {
-                let (ts, ev) = event(item, &tz);
+                let (ts, ev) = event(item, tz);
                 let key = format!("{}@{}", ev["event_id"], ev["start"]);
                 if seen.insert(key) {
                     events.push((ts, ev));
@@ -303,41 +330,53 @@ impl Tool for LarkCalendarEvents {
             }
         }
         events.sort_by_key(|(ts, _)| *ts);
-        let fmt = |t: i64| {
-            Utc.timestamp_opt(t, 0)
-                .single()
-                .map(|t| t.with_timezone(&tz).format("%Y-%m-%d %H:%M").to_string())
-                .unwrap_or_default()
-        };
-        let whose = if as_user {
-            "your primary calendar".to_string()
-        } else {
-            "the BOT's own calendar (no channels.lark.user_access_token is configured, so this \
-             is not your calendar; set user_access_token and user_refresh_token to read yours)"
-                .to_string()
-        };
-        let mut out = format!(
-            "{} events from {} to {} ({tz}) on {whose}:",
-            events.len(),
-            fmt(start),
-            fmt(end)
-        );
-        if events.is_empty() {
-            out.push_str("\n(none)");
-        }
-        for (_, e) in &events {
-            out.push('\n');
-            out.push_str(&line(e));
-        }
-        let list: Vec<Value> = events.into_iter().map(|(_, e)| e).collect();
-        Ok(ToolOutput::new(out).with_metadata(json!({
-            "calendar_id": cal_id,
-            "as_user": as_user,
-            "start_time": start,
-            "end_time": end,
-            "events": list,
-        })))
+        Ok(events)
     }
+}
+
+/// The events as lines for the model (saying whose calendar it is), and as a list in the
+/// metadata.
+fn render(
+    cal_id: &str,
+    (start, end): (i64, i64),
+    as_user: bool,
+    tz: &Tz,
+    events: Vec<(i64, Value)>,
+) -> ToolOutput {
+    let fmt = |t: i64| {
+        Utc.timestamp_opt(t, 0)
+            .single()
+            .map(|t| t.with_timezone(tz).format("%Y-%m-%d %H:%M").to_string())
+            .unwrap_or_default()
+    };
+    let whose = if as_user {
+        "your primary calendar".to_string()
+    } else {
+        "the BOT's own calendar (no channels.lark.user_access_token is configured, so this \
+         is not your calendar; set user_access_token and user_refresh_token to read yours)"
+            .to_string()
+    };
+    let mut out = format!(
+        "{} events from {} to {} ({tz}) on {whose}:",
+        events.len(),
+        fmt(start),
+        fmt(end)
+    );
+    if events.is_empty() {
+        out.push_str("\n(none)");
+    }
+    for (_, e) in &events {
+        out.push('\n');
+        out.push_str(&line(e));
+    }
+    let list: Vec<Value> = events.into_iter().map(|(_, e)| e).collect();
+    ToolOutput::new(out).with_metadata(json!({
+        "calendar_id": cal_id,
+        "as_user": as_user,
+        "start_time": start,
+        "end_time": end,
+        "events": list,
+    }))
 }
 
 #[cfg(test)]

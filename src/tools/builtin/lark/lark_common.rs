@@ -104,6 +104,11 @@ pub fn api_error(
     scopes: &[&str],
     as_user: bool,
 ) -> Result<ToolOutput, ToolError> {
+    Err(api_failure(what, e, scopes, as_user))
+}
+
+/// [`api_error`]'s error itself, for a step that returns something else than the output.
+pub fn api_failure(what: &str, e: &ApiError, scopes: &[&str], as_user: bool) -> ToolError {
     let (code, msg) = match e {
         ApiError::Api { code, msg, .. } | ApiError::Auth { code, msg } => {
             (Some(*code), msg.clone())
@@ -111,10 +116,10 @@ pub fn api_error(
         ApiError::Transport { message, .. } => (None, message.clone()),
     };
     let Some(code) = code else {
-        return Err(ToolError::new(
+        return ToolError::new(
             ErrorKind::Dependency,
             format!("{what} failed: Lark could not be reached ({msg}). Retry later."),
-        ));
+        );
     };
     let todo = match code {
         99991672 | 99991679 | 230027 => {
@@ -148,11 +153,11 @@ pub fn api_error(
         193104 => "more than 1000 event instances in the range",
         c => codes::meaning(c),
     };
-    Err(ToolError::new(
+    ToolError::new(
         ErrorKind::Dependency,
         format!("{what} failed: Lark code {code} ({meaning}): {msg}. To fix: {todo}."),
     )
-    .with_metadata(serde_json::json!({"lark_code": code})))
+    .with_metadata(serde_json::json!({"lark_code": code}))
 }
 
 /// `s` as one path segment (ids never carry `/`, `?` or `#`).

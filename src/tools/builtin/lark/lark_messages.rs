@@ -6,11 +6,12 @@
 //! `GET /open-apis/im/v1/chats/{chat_id}/members` when the app may read them (otherwise the
 //! open_id is shown). Posts are flattened to text. Read-only.
 
-use crate::tools::lark_common::{api_error, segment, LarkClient, HOW_TO_USER_TOKEN};
+use crate::tools::lark_common::{api_failure, segment, LarkClient, HOW_TO_USER_TOKEN};
 use crate::tools::{ErrorKind, Risk, Tool, ToolContext};
 use crate::tools::{ToolDecl, ToolError, ToolOutput};
 use async_trait::async_trait;
 use chrono::{TimeZone, Utc};
+use chrono_tz::Tz;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -108,6 +109,32 @@ impl Tool for LarkChatMessages {
     async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let tz = crate::tz::effective_zone(None, self.tz.as_deref())
             .unwrap_or_else(|_| crate::tz::system_zone());
+        let req = self.request(&args, &tz)?;
+        let history = self.history(&req, ctx).await?;
+        let names = self.sender_names(&req, &history.items, ctx).await;
+        Ok(render(&req, &history, &names, &tz))
+    }
+}
+
+/// One call's arguments, checked.
+struct Request {
+    chat_id: String,
+    as_user: bool,
+    page_size: String,
+    /// `start_time` and `end_time` as given (Unix seconds).
+    bounds: Vec<(&'static str, String)>,
+}
+
+/// The messages read, oldest first.
+struct History {
+    items: Vec<Value>,
+    pages: u32,
+    /// More messages exist past the last one read.
+    truncated: bool,
+}
+
+impl LarkChatMessages {
+    fn request(&self, args: &Value, tz: &Tz) -> Result<Request, ToolError> {
         let chat_id = args
             .get("chat_id")
             .and_then(Value::as_str)
@@ -136,11 +163,21 @@ impl Tool for LarkChatMessages {
         let mut bounds = Vec::new();
         for key in ["start_time", "end_time"] {
             if let Some(v) = args.get(key).filter(|v| !v.is_null()) {
-                let t = crate::tools::lark_calendar::parse_time(v, &tz)
+                let t = crate::tools::lark_calendar::parse_time(v, tz)
                     .map_err(|e| ToolError::new(ErrorKind::Validation, format!("{key}: {e}")))?;
                 bounds.push((key, t.to_string()));
             }
         }
+        Ok(Request {
+            chat_id,
+            as_user,
+            page_size,
+            bounds,
+        })
+    }
+
+    /// The chat's messages, page after page while there are more (at most [`MAX_MESSAGES`]).
+    async fn history(&self, req: &Request, ctx: &ToolContext) -> Result<History, ToolError> {
         let mut items: Vec<Value> = Vec::new();
         let mut page_token = String::new();
         let mut pages = 0;
@@ -148,20 +185,20 @@ impl Tool for LarkChatMessages {
         loop {
             let mut q: Vec<(&str, &str)> = vec![
                 ("container_id_type", "chat"),
-                ("container_id", &chat_id),
+                ("container_id", &req.chat_id),
                 ("sort_type", "ByCreateTimeAsc"),
-                ("page_size", &page_size),
+                ("page_size", &req.page_size),
             ];
-            for (k, v) in &bounds {
+            for (k, v) in &req.bounds {
                 q.push((k, v));
             }
             if !page_token.is_empty() {
                 q.push(("page_token", &page_token));
             }
-            let v = match self
+            let v = self
                 .client
                 .call(
-                    as_user,
+                    req.as_user,
                     reqwest::Method::GET,
                     "/open-apis/im/v1/messages",
                     &q,
@@ -169,10 +206,7 @@ impl Tool for LarkChatMessages {
                     ctx,
                 )
                 .await
-            {
-                Ok(v) => v,
-                Err(e) => return api_error("reading the chat history", &e, SCOPES, as_user),
-            };
+                .map_err(|e| api_failure("reading the chat history", &e, SCOPES, req.as_user))?;
             pages += 1;
             items.extend(
                 v.pointer("/data/items")
@@ -192,8 +226,21 @@ impl Tool for LarkChatMessages {
         }
         let truncated = more && !page_token.is_empty();
         items.truncate(MAX_MESSAGES);
+        Ok(History {
+            items,
+            pages,
+            truncated,
+        })
+    }
 
-        // Names: mentions first, then the chat's member list (best effort).
+    /// Senders' names by open_id: mentions first, then the chat's member list when a sender is
+    /// still unnamed (best effort: a failure leaves the open_id shown).
+    async fn sender_names(
+        &self,
+        req: &Request,
+        items: &[Value],
+        ctx: &ToolContext,
+    ) -> HashMap<String, String> {
         let mut names: HashMap<String, String> = HashMap::new();
         for m in items
             .iter()
@@ -214,106 +261,126 @@ impl Tool for LarkChatMessages {
                     .is_some_and(|id| !names.contains_key(id))
         });
         if needs_lookup {
-            let path = format!("/open-apis/im/v1/chats/{}/members", segment(&chat_id));
-            let mut token = String::new();
-            for _ in 0..10 {
-                let mut q = vec![("member_id_type", "open_id"), ("page_size", "100")];
-                if !token.is_empty() {
-                    q.push(("page_token", &token));
-                }
-                let Ok(v) = self
-                    .client
-                    .call(as_user, reqwest::Method::GET, &path, &q, None, ctx)
-                    .await
-                else {
-                    break;
-                };
-                for m in v
-                    .pointer("/data/items")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    if let (Some(id), Some(name)) = (
-                        m.get("member_id").and_then(Value::as_str),
-                        m.get("name").and_then(Value::as_str),
-                    ) {
-                        names.insert(id.to_string(), name.to_string());
-                    }
-                }
-                token = v
-                    .pointer("/data/page_token")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string();
-                if v.pointer("/data/has_more").and_then(Value::as_bool) != Some(true)
-                    || token.is_empty()
-                {
-                    break;
+            self.member_names(req, &mut names, ctx).await;
+        }
+        names
+    }
+
+    /// The chat's members' names into `names` (at most 10 pages; stops at the first failure).
+    async fn member_names(
+        &self,
+        req: &Request,
+        names: &mut HashMap<String, String>,
+        ctx: &ToolContext,
+    ) {
+        let path = format!("/open-apis/im/v1/chats/{}/members", segment(&req.chat_id));
+        let mut token = String::new();
+        for _ in 0..10 {
+            let mut q = vec![("member_id_type", "open_id"), ("page_size", "100")];
+            if !token.is_empty() {
+                q.push(("page_token", &token));
+            }
+            let Ok(v) = self
+                .client
+                .call(req.as_user, reqwest::Method::GET, &path, &q, None, ctx)
+                .await
+            else {
+                break;
+            };
+            for m in v
+                .pointer("/data/items")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let (Some(id), Some(name)) = (
+                    m.get("member_id").and_then(Value::as_str),
+                    m.get("name").and_then(Value::as_str),
+                ) {
+                    names.insert(id.to_string(), name.to_string());
                 }
             }
-        }
-
-        let mut lines = Vec::new();
-        let mut list = Vec::new();
-        for i in &items {
-            let sender_id = i
-                .pointer("/sender/id")
+            token = v
+                .pointer("/data/page_token")
                 .and_then(Value::as_str)
-                .unwrap_or("");
-            let sender = match i.pointer("/sender/sender_type").and_then(Value::as_str) {
-                Some("app") => "(bot)".to_string(),
-                _ => names
-                    .get(sender_id)
-                    .cloned()
-                    .unwrap_or_else(|| sender_id.to_string()),
-            };
-            let ms = i
-                .get("create_time")
-                .and_then(|t| {
-                    t.as_str()
-                        .and_then(|s| s.parse::<i64>().ok())
-                        .or(t.as_i64())
-                })
-                .unwrap_or(0);
-            let at = Utc
-                .timestamp_millis_opt(ms)
-                .single()
-                .map(|t| t.with_timezone(&tz).format("%Y-%m-%d %H:%M").to_string())
-                .unwrap_or_default();
-            let text = flatten(i);
-            // Continuation lines of rich text are indented so each message starts a line.
-            lines.push(format!("[{at}] {sender}: {}", text.replace('\n', "\n    ")));
-            list.push(json!({
-                "message_id": i.get("message_id").cloned().unwrap_or(Value::Null),
-                "sender": sender,
-                "sender_id": sender_id,
-                "time": at,
-                "text": text,
-            }));
+                .unwrap_or("")
+                .to_string();
+            if v.pointer("/data/has_more").and_then(Value::as_bool) != Some(true)
+                || token.is_empty()
+            {
+                break;
+            }
         }
-        let mut out = format!(
-            "{} messages in {chat_id} (oldest first, as {}):",
-            list.len(),
-            if as_user { "the user" } else { "the bot" }
-        );
-        for l in &lines {
-            out.push('\n');
-            out.push_str(l);
-        }
-        if truncated {
-            out.push_str(&format!(
-                "\n(more messages exist; narrow the range with start_time/end_time — at most \
-                 {MAX_MESSAGES} per call)"
-            ));
-        }
-        Ok(ToolOutput::new(out).with_metadata(json!({
-            "chat_id": chat_id,
-            "pages": pages,
-            "truncated": truncated,
-            "messages": list,
-        })))
     }
+}
+
+/// The messages as lines `[time] sender: text` for the model, and as a list in the metadata.
+fn render(
+    req: &Request,
+    history: &History,
+    names: &HashMap<String, String>,
+    tz: &Tz,
+) -> ToolOutput {
+    let mut lines = Vec::new();
+    let mut list = Vec::new();
+    for i in &history.items {
+        let sender_id = i
+            .pointer("/sender/id")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let sender = match i.pointer("/sender/sender_type").and_then(Value::as_str) {
+            Some("app") => "(bot)".to_string(),
+            _ => names
+                .get(sender_id)
+                .cloned()
+                .unwrap_or_else(|| sender_id.to_string()),
+        };
+        let ms = i
+            .get("create_time")
+            .and_then(|t| {
+                t.as_str()
+                    .and_then(|s| s.parse::<i64>().ok())
+                    .or(t.as_i64())
+            })
+            .unwrap_or(0);
+        let at = Utc
+            .timestamp_millis_opt(ms)
+            .single()
+            .map(|t| t.with_timezone(tz).format("%Y-%m-%d %H:%M").to_string())
+            .unwrap_or_default();
+        let text = flatten(i);
+        // Continuation lines of rich text are indented so each message starts a line.
+        lines.push(format!("[{at}] {sender}: {}", text.replace('\n', "\n    ")));
+        list.push(json!({
+            "message_id": i.get("message_id").cloned().unwrap_or(Value::Null),
+            "sender": sender,
+            "sender_id": sender_id,
+            "time": at,
+            "text": text,
+        }));
+    }
+    let mut out = format!(
+        "{} messages in {} (oldest first, as {}):",
+        list.len(),
+        req.chat_id,
+        if req.as_user { "the user" } else { "the bot" }
+    );
+    for l in &lines {
+        out.push('\n');
+        out.push_str(l);
+    }
+    if history.truncated {
+        out.push_str(&format!(
+            "\n(more messages exist; narrow the range with start_time/end_time — at most \
+             {MAX_MESSAGES} per call)"
+        ));
+    }
+    ToolOutput::new(out).with_metadata(json!({
+        "chat_id": req.chat_id,
+        "pages": history.pages,
+        "truncated": history.truncated,
+        "messages": list,
+    }))
 }
 
 #[cfg(test)]

@@ -513,59 +513,178 @@ impl Tool for WebFetch {
         let requested = req_str(&args, "url").and_then(parse_url)?;
         let client =
             (self.client.as_ref()).map_err(|e| ToolError::new(ErrorKind::Internal, e.clone()))?;
+        let (mut resp, url, redirects) = self.follow(client, &requested, ctx).await?;
+        let landing = Landing::of(&resp, requested, url, redirects);
+        landing.check_status()?;
+        let mut kind = kind_of(&landing.mime);
+        let declared_len = resp.content_length();
+        if kind == Kind::Binary {
+            let size = declared_len
+                .map(|n| format!(", {n} bytes"))
+                .unwrap_or_default();
+            return Err(landing.binary(format!("{}{size}", landing.mime)));
+        }
+
+        let (body, truncated) = self.download(&mut resp, &landing.url).await?;
+
+        if kind == Kind::Sniff {
+            kind = if !looks_like_text(&body) {
+                Kind::Binary
+            } else if looks_like_html(&body) {
+                Kind::Html
+            } else {
+                Kind::Text
+            };
+        }
+        if kind == Kind::Binary || (kind == Kind::Text && !looks_like_text(&body)) {
+            let shown = if landing.mime.is_empty() {
+                "no content type"
+            } else {
+                landing.mime.as_str()
+            };
+            return Err(landing.binary(format!(
+                "{shown}, {} bytes{}",
+                declared_len.unwrap_or(body.len() as u64),
+                if truncated { " or more" } else { "" }
+            )));
+        }
+        self.page(&landing, &body, truncated, kind == Kind::Html)
+            .await
+    }
+}
+
+/// Where a fetch ended: the way there and the final response's head.
+struct Landing {
+    /// The URL the model asked for.
+    requested: reqwest::Url,
+    /// The URL of the final response (after redirects).
+    url: reqwest::Url,
+    redirects: usize,
+    status: reqwest::StatusCode,
+    /// The `Content-Type` header as sent, and its media type alone.
+    content_type: String,
+    mime: String,
+}
+
+impl Landing {
+    fn of(
+        resp: &reqwest::Response,
+        requested: reqwest::Url,
+        url: reqwest::Url,
+        redirects: usize,
+    ) -> Self {
+        let content_type = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let mime = content_type
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_string();
+        Self {
+            requested,
+            url,
+            redirects,
+            status: resp.status(),
+            content_type,
+            mime,
+        }
+    }
+
+    /// The result's metadata: the way and the head, with `extra`'s fields.
+    fn meta(&self, extra: Value) -> Value {
+        let mut m = json!({
+            "url": self.requested.as_str(),
+            "final_url": self.url.as_str(),
+            "status": self.status.as_u16(),
+            "content_type": self.content_type,
+            "redirects": self.redirects,
+        });
+        if let (Some(m), Value::Object(e)) = (m.as_object_mut(), extra) {
+            m.extend(e);
+        }
+        m
+    }
+
+    /// An HTTP error status as a `dependency` error.
+    fn check_status(&self) -> Result<(), ToolError> {
+        let status = self.status;
+        if status.is_success() {
+            return Ok(());
+        }
+        Err(ToolError::new(
+            ErrorKind::Dependency,
+            format!(
+                "{} answered HTTP {} {}",
+                self.url,
+                status.as_u16(),
+                status.canonical_reason().unwrap_or("")
+            )
+            .trim_end()
+            .to_string(),
+        )
+        .with_metadata(self.meta(json!({}))))
+    }
+
+    /// The refusal of a binary body (`what`: its type and size as known).
+    fn binary(&self, what: String) -> ToolError {
+        ToolError::new(
+            ErrorKind::Validation,
+            format!(
+                "{} is binary content ({what}); web_fetch returns text only \
+                 (HTML pages and text files)",
+                self.url
+            ),
+        )
+        .with_metadata(self.meta(json!({})))
+    }
+}
+
+/// Where a redirect response points (`None`: not a redirect, or one without a `Location`).
+fn redirect_target(
+    resp: &reqwest::Response,
+    url: &reqwest::Url,
+) -> Result<Option<reqwest::Url>, ToolError> {
+    if !is_redirect(resp.status()) {
+        return Ok(None);
+    }
+    let Some(location) = resp
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .and_then(|l| l.to_str().ok())
+    else {
+        return Ok(None);
+    };
+    match url.join(location.trim()) {
+        Ok(n) => Ok(Some(n)),
+        Err(e) => Err(ToolError::new(
+            ErrorKind::Dependency,
+            format!("{url} redirected to an invalid location {location:?}: {e}"),
+        )),
+    }
+}
+
+impl WebFetch {
+    /// Request `requested` and follow its redirects, each hop a request of its own: the final
+    /// response, its URL and the number of redirects followed.
+    async fn follow(
+        &self,
+        client: &EgressClient,
+        requested: &reqwest::Url,
+        ctx: &ToolContext,
+    ) -> Result<(reqwest::Response, reqwest::Url, usize), ToolError> {
         let mut url = requested.clone();
         let mut redirects = 0usize;
         // Whether private data entered the session before this call (what the owner approved).
         let tainted = ctx.taint.source().is_some();
-        let mut resp = loop {
-            // The guard judges every hop; a host of `allow_private` marks the turn (what it
-            // returns is private data for the calls after this one).
-            let resp = match client
-                .get(url.as_str())
-                .header(
-                    reqwest::header::ACCEPT,
-                    "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.8",
-                )
-                .for_turn(&ctx.taint)
-                .send()
-                .await
-            {
-                Ok(r) => r,
-                Err(EgressError::Refused(refusal)) => {
-                    let mut msg = refusal.0;
-                    if redirects > 0 {
-                        msg = format!("{requested} redirected to {url}; {msg}");
-                    }
-                    return Err(ToolError::new(ErrorKind::Denied, msg).with_metadata(json!({
-                        "url": requested.as_str(), "refused_url": url.as_str(), "redirects": redirects
-                    })));
-                }
-                Err(e) => {
-                    let mut r = request_error(&url, &e, self.decl.timeout);
-                    if redirects > 0 {
-                        r.message = format!("{requested} redirected to {url}: {}", r.message);
-                    }
-                    return Err(r);
-                }
-            };
-            if !is_redirect(resp.status()) {
-                break resp;
-            }
-            let Some(location) = resp
-                .headers()
-                .get(reqwest::header::LOCATION)
-                .and_then(|l| l.to_str().ok())
-            else {
-                break resp;
-            };
-            let next = match url.join(location.trim()) {
-                Ok(n) => n,
-                Err(e) => {
-                    return Err(ToolError::new(
-                        ErrorKind::Dependency,
-                        format!("{url} redirected to an invalid location {location:?}: {e}"),
-                    ))
-                }
+        loop {
+            let resp = self.hop(client, requested, &url, redirects, ctx).await?;
+            let Some(next) = redirect_target(&resp, &url)? else {
+                return Ok((resp, url, redirects));
             };
             // After private data entered the turn, the owner approved this host, not wherever it
             // redirects: a redirect to another origin goes back to the model (its fetch asks).
@@ -587,64 +706,56 @@ impl Tool for WebFetch {
                 ));
             }
             url = next;
-        };
+        }
+    }
 
-        let status = resp.status();
-        let content_type = resp
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string();
-        let mime = content_type
-            .split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_string();
-        let meta = |extra: Value| {
-            let mut m = json!({
-                "url": requested.as_str(),
-                "final_url": url.as_str(),
-                "status": status.as_u16(),
-                "content_type": content_type,
-                "redirects": redirects,
-            });
-            if let (Some(m), Value::Object(e)) = (m.as_object_mut(), extra) {
-                m.extend(e);
+    /// One request of a fetch (`url`, reached from `requested` after `redirects` redirects).
+    async fn hop(
+        &self,
+        client: &EgressClient,
+        requested: &reqwest::Url,
+        url: &reqwest::Url,
+        redirects: usize,
+        ctx: &ToolContext,
+    ) -> Result<reqwest::Response, ToolError> {
+        // The guard judges every hop; a host of `allow_private` marks the turn (what it
+        // returns is private data for the calls after this one).
+        match client
+            .get(url.as_str())
+            .header(
+                reqwest::header::ACCEPT,
+                "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.8",
+            )
+            .for_turn(&ctx.taint)
+            .send()
+            .await
+        {
+            Ok(r) => Ok(r),
+            Err(EgressError::Refused(refusal)) => {
+                let mut msg = refusal.0;
+                if redirects > 0 {
+                    msg = format!("{requested} redirected to {url}; {msg}");
+                }
+                Err(ToolError::new(ErrorKind::Denied, msg).with_metadata(json!({
+                    "url": requested.as_str(), "refused_url": url.as_str(), "redirects": redirects
+                })))
             }
-            m
-        };
-        if !status.is_success() {
-            return Err(ToolError::new(
-                ErrorKind::Dependency,
-                format!(
-                    "{url} answered HTTP {} {}",
-                    status.as_u16(),
-                    status.canonical_reason().unwrap_or("")
-                )
-                .trim_end()
-                .to_string(),
-            )
-            .with_metadata(meta(json!({}))));
+            Err(e) => {
+                let mut r = request_error(url, &e, self.decl.timeout);
+                if redirects > 0 {
+                    r.message = format!("{requested} redirected to {url}: {}", r.message);
+                }
+                Err(r)
+            }
         }
-        let mut kind = kind_of(&mime);
-        let declared_len = resp.content_length();
-        if kind == Kind::Binary {
-            let size = declared_len
-                .map(|n| format!(", {n} bytes"))
-                .unwrap_or_default();
-            return Err(ToolError::new(
-                ErrorKind::Validation,
-                format!(
-                    "{url} is binary content ({mime}{size}); web_fetch returns text only \
-                     (HTML pages and text files)"
-                ),
-            )
-            .with_metadata(meta(json!({}))));
-        }
+    }
 
-        // Download, capped.
+    /// The body, downloaded up to the cap: the bytes and whether it was cut.
+    async fn download(
+        &self,
+        resp: &mut reqwest::Response,
+        url: &reqwest::Url,
+    ) -> Result<(Vec<u8>, bool), ToolError> {
         let mut body: Vec<u8> = Vec::new();
         let mut truncated = false;
         loop {
@@ -659,44 +770,24 @@ impl Tool for WebFetch {
                     body.extend_from_slice(&chunk);
                 }
                 Ok(None) => break,
-                Err(e) => Err(request_error(
-                    &url,
-                    &EgressError::Http(e),
-                    self.decl.timeout,
-                ))?,
+                Err(e) => Err(request_error(url, &EgressError::Http(e), self.decl.timeout))?,
             }
         }
+        Ok((body, truncated))
+    }
 
-        if kind == Kind::Sniff {
-            kind = if !looks_like_text(&body) {
-                Kind::Binary
-            } else if looks_like_html(&body) {
-                Kind::Html
-            } else {
-                Kind::Text
-            };
-        }
-        if kind == Kind::Binary || (kind == Kind::Text && !looks_like_text(&body)) {
-            let shown = if mime.is_empty() {
-                "no content type"
-            } else {
-                mime.as_str()
-            };
-            return Err(ToolError::new(
-                ErrorKind::Validation,
-                format!(
-                    "{url} is binary content ({shown}, {} bytes{}); web_fetch returns text only \
-                     (HTML pages and text files)",
-                    declared_len.unwrap_or(body.len() as u64),
-                    if truncated { " or more" } else { "" }
-                ),
-            )
-            .with_metadata(meta(json!({}))));
-        }
-
-        let html = kind == Kind::Html;
-        let header_charset = charset_param(&content_type);
-        let (text, encoding) = decode(&body, header_charset.as_deref(), html, truncated);
+    /// The text of a downloaded body: decoded; for HTML, its readable part as Markdown under
+    /// its title and source.
+    async fn page(
+        &self,
+        landing: &Landing,
+        body: &[u8],
+        truncated: bool,
+        html: bool,
+    ) -> Result<ToolOutput, ToolError> {
+        let url = &landing.url;
+        let header_charset = charset_param(&landing.content_type);
+        let (text, encoding) = decode(body, header_charset.as_deref(), html, truncated);
         let cut_note = if truncated {
             format!(
                 "\n\n[the download stopped at {} bytes; the rest of the page is not included]",
@@ -711,7 +802,9 @@ impl Tool for WebFetch {
             "charset": encoding.name(),
         });
         if !html {
-            return Ok(ToolOutput::new(format!("{text}{cut_note}")).with_metadata(meta(extra)));
+            return Ok(
+                ToolOutput::new(format!("{text}{cut_note}")).with_metadata(landing.meta(extra))
+            );
         }
         let page_url = url.to_string();
         let parsed = tokio::task::spawn_blocking(move || readable(&text, &page_url)).await;
@@ -735,7 +828,7 @@ impl Tool for WebFetch {
             out.push_str(&content);
         }
         out.push_str(&cut_note);
-        let mut m = meta(extra);
+        let mut m = landing.meta(extra);
         if let Some(o) = m.as_object_mut() {
             o.insert("title".into(), json!(title));
         }

@@ -1,5 +1,6 @@
-//! File commands: `rm`, `mv`/`rename` of top-level directories, `chmod` modes, and `find` with
-//! the commands its `-exec`/`-ok` actions run.
+//! File commands: `rm`, `mv`/`rename` of top-level directories, `chmod` modes, `chown`, `dd`,
+//! the writers `tee`/`truncate`/`touch`, and `find` with the commands its `-exec`/`-ok` actions
+//! run.
 
 use super::super::{Ctx, Input, Walker};
 use crate::paths::{dangerous_write_target, is_top_level_dir};
@@ -161,6 +162,41 @@ pub(crate) fn dangerous_mode(t: &str) -> Option<String> {
 }
 
 impl<'a> Walker<'a> {
+    /// `dd`: writing with `of=` (or a non-literal argument that may be one) always asks.
+    pub(crate) fn dd_command(&mut self, args: &[Arg]) {
+        if args
+            .iter()
+            .any(|a| a.text().starts_with("of=") || a.is_dynamic())
+        {
+            self.note(ShellClass::Always, "dd with of=");
+        } else {
+            self.note(ShellClass::Ask, "runs dd");
+        }
+    }
+
+    /// `chown`/`chgrp`: recursively always asks.
+    pub(crate) fn chown_command(&mut self, name: &str, args: &[Arg]) {
+        if args.iter().any(|a| {
+            let t = a.text();
+            long_option_is(&t, "--recursive") || short_cluster(&t).is_some_and(|c| c.contains('R'))
+        }) {
+            self.note(ShellClass::Always, format!("{name} -R"));
+        } else {
+            self.note(ShellClass::Ask, format!("runs {name}"));
+        }
+    }
+
+    /// `tee`, `truncate`, `touch`: each operand is a file written.
+    pub(crate) fn touch_command(&mut self, name: &str, args: &[Arg]) {
+        for a in args {
+            let t = a.text();
+            if !t.starts_with('-') || a.is_dynamic() {
+                self.write_target(a);
+            }
+        }
+        self.note(ShellClass::Ask, format!("runs {name}"));
+    }
+
     pub(crate) fn rm_command(&mut self, args: &[Arg]) {
         let mut dangerous = false;
         for a in args {

@@ -14,9 +14,7 @@ mod wrappers;
 
 use super::{Ctx, Input, Stdin, Walker, BENIGN_VARIABLES};
 use crate::parse::MAX_DEPTH;
-use crate::words::{
-    basename, getopt_operands, long_option_is, option_is, short_cluster, shorten, texts, Arg,
-};
+use crate::words::{basename, getopt_operands, option_is, short_cluster, shorten, texts, Arg};
 use crate::ShellClass;
 use files::rename_sources;
 use interpreters::{interpreter_family, SHELLS};
@@ -136,13 +134,18 @@ impl<'a> Walker<'a> {
                 self.check_secret_path(arg);
             }
         }
+        self.dispatch(&name, argv, input, ctx, depth);
+    }
+
+    /// Classifies a command by its name (`name`, the basename of `argv[0]`), family by family.
+    fn dispatch(&mut self, name: &str, argv: &[Arg], input: &Input, ctx: Ctx, depth: usize) {
         let args = &argv[1..];
-        match name.as_str() {
+        match name {
             // Wrappers that run their arguments as a command.
             "sudo" | "doas" | "pkexec" | "su" | "runuser" | "env" | "command" | "builtin"
             | "busybox" | "exec" | "nice" | "nohup" | "timeout" | "stdbuf" | "time" | "xargs"
             | "parallel" | "watch" | "flock" | "ionice" | "chrt" | "setsid" | "unbuffer" => {
-                self.wrapper_command(&name, argv, input, ctx, depth)
+                self.wrapper_command(name, argv, input, ctx, depth)
             }
 
             // Shells and interpreters.
@@ -150,27 +153,12 @@ impl<'a> Walker<'a> {
             n if interpreter_family(n).is_some() => self.interpreter_command(argv, input, ctx),
             "awk" | "gawk" | "mawk" | "nawk" | "busybox-awk" => self.awk_command(argv),
             "sed" | "gsed" => self.sed_command(argv),
-            "eval" => {
-                self.note(ShellClass::Always, "eval");
-                let code: Vec<String> = args.iter().map(Arg::text).collect();
-                let mut inner = self.sub_walker();
-                inner.walk_script(&code.join(" "), depth + 1, input.as_stdin());
-                self.absorb(inner, |r| !r.starts_with("cannot parse"));
-            }
+            "eval" => self.eval_command(args, input, depth),
             "source" | "." => self.source_command(args),
 
             // Destructive commands.
             "rm" => self.rm_command(args),
-            "dd" => {
-                if args
-                    .iter()
-                    .any(|a| a.text().starts_with("of=") || a.is_dynamic())
-                {
-                    self.note(ShellClass::Always, "dd with of=");
-                } else {
-                    self.note(ShellClass::Ask, "runs dd");
-                }
-            }
+            "dd" => self.dd_command(args),
             n if n.starts_with("mkfs")
                 || matches!(
                     n,
@@ -193,33 +181,15 @@ impl<'a> Walker<'a> {
                 );
             }
             "chmod" => self.chmod_command(args),
-            "chown" | "chgrp" => {
-                if args.iter().any(|a| {
-                    let t = a.text();
-                    long_option_is(&t, "--recursive")
-                        || short_cluster(&t).is_some_and(|c| c.contains('R'))
-                }) {
-                    self.note(ShellClass::Always, format!("{name} -R"));
-                } else {
-                    self.note(ShellClass::Ask, format!("runs {name}"));
-                }
-            }
+            "chown" | "chgrp" => self.chown_command(name, args),
             "find" => self.find_command(argv, input, ctx, depth),
             "git" => self.git_command(argv),
-            "tee" | "truncate" | "touch" => {
-                for a in args {
-                    let t = a.text();
-                    if !t.starts_with('-') || a.is_dynamic() {
-                        self.write_target(a);
-                    }
-                }
-                self.note(ShellClass::Ask, format!("runs {name}"));
-            }
-            "cp" | "mv" | "install" | "ln" => self.copy_command(&name, args),
+            "tee" | "truncate" | "touch" => self.touch_command(name, args),
+            "cp" | "mv" | "install" | "ln" => self.copy_command(name, args),
             "rename" => {
                 self.moved_sources(&rename_sources(args));
                 self.note(ShellClass::Ask, "runs rename");
-                self.embedded_commands(&name, argv, ctx, depth);
+                self.embedded_commands(name, argv, ctx, depth);
             }
 
             // Environment dumps and shell state.
@@ -228,66 +198,84 @@ impl<'a> Walker<'a> {
                 "prints environment variables (printenv)",
             ),
             "export" | "declare" | "typeset" | "local" | "readonly" => {
-                self.declaration_command(&name, args, depth)
+                self.declaration_command(name, args, depth)
             }
-            "set" => {
-                let texts = texts(args);
-                if texts.is_empty() {
-                    self.note(ShellClass::Always, "environment dump (set)");
-                }
-                // `set -a` exports every variable assigned after it.
-                let allexport = texts.iter().any(|t| {
-                    short_cluster(t).is_some_and(|c| c.contains('a'))
-                        || t == "allexport"
-                        || t.starts_with("-o") && t.contains("allexport")
-                });
-                if allexport {
-                    self.note(
-                        ShellClass::Ask,
-                        "set -a passes every variable to the programs it runs",
-                    );
-                }
-            }
-            "alias" => {
-                for a in args {
-                    let t = a.text();
-                    if let Some((_, value)) = t.split_once('=') {
-                        if a.is_static() {
-                            self.walk_script(value, depth + 1, Stdin::Inherited);
-                        } else {
-                            self.note(ShellClass::Always, "alias with a non-literal value");
-                        }
-                    }
-                }
-            }
-            "trap" => {
-                let texts = texts(args);
-                if let Some(first) = args.first() {
-                    let t = &texts[0];
-                    if !matches!(t.as_str(), "-l" | "-p" | "--" | "-")
-                        && !t.chars().all(|c| c.is_ascii_digit())
-                    {
-                        self.code_string(first, Stdin::Inherited, depth);
-                    }
-                }
-            }
+            "set" => self.set_command(args),
+            "alias" => self.alias_command(args, depth),
+            "trap" => self.trap_command(args, depth),
 
             // System administration.
             "crontab" | "kill" | "shutdown" | "reboot" | "halt" | "poweroff" | "init"
             | "telinit" | "systemctl" | "iptables" | "ip6tables" | "iptables-legacy"
             | "iptables-nft" | "nft" | "userdel" | "deluser" | "passwd" | "chpasswd"
             | "usermod" | "groupdel" | "delgroup" | "ps" | "tar" | "bsdtar" | "gtar" => {
-                self.system_command(&name, args)
+                self.system_command(name, args)
             }
             "ssh" => self.ssh_command(argv, depth),
             "rsync" => self.rsync_command(args),
             "less" | "more" | "most" | "vi" | "vim" | "nvim" | "view" | "ex" | "vimdiff" => {
-                self.pager_or_editor_command(&name, args)
+                self.pager_or_editor_command(name, args)
             }
             n if SAFE_COMMANDS.contains(&n) => self.safe_command(n, argv, depth),
             _ => {
-                self.note(ShellClass::Ask, format!("runs {}", shorten(&name)));
-                self.embedded_commands(&name, argv, ctx, depth);
+                self.note(ShellClass::Ask, format!("runs {}", shorten(name)));
+                self.embedded_commands(name, argv, ctx, depth);
+            }
+        }
+    }
+
+    /// `eval`: always asks; the code it runs is walked too, for the reasons.
+    fn eval_command(&mut self, args: &[Arg], input: &Input, depth: usize) {
+        self.note(ShellClass::Always, "eval");
+        let code: Vec<String> = args.iter().map(Arg::text).collect();
+        let mut inner = self.sub_walker();
+        inner.walk_script(&code.join(" "), depth + 1, input.as_stdin());
+        self.absorb(inner, |r| !r.starts_with("cannot parse"));
+    }
+
+    /// `set`: with no arguments an environment dump; `set -a` exports what follows.
+    fn set_command(&mut self, args: &[Arg]) {
+        let texts = texts(args);
+        if texts.is_empty() {
+            self.note(ShellClass::Always, "environment dump (set)");
+        }
+        // `set -a` exports every variable assigned after it.
+        let allexport = texts.iter().any(|t| {
+            short_cluster(t).is_some_and(|c| c.contains('a'))
+                || t == "allexport"
+                || t.starts_with("-o") && t.contains("allexport")
+        });
+        if allexport {
+            self.note(
+                ShellClass::Ask,
+                "set -a passes every variable to the programs it runs",
+            );
+        }
+    }
+
+    /// `alias name=value`: the value is code, walked as such.
+    fn alias_command(&mut self, args: &[Arg], depth: usize) {
+        for a in args {
+            let t = a.text();
+            if let Some((_, value)) = t.split_once('=') {
+                if a.is_static() {
+                    self.walk_script(value, depth + 1, Stdin::Inherited);
+                } else {
+                    self.note(ShellClass::Always, "alias with a non-literal value");
+                }
+            }
+        }
+    }
+
+    /// `trap CODE SIGNAL…`: the code is walked (not when listing or resetting).
+    fn trap_command(&mut self, args: &[Arg], depth: usize) {
+        let texts = texts(args);
+        if let Some(first) = args.first() {
+            let t = &texts[0];
+            if !matches!(t.as_str(), "-l" | "-p" | "--" | "-")
+                && !t.chars().all(|c| c.is_ascii_digit())
+            {
+                self.code_string(first, Stdin::Inherited, depth);
             }
         }
     }

@@ -244,6 +244,47 @@ pub(crate) fn has_replacement(word: &str, custom: Option<&str>) -> bool {
         .is_some_and(|open| word[open..].contains('}'))
 }
 
+/// Wrappers that run the command after their own options, as `(name, short options that take a
+/// value, long options that take the next word, operands before the command)`: `timeout
+/// DURATION COMMAND` and `chrt PRIORITY COMMAND` have one.
+const OPTION_WRAPPERS: &[(&str, &str, &[&str], usize)] = &[
+    (
+        "sudo",
+        "ugCDhprtTU",
+        &[
+            "--user",
+            "--group",
+            "--close-from",
+            "--chdir",
+            "--host",
+            "--prompt",
+            "--role",
+            "--type",
+            "--command-timeout",
+            "--other-user",
+        ],
+        0,
+    ),
+    ("doas", "uC", &[], 0),
+    ("pkexec", "", &["--user"], 0),
+    ("command", "", &[], 0),
+    ("exec", "a", &[], 0),
+    ("nice", "n", &["--adjustment"], 0),
+    ("nohup", "", &[], 0),
+    ("timeout", "sk", &["--signal", "--kill-after"], 1),
+    ("stdbuf", "ioe", &["--input", "--output", "--error"], 0),
+    ("time", "fo", &["--format", "--output"], 0),
+    ("ionice", "cn", &["--class", "--classdata"], 0),
+    (
+        "chrt",
+        "TPD",
+        &["--sched-runtime", "--sched-period", "--sched-deadline"],
+        1,
+    ),
+    ("setsid", "", &[], 0),
+    ("unbuffer", "", &[], 0),
+];
+
 /// Skips options before a wrapped command. `short_with_arg` lists short options that take a
 /// value (`-n 5` or `-n5`); `long_with_arg` lists long options that take the next argument
 /// (`--signal KILL`; `--signal=KILL` needs no listing). Returns the index of the command.
@@ -575,152 +616,106 @@ impl Walker<'_> {
         depth: usize,
     ) {
         let args = &argv[1..];
+        // Those that read their arguments their own way.
         match name {
-            "sudo" | "doas" | "pkexec" => {
-                self.note(
-                    ShellClass::Always,
-                    format!("runs with elevated privileges ({name})"),
-                );
-                let (short, long): (&str, &[&str]) = match name {
-                    "sudo" => (
-                        "ugCDhprtTU",
-                        &[
-                            "--user",
-                            "--group",
-                            "--close-from",
-                            "--chdir",
-                            "--host",
-                            "--prompt",
-                            "--role",
-                            "--type",
-                            "--command-timeout",
-                            "--other-user",
-                        ],
-                    ),
-                    "doas" => ("uC", &[]),
-                    _ => ("", &["--user"]),
-                };
-                let i = skip_options(argv, 1, short, long);
-                self.wrapped(argv, i, input, ctx, depth);
-            }
-            "su" | "runuser" => {
-                self.note(
-                    ShellClass::Always,
-                    format!("runs with elevated privileges ({name})"),
-                );
-                let mut i = 1;
-                while let Some(a) = argv.get(i) {
-                    let t = a.text();
-                    if t == "-c" || t == "--command" {
-                        if let Some(code) = argv.get(i + 1) {
-                            self.code_string(code, input.as_stdin(), depth);
-                        }
-                        i += 2;
-                    } else if let Some(code) = t.strip_prefix("--command=") {
-                        self.walk_script(code, depth + 1, input.as_stdin());
-                        i += 1;
-                    } else if t == "--" && name == "runuser" {
-                        self.command(argv.get(i + 1..).unwrap_or(&[]), input, ctx, depth + 1);
-                        break;
-                    } else {
-                        i += 1;
-                    }
-                }
-            }
-            "env" => self.env_command(argv, input, ctx, depth),
-            "command" => {
-                let texts = texts(args);
-                if texts
+            "su" | "runuser" => return self.su_command(name, argv, input, ctx, depth),
+            "env" => return self.env_command(argv, input, ctx, depth),
+            "xargs" => return self.xargs_command(argv, input, ctx, depth),
+            "parallel" => return self.parallel_command(argv, input, ctx, depth),
+            "watch" => return self.watch_command(argv, input, ctx, depth),
+            "flock" => return self.flock_command(argv, input, ctx, depth),
+            _ => {}
+        }
+        // The others run what follows their options ([`OPTION_WRAPPERS`]), after what they do
+        // themselves is judged.
+        match name {
+            "sudo" | "doas" | "pkexec" => self.note(
+                ShellClass::Always,
+                format!("runs with elevated privileges ({name})"),
+            ),
+            "nohup" => self.note(ShellClass::Ask, "nohup writes nohup.out"),
+            // `command -v NAME` only says what NAME is.
+            "command"
+                if texts(args)
                     .iter()
                     .take_while(|t| t.starts_with('-'))
-                    .any(|t| t.contains('v') || t.contains('V'))
-                {
-                    return;
-                }
-                let i = skip_options(argv, 1, "", &[]);
-                self.wrapped(argv, i, input, ctx, depth);
+                    .any(|t| t.contains('v') || t.contains('V')) =>
+            {
+                return
             }
-            "builtin" | "busybox" => self.wrapped(argv, 1, input, ctx, depth),
-            "exec" => {
-                let i = skip_options(argv, 1, "a", &[]);
-                self.wrapped(argv, i, input, ctx, depth);
-            }
-            "nice" => {
-                let i = skip_options(argv, 1, "n", &["--adjustment"]);
-                self.wrapped(argv, i, input, ctx, depth);
-            }
-            "nohup" => {
-                self.note(ShellClass::Ask, "nohup writes nohup.out");
-                let i = skip_options(argv, 1, "", &[]);
-                self.wrapped(argv, i, input, ctx, depth);
-            }
-            "timeout" => {
-                let i = skip_options(argv, 1, "sk", &["--signal", "--kill-after"]);
-                self.wrapped(argv, i + 1, input, ctx, depth);
-            }
-            "stdbuf" => {
-                let i = skip_options(argv, 1, "ioe", &["--input", "--output", "--error"]);
-                self.wrapped(argv, i, input, ctx, depth);
-            }
-            "time" => {
-                let texts = texts(argv);
-                for (k, t) in texts.iter().enumerate().skip(1) {
-                    if !t.starts_with('-') || t == "--" {
-                        break;
-                    }
-                    if t == "-o" || t == "--output" {
-                        if let Some(target) = argv.get(k + 1) {
-                            self.write_target(target);
-                        }
-                    } else if let Some(target) = t.strip_prefix("--output=") {
-                        self.write_target(&Arg::literal(target));
-                    }
-                }
-                let i = skip_options(argv, 1, "fo", &["--format", "--output"]);
-                self.wrapped(argv, i, input, ctx, depth);
-            }
-            "xargs" => self.xargs_command(argv, input, ctx, depth),
-            "parallel" => self.parallel_command(argv, input, ctx, depth),
-            "watch" => self.watch_command(argv, input, ctx, depth),
-            "flock" => self.flock_command(argv, input, ctx, depth),
-            "ionice" => {
-                let texts = texts(args);
-                if texts.iter().any(|t| {
+            "time" => self.time_output(argv),
+            "ionice"
+                if texts(args).iter().any(|t| {
                     matches!(
                         t.as_str(),
                         "-p" | "-P" | "-u" | "--pid" | "--pgid" | "--uid"
                     )
-                }) {
-                    self.note(ShellClass::Ask, "ionice changes other processes");
-                    return;
-                }
-                let i = skip_options(argv, 1, "cn", &["--class", "--classdata"]);
-                self.wrapped(argv, i, input, ctx, depth);
+                }) =>
+            {
+                return self.note(ShellClass::Ask, "ionice changes other processes");
             }
-            "chrt" => {
-                let texts = texts(args);
-                if texts
+            "chrt"
+                if texts(args)
                     .iter()
                     .take_while(|t| t.starts_with('-'))
-                    .any(|t| t == "-p" || t == "--pid" || t == "-m" || t == "--max")
-                {
-                    self.note(ShellClass::Ask, "chrt changes scheduling");
-                    return;
+                    .any(|t| t == "-p" || t == "--pid" || t == "-m" || t == "--max") =>
+            {
+                return self.note(ShellClass::Ask, "chrt changes scheduling");
+            }
+            _ => {}
+        }
+        match OPTION_WRAPPERS.iter().find(|(n, ..)| *n == name) {
+            Some((_, short, long, operands)) => {
+                let i = skip_options(argv, 1, short, long);
+                self.wrapped(argv, i + operands, input, ctx, depth);
+            }
+            // `builtin` and `busybox` (and, not reached, a name the dispatch does not send):
+            // what follows is the command.
+            None => self.wrapped(argv, 1, input, ctx, depth),
+        }
+    }
+
+    /// `su` and `runuser`: the code of `-c`/`--command` is walked, and `runuser -- COMMAND`
+    /// judged.
+    fn su_command(&mut self, name: &str, argv: &[Arg], input: &Input, ctx: Ctx, depth: usize) {
+        self.note(
+            ShellClass::Always,
+            format!("runs with elevated privileges ({name})"),
+        );
+        let mut i = 1;
+        while let Some(a) = argv.get(i) {
+            let t = a.text();
+            if t == "-c" || t == "--command" {
+                if let Some(code) = argv.get(i + 1) {
+                    self.code_string(code, input.as_stdin(), depth);
                 }
-                let i = skip_options(
-                    argv,
-                    1,
-                    "TPD",
-                    &["--sched-runtime", "--sched-period", "--sched-deadline"],
-                );
-                self.wrapped(argv, i + 1, input, ctx, depth);
+                i += 2;
+            } else if let Some(code) = t.strip_prefix("--command=") {
+                self.walk_script(code, depth + 1, input.as_stdin());
+                i += 1;
+            } else if t == "--" && name == "runuser" {
+                self.command(argv.get(i + 1..).unwrap_or(&[]), input, ctx, depth + 1);
+                break;
+            } else {
+                i += 1;
             }
-            "setsid" | "unbuffer" => {
-                let i = skip_options(argv, 1, "", &[]);
-                self.wrapped(argv, i, input, ctx, depth);
+        }
+    }
+
+    /// `time -o FILE`: the file its report is written to.
+    fn time_output(&mut self, argv: &[Arg]) {
+        let texts = texts(argv);
+        for (k, t) in texts.iter().enumerate().skip(1) {
+            if !t.starts_with('-') || t == "--" {
+                break;
             }
-            // Not reached (the dispatch sends only the names above); judge what follows.
-            _ => self.wrapped(argv, 1, input, ctx, depth),
+            if t == "-o" || t == "--output" {
+                if let Some(target) = argv.get(k + 1) {
+                    self.write_target(target);
+                }
+            } else if let Some(target) = t.strip_prefix("--output=") {
+                self.write_target(&Arg::literal(target));
+            }
         }
     }
 }

@@ -37,7 +37,9 @@ fn main() {
 fn probe() -> bool {
     let var = |name: &str| env::var(name).unwrap_or_default();
     let (target, host) = (var("TARGET"), var("HOST"));
-    if target != host || var("CARGO_CFG_TARGET_OS") != "linux" || var("CARGO_CFG_TARGET_ENV") != "gnu"
+    if target != host
+        || var("CARGO_CFG_TARGET_OS") != "linux"
+        || var("CARGO_CFG_TARGET_ENV") != "gnu"
     {
         return false;
     }
@@ -47,7 +49,8 @@ fn probe() -> bool {
     let source = out.join("relr_probe.rs");
     let exe = out.join("relr_probe");
     // A pointer in static data, so the probe has a relative relocation to pack.
-    let program = "static S: &str = \"relr\";\nfn main() { std::process::exit(S.len() as i32 - 4) }\n";
+    let program =
+        "static S: &str = \"relr\";\nfn main() { std::process::exit(S.len() as i32 - 4) }\n";
     if std::fs::write(&source, program).is_err() {
         return false;
     }

@@ -63,7 +63,8 @@ unsafe extern "C" fn each(
             continue;
         }
         let start = (info.dlpi_addr as usize + ph.p_vaddr as usize) / page * page;
-        let end = (info.dlpi_addr as usize + (ph.p_vaddr + ph.p_memsz) as usize).div_ceil(page) * page;
+        let end =
+            (info.dlpi_addr as usize + (ph.p_vaddr + ph.p_memsz) as usize).div_ceil(page) * page;
         // SAFETY: the range is this segment's own mapping, never written (no copy-on-write pages
         // to lose): after MADV_DONTNEED its pages are mapped again from the file on access.
         if unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) }

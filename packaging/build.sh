@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the two release artefacts into dist/, with their SHA-256 sums in dist/SHA256SUMS:
 #   ethan_VERSION-1_amd64.deb                     the Debian package (cargo deb; Cargo.toml's
-#                                                 [package.metadata.deb]), glibc, default features
+#                                                 [package.metadata.deb]), glibc, default features;
+#                                                 it needs glibc 2.36 when the build machine's
+#                                                 glibc let build.rs pack the relocations
 #   ethan-VERSION-x86_64-unknown-linux-musl.tar.gz  the static binary (musl, SQLite bundled,
 #                                                 rustls, default features) with the licence, the
 #                                                 README, the example config and the system unit
@@ -79,7 +81,12 @@ if [ "$ci" = 1 ]; then
   timed "deb (the static binary)" \
     cargo deb --locked --no-build --profile "$profile" --target "$musl" --fast --output "$out/"
 else
-  timed "deb (release, glibc)" cargo deb --locked --output "$out/"
+  # A binary with packed relative relocations (build.rs) needs glibc 2.36: the package's variant
+  # `packed-relocs` depends on it (Cargo.toml).
+  timed "glibc (release)" cargo build --locked --release --bin ethan
+  variant=()
+  grep -q GLIBC_ABI_DT_RELR "$target_dir/release/ethan" && variant=(--variant packed-relocs)
+  timed "deb (release, glibc)" cargo deb --locked --no-build "${variant[@]}" --output "$out/"
 fi
 
 bin="$target_dir/$musl/$profile/ethan"

@@ -217,9 +217,19 @@ impl Fakes {
 
     /// `n` messages in one chat ([`OWNER_CHAT`]), one in flight at a time. `Err` says which one got no reply.
     pub async fn sequential(&self, n: usize, timeout: Duration) -> Result<Legs, String> {
+        self.sequential_in(|_| OWNER_CHAT, n, timeout).await
+    }
+
+    /// `n` messages one in flight at a time, the `i`th in the private chat `chat(i)`.
+    pub async fn sequential_in(
+        &self,
+        chat: impl Fn(usize) -> i64,
+        n: usize,
+        timeout: Duration,
+    ) -> Result<Legs, String> {
         let mut tags = Vec::with_capacity(n);
         for i in 0..n {
-            let tag = Self::push(&mut self.tg(), OWNER_CHAT, "hello");
+            let tag = Self::push(&mut self.tg(), chat(i), "hello");
             self.shared.updates.notify_waiters();
             if !self.wait_sent(&[tag], timeout).await {
                 return Err(format!(

@@ -20,7 +20,8 @@
 //! `BENCH_PG_BIN` (the binary of the replica runs, built with `--features postgres`; default:
 //! the one under test), `BENCH_LARK_MESSAGES` (2000) and `BENCH_LARK_CHATS` (`BENCH_CHATS`) for
 //! the Lark path, `BENCH_ANTHROPIC` (1; 0 skips the Anthropic run, for a binary without that
-//! provider), `BENCH_HISTORY` (unset; `model.history_messages` of the daemon under test).
+//! provider), `BENCH_HISTORY` (unset; `model.history_messages` of the daemon under test),
+//! `BENCH_RATIO_TURNS` (300 turns in a long chat and 300 in fresh ones for the CPU ratio of (3)).
 //! Lines starting `FIGURE|` are for the summary of `daemon.sh`.
 
 mod fake;
@@ -95,6 +96,36 @@ fn figure(n: &str, what: &str, value: &str, budget: &str, met: Option<bool>) {
         None => "reported",
     };
     println!("FIGURE|{n}|{what}|{value}|{budget}|{verdict}");
+}
+
+/// Daemon CPU per turn in a chat whose history fills the window (`BENCH_HISTORY`, else the
+/// default 400 messages) and in fresh chats: `n` sequential turns each, all in private chats of
+/// their own (not the owner's, so both see the same tools and prompt). Returns (long, fresh).
+async fn cpu_long_vs_fresh(
+    d: &Daemon,
+    fakes: &fake::Fakes,
+    n: usize,
+    log: &Path,
+) -> (Duration, Duration) {
+    let window = std::env::var("BENCH_HISTORY")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(400);
+    let timeout = Duration::from_secs(10);
+    let long_chat = fake::CHAT_BASE + 2_000_000;
+    // Two stored messages a plain turn (the user's and the answer): fill the window first.
+    let fill = fakes.sequential_in(|_| long_chat, window.div_ceil(2), timeout);
+    or_log(fill.await, "filling the long chat: ", log);
+    let cpu0 = d.cpu();
+    let long = fakes.sequential_in(|_| long_chat, n, timeout);
+    or_log(long.await, "the long chat: ", log);
+    let long = d.cpu().saturating_sub(cpu0);
+    let cpu0 = d.cpu();
+    let fresh = fakes.sequential_in(|i| fake::CHAT_BASE + 3_000_000 + i as i64, n, timeout);
+    or_log(fresh.await, "fresh chats: ", log);
+    let fresh = d.cpu().saturating_sub(cpu0);
+    let turns = n.max(1) as u32;
+    (long / turns, fresh / turns)
 }
 
 /// `ethan run` with `provider: anthropic` against the same fakes on a fresh home: the size in
@@ -324,6 +355,19 @@ async fn main() {
     let (rss_after_seq, _, _) = d.rss_kib();
     let seq_cpu = d.cpu().saturating_sub(seq_cpu0);
 
+    // CPU per turn: a long chat against fresh ones.
+    let ratio_turns = knob("BENCH_RATIO_TURNS", 300);
+    eprintln!(
+        "[bench] CPU per turn: {ratio_turns} turns in a chat with a full window, \
+         {ratio_turns} in fresh chats"
+    );
+    let (long_cpu, fresh_cpu) = cpu_long_vs_fresh(&d, &fakes, ratio_turns, &log).await;
+    eprintln!(
+        "[bench] CPU per turn: {:.3} ms in the long chat, {:.3} ms in fresh chats",
+        long_cpu.as_secs_f64() * 1e3,
+        fresh_cpu.as_secs_f64() * 1e3
+    );
+
     // (8) streaming: the rest of the answer comes 50 ms after its first chunk, so the first
     // draft can only be the daemon's reaction to that chunk.
     eprintln!("[bench] streaming: {streamed} sequential messages, 50 ms between the chunks");
@@ -538,6 +582,19 @@ async fn main() {
         ),
         "",
         None,
+    );
+    let long_ms = long_cpu.as_secs_f64() * 1e3;
+    let fresh_ms = fresh_cpu.as_secs_f64() * 1e3;
+    let ratio = long_ms / fresh_ms.max(1e-9);
+    figure(
+        "3",
+        &format!(
+            "daemon CPU per turn, a chat with a full history window (400 messages by default) \
+             vs fresh chats, {ratio_turns} sequential turns each"
+        ),
+        &format!("{long_ms:.3} ms vs {fresh_ms:.3} ms: {ratio:.2}x"),
+        "<= 1.2x",
+        Some(fresh_ms > 0.0 && ratio <= 1.2),
     );
     figure(
         "4",

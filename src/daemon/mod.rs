@@ -5,6 +5,7 @@
 
 pub mod access;
 pub mod commands;
+pub mod exe_pages;
 pub mod fence;
 pub mod group_view;
 pub mod open_store;
@@ -64,6 +65,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
     running::record_start(&loaded.home, gateway_addr).await;
     tracing::info!("ethan is running (store {})", open_store::describe(&loaded));
     notify_systemd("READY=1");
+    exe_pages::release_after_start();
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("installing the SIGTERM handler")?;

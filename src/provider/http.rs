@@ -233,9 +233,13 @@ impl Retries {
 }
 
 /// Records the model latency metric (`ok` / `error`) of a call that started at `started`.
-pub(crate) fn observe<T>(started: std::time::Instant, result: &Result<T, ProviderError>) {
+pub(crate) fn observe<T>(
+    metrics: &crate::metrics::Metrics,
+    started: std::time::Instant,
+    result: &Result<T, ProviderError>,
+) {
     let outcome = if result.is_ok() { "ok" } else { "error" };
-    crate::metrics::METRICS
+    metrics
         .model_latency
         .with_label_values(&[outcome])
         .observe(started.elapsed().as_secs_f64());

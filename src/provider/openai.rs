@@ -41,6 +41,8 @@ pub struct OpenAiClient {
     /// Retries after the first attempt for transient failures ([`MAX_RETRIES`] unless
     /// [`Self::with_max_retries`] says otherwise).
     max_retries: u32,
+    /// Where requests are timed (`ethan_model_request_seconds`).
+    metrics: Arc<crate::metrics::Metrics>,
     /// The server refused `stream`: streamed calls are made as whole ones.
     stream_refused: Arc<AtomicBool>,
     /// The server refused `stream_options`: streamed calls are made without it.
@@ -109,6 +111,7 @@ impl OpenAiClient {
             idle_timeout_secs: cfg.idle_timeout_secs.max(1),
             backoff: Duration::from_millis(500),
             max_retries: MAX_RETRIES,
+            metrics: Default::default(),
             stream_refused: Arc::new(AtomicBool::new(false)),
             stream_options_refused: Arc::new(AtomicBool::new(false)),
             cache_key: super::cache_key::sends_key(cfg.prompt_cache_key, &ep.base_url),
@@ -122,6 +125,12 @@ impl OpenAiClient {
     /// The same client, retrying a transient failure at most `n` times (0: one attempt).
     pub fn with_max_retries(mut self, n: u32) -> Self {
         self.max_retries = n;
+        self
+    }
+
+    /// Time requests in `metrics` (the daemon's registry) instead of a registry of its own.
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = metrics;
         self
     }
 
@@ -182,7 +191,7 @@ impl OpenAiClient {
         let body = self.body(messages, tools);
         let started = std::time::Instant::now();
         let result = self.complete_body(&body).await;
-        observe(started, &result);
+        observe(&self.metrics, started, &result);
         result
     }
 
@@ -250,7 +259,7 @@ impl OpenAiClient {
         let base = self.body(messages, tools);
         let started = std::time::Instant::now();
         let result = self.stream_body(&base, deltas).await;
-        observe(started, &result);
+        observe(&self.metrics, started, &result);
         result
     }
 

@@ -23,6 +23,7 @@ use super::{Completion, ModelProvider, ProviderError, MAX_RETRIES};
 use crate::config::{ModelConfig, ModelEndpoint, Secret};
 use ethan_core::event::{EventSink, TurnEvent};
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::Duration;
 use stream::{Event, EventAssembler};
 
@@ -54,6 +55,8 @@ pub struct AnthropicClient {
     /// Retries after the first attempt for transient failures ([`MAX_RETRIES`] unless
     /// [`Self::with_max_retries`] says otherwise).
     max_retries: u32,
+    /// Where requests are timed (`ethan_model_request_seconds`).
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl AnthropicClient {
@@ -91,12 +94,19 @@ impl AnthropicClient {
             idle_timeout_secs: cfg.idle_timeout_secs.max(1),
             backoff: Duration::from_millis(500),
             max_retries: MAX_RETRIES,
+            metrics: Default::default(),
         })
     }
 
     /// The same client, retrying a transient failure at most `n` times (0: one attempt).
     pub fn with_max_retries(mut self, n: u32) -> Self {
         self.max_retries = n;
+        self
+    }
+
+    /// Time requests in `metrics` (the daemon's registry) instead of a registry of its own.
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = metrics;
         self
     }
 
@@ -169,7 +179,7 @@ impl AnthropicClient {
         let body = wire::request_body(&self.model, self.max_tokens, messages, tools, false);
         let started = std::time::Instant::now();
         let result = self.complete_body(&body).await;
-        observe(started, &result);
+        observe(&self.metrics, started, &result);
         result
     }
 
@@ -238,7 +248,7 @@ impl AnthropicClient {
         let body = wire::request_body(&self.model, self.max_tokens, messages, tools, true);
         let started = std::time::Instant::now();
         let result = self.stream_body(&body, deltas).await;
-        observe(started, &result);
+        observe(&self.metrics, started, &result);
         result
     }
 

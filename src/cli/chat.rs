@@ -44,26 +44,17 @@ pub async fn run(
     };
     use crate::daemon::wiring;
     let sandbox = wiring::services(&loaded, &stores, false);
-    let common = wiring::Common::default();
     let consent = wiring::consent(
         &loaded,
         &store,
         Default::default(),
         Some(input.clone()),
         None,
-        &common.metrics,
     );
-    let agent = wiring::agent(
-        loaded.clone(),
-        &stores,
-        Some(consent.clone()),
-        sandbox,
-        &common,
-    )?;
+    let agent = wiring::agent(loaded.clone(), &stores, Some(consent.clone()), sandbox)?;
     // MCP servers: a one-shot message waits for their first start (each at most its
     // timeout_secs); a session gets their tools as they come.
-    let slot = agent.executor.registry_slot();
-    let mcp = crate::mcp::McpManager::within(&loaded, slot, &common.egress);
+    let mcp = crate::mcp::McpManager::new(&loaded, agent.executor.registry_slot());
     mcp.start();
     if message.is_some() {
         let limit = loaded

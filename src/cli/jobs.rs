@@ -99,22 +99,8 @@ pub async fn run(loaded: Arc<Loaded>, cmd: JobsCommand) -> anyhow::Result<ExitCo
             let channels = delivery::send_channels(&loaded)?;
             let sandbox = wiring::services(&loaded, &stores, false);
             let private_tmp = sandbox.private_tmp.clone();
-            let common = wiring::Common::default();
-            let consent = wiring::consent(
-                &loaded,
-                &store,
-                channels.clone(),
-                None,
-                None,
-                &common.metrics,
-            );
-            let agent = wiring::agent(
-                loaded.clone(),
-                &stores,
-                Some(consent.clone()),
-                sandbox,
-                &common,
-            )?;
+            let consent = wiring::consent(&loaded, &store, channels.clone(), None, None);
+            let agent = wiring::agent(loaded.clone(), &stores, Some(consent.clone()), sandbox)?;
             let (scheduler, exec) = crate::scheduler::build(&loaded, &store, agent, channels);
             let claim = scheduler.claim_now(&id).await?;
             eprintln!(

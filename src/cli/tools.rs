@@ -21,13 +21,7 @@ pub async fn list(
         Some(other) => anyhow::bail!("unknown channel {other:?} (terminal, telegram, lark, web)"),
     };
     let stores = crate::store::OpenStore::sqlite(Store::open_in_memory()?);
-    let agent = wiring::agent(
-        loaded.clone(),
-        &stores,
-        None,
-        Default::default(),
-        &Default::default(),
-    )?;
+    let agent = wiring::agent(loaded.clone(), &stores, None, Default::default())?;
     let mcp = crate::mcp::McpManager::new(loaded, agent.executor.registry_slot());
     mcp.start();
     let limit = loaded

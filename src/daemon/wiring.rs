@@ -166,9 +166,21 @@ pub fn services(loaded: &Loaded, stores: &OpenStore, daemon: bool) -> Arc<Sandbo
 }
 
 /// The consent service, asking through `channels` (and `terminal`: stdin for `ethan chat`),
-/// sharing approvals and grants through `shared` when replicas share the store, counting its
-/// decisions in `metrics`.
+/// sharing approvals and grants through `shared` when replicas share the store; for a command
+/// that builds parts without the daemon: its decisions are counted in a registry of its own.
 pub fn consent(
+    loaded: &Loaded,
+    store: &DaemonStoreRef,
+    channels: HashMap<ChannelKind, Arc<dyn Channel>>,
+    terminal: Option<TerminalInput>,
+    shared: Option<ethan_core::store::StorageRef>,
+) -> Arc<Consent> {
+    let metrics = Default::default();
+    consent_in(loaded, store, channels, terminal, shared, &metrics)
+}
+
+/// [`consent`], its decisions counted in `metrics`.
+pub fn consent_in(
     loaded: &Loaded,
     store: &DaemonStoreRef,
     channels: HashMap<ChannelKind, Arc<dyn Channel>>,
@@ -227,9 +239,19 @@ pub fn tools(
 }
 
 /// The agent shared by `run`, `chat` and `jobs run`: the model chain, the tools ([`tools`]),
-/// the sub-agents; `sandbox` (from [`services`]) is lent to every call; what it counts and its
-/// egress guards share are `common`'s.
+/// the sub-agents; `sandbox` (from [`services`]) is lent to every call. For a command that
+/// builds parts without the daemon: a [`Common`] of its own.
 pub fn agent(
+    loaded: Arc<Loaded>,
+    stores: &OpenStore,
+    consent: Option<Arc<Consent>>,
+    sandbox: Arc<SandboxSettings>,
+) -> anyhow::Result<Arc<Agent>> {
+    agent_in(loaded, stores, consent, sandbox, &Common::default())
+}
+
+/// [`agent`], counting into and building its egress guards from `common`.
+pub fn agent_in(
     loaded: Arc<Loaded>,
     stores: &OpenStore,
     consent: Option<Arc<Consent>>,
@@ -381,7 +403,7 @@ pub async fn daemon(
         2 * MAX_CONCURRENT_TURNS,
     );
     let shared = replica.as_ref().map(|_| store.shared());
-    let consent = consent(
+    let consent = consent_in(
         &loaded,
         &store,
         channels.all.clone(),
@@ -394,7 +416,7 @@ pub async fn daemon(
         .filter(|k| channels.all.contains_key(k))
         .collect();
     owner_hint::warn_without_owner(&consent.owners, &loaded, &chats).await;
-    let agent = agent(
+    let agent = agent_in(
         loaded.clone(),
         &stores,
         Some(consent.clone()),

@@ -248,19 +248,18 @@ impl Registry {
         r.register_builtin(Arc::new(crate::tools::file_list::FileList));
         r.register_builtin(Arc::new(crate::tools::find_tools::FindTools));
         r.register_builtin(Arc::new(crate::tools::ui_card::UiCard));
-        r.register_builtin(Arc::new(
-            match config_path {
-                Some(p) => crate::tools::web_search::WebSearch::watching(Arc::new(
-                    crate::config::watch::ConfigWatch::at(p.to_path_buf(), config),
-                )),
-                None => crate::tools::web_search::WebSearch::new(config.tools.web_search.clone()),
-            }
-            .within(egress),
-        ));
-        r.register_builtin(Arc::new(crate::tools::web_fetch::WebFetch::guarded(
+        let search = match config_path {
+            Some(p) => crate::tools::web_search::WebSearch::watching(Arc::new(
+                crate::config::watch::ConfigWatch::at(p.to_path_buf(), config),
+            )),
+            None => crate::tools::web_search::WebSearch::new(config.tools.web_search.clone()),
+        };
+        r.register_builtin(Arc::new(search.within(egress)));
+        let fetch = crate::tools::web_fetch::WebFetch::guarded(
             &config.tools.web_fetch,
             egress.guard_of(config),
-        )));
+        );
+        r.register_builtin(Arc::new(fetch));
         // One headless browser per daemon, shared by the three browser tools.
         #[cfg(feature = "browser")]
         {

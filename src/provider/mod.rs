@@ -18,6 +18,7 @@ pub mod cache_key;
 pub mod chain;
 mod held_text;
 mod http;
+mod http_core;
 pub mod openai;
 pub mod probe;
 pub mod sse;

@@ -283,6 +283,8 @@ pub struct Routing {
     pub router: Arc<router::Router>,
     pub sink: Arc<dyn InboundSink>,
     pub state: Arc<dyn StateStore>,
+    /// The registry the router counts in, which the gateway serves.
+    pub metrics: Arc<Metrics>,
 }
 
 /// The router over `agent`, leasing sessions through `replica` when replicas share the store.
@@ -320,6 +322,7 @@ pub fn router(
         sink: Arc::new(router::RouterSink(router.clone())),
         state: Arc::new(crate::store::KvState(store.shared())),
         router,
+        metrics: common.metrics.clone(),
     }
 }
 
@@ -331,7 +334,6 @@ pub async fn gateway(
     consent: Arc<Consent>,
     channels: &Channels,
     routing: &Routing,
-    metrics: &Arc<Metrics>,
     shutdown: &tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<Arc<crate::gateway::GatewayState>> {
     let token = crate::gateway::auth::ensure_token(loaded, store)
@@ -368,7 +370,7 @@ pub async fn gateway(
         channels: channels.all.clone(),
         turns: Arc::new(router::RouterTurns(routing.router.clone())),
         page,
-        metrics: metrics.clone(),
+        metrics: routing.metrics.clone(),
     }))
 }
 
@@ -443,7 +445,6 @@ pub async fn daemon(
         consent,
         &channels,
         &routing,
-        &common.metrics,
         shutdown,
     )
     .await?;

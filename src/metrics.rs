@@ -1,5 +1,7 @@
 //! Process metrics in Prometheus form (served by the gateway at `GET /metrics`), kept in one
-//! registry with the `prometheus` crate:
+//! registry with the `prometheus` crate. The registry is a value: the daemon's wiring step
+//! (`crate::daemon::wiring`) builds one and hands it to every part that counts; a part built
+//! without the daemon (a test, a CLI command) counts into a registry of its own.
 //!
 //! | metric | labels |
 //! |---|---|
@@ -15,7 +17,6 @@
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
 };
-use std::sync::LazyLock;
 
 pub struct Metrics {
     registry: Registry,
@@ -40,8 +41,15 @@ fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntC
     c
 }
 
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Metrics {
-    fn new() -> Self {
+    /// A registry of its own, every metric at zero.
+    pub fn new() -> Self {
         let registry = Registry::new();
         let model_latency = HistogramVec::new(
             HistogramOpts::new(
@@ -127,21 +135,19 @@ impl Metrics {
     }
 }
 
-/// The process-wide metrics.
-pub static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn counters_show_in_the_text() {
-        METRICS.tool_calls.with_label_values(&["shell", "ok"]).inc();
-        METRICS
+        let metrics = Metrics::new();
+        metrics.tool_calls.with_label_values(&["shell", "ok"]).inc();
+        metrics
             .model_latency
             .with_label_values(&["ok"])
             .observe(0.2);
-        let text = METRICS.render();
+        let text = metrics.render();
         assert!(
             text.contains("ethan_tool_calls_total{outcome=\"ok\",tool=\"shell\"}"),
             "{text}"

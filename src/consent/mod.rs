@@ -256,6 +256,8 @@ pub struct Consent {
     timeout: Duration,
     /// The store shared with other replicas, when there are any ([`shared`]).
     shared: Option<ethan_core::store::StorageRef>,
+    /// Where decisions are counted (`ethan_consent_requests_total`).
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Consent {
@@ -269,7 +271,15 @@ impl Consent {
             terminal,
             timeout,
             shared: None,
+            metrics: Default::default(),
         }
+    }
+
+    /// This service counting its decisions in `metrics` (the daemon's registry) instead of a
+    /// registry of its own.
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// This service sharing waiting approvals and session grants with other replicas through
@@ -539,10 +549,7 @@ impl Consent {
             Denial::NoProvider => "no_provider",
             Denial::NoDirectChat => "no_direct_chat",
         };
-        crate::metrics::METRICS
-            .consent
-            .with_label_values(&[outcome])
-            .inc();
+        self.metrics.consent.with_label_values(&[outcome]).inc();
         d.result(tool)
     }
 
@@ -698,10 +705,7 @@ impl ConsentGate for Consent {
         let description = match display::for_approval(&description) {
             Ok(d) => d,
             Err(too_long) => {
-                crate::metrics::METRICS
-                    .consent
-                    .with_label_values(&["too_long"])
-                    .inc();
+                self.metrics.consent.with_label_values(&["too_long"]).inc();
                 return Err(too_long.result(&name));
             }
         };
@@ -740,10 +744,7 @@ impl ConsentGate for Consent {
             ApprovalChoice::Deny => "refused",
         };
         if choice != ApprovalChoice::Deny {
-            crate::metrics::METRICS
-                .consent
-                .with_label_values(&[outcome])
-                .inc();
+            self.metrics.consent.with_label_values(&[outcome]).inc();
         }
         match choice {
             ApprovalChoice::Once => {

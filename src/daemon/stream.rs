@@ -90,20 +90,22 @@ impl Presenter {
     /// Start feeding `draft` with the events `shown` admits; the returned sink is the turn's
     /// [`crate::agent::TurnInput::events`].
     pub fn start(draft: Box<dyn Draft>, shown: Shown) -> (Presenter, EventSink) {
-        Self::start_fenced(draft, shown, None)
+        Self::start_fenced(draft, shown, None, Default::default())
     }
 
     /// [`Presenter::start`], each update first asking `fence` (replicas: a turn whose replica
     /// lost the session changes the draft no more — the replica that took the session over
-    /// answers in it); the first refusal ends the updates.
+    /// answers in it); the first refusal ends the updates. Each update's duration is counted
+    /// in `metrics`.
     pub fn start_fenced(
         draft: Box<dyn Draft>,
         shown: Shown,
         fence: Option<Arc<dyn ethan_core::tool::Fence>>,
+        metrics: Arc<crate::metrics::Metrics>,
     ) -> (Presenter, EventSink) {
         let (tx, rx) = mpsc::unbounded_channel();
         let done = CancellationToken::new();
-        let task = tokio::spawn(present(draft, shown, rx, done.clone(), fence));
+        let task = tokio::spawn(present(draft, shown, rx, done.clone(), fence, metrics));
         (
             Presenter {
                 done: done.drop_guard(),
@@ -196,6 +198,7 @@ async fn present(
     mut rx: mpsc::UnboundedReceiver<TurnEvent>,
     done: CancellationToken,
     fence: Option<Arc<dyn ethan_core::tool::Fence>>,
+    metrics: Arc<crate::metrics::Metrics>,
 ) -> (Box<dyn Draft>, DraftView) {
     let interval = draft.interval();
     let mut view = DraftView::default();
@@ -237,7 +240,7 @@ async fn present(
             if let Err(e) = draft.update(&view).await {
                 tracing::warn!("could not update the streamed reply: {e}");
             }
-            crate::metrics::METRICS
+            metrics
                 .draft_update
                 .observe(started.elapsed().as_secs_f64());
             next_at = Instant::now() + interval;

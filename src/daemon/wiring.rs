@@ -10,7 +10,9 @@ use crate::config::{Loaded, TelegramMode};
 use crate::consent::owners::Owners;
 use crate::consent::terminal::TerminalInput;
 use crate::consent::Consent;
+use crate::egress::Egress;
 use crate::gateway::page::hub::Hub;
+use crate::metrics::Metrics;
 use crate::sandbox::settings::SandboxSettings;
 use crate::store::SharedStorage;
 use crate::store::{DaemonStoreRef, OpenStore};
@@ -124,6 +126,25 @@ fn lark(loaded: &Loaded) -> anyhow::Result<Option<Arc<LarkChannel>>> {
     Ok(Some(Arc::new(LarkChannel::new(config)?)))
 }
 
+/// What every part of one daemon shares: the metrics registry (served at `/metrics`) and what
+/// its egress guards share (the browser proxies no guard lets a connection reach, the same
+/// registry). A command that builds parts without the daemon gives them a `Common` of their own.
+#[derive(Clone)]
+pub struct Common {
+    pub metrics: Arc<Metrics>,
+    pub egress: Egress,
+}
+
+impl Default for Common {
+    fn default() -> Self {
+        let metrics = Arc::new(Metrics::new());
+        Self {
+            egress: Egress::new(metrics.clone()),
+            metrics,
+        }
+    }
+}
+
 /// The services the tools share, started for commands that run turns: the sandbox's settings
 /// (its private temp folder made, the kernel probed; for the daemon, after the sweep of the
 /// temp folders that daemons now gone left behind) and the knowledge index's sync.
@@ -145,7 +166,8 @@ pub fn services(loaded: &Loaded, stores: &OpenStore, daemon: bool) -> Arc<Sandbo
 }
 
 /// The consent service, asking through `channels` (and `terminal`: stdin for `ethan chat`),
-/// sharing approvals and grants through `shared` when replicas share the store.
+/// sharing approvals and grants through `shared` when replicas share the store; for a command
+/// that builds parts without the daemon: its decisions are counted in a registry of its own.
 pub fn consent(
     loaded: &Loaded,
     store: &DaemonStoreRef,
@@ -153,12 +175,26 @@ pub fn consent(
     terminal: Option<TerminalInput>,
     shared: Option<ethan_core::store::StorageRef>,
 ) -> Arc<Consent> {
+    let metrics = Default::default();
+    consent_in(loaded, store, channels, terminal, shared, &metrics)
+}
+
+/// [`consent`], its decisions counted in `metrics`.
+pub fn consent_in(
+    loaded: &Loaded,
+    store: &DaemonStoreRef,
+    channels: HashMap<ChannelKind, Arc<dyn Channel>>,
+    terminal: Option<TerminalInput>,
+    shared: Option<ethan_core::store::StorageRef>,
+    metrics: &Arc<Metrics>,
+) -> Arc<Consent> {
     let consent = Consent::new(
         Owners::new(&loaded.config, store.shared()),
         std::time::Duration::from_secs(loaded.config.consent.timeout_secs),
         terminal,
     )
-    .with_channels(channels);
+    .with_channels(channels)
+    .with_metrics(metrics.clone());
     Arc::new(match shared {
         Some(store) => consent.shared_through(store),
         None => consent,
@@ -166,18 +202,21 @@ pub fn consent(
 }
 
 /// The tool executor: the built-in tools, the config's policy and overrides, `consent` as its
-/// consent step (none: nothing that asks can run), `summariser` for long outputs.
+/// consent step (none: nothing that asks can run), `summariser` for long outputs; calls
+/// counted, and the tools' egress guards built, with `common`.
 pub fn tools(
     loaded: &Loaded,
     stores: &OpenStore,
     consent: Option<Arc<Consent>>,
     summariser: &crate::memory::summarise::Summariser,
+    common: &Common,
 ) -> Executor {
     let store = &stores.main;
     let registry = Arc::new(Registry::builtin_at(
         &loaded.config,
         loaded.file_found.then_some(loaded.path.as_path()),
         Some((loaded.home.join("knowledge"), stores.index.clone())),
+        &common.egress,
     ));
     let mut executor = Executor::new(
         registry,
@@ -189,6 +228,7 @@ pub fn tools(
             policy: Some(Policy::from_config(&loaded.config.tools)),
         },
     );
+    executor = executor.with_metrics(common.metrics.clone());
     if let Some(c) = consent {
         executor = executor.with_gate(c);
     }
@@ -199,18 +239,31 @@ pub fn tools(
 }
 
 /// The agent shared by `run`, `chat` and `jobs run`: the model chain, the tools ([`tools`]),
-/// the sub-agents; `sandbox` (from [`services`]) is lent to every call.
+/// the sub-agents; `sandbox` (from [`services`]) is lent to every call. For a command that
+/// builds parts without the daemon: a [`Common`] of its own.
 pub fn agent(
     loaded: Arc<Loaded>,
     stores: &OpenStore,
     consent: Option<Arc<Consent>>,
     sandbox: Arc<SandboxSettings>,
 ) -> anyhow::Result<Arc<Agent>> {
+    agent_in(loaded, stores, consent, sandbox, &Common::default())
+}
+
+/// [`agent`], counting into and building its egress guards from `common`.
+pub fn agent_in(
+    loaded: Arc<Loaded>,
+    stores: &OpenStore,
+    consent: Option<Arc<Consent>>,
+    sandbox: Arc<SandboxSettings>,
+    common: &Common,
+) -> anyhow::Result<Arc<Agent>> {
     let store = &stores.main;
-    let models = crate::provider::chain(&loaded.config.model).context("model client")?;
+    let models =
+        crate::provider::chain(&loaded.config.model, &common.metrics).context("model client")?;
     let summariser =
         crate::memory::summarise::Summariser::new(&models, &loaded.config, Some(store.shared()));
-    let executor = tools(&loaded, stores, consent, &summariser);
+    let executor = tools(&loaded, stores, consent, &summariser, common);
     let agents = crate::agent::agents::Agents::from_config(&loaded.config);
     Ok(Arc::new_cyclic(|me| Agent {
         models,
@@ -230,6 +283,8 @@ pub struct Routing {
     pub router: Arc<router::Router>,
     pub sink: Arc<dyn InboundSink>,
     pub state: Arc<dyn StateStore>,
+    /// The registry the router counts in, which the gateway serves.
+    pub metrics: Arc<Metrics>,
 }
 
 /// The router over `agent`, leasing sessions through `replica` when replicas share the store.
@@ -240,6 +295,7 @@ pub fn router(
     consent: &Arc<Consent>,
     channels: &Channels,
     replica: Option<&Arc<replica::Replica>>,
+    common: &Common,
 ) -> Routing {
     let parts = router::Parts {
         store: store.clone(),
@@ -248,6 +304,8 @@ pub fn router(
         consent: consent.clone(),
         channels: channels.all.clone(),
         max_turns: MAX_CONCURRENT_TURNS,
+        metrics: common.metrics.clone(),
+        egress: common.egress.clone(),
     };
     let router = match replica {
         Some(r) => {
@@ -264,6 +322,7 @@ pub fn router(
         sink: Arc::new(router::RouterSink(router.clone())),
         state: Arc::new(crate::store::KvState(store.shared())),
         router,
+        metrics: common.metrics.clone(),
     }
 }
 
@@ -311,6 +370,7 @@ pub async fn gateway(
         channels: channels.all.clone(),
         turns: Arc::new(router::RouterTurns(routing.router.clone())),
         page,
+        metrics: routing.metrics.clone(),
     }))
 }
 
@@ -325,6 +385,8 @@ pub struct Daemon {
     pub gateway: Arc<crate::gateway::GatewayState>,
     pub mcp: Arc<crate::mcp::McpManager>,
     pub sandbox: Arc<SandboxSettings>,
+    /// The metrics registry and the egress guards' shared part, given to every part.
+    pub common: Common,
 }
 
 /// Build the whole daemon, in order; `shutdown` is what its streams end on.
@@ -336,26 +398,36 @@ pub async fn daemon(
     let store = stores.main.clone();
     let channels = channels(&loaded)?;
     let sandbox = services(&loaded, &stores, true);
+    let common = Common::default();
     let replica = replica::Replica::for_store(
         &store,
         loaded.config.store.lease_secs,
         2 * MAX_CONCURRENT_TURNS,
     );
     let shared = replica.as_ref().map(|_| store.shared());
-    let consent = consent(&loaded, &store, channels.all.clone(), None, shared);
+    let consent = consent_in(
+        &loaded,
+        &store,
+        channels.all.clone(),
+        None,
+        shared,
+        &common.metrics,
+    );
     let chats: Vec<ChannelKind> = [ChannelKind::Telegram, ChannelKind::Lark]
         .into_iter()
         .filter(|k| channels.all.contains_key(k))
         .collect();
     owner_hint::warn_without_owner(&consent.owners, &loaded, &chats).await;
-    let agent = agent(
+    let agent = agent_in(
         loaded.clone(),
         &stores,
         Some(consent.clone()),
         sandbox.clone(),
+        &common,
     )?;
     // MCP servers start in the background; their tools appear when each has listed them.
-    let mcp = crate::mcp::McpManager::new(&loaded, agent.executor.registry_slot());
+    let mcp =
+        crate::mcp::McpManager::within(&loaded, agent.executor.registry_slot(), &common.egress);
     mcp.start();
     let routing = router(
         &loaded,
@@ -364,6 +436,7 @@ pub async fn daemon(
         &consent,
         &channels,
         replica.as_ref(),
+        &common,
     );
     let gateway = gateway(
         &loaded,
@@ -385,6 +458,7 @@ pub async fn daemon(
         gateway,
         mcp,
         sandbox,
+        common,
     })
 }
 
@@ -417,6 +491,7 @@ pub async fn serve(
         d.store.clone(),
         d.agent.clone(),
         d.channels.all.clone(),
+        d.common.metrics.clone(),
         shutdown.clone(),
     )];
     let gateway_addr = http(d, shutdown, &mut tasks).await?;

@@ -13,7 +13,7 @@
 //! refused: what it returns would be private). A caller that follows redirects itself sends a
 //! new request for each, judged like the first.
 
-use super::{find_refusal, record, EgressGuard, Endpoint, Reach, Refused, Route};
+use super::{find_refusal, EgressGuard, Endpoint, Reach, Refused, Route};
 use ethan_core::tool::Taint;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -210,7 +210,7 @@ impl EgressRequest<'_> {
         let reach = match c.guard.check_url(&url, &c.endpoints) {
             Ok(r) => r,
             Err(r) => {
-                record(c.route, &host, port, "refused");
+                c.guard.record(c.route, &host, port, "refused");
                 return Err(EgressError::Refused(r));
             }
         };
@@ -229,7 +229,7 @@ impl EgressRequest<'_> {
             Err(EgressError::Refused(_)) => "refused",
             _ => "allowed",
         };
-        record(c.route, &host, port, verdict);
+        c.guard.record(c.route, &host, port, verdict);
         sent
     }
 }
@@ -267,11 +267,11 @@ fn redirects(
         };
         match verdict {
             Ok(()) => {
-                record(route, &host, port, "allowed");
+                guard.record(route, &host, port, "allowed");
                 attempt.follow()
             }
             Err(r) => {
-                record(route, &host, port, "refused");
+                guard.record(route, &host, port, "refused");
                 attempt.error(r)
             }
         }

@@ -24,14 +24,20 @@
 //!    `ethan_egress_total{path, verdict}`.
 //!
 //! Refusals are [`Refused`], whose text is written for the model: the destination and why.
+//!
+//! Every guard of a daemon is built from its one [`Egress`] ([`shared`], made by the wiring
+//! step), so each refuses the browser proxies any of them started and counts into the daemon's
+//! metrics; a guard made with [`EgressGuard::new`] has an `Egress` of its own.
 
 pub mod address;
 pub mod client;
 pub mod lookup;
 pub mod proxy;
+pub mod shared;
 
 pub use client::{EgressClient, EgressError, EgressRequest};
 pub use lookup::{Lookup, StaticLookup, SystemLookup};
+pub use shared::Egress;
 
 use address::{non_public_reason, normalize_host};
 use std::net::{IpAddr, SocketAddr};
@@ -116,11 +122,13 @@ pub enum ConnectFailure {
 }
 
 /// The address rule, its exemptions and the resolver: everything needed to judge and make a
-/// connection. Cheap to clone.
+/// connection; and what every guard of the daemon shares ([`Egress`]: its browser proxies, its
+/// metrics). Cheap to clone.
 #[derive(Clone)]
 pub struct EgressGuard {
     allow_private: Arc<Vec<String>>,
     lookup: Arc<dyn Lookup>,
+    shared: Egress,
 }
 
 impl std::fmt::Debug for EgressGuard {
@@ -132,8 +140,14 @@ impl std::fmt::Debug for EgressGuard {
 }
 
 impl EgressGuard {
-    /// A guard exempting the hosts of `allow_private`, resolving with `lookup`.
+    /// A guard of its own, outside any daemon (an [`Egress`] of its own: see [`shared`]),
+    /// exempting the hosts of `allow_private`, resolving with `lookup`. The daemon's guards are
+    /// built by its [`Egress`] ([`Egress::guard`]).
     pub fn new(allow_private: &[String], lookup: Arc<dyn Lookup>) -> Self {
+        Self::within(Egress::default(), allow_private, lookup)
+    }
+
+    fn within(shared: Egress, allow_private: &[String], lookup: Arc<dyn Lookup>) -> Self {
         let allow = allow_private
             .iter()
             .map(|h| normalize_host(h))
@@ -142,15 +156,29 @@ impl EgressGuard {
         Self {
             allow_private: Arc::new(allow),
             lookup,
+            shared,
         }
     }
 
-    /// The guard of `config` (`tools.web_fetch.allow_private`, the system resolver).
-    pub fn from_config(config: &crate::config::Config) -> Self {
-        Self::new(
-            &config.tools.web_fetch.allow_private,
-            Arc::new(SystemLookup),
-        )
+    /// What this guard shares with the daemon's other guards.
+    pub fn shared(&self) -> &Egress {
+        &self.shared
+    }
+
+    /// Record one destination: a log line (`ethan::egress`) and the metric. Never a URL's path
+    /// or query.
+    pub fn record(&self, route: Route, host: &str, port: u16, verdict: &str) {
+        tracing::info!(
+            target: "ethan::egress",
+            "{} {} {host}:{port}",
+            route.as_str(),
+            verdict
+        );
+        self.shared
+            .metrics()
+            .egress
+            .with_label_values(&[route.as_str(), verdict])
+            .inc();
     }
 
     /// Whether `tools.web_fetch.allow_private` lists `host`.
@@ -314,7 +342,7 @@ impl EgressGuard {
         let (reach, addrs) = match checked {
             Ok(c) => c,
             Err(e) => {
-                record(route, host, port, verdict_of(&e));
+                self.record(route, host, port, verdict_of(&e));
                 return Err(e);
             }
         };
@@ -322,15 +350,15 @@ impl EgressGuard {
         // another session's proxy), whatever the address rule allows.
         let addrs: Vec<IpAddr> = addrs
             .into_iter()
-            .filter(|ip| !proxy::is_proxy(SocketAddr::new(*ip, port)))
+            .filter(|ip| !self.shared.is_proxy(SocketAddr::new(*ip, port)))
             .collect();
         if addrs.is_empty() {
-            record(route, host, port, "refused");
+            self.record(route, host, port, "refused");
             return Err(ConnectFailure::Refused(Refused(format!(
                 "{host}:{port} is one of Ethan's own browser proxies; it is never a destination"
             ))));
         }
-        record(route, host, port, "allowed");
+        self.record(route, host, port, "allowed");
         let mut last = String::from("no address");
         for ip in addrs {
             let addr = SocketAddr::new(ip, port);
@@ -367,21 +395,6 @@ fn refusal(host: &str, ip: IpAddr, why: &str) -> Refused {
         "{shown} is {why}; tools only reach public addresses. \
          The owner can exempt a host by listing it in tools.web_fetch.allow_private"
     ))
-}
-
-/// Record one destination: a log line (`ethan::egress`) and the metric. Never a URL's path or
-/// query.
-pub fn record(route: Route, host: &str, port: u16, verdict: &str) {
-    tracing::info!(
-        target: "ethan::egress",
-        "{} {} {host}:{port}",
-        route.as_str(),
-        verdict
-    );
-    crate::metrics::METRICS
-        .egress
-        .with_label_values(&[route.as_str(), verdict])
-        .inc();
 }
 
 /// The guard's refusal inside an error chain (as returned by `reqwest`), if there is one.

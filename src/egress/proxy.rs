@@ -156,19 +156,6 @@ impl State {
     }
 }
 
-/// The addresses of the proxies running in this process: a page must not reach one proxy
-/// through another (it would act under another session's name), whatever `allow_private` says.
-static LISTENERS: std::sync::LazyLock<Mutex<std::collections::HashSet<SocketAddr>>> =
-    std::sync::LazyLock::new(Default::default);
-
-/// Whether `addr` is a browser proxy of this process.
-pub fn is_proxy(addr: SocketAddr) -> bool {
-    LISTENERS
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .contains(&addr)
-}
-
 /// One running proxy; stopped (with its tunnels) when dropped.
 pub struct BrowserProxy {
     addr: SocketAddr,
@@ -179,10 +166,7 @@ pub struct BrowserProxy {
 impl Drop for BrowserProxy {
     fn drop(&mut self) {
         self.stop.cancel();
-        LISTENERS
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&self.addr);
+        self.state.guard.shared().remove_proxy(self.addr);
     }
 }
 
@@ -211,10 +195,9 @@ impl BrowserProxy {
     ) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        LISTENERS
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(addr);
+        // Refused as a destination by every guard sharing this one's `Egress`: a page must not
+        // reach one proxy through another (it would act under another session's name).
+        guard.shared().add_proxy(addr);
         let stop = CancellationToken::new();
         let state = Arc::new(State {
             guard,
@@ -368,7 +351,7 @@ async fn handle(state: &State, req: Request<Incoming>, stop: CancellationToken) 
         req.uri().to_string()
     };
     if let Some(why) = &state.refuse_all {
-        super::record(Route::Browser, &host, port, "refused");
+        state.guard.record(Route::Browser, &host, port, "refused");
         return text(StatusCode::FORBIDDEN, format!("Refused: {why}"));
     }
     // The most basic reason first: the guard's address rule (without resolving), then the
@@ -387,7 +370,7 @@ async fn handle(state: &State, req: Request<Incoming>, stop: CancellationToken) 
     let closed =
         || (!state.open.load(std::sync::atomic::Ordering::SeqCst)).then(|| GATE_CLOSED.to_string());
     if let Some(why) = unlisted.or_else(outside).or_else(closed) {
-        super::record(Route::Browser, &host, port, "refused");
+        state.guard.record(Route::Browser, &host, port, "refused");
         tracing::info!("browser ({}): {shown} refused: {why}", state.name);
         state.refuse(format!("{shown}: {why}"));
         return text(

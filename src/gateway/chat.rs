@@ -151,6 +151,7 @@ pub async fn chat(
         fence: None,
     };
     let turns = s.turns.clone();
+    let metrics = s.metrics.clone();
     let c2 = cancel.clone();
     let turn = tokio::spawn(async move { turns.run(input, c2).await });
     let guard = cancel.drop_guard();
@@ -167,10 +168,7 @@ pub async fn chat(
             Ok(Some(reply)) => match reply.outcome {
                 TurnOutcome::Answer(_) | TurnOutcome::IterationCap(_) | TurnOutcome::Stopped => {
                     let outcome = reply.outcome.label();
-                    crate::metrics::METRICS
-                        .turns
-                        .with_label_values(&["web", outcome])
-                        .inc();
+                    metrics.turns.with_label_values(&["web", outcome]).inc();
                     yield_(event(
                         "done",
                         json!({"session": session, "outcome": outcome}),
@@ -181,10 +179,7 @@ pub async fn chat(
                     detail,
                 } => {
                     tracing::error!("web turn failed: {detail}");
-                    crate::metrics::METRICS
-                        .turns
-                        .with_label_values(&["web", "failed"])
-                        .inc();
+                    metrics.turns.with_label_values(&["web", "failed"]).inc();
                     yield_(event("error", json!({"message": user_message})));
                 }
             },

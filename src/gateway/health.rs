@@ -41,12 +41,12 @@ pub async fn healthz(State(s): State<Arc<GatewayState>>) -> impl IntoResponse {
     )
 }
 
-pub async fn metrics() -> impl IntoResponse {
+pub async fn metrics(State(s): State<Arc<GatewayState>>) -> impl IntoResponse {
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        crate::metrics::METRICS.render(),
+        s.metrics.render(),
     )
 }

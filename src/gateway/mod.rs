@@ -57,6 +57,8 @@ pub struct GatewayState {
     pub turns: Arc<dyn TurnQueue>,
     /// The web page's state (`None`: no page is served).
     pub page: Option<Arc<page::PageState>>,
+    /// The daemon's metrics registry, served at `/metrics`.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// The gateway's own routes (channels' webhook routes are merged in by the daemon).

@@ -48,7 +48,8 @@ pub fn child_env(server_env: &BTreeMap<String, Secret>) -> Vec<(OsString, OsStri
 }
 
 /// Connect and initialise (within `cfg.timeout_secs`). For a child, also its process group
-/// id, to kill the group when done.
+/// id, to kill the group when done. A server over HTTP is reached through a guard of `egress`.
+#[allow(clippy::too_many_arguments)]
 pub async fn connect(
     name: &str,
     cfg: &McpServerConfig,
@@ -57,6 +58,7 @@ pub async fn connect(
     protected_also: &[std::path::PathBuf],
     handler: Handler,
     redactor: Arc<Redactor>,
+    egress: &crate::egress::Egress,
 ) -> Result<(Running, Option<u32>), ConnectError> {
     let limit = Duration::from_secs(cfg.timeout_secs.max(1));
     if let Some(command) = &cfg.command {
@@ -213,7 +215,7 @@ fn http_transport(
     // Through the egress guard, which reaches the configured `url` (even on loopback: the
     // owner wrote it) and follows no redirects, so a header secret (an API key header, not only
     // Authorization) is never carried to another host.
-    let guard = crate::egress::EgressGuard::new(&[], Arc::new(crate::egress::SystemLookup));
+    let guard = egress.guard(&[], Arc::new(crate::egress::SystemLookup));
     let client = crate::egress::EgressClient::new(
         &guard,
         crate::egress::Route::Mcp,

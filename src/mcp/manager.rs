@@ -58,6 +58,8 @@ pub struct McpManager {
     home: PathBuf,
     /// Places hidden besides it (the config file, wherever it lives).
     protected_also: Vec<PathBuf>,
+    /// What the daemon's egress guards share (servers over HTTP).
+    egress: crate::egress::Egress,
     shutdown: CancellationToken,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// Servers whose first start ended (listed, or failed); with `settled_changed`, for
@@ -167,6 +169,16 @@ impl McpManager {
     /// The manager of `loaded`'s enabled servers; `slot` is the executor's registry, whose
     /// current content is taken as the built-ins.
     pub fn new(loaded: &Loaded, slot: RegistrySlot) -> Arc<Self> {
+        Self::within(loaded, slot, &Default::default())
+    }
+
+    /// [`McpManager::new`], servers over HTTP reached through guards of `egress` (the
+    /// daemon's).
+    pub fn within(
+        loaded: &Loaded,
+        slot: RegistrySlot,
+        egress: &crate::egress::Egress,
+    ) -> Arc<Self> {
         let base = slot.read().unwrap_or_else(|e| e.into_inner()).clone();
         let servers = loaded
             .config
@@ -191,6 +203,7 @@ impl McpManager {
             workspace: loaded.workspace(),
             home: loaded.home.clone(),
             protected_also: config_file_of(loaded),
+            egress: egress.clone(),
             shutdown: CancellationToken::new(),
             tasks: Mutex::new(Vec::new()),
             settled: Default::default(),
@@ -317,7 +330,7 @@ impl McpManager {
             let changed = handler.changed.clone();
             let connected = tokio::select! {
                 _ = self.shutdown.cancelled() => return,
-                c = connect(&name, &s.cfg, &self.workspace, Some(&self.home), &self.protected_also, handler, self.redactor.clone()) => c,
+                c = connect(&name, &s.cfg, &self.workspace, Some(&self.home), &self.protected_also, handler, self.redactor.clone(), &self.egress) => c,
             };
             let mut up_since = None;
             match connected {
@@ -437,6 +450,7 @@ pub async fn probe(loaded: &Loaded, name: &str, cfg: &McpServerConfig) -> Result
         &config_file_of(loaded),
         Handler::default(),
         redactor.clone(),
+        &Default::default(),
     )
     .await
     .map_err(|e| e.to_string())?;

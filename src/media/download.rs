@@ -60,7 +60,11 @@ impl Fetcher {
         timeout: Duration,
         lookup: Arc<dyn Lookup>,
     ) -> Self {
-        let guard = EgressGuard::new(allow_private, lookup);
+        Self::guarded(EgressGuard::new(allow_private, lookup), platforms, timeout)
+    }
+
+    /// Downloads through `guard` (the daemon's: [`crate::egress::Egress::guard`]).
+    pub fn guarded(guard: EgressGuard, platforms: &[String], timeout: Duration) -> Self {
         let endpoints = Endpoint::all_of(platforms.iter().map(String::as_str));
         let client = EgressClient::new(&guard, Route::MediaDownload, endpoints, |b| {
             b.connect_timeout(Duration::from_secs(10)).timeout(timeout)

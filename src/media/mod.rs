@@ -118,7 +118,8 @@ pub struct Media {
 type Cached = (String, Instant, Arc<[u8]>);
 
 impl Media {
-    pub fn new(config: Arc<Loaded>) -> Self {
+    /// Media of `config`'s channels; downloads and transcriptions pass guards of `egress`.
+    pub fn new(config: Arc<Loaded>, egress: &crate::egress::Egress) -> Self {
         let channels = &config.config.channels;
         let platforms = [
             channels.telegram.api_url.clone(),
@@ -127,12 +128,15 @@ impl Media {
                 &channels.lark.base_url,
             ),
         ];
-        let fetcher = Fetcher::new(
-            &config.config.tools.web_fetch.allow_private,
+        let fetcher = Fetcher::guarded(
+            egress.guard(
+                &config.config.tools.web_fetch.allow_private,
+                Arc::new(crate::egress::SystemLookup),
+            ),
             &platforms,
             DOWNLOAD_TIMEOUT,
         );
-        let transcriber = transcribe::Transcriber::new(&config.config.media.transcription);
+        let transcriber = transcribe::Transcriber::new(&config.config.media.transcription, egress);
         // A non-owner's files left by a daemon killed mid-turn.
         let swept = inbox::sweep_stale_scratch(&std::env::temp_dir(), STALE_SCRATCH);
         if swept > 0 {

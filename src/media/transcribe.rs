@@ -29,8 +29,9 @@ impl std::fmt::Debug for Transcriber {
 }
 
 impl Transcriber {
-    /// `None` when `media.transcription.base_url` is empty.
-    pub fn new(cfg: &TranscriptionConfig) -> Option<Self> {
+    /// `None` when `media.transcription.base_url` is empty. Its requests pass a guard of
+    /// `egress` (the daemon's).
+    pub fn new(cfg: &TranscriptionConfig, egress: &crate::egress::Egress) -> Option<Self> {
         let base = cfg.base_url.trim().trim_end_matches('/');
         if base.is_empty() {
             return None;
@@ -38,8 +39,7 @@ impl Transcriber {
         // Through the egress guard: the configured endpoint (often a local whisper server) and
         // nothing else.
         let url = format!("{base}/audio/transcriptions");
-        let guard =
-            crate::egress::EgressGuard::new(&[], std::sync::Arc::new(crate::egress::SystemLookup));
+        let guard = egress.guard(&[], std::sync::Arc::new(crate::egress::SystemLookup));
         let client = crate::egress::EgressClient::new(
             &guard,
             crate::egress::Route::Transcription,

@@ -1,7 +1,6 @@
-//! What the HTTP model clients ([`super::openai`], [`super::anthropic`]) share: the wait before
-//! a retry (`Retry-After`, else a doubling backoff), the error text of an answer, the reading of
-//! a body under the idle timeout and the size cap, the mapping of transport failures, and the
-//! latency metric.
+//! The pieces under the HTTP model clients' core ([`super::http_core`]): the wait before a
+//! retry (`Retry-After`, else a doubling backoff), the error text of an answer, the reading of
+//! a body under the idle timeout and the size cap, and the mapping of transport failures.
 //!
 //! Both APIs put the error's text at `error.message` of the body (OpenAI:
 //! `{"error": {"message", "type", "code"}}`; Anthropic: `{"type": "error", "error": {"type",
@@ -230,15 +229,6 @@ impl Retries {
         self.wait_or_give_up("streamed model request", e, retry_after, attempt)
             .await
     }
-}
-
-/// Records the model latency metric (`ok` / `error`) of a call that started at `started`.
-pub(crate) fn observe<T>(started: std::time::Instant, result: &Result<T, ProviderError>) {
-    let outcome = if result.is_ok() { "ok" } else { "error" };
-    crate::metrics::METRICS
-        .model_latency
-        .with_label_values(&[outcome])
-        .observe(started.elapsed().as_secs_f64());
 }
 
 #[cfg(test)]

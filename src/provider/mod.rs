@@ -18,6 +18,7 @@ pub mod cache_key;
 pub mod chain;
 mod held_text;
 mod http;
+mod http_core;
 pub mod openai;
 pub mod probe;
 pub mod sse;
@@ -29,6 +30,7 @@ pub use chain::Chain;
 pub use openai::OpenAiClient;
 
 use crate::config::{ModelConfig, ModelEndpoint, ProviderKind};
+use crate::metrics::Metrics;
 use std::sync::Arc;
 
 /// Retries after the first attempt for transient failures.
@@ -45,10 +47,11 @@ pub fn connect(
     ep: &ModelEndpoint,
     cfg: &ModelConfig,
 ) -> Result<Arc<dyn ModelProvider>, ProviderError> {
-    connect_with_retries(ep, cfg, MAX_RETRIES)
+    connect_with_retries(ep, cfg, MAX_RETRIES, &Default::default())
 }
 
-/// [`connect`] with at most `retries` retries of a transient failure (0: one attempt).
+/// [`connect`] with at most `retries` retries of a transient failure (0: one attempt), its
+/// requests timed in `metrics`.
 ///
 /// # Errors
 /// As [`connect`].
@@ -56,21 +59,29 @@ pub fn connect_with_retries(
     ep: &ModelEndpoint,
     cfg: &ModelConfig,
     retries: u32,
+    metrics: &Arc<Metrics>,
 ) -> Result<Arc<dyn ModelProvider>, ProviderError> {
     Ok(match ep.provider {
-        ProviderKind::Openai => {
-            Arc::new(OpenAiClient::for_endpoint(ep, cfg)?.with_max_retries(retries))
-        }
-        ProviderKind::Anthropic => {
-            Arc::new(AnthropicClient::for_endpoint(ep, cfg)?.with_max_retries(retries))
-        }
+        ProviderKind::Openai => Arc::new(
+            OpenAiClient::for_endpoint(ep, cfg)?
+                .with_max_retries(retries)
+                .with_metrics(metrics.clone()),
+        ),
+        ProviderKind::Anthropic => Arc::new(
+            AnthropicClient::for_endpoint(ep, cfg)?
+                .with_max_retries(retries)
+                .with_metrics(metrics.clone()),
+        ),
     })
 }
 
-/// The fallback chain of `cfg`: the primary endpoint, then `model.fallback` ([`Chain`]).
+/// The fallback chain of `cfg`: the primary endpoint, then `model.fallback` ([`Chain`]);
+/// every request timed in `metrics`.
 ///
 /// # Errors
 /// As [`connect`], for the first endpoint that fails.
-pub fn chain(cfg: &ModelConfig) -> Result<Chain, ProviderError> {
-    Chain::from_config(cfg, |ep, retries| connect_with_retries(ep, cfg, retries))
+pub fn chain(cfg: &ModelConfig, metrics: &Arc<Metrics>) -> Result<Chain, ProviderError> {
+    Chain::from_config(cfg, |ep, retries| {
+        connect_with_retries(ep, cfg, retries, metrics)
+    })
 }

@@ -10,9 +10,8 @@
 //! client and its clones, and called without it.
 
 use super::held_text::HeldText;
-use super::http::{
-    error_message, is_event_stream, observe, retry_after, MAX_STREAM_BYTES, MAX_STREAM_TIME,
-};
+use super::http::{error_message, is_event_stream};
+use super::http_core::Core;
 use super::sse::{ChunkAssembler, SseDecoder};
 use super::types::{ChatMessage, Role, ToolSpec};
 use super::{tolerant, Completion, FinishReason, ModelProvider, ProviderError, MAX_RETRIES};
@@ -27,20 +26,11 @@ use std::time::Duration;
 /// Chat Completions client. Cheap to clone; clones share what they learnt about the server.
 #[derive(Clone)]
 pub struct OpenAiClient {
-    /// Whole answers: `timeout_secs` bounds each request.
-    http: reqwest::Client,
-    /// Streamed answers: no total limit (bounded per read instead).
-    stream_http: reqwest::Client,
-    base_url: String,
+    /// The HTTP clients, limits, retries ([`MAX_RETRIES`] unless [`Self::with_max_retries`]
+    /// says otherwise) and metrics.
+    core: Core,
     api_key: Secret,
     model: String,
-    timeout_secs: u64,
-    idle_timeout_secs: u64,
-    /// First backoff delay; doubled per retry.
-    backoff: Duration,
-    /// Retries after the first attempt for transient failures ([`MAX_RETRIES`] unless
-    /// [`Self::with_max_retries`] says otherwise).
-    max_retries: u32,
     /// The server refused `stream`: streamed calls are made as whole ones.
     stream_refused: Arc<AtomicBool>,
     /// The server refused `stream_options`: streamed calls are made without it.
@@ -86,29 +76,11 @@ impl OpenAiClient {
     /// # Errors
     /// As [`OpenAiClient::new`].
     pub fn for_endpoint(ep: &ModelEndpoint, cfg: &ModelConfig) -> Result<Self, ProviderError> {
-        let connect_error = |e: reqwest::Error| ProviderError::Connect {
-            url: ep.base_url.clone(),
-            message: e.to_string(),
-        };
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .timeout(Duration::from_secs(cfg.timeout_secs))
-            .build()
-            .map_err(connect_error)?;
-        let stream_http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(connect_error)?;
+        let base_url = ep.base_url.trim_end_matches('/').to_string();
         Ok(Self {
-            http,
-            stream_http,
-            base_url: ep.base_url.trim_end_matches('/').to_string(),
+            core: Core::new(&ep.base_url, base_url, cfg, MAX_RETRIES)?,
             api_key: ep.api_key.clone(),
             model: ep.name.clone(),
-            timeout_secs: cfg.timeout_secs,
-            idle_timeout_secs: cfg.idle_timeout_secs.max(1),
-            backoff: Duration::from_millis(500),
-            max_retries: MAX_RETRIES,
             stream_refused: Arc::new(AtomicBool::new(false)),
             stream_options_refused: Arc::new(AtomicBool::new(false)),
             cache_key: super::cache_key::sends_key(cfg.prompt_cache_key, &ep.base_url),
@@ -121,7 +93,13 @@ impl OpenAiClient {
 
     /// The same client, retrying a transient failure at most `n` times (0: one attempt).
     pub fn with_max_retries(mut self, n: u32) -> Self {
-        self.max_retries = n;
+        self.core.max_retries = n;
+        self
+    }
+
+    /// Time requests in `metrics` (the daemon's registry) instead of a registry of its own.
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.core.metrics = metrics;
         self
     }
 
@@ -132,7 +110,7 @@ impl OpenAiClient {
     }
 
     fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        self.request_with(&self.http, method, path)
+        self.request_with(&self.core.http, method, path)
     }
 
     fn request_with(
@@ -141,7 +119,7 @@ impl OpenAiClient {
         method: reqwest::Method,
         path: &str,
     ) -> reqwest::RequestBuilder {
-        let rb = http.request(method, format!("{}{}", self.base_url, path));
+        let rb = http.request(method, format!("{}{}", self.core.base_url, path));
         if self.api_key.is_empty() {
             rb
         } else {
@@ -180,53 +158,29 @@ impl OpenAiClient {
         tools: &[ToolSpec],
     ) -> Result<Completion, ProviderError> {
         let body = self.body(messages, tools);
-        let started = std::time::Instant::now();
-        let result = self.complete_body(&body).await;
-        observe(started, &result);
-        result
+        self.core.timed(self.complete_body(&body)).await
     }
 
     /// A whole answer for `body`, retried on transient failures.
     async fn complete_body(&self, body: &Value) -> Result<Completion, ProviderError> {
-        self.retries().run(|| self.complete_once(body)).await
-    }
-
-    fn retries(&self) -> super::http::Retries {
-        super::http::Retries {
-            max: self.max_retries,
-            backoff: self.backoff,
-        }
+        self.core.retries().run(|| self.complete_once(body)).await
     }
 
     async fn complete_once(
         &self,
         body: &Value,
     ) -> (Result<Completion, ProviderError>, Option<Duration>) {
-        let mut resp = match self
+        let request = self
             .request(reqwest::Method::POST, "/chat/completions")
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(super::cache_key::body_bytes(body))
-            .send()
-            .await
-        {
-            Ok(r) => r,
-            Err(e) => return (Err(self.transport_error(e)), None),
-        };
-        let status = resp.status().as_u16();
-        let retry_after = retry_after(&resp);
-        // Capped like a stream: a hostile or broken server cannot grow the daemon's memory.
-        let text =
-            match super::http::read_capped(&mut resp, &self.base_url, self.timeout_secs).await {
-                Ok(t) => t,
-                Err(e) => return (Err(e), None),
-            };
-        if !(200..300).contains(&status) {
-            return (Err(classify_error(status, &text)), retry_after);
+            .body(super::cache_key::body_bytes(body));
+        match self.core.whole_once(request, classify_error).await {
+            (Ok(text), _) => (
+                parse_completion(&text, offers_tools(body)).map(|c| self.with_model(c)),
+                None,
+            ),
+            (Err(e), retry_after) => (Err(e), retry_after),
         }
-        (
-            parse_completion(&text, offers_tools(body)).map(|c| self.with_model(c)),
-            None,
-        )
     }
 
     /// One completion, streamed: each piece of text goes to `deltas` as
@@ -248,10 +202,7 @@ impl OpenAiClient {
         deltas: &EventSink,
     ) -> Result<Completion, ProviderError> {
         let base = self.body(messages, tools);
-        let started = std::time::Instant::now();
-        let result = self.stream_body(&base, deltas).await;
-        observe(started, &result);
-        result
+        self.core.timed(self.stream_body(&base, deltas)).await
     }
 
     /// [`OpenAiClient::complete_streaming`] for a request body without the streaming keys.
@@ -285,7 +236,7 @@ impl OpenAiClient {
                         tracing::warn!(
                             "the model endpoint {} refuses `{name}`; calling it without `{name}` \
                              from now on",
-                            self.base_url
+                            self.core.base_url
                         );
                     }
                     if !shown.is_empty() {
@@ -293,7 +244,7 @@ impl OpenAiClient {
                     }
                 }
                 Err(StreamFailure::Error(e, retry_after)) => {
-                    let retries = self.retries();
+                    let retries = self.core.retries();
                     if let Some(e) = retries
                         .after_stream_failure(e, retry_after, attempt, shown, deltas)
                         .await
@@ -315,25 +266,18 @@ impl OpenAiClient {
     ) -> Result<Completion, StreamFailure> {
         let request = self
             .request_with(
-                &self.stream_http,
+                &self.core.stream_http,
                 reqwest::Method::POST,
                 "/chat/completions",
             )
             .header(reqwest::header::ACCEPT, "text/event-stream")
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(super::cache_key::body_bytes(body))
-            .send();
-        let mut resp =
-            match tokio::time::timeout(Duration::from_secs(self.timeout_secs), request).await {
-                Err(_) => return Err(ProviderError::Timeout(self.timeout_secs).into()),
-                Ok(Err(e)) => return Err(self.transport_error(e).into()),
-                Ok(Ok(r)) => r,
-            };
+            .body(super::cache_key::body_bytes(body));
+        let mut resp = self.core.start_stream(request).await?;
         let status = resp.status().as_u16();
         let is_sse = is_event_stream(&resp);
         if !(200..300).contains(&status) {
-            let retry_after = retry_after(&resp);
-            let text = String::from_utf8_lossy(&self.read_rest(&mut resp).await?).into_owned();
+            let (text, retry_after) = self.core.failure_text(&mut resp).await?;
             if let Some(what) = refused_parameter(status, &text, body) {
                 return Err(StreamFailure::Refused(what));
             }
@@ -351,7 +295,7 @@ impl OpenAiClient {
             shown,
         };
         if !is_sse {
-            let whole = self.read_rest(&mut resp).await?;
+            let whole = self.core.read_rest(&mut resp).await?;
             let text = String::from_utf8_lossy(&whole);
             let t = text.trim_start();
             if !(t.starts_with("data:") || t.starts_with(':')) {
@@ -375,40 +319,18 @@ impl OpenAiClient {
             }
             return self.assembled(reading);
         }
-        let idle = Duration::from_secs(self.idle_timeout_secs);
-        let deadline = tokio::time::Instant::now() + MAX_STREAM_TIME;
+        let mut chunks = self.core.chunks();
         // Only events count as progress: a server sending nothing but keep-alive comments stalls.
-        let mut last_event = tokio::time::Instant::now();
-        let mut received = 0usize;
         'read: loop {
-            let wait_until = (last_event + idle).min(deadline);
-            let bytes = match tokio::time::timeout_at(wait_until, resp.chunk()).await {
-                // A server that sent its last chunk but neither [DONE] nor closed: the answer
-                // is whole.
-                Err(_) if reading.assembler.is_complete() => break,
-                Err(_) if tokio::time::Instant::now() >= deadline => {
-                    return Err(ProviderError::BadResponse(format!(
-                        "the streamed answer was still going after {} s",
-                        MAX_STREAM_TIME.as_secs()
-                    ))
-                    .into())
-                }
-                Err(_) => return Err(ProviderError::Stalled(self.idle_timeout_secs).into()),
-                Ok(Err(e)) => return Err(self.transport_error(e).into()),
-                Ok(Ok(None)) => break,
-                Ok(Ok(Some(b))) => b,
+            // A server that sent its last chunk but neither [DONE] nor closed: the answer is
+            // whole.
+            let whole = reading.assembler.is_complete();
+            let Some(bytes) = chunks.next(&self.core, &mut resp, whole).await? else {
+                break;
             };
-            received += bytes.len();
-            if received > MAX_STREAM_BYTES {
-                return Err(ProviderError::BadResponse(format!(
-                    "the streamed answer exceeded {} MiB",
-                    MAX_STREAM_BYTES >> 20
-                ))
-                .into());
-            }
             let datas = decoder.feed(&bytes);
             if !datas.is_empty() {
-                last_event = tokio::time::Instant::now();
+                chunks.progressed();
             }
             for data in datas {
                 reading.take(&data)?;
@@ -430,34 +352,20 @@ impl OpenAiClient {
         Ok(self.with_model(reading.finish()?))
     }
 
-    /// The rest of a response body, each read bounded by the idle timeout.
-    async fn read_rest(&self, resp: &mut reqwest::Response) -> Result<Vec<u8>, ProviderError> {
-        super::http::read_rest(
-            resp,
-            self.idle_timeout_secs,
-            &self.base_url,
-            self.timeout_secs,
-        )
-        .await
-    }
-
-    fn transport_error(&self, e: reqwest::Error) -> ProviderError {
-        super::http::transport_error(e, &self.base_url, self.timeout_secs)
-    }
-
     /// `GET {base_url}/models`: whether the endpoint answers and accepts the key.
     pub async fn check(&self) -> Result<String, ProviderError> {
         let mut resp = self
             .request(reqwest::Method::GET, "/models")
             .send()
             .await
-            .map_err(|e| self.transport_error(e))?;
+            .map_err(|e| self.core.transport_error(e))?;
         let status = resp.status().as_u16();
-        let text = super::http::read_capped(&mut resp, &self.base_url, self.timeout_secs)
+        let core = &self.core;
+        let text = super::http::read_capped(&mut resp, &core.base_url, core.timeout_secs)
             .await
             .unwrap_or_default();
         if (200..300).contains(&status) {
-            Ok(format!("{} answers (model {})", self.base_url, self.model))
+            Ok(format!("{} answers (model {})", core.base_url, self.model))
         } else {
             Err(classify_error(status, &text))
         }
@@ -640,7 +548,7 @@ impl ModelProvider for OpenAiClient {
             // Many compatible servers have no model list; the endpoint answered.
             Err(ProviderError::Http { status: 404, .. }) => Ok(format!(
                 "{} answers (no /models list; model {})",
-                self.base_url, self.model
+                self.core.base_url, self.model
             )),
             other => other,
         }

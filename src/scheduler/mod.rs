@@ -37,10 +37,12 @@ pub fn start(
     store: DaemonStoreRef,
     agent: Arc<Agent>,
     channels: HashMap<ChannelKind, Arc<dyn Channel>>,
+    metrics: Arc<crate::metrics::Metrics>,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     let (scheduler, exec) = build(loaded, &store, agent, channels);
-    let exec: Arc<dyn Execute> = Arc::new(exec);
+    let scheduler = scheduler.with_metrics(metrics.clone());
+    let exec: Arc<dyn Execute> = Arc::new(exec.with_metrics(metrics));
     tokio::spawn(Arc::new(scheduler).run(exec, shutdown))
 }
 

@@ -164,6 +164,8 @@ pub struct Scheduler {
     opts: SchedulerOptions,
     identity: String,
     leases: Option<Arc<RunLeases>>,
+    /// Where runs are counted (`ethan_scheduler_runs_total`).
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Scheduler {
@@ -174,7 +176,14 @@ impl Scheduler {
             opts,
             identity: process_identity(),
             leases: None,
+            metrics: Default::default(),
         }
+    }
+
+    /// Count missed runs in `metrics` (the daemon's registry) instead of a registry of its own.
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Hold a lease on each run claimed (a shared store); the claimant becomes the leases'
@@ -304,7 +313,7 @@ impl Scheduler {
                 .is_some()
             {
                 tracing::warn!("scheduler: job {}: {note}", job.id);
-                crate::metrics::METRICS
+                self.metrics
                     .scheduler_runs
                     .with_label_values(&[RunStatus::Missed.as_str()])
                     .inc();
@@ -507,6 +516,8 @@ pub struct JobExecutor {
     config_timezone: Option<String>,
     locks: JobLocks,
     leases: Option<Arc<RunLeases>>,
+    /// Where runs are counted (`ethan_scheduler_runs_total`).
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// One lock per job with a run in progress, so runs of a job are serialised within a process.
@@ -618,7 +629,14 @@ impl JobExecutor {
             config_timezone,
             locks: JobLocks::default(),
             leases: None,
+            metrics: Default::default(),
         }
+    }
+
+    /// Count runs in `metrics` (the daemon's registry) instead of a registry of its own.
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Hold each run's lease while it executes, and fence its turn, its record and its digest
@@ -868,7 +886,7 @@ impl Execute for JobExecutor {
         {
             tracing::error!("scheduler: cannot record run {}: {e}", claim.run_id);
         }
-        crate::metrics::METRICS
+        self.metrics
             .scheduler_runs
             .with_label_values(&[status.as_str()])
             .inc();

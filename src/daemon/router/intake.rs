@@ -383,7 +383,8 @@ impl InboundSink for RouterSink {
             }
             _ => {}
         }
-        crate::metrics::METRICS
+        router
+            .metrics
             .messages_in
             .with_label_values(&[ev.channel.as_str()])
             .inc();

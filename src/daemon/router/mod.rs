@@ -84,6 +84,10 @@ pub struct Parts {
     pub channels: HashMap<ChannelKind, Arc<dyn Channel>>,
     /// The global cap on turns in flight.
     pub max_turns: usize,
+    /// The daemon's metrics registry.
+    pub metrics: Arc<crate::metrics::Metrics>,
+    /// What the daemon's egress guards share (media downloads, transcription).
+    pub egress: crate::egress::Egress,
 }
 
 pub struct Router {
@@ -101,6 +105,8 @@ pub struct Router {
     media: crate::media::Media,
     /// Giving freed memory back after workers exit.
     trim: crate::daemon::trim::Trim,
+    /// Where messages and turns are counted.
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Router {
@@ -114,7 +120,7 @@ impl Router {
     }
 
     fn build(parts: Parts, replica: Option<Arc<Replica>>) -> Arc<Self> {
-        let media = crate::media::Media::new(parts.config.clone());
+        let media = crate::media::Media::new(parts.config.clone(), &parts.egress);
         Arc::new(Self {
             store: parts.store,
             config: parts.config,
@@ -127,6 +133,7 @@ impl Router {
             media,
             replica,
             trim: Default::default(),
+            metrics: parts.metrics,
         })
     }
 

@@ -240,7 +240,7 @@ impl Router {
         let fence = self.session_fence(ev);
         let fence = fence.as_ref().map(|f| f as &dyn ethan_core::tool::Fence);
         send_with_retry_fenced(ch.as_ref(), &msg, &DELIVERY_RETRY, fence).await?;
-        count_sent(ev);
+        self.count_sent(ev);
         Ok(())
     }
 
@@ -306,7 +306,7 @@ impl Router {
         let state = loop {
             let e = match draft.finish(text, tools).await {
                 Ok(_) => {
-                    count_sent(ev);
+                    self.count_sent(ev);
                     break "done";
                 }
                 Err(e) => e,
@@ -343,10 +343,12 @@ fn platform_name(kind: ChannelKind) -> &'static str {
     }
 }
 
-/// Count a reply, card or finished draft the platform took.
-fn count_sent(ev: &InboundEvent) {
-    crate::metrics::METRICS
-        .messages_out
-        .with_label_values(&[ev.channel.as_str()])
-        .inc();
+impl Router {
+    /// Count a reply, card or finished draft the platform took.
+    fn count_sent(&self, ev: &InboundEvent) {
+        self.metrics
+            .messages_out
+            .with_label_values(&[ev.channel.as_str()])
+            .inc();
+    }
 }

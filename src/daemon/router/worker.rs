@@ -307,8 +307,9 @@ impl Router {
         let (presenter, events) = match self.open_draft(ev, resumed).await {
             Some(draft) => {
                 let shown = stream::Shown::for_chat(ev.chat.kind, self.agent.executor.registry());
+                let fenced = fence.as_ref().map(LeaseFence::shared);
                 let (p, events) =
-                    Presenter::start_fenced(draft, shown, fence.as_ref().map(LeaseFence::shared));
+                    Presenter::start_fenced(draft, shown, fenced, self.metrics.clone());
                 (Some(p), Some(events))
             }
             None => (None, None),
@@ -370,7 +371,7 @@ impl Router {
             None => None,
         };
         let outcome = reply.outcome;
-        crate::metrics::METRICS
+        self.metrics
             .turns
             .with_label_values(&[ev.channel.as_str(), outcome.label()])
             .inc();

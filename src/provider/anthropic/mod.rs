@@ -16,13 +16,15 @@
 pub mod stream;
 pub mod wire;
 
-use super::http::{is_event_stream, observe, retry_after, MAX_STREAM_BYTES, MAX_STREAM_TIME};
+use super::http::is_event_stream;
+use super::http_core::Core;
 use super::sse::SseDecoder;
 use super::types::{ChatMessage, ToolSpec};
 use super::{Completion, ModelProvider, ProviderError, MAX_RETRIES};
 use crate::config::{ModelConfig, ModelEndpoint, Secret};
 use ethan_core::event::{EventSink, TurnEvent};
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::Duration;
 use stream::{Event, EventAssembler};
 
@@ -38,22 +40,13 @@ const OAUTH_BETA: &str = "oauth-2025-04-20";
 /// Messages API client. Cheap to clone.
 #[derive(Clone)]
 pub struct AnthropicClient {
-    /// Whole answers: `timeout_secs` bounds each request.
-    http: reqwest::Client,
-    /// Streamed answers: no total limit (bounded per read instead).
-    stream_http: reqwest::Client,
-    /// The host, without a trailing `/` or `/v1` (e.g. `https://api.anthropic.com`).
-    base_url: String,
+    /// The HTTP clients, limits, retries ([`MAX_RETRIES`] unless [`Self::with_max_retries`]
+    /// says otherwise) and metrics; its base URL is the host, without a trailing `/` or `/v1`
+    /// (e.g. `https://api.anthropic.com`).
+    core: Core,
     api_key: Secret,
     model: String,
     max_tokens: u32,
-    timeout_secs: u64,
-    idle_timeout_secs: u64,
-    /// First backoff delay; doubled per retry.
-    backoff: Duration,
-    /// Retries after the first attempt for transient failures ([`MAX_RETRIES`] unless
-    /// [`Self::with_max_retries`] says otherwise).
-    max_retries: u32,
 }
 
 impl AnthropicClient {
@@ -65,38 +58,25 @@ impl AnthropicClient {
     /// # Errors
     /// [`ProviderError::Connect`] when the HTTP client cannot be built (TLS setup).
     pub fn for_endpoint(ep: &ModelEndpoint, cfg: &ModelConfig) -> Result<Self, ProviderError> {
-        let connect_error = |e: reqwest::Error| ProviderError::Connect {
-            url: ep.base_url.clone(),
-            message: e.to_string(),
-        };
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .timeout(Duration::from_secs(cfg.timeout_secs))
-            .build()
-            .map_err(connect_error)?;
-        let stream_http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(connect_error)?;
         let base = ep.base_url.trim_end_matches('/');
         let base = base.strip_suffix("/v1").unwrap_or(base);
         Ok(Self {
-            http,
-            stream_http,
-            base_url: base.to_string(),
+            core: Core::new(&ep.base_url, base.to_string(), cfg, MAX_RETRIES)?,
             api_key: ep.api_key.clone(),
             model: ep.name.clone(),
             max_tokens: ep.max_tokens.unwrap_or(cfg.max_tokens).max(1),
-            timeout_secs: cfg.timeout_secs,
-            idle_timeout_secs: cfg.idle_timeout_secs.max(1),
-            backoff: Duration::from_millis(500),
-            max_retries: MAX_RETRIES,
         })
     }
 
     /// The same client, retrying a transient failure at most `n` times (0: one attempt).
     pub fn with_max_retries(mut self, n: u32) -> Self {
-        self.max_retries = n;
+        self.core.max_retries = n;
+        self
+    }
+
+    /// Time requests in `metrics` (the daemon's registry) instead of a registry of its own.
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.core.metrics = metrics;
         self
     }
 
@@ -113,7 +93,7 @@ impl AnthropicClient {
         path: &str,
     ) -> reqwest::RequestBuilder {
         let rb = http
-            .request(method, format!("{}/v1{path}", self.base_url))
+            .request(method, format!("{}/v1{path}", self.core.base_url))
             .header("anthropic-version", API_VERSION);
         let key = self.api_key.expose();
         if key.is_empty() {
@@ -151,10 +131,6 @@ impl AnthropicClient {
         c
     }
 
-    fn transport_error(&self, e: reqwest::Error) -> ProviderError {
-        super::http::transport_error(e, &self.base_url, self.timeout_secs)
-    }
-
     /// One answer (`POST /v1/messages`), retried on transient failures.
     ///
     /// # Errors
@@ -167,48 +143,24 @@ impl AnthropicClient {
         tools: &[ToolSpec],
     ) -> Result<Completion, ProviderError> {
         let body = wire::request_body(&self.model, self.max_tokens, messages, tools, false);
-        let started = std::time::Instant::now();
-        let result = self.complete_body(&body).await;
-        observe(started, &result);
-        result
+        self.core.timed(self.complete_body(&body)).await
     }
 
     async fn complete_body(&self, body: &Value) -> Result<Completion, ProviderError> {
-        self.retries().run(|| self.complete_once(body)).await
-    }
-
-    fn retries(&self) -> super::http::Retries {
-        super::http::Retries {
-            max: self.max_retries,
-            backoff: self.backoff,
-        }
+        self.core.retries().run(|| self.complete_once(body)).await
     }
 
     async fn complete_once(
         &self,
         body: &Value,
     ) -> (Result<Completion, ProviderError>, Option<Duration>) {
-        let mut resp = match self
-            .request(&self.http, reqwest::Method::POST, "/messages")
-            .json(body)
-            .send()
-            .await
-        {
-            Ok(r) => r,
-            Err(e) => return (Err(self.transport_error(e)), None),
-        };
-        let status = resp.status().as_u16();
-        let retry_after = retry_after(&resp);
-        // Capped like a stream: a hostile or broken server cannot grow the daemon's memory.
-        let text =
-            match super::http::read_capped(&mut resp, &self.base_url, self.timeout_secs).await {
-                Ok(t) => t,
-                Err(e) => return (Err(e), None),
-            };
-        if !(200..300).contains(&status) {
-            return (Err(wire::classify_error(status, &text)), retry_after);
+        let request = self
+            .request(&self.core.http, reqwest::Method::POST, "/messages")
+            .json(body);
+        match self.core.whole_once(request, wire::classify_error).await {
+            (Ok(text), _) => (self.parse_whole(&text), None),
+            (Err(e), retry_after) => (Err(e), retry_after),
         }
-        (self.parse_whole(&text), None)
     }
 
     fn parse_whole(&self, text: &str) -> Result<Completion, ProviderError> {
@@ -236,10 +188,7 @@ impl AnthropicClient {
         deltas: &EventSink,
     ) -> Result<Completion, ProviderError> {
         let body = wire::request_body(&self.model, self.max_tokens, messages, tools, true);
-        let started = std::time::Instant::now();
-        let result = self.stream_body(&body, deltas).await;
-        observe(started, &result);
-        result
+        self.core.timed(self.stream_body(&body, deltas)).await
     }
 
     async fn stream_body(
@@ -253,7 +202,7 @@ impl AnthropicClient {
             match self.stream_once(body, deltas, &mut shown).await {
                 Ok(c) => return Ok(c),
                 Err((e, retry_after)) => {
-                    let retries = self.retries();
+                    let retries = self.core.retries();
                     if let Some(e) = retries
                         .after_stream_failure(e, retry_after, attempt, shown, deltas)
                         .await
@@ -275,25 +224,29 @@ impl AnthropicClient {
         shown: &mut String,
     ) -> Result<Completion, (ProviderError, Option<Duration>)> {
         let request = self
-            .request(&self.stream_http, reqwest::Method::POST, "/messages")
+            .request(&self.core.stream_http, reqwest::Method::POST, "/messages")
             .header(reqwest::header::ACCEPT, "text/event-stream")
-            .json(body)
-            .send();
-        let mut resp =
-            match tokio::time::timeout(Duration::from_secs(self.timeout_secs), request).await {
-                Err(_) => return Err((ProviderError::Timeout(self.timeout_secs), None)),
-                Ok(Err(e)) => return Err((self.transport_error(e), None)),
-                Ok(Ok(r)) => r,
-            };
+            .json(body);
+        let mut resp = self
+            .core
+            .start_stream(request)
+            .await
+            .map_err(|e| (e, None))?;
         let status = resp.status().as_u16();
         if !(200..300).contains(&status) {
-            let wait = retry_after(&resp);
-            let text = self.read_rest(&mut resp).await.map_err(|e| (e, None))?;
-            let text = String::from_utf8_lossy(&text);
+            let (text, wait) = self
+                .core
+                .failure_text(&mut resp)
+                .await
+                .map_err(|e| (e, None))?;
             return Err((wire::classify_error(status, &text), wait));
         }
         if !is_event_stream(&resp) {
-            let whole = self.read_rest(&mut resp).await.map_err(|e| (e, None))?;
+            let whole = self
+                .core
+                .read_rest(&mut resp)
+                .await
+                .map_err(|e| (e, None))?;
             let text = String::from_utf8_lossy(&whole);
             let t = text.trim_start();
             if !(t.starts_with("event:") || t.starts_with("data:") || t.starts_with(':')) {
@@ -330,37 +283,17 @@ impl AnthropicClient {
         deltas: &EventSink,
         shown: &mut String,
     ) -> Result<Completion, ProviderError> {
-        let idle = Duration::from_secs(self.idle_timeout_secs);
-        let deadline = tokio::time::Instant::now() + MAX_STREAM_TIME;
         let mut decoder = SseDecoder::default();
         let mut assembler = EventAssembler::default();
         // Only events other than `ping` count as progress.
-        let mut last_event = tokio::time::Instant::now();
-        let mut received = 0usize;
+        let mut chunks = self.core.chunks();
         'read: loop {
-            let wait_until = (last_event + idle).min(deadline);
-            let bytes = match tokio::time::timeout_at(wait_until, resp.chunk()).await {
-                Err(_) if tokio::time::Instant::now() >= deadline => {
-                    return Err(ProviderError::BadResponse(format!(
-                        "the streamed answer was still going after {} s",
-                        MAX_STREAM_TIME.as_secs()
-                    )))
-                }
-                Err(_) => return Err(ProviderError::Stalled(self.idle_timeout_secs)),
-                Ok(Err(e)) => return Err(self.transport_error(e)),
-                Ok(Ok(None)) => break,
-                Ok(Ok(Some(b))) => b,
+            let Some(bytes) = chunks.next(&self.core, resp, false).await? else {
+                break;
             };
-            received += bytes.len();
-            if received > MAX_STREAM_BYTES {
-                return Err(ProviderError::BadResponse(format!(
-                    "the streamed answer exceeded {} MiB",
-                    MAX_STREAM_BYTES >> 20
-                )));
-            }
             for data in decoder.feed(&bytes) {
                 if take(&mut assembler, &data, deltas, shown)? != Event::Ping {
-                    last_event = tokio::time::Instant::now();
+                    chunks.progressed();
                 }
                 if assembler.is_done() {
                     break 'read;
@@ -379,16 +312,6 @@ impl AnthropicClient {
         assembler.into_completion().map(|c| self.with_model(c))
     }
 
-    async fn read_rest(&self, resp: &mut reqwest::Response) -> Result<Vec<u8>, ProviderError> {
-        super::http::read_rest(
-            resp,
-            self.idle_timeout_secs,
-            &self.base_url,
-            self.timeout_secs,
-        )
-        .await
-    }
-
     /// `GET {base_url}/v1/models`: whether the endpoint answers and accepts the key (no
     /// tokens spent). A 404 (a proxy without the list) counts as answering.
     ///
@@ -396,22 +319,23 @@ impl AnthropicClient {
     /// As [`AnthropicClient::complete`] (401/403: [`ProviderError::Auth`]).
     pub async fn check(&self) -> Result<String, ProviderError> {
         let mut resp = self
-            .request(&self.http, reqwest::Method::GET, "/models")
+            .request(&self.core.http, reqwest::Method::GET, "/models")
             .send()
             .await
-            .map_err(|e| self.transport_error(e))?;
+            .map_err(|e| self.core.transport_error(e))?;
         let status = resp.status().as_u16();
-        let text = super::http::read_capped(&mut resp, &self.base_url, self.timeout_secs)
+        let core = &self.core;
+        let text = super::http::read_capped(&mut resp, &core.base_url, core.timeout_secs)
             .await
             .unwrap_or_default();
         match status {
             200..=299 => Ok(format!(
                 "{} answers (Anthropic Messages API, model {})",
-                self.base_url, self.model
+                core.base_url, self.model
             )),
             404 => Ok(format!(
                 "{} answers (no /v1/models list; model {})",
-                self.base_url, self.model
+                core.base_url, self.model
             )),
             _ => Err(wire::classify_error(status, &text)),
         }

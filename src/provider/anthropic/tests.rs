@@ -51,7 +51,7 @@ async fn client_seeing(answers: Vec<Answer>, suffix: &str, key: &str) -> (Anthro
         max_tokens: None,
     };
     let mut client = AnthropicClient::for_endpoint(&ep, &ModelConfig::default()).unwrap();
-    client.backoff = Duration::from_millis(1);
+    client.core.backoff = Duration::from_millis(1);
     (client, seen)
 }
 
@@ -317,7 +317,7 @@ async fn pings_alone_stall_and_a_whole_json_answer_is_one_piece() {
     let mut answers: Vec<Answer> = (0..MAX_RETRIES).map(|_| pings()).collect();
     answers.push(json_answer(200, text_message("all at once")));
     let (mut client, _) = client_seeing(answers, "", "k").await;
-    client.idle_timeout_secs = 1;
+    client.core.idle_timeout_secs = 1;
     let (result, events) = streamed(&client).await;
     assert_eq!(
         result.unwrap().message.content.as_deref(),

@@ -1,4 +1,5 @@
 use super::*;
+use crate::provider::http::MAX_STREAM_BYTES;
 
 #[test]
 fn pictures_are_image_url_parts_after_the_text() {
@@ -163,7 +164,7 @@ async fn client_seeing(answers: Vec<Answer>) -> (OpenAiClient, Seen) {
         ..ModelConfig::default()
     })
     .unwrap();
-    client.backoff = Duration::from_millis(1);
+    client.core.backoff = Duration::from_millis(1);
     (client, seen)
 }
 
@@ -353,7 +354,7 @@ async fn a_server_sending_only_keep_alive_comments_stalls() {
     let mut answers: Vec<Answer> = (0..MAX_RETRIES).map(|_| keep_alive(20)).collect();
     answers.push(body_of(sse, vec![piece("Awake"), end()]));
     let mut client = client_for(answers).await;
-    client.idle_timeout_secs = 1;
+    client.core.idle_timeout_secs = 1;
     let (result, _) = streamed(&client).await;
     // Comments every 300 ms never count as progress: each of those answers stalled after
     // a second and was retried; the last one answered.
@@ -395,7 +396,7 @@ async fn a_complete_answer_without_done_or_close_is_taken() {
             .unwrap()
     });
     let mut client = client_for(vec![answer]).await;
-    client.idle_timeout_secs = 1;
+    client.core.idle_timeout_secs = 1;
     let (result, events) = streamed(&client).await;
     assert_eq!(result.unwrap().message.content.as_deref(), Some("Whole"));
     assert_eq!(events, [delta("Whole")]);

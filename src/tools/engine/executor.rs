@@ -123,6 +123,8 @@ pub struct Executor {
     gate: Option<Arc<dyn ConsentGate>>,
     /// Long outputs' summariser and the length (characters) above which it is used.
     summariser: Option<(Arc<dyn OutputSummariser>, usize)>,
+    /// Where calls are counted (`ethan_tool_calls_total`).
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 fn now_ms() -> i64 {
@@ -141,7 +143,14 @@ impl Executor {
             policy: opts.policy,
             gate: None,
             summariser: None,
+            metrics: Default::default(),
         }
+    }
+
+    /// Count calls in `metrics` (the daemon's registry) instead of a registry of its own.
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Summarise outputs longer than `over_chars` characters (0: never) with `summariser`.
@@ -421,7 +430,7 @@ impl Executor {
             output_bytes: full.len() as u64,
             spill_path,
         };
-        crate::metrics::METRICS
+        self.metrics
             .tool_calls
             .with_label_values(&[&entry.tool, entry.error_kind.as_deref().unwrap_or("ok")])
             .inc();

@@ -207,13 +207,15 @@ impl Registry {
 
     /// The builtin tools, configured from `config` (web_search settings fixed at start).
     /// No knowledge base (it needs the daemon's store).
+    /// Its egress guards have an [`crate::egress::Egress`] of their own.
     pub fn builtin(config: &Config) -> Self {
-        Self::builtin_at(config, None, None)
+        Self::builtin_at(config, None, None, &Default::default())
     }
 
     /// The builtin tools; with `config_path`, `tools.web_search` is re-read from that file when
     /// it changes (no restart needed). `knowledge`: the knowledge folder and the store's
-    /// knowledge index, for the `knowledge_*` tools.
+    /// knowledge index, for the `knowledge_*` tools. The web tools' and the browser's egress
+    /// guards share `egress` (the daemon's).
     pub fn builtin_at(
         config: &Config,
         config_path: Option<&std::path::Path>,
@@ -221,6 +223,7 @@ impl Registry {
             std::path::PathBuf,
             crate::store::knowledge_index::IndexHandle,
         )>,
+        egress: &crate::egress::Egress,
     ) -> Self {
         let shell_timeout = config
             .tools
@@ -245,21 +248,24 @@ impl Registry {
         r.register_builtin(Arc::new(crate::tools::file_list::FileList));
         r.register_builtin(Arc::new(crate::tools::find_tools::FindTools));
         r.register_builtin(Arc::new(crate::tools::ui_card::UiCard));
-        r.register_builtin(Arc::new(match config_path {
+        let search = match config_path {
             Some(p) => crate::tools::web_search::WebSearch::watching(Arc::new(
                 crate::config::watch::ConfigWatch::at(p.to_path_buf(), config),
             )),
             None => crate::tools::web_search::WebSearch::new(config.tools.web_search.clone()),
-        }));
-        r.register_builtin(Arc::new(crate::tools::web_fetch::WebFetch::new(
+        };
+        r.register_builtin(Arc::new(search.within(egress)));
+        let fetch = crate::tools::web_fetch::WebFetch::guarded(
             &config.tools.web_fetch,
-        )));
+            egress.guard_of(config),
+        );
+        r.register_builtin(Arc::new(fetch));
         // One headless browser per daemon, shared by the three browser tools.
         #[cfg(feature = "browser")]
         {
             let browser = crate::tools::builtin::browser::hub::BrowserHub::new(
                 config.tools.browser.clone(),
-                crate::egress::EgressGuard::from_config(config),
+                egress.guard_of(config),
             );
             browser.set_image_limit(config.media.max_image_bytes);
             browser.hear_taint(&r.taint_hooks);

@@ -5,7 +5,7 @@
 //! - The pattern is a regular expression searched in the file *name* (not the whole path);
 //!   smart case as in `fd`: case-insensitive unless the pattern has an upper-case letter. An
 //!   empty pattern lists everything.
-//! - The walk is `rg_search`'s ([`crate::tools::rg_search`]): `.gitignore`, `.ignore`, `.fdignore` and
+//! - The walk is `rg_search`'s ([`super::common::Scope`]): `.gitignore`, `.ignore`, `.fdignore` and
 //!   git excludes respected, hidden entries (and `.git`) skipped, symlinks not followed,
 //!   secret-looking and protected entries left out. Binary files are listed like any other, as
 //!   `fd` does.
@@ -15,9 +15,9 @@
 //! Output: one path per line, sorted, relative to the workspace (absolute outside it),
 //! directories ending in `/`; a closing note when `max_results` cut the list.
 
-use crate::tools::args::req_str;
-use crate::tools::rg_search::{max_results, opt_str, CancelOnDrop, Scope, MAX_RESULTS_CAP};
-use crate::tools::{ErrorKind, Risk, Tool, ToolContext};
+use super::common::{declaration, max_results, more_note, opt_str, pattern_and_path};
+use super::common::{run_blocking, Scope};
+use crate::tools::{ErrorKind, Tool, ToolContext};
 use crate::tools::{ToolDecl, ToolError, ToolOutput};
 use async_trait::async_trait;
 use grep_matcher::Matcher;
@@ -28,8 +28,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::LazyLock;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Mutex;
 
 /// The kinds of entry `file_type` selects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,60 +172,43 @@ impl FdFind {
 impl Tool for FdFind {
     fn decl(&self) -> &ToolDecl {
         static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
-            ToolDecl::new(
+            declaration(
                 "fd_find",
                 "Find files and directories whose name matches a regular expression (like fd): respects \
                  .gitignore, skips hidden entries. Returns one path per line, directories ending in /.",
                 json!({
-                    "type": "object",
-                    "properties": {
-                        "pattern": {"type": "string", "description": "Regular expression matched against file names; \"\" lists everything. Case-insensitive unless it has an upper-case letter"},
-                        "path": {"type": "string", "description": "Directory to search; default \".\" (the workspace)"},
-                        "file_type": {"type": "string", "enum": ["f", "d", "l"], "description": "f = files, d = directories, l = symbolic links"},
-                        "extension": {"type": "string", "description": "Only names ending in this extension, e.g. rs or tar.gz"},
-                        "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS_CAP, "description": "Most paths returned; default 50"}
-                    },
-                    "required": ["pattern"],
-                    "additionalProperties": false
+                    "pattern": {"type": "string", "description": "Regular expression matched against file names; \"\" lists everything. Case-insensitive unless it has an upper-case letter"},
+                    "path": {"type": "string", "description": "Directory to search; default \".\" (the workspace)"},
+                    "file_type": {"type": "string", "enum": ["f", "d", "l"], "description": "f = files, d = directories, l = symbolic links"},
+                    "extension": {"type": "string", "description": "Only names ending in this extension, e.g. rs or tar.gz"}
                 }),
+                "paths",
             )
-            .risk(Risk::ReadOnly)
-            .timeout(Duration::from_secs(60))
-            .max_retries(1)
         });
         &DECL
     }
     async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let parsed = (|| {
-            let pattern = req_str(&args, "pattern")?.to_string();
-            let path = opt_str(&args, "path")?.unwrap_or(".").to_string();
-            let entry_type = match opt_str(&args, "file_type")? {
-                None => None,
-                Some(t) if t.trim().is_empty() => None,
-                Some(t) => Some(EntryType::parse(t).ok_or_else(|| {
-                    ToolError::new(
-                        ErrorKind::Validation,
-                        format!("file_type {t:?} is not one of f (files), d (directories), l (symbolic links)"),
-                    )
-                })?),
-            };
-            let extension = opt_str(&args, "extension")?
-                .map(|e| e.trim().trim_start_matches('.').to_lowercase())
-                .filter(|e| !e.is_empty());
-            let max_results = max_results(&args)?;
-            Ok::<_, ToolError>((
-                path,
-                FindQuery {
-                    pattern,
-                    entry_type,
-                    extension,
-                    max_results,
-                },
-            ))
-        })();
-        let (path, q) = match parsed {
-            Ok(p) => p,
-            Err(e) => return Err(e),
+        let (pattern, path) = pattern_and_path(&args)?;
+        let entry_type = match opt_str(&args, "file_type")? {
+            None => None,
+            Some(t) if t.trim().is_empty() => None,
+            Some(t) => Some(EntryType::parse(t).ok_or_else(|| {
+                ToolError::new(
+                    ErrorKind::Validation,
+                    format!(
+                        "file_type {t:?} is not one of f (files), d (directories), l (symbolic links)"
+                    ),
+                )
+            })?),
+        };
+        let extension = opt_str(&args, "extension")?
+            .map(|e| e.trim().trim_start_matches('.').to_lowercase())
+            .filter(|e| !e.is_empty());
+        let q = FindQuery {
+            pattern,
+            entry_type,
+            extension,
+            max_results: max_results(&args)?,
         };
         let scope = Scope::new(ctx, &path)?;
         if !scope.root.is_dir() {
@@ -235,29 +217,16 @@ impl Tool for FdFind {
                 format!("{} is not a directory", scope.display(&scope.root)),
             ));
         }
-        let cancel = Arc::new(AtomicBool::new(false));
-        let _guard = CancelOnDrop(cancel.clone());
         let (scope2, q2) = (scope.clone(), q.clone());
-        let res = tokio::task::spawn_blocking(move || find(&scope2, &q2, &cancel)).await;
-        let found = match res {
-            Ok(Ok(f)) => f,
-            Ok(Err(msg)) => return Err(ToolError::new(ErrorKind::Validation, msg)),
-            Err(e) => {
-                return Err(ToolError::new(
-                    ErrorKind::Internal,
-                    format!("find failed: {e}"),
-                ))
-            }
-        };
+        let found = run_blocking("find", move |cancel| find(&scope2, &q2, cancel)).await?;
         let meta = json!({"results": found.paths.len(), "truncated": found.more});
         if found.paths.is_empty() {
-            let mut out = format!(
+            let out = format!(
                 "Nothing named like /{}/ in {}.",
                 q.pattern,
                 scope.display(&scope.root)
             );
-            out.push_str(&scope.left_out_note());
-            return Ok(ToolOutput::new(out).with_metadata(meta));
+            return Ok(scope.output(out, meta));
         }
         let mut out = String::new();
         for (p, dir) in &found.paths {
@@ -269,14 +238,10 @@ impl Tool for FdFind {
         }
         out.pop();
         if found.more {
-            out.push_str(&format!(
-                "\n[showing {} paths; there are more — narrow the pattern, path, file_type or \
-                 extension, or raise max_results (up to {MAX_RESULTS_CAP})]",
-                found.paths.len()
-            ));
+            let narrow = "the pattern, path, file_type or extension";
+            out.push_str(&more_note(found.paths.len(), "paths", narrow));
         }
-        out.push_str(&scope.left_out_note());
-        Ok(ToolOutput::new(out).with_metadata(meta))
+        Ok(scope.output(out, meta))
     }
 }
 

@@ -11,159 +11,36 @@
 //! - Searching (`grep-searcher`): line by line, with line numbers; a file is treated as binary
 //!   and left as soon as a NUL byte shows up, exactly as `rg` does for files it finds by walking;
 //!   UTF-16 files with a BOM are transcoded.
-//! - Protection: the path argument goes through [`paths::resolve_checked`]; inside the tree,
-//!   secret-looking files and directories (`.ssh`, `*.pem`, `credentials*`, … see
-//!   [`paths::secret_looking`]) and `$ETHAN_HOME` outside the workspace are left out, and the
-//!   output says how many were.
+//! - Protection: the path argument goes through [`crate::tools::paths::resolve_checked`];
+//!   inside the tree, secret-looking files and directories (`.ssh`, `*.pem`, `credentials*`, …
+//!   see [`crate::tools::paths::secret_looking`]) and `$ETHAN_HOME` outside the workspace are
+//!   left out, and the output says how many were.
 //!
 //! Output: one `path:line: text` per matching line, sorted by path and line, paths relative to
 //! the workspace (absolute outside it), long lines cut; a closing note when `max_results` cut the
 //! list (the search stops early then, so which matches are shown is not fixed).
 //!
-//! [`Scope`] (what is left out, how paths are shown) is shared with `fd_find`.
+//! The arguments it shares with `fd_find`, the [`Scope`] (what is left out, how paths are
+//! shown) and the closing notes are [`super::common`]'s.
 
-use crate::tools::args::{opt_bool, opt_u64, req_str};
-use crate::tools::{paths, ErrorKind, Risk, Tool, ToolContext};
+use super::common::{declaration, max_results, more_note, opt_str, pattern_and_path};
+use super::common::{run_blocking, Scope};
+pub use super::common::{DEFAULT_MAX_RESULTS, MAX_RESULTS_CAP};
+use crate::tools::args::opt_bool;
+use crate::tools::{Tool, ToolContext};
 use crate::tools::{ToolDecl, ToolError, ToolOutput};
 use async_trait::async_trait;
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, SearcherBuilder};
-use ignore::{WalkBuilder, WalkState};
+use ignore::WalkState;
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::LazyLock;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Mutex;
 
-pub const DEFAULT_MAX_RESULTS: u64 = 50;
-/// The largest `max_results` honoured.
-pub const MAX_RESULTS_CAP: u64 = 1000;
 /// Longest matching line shown, in characters.
 pub const MAX_LINE_CHARS: usize = 300;
-
-/// Optional string field `key`.
-pub(crate) fn opt_str<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>, ToolError> {
-    match args.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.as_str())),
-        Some(other) => Err(ToolError::new(
-            ErrorKind::Validation,
-            format!(
-                "argument `{key}` must be a string, got {}",
-                crate::tools::args::type_name(other)
-            ),
-        )),
-    }
-}
-
-/// `max_results`, defaulted and clamped to `1..=MAX_RESULTS_CAP`.
-pub(crate) fn max_results(args: &Value) -> Result<usize, ToolError> {
-    let n = opt_u64(args, "max_results")?.unwrap_or(DEFAULT_MAX_RESULTS);
-    Ok(n.clamp(1, MAX_RESULTS_CAP) as usize)
-}
-
-/// Where a search runs and what it leaves out: secret-looking entries, `$ETHAN_HOME` outside
-/// the workspace, credential places and hard links to protected files. Paths are shown relative to the workspace when inside it.
-#[derive(Debug, Clone)]
-pub(crate) struct Scope {
-    /// The real (symlink-free) root to walk.
-    pub root: PathBuf,
-    workspace: PathBuf,
-    protection: Arc<crate::sandbox::protected::Protection>,
-    pub left_out: Arc<AtomicUsize>,
-}
-
-impl Scope {
-    /// Resolve and check the `path` argument.
-    pub fn new(ctx: &ToolContext, path: &str) -> Result<Scope, ToolError> {
-        let resolved = paths::resolve_checked(ctx, path)?;
-        let root = paths::real_path(&resolved);
-        if !root.exists() {
-            return Err(ToolError::new(
-                ErrorKind::Validation,
-                format!("{} does not exist", resolved.display()),
-            ));
-        }
-        Ok(Scope {
-            root,
-            workspace: paths::real_path(&ctx.workspace),
-            protection: Arc::new(paths::protection_of(ctx)),
-            left_out: Arc::new(AtomicUsize::new(0)),
-        })
-    }
-
-    /// Whether the walk must skip `path` (and not descend into it). The walk does not follow
-    /// symbolic links, so every path below the real root is itself real.
-    pub fn excluded(&self, path: &Path, depth: usize) -> bool {
-        if depth == 0 {
-            return false;
-        }
-        let secret = path
-            .file_name()
-            .is_some_and(|n| paths::secret_looking(&n.to_string_lossy()));
-        if secret
-            || self.protection.place_of(path).is_some()
-            || self.protection.hard_link_target(path).is_some()
-        {
-            self.left_out.fetch_add(1, Ordering::Relaxed);
-            return true;
-        }
-        false
-    }
-
-    /// `path` as shown to the model.
-    pub fn display(&self, path: &Path) -> String {
-        match path.strip_prefix(&self.workspace) {
-            Ok(rel) if !rel.as_os_str().is_empty() => rel.display().to_string(),
-            Ok(_) => ".".to_string(),
-            Err(_) => path.display().to_string(),
-        }
-    }
-
-    /// The walker shared by `rg_search` and `fd_find`: standard filters, `.gitignore` also
-    /// outside git repositories, `custom_ignore` (`.rgignore` / `.fdignore`), no symlinks,
-    /// secret and protected entries left out.
-    pub fn walker(&self, custom_ignore: &str) -> WalkBuilder {
-        let mut b = WalkBuilder::new(&self.root);
-        b.standard_filters(true)
-            .require_git(false)
-            .follow_links(false)
-            .add_custom_ignore_filename(custom_ignore)
-            .threads(threads());
-        let me = self.clone();
-        b.filter_entry(move |e| !me.excluded(e.path(), e.depth()));
-        b
-    }
-
-    /// A note on what was left out, or nothing.
-    pub fn left_out_note(&self) -> String {
-        match self.left_out.load(Ordering::Relaxed) {
-            0 => String::new(),
-            n => format!(
-                "\n[{n} secret-looking or protected entr{} left out]",
-                if n == 1 { "y was" } else { "ies were" }
-            ),
-        }
-    }
-}
-
-/// Walker threads: the machine's parallelism, at most 12 (as `rg`).
-fn threads() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(2)
-        .min(12)
-}
-
-/// Sets the flag when dropped: stops a blocking search whose caller gave up (timeout).
-pub(crate) struct CancelOnDrop(pub Arc<AtomicBool>);
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-}
 
 /// One matching line.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -311,65 +188,32 @@ impl RgSearch {
 impl Tool for RgSearch {
     fn decl(&self) -> &ToolDecl {
         static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
-            ToolDecl::new(
+            declaration(
                 "rg_search",
                 "Search file contents with a regular expression (like ripgrep): respects .gitignore, \
                  skips hidden and binary files. Returns `path:line: text` lines.",
                 json!({
-                    "type": "object",
-                    "properties": {
-                        "pattern": {"type": "string", "description": "Regular expression (Rust regex syntax)"},
-                        "path": {"type": "string", "description": "File or directory to search; default \".\" (the workspace)"},
-                        "case_sensitive": {"type": "boolean", "description": "Match case exactly; default false"},
-                        "file_type": {"type": "string", "description": "Only files of this ripgrep type, e.g. rust, py, js, md"},
-                        "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS_CAP, "description": "Most matching lines returned; default 50"}
-                    },
-                    "required": ["pattern"],
-                    "additionalProperties": false
+                    "pattern": {"type": "string", "description": "Regular expression (Rust regex syntax)"},
+                    "path": {"type": "string", "description": "File or directory to search; default \".\" (the workspace)"},
+                    "case_sensitive": {"type": "boolean", "description": "Match case exactly; default false"},
+                    "file_type": {"type": "string", "description": "Only files of this ripgrep type, e.g. rust, py, js, md"}
                 }),
+                "matching lines",
             )
-            .risk(Risk::ReadOnly)
-            .timeout(Duration::from_secs(60))
-            .max_retries(1)
         });
         &DECL
     }
     async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let parsed = (|| {
-            let pattern = req_str(&args, "pattern")?.to_string();
-            let path = opt_str(&args, "path")?.unwrap_or(".").to_string();
-            let case_sensitive = opt_bool(&args, "case_sensitive")?.unwrap_or(false);
-            let file_type = opt_str(&args, "file_type")?.map(str::to_string);
-            let max_results = max_results(&args)?;
-            Ok::<_, ToolError>((
-                path,
-                Query {
-                    pattern,
-                    case_sensitive,
-                    file_type,
-                    max_results,
-                },
-            ))
-        })();
-        let (path, q) = match parsed {
-            Ok(p) => p,
-            Err(e) => return Err(e),
+        let (pattern, path) = pattern_and_path(&args)?;
+        let q = Query {
+            pattern,
+            case_sensitive: opt_bool(&args, "case_sensitive")?.unwrap_or(false),
+            file_type: opt_str(&args, "file_type")?.map(str::to_string),
+            max_results: max_results(&args)?,
         };
         let scope = Scope::new(ctx, &path)?;
-        let cancel = Arc::new(AtomicBool::new(false));
-        let _guard = CancelOnDrop(cancel.clone());
         let (scope2, q2) = (scope.clone(), q.clone());
-        let res = tokio::task::spawn_blocking(move || search(&scope2, &q2, &cancel)).await;
-        let found = match res {
-            Ok(Ok(f)) => f,
-            Ok(Err(msg)) => return Err(ToolError::new(ErrorKind::Validation, msg)),
-            Err(e) => {
-                return Err(ToolError::new(
-                    ErrorKind::Internal,
-                    format!("search failed: {e}"),
-                ))
-            }
-        };
+        let found = run_blocking("search", move |cancel| search(&scope2, &q2, cancel)).await?;
         let meta = json!({
             "matches": found.matches.len(),
             "truncated": found.more,
@@ -378,12 +222,11 @@ impl Tool for RgSearch {
         });
         let where_ = scope.display(&scope.root);
         if found.matches.is_empty() {
-            let mut out = format!(
+            let out = format!(
                 "No matches for /{}/ in {where_} ({} files searched).",
                 q.pattern, found.files_searched
             );
-            out.push_str(&scope.left_out_note());
-            return Ok(ToolOutput::new(out).with_metadata(meta));
+            return Ok(scope.output(out, meta));
         }
         let mut out = String::new();
         for m in &found.matches {
@@ -396,17 +239,17 @@ impl Tool for RgSearch {
         }
         out.pop();
         if found.more {
-            out.push_str(&format!(
-                "\n[showing {} matching lines; there are more — narrow the pattern, path or \
-                 file_type, or raise max_results (up to {MAX_RESULTS_CAP})]",
-                found.matches.len()
+            let shown = found.matches.len();
+            out.push_str(&more_note(
+                shown,
+                "matching lines",
+                "the pattern, path or file_type",
             ));
         }
         if found.unreadable > 0 {
             out.push_str(&format!("\n[{} files could not be read]", found.unreadable));
         }
-        out.push_str(&scope.left_out_note());
-        Ok(ToolOutput::new(out).with_metadata(meta))
+        Ok(scope.output(out, meta))
     }
 }
 
@@ -414,6 +257,7 @@ impl Tool for RgSearch {
 mod tests {
     use super::*;
     use crate::tools::executor::tests::ctx_in;
+    use crate::tools::ErrorKind;
 
     fn tree() -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();

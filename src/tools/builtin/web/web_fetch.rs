@@ -63,7 +63,11 @@ impl WebFetch {
     /// The tool with another name resolver (tests map names to addresses with
     /// [`crate::egress::StaticLookup`]).
     pub fn with_lookup(cfg: &WebFetchConfig, lookup: Arc<dyn Lookup>) -> Self {
-        let guard = EgressGuard::new(&cfg.allow_private, lookup);
+        Self::guarded(cfg, EgressGuard::new(&cfg.allow_private, lookup))
+    }
+
+    /// The tool whose requests pass `guard` (the daemon's: [`crate::egress::Egress::guard_of`]).
+    pub fn guarded(cfg: &WebFetchConfig, guard: EgressGuard) -> Self {
         let timeout = Duration::from_secs(cfg.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS).max(1));
         // The request gives up a little before the executor would, so the model gets our text.
         let request_timeout = timeout

@@ -272,6 +272,12 @@ impl WebSearch {
         Self::build(Settings::Watched(watch), &cfg)
     }
 
+    /// The tool whose requests pass a guard of the daemon's `egress` (see [`crate::egress::shared`]).
+    pub fn within(mut self, egress: &crate::egress::Egress) -> Self {
+        self.guard = egress.guard(&[], Arc::new(crate::egress::SystemLookup));
+        self
+    }
+
     fn build(settings: Settings, cfg: &WebSearchConfig) -> Self {
         let timeout = Duration::from_secs(cfg.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS).max(1));
         Self {

@@ -78,7 +78,7 @@ pub async fn connect(
             "neither command nor url is set".into(),
         ));
     };
-    let transport = http_transport(url, cfg, limit)?;
+    let transport = http_transport(url, cfg, limit, egress)?;
     handshake(
         tokio::time::timeout(limit, handler.serve(transport)).await,
         limit,
@@ -198,11 +198,13 @@ async fn log_stderr(
     }
 }
 
-/// The streamable HTTP transport to `url`, with the configured headers.
+/// The streamable HTTP transport to `url`, with the configured headers, through a guard of
+/// `egress`.
 fn http_transport(
     url: &str,
     cfg: &McpServerConfig,
     limit: Duration,
+    egress: &crate::egress::Egress,
 ) -> Result<rmcp::transport::StreamableHttpClientTransport<super::http::HttpClient>, ConnectError> {
     let mut headers = std::collections::HashMap::new();
     for (k, v) in &cfg.headers {

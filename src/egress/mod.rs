@@ -26,8 +26,10 @@
 //! Refusals are [`Refused`], whose text is written for the model: the destination and why.
 //!
 //! Every guard of a daemon is built from its one [`Egress`] ([`shared`], made by the wiring
-//! step), so each refuses the browser proxies any of them started and counts into the daemon's
-//! metrics; a guard made with [`EgressGuard::new`] has an `Egress` of its own.
+//! step), so each guard's [`EgressGuard::connect`] refuses the browser proxies any of them
+//! started, and each counts into the daemon's metrics; a guard made with [`EgressGuard::new`] has
+//! an `Egress` of its own. The HTTP clients' checks do not consult the proxy set yet (loopback
+//! is refused there by the address rule unless `allow_private` lists it; [`shared`]).
 
 pub mod address;
 pub mod client;

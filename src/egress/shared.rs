@@ -1,7 +1,10 @@
 //! What every egress guard of one daemon shares ([`Egress`]): the addresses of the browser
-//! proxies it runs, which no guard lets a connection reach whatever `allow_private` says (a page
-//! would act through another session's proxy), and the metrics registry its verdicts are counted
-//! in. The daemon's wiring step builds one and hands it to whatever builds guards.
+//! proxies it runs, which a browser's connection ([`super::EgressGuard::connect`]) may never
+//! reach whatever `allow_private` says (a page would act through another session's proxy), and
+//! the metrics registry its verdicts are counted in. The daemon's wiring step builds one and
+//! hands it to whatever builds guards. Known gap: the HTTP clients' checks (`check_url`,
+//! `resolve`: `web_fetch`, `web_search`, MCP, media) judge a proxy's loopback address by the
+//! address rule only, so a guard whose `allow_private` lists loopback does not refuse it there.
 //!
 //! A guard built outside the daemon ([`super::EgressGuard::new`]: tests, stand-alone tools) has
 //! an [`Egress`] of its own: the proxies started with it (or its clones) are refused by it, and a

@@ -211,18 +211,11 @@ impl Replica {
         if !self.holds(name) {
             return false;
         }
-        let why = match self
+        let confirmed = self
             .store
             .confirm_lease(name, &self.id, self.lease.as_secs())
-            .await
-        {
-            Ok(true) => return true,
-            Ok(false) => "it expired (this replica was paused or cut off from the database)".into(),
-            Err(e) => format!("the store cannot confirm it: {e}"),
-        };
-        tracing::warn!("this replica lost the lease {name}: {why}");
-        self.give_up(name).await;
-        false
+            .await;
+        self.kept(name, confirmed).await
     }
 
     /// [`Replica::confirm`] and the reply's `sending` record in one store step: `true` when
@@ -239,7 +232,7 @@ impl Replica {
         if !self.holds(name) {
             return false;
         }
-        let why = match self
+        let confirmed = self
             .store
             .set_inbound_sending_fenced(
                 channel,
@@ -249,8 +242,19 @@ impl Replica {
                 &self.id,
                 self.lease.as_secs(),
             )
-            .await
-        {
+            .await;
+        self.kept(name, confirmed).await
+    }
+
+    /// The store's answer to a confirmation of the lease `name`: `true` when it is still held;
+    /// otherwise (expired, or a store that cannot say) the loss is logged, the lease given up,
+    /// and `false`.
+    async fn kept(
+        &self,
+        name: &str,
+        confirmed: Result<bool, ethan_core::store::StoreError>,
+    ) -> bool {
+        let why = match confirmed {
             Ok(true) => return true,
             Ok(false) => "it expired (this replica was paused or cut off from the database)".into(),
             Err(e) => format!("the store cannot confirm it: {e}"),

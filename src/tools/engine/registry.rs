@@ -213,16 +213,13 @@ impl Registry {
     }
 
     /// The builtin tools; with `config_path`, `tools.web_search` is re-read from that file when
-    /// it changes (no restart needed). `knowledge`: the knowledge folder and the store's
-    /// knowledge index, for the `knowledge_*` tools. The web tools' and the browser's egress
+    /// it changes (no restart needed). `knowledge`: the knowledge base of the `knowledge_*` tools
+    /// (none: they answer that there is none here). The web tools' and the browser's egress
     /// guards share `egress` (the daemon's).
     pub fn builtin_at(
         config: &Config,
         config_path: Option<&std::path::Path>,
-        knowledge: Option<(
-            std::path::PathBuf,
-            crate::store::knowledge_index::IndexHandle,
-        )>,
+        knowledge: Option<Arc<dyn ethan_core::knowledge::KnowledgeBase>>,
         egress: &crate::egress::Egress,
     ) -> Self {
         let shell_timeout = config
@@ -302,10 +299,8 @@ impl Registry {
         r.register_builtin(Arc::new(
             crate::tools::schedule_remove::ScheduleRemove::new(tz),
         ));
-        let knowledge = Arc::new(crate::knowledge::KnowledgeHub::new(
-            &config.knowledge,
-            knowledge,
-        ));
+        let knowledge =
+            knowledge.unwrap_or_else(|| Arc::new(crate::tools::builtin::knowledge::Unavailable));
         r.register_builtin(Arc::new(crate::tools::knowledge_search::KnowledgeSearch(
             knowledge.clone(),
         )));

@@ -25,7 +25,7 @@ pub mod metrics;
 pub mod provider;
 pub mod sandbox;
 pub mod scheduler;
-pub mod skills;
+pub use tools::skills;
 pub mod store;
 pub mod tokens;
 pub mod tools;

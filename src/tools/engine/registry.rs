@@ -327,7 +327,7 @@ impl Registry {
                 crate::tools::shell::Shell::new(shell_timeout),
             ),
         ));
-        if let Some(lark) = crate::tools::lark_common::LarkClient::from_config(config) {
+        if let Some(lark) = lark_client(config) {
             let tz = config.timezone.clone();
             r.register_builtin(Arc::new(
                 crate::tools::lark_calendar::LarkCalendarEvents::new(lark.clone(), tz.clone()),
@@ -341,6 +341,22 @@ impl Registry {
         }
         r
     }
+}
+
+/// The Lark tools' client: `None` unless `channels.lark.app_id` and `app_secret` are both set.
+fn lark_client(config: &Config) -> Option<Arc<crate::tools::lark_common::LarkClient>> {
+    let l = &config.channels.lark;
+    if l.app_id.trim().is_empty() || l.app_secret.expose().trim().is_empty() {
+        return None;
+    }
+    let lc = crate::config::lark_config(config);
+    crate::tools::lark_common::LarkClient::new(
+        &lc.base_url,
+        &lc.app_id,
+        &lc.app_secret,
+        l.user_access_token.expose(),
+        l.user_refresh_token.expose(),
+    )
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ pub mod daemon;
 pub mod egress;
 pub mod gateway;
 pub mod helper;
-pub mod jobs;
+pub use tools::jobs;
 pub mod knowledge;
 pub mod logging;
 pub mod mcp;

@@ -10,8 +10,8 @@
 //! nobody can approve anything then). Arguments that do not make a valid job need no approval:
 //! the call changes nothing and its result says what is wrong.
 
-use crate::jobs::job::{self, JobError, NewJob, Origin};
-use crate::jobs::schedule;
+use crate::tools::jobs::job::{self, JobError, NewJob, Origin};
+use crate::tools::jobs::schedule;
 use crate::tools::ToolError;
 use crate::tools::{CallPlan, ToolDecl, ToolOutput};
 use crate::tools::{ErrorKind, Tool, ToolContext};

@@ -185,7 +185,7 @@ fn main() {
         };
         let dir = root.join(&note_tags[0]);
         std::fs::create_dir_all(&dir).expect("mkdir");
-        let rendered = note.render();
+        let rendered = ethan::knowledge::notes::render(&note);
         bytes += rendered.len();
         std::fs::write(dir.join(format!("{}-{i}.md", slug(&title))), rendered).expect("write");
     }

@@ -142,18 +142,7 @@ pub fn day_of(zone: Tz) -> DayOf {
     })
 }
 
-/// `n` with thousands separators: `50,000`.
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub use ethan_core::consent::display::thousands;
 
 /// [`thousands`], led by `≈` when the count includes estimated tokens.
 pub fn approx(n: u64, estimated: bool) -> String {

@@ -1,11 +1,13 @@
 //! The adapter contract: [`Channel`] is implemented by each platform adapter; [`InboundSink`] and
-//! [`StateStore`] are the services the daemon hands to an adapter.
+//! [`StateStore`] are the services the daemon hands to an adapter ([`KvState`]: the store's kv
+//! table as one).
 
 use crate::model::{
     ApprovalAck, ApprovalDecision, AttachmentKind, ChannelKind, FileRef, InboundEvent, MediaSource,
     OutboundMessage, SentRef,
 };
 use async_trait::async_trait;
+use ethan_core::store::KvStore;
 use std::sync::Arc;
 
 pub use crate::error::ChannelError;
@@ -45,6 +47,31 @@ pub trait InboundSink: Send + Sync {
 pub trait StateStore: Send + Sync {
     async fn get(&self, key: &str) -> Result<Option<String>, ChannelError>;
     async fn set(&self, key: &str, value: &str) -> Result<(), ChannelError>;
+}
+
+/// Any store's kv table as the adapters' state (the Telegram offset, Lark's seen events, a
+/// refreshed Lark user token): `KvState(store.shared())` for an adapter, `KvState(&**storage)`
+/// for a borrowed one.
+pub struct KvState<K>(pub K);
+
+#[async_trait]
+impl<K> StateStore for KvState<K>
+where
+    K: std::ops::Deref + Send + Sync,
+    K::Target: KvStore,
+{
+    async fn get(&self, key: &str) -> Result<Option<String>, ChannelError> {
+        self.0
+            .kv_get(key)
+            .await
+            .map_err(|e| ChannelError::Storage(e.to_string()))
+    }
+    async fn set(&self, key: &str, value: &str) -> Result<(), ChannelError> {
+        self.0
+            .kv_set(key, value)
+            .await
+            .map_err(|e| ChannelError::Storage(e.to_string()))
+    }
 }
 
 /// A chat platform adapter.

@@ -28,7 +28,7 @@ pub mod net;
 pub mod stream;
 pub mod telegram;
 
-pub use channel::{Channel, ChannelError, InboundSink, PublishOutcome, StateStore};
+pub use channel::{Channel, ChannelError, InboundSink, KvState, PublishOutcome, StateStore};
 pub use model::{
     ApprovalAck, ApprovalChoice, ApprovalDecision, ApprovalRequest, Attachment, AttachmentKind,
     ChannelKind, ChatKind, ChatRef, FileRef, InboundEvent, MediaSource, OutboundBody,

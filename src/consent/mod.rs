@@ -31,7 +31,7 @@
 //! Every denial says which case happened, so the model can tell "the user said no" from "nobody
 //! answered".
 
-pub mod display;
+pub use ethan_core::consent::display;
 pub mod grants;
 mod input;
 pub mod owners;

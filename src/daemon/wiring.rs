@@ -215,7 +215,10 @@ pub fn tools(
     let registry = Arc::new(Registry::builtin_at(
         &loaded.config,
         loaded.file_found.then_some(loaded.path.as_path()),
-        Some((loaded.home.join("knowledge"), stores.index.clone())),
+        Some(Arc::new(crate::knowledge::KnowledgeHub::new(
+            &loaded.config.knowledge,
+            Some((loaded.home.join("knowledge"), stores.index.clone())),
+        ))),
         &common.egress,
     ));
     let mut executor = Executor::new(

@@ -2,12 +2,16 @@
 //! knowledge folder (`$ETHAN_HOME/knowledge/`) and its store's knowledge index when it builds the tools; the hub
 //! opens the [`Knowledge`] on first use, re-indexes the files that changed since the index last
 //! saw them, and hands out the shared instance. A hub built without a store (benchmarks, tests
-//! of other tools) answers that there is no knowledge base here.
+//! of other tools) answers that there is no knowledge base here. The hub is the
+//! [`KnowledgeBase`] the tools receive from the daemon's wiring step.
 
 use super::embed::Embedder;
 use super::{Knowledge, KnowledgeError};
 use crate::config::KnowledgeConfig;
 use crate::store::knowledge_index::IndexHandle;
+use async_trait::async_trait;
+use ethan_core::knowledge::{EditMode, KnowledgeBase, Note, Saved, SearchOutcome};
+use ethan_core::tool::ToolError;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -52,5 +56,52 @@ impl KnowledgeHub {
             })
             .await
             .cloned()
+    }
+}
+
+/// A knowledge-base error as the tools report it: its kind and its text.
+fn tool_error(e: KnowledgeError) -> ToolError {
+    ToolError::new(e.kind(), e.to_string())
+}
+
+#[async_trait]
+impl KnowledgeBase for KnowledgeHub {
+    async fn search(&self, query: &str, limit: usize) -> Result<SearchOutcome, ToolError> {
+        let k = self.get().await.map_err(tool_error)?;
+        k.search(query, limit).await.map_err(tool_error)
+    }
+
+    async fn read(&self, source: &str) -> Result<Note, ToolError> {
+        let k = self.get().await.map_err(tool_error)?;
+        k.read(source).await.map_err(tool_error)
+    }
+
+    async fn add(
+        &self,
+        content: &str,
+        title: Option<&str>,
+        tags: &[String],
+    ) -> Result<Saved, ToolError> {
+        let k = self.get().await.map_err(tool_error)?;
+        k.add(content, title, tags).await.map_err(tool_error)
+    }
+
+    async fn edit(
+        &self,
+        source: &str,
+        content: &str,
+        mode: EditMode,
+        title: Option<&str>,
+        tags: Option<&[String]>,
+    ) -> Result<Saved, ToolError> {
+        let k = self.get().await.map_err(tool_error)?;
+        k.edit(source, content, mode, title, tags)
+            .await
+            .map_err(tool_error)
+    }
+
+    async fn note_count(&self) -> Result<i64, ToolError> {
+        let k = self.get().await.map_err(tool_error)?;
+        k.counts().await.map(|c| c.0).map_err(tool_error)
     }
 }

@@ -21,6 +21,7 @@ pub mod hub;
 pub mod index;
 pub mod notes;
 
+pub use ethan_core::knowledge::{EditMode, Hit, Saved, SearchMode, SearchOutcome, MAX_LIMIT};
 pub use hub::KnowledgeHub;
 
 use crate::store::knowledge::{IndexChange, IndexHit};
@@ -34,8 +35,6 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// Most results of one search.
-pub const MAX_LIMIT: usize = 50;
 /// Notes without a current vector embedded before a semantic search (the rest wait for the
 /// next start).
 const BACKFILL_ON_SEARCH: usize = 64;
@@ -89,54 +88,6 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> KnowledgeError + '_ {
         path: path.display().to_string(),
         source,
     }
-}
-
-/// One search result.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Hit {
-    pub source: String,
-    pub title: String,
-    pub tags: Vec<String>,
-    pub snippet: String,
-    /// Higher is better: BM25 (negated) for keyword search, the fused reciprocal-rank score
-    /// when semantic search took part.
-    pub score: f64,
-    /// Cosine similarity to the query, when semantic search took part and ranked this note.
-    pub similarity: Option<f32>,
-}
-
-/// How a search was answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SearchMode {
-    Keyword,
-    /// Keyword and semantic results fused by reciprocal rank.
-    Hybrid,
-}
-
-/// The results of [`Knowledge::search`].
-#[derive(Debug, Clone)]
-pub struct SearchOutcome {
-    pub hits: Vec<Hit>,
-    pub mode: SearchMode,
-    /// Set when semantic search was configured but failed (keyword results only then).
-    pub warning: Option<String>,
-}
-
-/// A note just written, and anything the caller should know.
-#[derive(Debug, Clone)]
-pub struct Saved {
-    pub note: Note,
-    /// Set when the embedding of the note failed (it is retried at the next start).
-    pub warning: Option<String>,
-}
-
-/// How `edit` changes the body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EditMode {
-    /// Add the content as a new paragraph at the end; title and tags stay.
-    Append,
-    /// Replace the body; title and tags stay unless given.
-    Replace,
 }
 
 /// Decoded vectors: `(note id, normalised vector)`.
@@ -420,6 +371,7 @@ impl Knowledge {
             KnowledgeError::Invalid(format!("too many notes named {base:?} in {folder}/"))
         })?;
         let now = notes::now_stamp();
+        let numbered = name != format!("{base}.md");
         let note = Note {
             source: format!("{folder}/{name}"),
             title,
@@ -428,7 +380,8 @@ impl Knowledge {
             updated: now,
             body: body.to_string(),
         };
-        self.save(note).await
+        let saved = self.save(note).await?;
+        Ok(Saved { numbered, ..saved })
     }
 
     /// Change the note at `source` (see [`EditMode`]). `title` and `tags` are for `Replace`.
@@ -486,7 +439,7 @@ impl Knowledge {
     /// Write the file (atomically: a temporary file renamed over it), index it, embed it.
     async fn save(&self, note: Note) -> Result<Saved, KnowledgeError> {
         let path = self.root.join(&note.source);
-        let text = note.render();
+        let text = notes::render(&note);
         if text.len() > notes::MAX_NOTE_BYTES {
             return Err(KnowledgeError::TooLarge {
                 given: note.source.clone(),
@@ -516,7 +469,7 @@ impl Knowledge {
         let mut warning = None;
         if let Some(e) = &self.embedder {
             let done = async {
-                let v = e.embed(&[note.embedding_text()]).await?;
+                let v = e.embed(&[notes::embedding_text(&note)]).await?;
                 let source = note.source.clone();
                 let id = self.blocking(move |s, _| Ok(s.id(&source)?)).await?;
                 if let (Some(id), Some(v)) = (id, v.first()) {
@@ -538,7 +491,11 @@ impl Knowledge {
                 ));
             }
         }
-        Ok(Saved { note, warning })
+        Ok(Saved {
+            note,
+            warning,
+            numbered: false,
+        })
     }
 
     /// `(notes, notes with a current vector)` — vectors are 0 without embeddings.

@@ -12,6 +12,9 @@
 //! component under the knowledge folder may be a symbolic link.
 
 use super::KnowledgeError;
+pub use ethan_core::knowledge::{
+    clean_title, split_front_matter, title_from_content, Note, MAX_TAGS, MAX_TITLE_CHARS,
+};
 use std::path::{Component, Path, PathBuf};
 use yaml_rust2::{Yaml, YamlLoader};
 
@@ -19,10 +22,6 @@ use yaml_rust2::{Yaml, YamlLoader};
 pub const UNTAGGED: &str = "untagged";
 /// Longest slug (file name without `.md`), in characters.
 pub const MAX_SLUG_CHARS: usize = 60;
-/// Longest title, in characters.
-pub const MAX_TITLE_CHARS: usize = 200;
-/// Most tags on one note.
-pub const MAX_TAGS: usize = 20;
 /// Longest tag, in characters.
 pub const MAX_TAG_CHARS: usize = 50;
 /// Largest note file read or written, in bytes.
@@ -32,42 +31,27 @@ const MAX_FRONT_MATTER_BYTES: usize = 16 * 1024;
 /// Deepest folder nesting looked at under the knowledge folder.
 pub const MAX_DEPTH: usize = 8;
 
-/// One note: its metadata and Markdown body.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Note {
-    /// Path relative to the knowledge folder, `/`-separated, e.g. `ops/deploying.md`.
-    pub source: String,
-    pub title: String,
-    pub tags: Vec<String>,
-    /// RFC 3339 (UTC) as written in the front matter; may be anything a person typed.
-    pub created: String,
-    pub updated: String,
-    pub body: String,
+/// The whole file of `note`: front matter, a blank line, the body, a final newline.
+pub fn render(note: &Note) -> String {
+    let mut s = String::with_capacity(note.body.len() + 200);
+    s.push_str("---\n");
+    s.push_str(&format!("title: {}\n", yaml_scalar(&note.title, false)));
+    let tags: Vec<String> = note.tags.iter().map(|t| yaml_scalar(t, true)).collect();
+    s.push_str(&format!("tags: [{}]\n", tags.join(", ")));
+    s.push_str(&format!("created: {}\n", yaml_scalar(&note.created, false)));
+    s.push_str(&format!("updated: {}\n", yaml_scalar(&note.updated, false)));
+    s.push_str("---\n\n");
+    let body = note.body.trim_end();
+    if !body.is_empty() {
+        s.push_str(body);
+        s.push('\n');
+    }
+    s
 }
 
-impl Note {
-    /// The whole file: front matter, a blank line, the body, a final newline.
-    pub fn render(&self) -> String {
-        let mut s = String::with_capacity(self.body.len() + 200);
-        s.push_str("---\n");
-        s.push_str(&format!("title: {}\n", yaml_scalar(&self.title, false)));
-        let tags: Vec<String> = self.tags.iter().map(|t| yaml_scalar(t, true)).collect();
-        s.push_str(&format!("tags: [{}]\n", tags.join(", ")));
-        s.push_str(&format!("created: {}\n", yaml_scalar(&self.created, false)));
-        s.push_str(&format!("updated: {}\n", yaml_scalar(&self.updated, false)));
-        s.push_str("---\n\n");
-        let body = self.body.trim_end();
-        if !body.is_empty() {
-            s.push_str(body);
-            s.push('\n');
-        }
-        s
-    }
-
-    /// The text sent for an embedding: title, tags and body.
-    pub fn embedding_text(&self) -> String {
-        format!("{}\n{}\n\n{}", self.title, self.tags.join(", "), self.body)
-    }
+/// The text sent for an embedding of `note`: title, tags and body.
+pub fn embedding_text(note: &Note) -> String {
+    format!("{}\n{}\n\n{}", note.title, note.tags.join(", "), note.body)
 }
 
 /// The current time as written in front matter (`2026-05-01T09:30:00Z`).
@@ -138,26 +122,6 @@ pub fn parse(source: &str, text: &str, fallback_time: &str) -> Note {
     }
 }
 
-/// `(front matter, rest)`: the front matter is the YAML between a first line `---` and the next
-/// line `---` (or `...`).
-pub fn split_front_matter(text: &str) -> (Option<&str>, &str) {
-    let Some(rest) = text
-        .strip_prefix("---\n")
-        .or_else(|| text.strip_prefix("---\r\n"))
-    else {
-        return (None, text);
-    };
-    let mut pos = 0;
-    for line in rest.split_inclusive('\n') {
-        let bare = line.trim_end_matches(['\n', '\r']);
-        if bare == "---" || bare == "..." {
-            return (Some(&rest[..pos]), &rest[pos + line.len()..]);
-        }
-        pos += line.len();
-    }
-    (None, text)
-}
-
 fn scalar_string(y: &Yaml) -> Option<String> {
     match y {
         Yaml::String(s) | Yaml::Real(s) => Some(s.clone()),
@@ -182,38 +146,6 @@ fn title_from_source(source: &str) -> String {
         .unwrap_or(source)
         .trim_end_matches(".md");
     let t = clean_title(&stem.replace(['-', '_'], " "));
-    if t.is_empty() {
-        "Untitled".to_string()
-    } else {
-        t
-    }
-}
-
-/// A title on one line, trimmed, at most [`MAX_TITLE_CHARS`] characters.
-pub fn clean_title(t: &str) -> String {
-    let one_line: String = t
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .chars()
-        .take(MAX_TITLE_CHARS)
-        .collect();
-    one_line.trim().to_string()
-}
-
-/// A title derived from the content: its first non-empty line without heading marks, cut at 80
-/// characters.
-pub fn title_from_content(content: &str) -> String {
-    let line = content
-        .lines()
-        .map(|l| l.trim().trim_start_matches('#').trim())
-        .find(|l| !l.is_empty())
-        .unwrap_or("");
-    let mut t: String = line.chars().take(80).collect();
-    if line.chars().count() > 80 {
-        t.push('…');
-    }
-    let t = clean_title(&t);
     if t.is_empty() {
         "Untitled".to_string()
     } else {
@@ -395,7 +327,7 @@ mod tests {
             updated: "2026-01-02T00:00:00Z".into(),
             body: "# Heading\n\nSome text.\n---\nafter a rule".into(),
         };
-        let text = n.render();
+        let text = render(&n);
         assert!(
             text.starts_with("---\ntitle: \"Deploy: the \\\"server\\\"\"\n"),
             "{text}"

@@ -37,7 +37,7 @@ pub use backend::{
     session_lease, BackendInfo, DaemonStore, DaemonStoreRef, InboundStore, OpenStore, Pending,
     ReplicaStore, SessionSummary, SharedStorage, StoreAdmin,
 };
-pub use traits::KvState;
+pub use ethan_channels::KvState;
 
 /// The store traits, for code that calls them on a [`Store`].
 pub mod prelude {

@@ -102,31 +102,6 @@ impl KvStore for Store {
     }
 }
 
-/// Any store's kv table as the channels' adapter state (the Telegram offset, Lark's seen
-/// events, a refreshed Lark user token): `KvState(store.shared())` for an adapter,
-/// `KvState(&**storage_ref)` for a borrowed one.
-pub struct KvState<K>(pub K);
-
-#[async_trait]
-impl<K> ethan_channels::StateStore for KvState<K>
-where
-    K: std::ops::Deref + Send + Sync,
-    K::Target: KvStore,
-{
-    async fn get(&self, key: &str) -> Result<Option<String>, ethan_channels::ChannelError> {
-        self.0
-            .kv_get(key)
-            .await
-            .map_err(|e| ethan_channels::ChannelError::Storage(e.to_string()))
-    }
-    async fn set(&self, key: &str, value: &str) -> Result<(), ethan_channels::ChannelError> {
-        self.0
-            .kv_set(key, value)
-            .await
-            .map_err(|e| ethan_channels::ChannelError::Storage(e.to_string()))
-    }
-}
-
 #[async_trait]
 impl AuditStore for Store {
     async fn insert_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {

@@ -5,7 +5,9 @@
 //!   (proposals) into results — policy, schema, replay guard, consent, timeout, audit,
 //!   redaction, spill, truncation;
 //! - [`builtin`]: the built-in tools by family (exec, files, search, web, schedule, knowledge,
-//!   lark, ui), each a file of its own. [`args`] holds the argument helpers they share.
+//!   lark, ui), each a file of its own. [`args`] holds the argument helpers they share;
+//!   [`skills`] the skills `skill_read` returns and the system prompt lists; [`jobs`] what a
+//!   scheduled job is (the `schedule_*` tools create them, the scheduler runs them).
 //!
 //! Every failure is a [`ToolError`] with an [`ErrorKind`] and a text the model can act on;
 //! nothing a model sends can panic the agent loop.
@@ -13,6 +15,8 @@
 pub mod args;
 pub mod builtin;
 pub mod engine;
+pub mod jobs;
+pub mod skills;
 
 // The old flat paths (`crate::tools::shell`, `crate::tools::executor`, …) stay valid.
 pub use builtin::agents::{delegate, skill_read};

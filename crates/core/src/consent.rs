@@ -1,5 +1,8 @@
 //! The consent step of the executor as a trait ([`ConsentGate`]): the executor asks it before a
-//! call runs; the daemon's consent service implements it per channel.
+//! call runs; the daemon's consent service implements it per channel. [`display`]: how every
+//! approval shows a call's description (the same text on every interface).
+
+pub mod display;
 
 use crate::tool::{Tool, ToolContext, ToolResult};
 use async_trait::async_trait;

@@ -11,13 +11,16 @@
 //!   store keeps and the agent works with);
 //! - [`provider`]: the model provider trait and its errors;
 //! - [`store`]: the store traits (sessions, history, kv, audit, jobs, owners) and their records;
-//! - [`clock`]: the wall clock tools and the scheduler read.
+//! - [`clock`]: the wall clock tools and the scheduler read;
+//! - [`knowledge`]: the knowledge base as the knowledge tools use it, and the notes and search
+//!   results they exchange.
 
 pub mod assessment;
 pub mod channel;
 pub mod clock;
 pub mod consent;
 pub mod event;
+pub mod knowledge;
 pub mod message;
 pub mod provider;
 pub mod sandbox;

@@ -2,7 +2,7 @@
 //! `tools.deny`, `tools.fast_path` and the per-tool sections (`tools.<name>`). A misspelt name
 //! there would silently weaken the policy (a `deny` that denies nothing), so it stops the start
 //! and fails `ethan doctor`, with the closest real name as a suggestion. The check runs inside
-//! the configuration's own ([`crate::config::load_checked`]), so every misspelt name is reported
+//! the configuration's own (the config's `load_checked`), so every misspelt name is reported
 //! in the same run as the file's other problems, each with its line.
 //!
 //! Known names are those of every built-in tool of this binary, enabled or not (the Lark tools

@@ -14,11 +14,12 @@
 //!
 //! `find_tools` is always allowed. The same decision is checked again when a call executes, so
 //! this module is where the sender and unattended rules live; consent only applies the same
-//! [`Audience`] predicates to the calls that need a yes ([`crate::consent`]).
+//! [`Audience`] predicates to the calls that need a yes (the consent rule,
+//! docs/ARCHITECTURE.md).
 
 use crate::config::{Profile, ToolsConfig};
 use crate::tools::registry::Registry;
-use ethan_channels::ChannelKind;
+use ethan_core::ChannelKind;
 use std::collections::BTreeSet;
 
 /// Tools of the `minimal` profile; each larger profile adds to the one before.

@@ -12,7 +12,7 @@
 //!   blocks (`-----BEGIN … PRIVATE KEY-----` to its `END` line, or to the end of the text when
 //!   the block is cut off).
 //!
-//! The daemon's log goes through [`redact_shapes`] too (`crate::logging`).
+//! The daemon's log goes through [`redact_shapes`] too (the daemon's `logging`).
 
 use regex::Regex;
 use serde_json::Value;

@@ -213,16 +213,13 @@ impl Registry {
     }
 
     /// The builtin tools; with `config_path`, `tools.web_search` is re-read from that file when
-    /// it changes (no restart needed). `knowledge`: the knowledge folder and the store's
-    /// knowledge index, for the `knowledge_*` tools. The web tools' and the browser's egress
+    /// it changes (no restart needed). `knowledge`: the knowledge base of the `knowledge_*` tools
+    /// (none: they answer that there is none here). The web tools' and the browser's egress
     /// guards share `egress` (the daemon's).
     pub fn builtin_at(
         config: &Config,
         config_path: Option<&std::path::Path>,
-        knowledge: Option<(
-            std::path::PathBuf,
-            crate::store::knowledge_index::IndexHandle,
-        )>,
+        knowledge: Option<Arc<dyn ethan_core::knowledge::KnowledgeBase>>,
         egress: &crate::egress::Egress,
     ) -> Self {
         let shell_timeout = config
@@ -302,10 +299,8 @@ impl Registry {
         r.register_builtin(Arc::new(
             crate::tools::schedule_remove::ScheduleRemove::new(tz),
         ));
-        let knowledge = Arc::new(crate::knowledge::KnowledgeHub::new(
-            &config.knowledge,
-            knowledge,
-        ));
+        let knowledge =
+            knowledge.unwrap_or_else(|| Arc::new(crate::tools::builtin::knowledge::Unavailable));
         r.register_builtin(Arc::new(crate::tools::knowledge_search::KnowledgeSearch(
             knowledge.clone(),
         )));
@@ -332,7 +327,7 @@ impl Registry {
                 crate::tools::shell::Shell::new(shell_timeout),
             ),
         ));
-        if let Some(lark) = crate::tools::lark_common::LarkClient::from_config(config) {
+        if let Some(lark) = lark_client(config) {
             let tz = config.timezone.clone();
             r.register_builtin(Arc::new(
                 crate::tools::lark_calendar::LarkCalendarEvents::new(lark.clone(), tz.clone()),
@@ -346,6 +341,22 @@ impl Registry {
         }
         r
     }
+}
+
+/// The Lark tools' client: `None` unless `channels.lark.app_id` and `app_secret` are both set.
+fn lark_client(config: &Config) -> Option<Arc<crate::tools::lark_common::LarkClient>> {
+    let l = &config.channels.lark;
+    if l.app_id.trim().is_empty() || l.app_secret.expose().trim().is_empty() {
+        return None;
+    }
+    let lc = crate::config::lark_config(config);
+    crate::tools::lark_common::LarkClient::new(
+        &lc.base_url,
+        &lc.app_id,
+        &lc.app_secret,
+        l.user_access_token.expose(),
+        l.user_refresh_token.expose(),
+    )
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! `delegate{task, agent?, tools?}`: hand a self-contained task to a sub-agent and get its final
 //! answer back. The sub-agent runs through the turn's [`ethan_core::tool::Delegator`] (the agent
-//! loop; see `crate::agent::delegate` for its limits). A child gets read-only tools unless
+//! loop; the agent's `delegate` module sets its limits). A child gets read-only tools unless
 //! the call names tools that change things: then the owner is asked first, shown that list (and
 //! each change the child makes still asks on its own). Not offered to non-owners.
 

@@ -1,6 +1,6 @@
 //! `skill_read{name, file?}`: a skill's instructions (its `SKILL.md` body) and the files beside
 //! it; with `file`, one of those files. Skills are listed in the system prompt
-//! ([`crate::skills`]). What a skill says is content: following it still goes through the normal
+//! ([`crate::tools::skills`]). What a skill says is content: following it still goes through the normal
 //! governance, and nothing here changes policy or consent. A `file` is read only inside the
 //! skill's own folder (links resolved first) and never when it looks like a secret or is a hard
 //! link to a protected file (the config, the database, a credential: the same check as for the
@@ -9,7 +9,7 @@
 //! What it returns is private data (the default of [`crate::tools::ToolDecl::reads_private`]): an installed skill
 //! is a file the owner or a package put on the machine.
 
-use crate::skills::{self, Skill};
+use crate::tools::skills::{self, Skill};
 use crate::tools::{ErrorKind, Risk, Tool, ToolContext};
 use crate::tools::{ToolDecl, ToolError, ToolOutput};
 use async_trait::async_trait;

@@ -17,7 +17,7 @@
 //! origin of the document ([`Site`]: a `blob:` document's is the origin inside it, an
 //! `about:blank` one's that of the page that made it). The tool's own question (a click can buy
 //! something) is separate: an approval of one never stands in for the other
-//! ([`crate::consent`]).
+//! (the consent rule, docs/ARCHITECTURE.md).
 //!
 //! Both questions name the session's last read ([`View`]: its tab, document and elements), taken
 //! once per call before consent ([`Tool::assess`]); the action then runs only on that tab while it

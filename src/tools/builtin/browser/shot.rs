@@ -1,6 +1,6 @@
 //! `browser_page{action: screenshot}`: the tab's viewport as a picture, saved under
 //! `$ETHAN_HOME/browser/screenshots/` and named in the result's metadata (`image`, `path`), so
-//! a model with `model.vision` is shown it with the next request ([`crate::agent::pictures`]);
+//! a model with `model.vision` is shown it with the next request (the agent's `pictures`);
 //! another model is told where the file is.
 //!
 //! The picture is made to fit the model's limit (`media.max_image_bytes`, [`BrowserHub`]'s

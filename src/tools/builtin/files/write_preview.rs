@@ -2,7 +2,7 @@
 //! file, so the owner approves the content and not only a byte count.
 //!
 //! - The whole text, when the approval can show it: the description, as the consent rule will
-//!   show it (`crate::consent::display`: invisible characters escaped, line breaks marked), fits
+//!   show it (`ethan_core::consent::display`: invisible characters escaped, line breaks marked), fits
 //!   [`BUDGET`] UTF-16 units, which leaves 800 of the approval's 3,000 for what the consent rule
 //!   adds (a sub-agent's or a data-egress prefix). The length is measured from above
 //!   ([`shown_len_at_most`]), so a description judged to fit always does.
@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
 /// The most UTF-16 units of the description once made visible: the approval's limit
-/// (`crate::consent::display::MAX_LEN`, 3,000) less room for the consent rule's prefixes.
+/// (`ethan_core::consent::display::MAX_LEN`, 3,000) less room for the consent rule's prefixes.
 pub const BUDGET: usize = 2_200;
 
 /// The most characters of one line shown when the text is cut.
@@ -209,7 +209,7 @@ fn bytes(n: u64) -> String {
 }
 
 fn thousands(n: u64) -> String {
-    crate::usage::thousands(n)
+    ethan_core::consent::display::thousands(n)
 }
 
 #[cfg(test)]
@@ -218,7 +218,7 @@ mod tests {
 
     #[test]
     fn the_measure_is_never_below_what_the_approval_shows() {
-        use crate::consent::display;
+        use ethan_core::consent::display;
         assert_eq!(BUDGET + 800, display::MAX_LEN);
         let samples = [
             "plain ASCII text, with punctuation!?\n\tand a tab",

@@ -1,12 +1,11 @@
 //! `knowledge_add{content, title?, tags?}`: save a new note as a Markdown file in
 //! `$ETHAN_HOME/knowledge/<first tag>/<slug of the title>.md` and index it; returns its `source`.
 
-use crate::knowledge::{KnowledgeHub, Saved};
 use crate::tools::args::{req_str, type_name};
-use crate::tools::knowledge_search::knowledge_error;
 use crate::tools::{CallPlan, ToolDecl, ToolError, ToolOutput};
 use crate::tools::{ErrorKind, Tool, ToolContext};
 use async_trait::async_trait;
+use ethan_core::knowledge::{title_from_content, KnowledgeBase, Saved, MAX_TAGS};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::sync::LazyLock;
@@ -69,17 +68,7 @@ pub(crate) fn saved_result(verb: &str, saved: Saved) -> Result<ToolOutput, ToolE
     })))
 }
 
-pub struct KnowledgeAdd(pub Arc<KnowledgeHub>);
-
-/// Whether `note`'s file is named after its title alone (`<slug>.md`), not numbered after a
-/// note of the same name that was there already.
-fn named_after_its_title(note: &crate::knowledge::notes::Note) -> bool {
-    let slug = match crate::knowledge::notes::slug(&note.title) {
-        s if s.is_empty() => "note".to_string(),
-        s => s,
-    };
-    note.source.rsplit('/').next() == Some(format!("{slug}.md").as_str())
-}
+pub struct KnowledgeAdd(pub Arc<dyn KnowledgeBase>);
 
 #[async_trait]
 impl Tool for KnowledgeAdd {
@@ -94,7 +83,7 @@ impl Tool for KnowledgeAdd {
                     "properties": {
                         "content": {"type": "string", "minLength": 1, "description": "The note in Markdown"},
                         "title": {"type": "string", "description": "Default: the first line of the content"},
-                        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": crate::knowledge::notes::MAX_TAGS}
+                        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_TAGS}
                     },
                     "required": ["content"],
                     "additionalProperties": false
@@ -126,20 +115,15 @@ impl Tool for KnowledgeAdd {
             Ok(p) => p,
             Err(e) => return Err(e),
         };
-        let k = match self.0.get().await {
-            Ok(k) => k,
-            Err(e) => return knowledge_error(e),
-        };
-        match k.add(content, title, &tags.unwrap_or_default()).await {
-            Ok(saved) => {
-                if !named_after_its_title(&saved.note) {
-                    ctx.taint
-                        .mark("knowledge_add (the name of an existing note)");
-                }
-                saved_result("Saved", saved)
-            }
-            Err(e) => knowledge_error(e),
+        let saved = self
+            .0
+            .add(content, title, &tags.unwrap_or_default())
+            .await?;
+        if saved.numbered {
+            ctx.taint
+                .mark("knowledge_add (the name of an existing note)");
         }
+        saved_result("Saved", saved)
     }
 }
 
@@ -150,7 +134,7 @@ impl KnowledgeAdd {
             .get("title")
             .and_then(Value::as_str)
             .map(str::to_string)
-            .unwrap_or_else(|| crate::knowledge::notes::title_from_content(content));
+            .unwrap_or_else(|| title_from_content(content));
         Some(format!(
             "save the note {title:?} ({} bytes) to the knowledge base",
             content.len()

@@ -2,19 +2,18 @@
 //! knowledge base. `append` adds the content at the end and keeps title and tags; `replace`
 //! replaces the body and keeps title and tags unless given. The note keeps its `source`.
 
-use crate::knowledge::{EditMode, KnowledgeHub};
 use crate::tools::args::req_str;
 use crate::tools::knowledge_add::{opt_str, opt_tags, saved_result};
-use crate::tools::knowledge_search::knowledge_error;
 use crate::tools::{CallPlan, ToolDecl, ToolError, ToolOutput};
 use crate::tools::{ErrorKind, Tool, ToolContext};
 use async_trait::async_trait;
+use ethan_core::knowledge::{EditMode, KnowledgeBase, MAX_TAGS};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-pub struct KnowledgeEdit(pub Arc<KnowledgeHub>);
+pub struct KnowledgeEdit(pub Arc<dyn KnowledgeBase>);
 
 #[async_trait]
 impl Tool for KnowledgeEdit {
@@ -32,7 +31,7 @@ impl Tool for KnowledgeEdit {
                         "content": {"type": "string", "minLength": 1},
                         "mode": {"type": "string", "enum": ["append", "replace"]},
                         "title": {"type": "string", "description": "New title (replace only)"},
-                        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": crate::knowledge::notes::MAX_TAGS, "description": "New tags (replace only)"}
+                        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_TAGS, "description": "New tags (replace only)"}
                     },
                     "required": ["source", "content", "mode"],
                     "additionalProperties": false
@@ -73,21 +72,16 @@ impl Tool for KnowledgeEdit {
                 ))
             }
         };
-        let k = match self.0.get().await {
-            Ok(k) => k,
-            Err(e) => return knowledge_error(e),
+        let saved = self
+            .0
+            .edit(source, content, mode, title, tags.as_deref())
+            .await?;
+        let verb = if mode == EditMode::Append {
+            "Appended to"
+        } else {
+            "Replaced"
         };
-        match k.edit(source, content, mode, title, tags.as_deref()).await {
-            Ok(saved) => saved_result(
-                if mode == EditMode::Append {
-                    "Appended to"
-                } else {
-                    "Replaced"
-                },
-                saved,
-            ),
-            Err(e) => knowledge_error(e),
-        }
+        saved_result(verb, saved)
     }
 }
 

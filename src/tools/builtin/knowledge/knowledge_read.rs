@@ -1,17 +1,16 @@
 //! `knowledge_read{source}`: one note of the knowledge base — title, tags, dates and the full
 //! text — read from its file.
 
-use crate::knowledge::KnowledgeHub;
 use crate::tools::args::req_str;
-use crate::tools::knowledge_search::knowledge_error;
 use crate::tools::{Risk, Tool, ToolContext};
 use crate::tools::{ToolDecl, ToolError, ToolOutput};
 use async_trait::async_trait;
+use ethan_core::knowledge::KnowledgeBase;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::sync::LazyLock;
 
-pub struct KnowledgeRead(pub Arc<KnowledgeHub>);
+pub struct KnowledgeRead(pub Arc<dyn KnowledgeBase>);
 
 #[async_trait]
 impl Tool for KnowledgeRead {
@@ -38,14 +37,7 @@ impl Tool for KnowledgeRead {
     }
     async fn run(&self, args: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let source = req_str(&args, "source")?;
-        let k = match self.0.get().await {
-            Ok(k) => k,
-            Err(e) => return knowledge_error(e),
-        };
-        let note = match k.read(source).await {
-            Ok(n) => n,
-            Err(e) => return knowledge_error(e),
-        };
+        let note = self.0.read(source).await?;
         let tags = if note.tags.is_empty() {
             "none".to_string()
         } else {

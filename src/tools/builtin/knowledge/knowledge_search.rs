@@ -2,11 +2,11 @@
 //! when `knowledge.embeddings` is configured), each with its title, tags, a snippet around the
 //! match, its `source` (for `knowledge_read` / `knowledge_edit`) and a score.
 
-use crate::knowledge::{KnowledgeError, KnowledgeHub, SearchMode};
 use crate::tools::args::{opt_u64, req_str};
 use crate::tools::{ErrorKind, Risk, Tool, ToolContext};
 use crate::tools::{ToolDecl, ToolError, ToolOutput};
 use async_trait::async_trait;
+use ethan_core::knowledge::{KnowledgeBase, SearchMode, MAX_LIMIT};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::sync::LazyLock;
@@ -15,12 +15,7 @@ use std::time::Duration;
 /// Results when `limit` is not given.
 pub const DEFAULT_LIMIT: u64 = 5;
 
-/// A knowledge-base error as a tool result.
-pub(crate) fn knowledge_error(e: KnowledgeError) -> Result<ToolOutput, ToolError> {
-    Err(ToolError::new(e.kind(), e.to_string()))
-}
-
-pub struct KnowledgeSearch(pub Arc<KnowledgeHub>);
+pub struct KnowledgeSearch(pub Arc<dyn KnowledgeBase>);
 
 #[async_trait]
 impl Tool for KnowledgeSearch {
@@ -35,7 +30,7 @@ impl Tool for KnowledgeSearch {
                     "type": "object",
                     "properties": {
                         "query": {"type": "string", "minLength": 1, "description": "Words to look for (English, Chinese, …)"},
-                        "limit": {"type": "integer", "minimum": 1, "maximum": crate::knowledge::MAX_LIMIT, "default": DEFAULT_LIMIT}
+                        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT}
                     },
                     "required": ["query"],
                     "additionalProperties": false
@@ -54,19 +49,10 @@ impl Tool for KnowledgeSearch {
             Err(e) => return Err(e),
         };
         let limit = match opt_u64(&args, "limit") {
-            Ok(l) => l
-                .unwrap_or(DEFAULT_LIMIT)
-                .clamp(1, crate::knowledge::MAX_LIMIT as u64) as usize,
+            Ok(l) => l.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT as u64) as usize,
             Err(e) => return Err(e),
         };
-        let k = match self.0.get().await {
-            Ok(k) => k,
-            Err(e) => return knowledge_error(e),
-        };
-        let outcome = match k.search(&query, limit).await {
-            Ok(o) => o,
-            Err(e) => return knowledge_error(e),
-        };
+        let outcome = self.0.search(&query, limit).await?;
         let mode = match outcome.mode {
             SearchMode::Keyword => "keyword",
             SearchMode::Hybrid => "keyword + semantic",
@@ -76,7 +62,7 @@ impl Tool for KnowledgeSearch {
             out.push_str(&format!("Note: {w}\n"));
         }
         if outcome.hits.is_empty() {
-            let total = k.counts().await.map(|c| c.0).unwrap_or(0);
+            let total = self.0.note_count().await.unwrap_or(0);
             out.push_str(&format!(
                 "No note matches {query:?} ({mode} search over {total} notes). Try other or \
                  fewer words; save new knowledge with knowledge_add."

@@ -2,7 +2,6 @@
 //! `lark_message_send`): the Open API client as the bot and as the user, and API errors turned
 //! into text the model can act on (the code, its meaning, what to do).
 
-use crate::config::Config;
 use crate::tools::{ErrorKind, ToolContext};
 use crate::tools::{ToolError, ToolOutput};
 use ethan_channels::lark::api::{ApiError, LarkApi};
@@ -24,23 +23,8 @@ pub struct LarkClient {
 }
 
 impl LarkClient {
-    /// `None` unless `channels.lark.app_id` and `app_secret` are both set.
-    pub fn from_config(config: &Config) -> Option<Arc<Self>> {
-        let l = &config.channels.lark;
-        if l.app_id.trim().is_empty() || l.app_secret.expose().trim().is_empty() {
-            return None;
-        }
-        let lc = crate::config::lark_config(config);
-        Self::new(
-            &lc.base_url,
-            &lc.app_id,
-            &lc.app_secret,
-            l.user_access_token.expose(),
-            l.user_refresh_token.expose(),
-        )
-    }
-
-    /// A client for `base_url` (tests point it at a fake).
+    /// A client for `base_url` (the registry builds it from `channels.lark`; tests point it at
+    /// a fake).
     pub fn new(
         base_url: &str,
         app_id: &str,
@@ -69,7 +53,7 @@ impl LarkClient {
                 .services
                 .store
                 .as_ref()
-                .map(|s| crate::store::KvState(&**s));
+                .map(|s| ethan_channels::KvState(&**s));
             let s = state.as_ref().map(|s| s as &dyn ethan_channels::StateStore);
             self.user.call(method, path, query, body, s).await
         } else {

@@ -1,7 +1,7 @@
 //! `memory_forget{id}`: delete a remembered fact this chat may see, with the facts it replaced.
 //! A person's own fact goes without asking; a group's fact asks the owner first. In a turn that
 //! saw text from outside the conversation (a page, a file, a tool's output, a forwarded message:
-//! [`crate::memory::provenance`]) every forget asks, every time, showing the fact: a page must
+//! the memory's `provenance`) every forget asks, every time, showing the fact: a page must
 //! not make the owner's memory lose what the owner told it, any more than add to it.
 
 use super::{not_your_words, outside_text, store_of, Visible};

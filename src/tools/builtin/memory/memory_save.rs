@@ -2,7 +2,7 @@
 //! chat the fact is the asker's personal memory and is saved without asking; in a group it is
 //! the chat's memory, which asks the owner first (see the module docs of [`super`]). In a turn
 //! that saw text from outside the conversation (a page, a file, a tool's output:
-//! [`crate::memory::provenance`]) every save asks, every time, showing the fact: a fact about a
+//! the memory's `provenance`) every save asks, every time, showing the fact: a fact about a
 //! person comes from that person, not from an injected page. A fact the owner was shown and
 //! approved so is stored as `confirmed`; any other as `tool`. A fact
 //! that corrects or contradicts a remembered one names it in `replaces`: the old one is kept,

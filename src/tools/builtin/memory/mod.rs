@@ -88,7 +88,7 @@ impl Visible {
 }
 
 /// What brought text from outside the conversation into this call's turn (a page, a file, a
-/// tool's output, a forwarded message: [`crate::memory::provenance`]), if anything did. A write
+/// tool's output, a forwarded message: the memory's `provenance`), if anything did. A write
 /// to memory then may be an injected one, so it asks the owner every time, showing the fact.
 pub(crate) fn outside_text(ctx: &ToolContext) -> Option<String> {
     ctx.taint.untrusted()
@@ -102,7 +102,7 @@ pub(crate) fn not_your_words(source: &str, what: &str) -> String {
     )
 }
 
-/// The prefix of a session's memory snapshot key (`crate::memory::snapshot`).
+/// The prefix of a session's memory snapshot key (the memory's `snapshot`).
 pub const SNAPSHOT_PREFIX: &str = "memory.snapshot:";
 
 /// The kv key of a session's memory snapshot.

@@ -10,14 +10,15 @@
 //! nobody can approve anything then). Arguments that do not make a valid job need no approval:
 //! the call changes nothing and its result says what is wrong.
 
-use crate::jobs::job::{self, JobError, NewJob, Origin};
-use crate::jobs::schedule;
+use crate::tools::jobs::job::{self, JobError, NewJob, Origin};
+use crate::tools::jobs::schedule;
 use crate::tools::ToolError;
 use crate::tools::{CallPlan, ToolDecl, ToolOutput};
 use crate::tools::{ErrorKind, Tool, ToolContext};
 use crate::tz;
 use async_trait::async_trait;
 use ethan_core::store::StorageRef;
+use ethan_core::store::{JobRecord, JobState};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::LazyLock;
@@ -171,11 +172,7 @@ fn tools_text(tools: &[String]) -> String {
 }
 
 impl ScheduleCreate {
-    fn plan(
-        &self,
-        args: &Value,
-        ctx: &ToolContext,
-    ) -> Result<crate::store::jobs::JobRecord, ToolError> {
+    fn plan(&self, args: &Value, ctx: &ToolContext) -> Result<JobRecord, ToolError> {
         let new = parse(args)?;
         check_tools(&new, ctx)?;
         self.check_model(&new)?;
@@ -192,7 +189,7 @@ impl ScheduleCreate {
 /// What a job is, as its approval shows it: its target chat, prompt, schedule and time zone,
 /// end, title, model and allowed tools (sorted) — everything but its id and its first run (a
 /// digest of them, so a long prompt makes a short key).
-fn job_content(job: &crate::store::jobs::JobRecord) -> String {
+fn job_content(job: &JobRecord) -> String {
     use sha2::Digest;
     let mut tools = job.allowed_tools.clone();
     tools.sort();
@@ -214,7 +211,7 @@ fn job_content(job: &crate::store::jobs::JobRecord) -> String {
 /// What a grant to create `job` is keyed by: everything its approval shows ([`job_content`]),
 /// and the id when the call named one. A job that differs in any of them — another chat,
 /// prompt, schedule, title or tool — asks again.
-fn job_key(job: &crate::store::jobs::JobRecord, args: &Value) -> String {
+fn job_key(job: &JobRecord, args: &Value) -> String {
     let content = job_content(job);
     match args.get("job_id").and_then(Value::as_str) {
         Some(id) if !id.trim().is_empty() => format!("{content}:id:{}", job.id),
@@ -224,10 +221,7 @@ fn job_key(job: &crate::store::jobs::JobRecord, args: &Value) -> String {
 
 /// An active job exactly like `job` (everything its approval shows), if one exists: a second
 /// one is a copy nobody was shown, so it is not created.
-async fn same_job(
-    store: &StorageRef,
-    job: &crate::store::jobs::JobRecord,
-) -> Result<Option<String>, ToolError> {
+async fn same_job(store: &StorageRef, job: &JobRecord) -> Result<Option<String>, ToolError> {
     let all = store
         .list_jobs()
         .await
@@ -235,7 +229,7 @@ async fn same_job(
     let want = job_content(job);
     Ok(all
         .into_iter()
-        .find(|j| j.state == crate::store::jobs::JobState::Active && job_content(j) == want)
+        .find(|j| j.state == JobState::Active && job_content(j) == want)
         .map(|j| j.id))
 }
 

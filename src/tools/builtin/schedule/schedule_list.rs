@@ -1,7 +1,7 @@
 //! `schedule_list{job_id?}`: the scheduled jobs (id, title, schedule, zone, next run, last run,
 //! target), or one job with its recent runs. Read-only.
 
-use crate::jobs::job::{self, JobError};
+use crate::tools::jobs::job::{self, JobError};
 use crate::tools::schedule_create::{job_error, store_of};
 use crate::tools::{ErrorKind, Risk, Tool, ToolContext};
 use crate::tools::{ToolDecl, ToolError, ToolOutput};

@@ -2,8 +2,8 @@
 //! (`false`; it continues from its next slot after now — slots missed while paused are not
 //! made up). A side effect (owner-only on chat platforms).
 
-use crate::jobs::job;
 use crate::tools::args::opt_bool;
+use crate::tools::jobs::job;
 use crate::tools::schedule_create::{job_error, now_of, store_of};
 use crate::tools::schedule_remove::{job_label, label_of};
 use crate::tools::{CallPlan, ToolError};

@@ -1,7 +1,7 @@
 //! `schedule_remove{job_id}`: delete a scheduled job and its run history. A side effect
 //! (owner-only on chat platforms); the approval names the job and its schedule.
 
-use crate::jobs::job;
+use crate::tools::jobs::job;
 use crate::tools::schedule_create::{job_error, store_of};
 use crate::tools::{CallPlan, ToolDecl, ToolError, ToolOutput};
 use crate::tools::{Tool, ToolContext};

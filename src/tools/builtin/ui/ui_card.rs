@@ -14,7 +14,7 @@ use crate::tools::{ErrorKind, Risk, Tool, ToolContext};
 use crate::tools::{ToolDecl, ToolError, ToolOutput};
 use async_trait::async_trait;
 use ethan_cards::Ui;
-use ethan_channels::ChannelKind;
+use ethan_core::ChannelKind;
 use serde_json::{json, Value};
 use std::sync::LazyLock;
 

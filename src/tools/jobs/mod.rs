@@ -5,8 +5,9 @@
 //! - [`job`]: creating, describing, pausing and removing jobs (used by the `schedule_*` tools
 //!   and `ethan jobs`).
 //!
-//! Time zones are [`crate::tz`]; storage is `crate::store::jobs`; running jobs is
-//! `crate::scheduler`.
+//! Time zones are [`crate::tz`]; the records and their storage are `ethan_core::store`'s
+//! (`JobRecord`, `JobStore`); the daemon's scheduler runs the jobs. They live with the tools;
+//! the crate root re-exports them as `jobs` for the scheduler and `ethan jobs`.
 
 pub mod job;
 pub mod schedule;

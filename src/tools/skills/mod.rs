@@ -5,10 +5,11 @@
 //! `$ETHAN_HOME/skills/<name>/SKILL.md`, and one of the same name replaces a built-in.
 //!
 //! The system prompt lists the names and descriptions ([`prompt_section`]); `skill_read` returns
-//! a body and the files beside it. Skill text is content, not policy: it reaches the model as a
+//! a body and the files beside it. They live with the tools; the crate root re-exports
+//! them as `skills` for the agent's prompt and `ethan skills list`. Skill text is content, not policy: it reaches the model as a
 //! tool result and changes nothing about which tools exist or what is asked.
 
-use crate::knowledge::notes::split_front_matter;
+use ethan_core::knowledge::split_front_matter;
 use std::path::{Path, PathBuf};
 use yaml_rust2::{Yaml, YamlLoader};
 

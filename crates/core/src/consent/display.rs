@@ -1,7 +1,8 @@
 //! What the owner sees in an approval: the tool's description of the call, made so that every
 //! character that will run is visible, the same text for every interface (Telegram, Lark, the
-//! web stream, the terminal). [`ConsentGate::check`](super::Consent) applies [`for_approval`]
-//! once, before any provider is asked; the adapters then only escape for their format.
+//! web stream, the terminal). The daemon's consent step ([`ConsentGate`](super::ConsentGate))
+//! applies [`for_approval`] once, before any provider is asked; the adapters then only escape
+//! for their format. Counts in approvals (and in usage reports) are written by [`thousands`].
 //!
 //! The rules, in one pass over the text:
 //! - a run of spaces and tabs is shown as one space, so padding cannot push the rest of a command
@@ -24,7 +25,7 @@
 //!   no approval is sent. The length is counted in UTF-16 code units, as Telegram counts its
 //!   4,096-character message limit; 3,000 leaves room for the request's framing.
 
-use ethan_core::tool::{ErrorKind, ToolResult};
+use crate::tool::{ErrorKind, ToolResult};
 
 /// Most UTF-16 code units an approval description may have once made visible.
 pub const MAX_LEN: usize = 3000;
@@ -66,6 +67,19 @@ pub fn for_approval(description: &str) -> Result<String, TooLong> {
     } else {
         Ok(shown)
     }
+}
+
+/// `n` with thousands separators: `50,000`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// `text` with whitespace folded, line breaks marked and invisible characters escaped; no

@@ -6,8 +6,8 @@ use super::schedule::{parse_datetime, Schedule, ScheduleError};
 use crate::tz::{self, UnknownZone};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use ethan_channels::{ChannelKind, ChatKind, ChatRef};
 use ethan_core::store::{JobRecord, JobState, JobStore, StoreError};
+use ethan_core::{ChannelKind, ChatKind, ChatRef};
 
 /// Why a job cannot be created or changed; the text says what to do.
 #[derive(Debug, thiserror::Error)]

@@ -23,7 +23,7 @@ pub mod media;
 pub mod memory;
 pub mod metrics;
 pub mod provider;
-pub mod sandbox;
+pub use ethan_sandbox as sandbox;
 pub mod scheduler;
 pub mod skills;
 pub mod store;

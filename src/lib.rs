@@ -12,7 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod consent;
 pub mod daemon;
-pub mod egress;
+pub use ethan_egress as egress;
 pub mod gateway;
 pub mod helper;
 pub mod jobs;

@@ -316,7 +316,7 @@ impl reqwest::dns::Resolve for GuardedResolver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::egress::StaticLookup;
+    use crate::StaticLookup;
 
     async fn serve() -> SocketAddr {
         let app = axum::Router::new().fallback(|| async { "hi" });

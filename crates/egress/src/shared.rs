@@ -12,7 +12,7 @@
 //! proxy of any other guard listens on loopback, which the address rule refuses anyway unless
 //! `allow_private` lists it.
 
-use crate::metrics::Metrics;
+use ethan_metrics::Metrics;
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -42,12 +42,10 @@ impl Egress {
         super::EgressGuard::within(self.clone(), allow_private, lookup)
     }
 
-    /// The guard of `config` (`tools.web_fetch.allow_private`, the system resolver).
-    pub fn guard_of(&self, config: &crate::config::Config) -> super::EgressGuard {
-        self.guard(
-            &config.tools.web_fetch.allow_private,
-            Arc::new(super::SystemLookup),
-        )
+    /// The guard exempting the hosts of `allow_private` (the config's
+    /// `tools.web_fetch.allow_private`), resolving with the system resolver.
+    pub fn system_guard(&self, allow_private: &[String]) -> super::EgressGuard {
+        self.guard(allow_private, Arc::new(super::SystemLookup))
     }
 
     pub(crate) fn metrics(&self) -> &Metrics {
@@ -77,8 +75,8 @@ impl Egress {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::egress::proxy::BrowserProxy;
-    use crate::egress::{ConnectFailure, EgressGuard, Route, StaticLookup};
+    use crate::proxy::BrowserProxy;
+    use crate::{ConnectFailure, EgressGuard, Route, StaticLookup};
     use std::time::Duration;
 
     async fn refusal(guard: &EgressGuard, port: u16) -> String {
@@ -130,7 +128,7 @@ mod tests {
     /// Resolves `flip.test` to 127.0.0.2 the first time and to 127.0.0.1 after (DNS rebinding).
     struct Flip(std::sync::atomic::AtomicUsize);
 
-    impl crate::egress::Lookup for Flip {
+    impl crate::Lookup for Flip {
         fn lookup(
             &self,
             _host: &str,
@@ -148,7 +146,7 @@ mod tests {
     /// only on the request's own lookup (the connector drops the connection).
     #[tokio::test]
     async fn the_http_clients_refuse_the_proxies_whatever_allow_private_lists() {
-        use crate::egress::{EgressClient, EgressError};
+        use crate::{EgressClient, EgressError};
         let egress = Egress::new(Arc::new(Metrics::new()));
         let lookup =
             Arc::new(StaticLookup::new().with("mine.test", &["127.0.0.1".parse().unwrap()]));

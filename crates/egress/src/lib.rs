@@ -18,7 +18,7 @@
 //! 3. applies the taint rule: a destination that only `allow_private` lets through is on the
 //!    owner's own network, so what comes back is private data for the turn ([`Reach::OwnersNetwork`];
 //!    the caller marks the turn's [`ethan_core::tool::Taint`]). Whether data may *leave* is the
-//!    consent rule's question, asked before the call ([`crate::consent`]);
+//!    consent rule's question, asked before the call (the root crate's `consent` module);
 //! 4. records the destination: one `ethan::egress` log line per request or tunnel (path, host,
 //!    port, verdict; never a URL's path or query, which may carry private data) and the metric
 //!    `ethan_egress_total{path, verdict}`.

@@ -254,7 +254,7 @@ impl Registry {
         r.register_builtin(Arc::new(search.within(egress)));
         let fetch = crate::tools::web_fetch::WebFetch::guarded(
             &config.tools.web_fetch,
-            egress.guard_of(config),
+            egress.system_guard(&config.tools.web_fetch.allow_private),
         );
         r.register_builtin(Arc::new(fetch));
         // One headless browser per daemon, shared by the three browser tools.
@@ -262,7 +262,7 @@ impl Registry {
         {
             let browser = crate::tools::builtin::browser::hub::BrowserHub::new(
                 config.tools.browser.clone(),
-                egress.guard_of(config),
+                egress.system_guard(&config.tools.web_fetch.allow_private),
             );
             browser.set_image_limit(config.media.max_image_bytes);
             browser.hear_taint(&r.taint_hooks);

@@ -66,7 +66,8 @@ impl WebFetch {
         Self::guarded(cfg, EgressGuard::new(&cfg.allow_private, lookup))
     }
 
-    /// The tool whose requests pass `guard` (the daemon's: [`crate::egress::Egress::guard_of`]).
+    /// The tool whose requests pass `guard` (the daemon's:
+    /// [`crate::egress::Egress::system_guard`]).
     pub fn guarded(cfg: &WebFetchConfig, guard: EgressGuard) -> Self {
         let timeout = Duration::from_secs(cfg.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS).max(1));
         // The request gives up a little before the executor would, so the model gets our text.

@@ -7,6 +7,9 @@
 //! it, and marks the turn's taint when the host is on the owner's network. Host names are
 //! resolved by the guard's resolver ([`GuardedResolver`]), which checks every address and hands
 //! `reqwest` only the ones that passed; `reqwest` dials those, with no lookup of its own.
+//! A browser proxy of the daemon is refused as a destination, whatever `allow_private` lists:
+//! by [`EgressGuard::check_url`] and [`EgressGuard::check_proxies`] before a request, and by
+//! the connector ([`super::refuse`]) for each connection made.
 //! The client uses no system proxy and follows no redirect, unless built with
 //! [`EgressClient::following`]: then each redirect target is judged like a first URL (and a
 //! redirect to a host of the owner's network, which the first request did not go to, is
@@ -107,6 +110,9 @@ impl EgressClient {
                 guard: guard.clone(),
                 endpoints: endpoints.clone(),
             }))
+            .connector_layer(super::refuse::RefuseProxies {
+                shared: guard.shared().clone(),
+            })
             .redirect(policy)
             .no_proxy()
             .build()
@@ -207,7 +213,15 @@ impl EgressRequest<'_> {
         let url = self.url.map_err(EgressError::Refused)?;
         let host = url.host_str().unwrap_or_default().to_string();
         let port = url.port_or_known_default().unwrap_or(0);
-        let reach = match c.guard.check_url(&url, &c.endpoints) {
+        let checked = match c.guard.check_url(&url, &c.endpoints) {
+            Ok(r) => c
+                .guard
+                .check_proxies(&host, port, &c.endpoints)
+                .await
+                .map(|()| r),
+            Err(r) => Err(r),
+        };
+        let reach = match checked {
             Ok(r) => r,
             Err(r) => {
                 c.guard.record(c.route, &host, port, "refused");
@@ -302,7 +316,7 @@ impl reqwest::dns::Resolve for GuardedResolver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::egress::StaticLookup;
+    use crate::StaticLookup;
 
     async fn serve() -> SocketAddr {
         let app = axum::Router::new().fallback(|| async { "hi" });

@@ -1,7 +1,8 @@
 //! Process metrics in Prometheus form (served by the gateway at `GET /metrics`), kept in one
 //! registry with the `prometheus` crate. The registry is a value: the daemon's wiring step
-//! (`crate::daemon::wiring`) builds one and hands it to every part that counts; a part built
-//! without the daemon (a test, a CLI command) counts into a registry of its own.
+//! (`ethan::daemon::wiring`, docs/ARCHITECTURE.md) builds one and hands it to every part that
+//! counts; a part built without the daemon (a test, a CLI command) counts into a registry of its
+//! own.
 //!
 //! | metric | labels |
 //! |---|---|
@@ -29,7 +30,7 @@ pub struct Metrics {
     pub draft_update: Histogram,
     pub consent: IntCounterVec,
     pub scheduler_runs: IntCounterVec,
-    /// Destinations judged by the egress guard ([`crate::egress`]).
+    /// Destinations judged by the egress guard (`ethan::egress`).
     pub egress: IntCounterVec,
 }
 

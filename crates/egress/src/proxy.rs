@@ -1,6 +1,6 @@
 //! The browser's only way out: an HTTP proxy the daemon runs on loopback, through which
-//! Chromium makes every connection ([`crate::tools::builtin::browser`] starts it with this
-//! proxy and the flags that close its direct paths).
+//! Chromium makes every connection (the browser tools, `tools::builtin::browser` of the root
+//! crate, start it with this proxy and the flags that close its direct paths).
 //!
 //! One [`BrowserProxy`] per browser context (an Ethan session's browsing), on a port of its
 //! own, so each connection is attributed to its session; one more that refuses everything for
@@ -498,7 +498,7 @@ async fn forward(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::egress::StaticLookup;
+    use crate::StaticLookup;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     async fn ask(proxy: &BrowserProxy, request: &str) -> String {

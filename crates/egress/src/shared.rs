@@ -2,16 +2,17 @@
 //! proxies it runs, which a browser's connection ([`super::EgressGuard::connect`]) may never
 //! reach whatever `allow_private` says (a page would act through another session's proxy), and
 //! the metrics registry its verdicts are counted in. The daemon's wiring step builds one and
-//! hands it to whatever builds guards. Known gap: the HTTP clients' checks (`check_url`,
-//! `resolve`: `web_fetch`, `web_search`, MCP, media) judge a proxy's loopback address by the
-//! address rule only, so a guard whose `allow_private` lists loopback does not refuse it there.
+//! hands it to whatever builds guards. The HTTP clients (`web_fetch`, `web_search`, MCP, media)
+//! refuse the proxies too, by address and port, whatever `allow_private` lists: before a
+//! request ([`super::EgressGuard::check_url`], [`super::EgressGuard::check_proxies`]) and at
+//! each connection ([`super::refuse`]).
 //!
 //! A guard built outside the daemon ([`super::EgressGuard::new`]: tests, stand-alone tools) has
 //! an [`Egress`] of its own: the proxies started with it (or its clones) are refused by it, and a
 //! proxy of any other guard listens on loopback, which the address rule refuses anyway unless
 //! `allow_private` lists it.
 
-use crate::metrics::Metrics;
+use ethan_metrics::Metrics;
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -41,12 +42,10 @@ impl Egress {
         super::EgressGuard::within(self.clone(), allow_private, lookup)
     }
 
-    /// The guard of `config` (`tools.web_fetch.allow_private`, the system resolver).
-    pub fn guard_of(&self, config: &crate::config::Config) -> super::EgressGuard {
-        self.guard(
-            &config.tools.web_fetch.allow_private,
-            Arc::new(super::SystemLookup),
-        )
+    /// The guard exempting the hosts of `allow_private` (the config's
+    /// `tools.web_fetch.allow_private`), resolving with the system resolver.
+    pub fn system_guard(&self, allow_private: &[String]) -> super::EgressGuard {
+        self.guard(allow_private, Arc::new(super::SystemLookup))
     }
 
     pub(crate) fn metrics(&self) -> &Metrics {
@@ -76,8 +75,8 @@ impl Egress {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::egress::proxy::BrowserProxy;
-    use crate::egress::{ConnectFailure, EgressGuard, Route, StaticLookup};
+    use crate::proxy::BrowserProxy;
+    use crate::{ConnectFailure, EgressGuard, Route, StaticLookup};
     use std::time::Duration;
 
     async fn refusal(guard: &EgressGuard, port: u16) -> String {
@@ -124,5 +123,69 @@ mod tests {
         );
         drop(proxy);
         assert!(!egress.is_proxy(addr));
+    }
+
+    /// Resolves `flip.test` to 127.0.0.2 the first time and to 127.0.0.1 after (DNS rebinding).
+    struct Flip(std::sync::atomic::AtomicUsize);
+
+    impl crate::Lookup for Flip {
+        fn lookup(
+            &self,
+            _host: &str,
+        ) -> std::pin::Pin<
+            Box<dyn std::future::Future<Output = std::io::Result<Vec<std::net::IpAddr>>> + Send>,
+        > {
+            let n = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let ip = if n == 0 { "127.0.0.2" } else { "127.0.0.1" };
+            Box::pin(async move { Ok(vec![ip.parse().unwrap()]) })
+        }
+    }
+
+    /// The HTTP clients refuse a browser proxy of the daemon whatever `allow_private` lists:
+    /// by its address, by a listed name that resolves to it, and by a name that resolves to it
+    /// only on the request's own lookup (the connector drops the connection).
+    #[tokio::test]
+    async fn the_http_clients_refuse_the_proxies_whatever_allow_private_lists() {
+        use crate::{EgressClient, EgressError};
+        let egress = Egress::new(Arc::new(Metrics::new()));
+        let lookup =
+            Arc::new(StaticLookup::new().with("mine.test", &["127.0.0.1".parse().unwrap()]));
+        let proxy = BrowserProxy::start(egress.guard(&[], lookup.clone()), "a")
+            .await
+            .unwrap();
+        let port = proxy
+            .url()
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .parse::<u16>()
+            .unwrap();
+        let allow = [
+            "127.0.0.1".to_string(),
+            "mine.test".into(),
+            "flip.test".into(),
+        ];
+        for (url, guard) in [
+            (proxy.url(), egress.guard(&allow, lookup.clone())),
+            (
+                format!("http://mine.test:{port}/"),
+                egress.guard(&allow, lookup.clone()),
+            ),
+            (
+                format!("http://flip.test:{port}/"),
+                egress.guard(&allow, Arc::new(Flip(Default::default()))),
+            ),
+        ] {
+            let c = EgressClient::new(&guard, Route::WebFetch, Vec::new(), |b| b).unwrap();
+            match c.get(&url).send().await {
+                Err(EgressError::Refused(r)) => {
+                    assert!(
+                        r.0.contains("one of Ethan's own browser proxies"),
+                        "{url}: {r}"
+                    )
+                }
+                other => panic!("{url} was not refused: {other:?}"),
+            }
+        }
     }
 }

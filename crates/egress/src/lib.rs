@@ -18,7 +18,7 @@
 //! 3. applies the taint rule: a destination that only `allow_private` lets through is on the
 //!    owner's own network, so what comes back is private data for the turn ([`Reach::OwnersNetwork`];
 //!    the caller marks the turn's [`ethan_core::tool::Taint`]). Whether data may *leave* is the
-//!    consent rule's question, asked before the call ([`crate::consent`]);
+//!    consent rule's question, asked before the call (the root crate's `consent` module);
 //! 4. records the destination: one `ethan::egress` log line per request or tunnel (path, host,
 //!    port, verdict; never a URL's path or query, which may carry private data) and the metric
 //!    `ethan_egress_total{path, verdict}`.
@@ -26,15 +26,19 @@
 //! Refusals are [`Refused`], whose text is written for the model: the destination and why.
 //!
 //! Every guard of a daemon is built from its one [`Egress`] ([`shared`], made by the wiring
-//! step), so each guard's [`EgressGuard::connect`] refuses the browser proxies any of them
-//! started, and each counts into the daemon's metrics; a guard made with [`EgressGuard::new`] has
-//! an `Egress` of its own. The HTTP clients' checks do not consult the proxy set yet (loopback
-//! is refused there by the address rule unless `allow_private` lists it; [`shared`]).
+//! step), and each counts into the daemon's metrics; a guard made with [`EgressGuard::new`] has
+//! an `Egress` of its own. A browser proxy any of a daemon's guards started is never a
+//! destination of any path, whatever `allow_private` says: its address and port are refused by
+//! [`EgressGuard::check_url`] (an IP literal), [`EgressGuard::check_proxies`] (a name, resolved
+//! with the port, before an HTTP request), [`EgressGuard::connect`] (the browser's connections)
+//! and, for the HTTP clients, by the connector itself ([`refuse`]: the address each new
+//! connection reached).
 
 pub mod address;
 pub mod client;
 pub mod lookup;
 pub mod proxy;
+pub mod refuse;
 pub mod shared;
 
 pub use client::{EgressClient, EgressError, EgressRequest};
@@ -242,8 +246,40 @@ impl EgressGuard {
         }
         if let Some(ip) = literal {
             self.check_ip(&h, port, ip, endpoints)?;
+            self.refuse_proxy(&h, SocketAddr::new(ip, port))?;
         }
         Ok(self.reach_of(&h, port, endpoints))
+    }
+
+    /// A browser proxy of this daemon is never a destination, whatever the address rule and
+    /// `allow_private` say: a request would act through a session's browser.
+    fn refuse_proxy(&self, host: &str, addr: SocketAddr) -> Result<(), Refused> {
+        if self.shared.is_proxy(addr) {
+            return Err(proxy_refusal(host, addr.port()));
+        }
+        Ok(())
+    }
+
+    /// Before an HTTP request to a host name the address rule does not filter (a host of
+    /// `allow_private`, a configured endpoint's): resolve it and refuse when any address, on
+    /// `port`, is one of the browser proxies. Other names never reach loopback, where the
+    /// proxies listen; IP literals are judged by [`EgressGuard::check_url`]. A lookup that fails
+    /// is left to the request, which resolves again and fails the same way.
+    pub async fn check_proxies(
+        &self,
+        host: &str,
+        port: u16,
+        endpoints: &[Endpoint],
+    ) -> Result<(), Refused> {
+        let h = normalize_host(host);
+        let exempt = self.host_allowed(&h) || endpoints.iter().any(|e| e.host == h);
+        if h.parse::<IpAddr>().is_ok() || !exempt {
+            return Ok(());
+        }
+        let addrs = self.resolve(&h, endpoints).await.unwrap_or_default();
+        addrs
+            .into_iter()
+            .try_for_each(|ip| self.refuse_proxy(&h, SocketAddr::new(ip, port)))
     }
 
     fn check_ip(
@@ -356,9 +392,7 @@ impl EgressGuard {
             .collect();
         if addrs.is_empty() {
             self.record(route, host, port, "refused");
-            return Err(ConnectFailure::Refused(Refused(format!(
-                "{host}:{port} is one of Ethan's own browser proxies; it is never a destination"
-            ))));
+            return Err(ConnectFailure::Refused(proxy_refusal(host, port)));
         }
         self.record(route, host, port, "allowed");
         let mut last = String::from("no address");
@@ -396,6 +430,15 @@ fn refusal(host: &str, ip: IpAddr, why: &str) -> Refused {
     Refused(format!(
         "{shown} is {why}; tools only reach public addresses. \
          The owner can exempt a host by listing it in tools.web_fetch.allow_private"
+    ))
+}
+
+/// The refusal of a browser proxy as a destination, written for the model.
+fn proxy_refusal(host: &str, port: u16) -> Refused {
+    Refused(format!(
+        "{host}:{port} is one of Ethan's own browser proxies; it is never a destination of any \
+         tool, whatever tools.web_fetch.allow_private lists. Reach a site by its own address \
+         (and a page in the browser through the browser tools)"
     ))
 }
 

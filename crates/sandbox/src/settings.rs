@@ -27,8 +27,9 @@ pub fn protected_also(config_file: Option<&Path>) -> Vec<PathBuf> {
         .collect()
 }
 
-/// What unit tests run with.
-#[cfg(test)]
+/// What unit tests run with, here and in the crates that use the sandbox (feature `testing`,
+/// turned on by their dev-dependencies).
+#[cfg(any(test, feature = "testing"))]
 pub mod testing {
     use super::SandboxSettings;
     use std::sync::{Arc, OnceLock};

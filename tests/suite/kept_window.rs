@@ -1,0 +1,232 @@
+//! The window a session's worker keeps between turns (`agent::window`), through the real daemon,
+//! the fake Bot API and a scripted model: over a long conversation every turn's request
+//! carries exactly the history a fresh load of the store gives — the newest
+//! `model.history_messages` since the last summary, from a user message on, tool traffic
+//! included — across the window's sliding front, a tool-calling turn, a restart (a fresh load),
+//! `/new` and compactions.
+
+use crate::support::model::{text_completion, tool_calls_completion, without_sent_time};
+use crate::support::{Daemon, FakeTelegram, ScriptedModel, Step, TestHome};
+use serde_json::Value;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const OWNER: i64 = 218485655;
+const WAIT: Duration = Duration::from_secs(60);
+const LIMIT: usize = 8;
+
+/// One message of a request as compared: role, text (without the time stamped on a person's
+/// message), the ids of its tool calls, the call a tool result answers.
+type Msg = (String, String, Vec<String>, Option<String>);
+
+fn msg(m: &Value) -> Msg {
+    let text = m["content"].as_str().unwrap_or_default();
+    let calls = m["tool_calls"].as_array().map_or(Vec::new(), |c| {
+        c.iter()
+            .map(|c| c["id"].as_str().unwrap_or_default().to_string())
+            .collect()
+    });
+    (
+        m["role"].as_str().unwrap_or_default().to_string(),
+        without_sent_time(text).to_string(),
+        calls,
+        m["tool_call_id"].as_str().map(str::to_string),
+    )
+}
+
+fn said(role: &str, text: &str) -> Msg {
+    (role.to_string(), text.to_string(), Vec::new(), None)
+}
+
+fn kind(req: &Value) -> &'static str {
+    let system = req["messages"][0]["content"].as_str().unwrap_or_default();
+    if system.starts_with("You summarise the earlier part") {
+        "summary"
+    } else if system.starts_with("You read the earlier part") {
+        "extract"
+    } else {
+        "turn"
+    }
+}
+
+/// Summaries and extractions answered as such; a turn asked to "look up" calls
+/// `history_search` first; every turn ends with `answer to <question's first word>`.
+fn model_steps() -> Vec<Step> {
+    let summaries = Arc::new(Mutex::new(0));
+    (0..1_000)
+        .map(|_| {
+            let summaries = summaries.clone();
+            Step::custom(move |req| {
+                let text = match kind(req) {
+                    "summary" => {
+                        let mut n = summaries.lock().unwrap();
+                        *n += 1;
+                        format!("- summary number {n}")
+                    }
+                    "extract" => "[]".to_string(),
+                    _ => {
+                        let question = crate::support::model::last_user_text(req);
+                        let last = req["messages"].as_array().unwrap().last().unwrap();
+                        if question.contains("look up") && last["role"] == "user" {
+                            let args = r#"{"query": "q1"}"#.to_string();
+                            let call = [("h1".to_string(), "history_search".to_string(), args)];
+                            return (200, tool_calls_completion(req, &call));
+                        }
+                        let first = question.split_whitespace().next().unwrap_or_default();
+                        format!("answer to {first}")
+                    }
+                };
+                (200, text_completion(req, &text))
+            })
+        })
+        .collect()
+}
+
+struct Chat {
+    tg: FakeTelegram,
+    model: ScriptedModel,
+    /// The conversation since `/new`, as the store holds it.
+    said: Vec<Msg>,
+    /// Where in `said` the last summary ends (compaction's point), and how many messages the
+    /// summaries say they hold.
+    point: usize,
+    summarised: usize,
+    /// Requests already checked.
+    seen: usize,
+    turns_checked: usize,
+    summaries_seen: usize,
+}
+
+impl Chat {
+    /// Ask `text` (its first word unique), wait for the answer, and check the turn's first
+    /// request: its history is the window a fresh load gives.
+    async fn ask(&mut self, text: &str) {
+        let first = text.split_whitespace().next().unwrap().to_string();
+        let answer = format!("answer to {first}");
+        self.tg.push_text(OWNER, OWNER, text);
+        let deadline = Instant::now() + WAIT;
+        while !self.tg.sent_texts().contains(&answer) {
+            assert!(Instant::now() < deadline, "{}", self.tg.describe_calls());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let requests = self.model.requests();
+        let turn: Vec<&Value> = requests[self.seen..]
+            .iter()
+            .filter(|r| kind(r) == "turn")
+            .collect();
+        self.summaries_seen += requests[self.seen..]
+            .iter()
+            .filter(|r| kind(r) == "summary")
+            .count();
+        self.seen = requests.len();
+        let mut sent: Vec<Msg> = turn[0]["messages"].as_array().unwrap()[1..]
+            .iter()
+            .map(msg)
+            .collect();
+        let summarised = match sent.first() {
+            Some((_, t, _, _)) if t.starts_with("## Summary of the earlier conversation") => {
+                let n = t.split_whitespace().nth(8).unwrap().parse::<usize>().unwrap();
+                sent.remove(0);
+                n
+            }
+            _ => 0,
+        };
+        if summarised > self.summarised {
+            // Compaction folded the oldest messages of the window this turn read.
+            self.point = self.window_start(self.point) + summarised - self.summarised;
+            self.summarised = summarised;
+        }
+        let asked = sent.pop().unwrap();
+        assert_eq!(asked, said("user", text));
+        let expected = self.said[self.window_start(self.point)..].to_vec();
+        assert_eq!(sent, expected, "the history sent with {first}");
+        // What the turn stored: its messages as its last request carried them, and the answer.
+        let last = turn.last().unwrap()["messages"].as_array().unwrap();
+        let own = last.len() - turn[0]["messages"].as_array().unwrap().len() + 1;
+        self.said
+            .extend(last[last.len() - own..].iter().map(msg));
+        self.said.push(said("assistant", &answer));
+        self.turns_checked += 1;
+    }
+
+    /// Where the window a fresh load gives starts in `said`: the newest [`LIMIT`] messages
+    /// after `point`, from a user message on.
+    fn window_start(&self, point: usize) -> usize {
+        let newest = point.max(self.said.len().saturating_sub(LIMIT));
+        let from = self.said[newest..].iter().position(|m| m.0 == "user");
+        newest + from.unwrap_or(self.said.len() - newest)
+    }
+
+    async fn new_session(&mut self) {
+        let before = self.tg.sent_texts().len();
+        self.tg.push_text(OWNER, OWNER, "/new");
+        let deadline = Instant::now() + WAIT;
+        while self.tg.sent_texts().len() == before {
+            assert!(Instant::now() < deadline, "{}", self.tg.describe_calls());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.said.clear();
+        (self.point, self.summarised) = (0, 0);
+    }
+}
+
+fn start(home: &TestHome) -> Daemon {
+    let tmp = home.path().join("tmpdir");
+    std::fs::create_dir_all(&tmp).unwrap();
+    Daemon::start_with_env(home, &[("TMPDIR", tmp.to_str().unwrap())])
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_turn_carries_the_window_a_fresh_load_gives_across_a_restart_new_and_compaction() {
+    let home = TestHome::new();
+    let tg = FakeTelegram::start().await;
+    let model = ScriptedModel::start(model_steps()).await;
+    home.write_config(&format!(
+        "model:\n  base_url: {}\n  api_key: sk-test\n  name: m\n  history_messages: {LIMIT}\n\
+         \x20 context_tokens: 4000\n\
+         channels:\n  telegram:\n    token: \"{}\"\n    api_url: {}\n    streaming: off\n\
+         owners: [\"telegram:{OWNER}\"]\n",
+        model.base_url(),
+        tg.token(),
+        tg.base_url()
+    ));
+    let mut daemon = start(&home);
+    let mut chat = Chat {
+        tg,
+        model,
+        said: Vec::new(),
+        point: 0,
+        summarised: 0,
+        seen: 0,
+        turns_checked: 0,
+        summaries_seen: 0,
+    };
+    // Short messages: the window's front slides past the limit; a turn with a tool call.
+    for i in 1..=6 {
+        chat.ask(&format!("q{i} tell me something")).await;
+    }
+    chat.ask("q7 look up what I asked first").await;
+    for i in 8..=10 {
+        chat.ask(&format!("q{i} and then?")).await;
+    }
+    // A restart: the next turn loads the window whole, the one after resumes it.
+    daemon.stop();
+    let mut daemon = start(&home);
+    for i in 11..=13 {
+        chat.ask(&format!("q{i} after the restart")).await;
+    }
+    // `/new`: another session, an empty window.
+    chat.new_session().await;
+    for i in 14..=15 {
+        chat.ask(&format!("q{i} in a new session")).await;
+    }
+    // Long messages: compaction summarises the oldest turns, more than once.
+    let filler = "and then we talked about the weather for a long while. ".repeat(40);
+    for i in 16..=30 {
+        chat.ask(&format!("q{i} {}", filler.trim_end())).await;
+    }
+    assert!(chat.summaries_seen >= 2, "{} summaries", chat.summaries_seen);
+    assert_eq!(chat.turns_checked, 30);
+    chat.model.assert_protocol_ok();
+    daemon.stop();
+}

@@ -119,10 +119,7 @@ mod tests {
 
     #[test]
     fn the_delta_is_appended_and_the_front_cut_to_the_limit_and_a_user_message() {
-        let held = numbered(
-            1,
-            vec![ChatMessage::user("a"), ChatMessage::assistant("A")],
-        );
+        let held = numbered(1, vec![ChatMessage::user("a"), ChatMessage::assistant("A")]);
         let mut k = kept(held);
         let mark = k.mark().unwrap();
         assert_eq!((mark.first_id, mark.last_id, mark.len), (1, 2, 2));
@@ -151,7 +148,9 @@ mod tests {
         assert!(kept(held()).resume("s", 7, 4, nothing()).is_none());
         assert!(kept(held()).resume("s", 0, 5, nothing()).is_none());
         assert!(kept(held()).resume("s", 0, 4, None).is_none());
-        assert!(kept(held()).resume("s", 0, 4, delta(Vec::new(), 3)).is_none());
+        assert!(kept(held())
+            .resume("s", 0, 4, delta(Vec::new(), 3))
+            .is_none());
         assert!(KeptWindow::default().mark().is_none());
         let mut k = kept(held());
         k.clear();

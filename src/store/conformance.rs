@@ -18,7 +18,8 @@ use async_trait::async_trait;
 use ethan_channels::{ChannelKind, ChatKind, ChatRef, InboundEvent, Sender};
 use ethan_core::message::{ChatMessage, Role, ToolCall};
 use ethan_core::store::{
-    AuditEntry, Delivery, HeldWindow, JobRecord, JobState, RunStatus, UsageGrouping, UsageRecord, UsageRow,
+    AuditEntry, Delivery, HeldWindow, JobRecord, JobState, RunStatus, UsageGrouping, UsageRecord,
+    UsageRow,
 };
 use std::sync::Arc;
 
@@ -806,9 +807,12 @@ pub(crate) async fn inbound_retention(subject: &Subject) {
 /// range holds now; nothing for another session's window.
 pub(crate) async fn turn_window(s: &dyn DaemonStore) {
     let sid = s.current_session("t:w").await.unwrap();
-    s.append_messages(&sid, &[ChatMessage::user("one"), ChatMessage::assistant("1")])
-        .await
-        .unwrap();
+    s.append_messages(
+        &sid,
+        &[ChatMessage::user("one"), ChatMessage::assistant("1")],
+    )
+    .await
+    .unwrap();
     let held = s.messages_after(&sid, 0, 10).await.unwrap();
     let mark = HeldWindow {
         session_id: sid.clone(),
@@ -831,14 +835,30 @@ pub(crate) async fn turn_window(s: &dyn DaemonStore) {
     )
     .await
     .unwrap();
-    let delta = s.start_turn("t:w", &[], Some(&mark), 10).await.unwrap().delta.unwrap();
+    let delta = s
+        .start_turn("t:w", &[], Some(&mark), 10)
+        .await
+        .unwrap()
+        .delta
+        .unwrap();
     let texts: Vec<_> = delta.after.iter().map(|(_, m)| m.content.clone()).collect();
-    assert_eq!(texts, [Some("late".into()), Some("two".into()), Some("2".into())]);
+    assert_eq!(
+        texts,
+        [Some("late".into()), Some("two".into()), Some("2".into())]
+    );
     assert!(delta.after.windows(2).all(|w| w[0].0 < w[1].0));
-    assert!(delta.after[1].1.sent_at.is_some(), "a user message carries its time");
+    assert!(
+        delta.after[1].1.sent_at.is_some(),
+        "a user message carries its time"
+    );
     assert_eq!(delta.held_now, 2);
     // The newest `limit` only.
-    let delta = s.start_turn("t:w", &[], Some(&mark), 2).await.unwrap().delta.unwrap();
+    let delta = s
+        .start_turn("t:w", &[], Some(&mark), 2)
+        .await
+        .unwrap()
+        .delta
+        .unwrap();
     assert_eq!(delta.after.len(), 2);
     assert_eq!(delta.after[1].1.content.as_deref(), Some("2"));
     // Another session (`/new`): no delta.

@@ -127,7 +127,11 @@ impl Db {
                 )
                 .op(op)?;
             let mut rows = stmt
-                .query(rusqlite::params![held.session_id, held.last_id, limit as i64])
+                .query(rusqlite::params![
+                    held.session_id,
+                    held.last_id,
+                    limit as i64
+                ])
                 .op(op)?;
             while let Some(r) = rows.next().op(op)? {
                 let m = decode_message(

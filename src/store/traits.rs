@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use ethan_channels::InboundEvent;
 use ethan_core::message::ChatMessage;
 use ethan_core::store::{
-    AuditEntry, AuditStore, Delivery, HeldWindow, HistoryHit, JobRecord, JobStore, KvStore, MemoryFact,
-    MemoryStore, MessageStore, NewFact, OwnerStore, RunRecord, RunStatus, SessionStore,
+    AuditEntry, AuditStore, Delivery, HeldWindow, HistoryHit, JobRecord, JobStore, KvStore,
+    MemoryFact, MemoryStore, MessageStore, NewFact, OwnerStore, RunRecord, RunStatus, SessionStore,
     TurnStart, UsageGrouping, UsageRecord, UsageRow, UsageStore,
 };
 

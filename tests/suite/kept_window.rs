@@ -125,7 +125,12 @@ impl Chat {
             .collect();
         let summarised = match sent.first() {
             Some((_, t, _, _)) if t.starts_with("## Summary of the earlier conversation") => {
-                let n = t.split_whitespace().nth(8).unwrap().parse::<usize>().unwrap();
+                let n = t
+                    .split_whitespace()
+                    .nth(8)
+                    .unwrap()
+                    .parse::<usize>()
+                    .unwrap();
                 sent.remove(0);
                 n
             }
@@ -143,8 +148,7 @@ impl Chat {
         // What the turn stored: its messages as its last request carried them, and the answer.
         let last = turn.last().unwrap()["messages"].as_array().unwrap();
         let own = last.len() - turn[0]["messages"].as_array().unwrap().len() + 1;
-        self.said
-            .extend(last[last.len() - own..].iter().map(msg));
+        self.said.extend(last[last.len() - own..].iter().map(msg));
         self.said.push(said("assistant", &answer));
         self.turns_checked += 1;
     }
@@ -225,7 +229,11 @@ async fn every_turn_carries_the_window_a_fresh_load_gives_across_a_restart_new_a
     for i in 16..=30 {
         chat.ask(&format!("q{i} {}", filler.trim_end())).await;
     }
-    assert!(chat.summaries_seen >= 2, "{} summaries", chat.summaries_seen);
+    assert!(
+        chat.summaries_seen >= 2,
+        "{} summaries",
+        chat.summaries_seen
+    );
     assert_eq!(chat.turns_checked, 30);
     chat.model.assert_protocol_ok();
     daemon.stop();

@@ -520,7 +520,11 @@ mod tests {
             ChatMessage::assistant(" "),
             ChatMessage::assistant("Nothing new."),
         ];
-        let history: Vec<_> = history.into_iter().enumerate().map(|(i, m)| (i as i64, m)).collect();
+        let history: Vec<_> = history
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| (i as i64, m))
+            .collect();
         let kept: Vec<_> = without_tool_traffic(&history)
             .into_iter()
             .map(|(id, m)| (id, m.content.unwrap()))

@@ -5,8 +5,8 @@
 use super::errors::pg_error;
 use super::messages::decode_row;
 use super::{limit, PgStore, StoreError};
-use async_trait::async_trait;
 use crate::store::messages::sent_at;
+use async_trait::async_trait;
 use ethan_core::store::{HeldWindow, SessionStore, TurnStart, WindowDelta};
 
 const FIND: &str =

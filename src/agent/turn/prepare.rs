@@ -88,7 +88,7 @@ pub(super) async fn prepare(
     session.marks.outside_recorded = outside.is_some();
     session.marks.outside = outside.or_else(|| provenance::outside_in(&history));
     let mut whole = None;
-    if !input.is_owner {
+    if !input.is_owner && history.iter().any(|(_, m)| !visible_to_all(m)) {
         // A group's history is shared: someone who is not the owner gets the chat and the bot's
         // visible answers, never the owner's tool calls and their results.
         let narrowed = without_tool_traffic(&history);
@@ -365,16 +365,20 @@ impl Agent {
 fn without_tool_traffic(history: &[(i64, ChatMessage)]) -> Vec<(i64, ChatMessage)> {
     history
         .iter()
-        .filter(|(_, m)| match m.role {
-            Role::Tool => false,
-            // A step that called tools is not an answer the chat saw (its text may quote a
-            // tool result): dropped whole.
-            Role::Assistant if !m.tool_calls.is_empty() => false,
-            Role::Assistant => m.content.as_deref().is_some_and(|c| !c.trim().is_empty()),
-            _ => true,
-        })
+        .filter(|(_, m)| visible_to_all(m))
         .cloned()
         .collect()
+}
+
+/// Whether `m` is part of the chat everyone in it saw: not a tool result, not a step that
+/// called tools (its text may quote a tool result: dropped whole), not an empty answer.
+fn visible_to_all(m: &ChatMessage) -> bool {
+    match m.role {
+        Role::Tool => false,
+        Role::Assistant if !m.tool_calls.is_empty() => false,
+        Role::Assistant => m.content.as_deref().is_some_and(|c| !c.trim().is_empty()),
+        _ => true,
+    }
 }
 
 /// The first tool in `history` whose result is private data ([`crate::tools::ToolDecl::reads_private`]);

@@ -50,7 +50,8 @@ fn kind(req: &Value) -> &'static str {
 }
 
 /// Summaries and extractions answered as such; a turn asked to "look up" calls
-/// `history_search` first; every turn ends with `answer to <question's first word>`.
+/// `history_search` first; every turn ends with `answer to <the question's first word that
+/// starts with q>`.
 fn model_steps() -> Vec<Step> {
     let summaries = Arc::new(Mutex::new(0));
     (0..1_000)
@@ -72,7 +73,8 @@ fn model_steps() -> Vec<Step> {
                             let call = [("h1".to_string(), "history_search".to_string(), args)];
                             return (200, tool_calls_completion(req, &call));
                         }
-                        let first = question.split_whitespace().next().unwrap_or_default();
+                        let mut words = question.split_whitespace();
+                        let first = words.find(|w| w.starts_with('q')).unwrap_or_default();
                         format!("answer to {first}")
                     }
                 };
@@ -236,5 +238,90 @@ async fn every_turn_carries_the_window_a_fresh_load_gives_across_a_restart_new_a
     );
     assert_eq!(chat.turns_checked, 30);
     chat.model.assert_protocol_ok();
+    daemon.stop();
+}
+
+/// A group message to the bot from `user`.
+fn group_update(update_id: i64, user: i64, text: &str) -> Value {
+    serde_json::json!({
+        "update_id": update_id,
+        "message": {
+            "message_id": update_id,
+            "date": 1700000000,
+            "chat": {"id": GROUP, "type": "supergroup", "title": "team"},
+            "from": {"id": user, "is_bot": false, "first_name": "U"},
+            "text": format!("@ethan_test_bot {text}"),
+            "entities": [{"type": "mention", "offset": 0, "length": 15}],
+        }
+    })
+}
+
+const GROUP: i64 = -1001234;
+const STRANGER: i64 = 99001;
+
+/// In a group the kept window is the whole one: someone not the owner is sent it without the
+/// owner's tool traffic, and the owner's next turn still gets that traffic.
+#[tokio::test(flavor = "multi_thread")]
+async fn in_a_group_the_owner_keeps_the_tool_traffic_a_stranger_is_not_sent() {
+    let home = TestHome::new();
+    let tg = FakeTelegram::start().await;
+    let model = ScriptedModel::start(model_steps()).await;
+    home.write_config(&format!(
+        "model:\n  base_url: {}\n  api_key: sk-test\n  name: m\n\
+         channels:\n  telegram:\n    token: \"{}\"\n    api_url: {}\n    streaming: off\n\
+         owners: [\"telegram:{OWNER}\"]\n",
+        model.base_url(),
+        tg.token(),
+        tg.base_url()
+    ));
+    let mut daemon = start(&home);
+    let (tg, model) = (&tg, &model);
+    let ask = |user: i64, text: &str| {
+        let first = text.split_whitespace().next().unwrap().to_string();
+        tg.push_update(group_update(tg.next_update_id(), user, text));
+        async move {
+            let answer = format!("answer to {first}");
+            let deadline = Instant::now() + WAIT;
+            while !tg.sent_texts().iter().any(|t| t.contains(&answer)) {
+                assert!(Instant::now() < deadline, "{}", tg.describe_calls());
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            model.last_request().unwrap()
+        }
+    };
+    ask(OWNER, "q1 hello").await;
+    ask(OWNER, "q2 look up what I asked").await;
+    let strangers = ask(STRANGER, "q3 what did they say?").await;
+    let owners = ask(OWNER, "q4 and now?").await;
+    let texts = |req: &Value| -> Vec<Msg> {
+        req["messages"].as_array().unwrap()[1..]
+            .iter()
+            .map(msg)
+            .collect()
+    };
+    let strangers = texts(&strangers);
+    assert!(
+        strangers.iter().all(|m| m.0 != "tool" && m.2.is_empty()),
+        "{strangers:?}"
+    );
+    let answers: Vec<&str> = strangers
+        .iter()
+        .filter(|m| m.0 == "assistant")
+        .map(|m| m.1.as_str())
+        .collect();
+    assert_eq!(answers, ["answer to q1", "answer to q2"]);
+    let owners = texts(&owners);
+    let calls = owners
+        .iter()
+        .position(|m| m.2 == ["h1"])
+        .expect("the tool call");
+    assert_eq!(owners[calls + 1].3.as_deref(), Some("h1"), "{owners:?}");
+    let answers: Vec<&str> = owners
+        .iter()
+        .filter(|m| m.0 == "assistant" && m.2.is_empty())
+        .map(|m| m.1.as_str())
+        .collect();
+    assert_eq!(answers, ["answer to q1", "answer to q2", "answer to q3"]);
+    model.assert_protocol_ok();
     daemon.stop();
 }

@@ -202,6 +202,8 @@ impl Router {
             None => {
                 let turn = self.run_turn(&ev, is_owner, resumed, kept);
                 let Some((text, draft, unconfirmed)) = turn.await else {
+                    // Fenced: another replica has the session now.
+                    kept.clear();
                     return;
                 };
                 if let Some((mut draft, view)) = draft {
@@ -370,7 +372,6 @@ impl Router {
         let unconfirmed = match &fence {
             Some(f) if presenter.is_some() || !reply.cards.is_empty() => {
                 if !f.holds().await {
-                    kept.clear();
                     return self.fenced(ev, presenter);
                 }
                 None

@@ -325,3 +325,80 @@ async fn in_a_group_the_owner_keeps_the_tool_traffic_a_stranger_is_not_sent() {
     model.assert_protocol_ok();
     daemon.stop();
 }
+
+/// Replicas on one PostgreSQL: a replica whose worker kept the session's window while it was
+/// paused and another replica ran turns of the session answers the next turn with the whole
+/// conversation.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_that_kept_a_window_while_another_ran_the_session_sends_all_of_it() {
+    use crate::support::daemon::fresh_pg_database;
+    const CHAT: i64 = 6161;
+    let url = fresh_pg_database();
+    let tg = FakeTelegram::start().await;
+    let model = ScriptedModel::start(crate::support::model::echo_user(20)).await;
+    let homes = super::replicas::homes(2, &url, |url| {
+        format!(
+            "model:\n  base_url: {}\n  api_key: sk-test\n  name: test-model\n\
+             channels:\n  telegram:\n    token: \"{}\"\n    api_url: {}\n    streaming: off\n\
+             owners: [\"telegram:{CHAT}\"]\ngateway:\n  listen: 127.0.0.1:0\n\
+             store:\n  url: \"{url}\"\n  lease_secs: 5\n",
+            model.base_url(),
+            tg.token(),
+            tg.base_url()
+        )
+    });
+    let mut daemons: Vec<Daemon> = homes.iter().map(Daemon::start).collect();
+    let polling = |h: &TestHome| h.log().contains("polls Telegram now");
+    crate::support::wait_until("a replica polls", WAIT, || homes.iter().any(polling)).await;
+    let (tg, model, homes) = (&tg, &model, &homes);
+    // Ask, wait for the answer; the replica that ran the turn and the turn's request.
+    let ask = |text: &'static str| async move {
+        let id = tg.push_text(CHAT, CHAT, text);
+        let answer = format!("answer to: {text}");
+        let deadline = Instant::now() + WAIT;
+        while !tg.sent_texts().contains(&answer) {
+            assert!(Instant::now() < deadline, "{}", tg.describe_calls());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let ran = format!("runs telegram event {id} ");
+        let runner = homes.iter().position(|h| h.log().contains(&ran));
+        (
+            runner.expect("a replica logs the turn"),
+            model.last_request().unwrap(),
+        )
+    };
+    let signal = |d: &Daemon, sig: libc::c_int| {
+        // SAFETY: kill has no memory preconditions; the pid is our own child's.
+        assert_eq!(unsafe { libc::kill(d.pid() as libc::pid_t, sig) }, 0);
+    };
+    ask("one").await;
+    ask("two").await;
+    let (kept_it, _) = ask("three").await;
+    let other = 1 - kept_it;
+    // Its session lease let go once the turn ended; then it is paused.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    signal(&daemons[kept_it], libc::SIGSTOP);
+    assert_eq!(ask("four").await.0, other);
+    assert_eq!(ask("five").await.0, other);
+    signal(&daemons[kept_it], libc::SIGCONT);
+    daemons[other].stop();
+    let (runner, req) = ask("six").await;
+    assert_eq!(
+        runner, kept_it,
+        "the replica that kept a window runs the turn"
+    );
+    let sent: Vec<Msg> = req["messages"].as_array().unwrap()[1..]
+        .iter()
+        .map(msg)
+        .collect();
+    let mut expected = Vec::new();
+    for q in ["one", "two", "three", "four", "five"] {
+        expected.push(said("user", q));
+        expected.push(said("assistant", &format!("answer to: {q}")));
+    }
+    expected.push(said("user", "six"));
+    assert_eq!(sent, expected);
+    for d in &mut daemons {
+        d.stop();
+    }
+}

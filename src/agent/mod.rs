@@ -17,6 +17,9 @@ pub mod delegate;
 pub mod pictures;
 pub mod prompt;
 mod turn;
+pub mod window;
+
+pub use window::KeptWindow;
 
 use crate::config::Loaded;
 use crate::memory::compact;
@@ -171,7 +174,19 @@ impl Agent {
         input: &TurnInput,
         cancel: &CancellationToken,
     ) -> TurnReply {
-        turn::run(self, input, cancel).await
+        turn::run(self, input, cancel, &mut KeptWindow::default()).await
+    }
+
+    /// [`Agent::run_turn_with_cards`] for a session's worker: the turn starts from the window
+    /// `kept` holds from the session's previous turn (reading only what was stored after it)
+    /// and leaves its own there for the next.
+    pub async fn run_turn_kept(
+        &self,
+        input: &TurnInput,
+        cancel: &CancellationToken,
+        kept: &mut KeptWindow,
+    ) -> TurnReply {
+        turn::run(self, input, cancel, kept).await
     }
 
     /// The agent that answers `input`: the one a sub-agent's `delegate` named, else the

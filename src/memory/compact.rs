@@ -84,14 +84,9 @@ pub struct Compactor<'a> {
 
 impl Compactor<'_> {
     /// The state as stored (`stored`: the value of kv [`KEY_PREFIX`]`<session_id>`, read with
-    /// the turn's start) and the history after it: at most `limit` messages, oldest first,
-    /// starting at a user message. A store failure gives what could be read (logged).
-    pub async fn load(
-        &self,
-        stored: Option<String>,
-        limit: usize,
-    ) -> (State, Vec<(i64, ChatMessage)>) {
-        let state = match stored {
+    /// the turn's start); an unreadable one is logged and read as none.
+    pub fn state(&self, stored: Option<String>) -> State {
+        match stored {
             Some(v) => serde_json::from_str(&v).unwrap_or_else(|e| {
                 tracing::warn!(
                     "the compaction state of {} is unreadable: {e}",
@@ -100,10 +95,15 @@ impl Compactor<'_> {
                 State::default()
             }),
             None => State::default(),
-        };
-        let history = match self
+        }
+    }
+
+    /// The history after the compaction point `upto`: at most `limit` messages, oldest first,
+    /// starting at a user message. A store failure gives none (logged).
+    pub async fn history(&self, upto: i64, limit: usize) -> Vec<(i64, ChatMessage)> {
+        match self
             .store
-            .messages_after(self.session_id, state.upto, limit)
+            .messages_after(self.session_id, upto, limit)
             .await
         {
             Ok(h) => h,
@@ -111,8 +111,7 @@ impl Compactor<'_> {
                 tracing::error!("cannot load the history of {}: {e}", self.session_id);
                 Vec::new()
             }
-        };
-        (state, history)
+        }
     }
 
     /// Compact when `fixed_chars` (the system prompt and the turn so far) plus the summary and

@@ -18,7 +18,8 @@ use async_trait::async_trait;
 use ethan_channels::{ChannelKind, ChatKind, ChatRef, InboundEvent, Sender};
 use ethan_core::message::{ChatMessage, Role, ToolCall};
 use ethan_core::store::{
-    AuditEntry, Delivery, JobRecord, JobState, RunStatus, UsageGrouping, UsageRecord, UsageRow,
+    AuditEntry, Delivery, HeldWindow, JobRecord, JobState, RunStatus, UsageGrouping, UsageRecord,
+    UsageRow,
 };
 use std::sync::Arc;
 
@@ -111,14 +112,19 @@ pub(crate) async fn sessions(s: &dyn DaemonStore) {
     assert_eq!(b, s.current_session("telegram:1").await.unwrap());
     assert_ne!(b, s.current_session("telegram:2").await.unwrap());
     // A turn's start: the session (made on first use) and its keys, in the order asked.
-    let (t, values) = s.start_turn("telegram:3", &["k1:", "k2:"]).await.unwrap();
+    let start = |key: &'static str, prefixes: &'static [&'static str]| async move {
+        let t = s.start_turn(key, prefixes, None, 10).await.unwrap();
+        assert_eq!(t.delta, None, "no window held, no delta");
+        (t.session_id, t.values)
+    };
+    let (t, values) = start("telegram:3", &["k1:", "k2:"]).await;
     assert_eq!(t, s.current_session("telegram:3").await.unwrap());
     assert_eq!(values, vec![None, None]);
     s.kv_set(&format!("k2:{t}"), "two").await.unwrap();
-    let (again, values) = s.start_turn("telegram:3", &["k1:", "k2:"]).await.unwrap();
+    let (again, values) = start("telegram:3", &["k1:", "k2:"]).await;
     assert_eq!(again, t);
     assert_eq!(values, vec![None, Some("two".to_string())]);
-    let (_, values) = s.start_turn("telegram:1", &["k2:"]).await.unwrap();
+    let (_, values) = start("telegram:1", &["k2:"]).await;
     assert_eq!(values, vec![None], "another session's key is not read");
     // Listing by a literal key prefix: active sessions only, titled by their first question.
     let w = s.current_session("web:w1").await.unwrap();
@@ -797,6 +803,71 @@ pub(crate) async fn inbound_retention(subject: &Subject) {
     assert!(!s.record_inbound(&ev("recent")).await.unwrap());
 }
 
+/// A turn's start with a window held: what followed it, uncut, and how many messages its
+/// range holds now; nothing for another session's window.
+pub(crate) async fn turn_window(s: &dyn DaemonStore) {
+    let sid = s.current_session("t:w").await.unwrap();
+    s.append_messages(
+        &sid,
+        &[ChatMessage::user("one"), ChatMessage::assistant("1")],
+    )
+    .await
+    .unwrap();
+    let held = s.messages_after(&sid, 0, 10).await.unwrap();
+    let mark = HeldWindow {
+        session_id: sid.clone(),
+        first_id: held[0].0,
+        last_id: held[1].0,
+        len: 2,
+    };
+    let start = s.start_turn("t:w", &["k:"], Some(&mark), 10).await.unwrap();
+    assert_eq!(start.session_id, sid);
+    let delta = start.delta.expect("a delta for the held session");
+    assert_eq!((delta.after.len(), delta.held_now), (0, 2));
+    // A tool result first: a delta follows the held messages, so it is not cut.
+    s.append_messages(
+        &sid,
+        &[
+            ChatMessage::tool("c1", "late"),
+            ChatMessage::user("two"),
+            ChatMessage::assistant("2"),
+        ],
+    )
+    .await
+    .unwrap();
+    let delta = s
+        .start_turn("t:w", &[], Some(&mark), 10)
+        .await
+        .unwrap()
+        .delta
+        .unwrap();
+    let texts: Vec<_> = delta.after.iter().map(|(_, m)| m.content.clone()).collect();
+    assert_eq!(
+        texts,
+        [Some("late".into()), Some("two".into()), Some("2".into())]
+    );
+    assert!(delta.after.windows(2).all(|w| w[0].0 < w[1].0));
+    assert!(
+        delta.after[1].1.sent_at.is_some(),
+        "a user message carries its time"
+    );
+    assert_eq!(delta.held_now, 2);
+    // The newest `limit` only.
+    let delta = s
+        .start_turn("t:w", &[], Some(&mark), 2)
+        .await
+        .unwrap()
+        .delta
+        .unwrap();
+    assert_eq!(delta.after.len(), 2);
+    assert_eq!(delta.after[1].1.content.as_deref(), Some("2"));
+    // Another session (`/new`): no delta.
+    s.new_session("t:w").await.unwrap();
+    let start = s.start_turn("t:w", &[], Some(&mark), 10).await.unwrap();
+    assert_ne!(start.session_id, sid);
+    assert_eq!(start.delta, None);
+}
+
 /// The suite's tests for one backend: `$open` is an async expression giving a [`Subject`].
 macro_rules! suite {
     ($backend:ident, $open:expr) => {
@@ -804,6 +875,10 @@ macro_rules! suite {
             #[tokio::test]
             async fn sessions() {
                 super::sessions(&*$open.store).await
+            }
+            #[tokio::test]
+            async fn turn_window() {
+                super::turn_window(&*$open.store).await
             }
             #[tokio::test]
             async fn messages() {

@@ -4,6 +4,7 @@
 
 use super::{now, Ctx, Db, StoreError};
 use ethan_core::message::{ChatMessage, Role};
+use ethan_core::store::{HeldWindow, WindowDelta};
 
 impl Db {
     /// Append messages to a session in one transaction (an assistant message and its tool results
@@ -95,6 +96,62 @@ impl Db {
         }
         out.reverse();
         Ok(from_first_user(out, |m| m))
+    }
+}
+
+impl Db {
+    /// What was stored in `held`'s session after it (see [`WindowDelta`]), in one transaction:
+    /// the newest `limit` messages after its last one, oldest first, and how many messages are
+    /// stored now between its first and last ids.
+    pub fn window_delta(&self, held: &HeldWindow, limit: usize) -> Result<WindowDelta, StoreError> {
+        let op = "load history";
+        let mut conn = self.conn();
+        let tx = conn.transaction().op(op)?;
+        let held_now: i64 = tx
+            .prepare_cached(
+                "SELECT COUNT(*) FROM messages WHERE session_id = ?1 AND id >= ?2 AND id <= ?3",
+            )
+            .and_then(|mut st| {
+                st.query_row(
+                    rusqlite::params![held.session_id, held.first_id, held.last_id],
+                    |r| r.get(0),
+                )
+            })
+            .op(op)?;
+        let mut after = Vec::new();
+        {
+            let mut stmt = tx
+                .prepare_cached(
+                    "SELECT id, role, content, tool_calls, tool_call_id, opaque, is_error, created_at
+                     FROM messages WHERE session_id = ?1 AND id > ?2 ORDER BY id DESC LIMIT ?3",
+                )
+                .op(op)?;
+            let mut rows = stmt
+                .query(rusqlite::params![
+                    held.session_id,
+                    held.last_id,
+                    limit as i64
+                ])
+                .op(op)?;
+            while let Some(r) = rows.next().op(op)? {
+                let m = decode_message(
+                    op,
+                    &r.get::<_, String>(1).op(op)?,
+                    r.get(2).op(op)?,
+                    r.get(3).op(op)?,
+                    r.get(4).op(op)?,
+                    r.get(5).op(op)?,
+                    r.get(6).op(op)?,
+                )?;
+                after.push((r.get(0).op(op)?, sent_at(m, r.get(7).op(op)?)));
+            }
+        }
+        tx.commit().op(op)?;
+        after.reverse();
+        Ok(WindowDelta {
+            after,
+            held_now: held_now.max(0) as u64,
+        })
     }
 }
 

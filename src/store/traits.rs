@@ -10,9 +10,9 @@ use async_trait::async_trait;
 use ethan_channels::InboundEvent;
 use ethan_core::message::ChatMessage;
 use ethan_core::store::{
-    AuditEntry, AuditStore, Delivery, HistoryHit, JobRecord, JobStore, KvStore, MemoryFact,
-    MemoryStore, MessageStore, NewFact, OwnerStore, RunRecord, RunStatus, SessionStore,
-    UsageGrouping, UsageRecord, UsageRow, UsageStore,
+    AuditEntry, AuditStore, Delivery, HeldWindow, HistoryHit, JobRecord, JobStore, KvStore,
+    MemoryFact, MemoryStore, MessageStore, NewFact, OwnerStore, RunRecord, RunStatus, SessionStore,
+    TurnStart, UsageGrouping, UsageRecord, UsageRow, UsageStore,
 };
 
 fn owned(s: Option<&str>) -> Option<String> {
@@ -35,17 +35,28 @@ impl SessionStore for Store {
         &self,
         key: &str,
         kv_prefixes: &[&str],
-    ) -> Result<(String, Vec<Option<String>>), StoreError> {
+        held: Option<&HeldWindow>,
+        limit: usize,
+    ) -> Result<TurnStart, StoreError> {
         let key = key.to_owned();
         let prefixes: Vec<String> = kv_prefixes.iter().map(|p| (*p).to_owned()).collect();
-        // One trip to the connection thread: the session, then its keys.
+        let held = held.cloned();
+        // One trip to the connection thread: the session, its keys, what followed the window.
         self.call("start turn", move |db| {
-            let id = db.current_session(&key)?;
+            let session_id = db.current_session(&key)?;
             let values = prefixes
                 .iter()
-                .map(|p| db.kv_get(&format!("{p}{id}")))
+                .map(|p| db.kv_get(&format!("{p}{session_id}")))
                 .collect::<Result<Vec<_>, _>>()?;
-            Ok((id, values))
+            let delta = match held.filter(|h| h.session_id == session_id) {
+                Some(h) => Some(db.window_delta(&h, limit)?),
+                None => None,
+            };
+            Ok(TurnStart {
+                session_id,
+                values,
+                delta,
+            })
         })
         .await
     }

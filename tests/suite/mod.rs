@@ -35,6 +35,7 @@ mod governance;
 mod group_commands;
 mod injection;
 mod intake;
+mod kept_window;
 mod knowledge;
 mod knowledge_shared;
 mod lark_cardkit_draft;

@@ -4,7 +4,8 @@
 //! request ([`step::StepResult`]: an answer, tool calls, or ask again), [`calls`] runs the calls
 //! and [`fold`] puts their results into the turn; [`persist`] stores the turn and the session's
 //! marks. Progress goes to the [`sink::Sink`] the loop hands the stages (streamed text, tool
-//! progress, cards).
+//! progress, cards). The window the turn read is left in the session's [`KeptWindow`] for its
+//! next turn.
 
 mod calls;
 mod fold;
@@ -13,7 +14,7 @@ mod prepare;
 mod sink;
 mod step;
 
-use super::{Agent, TurnInput, TurnOutcome, TurnReply};
+use super::{Agent, KeptWindow, TurnInput, TurnOutcome, TurnReply};
 use crate::memory::compact::{self, Compactor};
 use crate::provider::Chain;
 use crate::tools::ToolContext;
@@ -74,6 +75,12 @@ pub(crate) struct Marks {
 pub(crate) struct Window {
     pub compaction: compact::State,
     pub history: Vec<(i64, ChatMessage)>,
+    /// The window as read, when `history` is narrowed for the asker (someone not the owner
+    /// gets no tool traffic): what the session's worker keeps for the next turn.
+    pub whole: Option<Vec<(i64, ChatMessage)>>,
+    /// The compaction point the window was read after: once `compaction` moves past it, the
+    /// window is not kept.
+    pub read_after: i64,
     /// This turn's messages: the question, then the model's steps and the tools' results.
     pub turn: Vec<ChatMessage>,
     /// The whole history was already folded once after the model found the request too long.
@@ -96,14 +103,20 @@ pub(crate) struct Offer {
 }
 
 /// Run one turn: prepare it, step until an answer, a stop or the iteration cap, persist it.
-pub(super) async fn run(agent: &Agent, input: &TurnInput, cancel: &CancellationToken) -> TurnReply {
+/// `kept`: the session's window from its previous turn, replaced by this one's.
+pub(super) async fn run(
+    agent: &Agent,
+    input: &TurnInput,
+    cancel: &CancellationToken,
+    kept: &mut KeptWindow,
+) -> TurnReply {
     let mut sink = sink::Sink::new(input.events.as_ref());
     let Prepared {
         session,
         mut window,
         mut offer,
         mut ctx,
-    } = match prepare::prepare(agent, input, cancel, &sink).await {
+    } = match prepare::prepare(agent, input, cancel, &sink, kept).await {
         Ok(p) => p,
         Err(reply) => return reply,
     };
@@ -142,6 +155,13 @@ pub(super) async fn run(agent: &Agent, input: &TurnInput, cancel: &CancellationT
         }
     };
     persist::persist(agent, input, &session, window.turn, &ctx.taint, &outcome).await;
+    // The window as the store holds it before this turn's messages (they come back with the
+    // next turn's delta); not kept once compaction moved its start or folded it whole.
+    if window.compaction.upto == window.read_after && !window.trimmed {
+        let limit = agent.config.config.model.history_messages as usize;
+        let whole = window.whole.unwrap_or(window.history);
+        kept.keep(session.id, window.read_after, limit, whole);
+    }
     TurnReply {
         outcome,
         cards: sink.into_cards(),

@@ -1,11 +1,12 @@
 //! Prepare: everything a turn needs before its first model request, in this order — the daily
-//! budgets (over one: the refusal, nothing stored), the session and its kv marks (one store
-//! step), the history window with its compaction state and the memory snapshot (together),
-//! the tools the turn may use, the system prompt, the context its tool calls start from with
-//! the session's taint marked, and the models to ask.
+//! budgets (over one: the refusal, nothing stored), the session, its kv marks and what was
+//! stored after the window its worker kept (one store step), the history window with its
+//! compaction state (the kept one brought up to date, else loaded whole) and the memory
+//! snapshot (together), the tools the turn may use, the system prompt, the context its tool
+//! calls start from with the session's taint marked, and the models to ask.
 
 use super::sink::Sink;
-use super::{Marks, Offer, Prepared, Session, Window};
+use super::{KeptWindow, Marks, Offer, Prepared, Session, Window};
 use crate::agent::{
     agents, budget, delegate, prompt, Agent, TurnInput, TurnOutcome, TurnReply, START_KEYS,
 };
@@ -15,6 +16,7 @@ use crate::tools::policy::Audience;
 use crate::tools::{Taint, ToolContext, ToolSummary};
 use ethan_core::event::TurnEvent;
 use ethan_core::message::{ChatMessage, Role};
+use ethan_core::store::{HeldWindow, WindowDelta};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -26,8 +28,11 @@ pub(super) async fn prepare(
     input: &TurnInput,
     cancel: &CancellationToken,
     sink: &Sink<'_>,
+    kept: &mut KeptWindow,
 ) -> Result<Prepared, TurnReply> {
-    let (id, [earlier, outside, compaction, snapshot]) = start(agent, input, sink).await?;
+    let limit = agent.config.config.model.history_messages as usize;
+    let (id, [earlier, outside, compaction, snapshot], delta) =
+        start(agent, input, sink, kept.mark(), limit).await?;
     let group = input
         .chat
         .as_ref()
@@ -66,17 +71,28 @@ pub(super) async fn prepare(
     // Private data seen earlier in the session (`earlier`) counts, even once the call that read
     // it has left the history window (the answers may still repeat it); so does outside text
     // seen earlier (`outside`: memory_save then asks). `/new` starts clean.
-    let limit = agent.config.config.model.history_messages as usize;
-    let ((compaction, mut history), memory) = {
-        let compactor = session.compactor(agent);
-        tokio::join!(compactor.load(compaction, limit), memory)
+    // The window: the one the session's worker kept, brought up to date by the start's delta,
+    // else loaded whole.
+    let compactor = session.compactor(agent);
+    let compaction = compactor.state(compaction);
+    let read_after = compaction.upto;
+    let resumed = kept.resume(&session.id, read_after, limit, delta);
+    let window = async {
+        match resumed {
+            Some(history) => history,
+            None => compactor.history(read_after, limit).await,
+        }
     };
+    let (mut history, memory) = tokio::join!(window, memory);
+    drop(compactor);
     session.marks.outside_recorded = outside.is_some();
     session.marks.outside = outside.or_else(|| provenance::outside_in(&history));
-    if !input.is_owner {
+    let mut whole = None;
+    if !input.is_owner && history.iter().any(|(_, m)| !visible_to_all(m)) {
         // A group's history is shared: someone who is not the owner gets the chat and the bot's
         // visible answers, never the owner's tool calls and their results.
-        history = without_tool_traffic(history);
+        let narrowed = without_tool_traffic(&history);
+        whole = Some(std::mem::replace(&mut history, narrowed));
     }
     let (offer, catalog) = offer(agent, input, &chosen, memory_on, &memory);
     let mut ctx = agent.base_context(input, catalog);
@@ -102,6 +118,8 @@ pub(super) async fn prepare(
     let window = Window {
         compaction,
         history,
+        whole,
+        read_after,
         turn: vec![asked],
         trimmed: false,
     };
@@ -113,12 +131,19 @@ pub(super) async fn prepare(
     })
 }
 
-/// The kv values [`START_KEYS`] names, in order.
-type Started = (String, [Option<String>; 4]);
+/// The session id, the kv values [`START_KEYS`] names (in order) and what was stored after
+/// the kept window (`None`: none kept, or of another session).
+type Started = (String, [Option<String>; 4], Option<WindowDelta>);
 
-/// The budget check, then the session and what the turn reads of it in the kv table, in one
-/// store step.
-async fn start(agent: &Agent, input: &TurnInput, sink: &Sink<'_>) -> Result<Started, TurnReply> {
+/// The budget check, then the session, what the turn reads of it in the kv table and what
+/// followed the kept window (`held`, at most `limit` messages), in one store step.
+async fn start(
+    agent: &Agent,
+    input: &TurnInput,
+    sink: &Sink<'_>,
+    held: Option<HeldWindow>,
+    limit: usize,
+) -> Result<Started, TurnReply> {
     // Over a daily token budget: one sentence, the model is not called, nothing is stored.
     if let Some(text) = budget::refusal(agent, input).await {
         sink.emit(TurnEvent::Text(text.clone()));
@@ -130,13 +155,14 @@ async fn start(agent: &Agent, input: &TurnInput, sink: &Sink<'_>) -> Result<Star
     }
     match agent
         .store
-        .start_turn(&input.session_key, &START_KEYS)
+        .start_turn(&input.session_key, &START_KEYS, held.as_ref(), limit)
         .await
     {
-        Ok((id, values)) => {
-            let mut values = values.into_iter();
+        Ok(start) => {
+            let mut values = start.values.into_iter();
             let mut next = || values.next().flatten();
-            Ok((id, [next(), next(), next(), next()]))
+            let values = [next(), next(), next(), next()];
+            Ok((start.session_id, values, start.delta))
         }
         Err(e) => Err(TurnReply {
             outcome: TurnOutcome::Failed {
@@ -336,22 +362,23 @@ impl Agent {
 
 /// The history (with the messages' ids) without tool calls and tool results: user messages and
 /// the assistant's visible text only (an assistant message that only called tools is dropped).
-fn without_tool_traffic(history: Vec<(i64, ChatMessage)>) -> Vec<(i64, ChatMessage)> {
+fn without_tool_traffic(history: &[(i64, ChatMessage)]) -> Vec<(i64, ChatMessage)> {
     history
-        .into_iter()
-        .filter_map(|(id, m)| match m.role {
-            Role::Tool => None,
-            // A step that called tools is not an answer the chat saw (its text may quote a
-            // tool result): dropped whole.
-            Role::Assistant if !m.tool_calls.is_empty() => None,
-            Role::Assistant => m
-                .content
-                .as_deref()
-                .is_some_and(|c| !c.trim().is_empty())
-                .then_some((id, m)),
-            _ => Some((id, m)),
-        })
+        .iter()
+        .filter(|(_, m)| visible_to_all(m))
+        .cloned()
         .collect()
+}
+
+/// Whether `m` is part of the chat everyone in it saw: not a tool result, not a step that
+/// called tools (its text may quote a tool result: dropped whole), not an empty answer.
+fn visible_to_all(m: &ChatMessage) -> bool {
+    match m.role {
+        Role::Tool => false,
+        Role::Assistant if !m.tool_calls.is_empty() => false,
+        Role::Assistant => m.content.as_deref().is_some_and(|c| !c.trim().is_empty()),
+        _ => true,
+    }
 }
 
 /// The first tool in `history` whose result is private data ([`crate::tools::ToolDecl::reads_private`]);
@@ -497,8 +524,12 @@ mod tests {
             ChatMessage::assistant(" "),
             ChatMessage::assistant("Nothing new."),
         ];
-        let history = history.into_iter().enumerate().map(|(i, m)| (i as i64, m));
-        let kept: Vec<_> = without_tool_traffic(history.collect())
+        let history: Vec<_> = history
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| (i as i64, m))
+            .collect();
+        let kept: Vec<_> = without_tool_traffic(&history)
             .into_iter()
             .map(|(id, m)| (id, m.content.unwrap()))
             .collect();

@@ -5,7 +5,7 @@
 
 use super::{Router, RunningTurn, NEW_OWNER_ONLY, USAGE_OWNER_ONLY};
 use crate::agent::agents::Place;
-use crate::agent::{TurnInput, TurnOutcome, TurnReply};
+use crate::agent::{KeptWindow, TurnInput, TurnOutcome, TurnReply};
 use crate::daemon::access::Access;
 use crate::daemon::commands::{self, Command};
 use crate::daemon::fence::{self, LeaseFence};
@@ -64,8 +64,9 @@ impl Router {
     /// replica while this one held the lease is found here). An event still unfinished after
     /// this replica handled it (a store write that failed) is not run again by this pump.
     /// Each step is one store statement: the lease is taken with the events to run, and let go
-    /// only when no other came in.
-    async fn pump(self: &Arc<Self>, key: &str) {
+    /// only when no other came in. The kept window is dropped whenever the lease is taken (another
+    /// replica may have held it meanwhile) or found lost.
+    async fn pump(self: &Arc<Self>, key: &str, kept: &mut KeptWindow) {
         let Some(replica) = self.replica.clone() else {
             return;
         };
@@ -74,9 +75,11 @@ impl Router {
         let Some(mut pending) = replica.claim(key, &handled).await else {
             return;
         };
+        kept.clear();
         loop {
             for p in pending {
                 if !replica.holds(&lease) {
+                    kept.clear();
                     tracing::warn!(
                         "this replica lost the lease of {key}; its events are left to the \
                          replica that took it"
@@ -102,7 +105,7 @@ impl Router {
                                 event.event_id
                             );
                         }
-                        self.handle(event, resumed).await;
+                        self.handle(event, resumed, kept).await;
                     }
                     Pending::Reply(r) => {
                         if let Some(r) = self.settle_unconfirmed(r).await {
@@ -117,7 +120,10 @@ impl Router {
             pending = match replica.release_if_idle(key, &handled).await {
                 Some(more) => more,
                 None => match replica.claim(key, &handled).await {
-                    Some(more) => more,
+                    Some(more) => {
+                        kept.clear();
+                        more
+                    }
                     None => return,
                 },
             };
@@ -131,21 +137,25 @@ impl Router {
     /// Each job's future is boxed: a tokio task holds its whole future for as long as it lives,
     /// and an unboxed one would carry the state of the deepest turn (tens of KB) through every
     /// idle minute, in every chat that spoke in the last five. Boxed, an idle worker is a few
-    /// hundred bytes, and the turn's state exists only while the turn runs.
+    /// hundred bytes, and the turn's state exists only while the turn runs. The session's
+    /// window ([`KeptWindow`], boxed) lives here between turns and goes with the worker.
     pub(super) async fn work(
         self: Arc<Self>,
         key: String,
         mut rx: mpsc::UnboundedReceiver<Job>,
         my_tx: mpsc::UnboundedSender<Job>,
     ) {
+        let mut kept = KeptWindow::default();
         loop {
             match tokio::time::timeout(WORKER_IDLE, rx.recv()).await {
-                Ok(Some(Job::Event { ev, resumed })) => Box::pin(self.handle(*ev, resumed)).await,
+                Ok(Some(Job::Event { ev, resumed })) => {
+                    Box::pin(self.handle(*ev, resumed, &mut kept)).await
+                }
                 Ok(Some(Job::Resend(r))) => Box::pin(self.resend(*r)).await,
-                Ok(Some(Job::Web(turn))) => Box::pin(self.run_web_turn(*turn)).await,
+                Ok(Some(Job::Web(turn))) => Box::pin(self.run_web_turn(*turn, &mut kept)).await,
                 Ok(Some(Job::Pump)) => {
                     let _running = self.replica.as_ref().map(|r| r.started(&key));
-                    Box::pin(self.pump(&key)).await;
+                    Box::pin(self.pump(&key, &mut kept)).await;
                 }
                 Ok(None) => break,
                 Err(_) => {
@@ -164,8 +174,9 @@ impl Router {
         }
     }
 
-    /// Handle one event of a session (called by its worker, in order).
-    async fn handle(self: &Arc<Self>, ev: InboundEvent, resumed: bool) {
+    /// Handle one event of a session (called by its worker, in order), its turn starting from
+    /// the session's `kept` window; a chat command drops it (`/new` starts another session).
+    async fn handle(self: &Arc<Self>, ev: InboundEvent, resumed: bool, kept: &mut KeptWindow) {
         self.mark(&ev, "processing").await;
         let is_owner = match self.access(&ev).await {
             Access::Ignore => {
@@ -184,10 +195,15 @@ impl Router {
             Access::Allowed { is_owner } => is_owner,
         };
         let (reply_text, unconfirmed) = match commands::parse(&ev.text) {
-            Some(cmd) => (Some(self.command_reply(&ev, &cmd, is_owner).await), None),
+            Some(cmd) => {
+                kept.clear();
+                (Some(self.command_reply(&ev, &cmd, is_owner).await), None)
+            }
             None => {
-                let Some((text, draft, unconfirmed)) = self.run_turn(&ev, is_owner, resumed).await
-                else {
+                let turn = self.run_turn(&ev, is_owner, resumed, kept);
+                let Some((text, draft, unconfirmed)) = turn.await else {
+                    // Fenced: another replica has the session now.
+                    kept.clear();
                     return;
                 };
                 if let Some((mut draft, view)) = draft {
@@ -207,7 +223,10 @@ impl Router {
             }
         };
         if let Some(fence) = unconfirmed {
-            return self.answer_fenced(&ev, reply_text, &fence).await;
+            if !self.answer_fenced(&ev, reply_text, &fence).await {
+                kept.clear();
+            }
+            return;
         }
         match reply_text {
             Some(text) => self.answer(&ev, &text).await,
@@ -283,6 +302,7 @@ impl Router {
         ev: &InboundEvent,
         is_owner: bool,
         resumed: bool,
+        kept: &mut KeptWindow,
     ) -> Option<TurnEnd> {
         let key = ev.session_key();
         let Ok(_slot) = self.turn_slots.clone().acquire_owned().await else {
@@ -345,7 +365,7 @@ impl Router {
             child: None,
             fence: fence.as_ref().map(LeaseFence::shared),
         };
-        let reply = self.agent.run_turn_with_cards(&input, &cancel).await;
+        let reply = self.agent.run_turn_kept(&input, &cancel, kept).await;
         drop(input);
         // Replicas: the lease is confirmed before anything of the turn goes out — here when a
         // draft or cards go out first, else with the answer's `sending` record (one statement).
@@ -409,7 +429,13 @@ impl Router {
     /// The end of a turn whose lease is confirmed with its answer ([`TurnEnd`]): the answer
     /// recorded as being sent in the same store step, then delivered; with nothing to say, the
     /// lease confirmed and the event marked `done`. A lost lease ends it as [`Router::fenced`].
-    async fn answer_fenced(&self, ev: &InboundEvent, text: Option<String>, fence: &LeaseFence) {
+    /// Returns whether the lease was still held.
+    async fn answer_fenced(
+        &self,
+        ev: &InboundEvent,
+        text: Option<String>,
+        fence: &LeaseFence,
+    ) -> bool {
         let held = match &text {
             Some(t) => fence.holds_sending(ev, t).await,
             None => fence.holds().await,
@@ -421,6 +447,7 @@ impl Router {
             Some(t) => self.deliver_and_mark(ev, &t).await,
             None => self.mark(ev, "done").await,
         }
+        held
     }
 
     /// The end of a turn whose replica lost the session (see [`LeaseFence`]): another replica
@@ -466,7 +493,7 @@ impl Router {
 
     /// Run a queued web turn (called by its session's worker, in order) under the cap on turns
     /// in flight; skipped when its client went away while it waited.
-    async fn run_web_turn(&self, turn: WebTurn) {
+    async fn run_web_turn(&self, turn: WebTurn, kept: &mut KeptWindow) {
         let WebTurn {
             mut input,
             cancel,
@@ -501,6 +528,8 @@ impl Router {
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
+            // Another replica may have run turns of the session meanwhile.
+            kept.clear();
         }
         self.running
             .lock()
@@ -516,13 +545,14 @@ impl Router {
         let fence = LeaseFence::for_turn(self.replica.as_ref(), &key, &cancel);
         let _fence_watch = fence.as_ref().map(LeaseFence::watching);
         input.fence = fence.as_ref().map(LeaseFence::shared);
-        let mut reply = self.agent.run_turn_with_cards(&input, &cancel).await;
+        let mut reply = self.agent.run_turn_kept(&input, &cancel, kept).await;
         self.running
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&key);
         if let Some(f) = &fence {
             if !f.holds().await {
+                kept.clear();
                 reply = fence::taken_over();
             }
         }
@@ -587,7 +617,7 @@ mod tests {
     /// The same for [`Router::handle`], which runs one event's turn.
     fn turn_future_size<F, Fut>(_: &F) -> usize
     where
-        F: FnOnce(&'static Arc<Router>, InboundEvent, bool) -> Fut,
+        F: FnOnce(&'static Arc<Router>, InboundEvent, bool, &'static mut KeptWindow) -> Fut,
         Fut: Future,
     {
         std::mem::size_of::<Fut>()

@@ -56,15 +56,50 @@ pub trait SessionStore: Send + Sync {
     async fn current_session(&self, key: &str) -> Result<String, StoreError>;
     /// Retire the active session of `key` and start a new one; returns the new id.
     async fn new_session(&self, key: &str) -> Result<String, StoreError>;
-    /// What a turn starts from, read in one step (one statement where the engine allows): the
-    /// active session id of `key` (created on first use, as [`SessionStore::current_session`])
-    /// and the values of the kv keys `<prefix><session id>`, one per `kv_prefixes`, in order
-    /// (`None`: not set).
+    /// What a turn starts from, read in one step (one round trip): the active session id of
+    /// `key` (created on first use, as [`SessionStore::current_session`]), the values of the kv
+    /// keys `<prefix><session id>`, one per `kv_prefixes`, in order (`None`: not set), and, when
+    /// the caller holds a window of that same session (`held`), what was stored after it
+    /// ([`WindowDelta`]: at most `limit` messages).
     async fn start_turn(
         &self,
         key: &str,
         kv_prefixes: &[&str],
-    ) -> Result<(String, Vec<Option<String>>), StoreError>;
+        held: Option<&HeldWindow>,
+        limit: usize,
+    ) -> Result<TurnStart, StoreError>;
+}
+
+/// A window of a session's history that the caller holds from an earlier read: the ids of its
+/// first and last messages (all the session's messages between them are in it) and how many it
+/// has.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeldWindow {
+    pub session_id: String,
+    pub first_id: i64,
+    pub last_id: i64,
+    pub len: u64,
+}
+
+/// What [`SessionStore::start_turn`] read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnStart {
+    pub session_id: String,
+    /// The kv values, one per prefix asked for.
+    pub values: Vec<Option<String>>,
+    /// `Some` when a [`HeldWindow`] of `session_id` was given.
+    pub delta: Option<WindowDelta>,
+}
+
+/// What was stored in a session after a [`HeldWindow`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowDelta {
+    /// The newest `limit` messages after the held window's last one, oldest first, with their
+    /// ids; not cut at a user message (they follow the held ones).
+    pub after: Vec<(i64, ChatMessage)>,
+    /// How many of the session's messages are stored now between the held window's first and
+    /// last ids: its `len` when nothing in its range changed.
+    pub held_now: u64,
 }
 
 /// The conversation of each session, in the provider-neutral form of [`ChatMessage`]

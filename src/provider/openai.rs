@@ -9,18 +9,21 @@
 //! refuses `stream` or `stream_options` (HTTP 400 naming the parameter) is remembered by the
 //! client and its clones, and called without it.
 
+mod body;
+
 use super::held_text::HeldText;
 use super::http::error_message;
 use super::http_core::Core;
 use super::sse::ChunkAssembler;
 use super::streamed::{self, Shown, StreamReader, StreamWire};
-use super::types::{ChatMessage, Role, ToolSpec};
+use super::types::{ChatMessage, ToolSpec};
 use super::{tolerant, Completion, FinishReason, ModelProvider, ProviderError, MAX_RETRIES};
 use crate::config::{ModelConfig, ModelEndpoint, Secret};
 use crate::metrics::Metrics;
+use body::Body;
 use ethan_core::event::{EventSink, TurnEvent};
 use ethan_core::provider::Usage;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -110,46 +113,30 @@ impl OpenAiClient {
         }
     }
 
-    /// The request body of a whole answer: `model`, `messages`, `tools` when there are any, and
-    /// the conversation's `prompt_cache_key` when this endpoint gets one.
-    fn body(&self, messages: &[ChatMessage], tools: &[ToolSpec]) -> Value {
-        let wire: Vec<Value> = messages.iter().map(to_wire).collect();
-        let mut body = json!({ "model": self.model, "messages": wire });
-        if let Some(key) = self
-            .cache_key
+    /// The conversation's `prompt_cache_key`, when this endpoint gets one.
+    fn conversation_key(&self, messages: &[ChatMessage]) -> Option<String> {
+        self.cache_key
             .then(|| super::cache_key::conversation_key(messages))
             .flatten()
-        {
-            body["prompt_cache_key"] = json!(key);
-        }
-        if !tools.is_empty() {
-            body["tools"] = tools
-                .iter()
-                .map(|t| {
-                    json!({"type": "function", "function": {
-                        "name": t.name, "description": t.description, "parameters": t.parameters}})
-                })
-                .collect();
-        }
-        body
     }
 
-    /// A whole answer for `body`, retried on transient failures.
-    async fn complete_body(&self, body: &Value) -> Result<Completion, ProviderError> {
+    /// A whole answer for `body`, retried on transient failures (its text written once).
+    async fn complete_body(&self, body: Body<'_>) -> Result<Completion, ProviderError> {
+        let bytes = bytes::Bytes::from(body.to_bytes());
         let request = || {
             self.request(reqwest::Method::POST, "/chat/completions")
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .body(super::cache_key::body_bytes(body))
+                .body(bytes.clone())
         };
         let parse =
-            |text: &str| parse_completion(text, offers_tools(body)).map(|c| self.with_model(c));
+            |text: &str| parse_completion(text, body.offers_tools()).map(|c| self.with_model(c));
         self.core.whole(request, classify_error, parse).await
     }
 
     /// [`ModelProvider::complete_streaming`] for a request body without the streaming keys.
     async fn stream_body(
         &self,
-        base: &Value,
+        base: Body<'_>,
         deltas: &EventSink,
     ) -> Result<Completion, ProviderError> {
         let mut wire = Streaming {
@@ -176,13 +163,13 @@ struct Sent {
 
 /// A streamed call's side of this API ([`streamed`]): the body without the streaming keys, and
 /// what the last request added.
-struct Streaming<'a> {
+struct Streaming<'a, 'b> {
     client: &'a OpenAiClient,
-    base: &'a Value,
+    base: Body<'b>,
     sent: Sent,
 }
 
-impl StreamWire for Streaming<'_> {
+impl StreamWire for Streaming<'_, '_> {
     type Reader = Reading;
 
     fn model(&self) -> &str {
@@ -194,12 +181,8 @@ impl StreamWire for Streaming<'_> {
         if self.client.stream_refused.load(Ordering::Relaxed) {
             return None;
         }
-        let mut body = self.base.clone();
-        body["stream"] = json!(true);
         let options = !self.client.stream_options_refused.load(Ordering::Relaxed);
-        if options {
-            body["stream_options"] = json!({"include_usage": true});
-        }
+        let body = self.base.streamed(options);
         self.sent = Sent {
             stream: true,
             stream_options: options,
@@ -208,7 +191,7 @@ impl StreamWire for Streaming<'_> {
             .client
             .request_with(http, reqwest::Method::POST, "/chat/completions")
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(super::cache_key::body_bytes(&body));
+            .body(body.to_bytes());
         Some(request)
     }
 
@@ -235,11 +218,11 @@ impl StreamWire for Streaming<'_> {
     }
 
     fn whole(&self, text: &str) -> Result<Completion, ProviderError> {
-        parse_completion(text, offers_tools(self.base))
+        parse_completion(text, self.base.offers_tools())
     }
 
     fn reader(&self) -> Reading {
-        let offered_tools = offers_tools(self.base);
+        let offered_tools = self.base.offers_tools();
         Reading {
             assembler: ChunkAssembler::default(),
             held: HeldText::new(offered_tools),
@@ -362,44 +345,6 @@ fn send_whole_text(c: &Completion, deltas: &EventSink) -> bool {
     }
 }
 
-/// A message in the Chat Completions wire shape: `role`, `content` (`""` beside tool calls),
-/// `tool_calls[]{id, type: "function", function{name, arguments}}`, `tool_call_id`. The
-/// neutral `opaque` field is not sent: this API has none. A user message with pictures has a
-/// list of content parts: `{type: "text"}` then `{type: "image_url", image_url: {url:
-/// "data:<mime>;base64,…"}}` per picture.
-fn to_wire(m: &ChatMessage) -> Value {
-    // `""`, not `null`, beside tool calls: some servers (llama-cpp-python) answer 500 for null.
-    let content = match &m.content {
-        None if !m.tool_calls.is_empty() => Some(String::new()),
-        c => c.clone(),
-    };
-    let mut v = json!({"role": m.role.as_str(), "content": content});
-    if m.role == Role::User && !m.images.is_empty() {
-        // Vision: the text, then one `image_url` part per picture, as a data URL.
-        let mut parts = vec![json!({"type": "text", "text": content.unwrap_or_default()})];
-        parts.extend(
-            m.images
-                .iter()
-                .map(|i| json!({"type": "image_url", "image_url": {"url": i.data_url()}})),
-        );
-        v["content"] = Value::Array(parts);
-    }
-    if !m.tool_calls.is_empty() {
-        v["tool_calls"] = m
-            .tool_calls
-            .iter()
-            .map(|c| {
-                json!({"id": c.id, "type": "function",
-                       "function": {"name": c.name, "arguments": c.arguments}})
-            })
-            .collect();
-    }
-    if let Some(id) = &m.tool_call_id {
-        v["tool_call_id"] = json!(id);
-    }
-    v
-}
-
 #[async_trait::async_trait]
 impl ModelProvider for OpenAiClient {
     /// One completion, retried on transient failures.
@@ -408,8 +353,9 @@ impl ModelProvider for OpenAiClient {
         messages: &[ChatMessage],
         tools: &[ToolSpec],
     ) -> Result<Completion, ProviderError> {
-        let body = self.body(messages, tools);
-        self.core.timed(self.complete_body(&body)).await
+        let key = self.conversation_key(messages);
+        let body = Body::new(&self.model, key.as_deref(), messages, tools);
+        self.core.timed(self.complete_body(body)).await
     }
 
     /// One completion, streamed: each piece of text goes to `deltas` as
@@ -430,8 +376,9 @@ impl ModelProvider for OpenAiClient {
         tools: &[ToolSpec],
         deltas: &EventSink,
     ) -> Result<Completion, ProviderError> {
-        let base = self.body(messages, tools);
-        self.core.timed(self.stream_body(&base, deltas)).await
+        let key = self.conversation_key(messages);
+        let base = Body::new(&self.model, key.as_deref(), messages, tools);
+        self.core.timed(self.stream_body(base, deltas)).await
     }
 
     /// `GET {base_url}/models`: whether the endpoint answers and accepts the key. A 404 (many
@@ -449,13 +396,6 @@ impl ModelProvider for OpenAiClient {
             _ => Err(classify_error(status, &text)),
         }
     }
-}
-
-/// Whether a request body offers tools.
-fn offers_tools(body: &Value) -> bool {
-    body.get("tools")
-        .and_then(Value::as_array)
-        .is_some_and(|t| !t.is_empty())
 }
 
 /// The completion of a whole (not streamed) answer; `offered_tools`: the request offered tools

@@ -1,5 +1,7 @@
 use super::*;
 use crate::provider::http::MAX_STREAM_BYTES;
+use crate::provider::types::Role;
+use serde_json::json;
 use std::time::Duration;
 
 #[test]
@@ -9,14 +11,19 @@ fn pictures_are_image_url_parts_after_the_text() {
         data: std::sync::Arc::from(&b"\x89PNG"[..]),
         path: "/w/inbox/p.png".into(),
     };
-    let v = to_wire(&ChatMessage::user_with_images("what is it?", vec![img]));
+    let m = ChatMessage::user_with_images("what is it?", vec![img]);
+    let v = serde_json::to_value(body::Message::of(&m)).unwrap();
     assert_eq!(
         v["content"],
         json!([{"type": "text", "text": "what is it?"},
                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw=="}}])
     );
     // Without pictures the content stays a string.
-    assert_eq!(to_wire(&ChatMessage::user("hi"))["content"], json!("hi"));
+    let m = ChatMessage::user("hi");
+    assert_eq!(
+        serde_json::to_value(body::Message::of(&m)).unwrap()["content"],
+        json!("hi")
+    );
 }
 
 #[test]

@@ -520,7 +520,7 @@ async fn http(
     let mut needs_gateway = None;
     if let Some(ch) = &d.channels.telegram {
         if config.channels.telegram.mode == TelegramMode::Webhook {
-            let hook = ethan_channels::telegram::webhook::router(ch.clone(), sink.clone());
+            let hook = ethan_channels::telegram::webhook::router(ch.clone());
             app = app.merge(hook);
             needs_gateway = Some("channels.telegram.mode: webhook");
         }

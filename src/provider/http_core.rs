@@ -3,8 +3,9 @@
 //! policy, one whole-answer attempt (send, read capped, a failing status mapped by the client's
 //! own error rule, `Retry-After` kept), the start of a streamed attempt (headers within
 //! `timeout_secs`), the reading of a stream's body under the idle timeout, the total time and
-//! the size cap, and the latency metric. Each client builds its requests and reads its wire
-//! format; nothing else.
+//! the size cap, and the latency metric; a whole answer's retries ([`Core::whole`]). The
+//! streamed retry loop is [`super::streamed`]. Each client builds its requests and reads its
+//! wire format; nothing else.
 
 use super::http::{read_capped, read_rest, retry_after, transport_error, Retries};
 use super::http::{MAX_STREAM_BYTES, MAX_STREAM_TIME};
@@ -103,10 +104,45 @@ impl Core {
         result
     }
 
+    /// A whole answer, retried on transient failures: `request` makes the request of each
+    /// attempt, a failing status is mapped by `classify`, the body read by `parse`.
+    pub async fn whole<T>(
+        &self,
+        request: impl Fn() -> reqwest::RequestBuilder,
+        classify: impl Fn(u16, &str) -> ProviderError,
+        parse: impl Fn(&str) -> Result<T, ProviderError>,
+    ) -> Result<T, ProviderError> {
+        let (request, classify, parse) = (&request, &classify, &parse);
+        let once = move || async move {
+            match self.whole_once(request(), classify).await {
+                (Ok(text), _) => (parse(&text), None),
+                (Err(e), retry_after) => (Err(e), retry_after),
+            }
+        };
+        self.retries().run(once).await
+    }
+
+    /// A request asked once (`GET /models`): its status and its body, read capped (empty
+    /// when unreadable).
+    ///
+    /// # Errors
+    /// The request could not be sent ([`Core::transport_error`]).
+    pub async fn ask(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<(u16, String), ProviderError> {
+        let mut resp = request.send().await.map_err(|e| self.transport_error(e))?;
+        let status = resp.status().as_u16();
+        let text = read_capped(&mut resp, &self.base_url, self.timeout_secs)
+            .await
+            .unwrap_or_default();
+        Ok((status, text))
+    }
+
     /// One attempt of a whole answer: `request` sent, its body read (capped like a stream: a
     /// hostile or broken server cannot grow the daemon's memory), a failing status mapped by
     /// `classify` with the server's `Retry-After`.
-    pub async fn whole_once(
+    async fn whole_once(
         &self,
         request: reqwest::RequestBuilder,
         classify: impl Fn(u16, &str) -> ProviderError,

@@ -22,6 +22,7 @@ mod http_core;
 pub mod openai;
 pub mod probe;
 pub mod sse;
+mod streamed;
 pub mod tolerant;
 pub mod types;
 
@@ -63,14 +64,11 @@ pub fn connect_with_retries(
 ) -> Result<Arc<dyn ModelProvider>, ProviderError> {
     Ok(match ep.provider {
         ProviderKind::Openai => Arc::new(
-            OpenAiClient::for_endpoint(ep, cfg)?
-                .with_max_retries(retries)
-                .with_metrics(metrics.clone()),
+            OpenAiClient::for_endpoint(ep, cfg)?.with_retries_and_metrics(retries, metrics.clone()),
         ),
         ProviderKind::Anthropic => Arc::new(
             AnthropicClient::for_endpoint(ep, cfg)?
-                .with_max_retries(retries)
-                .with_metrics(metrics.clone()),
+                .with_retries_and_metrics(retries, metrics.clone()),
         ),
     })
 }

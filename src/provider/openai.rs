@@ -9,25 +9,29 @@
 //! refuses `stream` or `stream_options` (HTTP 400 naming the parameter) is remembered by the
 //! client and its clones, and called without it.
 
+mod body;
+
 use super::held_text::HeldText;
-use super::http::{error_message, is_event_stream};
+use super::http::error_message;
 use super::http_core::Core;
-use super::sse::{ChunkAssembler, SseDecoder};
-use super::types::{ChatMessage, Role, ToolSpec};
+use super::sse::ChunkAssembler;
+use super::streamed::{self, Shown, StreamReader, StreamWire};
+use super::types::{ChatMessage, ToolSpec};
 use super::{tolerant, Completion, FinishReason, ModelProvider, ProviderError, MAX_RETRIES};
 use crate::config::{ModelConfig, ModelEndpoint, Secret};
+use crate::metrics::Metrics;
+use body::Body;
 use ethan_core::event::{EventSink, TurnEvent};
 use ethan_core::provider::Usage;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Chat Completions client. Cheap to clone; clones share what they learnt about the server.
 #[derive(Clone)]
 pub struct OpenAiClient {
-    /// The HTTP clients, limits, retries ([`MAX_RETRIES`] unless [`Self::with_max_retries`]
-    /// says otherwise) and metrics.
+    /// The HTTP clients, limits, retries ([`MAX_RETRIES`] unless
+    /// [`Self::with_retries_and_metrics`] says otherwise) and metrics.
     core: Core,
     api_key: Secret,
     model: String,
@@ -44,20 +48,6 @@ pub struct OpenAiClient {
 enum Refused {
     Stream,
     StreamOptions,
-}
-
-/// How one streamed attempt failed.
-enum StreamFailure {
-    /// The server refused a streaming parameter: call again without it at once.
-    Refused(Refused),
-    /// Any other failure, and the server's `Retry-After`, if any.
-    Error(ProviderError, Option<Duration>),
-}
-
-impl From<ProviderError> for StreamFailure {
-    fn from(e: ProviderError) -> Self {
-        StreamFailure::Error(e, None)
-    }
 }
 
 impl OpenAiClient {
@@ -91,14 +81,10 @@ impl OpenAiClient {
         &self.model
     }
 
-    /// The same client, retrying a transient failure at most `n` times (0: one attempt).
-    pub fn with_max_retries(mut self, n: u32) -> Self {
-        self.core.max_retries = n;
-        self
-    }
-
-    /// Time requests in `metrics` (the daemon's registry) instead of a registry of its own.
-    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+    /// The same client, retrying a transient failure at most `retries` times (0: one
+    /// attempt), its requests timed in `metrics` (the daemon's registry).
+    pub fn with_retries_and_metrics(mut self, retries: u32, metrics: Arc<Metrics>) -> Self {
+        self.core.max_retries = retries;
         self.core.metrics = metrics;
         self
     }
@@ -127,293 +113,166 @@ impl OpenAiClient {
         }
     }
 
-    /// The request body of a whole answer: `model`, `messages`, `tools` when there are any, and
-    /// the conversation's `prompt_cache_key` when this endpoint gets one.
-    fn body(&self, messages: &[ChatMessage], tools: &[ToolSpec]) -> Value {
-        let wire: Vec<Value> = messages.iter().map(to_wire).collect();
-        let mut body = json!({ "model": self.model, "messages": wire });
-        if let Some(key) = self
-            .cache_key
+    /// The conversation's `prompt_cache_key`, when this endpoint gets one.
+    fn conversation_key(&self, messages: &[ChatMessage]) -> Option<String> {
+        self.cache_key
             .then(|| super::cache_key::conversation_key(messages))
             .flatten()
-        {
-            body["prompt_cache_key"] = json!(key);
-        }
-        if !tools.is_empty() {
-            body["tools"] = tools
-                .iter()
-                .map(|t| {
-                    json!({"type": "function", "function": {
-                        "name": t.name, "description": t.description, "parameters": t.parameters}})
-                })
-                .collect();
-        }
-        body
     }
 
-    /// One completion, retried on transient failures.
-    pub async fn complete(
-        &self,
-        messages: &[ChatMessage],
-        tools: &[ToolSpec],
-    ) -> Result<Completion, ProviderError> {
-        let body = self.body(messages, tools);
-        self.core.timed(self.complete_body(&body)).await
+    /// A whole answer for `body`, retried on transient failures (its text written once).
+    async fn complete_body(&self, body: Body<'_>) -> Result<Completion, ProviderError> {
+        let bytes = bytes::Bytes::from(body.to_bytes());
+        let request = || {
+            self.request(reqwest::Method::POST, "/chat/completions")
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(bytes.clone())
+        };
+        let parse =
+            |text: &str| parse_completion(text, body.offers_tools()).map(|c| self.with_model(c));
+        self.core.whole(request, classify_error, parse).await
     }
 
-    /// A whole answer for `body`, retried on transient failures.
-    async fn complete_body(&self, body: &Value) -> Result<Completion, ProviderError> {
-        self.core.retries().run(|| self.complete_once(body)).await
-    }
-
-    async fn complete_once(
-        &self,
-        body: &Value,
-    ) -> (Result<Completion, ProviderError>, Option<Duration>) {
-        let request = self
-            .request(reqwest::Method::POST, "/chat/completions")
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(super::cache_key::body_bytes(body));
-        match self.core.whole_once(request, classify_error).await {
-            (Ok(text), _) => (
-                parse_completion(&text, offers_tools(body)).map(|c| self.with_model(c)),
-                None,
-            ),
-            (Err(e), retry_after) => (Err(e), retry_after),
-        }
-    }
-
-    /// One completion, streamed: each piece of text goes to `deltas` as
-    /// [`TurnEvent::Delta`] as it arrives. Retried on transient failures like
-    /// [`OpenAiClient::complete`]; a retry after pieces were sent first sends
-    /// [`TurnEvent::DeltaReset`]. A final failure after pieces were sent keeps them:
-    /// [`ProviderError::Interrupted`], with no reset.
-    ///
-    /// A server that answers with a whole `application/json` completion is read as such and
-    /// its text sent as one piece; so is every answer once the server refused `stream`.
-    ///
-    /// # Errors
-    /// As [`OpenAiClient::complete`], and [`ProviderError::Stalled`] when no chunk came for
-    /// `model.idle_timeout_secs` (after the retries).
-    pub async fn complete_streaming(
-        &self,
-        messages: &[ChatMessage],
-        tools: &[ToolSpec],
-        deltas: &EventSink,
-    ) -> Result<Completion, ProviderError> {
-        let base = self.body(messages, tools);
-        self.core.timed(self.stream_body(&base, deltas)).await
-    }
-
-    /// [`OpenAiClient::complete_streaming`] for a request body without the streaming keys.
+    /// [`ModelProvider::complete_streaming`] for a request body without the streaming keys.
     async fn stream_body(
         &self,
-        base: &Value,
+        base: Body<'_>,
         deltas: &EventSink,
     ) -> Result<Completion, ProviderError> {
-        let mut attempt = 0;
-        loop {
-            if self.stream_refused.load(Ordering::Relaxed) {
-                let c = self.complete_body(base).await?;
-                send_whole_text(&c, deltas);
-                return Ok(c);
-            }
-            let mut body = base.clone();
-            body["stream"] = json!(true);
-            if !self.stream_options_refused.load(Ordering::Relaxed) {
-                body["stream_options"] = json!({"include_usage": true});
-            }
-            let mut shown = String::new();
-            match self.stream_once(&body, deltas, &mut shown).await {
-                Ok(c) => return Ok(c),
-                Err(StreamFailure::Refused(what)) => {
-                    // Not a retry: the same request without the parameter, at once.
-                    let (flag, name) = match what {
-                        Refused::Stream => (&self.stream_refused, "stream"),
-                        Refused::StreamOptions => (&self.stream_options_refused, "stream_options"),
-                    };
-                    if !flag.swap(true, Ordering::Relaxed) {
-                        tracing::warn!(
-                            "the model endpoint {} refuses `{name}`; calling it without `{name}` \
-                             from now on",
-                            self.core.base_url
-                        );
-                    }
-                    if !shown.is_empty() {
-                        let _ = deltas.send(TurnEvent::DeltaReset);
-                    }
-                }
-                Err(StreamFailure::Error(e, retry_after)) => {
-                    let retries = self.core.retries();
-                    if let Some(e) = retries
-                        .after_stream_failure(e, retry_after, attempt, shown, deltas)
-                        .await
-                    {
-                        return Err(e);
-                    }
-                    attempt += 1;
-                }
-            }
-        }
-    }
-
-    /// One streamed attempt; `shown` gathers the text sent to `deltas`.
-    async fn stream_once(
-        &self,
-        body: &Value,
-        deltas: &EventSink,
-        shown: &mut String,
-    ) -> Result<Completion, StreamFailure> {
-        let request = self
-            .request_with(
-                &self.core.stream_http,
-                reqwest::Method::POST,
-                "/chat/completions",
-            )
-            .header(reqwest::header::ACCEPT, "text/event-stream")
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(super::cache_key::body_bytes(body));
-        let mut resp = self.core.start_stream(request).await?;
-        let status = resp.status().as_u16();
-        let is_sse = is_event_stream(&resp);
-        if !(200..300).contains(&status) {
-            let (text, retry_after) = self.core.failure_text(&mut resp).await?;
-            if let Some(what) = refused_parameter(status, &text, body) {
-                return Err(StreamFailure::Refused(what));
-            }
-            return Err(StreamFailure::Error(
-                classify_error(status, &text),
-                retry_after,
-            ));
-        }
-        let mut decoder = SseDecoder::default();
-        let mut reading = Reading {
-            assembler: ChunkAssembler::default(),
-            held: HeldText::new(offers_tools(body)),
-            offered_tools: offers_tools(body),
-            deltas,
-            shown,
+        let mut wire = Streaming {
+            client: self,
+            base,
+            sent: Sent::default(),
         };
-        if !is_sse {
-            let whole = self.core.read_rest(&mut resp).await?;
-            let text = String::from_utf8_lossy(&whole);
-            let t = text.trim_start();
-            if !(t.starts_with("data:") || t.starts_with(':')) {
-                // The server ignored `stream`: a whole completion.
-                let c = self.with_model(parse_completion(&text, offers_tools(body))?);
-                if send_whole_text(&c, deltas) {
-                    reading
-                        .shown
-                        .push_str(c.message.content.as_deref().unwrap_or_default());
-                }
-                return Ok(c);
-            }
-            // A stream under another content type.
-            let mut datas = decoder.feed(&whole);
-            datas.extend(decoder.finish());
-            for data in datas {
-                reading.take(&data)?;
-                if reading.assembler.is_done() {
-                    break;
-                }
-            }
-            return self.assembled(reading);
+        if let Some(c) = streamed::stream(&self.core, &mut wire, deltas).await? {
+            return Ok(c);
         }
-        let mut chunks = self.core.chunks();
-        // Only events count as progress: a server sending nothing but keep-alive comments stalls.
-        'read: loop {
-            // A server that sent its last chunk but neither [DONE] nor closed: the answer is
-            // whole.
-            let whole = reading.assembler.is_complete();
-            let Some(bytes) = chunks.next(&self.core, &mut resp, whole).await? else {
-                break;
-            };
-            let datas = decoder.feed(&bytes);
-            if !datas.is_empty() {
-                chunks.progressed();
-            }
-            for data in datas {
-                reading.take(&data)?;
-                if reading.assembler.is_done() {
-                    break 'read;
-                }
-            }
-        }
-        if !reading.assembler.is_done() {
-            for data in decoder.finish() {
-                reading.take(&data)?;
-            }
-        }
-        self.assembled(reading)
+        // The server refused `stream`.
+        let c = self.complete_body(base).await?;
+        send_whole_text(&c, deltas);
+        Ok(c)
+    }
+}
+
+/// The streaming parameters the last request of a streamed call carried.
+#[derive(Debug, Default, Clone, Copy)]
+struct Sent {
+    stream: bool,
+    stream_options: bool,
+}
+
+/// A streamed call's side of this API ([`streamed`]): the body without the streaming keys, and
+/// what the last request added.
+struct Streaming<'a, 'b> {
+    client: &'a OpenAiClient,
+    base: Body<'b>,
+    sent: Sent,
+}
+
+impl StreamWire for Streaming<'_, '_> {
+    type Reader = Reading;
+
+    fn model(&self) -> &str {
+        &self.client.model
     }
 
-    /// The completion of a stream that ended, or why it is not one.
-    fn assembled(&self, reading: Reading<'_>) -> Result<Completion, StreamFailure> {
-        Ok(self.with_model(reading.finish()?))
+    /// The body with `"stream": true` and `stream_options`, unless the server refused them.
+    fn request(&mut self, http: &reqwest::Client) -> Option<reqwest::RequestBuilder> {
+        if self.client.stream_refused.load(Ordering::Relaxed) {
+            return None;
+        }
+        let options = !self.client.stream_options_refused.load(Ordering::Relaxed);
+        let body = self.base.streamed(options);
+        self.sent = Sent {
+            stream: true,
+            stream_options: options,
+        };
+        let request = self
+            .client
+            .request_with(http, reqwest::Method::POST, "/chat/completions")
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_bytes());
+        Some(request)
     }
 
-    /// `GET {base_url}/models`: whether the endpoint answers and accepts the key.
-    pub async fn check(&self) -> Result<String, ProviderError> {
-        let mut resp = self
-            .request(reqwest::Method::GET, "/models")
-            .send()
-            .await
-            .map_err(|e| self.core.transport_error(e))?;
-        let status = resp.status().as_u16();
-        let core = &self.core;
-        let text = super::http::read_capped(&mut resp, &core.base_url, core.timeout_secs)
-            .await
-            .unwrap_or_default();
-        if (200..300).contains(&status) {
-            Ok(format!("{} answers (model {})", core.base_url, self.model))
-        } else {
-            Err(classify_error(status, &text))
+    fn classify(&self, status: u16, text: &str) -> ProviderError {
+        classify_error(status, text)
+    }
+
+    /// A refused parameter is remembered by the client and its clones.
+    fn refused(&mut self, status: u16, text: &str) -> bool {
+        let Some(what) = refused_parameter(status, text, self.sent) else {
+            return false;
+        };
+        let (flag, name) = match what {
+            Refused::Stream => (&self.client.stream_refused, "stream"),
+            Refused::StreamOptions => (&self.client.stream_options_refused, "stream_options"),
+        };
+        if !flag.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "the model endpoint {} refuses `{name}`; calling it without `{name}` from now on",
+                self.client.core.base_url
+            );
+        }
+        true
+    }
+
+    fn whole(&self, text: &str) -> Result<Completion, ProviderError> {
+        parse_completion(text, self.base.offers_tools())
+    }
+
+    fn reader(&self) -> Reading {
+        let offered_tools = self.base.offers_tools();
+        Reading {
+            assembler: ChunkAssembler::default(),
+            held: HeldText::new(offered_tools),
+            offered_tools,
         }
     }
 }
 
-/// One streamed answer being read: its chunks put together, the text that may be a call kept
-/// back ([`HeldText`]), and the text sent to the turn's sink (`shown`).
-struct Reading<'a> {
+/// One streamed answer being read: its chunks put together, and the text that may be a call
+/// kept back ([`HeldText`]). Every event counts as progress: a server sending nothing but
+/// keep-alive comments stalls.
+struct Reading {
     assembler: ChunkAssembler,
     held: HeldText,
     offered_tools: bool,
-    deltas: &'a EventSink,
-    shown: &'a mut String,
 }
 
-impl Reading<'_> {
+impl StreamReader for Reading {
     /// One `data` payload into the assembler; its text piece, once it cannot be a call
     /// written as text, to the sink.
-    fn take(&mut self, data: &str) -> Result<(), ProviderError> {
+    fn take(&mut self, data: &str, shown: &mut Shown<'_>) -> Result<bool, ProviderError> {
         if let Some(piece) = self.assembler.push(data)? {
             if let Some(text) = self.held.push(&piece) {
-                self.send(text);
+                shown.send(text);
             }
         }
-        Ok(())
+        Ok(true)
     }
 
-    fn send(&mut self, text: String) {
-        self.shown.push_str(&text);
-        let _ = self.deltas.send(TurnEvent::Delta(text));
+    fn is_done(&self) -> bool {
+        self.assembler.is_done()
     }
 
-    /// The completion of a stream that ended, or why it is not one; the text kept back is
-    /// sent when the answer has no tool calls.
-    fn finish(mut self) -> Result<Completion, StreamFailure> {
+    /// A server that sent its last chunk but neither `[DONE]` nor closed.
+    fn is_complete(&self) -> bool {
+        self.assembler.is_complete()
+    }
+
+    /// The text kept back is sent when the answer has no tool calls.
+    fn finish(mut self, shown: &mut Shown<'_>) -> Result<Completion, ProviderError> {
         if !self.assembler.is_complete() {
             return Err(ProviderError::BadResponse(
                 "the stream ended before its last chunk (no finish_reason, no [DONE])".into(),
-            )
-            .into());
+            ));
         }
         let usage = self.assembler.usage().and_then(usage_of);
-        let assembler = std::mem::take(&mut self.assembler);
-        let mut c = assembler.into_completion(self.offered_tools)?;
+        let mut c = self.assembler.into_completion(self.offered_tools)?;
         c.usage = usage;
         if let Some(rest) = self.held.finish(!c.message.tool_calls.is_empty()) {
-            self.send(rest);
+            shown.send(rest);
         }
         Ok(c)
     }
@@ -439,8 +298,8 @@ fn classify_error(status: u16, text: &str) -> ProviderError {
 /// Whether an error answer to a streamed request refuses one of its streaming parameters:
 /// HTTP 400 (or 422) whose `error.param` or `error.message` names `stream_options` or `stream`
 /// (e.g. "stream is not supported", "Unrecognized request argument supplied: stream"), and
-/// `body` carried that parameter.
-fn refused_parameter(status: u16, text: &str, body: &Value) -> Option<Refused> {
+/// the request carried that parameter (`sent`).
+fn refused_parameter(status: u16, text: &str, sent: Sent) -> Option<Refused> {
     if status != 400 && status != 422 {
         return None;
     }
@@ -455,9 +314,9 @@ fn refused_parameter(status: u16, text: &str, body: &Value) -> Option<Refused> {
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .collect();
     let names = |p: &str| param == p || words.contains(&p);
-    if body.get("stream_options").is_some() && names("stream_options") {
+    if sent.stream_options && names("stream_options") {
         Some(Refused::StreamOptions)
-    } else if body.get("stream").is_some()
+    } else if sent.stream
         && (names("stream")
             || [
                 "streaming is not supported",
@@ -486,80 +345,57 @@ fn send_whole_text(c: &Completion, deltas: &EventSink) -> bool {
     }
 }
 
-/// A message in the Chat Completions wire shape: `role`, `content` (`""` beside tool calls),
-/// `tool_calls[]{id, type: "function", function{name, arguments}}`, `tool_call_id`. The
-/// neutral `opaque` field is not sent: this API has none. A user message with pictures has a
-/// list of content parts: `{type: "text"}` then `{type: "image_url", image_url: {url:
-/// "data:<mime>;base64,…"}}` per picture.
-fn to_wire(m: &ChatMessage) -> Value {
-    // `""`, not `null`, beside tool calls: some servers (llama-cpp-python) answer 500 for null.
-    let content = match &m.content {
-        None if !m.tool_calls.is_empty() => Some(String::new()),
-        c => c.clone(),
-    };
-    let mut v = json!({"role": m.role.as_str(), "content": content});
-    if m.role == Role::User && !m.images.is_empty() {
-        // Vision: the text, then one `image_url` part per picture, as a data URL.
-        let mut parts = vec![json!({"type": "text", "text": content.unwrap_or_default()})];
-        parts.extend(
-            m.images
-                .iter()
-                .map(|i| json!({"type": "image_url", "image_url": {"url": i.data_url()}})),
-        );
-        v["content"] = Value::Array(parts);
-    }
-    if !m.tool_calls.is_empty() {
-        v["tool_calls"] = m
-            .tool_calls
-            .iter()
-            .map(|c| {
-                json!({"id": c.id, "type": "function",
-                       "function": {"name": c.name, "arguments": c.arguments}})
-            })
-            .collect();
-    }
-    if let Some(id) = &m.tool_call_id {
-        v["tool_call_id"] = json!(id);
-    }
-    v
-}
-
 #[async_trait::async_trait]
 impl ModelProvider for OpenAiClient {
+    /// One completion, retried on transient failures.
     async fn complete(
         &self,
         messages: &[ChatMessage],
         tools: &[ToolSpec],
     ) -> Result<Completion, ProviderError> {
-        OpenAiClient::complete(self, messages, tools).await
+        let key = self.conversation_key(messages);
+        let body = Body::new(&self.model, key.as_deref(), messages, tools);
+        self.core.timed(self.complete_body(body)).await
     }
 
+    /// One completion, streamed: each piece of text goes to `deltas` as
+    /// [`TurnEvent::Delta`] as it arrives. Retried on transient failures like
+    /// [`ModelProvider::complete`]; a retry after pieces were sent first sends
+    /// [`TurnEvent::DeltaReset`]. A final failure after pieces were sent keeps them:
+    /// [`ProviderError::Interrupted`], with no reset.
+    ///
+    /// A server that answers with a whole `application/json` completion is read as such and
+    /// its text sent as one piece; so is every answer once the server refused `stream`.
+    ///
+    /// # Errors
+    /// As [`ModelProvider::complete`], and [`ProviderError::Stalled`] when no chunk came for
+    /// `model.idle_timeout_secs` (after the retries).
     async fn complete_streaming(
         &self,
         messages: &[ChatMessage],
         tools: &[ToolSpec],
         deltas: &EventSink,
     ) -> Result<Completion, ProviderError> {
-        OpenAiClient::complete_streaming(self, messages, tools, deltas).await
+        let key = self.conversation_key(messages);
+        let base = Body::new(&self.model, key.as_deref(), messages, tools);
+        self.core.timed(self.stream_body(base, deltas)).await
     }
 
+    /// `GET {base_url}/models`: whether the endpoint answers and accepts the key. A 404 (many
+    /// compatible servers have no model list) counts as answering.
     async fn check(&self) -> Result<String, ProviderError> {
-        match OpenAiClient::check(self).await {
-            // Many compatible servers have no model list; the endpoint answered.
-            Err(ProviderError::Http { status: 404, .. }) => Ok(format!(
+        let request = self.request(reqwest::Method::GET, "/models");
+        let (status, text) = self.core.ask(request).await?;
+        let core = &self.core;
+        match status {
+            200..=299 => Ok(format!("{} answers (model {})", core.base_url, self.model)),
+            404 => Ok(format!(
                 "{} answers (no /models list; model {})",
-                self.core.base_url, self.model
+                core.base_url, self.model
             )),
-            other => other,
+            _ => Err(classify_error(status, &text)),
         }
     }
-}
-
-/// Whether a request body offers tools.
-fn offers_tools(body: &Value) -> bool {
-    body.get("tools")
-        .and_then(Value::as_array)
-        .is_some_and(|t| !t.is_empty())
 }
 
 /// The completion of a whole (not streamed) answer; `offered_tools`: the request offered tools

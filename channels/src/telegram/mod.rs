@@ -24,7 +24,7 @@ use crate::channel::{Channel, ChannelError, InboundSink, StateStore};
 use crate::model::{ChannelKind, InboundEvent, OutboundMessage, SentRef};
 use async_trait::async_trait;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use teloxide::prelude::Requester;
 use teloxide::Bot;
@@ -66,7 +66,8 @@ impl std::fmt::Debug for TelegramConfig {
     }
 }
 
-/// The bot's own identity, learned from `getMe`.
+/// The bot's own identity, learned from `getMe` when taking updates in starts ([`poll`],
+/// [`webhook`]) and handed to what reads the updates (mention detection).
 #[derive(Debug, Clone)]
 pub struct BotIdentity {
     pub id: u64,
@@ -77,7 +78,8 @@ pub struct BotIdentity {
 pub struct TelegramChannel {
     bot: Bot,
     config: TelegramConfig,
-    me: OnceLock<BotIdentity>,
+    /// Webhook mode: the posts of the route, read by the run loop (which knows the bot).
+    posts: webhook::Posts,
     approvals: Mutex<HashMap<String, approval::SentApproval>>,
     up: std::sync::atomic::AtomicBool,
     /// The Bot API server refused `sendMessageDraft`: stream with edits from now on.
@@ -108,16 +110,11 @@ impl TelegramChannel {
         Ok(Self {
             bot,
             config,
-            me: OnceLock::new(),
+            posts: webhook::Posts::default(),
             approvals: Mutex::new(HashMap::new()),
             up: std::sync::atomic::AtomicBool::new(false),
             drafts_refused: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         })
-    }
-
-    /// The bot identity, once `probe` or `run` has called `getMe`.
-    pub fn identity(&self) -> Option<&BotIdentity> {
-        self.me.get()
     }
 
     pub(crate) fn bot(&self) -> &Bot {
@@ -133,23 +130,13 @@ impl TelegramChannel {
         self.approvals.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// `getMe`: who the bot is.
     pub(crate) async fn get_me(&self) -> Result<BotIdentity, ChannelError> {
-        if let Some(me) = self.me.get() {
-            return Ok(me.clone());
-        }
         let me = self.bot.get_me().await.map_err(errors::map_error)?;
-        let ident = BotIdentity {
+        Ok(BotIdentity {
             id: me.user.id.0,
             username: me.user.username.clone().unwrap_or_default(),
-        };
-        let _ = self.me.set(ident.clone());
-        Ok(ident)
-    }
-
-    /// Normalise one update using the bot identity (for mention detection).
-    pub fn normalize(&self, update: &teloxide::types::Update) -> Option<InboundEvent> {
-        let me = self.me.get()?;
-        normalize::normalize_update(update, me)
+        })
     }
 }
 
@@ -171,7 +158,7 @@ impl Channel for TelegramChannel {
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> Result<(), ChannelError> {
         if self.config.webhook_url.is_some() {
-            webhook::run(self, shutdown).await
+            webhook::run(self, sink, shutdown).await
         } else {
             poll::run(self, sink, state, shutdown).await
         }

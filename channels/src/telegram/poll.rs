@@ -13,7 +13,7 @@
 //! retried with a growing delay (1 s doubling to 60 s); 429 waits exactly `retry_after`; a rejected
 //! token ends the loop; anything else is retried with the same growing delay.
 
-use super::{TelegramChannel, PLATFORM};
+use super::{BotIdentity, TelegramChannel, PLATFORM};
 use crate::channel::{ChannelError, InboundSink, PublishOutcome, StateStore};
 use std::sync::Arc;
 use std::time::Duration;
@@ -114,10 +114,12 @@ fn with_causes(e: &dyn std::error::Error) -> String {
 }
 
 /// Hand one update to the daemon: a `callback_query` to the approval handler (on a task of its
-/// own: its answers to Telegram must not hold up the updates behind it), a message to the sink.
-/// `Err` only when the event could not be recorded (the caller must not acknowledge it).
+/// own: its answers to Telegram must not hold up the updates behind it), a message to the sink
+/// (read knowing the bot `me`, for mentions). `Err` only when the event could not be recorded
+/// (the caller must not acknowledge it).
 pub(super) async fn dispatch(
     chan: &Arc<TelegramChannel>,
+    me: &BotIdentity,
     sink: &Arc<dyn InboundSink>,
     update: &teloxide::types::Update,
 ) -> Result<(), ChannelError> {
@@ -127,7 +129,7 @@ pub(super) async fn dispatch(
         tokio::spawn(async move { super::approval::on_callback(&chan, sink.as_ref(), &q).await });
         return Ok(());
     }
-    match chan.normalize(update) {
+    match super::normalize::normalize_update(update, me) {
         Some(event) => match sink.publish(event).await? {
             PublishOutcome::Duplicate => {
                 tracing::debug!("telegram update {id} already handled; skipping");
@@ -142,37 +144,37 @@ pub(super) async fn dispatch(
     }
 }
 
-/// `getMe` (retried while transient), then `setMyCommands` in the background (the command menu
-/// must not delay the first poll). `Ok(false)` on shutdown.
+/// `getMe` (retried while transient: the network may not be up yet), then `setMyCommands` in
+/// the background (the command menu must not delay the first poll). Who the bot is, for the
+/// reading of the updates; `None` on shutdown.
 pub(super) async fn start(
     chan: &Arc<TelegramChannel>,
     shutdown: &mut watch::Receiver<bool>,
-) -> Result<bool, ChannelError> {
+) -> Result<Option<BotIdentity>, ChannelError> {
     let mut backoff = Backoff::new();
-    // Learn who we are (needed for mention detection); retry transient failures.
-    loop {
+    let me = loop {
         match chan.get_me().await {
             Ok(me) => {
                 tracing::info!(target: "ethan_channels::telegram", "connected as @{} (id {})", me.username, me.id);
-                break;
+                break me;
             }
             Err(e @ ChannelError::Unauthorized { .. }) => return Err(e),
             Err(e) => {
                 let d = backoff.step();
                 tracing::warn!("telegram getMe failed: {e}; retrying in {}s", d.as_secs());
                 if !pause(d, shutdown).await {
-                    return Ok(false);
+                    return Ok(None);
                 }
             }
         }
-    }
+    };
     let menu = Arc::clone(chan);
     tokio::spawn(async move {
         if let Err(e) = menu.bot().set_my_commands(bot_commands()).await {
             tracing::warn!("telegram setMyCommands failed (the command menu may be stale): {e}");
         }
     });
-    Ok(true)
+    Ok(Some(me))
 }
 
 /// Switching back from webhook mode: a webhook still set would make `getUpdates` fail (409).
@@ -198,9 +200,9 @@ pub(super) async fn run(
 ) -> Result<(), ChannelError> {
     // Both before the first poll, and independent: one round trip instead of two.
     let (started, ()) = tokio::join!(start(&chan, &mut shutdown), remove_leftover_webhook(&chan));
-    if !started? {
+    let Some(me) = started? else {
         return Ok(());
-    }
+    };
     let mut backoff = Backoff::new();
 
     let stored: i32 = match state.get(OFFSET_KEY).await? {
@@ -248,7 +250,7 @@ pub(super) async fn run(
                 chan.set_up(true);
                 for update in updates {
                     let id = update.id.0 as i32;
-                    if let Err(e) = dispatch(&chan, &sink, &update).await {
+                    if let Err(e) = dispatch(&chan, &me, &sink, &update).await {
                         // Not recorded: keep the offset so the update comes again.
                         tracing::error!("could not record telegram update {id}: {e}");
                         let d = backoff.step();

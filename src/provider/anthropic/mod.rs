@@ -3,8 +3,9 @@
 //! `2023-06-01`.
 //!
 //! It owns the requests, their headers (`x-api-key`, or `Authorization: Bearer` for an OAuth
-//! token `sk-ant-oat…`; `anthropic-version`), the retries and the reading of streams; the wire
-//! shapes are in [`wire`], the assembly of stream events in [`stream`].
+//! token `sk-ant-oat…`; `anthropic-version`); the wire shapes are in [`wire`], the assembly of
+//! stream events in [`stream`], the retries and the reading of streams in the core both
+//! clients share ([`super::http_core`], [`super::streamed`]).
 //!
 //! Retries: 408, 429, 529 (`overloaded_error`), 5xx, timeouts, dropped connections, unreadable
 //! bodies and streams that end before `message_stop` are retried with bounded exponential
@@ -16,16 +17,15 @@
 pub mod stream;
 pub mod wire;
 
-use super::http::is_event_stream;
 use super::http_core::Core;
-use super::sse::SseDecoder;
+use super::streamed::{self, Shown, StreamReader, StreamWire};
 use super::types::{ChatMessage, ToolSpec};
 use super::{Completion, ModelProvider, ProviderError, MAX_RETRIES};
 use crate::config::{ModelConfig, ModelEndpoint, Secret};
-use ethan_core::event::{EventSink, TurnEvent};
+use crate::metrics::Metrics;
+use ethan_core::event::EventSink;
 use serde_json::Value;
 use std::sync::Arc;
-use std::time::Duration;
 use stream::{Event, EventAssembler};
 
 /// The `anthropic-version` header sent with every request.
@@ -40,9 +40,9 @@ const OAUTH_BETA: &str = "oauth-2025-04-20";
 /// Messages API client. Cheap to clone.
 #[derive(Clone)]
 pub struct AnthropicClient {
-    /// The HTTP clients, limits, retries ([`MAX_RETRIES`] unless [`Self::with_max_retries`]
-    /// says otherwise) and metrics; its base URL is the host, without a trailing `/` or `/v1`
-    /// (e.g. `https://api.anthropic.com`).
+    /// The HTTP clients, limits, retries ([`MAX_RETRIES`] unless
+    /// [`Self::with_retries_and_metrics`] says otherwise) and metrics; its base URL is the
+    /// host, without a trailing `/` or `/v1` (e.g. `https://api.anthropic.com`).
     core: Core,
     api_key: Secret,
     model: String,
@@ -68,14 +68,10 @@ impl AnthropicClient {
         })
     }
 
-    /// The same client, retrying a transient failure at most `n` times (0: one attempt).
-    pub fn with_max_retries(mut self, n: u32) -> Self {
-        self.core.max_retries = n;
-        self
-    }
-
-    /// Time requests in `metrics` (the daemon's registry) instead of a registry of its own.
-    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+    /// The same client, retrying a transient failure at most `retries` times (0: one
+    /// attempt), its requests timed in `metrics` (the daemon's registry).
+    pub fn with_retries_and_metrics(mut self, retries: u32, metrics: Arc<Metrics>) -> Self {
+        self.core.max_retries = retries;
         self.core.metrics = metrics;
         self
     }
@@ -131,36 +127,13 @@ impl AnthropicClient {
         c
     }
 
-    /// One answer (`POST /v1/messages`), retried on transient failures.
-    ///
-    /// # Errors
-    /// [`ProviderError`]: the key is refused (401/403, [`ProviderError::Auth`]), the prompt is
-    /// too long ([`ProviderError::ContextLength`]), another HTTP error, a timeout, an
-    /// unreachable endpoint, or an unreadable answer (after the retries).
-    pub async fn complete(
-        &self,
-        messages: &[ChatMessage],
-        tools: &[ToolSpec],
-    ) -> Result<Completion, ProviderError> {
-        let body = wire::request_body(&self.model, self.max_tokens, messages, tools, false);
-        self.core.timed(self.complete_body(&body)).await
-    }
-
     async fn complete_body(&self, body: &Value) -> Result<Completion, ProviderError> {
-        self.core.retries().run(|| self.complete_once(body)).await
-    }
-
-    async fn complete_once(
-        &self,
-        body: &Value,
-    ) -> (Result<Completion, ProviderError>, Option<Duration>) {
-        let request = self
-            .request(&self.core.http, reqwest::Method::POST, "/messages")
-            .json(body);
-        match self.core.whole_once(request, wire::classify_error).await {
-            (Ok(text), _) => (self.parse_whole(&text), None),
-            (Err(e), retry_after) => (Err(e), retry_after),
-        }
+        let request = || {
+            let request = self.request(&self.core.http, reqwest::Method::POST, "/messages");
+            request.json(body)
+        };
+        let parse = |text: &str| self.parse_whole(text);
+        self.core.whole(request, wire::classify_error, parse).await
     }
 
     fn parse_whole(&self, text: &str) -> Result<Completion, ProviderError> {
@@ -172,16 +145,102 @@ impl AnthropicClient {
         wire::parse_message(&v).map(|c| self.with_model(c))
     }
 
-    /// One answer, streamed: each piece of text goes to `deltas` as [`TurnEvent::Delta`] as it
-    /// arrives. Retried like [`AnthropicClient::complete`]; a retry after pieces were sent
-    /// first sends [`TurnEvent::DeltaReset`]. A server answering with a whole JSON message is
-    /// read as such, its text sent as one piece.
+    async fn stream_body(
+        &self,
+        body: &Value,
+        deltas: &EventSink,
+    ) -> Result<Completion, ProviderError> {
+        let mut wire = Streaming { client: self, body };
+        // This API always streams.
+        streamed::stream(&self.core, &mut wire, deltas)
+            .await?
+            .ok_or_else(|| ProviderError::BadResponse("the answer was not streamed".into()))
+    }
+}
+
+/// A streamed call's side of this API ([`streamed`]): its one request body.
+struct Streaming<'a> {
+    client: &'a AnthropicClient,
+    body: &'a Value,
+}
+
+impl StreamWire for Streaming<'_> {
+    type Reader = EventAssembler;
+
+    fn model(&self) -> &str {
+        &self.client.model
+    }
+
+    fn request(&mut self, http: &reqwest::Client) -> Option<reqwest::RequestBuilder> {
+        let request = self
+            .client
+            .request(http, reqwest::Method::POST, "/messages");
+        Some(request.json(self.body))
+    }
+
+    fn classify(&self, status: u16, text: &str) -> ProviderError {
+        wire::classify_error(status, text)
+    }
+
+    fn whole(&self, text: &str) -> Result<Completion, ProviderError> {
+        self.client.parse_whole(text)
+    }
+
+    fn reader(&self) -> EventAssembler {
+        EventAssembler::default()
+    }
+}
+
+/// Only events other than `ping` count as progress.
+impl StreamReader for EventAssembler {
+    fn take(&mut self, data: &str, shown: &mut Shown<'_>) -> Result<bool, ProviderError> {
+        Ok(match self.push(data)? {
+            Event::Text(piece) => {
+                shown.send(piece);
+                true
+            }
+            Event::Ping => false,
+            Event::Other => true,
+        })
+    }
+
+    fn is_done(&self) -> bool {
+        EventAssembler::is_done(self)
+    }
+
+    fn finish(self, _shown: &mut Shown<'_>) -> Result<Completion, ProviderError> {
+        self.into_completion()
+    }
+}
+
+#[async_trait::async_trait]
+impl ModelProvider for AnthropicClient {
+    /// One answer (`POST /v1/messages`), retried on transient failures.
     ///
     /// # Errors
-    /// As [`AnthropicClient::complete`]; [`ProviderError::Stalled`] when no event came for
+    /// [`ProviderError`]: the key is refused (401/403, [`ProviderError::Auth`]), the prompt is
+    /// too long ([`ProviderError::ContextLength`]), another HTTP error, a timeout, an
+    /// unreachable endpoint, or an unreadable answer (after the retries).
+    async fn complete(
+        &self,
+        messages: &[ChatMessage],
+        tools: &[ToolSpec],
+    ) -> Result<Completion, ProviderError> {
+        let body = wire::request_body(&self.model, self.max_tokens, messages, tools, false);
+        self.core.timed(self.complete_body(&body)).await
+    }
+
+    /// One answer, streamed: each piece of text goes to `deltas` as
+    /// [`ethan_core::event::TurnEvent::Delta`] as it arrives. Retried like
+    /// [`ModelProvider::complete`]; a retry after pieces were sent first sends
+    /// [`ethan_core::event::TurnEvent::DeltaReset`]. A server answering with a whole JSON
+    /// message is read as such, its text sent as one piece.
+    ///
+    /// # Errors
+    /// As [`ModelProvider::complete`]; [`ProviderError::Stalled`] when no event came for
     /// `idle_timeout_secs` (after the retries); [`ProviderError::Interrupted`] (without a
     /// reset: the person keeps the text) when it failed for good after text was sent.
-    pub async fn complete_streaming(
+    async fn complete_streaming(
         &self,
         messages: &[ChatMessage],
         tools: &[ToolSpec],
@@ -191,143 +250,15 @@ impl AnthropicClient {
         self.core.timed(self.stream_body(&body, deltas)).await
     }
 
-    async fn stream_body(
-        &self,
-        body: &Value,
-        deltas: &EventSink,
-    ) -> Result<Completion, ProviderError> {
-        let mut attempt = 0;
-        loop {
-            let mut shown = String::new();
-            match self.stream_once(body, deltas, &mut shown).await {
-                Ok(c) => return Ok(c),
-                Err((e, retry_after)) => {
-                    let retries = self.core.retries();
-                    if let Some(e) = retries
-                        .after_stream_failure(e, retry_after, attempt, shown, deltas)
-                        .await
-                    {
-                        return Err(e);
-                    }
-                    attempt += 1;
-                }
-            }
-        }
-    }
-
-    /// One streamed attempt; `shown` gathers the text sent to `deltas`. The error comes with
-    /// the server's `Retry-After`, if any.
-    async fn stream_once(
-        &self,
-        body: &Value,
-        deltas: &EventSink,
-        shown: &mut String,
-    ) -> Result<Completion, (ProviderError, Option<Duration>)> {
-        let request = self
-            .request(&self.core.stream_http, reqwest::Method::POST, "/messages")
-            .header(reqwest::header::ACCEPT, "text/event-stream")
-            .json(body);
-        let mut resp = self
-            .core
-            .start_stream(request)
-            .await
-            .map_err(|e| (e, None))?;
-        let status = resp.status().as_u16();
-        if !(200..300).contains(&status) {
-            let (text, wait) = self
-                .core
-                .failure_text(&mut resp)
-                .await
-                .map_err(|e| (e, None))?;
-            return Err((wire::classify_error(status, &text), wait));
-        }
-        if !is_event_stream(&resp) {
-            let whole = self
-                .core
-                .read_rest(&mut resp)
-                .await
-                .map_err(|e| (e, None))?;
-            let text = String::from_utf8_lossy(&whole);
-            let t = text.trim_start();
-            if !(t.starts_with("event:") || t.starts_with("data:") || t.starts_with(':')) {
-                // A whole message: its text as one piece.
-                let c = self.parse_whole(&text).map_err(|e| (e, None))?;
-                if let Some(t) = c.message.content.as_deref().filter(|t| !t.is_empty()) {
-                    shown.push_str(t);
-                    let _ = deltas.send(TurnEvent::Delta(t.to_string()));
-                }
-                return Ok(c);
-            }
-            // A stream under another content type.
-            let mut decoder = SseDecoder::default();
-            let mut assembler = EventAssembler::default();
-            let mut datas = decoder.feed(&whole);
-            datas.extend(decoder.finish());
-            for data in datas {
-                take(&mut assembler, &data, deltas, shown).map_err(|e| (e, None))?;
-                if assembler.is_done() {
-                    break;
-                }
-            }
-            return self.assembled(assembler).map_err(|e| (e, None));
-        }
-        self.read_stream(&mut resp, deltas, shown)
-            .await
-            .map_err(|e| (e, None))
-    }
-
-    /// Reads the events of a streamed answer until `message_stop` (or the end of the body).
-    async fn read_stream(
-        &self,
-        resp: &mut reqwest::Response,
-        deltas: &EventSink,
-        shown: &mut String,
-    ) -> Result<Completion, ProviderError> {
-        let mut decoder = SseDecoder::default();
-        let mut assembler = EventAssembler::default();
-        // Only events other than `ping` count as progress.
-        let mut chunks = self.core.chunks();
-        'read: loop {
-            let Some(bytes) = chunks.next(&self.core, resp, false).await? else {
-                break;
-            };
-            for data in decoder.feed(&bytes) {
-                if take(&mut assembler, &data, deltas, shown)? != Event::Ping {
-                    chunks.progressed();
-                }
-                if assembler.is_done() {
-                    break 'read;
-                }
-            }
-        }
-        if !assembler.is_done() {
-            for data in decoder.finish() {
-                take(&mut assembler, &data, deltas, shown)?;
-            }
-        }
-        self.assembled(assembler)
-    }
-
-    fn assembled(&self, assembler: EventAssembler) -> Result<Completion, ProviderError> {
-        assembler.into_completion().map(|c| self.with_model(c))
-    }
-
     /// `GET {base_url}/v1/models`: whether the endpoint answers and accepts the key (no
     /// tokens spent). A 404 (a proxy without the list) counts as answering.
     ///
     /// # Errors
-    /// As [`AnthropicClient::complete`] (401/403: [`ProviderError::Auth`]).
-    pub async fn check(&self) -> Result<String, ProviderError> {
-        let mut resp = self
-            .request(&self.core.http, reqwest::Method::GET, "/models")
-            .send()
-            .await
-            .map_err(|e| self.core.transport_error(e))?;
-        let status = resp.status().as_u16();
+    /// As [`ModelProvider::complete`] (401/403: [`ProviderError::Auth`]).
+    async fn check(&self) -> Result<String, ProviderError> {
+        let request = self.request(&self.core.http, reqwest::Method::GET, "/models");
+        let (status, text) = self.core.ask(request).await?;
         let core = &self.core;
-        let text = super::http::read_capped(&mut resp, &core.base_url, core.timeout_secs)
-            .await
-            .unwrap_or_default();
         match status {
             200..=299 => Ok(format!(
                 "{} answers (Anthropic Messages API, model {})",
@@ -339,45 +270,6 @@ impl AnthropicClient {
             )),
             _ => Err(wire::classify_error(status, &text)),
         }
-    }
-}
-
-/// One `data` payload into the assembler; its text piece, if any, to `deltas`.
-fn take(
-    assembler: &mut EventAssembler,
-    data: &str,
-    deltas: &EventSink,
-    shown: &mut String,
-) -> Result<Event, ProviderError> {
-    let event = assembler.push(data)?;
-    if let Event::Text(piece) = &event {
-        shown.push_str(piece);
-        let _ = deltas.send(TurnEvent::Delta(piece.clone()));
-    }
-    Ok(event)
-}
-
-#[async_trait::async_trait]
-impl ModelProvider for AnthropicClient {
-    async fn complete(
-        &self,
-        messages: &[ChatMessage],
-        tools: &[ToolSpec],
-    ) -> Result<Completion, ProviderError> {
-        AnthropicClient::complete(self, messages, tools).await
-    }
-
-    async fn complete_streaming(
-        &self,
-        messages: &[ChatMessage],
-        tools: &[ToolSpec],
-        deltas: &EventSink,
-    ) -> Result<Completion, ProviderError> {
-        AnthropicClient::complete_streaming(self, messages, tools, deltas).await
-    }
-
-    async fn check(&self) -> Result<String, ProviderError> {
-        AnthropicClient::check(self).await
     }
 }
 

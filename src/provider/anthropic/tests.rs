@@ -3,8 +3,10 @@
 
 use super::*;
 use crate::config::ProviderKind;
+use ethan_core::event::TurnEvent;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Answers of a loopback server, one per request, in order.
 type Answer = Box<dyn FnOnce() -> axum::response::Response + Send>;

@@ -1,5 +1,8 @@
 use super::*;
 use crate::provider::http::MAX_STREAM_BYTES;
+use crate::provider::types::Role;
+use serde_json::json;
+use std::time::Duration;
 
 #[test]
 fn pictures_are_image_url_parts_after_the_text() {
@@ -8,14 +11,19 @@ fn pictures_are_image_url_parts_after_the_text() {
         data: std::sync::Arc::from(&b"\x89PNG"[..]),
         path: "/w/inbox/p.png".into(),
     };
-    let v = to_wire(&ChatMessage::user_with_images("what is it?", vec![img]));
+    let m = ChatMessage::user_with_images("what is it?", vec![img]);
+    let v = serde_json::to_value(body::Message::of(&m)).unwrap();
     assert_eq!(
         v["content"],
         json!([{"type": "text", "text": "what is it?"},
                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw=="}}])
     );
     // Without pictures the content stays a string.
-    assert_eq!(to_wire(&ChatMessage::user("hi"))["content"], json!("hi"));
+    let m = ChatMessage::user("hi");
+    assert_eq!(
+        serde_json::to_value(body::Message::of(&m)).unwrap()["content"],
+        json!("hi")
+    );
 }
 
 #[test]
@@ -37,19 +45,25 @@ fn classifies_errors() {
 
 #[test]
 fn recognises_a_refused_streaming_parameter() {
-    let streamed = json!({"model": "m", "stream": true, "stream_options": {"include_usage": true}});
-    let plain = json!({"model": "m", "stream": true});
+    let streamed = Sent {
+        stream: true,
+        stream_options: true,
+    };
+    let plain = Sent {
+        stream: true,
+        stream_options: false,
+    };
     let err =
         |m: &str| json!({"error": {"message": m, "type": "invalid_request_error"}}).to_string();
     assert_eq!(
-        refused_parameter(400, &err("stream is not supported"), &streamed),
+        refused_parameter(400, &err("stream is not supported"), streamed),
         Some(Refused::Stream)
     );
     assert_eq!(
         refused_parameter(
             400,
             &err("Unrecognized request argument supplied: stream"),
-            &plain
+            plain
         ),
         Some(Refused::Stream)
     );
@@ -57,17 +71,17 @@ fn recognises_a_refused_streaming_parameter() {
         refused_parameter(
             400,
             &err("Unrecognized request argument supplied: stream_options"),
-            &streamed
+            streamed
         ),
         Some(Refused::StreamOptions)
     );
     let by_param = json!({"error": {"message": "not allowed", "param": "stream"}}).to_string();
     assert_eq!(
-        refused_parameter(400, &by_param, &plain),
+        refused_parameter(400, &by_param, plain),
         Some(Refused::Stream)
     );
     assert_eq!(
-        refused_parameter(400, &err("This model does not support streaming."), &plain),
+        refused_parameter(400, &err("This model does not support streaming."), plain),
         Some(Refused::Stream)
     );
     // Not about streaming, not a 400, or a parameter the request did not carry.
@@ -75,24 +89,24 @@ fn recognises_a_refused_streaming_parameter() {
         refused_parameter(
             400,
             &err("logprobs are not supported when streaming"),
-            &streamed
+            streamed
         ),
         None
     );
     assert_eq!(
-        refused_parameter(400, &err("upstream model failed"), &streamed),
+        refused_parameter(400, &err("upstream model failed"), streamed),
         None
     );
     assert_eq!(
-        refused_parameter(500, &err("stream is not supported"), &streamed),
+        refused_parameter(500, &err("stream is not supported"), streamed),
         None
     );
     assert_eq!(
-        refused_parameter(400, &err("stream_options is not supported"), &plain),
+        refused_parameter(400, &err("stream_options is not supported"), plain),
         None
     );
     assert_eq!(
-        refused_parameter(400, &err("stream is not supported"), &json!({"model": "m"})),
+        refused_parameter(400, &err("stream is not supported"), Sent::default()),
         None
     );
 }

@@ -1,0 +1,279 @@
+//! The Chat Completions request body, written straight from the provider-neutral messages and
+//! tools it borrows (no copy of the history's text, no `serde_json::Value` tree in between).
+//!
+//! The keys are written in a fixed order, `messages` last: what comes before them (`model`,
+//! `prompt_cache_key`, the streaming keys, `tools`) is the same from one request of a
+//! conversation to the next, so a later request starts with the bytes of the one before it
+//! (the server's prompt cache, [`super::super::cache_key`]). Within an object the keys are in
+//! alphabetical order, as they always were.
+//!
+//! A message: `role`, `content` (`""` beside tool calls),
+//! `tool_calls[]{id, type: "function", function{name, arguments}}`, `tool_call_id`. The neutral
+//! `opaque` field is not sent: this API has none. A user message with pictures has a list of
+//! content parts: `{type: "text"}` then `{type: "image_url", image_url: {url:
+//! "data:<mime>;base64,…"}}` per picture.
+
+use crate::provider::types::{ChatMessage, Role, ToolCall, ToolSpec};
+use serde::ser::{Serialize, Serializer};
+use serde_json::Value;
+
+/// One request's body. Cheap to copy: it borrows what it writes.
+#[derive(Clone, Copy, serde::Serialize)]
+pub(super) struct Body<'a> {
+    model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_key: Option<&'a str>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+    #[serde(skip_serializing_if = "List::is_empty")]
+    tools: List<'a, ToolSpec, Tool<'a>>,
+    messages: List<'a, ChatMessage, Message<'a>>,
+}
+
+/// `stream_options`: the usage in the last chunk.
+#[derive(Clone, Copy, serde::Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+impl<'a> Body<'a> {
+    /// The body of a whole answer: `model`, `messages`, `tools` when there are any, and the
+    /// conversation's `prompt_cache_key` when given.
+    pub fn new(
+        model: &'a str,
+        prompt_cache_key: Option<&'a str>,
+        messages: &'a [ChatMessage],
+        tools: &'a [ToolSpec],
+    ) -> Self {
+        Self {
+            model,
+            prompt_cache_key,
+            stream: false,
+            stream_options: None,
+            tools: List(tools, Tool::of),
+            messages: List(messages, Message::of),
+        }
+    }
+
+    /// The same body streamed (`"stream": true`), with `"stream_options": {"include_usage":
+    /// true}` when `options`.
+    pub fn streamed(self, options: bool) -> Self {
+        Self {
+            stream: true,
+            stream_options: options.then_some(StreamOptions {
+                include_usage: true,
+            }),
+            ..self
+        }
+    }
+
+    /// Whether it offers tools.
+    pub fn offers_tools(&self) -> bool {
+        !self.tools.is_empty()
+    }
+
+    /// The JSON text.
+    pub fn to_bytes(self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(4096);
+        // Writing these types to a `Vec` cannot fail: every map key is a string.
+        let _ = serde_json::to_writer(&mut out, &self);
+        out
+    }
+}
+
+/// A list borrowed from the messages or tools, each element written in its wire shape (`W`,
+/// made by the function).
+struct List<'a, T, W>(&'a [T], fn(&'a T) -> W);
+
+impl<T, W> Clone for List<'_, T, W> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T, W> Copy for List<'_, T, W> {}
+
+impl<T, W> List<'_, T, W> {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<'a, T, W: Serialize> Serialize for List<'a, T, W> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(self.1))
+    }
+}
+
+/// A tool: `{type: "function", function: {name, description, parameters}}`.
+#[derive(serde::Serialize)]
+struct Tool<'a> {
+    function: Function<'a>,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(serde::Serialize)]
+struct Function<'a> {
+    description: &'a str,
+    name: &'a str,
+    parameters: &'a Value,
+}
+
+impl<'a> Tool<'a> {
+    fn of(t: &'a ToolSpec) -> Self {
+        Self {
+            function: Function {
+                description: &t.description,
+                name: &t.name,
+                parameters: &t.parameters,
+            },
+            kind: "function",
+        }
+    }
+}
+
+/// A message in the Chat Completions wire shape (see the module doc).
+#[derive(serde::Serialize)]
+pub(super) struct Message<'a> {
+    content: Content<'a>,
+    role: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "List::is_empty")]
+    tool_calls: List<'a, ToolCall, Call<'a>>,
+}
+
+/// A tool call: `{id, type: "function", function: {name, arguments}}`.
+#[derive(serde::Serialize)]
+struct Call<'a> {
+    function: CallFunction<'a>,
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(serde::Serialize)]
+struct CallFunction<'a> {
+    arguments: &'a str,
+    name: &'a str,
+}
+
+impl<'a> Call<'a> {
+    fn of(c: &'a ToolCall) -> Self {
+        Self {
+            function: CallFunction {
+                arguments: &c.arguments,
+                name: &c.name,
+            },
+            id: &c.id,
+            kind: "function",
+        }
+    }
+}
+
+impl<'a> Message<'a> {
+    pub fn of(m: &'a ChatMessage) -> Self {
+        // `""`, not `null`, beside tool calls: some servers (llama-cpp-python) answer 500 for
+        // null.
+        let text = match &m.content {
+            None if !m.tool_calls.is_empty() => Some(""),
+            c => c.as_deref(),
+        };
+        let content = if m.role == Role::User && !m.images.is_empty() {
+            // Vision: the text, then one `image_url` part per picture, as a data URL.
+            let mut parts = vec![Part::Text {
+                text: text.unwrap_or_default(),
+                kind: "text",
+            }];
+            parts.extend(m.images.iter().map(|i| Part::Image {
+                image_url: ImageUrl { url: i.data_url() },
+                kind: "image_url",
+            }));
+            Content::Parts(parts)
+        } else {
+            Content::Text(text)
+        };
+        Self {
+            content,
+            role: m.role.as_str(),
+            tool_call_id: m.tool_call_id.as_deref(),
+            tool_calls: List(&m.tool_calls, Call::of),
+        }
+    }
+}
+
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum Content<'a> {
+    Text(Option<&'a str>),
+    Parts(Vec<Part<'a>>),
+}
+
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum Part<'a> {
+    Text {
+        text: &'a str,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+    Image {
+        image_url: ImageUrl,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+}
+
+#[derive(serde::Serialize)]
+struct ImageUrl {
+    url: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn messages_come_last_and_keys_are_in_order() {
+        let messages = [ChatMessage::user("hi")];
+        let tools = [ToolSpec {
+            name: "t".into(),
+            description: "d".into(),
+            parameters: json!({"type": "object"}),
+        }];
+        let body = Body::new("m", Some("k"), &messages, &tools).streamed(true);
+        let text = String::from_utf8(body.to_bytes()).unwrap();
+        assert_eq!(
+            text,
+            r#"{"model":"m","prompt_cache_key":"k","stream":true,"stream_options":{"include_usage":true},"tools":[{"function":{"description":"d","name":"t","parameters":{"type":"object"}},"type":"function"}],"messages":[{"content":"hi","role":"user"}]}"#
+        );
+        let plain = Body::new("m", None, &messages, &[]);
+        assert_eq!(
+            String::from_utf8(plain.to_bytes()).unwrap(),
+            r#"{"model":"m","messages":[{"content":"hi","role":"user"}]}"#
+        );
+    }
+
+    #[test]
+    fn calls_have_empty_content_and_results_their_call() {
+        let mut call = ChatMessage::assistant("x");
+        call.content = None;
+        call.tool_calls = vec![ToolCall {
+            id: "c1".into(),
+            name: "f".into(),
+            arguments: "{}".into(),
+        }];
+        let result = ChatMessage::tool("c1", "out");
+        let v = serde_json::to_value([Message::of(&call), Message::of(&result)]).unwrap();
+        assert_eq!(
+            v,
+            json!([{"content": "", "role": "assistant", "tool_calls": [{"id": "c1",
+                     "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                   {"content": "out", "role": "tool", "tool_call_id": "c1"}])
+        );
+    }
+}

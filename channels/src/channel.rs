@@ -49,9 +49,8 @@ pub trait StateStore: Send + Sync {
     async fn set(&self, key: &str, value: &str) -> Result<(), ChannelError>;
 }
 
-/// Any store's kv table as the adapters' state (the Telegram offset, Lark's seen events, a
-/// refreshed Lark user token): `KvState(store.shared())` for an adapter, `KvState(&**storage)`
-/// for a borrowed one.
+/// Any store's kv table as the adapters' state (the Telegram offset, Lark's seen events):
+/// `KvState(store.shared())` for an adapter, `KvState(&**storage)` for a borrowed one.
 pub struct KvState<K>(pub K);
 
 #[async_trait]

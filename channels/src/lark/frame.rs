@@ -21,7 +21,7 @@
 //! client builds (ping, ACK). What it does not own: the connection ([`super::ws`]).
 
 use prost::Message;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 /// `method` of a control frame (ping, pong).
 pub const METHOD_CONTROL: i32 = 0;
@@ -217,46 +217,7 @@ pub fn parse_ack_payload(payload: &[u8]) -> Option<AckPayload> {
     Some(AckPayload { code, data })
 }
 
-/// The connection settings the server sends (`ClientConfig`, PascalCase keys, all intervals in
-/// seconds) with the endpoint and in a pong's payload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClientConfig {
-    /// Reconnect attempts after a disconnect; negative = unlimited.
-    #[serde(rename = "ReconnectCount", default = "default_reconnect_count")]
-    pub reconnect_count: i64,
-    /// Seconds between reconnect attempts.
-    #[serde(rename = "ReconnectInterval", default = "default_interval")]
-    pub reconnect_interval: u64,
-    /// Upper bound in seconds of the random delay before the first reconnect attempt.
-    #[serde(rename = "ReconnectNonce", default = "default_nonce")]
-    pub reconnect_nonce: u64,
-    /// Seconds between pings.
-    #[serde(rename = "PingInterval", default = "default_interval")]
-    pub ping_interval: u64,
-}
-
-fn default_reconnect_count() -> i64 {
-    -1
-}
-fn default_interval() -> u64 {
-    120
-}
-fn default_nonce() -> u64 {
-    30
-}
-
-impl Default for ClientConfig {
-    /// The SDK defaults before the server's config arrives: ping 120 s, unlimited reconnects
-    /// every 120 s after up to 30 s of jitter.
-    fn default() -> Self {
-        Self {
-            reconnect_count: default_reconnect_count(),
-            reconnect_interval: default_interval(),
-            reconnect_nonce: default_nonce(),
-            ping_interval: default_interval(),
-        }
-    }
-}
+pub use ethan_lark_api::api::ClientConfig;
 
 #[cfg(test)]
 mod tests {

@@ -13,7 +13,8 @@
 //!   signature and token checks);
 //! - [`inbound`]: what both transports do with an event (normalise, stale rule, publish,
 //!   approval presses);
-//! - [`api`]: the Open API client (`tenant_access_token`, send/reply, bot info);
+//! - [`api`]: the Open API client (`tenant_access_token`, send/reply, bot info), from
+//!   `ethan-lark-api` like [`codes`] and [`user_api`] (calls as a Lark user);
 //! - [`normalize`]: `im.message.receive_v1` → [`InboundEvent`](crate::InboundEvent);
 //! - [`render`]: reply cards (JSON 2.0), post/text fallbacks, approval cards;
 //! - [`send`]: delivering an [`OutboundMessage`] (reply API, `uuid`, pacing, fallbacks);
@@ -23,8 +24,6 @@
 //! The base URL is configurable (`channels.lark.base_url`, else `domain: feishu | lark`), which
 //! is how tests point the adapter at a loopback fake and how users reach Lark international.
 
-pub mod api;
-pub mod codes;
 pub mod fragments;
 pub mod frame;
 pub mod inbound;
@@ -32,9 +31,12 @@ pub mod normalize;
 pub mod render;
 pub mod send;
 pub mod stream;
-pub mod user_api;
 pub mod webhook;
 pub mod ws;
+
+/// The Open API client, its error codes and calls as a user live in `ethan-lark-api` (shared with
+/// the Lark tools); they keep their paths here.
+pub use ethan_lark_api::{api, codes, user_api};
 
 /// The websocket client crate the long connection uses, re-exported so that test fakes speak
 /// the same websocket implementation and version.
@@ -50,6 +52,27 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 pub(crate) const PLATFORM: &str = "lark";
+
+/// An Open API failure as the adapter reports it.
+impl From<api::ApiError> for ChannelError {
+    fn from(e: api::ApiError) -> Self {
+        match e {
+            api::ApiError::Api { code, msg, .. } => ChannelError::Api {
+                platform: PLATFORM,
+                code,
+                description: format!("{msg} ({})", codes::meaning(code)),
+            },
+            api::ApiError::Auth { code, msg } => ChannelError::Unauthorized {
+                platform: PLATFORM,
+                message: format!("code {code}: {msg} ({})", codes::meaning(code)),
+            },
+            api::ApiError::Transport { message, .. } => ChannelError::Transport {
+                platform: PLATFORM,
+                message,
+            },
+        }
+    }
+}
 
 /// Feishu (China) Open Platform base URL (`domain: feishu`).
 pub const FEISHU_BASE_URL: &str = "https://open.feishu.cn";

@@ -12,6 +12,8 @@
 //! - [`provider`]: the model provider trait and its errors;
 //! - [`store`]: the store traits (sessions, history, kv, audit, jobs, owners) and their records;
 //! - [`clock`]: the wall clock tools and the scheduler read;
+//! - [`net`]: a network failure in one line a person can act on (the model and Lark clients, the
+//!   adapters);
 //! - [`knowledge`]: the knowledge base as the knowledge tools use it, and the notes and search
 //!   results they exchange.
 
@@ -22,6 +24,7 @@ pub mod consent;
 pub mod event;
 pub mod knowledge;
 pub mod message;
+pub mod net;
 pub mod provider;
 pub mod sandbox;
 pub mod store;

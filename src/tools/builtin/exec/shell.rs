@@ -628,7 +628,7 @@ mod tests {
         .with_gate(consent.clone());
         // Approve every request once, as the web client would.
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        ctx.channel = ethan_channels::ChannelKind::Web;
+        ctx.channel = ethan_core::ChannelKind::Web;
         ctx.events = Some(tx);
         let approver = tokio::spawn(async move {
             let mut asked = Vec::new();
@@ -640,7 +640,7 @@ mod tests {
                     asked.push(always);
                     let ack = consent
                         .decide(&ethan_channels::ApprovalDecision {
-                            channel: ethan_channels::ChannelKind::Web,
+                            channel: ethan_core::ChannelKind::Web,
                             request_id,
                             choice: ethan_channels::ApprovalChoice::Once,
                             user_id: "web".into(),

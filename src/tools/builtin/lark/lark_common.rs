@@ -4,9 +4,10 @@
 
 use crate::tools::{ErrorKind, ToolContext};
 use crate::tools::{ToolError, ToolOutput};
-use ethan_channels::lark::api::{ApiError, LarkApi};
-use ethan_channels::lark::codes;
-use ethan_channels::lark::user_api::UserApi;
+use ethan_core::store::KvStore;
+use ethan_lark_api::api::{ApiError, LarkApi};
+use ethan_lark_api::codes;
+use ethan_lark_api::user_api::UserApi;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -49,13 +50,8 @@ impl LarkClient {
         ctx: &ToolContext,
     ) -> Result<Value, ApiError> {
         if as_user {
-            let state = ctx
-                .services
-                .store
-                .as_ref()
-                .map(|s| ethan_channels::KvState(&**s));
-            let s = state.as_ref().map(|s| s as &dyn ethan_channels::StateStore);
-            self.user.call(method, path, query, body, s).await
+            let store = ctx.services.store.as_deref().map(|s| s as &dyn KvStore);
+            self.user.call(method, path, query, body, store).await
         } else {
             self.api.call(method, path, query, body).await
         }

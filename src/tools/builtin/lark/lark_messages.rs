@@ -46,7 +46,7 @@ pub fn flatten(item: &Value) -> String {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string(),
-        "post" => ethan_channels::lark::normalize::post_to_text(&content, &[], None).0,
+        "post" => ethan_lark_api::content::post_to_text(&content, &[], None).0,
         "interactive" => {
             let title = content
                 .pointer("/header/title/content")
@@ -59,7 +59,7 @@ pub fn flatten(item: &Value) -> String {
                 format!("[card: {title}]")
             }
         }
-        t => ethan_channels::lark::normalize::placeholder(t, &content),
+        t => ethan_lark_api::content::placeholder(t, &content),
     };
     for m in item
         .get("mentions")

@@ -397,7 +397,7 @@ mod tests {
     use super::*;
     use crate::tools::executor::tests::ctx_in;
     use crate::tools::ToolSummary;
-    use ethan_channels::{ChannelKind, ChatKind, ChatRef};
+    use ethan_core::{ChannelKind, ChatKind, ChatRef};
     use std::sync::Arc;
 
     /// A Telegram DM context whose store is `store` (a fresh in-memory one by default).

@@ -2,7 +2,7 @@
 //! calendar or chats or send in their name.
 //!
 //! - The token comes from `channels.lark.user_access_token` (and `user_refresh_token`). A
-//!   refreshed pair is stored back in the daemon's state store under [`USER_TOKEN_KEY`] and is
+//!   refreshed pair is stored back in the daemon's kv store under [`USER_TOKEN_KEY`] and is
 //!   preferred over the configured one while the configured pair is unchanged.
 //! - Refresh: `POST /open-apis/authen/v2/oauth/token`
 //!   `{grant_type: refresh_token, client_id, client_secret, refresh_token}` →
@@ -12,8 +12,8 @@
 //!
 //! Tokens never appear in errors or logs.
 
-use super::api::{ApiError, LarkApi};
-use crate::channel::StateStore;
+use crate::api::{ApiError, LarkApi};
+use ethan_core::store::KvStore;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -93,15 +93,15 @@ impl UserApi {
 
     /// A valid user access token: the cached one, the stored one, or the configured one,
     /// refreshed first when it is about to expire.
-    pub async fn access_token(&self, store: Option<&dyn StateStore>) -> Result<String, ApiError> {
+    pub async fn access_token(&self, store: Option<&dyn KvStore>) -> Result<String, ApiError> {
         self.token(store, false).await
     }
 
-    async fn token(&self, store: Option<&dyn StateStore>, force: bool) -> Result<String, ApiError> {
+    async fn token(&self, store: Option<&dyn KvStore>, force: bool) -> Result<String, ApiError> {
         let mut slot = self.current.lock().await;
         if slot.is_none() {
             let saved = match store {
-                Some(s) => s.get(USER_TOKEN_KEY).await.ok().flatten(),
+                Some(s) => s.kv_get(USER_TOKEN_KEY).await.ok().flatten(),
                 None => None,
             };
             let stored = saved
@@ -118,7 +118,7 @@ impl UserApi {
             *tok = fresh;
             if let Some(s) = store {
                 if let Ok(j) = serde_json::to_string(&*tok) {
-                    if let Err(e) = s.set(USER_TOKEN_KEY, &j).await {
+                    if let Err(e) = s.kv_set(USER_TOKEN_KEY, &j).await {
                         tracing::warn!(
                             target: "ethan_channels::lark",
                             "cannot store the refreshed user token: {e}"
@@ -217,7 +217,7 @@ impl UserApi {
         let resp = req
             .send()
             .await
-            .map_err(|e| transport(format!("request failed: {}", crate::net::describe(&e))))?;
+            .map_err(|e| transport(format!("request failed: {}", ethan_core::net::describe(&e))))?;
         let status = resp.status().as_u16();
         let bytes = resp
             .bytes()
@@ -240,7 +240,7 @@ impl UserApi {
         path: &str,
         query: &[(&str, &str)],
         body: Option<&Value>,
-        store: Option<&dyn StateStore>,
+        store: Option<&dyn KvStore>,
     ) -> Result<Value, ApiError> {
         let mut retried = false;
         let mut token = self.token(store, false).await?;

@@ -25,9 +25,8 @@
 //!
 //! Secrets (app_secret, tokens) never appear in errors or logs.
 
-use super::codes;
-use super::frame::ClientConfig;
-use serde::Deserialize;
+use crate::codes;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -72,26 +71,6 @@ impl ApiError {
     }
 }
 
-impl From<ApiError> for crate::ChannelError {
-    fn from(e: ApiError) -> Self {
-        match e {
-            ApiError::Api { code, msg, .. } => crate::ChannelError::Api {
-                platform: super::PLATFORM,
-                code,
-                description: format!("{msg} ({})", codes::meaning(code)),
-            },
-            ApiError::Auth { code, msg } => crate::ChannelError::Unauthorized {
-                platform: super::PLATFORM,
-                message: format!("code {code}: {msg} ({})", codes::meaning(code)),
-            },
-            ApiError::Transport { message, .. } => crate::ChannelError::Transport {
-                platform: super::PLATFORM,
-                message,
-            },
-        }
-    }
-}
-
 /// The bot's identity from `GET /open-apis/bot/v3/info`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct BotInfo {
@@ -106,6 +85,47 @@ pub struct Endpoint {
     /// The one-time `wss://…` URL (embeds a ticket; fetch a new one for every connection).
     pub url: String,
     pub client_config: Option<ClientConfig>,
+}
+
+/// The connection settings the server sends (`ClientConfig`, PascalCase keys, all intervals in
+/// seconds) with the endpoint and in a pong's payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientConfig {
+    /// Reconnect attempts after a disconnect; negative = unlimited.
+    #[serde(rename = "ReconnectCount", default = "default_reconnect_count")]
+    pub reconnect_count: i64,
+    /// Seconds between reconnect attempts.
+    #[serde(rename = "ReconnectInterval", default = "default_interval")]
+    pub reconnect_interval: u64,
+    /// Upper bound in seconds of the random delay before the first reconnect attempt.
+    #[serde(rename = "ReconnectNonce", default = "default_nonce")]
+    pub reconnect_nonce: u64,
+    /// Seconds between pings.
+    #[serde(rename = "PingInterval", default = "default_interval")]
+    pub ping_interval: u64,
+}
+
+fn default_reconnect_count() -> i64 {
+    -1
+}
+fn default_interval() -> u64 {
+    120
+}
+fn default_nonce() -> u64 {
+    30
+}
+
+impl Default for ClientConfig {
+    /// The SDK defaults before the server's config arrives: ping 120 s, unlimited reconnects
+    /// every 120 s after up to 30 s of jitter.
+    fn default() -> Self {
+        Self {
+            reconnect_count: default_reconnect_count(),
+            reconnect_interval: default_interval(),
+            reconnect_nonce: default_nonce(),
+            ping_interval: default_interval(),
+        }
+    }
 }
 
 /// Who sent a message, from `GET /open-apis/im/v1/messages/{message_id}`.
@@ -221,7 +241,7 @@ impl LarkApi {
             .json(&json!({"app_id": self.app_id, "app_secret": self.app_secret}))
             .send()
             .await
-            .map_err(|e| transport(format!("request failed: {}", crate::net::describe(&e))))?;
+            .map_err(|e| transport(format!("request failed: {}", ethan_core::net::describe(&e))))?;
         let status = resp.status().as_u16();
         let body: Value = resp
             .json()
@@ -288,10 +308,9 @@ impl LarkApi {
             if let Some(b) = body {
                 req = req.json(b);
             }
-            let resp = req
-                .send()
-                .await
-                .map_err(|e| transport(format!("request failed: {}", crate::net::describe(&e))))?;
+            let resp = req.send().await.map_err(|e| {
+                transport(format!("request failed: {}", ethan_core::net::describe(&e)))
+            })?;
             let status = resp.status().as_u16();
             let reset = resp
                 .headers()
@@ -543,7 +562,7 @@ impl LarkApi {
             .json(&json!({"AppID": self.app_id, "AppSecret": self.app_secret}))
             .send()
             .await
-            .map_err(|e| transport(format!("request failed: {}", crate::net::describe(&e))))?;
+            .map_err(|e| transport(format!("request failed: {}", ethan_core::net::describe(&e))))?;
         let status = resp.status().as_u16();
         if status != 200 {
             return Err(transport(format!("HTTP {status} (server busy)")));

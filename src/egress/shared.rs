@@ -41,14 +41,6 @@ impl Egress {
         super::EgressGuard::within(self.clone(), allow_private, lookup)
     }
 
-    /// The guard of `config` (`tools.web_fetch.allow_private`, the system resolver).
-    pub fn guard_of(&self, config: &crate::config::Config) -> super::EgressGuard {
-        self.guard(
-            &config.tools.web_fetch.allow_private,
-            Arc::new(super::SystemLookup),
-        )
-    }
-
     pub(crate) fn metrics(&self) -> &Metrics {
         &self.metrics
     }

@@ -12,6 +12,7 @@
 //! - [`provider`]: the model provider trait and its errors;
 //! - [`store`]: the store traits (sessions, history, kv, audit, jobs, owners) and their records;
 //! - [`clock`]: the wall clock tools and the scheduler read;
+//! - [`secret`]: a credential that never shows itself in logs, as the config reads it;
 //! - [`knowledge`]: the knowledge base as the knowledge tools use it, and the notes and search
 //!   results they exchange.
 
@@ -24,6 +25,7 @@ pub mod knowledge;
 pub mod message;
 pub mod provider;
 pub mod sandbox;
+pub mod secret;
 pub mod store;
 pub mod tool;
 

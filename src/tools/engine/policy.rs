@@ -17,8 +17,8 @@
 //! [`Audience`] predicates to the calls that need a yes (the consent rule,
 //! docs/ARCHITECTURE.md).
 
-use crate::config::{Profile, ToolsConfig};
 use crate::tools::registry::Registry;
+use crate::tools::settings::{Profile, ToolsConfig};
 use ethan_core::ChannelKind;
 use std::collections::BTreeSet;
 
@@ -213,7 +213,7 @@ mod tests {
     use crate::config::Config;
 
     fn registry() -> Registry {
-        Registry::builtin(&Config::default())
+        crate::daemon::tool_setup::registry(&Config::default())
     }
 
     fn aud(channel: ChannelKind, is_owner: bool) -> Audience {

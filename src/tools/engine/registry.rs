@@ -11,9 +11,10 @@
 //! `jsonschema` crate's meta-schema state). Tools from anywhere else ([`Registry::register`]) get
 //! the full check and their validator at registration. Either way a validator is compiled once.
 
-use crate::config::Config;
+use crate::tools::engine::setup::ToolsSetup;
 use crate::tools::schema::{check_parameters, check_shape, ArgsValidator};
 use crate::tools::Tool;
+use ethan_core::knowledge::KnowledgeBase;
 use ethan_core::message::ToolSpec;
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -205,39 +206,30 @@ impl Registry {
             .collect()
     }
 
-    /// The builtin tools, configured from `config` (web_search settings fixed at start).
-    /// No knowledge base (it needs the daemon's store).
-    /// Its egress guards have an [`crate::egress::Egress`] of their own.
-    pub fn builtin(config: &Config) -> Self {
-        Self::builtin_at(config, None, None, &Default::default())
-    }
-
-    /// The builtin tools; with `config_path`, `tools.web_search` is re-read from that file when
-    /// it changes (no restart needed). `knowledge`: the knowledge base of the `knowledge_*` tools
-    /// (none: they answer that there is none here). The web tools' and the browser's egress
-    /// guards share `egress` (the daemon's).
-    pub fn builtin_at(
-        config: &Config,
-        config_path: Option<&std::path::Path>,
-        knowledge: Option<Arc<dyn ethan_core::knowledge::KnowledgeBase>>,
-        egress: &crate::egress::Egress,
-    ) -> Self {
-        let shell_timeout = config
-            .tools
-            .per_tool
-            .get("shell")
+    /// The built-in tools, each given what it needs from `setup` (built by the daemon from its
+    /// configuration). The Lark tools are registered only with a Lark client. Every name
+    /// registered is one of [`BUILTIN_TOOLS`].
+    pub fn builtin(setup: ToolsSetup) -> Self {
+        let ToolsSetup {
+            tools,
+            secrets,
+            timezone: tz,
+            models,
+            max_image_bytes,
+            live,
+            knowledge,
+            lark,
+            egress,
+        } = setup;
+        let shell = tools.per_tool.get("shell");
+        let shell_timeout = shell
             .and_then(|o| o.timeout_secs)
             .unwrap_or(crate::tools::shell::DEFAULT_TIMEOUT_SECS);
-        let git_hooks = config
-            .tools
-            .per_tool
-            .get("shell")
-            .and_then(|o| o.git_hooks)
-            .unwrap_or(false);
+        let git_hooks = shell.and_then(|o| o.git_hooks).unwrap_or(false);
         let mut r = Registry::default();
         r.register_builtin(Arc::new(
             crate::tools::shell::Shell::new(shell_timeout)
-                .with_secrets(crate::config::secret_values(config))
+                .with_secrets(secrets)
                 .with_git_hooks(git_hooks),
         ));
         r.register_builtin(Arc::new(crate::tools::file_read::FileRead));
@@ -245,50 +237,28 @@ impl Registry {
         r.register_builtin(Arc::new(crate::tools::file_list::FileList));
         r.register_builtin(Arc::new(crate::tools::find_tools::FindTools));
         r.register_builtin(Arc::new(crate::tools::ui_card::UiCard));
-        let search = match config_path {
-            Some(p) => crate::tools::web_search::WebSearch::watching(Arc::new(
-                crate::config::watch::ConfigWatch::at(p.to_path_buf(), config),
-            )),
-            None => crate::tools::web_search::WebSearch::new(config.tools.web_search.clone()),
+        let search = match live {
+            Some(live) => crate::tools::web_search::WebSearch::watching(live),
+            None => crate::tools::web_search::WebSearch::new(tools.web_search.clone()),
         };
-        r.register_builtin(Arc::new(search.within(egress)));
-        let fetch = crate::tools::web_fetch::WebFetch::guarded(
-            &config.tools.web_fetch,
-            egress.guard_of(config),
-        );
+        r.register_builtin(Arc::new(search.within(&egress)));
+        let guard = || {
+            egress.guard(
+                &tools.web_fetch.allow_private,
+                Arc::new(crate::egress::SystemLookup),
+            )
+        };
+        let fetch = crate::tools::web_fetch::WebFetch::guarded(&tools.web_fetch, guard());
         r.register_builtin(Arc::new(fetch));
         // One headless browser per daemon, shared by the three browser tools.
         #[cfg(feature = "browser")]
-        {
-            let browser = crate::tools::builtin::browser::hub::BrowserHub::new(
-                config.tools.browser.clone(),
-                egress.guard_of(config),
-            );
-            browser.set_image_limit(config.media.max_image_bytes);
-            browser.hear_taint(&r.taint_hooks);
-            r.register_builtin(Arc::new(
-                crate::tools::builtin::browser::session::BrowserSession(browser.clone()),
-            ));
-            r.register_builtin(Arc::new(crate::tools::builtin::browser::tab::BrowserTab(
-                browser.clone(),
-            )));
-            r.register_builtin(Arc::new(crate::tools::builtin::browser::page::BrowserPage(
-                browser.clone(),
-            )));
-            r.browser = Some(browser);
-        }
+        r.register_browser(tools.browser.clone(), guard(), max_image_bytes);
+        #[cfg(not(feature = "browser"))]
+        let _ = max_image_bytes;
         r.register_builtin(Arc::new(crate::tools::rg_search::RgSearch::new()));
         r.register_builtin(Arc::new(crate::tools::fd_find::FdFind::new()));
-        let tz = config.timezone.clone();
         r.register_builtin(Arc::new(
-            crate::tools::schedule_create::ScheduleCreate::new(tz.clone()).with_models(
-                config
-                    .model
-                    .endpoints()
-                    .into_iter()
-                    .map(|e| e.name)
-                    .collect(),
-            ),
+            crate::tools::schedule_create::ScheduleCreate::new(tz.clone()).with_models(models),
         ));
         r.register_builtin(Arc::new(crate::tools::schedule_list::ScheduleList::new(
             tz.clone(),
@@ -297,22 +267,9 @@ impl Registry {
             tz.clone(),
         )));
         r.register_builtin(Arc::new(
-            crate::tools::schedule_remove::ScheduleRemove::new(tz),
+            crate::tools::schedule_remove::ScheduleRemove::new(tz.clone()),
         ));
-        let knowledge =
-            knowledge.unwrap_or_else(|| Arc::new(crate::tools::builtin::knowledge::Unavailable));
-        r.register_builtin(Arc::new(crate::tools::knowledge_search::KnowledgeSearch(
-            knowledge.clone(),
-        )));
-        r.register_builtin(Arc::new(crate::tools::knowledge_read::KnowledgeRead(
-            knowledge.clone(),
-        )));
-        r.register_builtin(Arc::new(crate::tools::knowledge_add::KnowledgeAdd(
-            knowledge.clone(),
-        )));
-        r.register_builtin(Arc::new(crate::tools::knowledge_edit::KnowledgeEdit(
-            knowledge,
-        )));
+        r.register_knowledge(knowledge);
         r.register_builtin(Arc::new(crate::tools::memory_save::MemorySave));
         r.register_builtin(Arc::new(crate::tools::memory_search::MemorySearch));
         r.register_builtin(Arc::new(crate::tools::memory_forget::MemoryForget));
@@ -327,8 +284,7 @@ impl Registry {
                 crate::tools::shell::Shell::new(shell_timeout),
             ),
         ));
-        if let Some(lark) = lark_client(config) {
-            let tz = config.timezone.clone();
+        if let Some(lark) = lark {
             r.register_builtin(Arc::new(
                 crate::tools::lark_calendar::LarkCalendarEvents::new(lark.clone(), tz.clone()),
             ));
@@ -339,24 +295,101 @@ impl Registry {
                 lark,
             )));
         }
+        debug_assert!(
+            r.tools.keys().all(|n| builtin_names().contains(n)),
+            "a built-in tool missing from BUILTIN_TOOLS"
+        );
         r
+    }
+
+    /// The browser tools, sharing one headless browser.
+    #[cfg(feature = "browser")]
+    fn register_browser(
+        &mut self,
+        config: crate::tools::settings::BrowserConfig,
+        guard: crate::egress::EgressGuard,
+        max_image_bytes: u64,
+    ) {
+        use crate::tools::builtin::browser::{hub, page, session, tab};
+        let browser = hub::BrowserHub::new(config, guard);
+        browser.set_image_limit(max_image_bytes);
+        browser.hear_taint(&self.taint_hooks);
+        self.register_builtin(Arc::new(session::BrowserSession(browser.clone())));
+        self.register_builtin(Arc::new(tab::BrowserTab(browser.clone())));
+        self.register_builtin(Arc::new(page::BrowserPage(browser.clone())));
+        self.browser = Some(browser);
+    }
+
+    /// The four knowledge tools on `knowledge` (none: they answer that there is none here).
+    fn register_knowledge(&mut self, knowledge: Option<Arc<dyn KnowledgeBase>>) {
+        let knowledge =
+            knowledge.unwrap_or_else(|| Arc::new(crate::tools::builtin::knowledge::Unavailable));
+        self.register_builtin(Arc::new(crate::tools::knowledge_search::KnowledgeSearch(
+            knowledge.clone(),
+        )));
+        self.register_builtin(Arc::new(crate::tools::knowledge_read::KnowledgeRead(
+            knowledge.clone(),
+        )));
+        self.register_builtin(Arc::new(crate::tools::knowledge_add::KnowledgeAdd(
+            knowledge.clone(),
+        )));
+        self.register_builtin(Arc::new(crate::tools::knowledge_edit::KnowledgeEdit(
+            knowledge,
+        )));
     }
 }
 
-/// The Lark tools' client: `None` unless `channels.lark.app_id` and `app_secret` are both set.
-fn lark_client(config: &Config) -> Option<Arc<crate::tools::lark_common::LarkClient>> {
-    let l = &config.channels.lark;
-    if l.app_id.trim().is_empty() || l.app_secret.expose().trim().is_empty() {
-        return None;
+/// The built-in tools of every build, by name: the catalog `ethan tools list`, the check of
+/// the tool names the configuration writes ([`crate::tools::engine::config_names`]) and the
+/// registry agree on. The Lark tools are in it whether or not a Lark app is configured.
+pub const BUILTIN_TOOLS: &[&str] = &[
+    "shell",
+    "file_read",
+    "file_write",
+    "file_list",
+    "find_tools",
+    "ui_card",
+    "web_search",
+    "web_fetch",
+    "rg_search",
+    "fd_find",
+    "schedule_create",
+    "schedule_list",
+    "schedule_pause",
+    "schedule_remove",
+    "knowledge_search",
+    "knowledge_read",
+    "knowledge_add",
+    "knowledge_edit",
+    "memory_save",
+    "memory_search",
+    "memory_forget",
+    "history_search",
+    "delegate",
+    "skill_read",
+    "lark_calendar_events",
+    "lark_chat_messages",
+    "lark_message_send",
+];
+
+/// The tools of the cargo feature `browser`.
+pub const BROWSER_TOOLS: [&str; 3] = ["browser_session", "browser_tab", "browser_page"];
+
+/// The tools of the cargo feature `test-tools` (the daemon's tests only).
+pub const TEST_TOOLS: [&str; 2] = ["test_panic", "test_unapproved_shell"];
+
+/// The names of every built-in tool of this binary (its features counted), sorted, whether or
+/// not the configuration enables it.
+pub fn builtin_names() -> Vec<String> {
+    let mut names: Vec<String> = BUILTIN_TOOLS.iter().map(|n| n.to_string()).collect();
+    if cfg!(feature = "browser") {
+        names.extend(BROWSER_TOOLS.iter().map(|n| n.to_string()));
     }
-    let lc = crate::config::lark_config(config);
-    crate::tools::lark_common::LarkClient::new(
-        &lc.base_url,
-        &lc.app_id,
-        &lc.app_secret,
-        l.user_access_token.expose(),
-        l.user_refresh_token.expose(),
-    )
+    if cfg!(feature = "test-tools") {
+        names.extend(TEST_TOOLS.iter().map(|n| n.to_string()));
+    }
+    names.sort();
+    names
 }
 
 #[cfg(test)]
@@ -413,13 +446,24 @@ mod tests {
         assert!(r.specs(&["no_items".to_string()]).is_empty());
     }
 
+    /// The registry as the daemon builds it from `config` (the one place tools and the
+    /// configuration meet).
+    fn builtin(config: &crate::config::Config) -> Registry {
+        crate::daemon::tool_setup::registry(config)
+    }
+
+    /// The built-ins with a Lark app configured: all of them.
+    fn every_builtin() -> Registry {
+        let mut config = crate::config::Config::default();
+        config.channels.lark.app_id = "cli_test".into();
+        config.channels.lark.app_secret = ethan_core::secret::Secret::new("sekret");
+        builtin(&config)
+    }
+
     /// The built-in tools skip meta-validation at start; this is where it happens instead.
     #[test]
     fn every_builtin_schema_is_valid_and_compiles() {
-        let mut config = Config::default();
-        config.channels.lark.app_id = "cli_test".into();
-        config.channels.lark.app_secret = crate::config::Secret::new("sekret");
-        let r = Registry::builtin(&config);
+        let r = every_builtin();
         assert!(r.skipped().is_empty(), "{:?}", r.skipped());
         let names: Vec<String> = r.iter().map(|t| t.decl().name.to_string()).collect();
         // test_panic and test_unapproved_shell.
@@ -435,9 +479,20 @@ mod tests {
         }
     }
 
+    /// The fixed catalog is exactly what the registry builds when every tool is enabled.
+    #[test]
+    fn the_catalog_names_every_builtin() {
+        let mut registered: Vec<String> = every_builtin()
+            .iter()
+            .map(|t| t.decl().name.to_string())
+            .collect();
+        registered.sort();
+        assert_eq!(registered, builtin_names());
+    }
+
     #[test]
     fn builtin_validators_are_compiled_on_first_use_and_enforced() {
-        let r = Registry::builtin(&Config::default());
+        let r = builtin(&crate::config::Config::default());
         let e = &r.tools["file_read"];
         assert!(e.validator.get().is_none(), "compiled before first use");
         let v = r.validator("file_read").unwrap().unwrap();
@@ -447,7 +502,7 @@ mod tests {
 
     #[test]
     fn builtins_register_cleanly_and_aliases_resolve() {
-        let r = Registry::builtin(&Config::default());
+        let r = builtin(&crate::config::Config::default());
         assert!(r.skipped().is_empty(), "{:?}", r.skipped());
         assert_eq!(r.resolve("bash"), Some("shell"));
         assert_eq!(r.resolve("exec"), Some("shell"));

@@ -5,7 +5,8 @@
 //! the configuration's own (the config's `load_checked`), so every misspelt name is reported
 //! in the same run as the file's other problems, each with its line.
 //!
-//! Known names are those of every built-in tool of this binary, enabled or not (the Lark tools
+//! Known names are those of the fixed catalog of built-in tools of this binary
+//! ([`crate::tools::registry::builtin_names`]), enabled or not (the Lark tools
 //! exist only with a Lark app configured, but naming them is not a typo). An alias (`bash`) is
 //! refused too: the policy matches tools by their own names. Names of MCP tools
 //! (`mcp__<server>__…`) are not checked: a server's tools are known only once it runs.

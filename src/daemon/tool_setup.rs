@@ -60,3 +60,47 @@ fn lark_client(config: &Config) -> Option<Arc<LarkClient>> {
         l.user_refresh_token.expose(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The built-ins with a Lark app configured: all of them.
+    fn every_builtin() -> Registry {
+        let mut config = Config::default();
+        config.channels.lark.app_id = "cli_test".into();
+        config.channels.lark.app_secret = crate::config::Secret::new("sekret");
+        registry(&config)
+    }
+
+    /// The built-in tools skip meta-validation at start; this is where it happens instead.
+    #[test]
+    fn every_builtin_schema_is_valid_and_compiles() {
+        let r = every_builtin();
+        assert!(r.skipped().is_empty(), "{:?}", r.skipped());
+        let names: Vec<String> = r.iter().map(|t| t.decl().name.to_string()).collect();
+        // test_panic and test_unapproved_shell.
+        let test_tools = 2 * usize::from(cfg!(feature = "test-tools"));
+        let browser = 3 * usize::from(cfg!(feature = "browser"));
+        assert_eq!(names.len(), 27 + browser + test_tools, "{names:?}");
+        assert!(names.iter().any(|n| n == "lark_message_send"), "{names:?}");
+        for tool in r.iter() {
+            let name = &tool.decl().name;
+            crate::tools::schema::check_parameters(&tool.decl().parameters)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let v = r.validator(name).unwrap();
+            assert!(v.is_ok(), "{name}: {:?}", v.err());
+        }
+    }
+
+    /// The fixed catalog is exactly what the registry builds when every tool is enabled.
+    #[test]
+    fn the_catalog_names_every_builtin() {
+        let mut registered: Vec<String> = every_builtin()
+            .iter()
+            .map(|t| t.decl().name.to_string())
+            .collect();
+        registered.sort();
+        assert_eq!(registered, crate::tools::registry::builtin_names());
+    }
+}

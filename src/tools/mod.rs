@@ -8,7 +8,7 @@
 //!   lark, ui), each a file of its own. [`args`] holds the argument helpers they share;
 //!   [`skills`] the skills `skill_read` returns and the system prompt lists; [`jobs`] what a
 //!   scheduled job is (the `schedule_*` tools create them, the scheduler runs them); [`settings`]
-//! the tools' sections of the configuration, which the config reads and re-exports.
+//!   the tools' sections of the configuration, which the config reads and re-exports.
 //!
 //! Every failure is a [`ToolError`] with an [`ErrorKind`] and a text the model can act on;
 //! nothing a model sends can panic the agent loop.

@@ -1,7 +1,7 @@
 //! The tools' own settings: the `tools:` section of the configuration (policy profile and
 //! lists, per-tool overrides, `web_search`, `web_fetch`, `browser`) and an agent's `tools`
 //! lists (`agents.<name>.tools`). The configuration reads them from the file and re-exports
-//! them (`crate::config::ToolsConfig`, …); the tools take them as values, never the whole
+//! them (`config::ToolsConfig`, …); the tools take them as values, never the whole
 //! configuration. Every struct refuses unknown keys; defaults are the documented ones
 //! (docs/configuration.md).
 

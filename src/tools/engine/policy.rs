@@ -210,10 +210,9 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
 
     fn registry() -> Registry {
-        crate::daemon::tool_setup::registry(&Config::default())
+        crate::daemon::tool_setup::registry(&Default::default())
     }
 
     fn aud(channel: ChannelKind, is_owner: bool) -> Audience {

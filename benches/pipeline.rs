@@ -115,10 +115,10 @@ fn main() {
     });
     let config = ethan::config::Config::default();
     let registry = startup_piece("Registry::builtin (all tools)", || {
-        ethan::tools::registry::Registry::builtin(&config)
+        ethan::daemon::tool_setup::registry(&config)
     });
     let again = startup_piece("Registry::builtin (second time)", || {
-        ethan::tools::registry::Registry::builtin(&config)
+        ethan::daemon::tool_setup::registry(&config)
     });
     drop(again);
     // Attribute the registry's heap: each tool's compiled argument validator on its own, and the

@@ -220,12 +220,13 @@ fn main() -> ExitCode {
         // Before any config is loaded: there may be none yet, or a broken one to replace.
         return init(cli.config, args, &redactor);
     }
-    // The tool names need the tool registry, which the config module does not know.
+    // The tool names are checked against the tools' catalog, which the config module does not
+    // know.
     let loaded = match config::load_checked(
         &config::LoadOptions {
             config_path: cli.config.clone(),
         },
-        ethan::tools::engine::config_names::name_problems,
+        ethan::daemon::tool_setup::name_problems,
     ) {
         Ok(l) => l,
         Err(e) => {

@@ -362,7 +362,7 @@ mod tests {
             },
         );
         let agents = Agents::from_config(&c);
-        let registry = crate::tools::registry::Registry::builtin(&c);
+        let registry = crate::daemon::tool_setup::registry(&c);
         let global = Policy::from_config(&c.tools);
         let stranger = Audience {
             channel: ethan_channels::ChannelKind::Telegram,

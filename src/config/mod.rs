@@ -14,15 +14,13 @@
 mod channels;
 pub mod origin;
 pub mod problems;
-mod scalar;
-mod secret;
 mod types;
 mod validate;
 pub mod watch;
 
 pub use channels::{lark_config, telegram_config};
+pub use ethan_core::secret::Secret;
 pub use problems::Problem;
-pub use secret::Secret;
 pub use types::*;
 
 use validate::validate_all;

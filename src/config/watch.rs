@@ -110,6 +110,12 @@ impl ConfigWatch {
     }
 }
 
+impl crate::tools::settings::LiveSettings for ConfigWatch {
+    fn web_search(&self) -> WebSearchConfig {
+        ConfigWatch::web_search(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -62,7 +62,7 @@ mod tests {
 
     fn registry() -> Arc<Registry> {
         let cfg = crate::config::from_value(serde_json::json!({})).unwrap();
-        Arc::new(Registry::builtin(&cfg))
+        Arc::new(crate::daemon::tool_setup::registry(&cfg))
     }
 
     fn start(name: &str) -> TurnEvent {

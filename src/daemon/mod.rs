@@ -14,6 +14,7 @@ pub mod replica;
 pub mod router;
 pub mod running;
 pub mod stream;
+pub mod tool_setup;
 pub mod trim;
 pub mod typing;
 pub mod wiring;

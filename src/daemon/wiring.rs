@@ -212,15 +212,19 @@ pub fn tools(
     common: &Common,
 ) -> Executor {
     let store = &stores.main;
-    let registry = Arc::new(Registry::builtin_at(
-        &loaded.config,
-        loaded.file_found.then_some(loaded.path.as_path()),
-        Some(Arc::new(crate::knowledge::KnowledgeHub::new(
-            &loaded.config.knowledge,
-            Some((loaded.home.join("knowledge"), stores.index.clone())),
-        ))),
-        &common.egress,
-    ));
+    let mut setup = super::tool_setup::setup(&loaded.config, &common.egress);
+    if loaded.file_found {
+        // `tools.web_search` re-read when the file changes.
+        setup.live = Some(Arc::new(crate::config::watch::ConfigWatch::at(
+            loaded.path.clone(),
+            &loaded.config,
+        )));
+    }
+    setup.knowledge = Some(Arc::new(crate::knowledge::KnowledgeHub::new(
+        &loaded.config.knowledge,
+        Some((loaded.home.join("knowledge"), stores.index.clone())),
+    )));
+    let registry = Arc::new(Registry::builtin(setup));
     let mut executor = Executor::new(
         registry,
         ExecutorOptions {

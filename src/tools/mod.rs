@@ -7,7 +7,8 @@
 //! - [`builtin`]: the built-in tools by family (exec, files, search, web, schedule, knowledge,
 //!   lark, ui), each a file of its own. [`args`] holds the argument helpers they share;
 //!   [`skills`] the skills `skill_read` returns and the system prompt lists; [`jobs`] what a
-//!   scheduled job is (the `schedule_*` tools create them, the scheduler runs them).
+//!   scheduled job is (the `schedule_*` tools create them, the scheduler runs them); [`settings`]
+//!   the tools' sections of the configuration, which the config reads and re-exports.
 //!
 //! Every failure is a [`ToolError`] with an [`ErrorKind`] and a text the model can act on;
 //! nothing a model sends can panic the agent loop.
@@ -16,6 +17,7 @@ pub mod args;
 pub mod builtin;
 pub mod engine;
 pub mod jobs;
+pub mod settings;
 pub mod skills;
 
 // The old flat paths (`crate::tools::shell`, `crate::tools::executor`, …) stay valid.
@@ -31,7 +33,7 @@ pub use builtin::search::{fd_find, rg_search};
 pub use builtin::test_panic;
 pub use builtin::ui::{find_tools, ui_card};
 pub use builtin::web::{web_fetch, web_search};
-pub use engine::{executor, policy, redact, registry, replay, schema, spill, truncate};
+pub use engine::{executor, policy, redact, registry, replay, schema, setup, spill, truncate};
 
 pub use ethan_core::tool::{
     Assessment, CallPlan, Egress, ErrorKind, Risk, Taint, Tool, ToolContext, ToolDecl, ToolError,

@@ -88,7 +88,7 @@ async fn registry(
     loaded: &ethan::config::Loaded,
 ) -> (Arc<Registry>, Arc<ethan::mcp::manager::McpManager>) {
     let slot: ethan::tools::executor::RegistrySlot = Arc::new(std::sync::RwLock::new(Arc::new(
-        Registry::builtin(&loaded.config),
+        ethan::daemon::tool_setup::registry(&loaded.config),
     )));
     let mcp = ethan::mcp::manager::McpManager::new(loaded, slot.clone());
     mcp.start();
@@ -659,7 +659,7 @@ async fn a_job_grant_covers_exactly_the_job_its_approval_showed() {
     let home = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(home.path().join("workspace")).unwrap();
     let loaded = config(home.path());
-    let r = Registry::builtin(&loaded.config);
+    let r = ethan::daemon::tool_setup::registry(&loaded.config);
     let asker = Asker::new(&loaded, &r);
     let create = r.get("schedule_create").unwrap().clone();
     let (deny, session) = (ApprovalChoice::Deny, ApprovalChoice::Session);

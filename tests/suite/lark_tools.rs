@@ -15,7 +15,6 @@ use ethan::tools::lark_common::LarkClient;
 use ethan::tools::lark_messages::LarkChatMessages;
 use ethan::tools::lark_send::LarkMessageSend;
 use ethan::tools::policy::{Audience, Policy};
-use ethan::tools::registry::Registry;
 use ethan::tools::{ErrorKind, Tool, ToolContext, ToolResult};
 use ethan_channels::ChannelKind;
 use lark_openapi::FakeOpenApi;
@@ -361,9 +360,9 @@ fn lark_config() -> Config {
 
 #[test]
 fn tools_are_registered_only_when_lark_is_configured() {
-    let none = Registry::builtin(&Config::default());
+    let none = ethan::daemon::tool_setup::registry(&Config::default());
     assert!(none.get("lark_message_send").is_none());
-    let r = Registry::builtin(&lark_config());
+    let r = ethan::daemon::tool_setup::registry(&lark_config());
     assert!(r.skipped().is_empty(), "{:?}", r.skipped());
     for name in [
         "lark_calendar_events",
@@ -377,7 +376,7 @@ fn tools_are_registered_only_when_lark_is_configured() {
 #[test]
 fn sending_is_owner_only_and_always_asks() {
     let config = lark_config();
-    let r = Registry::builtin(&config);
+    let r = ethan::daemon::tool_setup::registry(&config);
     let policy = Policy::from_config(&config.tools);
     let send = r.get("lark_message_send").unwrap();
     let non_owner = Audience {
@@ -448,7 +447,7 @@ async fn the_executor_refuses_non_owners_and_asks_the_owner_every_time() {
         approve: true,
     });
     let executor = Executor::new(
-        Arc::new(Registry::builtin(&config)),
+        Arc::new(ethan::daemon::tool_setup::registry(&config)),
         ExecutorOptions {
             store: None,
             secrets: vec![],

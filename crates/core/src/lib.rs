@@ -14,6 +14,7 @@
 //! - [`clock`]: the wall clock tools and the scheduler read;
 //! - [`net`]: a network failure in one line a person can act on (the model and Lark clients, the
 //!   adapters);
+//! - [`secret`]: a credential that never shows itself in logs, as the config reads it;
 //! - [`knowledge`]: the knowledge base as the knowledge tools use it, and the notes and search
 //!   results they exchange.
 
@@ -27,6 +28,7 @@ pub mod message;
 pub mod net;
 pub mod provider;
 pub mod sandbox;
+pub mod secret;
 pub mod store;
 pub mod tool;
 

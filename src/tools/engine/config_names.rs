@@ -5,42 +5,28 @@
 //! the configuration's own (the config's `load_checked`), so every misspelt name is reported
 //! in the same run as the file's other problems, each with its line.
 //!
-//! Known names are those of every built-in tool of this binary, enabled or not (the Lark tools
+//! Known names are those of the fixed catalog of built-in tools of this binary
+//! ([`crate::tools::registry::builtin_names`]), enabled or not (the Lark tools
 //! exist only with a Lark app configured, but naming them is not a typo). An alias (`bash`) is
 //! refused too: the policy matches tools by their own names. Names of MCP tools
 //! (`mcp__<server>__…`) are not checked: a server's tools are known only once it runs.
 
-use crate::config::{Config, Secret};
-use crate::tools::registry::{Registry, ALIASES};
+use crate::tools::registry::{builtin_names, ALIASES, BROWSER_TOOLS};
+use crate::tools::settings::{AgentTools, ToolsConfig};
 
 /// How every MCP tool's name starts (`mcp__<server>__<tool>`); such names come and go with
 /// the servers, so the config may name them before they are registered.
 pub const MCP_TOOL_PREFIX: &str = "mcp__";
 
-/// The tools of the cargo feature `browser`: a configuration may name them in a build without
-/// it, and is told why they are missing rather than that they are typos.
-const BROWSER_TOOLS: [&str; 3] = ["browser_session", "browser_tab", "browser_page"];
-
-/// The names of every built-in tool of this binary, sorted, whether or not the configuration
-/// enables it.
-pub fn builtin_names() -> Vec<String> {
-    let mut config = Config::default();
-    // With a Lark app the Lark tools are registered too; nothing is contacted.
-    config.channels.lark.app_id = "cli_tool_names".into();
-    config.channels.lark.app_secret = Secret::new("tool-names");
-    let mut names: Vec<String> = Registry::builtin(&config)
-        .iter()
-        .map(|t| t.decl().name.to_string())
-        .collect();
-    names.sort();
-    names
-}
-
 /// Every tool name the configuration gets wrong, as `(key path, message)`, each list entry
 /// with its index so its line can be shown: `("tools.deny[1]", "no tool named \"shel\" (did you
 /// mean \"shell\"?)")`. Checked: `tools.allow`, `tools.also_allow`, `tools.deny`,
-/// `tools.fast_path`, the per-tool sections (`tools.<name>`), and each agent's `tools` lists.
-pub fn name_problems(config: &Config) -> Vec<(String, String)> {
+/// `tools.fast_path`, the per-tool sections (`tools.<name>`), and the `tools` lists of each
+/// agent in `agents` (its name and its `agents.<name>.tools`).
+pub fn name_problems<'a>(
+    tools: &ToolsConfig,
+    agents: impl IntoIterator<Item = (&'a str, &'a AgentTools)>,
+) -> Vec<(String, String)> {
     let known = builtin_names();
     let mut out = Vec::new();
     let mut list = |key: &str, names: &[String]| {
@@ -50,18 +36,14 @@ pub fn name_problems(config: &Config) -> Vec<(String, String)> {
             }
         }
     };
-    let tools = &config.tools;
     list("tools.allow", &tools.allow);
     list("tools.also_allow", &tools.also_allow);
     list("tools.deny", &tools.deny);
     list("tools.fast_path", &tools.fast_path);
-    for (agent, a) in &config.agents {
-        list(&format!("agents.{agent}.tools.allow"), &a.tools.allow);
-        list(
-            &format!("agents.{agent}.tools.also_allow"),
-            &a.tools.also_allow,
-        );
-        list(&format!("agents.{agent}.tools.deny"), &a.tools.deny);
+    for (agent, a) in agents {
+        list(&format!("agents.{agent}.tools.allow"), &a.allow);
+        list(&format!("agents.{agent}.tools.also_allow"), &a.also_allow);
+        list(&format!("agents.{agent}.tools.deny"), &a.deny);
     }
     for name in tools.per_tool.keys() {
         if let Some(message) = problem(&known, name) {
@@ -129,10 +111,27 @@ fn edit_distance(a: &str, b: &str) -> usize {
 mod tests {
     use super::*;
 
-    fn with_deny(deny: &[&str]) -> Config {
-        let mut c = Config::default();
-        c.tools.deny = deny.iter().map(|s| s.to_string()).collect();
-        c
+    fn with_deny(deny: &[&str]) -> ToolsConfig {
+        ToolsConfig {
+            deny: deny.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn name_problems(tools: &ToolsConfig) -> Vec<(String, String)> {
+        super::name_problems(tools, [])
+    }
+
+    #[test]
+    fn an_agent_list_is_checked_with_its_key() {
+        let agent = AgentTools {
+            allow: vec!["shell".into(), "web_serch".into()],
+            ..Default::default()
+        };
+        let p = super::name_problems(&ToolsConfig::default(), [("coder", &agent)]);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].0, "agents.coder.tools.allow[1]");
+        assert!(p[0].1.contains("did you mean \"web_search\""), "{p:?}");
     }
 
     #[test]
@@ -155,10 +154,10 @@ mod tests {
         // No Lark app is configured, yet naming a Lark tool is not a typo.
         let mut c = with_deny(&["shell", "lark_message_send", "find_tools"]);
         assert!(name_problems(&c).is_empty());
-        c.tools.per_tool.insert("shell".into(), Default::default());
-        c.tools.fast_path.push("web_fetch".into());
+        c.per_tool.insert("shell".into(), Default::default());
+        c.fast_path.push("web_fetch".into());
         assert!(name_problems(&c).is_empty());
-        c.tools.per_tool.insert("shelll".into(), Default::default());
+        c.per_tool.insert("shelll".into(), Default::default());
         let p = name_problems(&c);
         assert_eq!(p.len(), 1);
         assert_eq!(p[0].0, "tools.shelll");

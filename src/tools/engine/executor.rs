@@ -26,11 +26,11 @@
 //! Every proposal gets exactly one audit entry, refused ones included, with its arguments
 //! redacted ([`crate::tools::redact`]).
 
-use crate::config::ToolOverride;
 use crate::tools::policy::{Audience, Policy};
 use crate::tools::redact::Redactor;
 use crate::tools::registry::Registry;
 use crate::tools::replay::{replay_key, ReplayGuard};
+use crate::tools::settings::ToolOverride;
 use crate::tools::truncate::{truncate_for_model, MODEL_OUTPUT_LIMIT};
 use crate::tools::{ErrorKind, Tool, ToolContext, ToolResult};
 use ethan_core::message::ToolCall;

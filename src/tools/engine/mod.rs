@@ -9,5 +9,6 @@ pub mod redact;
 pub mod registry;
 pub mod replay;
 pub mod schema;
+pub mod setup;
 pub mod spill;
 pub mod truncate;

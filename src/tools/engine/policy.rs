@@ -17,8 +17,8 @@
 //! [`Audience`] predicates to the calls that need a yes (the consent rule,
 //! docs/ARCHITECTURE.md).
 
-use crate::config::{Profile, ToolsConfig};
 use crate::tools::registry::Registry;
+use crate::tools::settings::{Profile, ToolsConfig};
 use ethan_core::ChannelKind;
 use std::collections::BTreeSet;
 
@@ -210,10 +210,9 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
 
     fn registry() -> Registry {
-        Registry::builtin(&Config::default())
+        crate::daemon::tool_setup::registry(&Default::default())
     }
 
     fn aud(channel: ChannelKind, is_owner: bool) -> Audience {

@@ -11,9 +11,10 @@
 //! `jsonschema` crate's meta-schema state). Tools from anywhere else ([`Registry::register`]) get
 //! the full check and their validator at registration. Either way a validator is compiled once.
 
-use crate::config::Config;
+use crate::tools::engine::setup::ToolsSetup;
 use crate::tools::schema::{check_parameters, check_shape, ArgsValidator};
 use crate::tools::Tool;
+use ethan_core::knowledge::KnowledgeBase;
 use ethan_core::message::ToolSpec;
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -205,39 +206,30 @@ impl Registry {
             .collect()
     }
 
-    /// The builtin tools, configured from `config` (web_search settings fixed at start).
-    /// No knowledge base (it needs the daemon's store).
-    /// Its egress guards have an [`crate::egress::Egress`] of their own.
-    pub fn builtin(config: &Config) -> Self {
-        Self::builtin_at(config, None, None, &Default::default())
-    }
-
-    /// The builtin tools; with `config_path`, `tools.web_search` is re-read from that file when
-    /// it changes (no restart needed). `knowledge`: the knowledge base of the `knowledge_*` tools
-    /// (none: they answer that there is none here). The web tools' and the browser's egress
-    /// guards share `egress` (the daemon's).
-    pub fn builtin_at(
-        config: &Config,
-        config_path: Option<&std::path::Path>,
-        knowledge: Option<Arc<dyn ethan_core::knowledge::KnowledgeBase>>,
-        egress: &crate::egress::Egress,
-    ) -> Self {
-        let shell_timeout = config
-            .tools
-            .per_tool
-            .get("shell")
+    /// The built-in tools, each given what it needs from `setup` (built by the daemon from its
+    /// configuration). The Lark tools are registered only with a Lark client. Every name
+    /// registered is one of [`BUILTIN_TOOLS`].
+    pub fn builtin(setup: ToolsSetup) -> Self {
+        let ToolsSetup {
+            tools,
+            secrets,
+            timezone: tz,
+            models,
+            max_image_bytes,
+            live,
+            knowledge,
+            lark,
+            egress,
+        } = setup;
+        let shell = tools.per_tool.get("shell");
+        let shell_timeout = shell
             .and_then(|o| o.timeout_secs)
             .unwrap_or(crate::tools::shell::DEFAULT_TIMEOUT_SECS);
-        let git_hooks = config
-            .tools
-            .per_tool
-            .get("shell")
-            .and_then(|o| o.git_hooks)
-            .unwrap_or(false);
+        let git_hooks = shell.and_then(|o| o.git_hooks).unwrap_or(false);
         let mut r = Registry::default();
         r.register_builtin(Arc::new(
             crate::tools::shell::Shell::new(shell_timeout)
-                .with_secrets(crate::config::secret_values(config))
+                .with_secrets(secrets)
                 .with_git_hooks(git_hooks),
         ));
         r.register_builtin(Arc::new(crate::tools::file_read::FileRead));
@@ -245,50 +237,23 @@ impl Registry {
         r.register_builtin(Arc::new(crate::tools::file_list::FileList));
         r.register_builtin(Arc::new(crate::tools::find_tools::FindTools));
         r.register_builtin(Arc::new(crate::tools::ui_card::UiCard));
-        let search = match config_path {
-            Some(p) => crate::tools::web_search::WebSearch::watching(Arc::new(
-                crate::config::watch::ConfigWatch::at(p.to_path_buf(), config),
-            )),
-            None => crate::tools::web_search::WebSearch::new(config.tools.web_search.clone()),
+        let search = match live {
+            Some(live) => crate::tools::web_search::WebSearch::watching(live),
+            None => crate::tools::web_search::WebSearch::new(tools.web_search.clone()),
         };
-        r.register_builtin(Arc::new(search.within(egress)));
-        let fetch = crate::tools::web_fetch::WebFetch::guarded(
-            &config.tools.web_fetch,
-            egress.system_guard(&config.tools.web_fetch.allow_private),
-        );
+        r.register_builtin(Arc::new(search.within(&egress)));
+        let guard = || egress.system_guard(&tools.web_fetch.allow_private);
+        let fetch = crate::tools::web_fetch::WebFetch::guarded(&tools.web_fetch, guard());
         r.register_builtin(Arc::new(fetch));
         // One headless browser per daemon, shared by the three browser tools.
         #[cfg(feature = "browser")]
-        {
-            let browser = crate::tools::builtin::browser::hub::BrowserHub::new(
-                config.tools.browser.clone(),
-                egress.system_guard(&config.tools.web_fetch.allow_private),
-            );
-            browser.set_image_limit(config.media.max_image_bytes);
-            browser.hear_taint(&r.taint_hooks);
-            r.register_builtin(Arc::new(
-                crate::tools::builtin::browser::session::BrowserSession(browser.clone()),
-            ));
-            r.register_builtin(Arc::new(crate::tools::builtin::browser::tab::BrowserTab(
-                browser.clone(),
-            )));
-            r.register_builtin(Arc::new(crate::tools::builtin::browser::page::BrowserPage(
-                browser.clone(),
-            )));
-            r.browser = Some(browser);
-        }
+        r.register_browser(tools.browser.clone(), guard(), max_image_bytes);
+        #[cfg(not(feature = "browser"))]
+        let _ = max_image_bytes;
         r.register_builtin(Arc::new(crate::tools::rg_search::RgSearch::new()));
         r.register_builtin(Arc::new(crate::tools::fd_find::FdFind::new()));
-        let tz = config.timezone.clone();
         r.register_builtin(Arc::new(
-            crate::tools::schedule_create::ScheduleCreate::new(tz.clone()).with_models(
-                config
-                    .model
-                    .endpoints()
-                    .into_iter()
-                    .map(|e| e.name)
-                    .collect(),
-            ),
+            crate::tools::schedule_create::ScheduleCreate::new(tz.clone()).with_models(models),
         ));
         r.register_builtin(Arc::new(crate::tools::schedule_list::ScheduleList::new(
             tz.clone(),
@@ -297,22 +262,9 @@ impl Registry {
             tz.clone(),
         )));
         r.register_builtin(Arc::new(
-            crate::tools::schedule_remove::ScheduleRemove::new(tz),
+            crate::tools::schedule_remove::ScheduleRemove::new(tz.clone()),
         ));
-        let knowledge =
-            knowledge.unwrap_or_else(|| Arc::new(crate::tools::builtin::knowledge::Unavailable));
-        r.register_builtin(Arc::new(crate::tools::knowledge_search::KnowledgeSearch(
-            knowledge.clone(),
-        )));
-        r.register_builtin(Arc::new(crate::tools::knowledge_read::KnowledgeRead(
-            knowledge.clone(),
-        )));
-        r.register_builtin(Arc::new(crate::tools::knowledge_add::KnowledgeAdd(
-            knowledge.clone(),
-        )));
-        r.register_builtin(Arc::new(crate::tools::knowledge_edit::KnowledgeEdit(
-            knowledge,
-        )));
+        r.register_knowledge(knowledge);
         r.register_builtin(Arc::new(crate::tools::memory_save::MemorySave));
         r.register_builtin(Arc::new(crate::tools::memory_search::MemorySearch));
         r.register_builtin(Arc::new(crate::tools::memory_forget::MemoryForget));
@@ -327,8 +279,7 @@ impl Registry {
                 crate::tools::shell::Shell::new(shell_timeout),
             ),
         ));
-        if let Some(lark) = lark_client(config) {
-            let tz = config.timezone.clone();
+        if let Some(lark) = lark {
             r.register_builtin(Arc::new(
                 crate::tools::lark_calendar::LarkCalendarEvents::new(lark.clone(), tz.clone()),
             ));
@@ -339,24 +290,101 @@ impl Registry {
                 lark,
             )));
         }
+        debug_assert!(
+            r.tools.keys().all(|n| builtin_names().contains(n)),
+            "a built-in tool missing from BUILTIN_TOOLS"
+        );
         r
+    }
+
+    /// The browser tools, sharing one headless browser.
+    #[cfg(feature = "browser")]
+    fn register_browser(
+        &mut self,
+        config: crate::tools::settings::BrowserConfig,
+        guard: crate::egress::EgressGuard,
+        max_image_bytes: u64,
+    ) {
+        use crate::tools::builtin::browser::{hub, page, session, tab};
+        let browser = hub::BrowserHub::new(config, guard);
+        browser.set_image_limit(max_image_bytes);
+        browser.hear_taint(&self.taint_hooks);
+        self.register_builtin(Arc::new(session::BrowserSession(browser.clone())));
+        self.register_builtin(Arc::new(tab::BrowserTab(browser.clone())));
+        self.register_builtin(Arc::new(page::BrowserPage(browser.clone())));
+        self.browser = Some(browser);
+    }
+
+    /// The four knowledge tools on `knowledge` (none: they answer that there is none here).
+    fn register_knowledge(&mut self, knowledge: Option<Arc<dyn KnowledgeBase>>) {
+        let knowledge =
+            knowledge.unwrap_or_else(|| Arc::new(crate::tools::builtin::knowledge::Unavailable));
+        self.register_builtin(Arc::new(crate::tools::knowledge_search::KnowledgeSearch(
+            knowledge.clone(),
+        )));
+        self.register_builtin(Arc::new(crate::tools::knowledge_read::KnowledgeRead(
+            knowledge.clone(),
+        )));
+        self.register_builtin(Arc::new(crate::tools::knowledge_add::KnowledgeAdd(
+            knowledge.clone(),
+        )));
+        self.register_builtin(Arc::new(crate::tools::knowledge_edit::KnowledgeEdit(
+            knowledge,
+        )));
     }
 }
 
-/// The Lark tools' client: `None` unless `channels.lark.app_id` and `app_secret` are both set.
-fn lark_client(config: &Config) -> Option<Arc<crate::tools::lark_common::LarkClient>> {
-    let l = &config.channels.lark;
-    if l.app_id.trim().is_empty() || l.app_secret.expose().trim().is_empty() {
-        return None;
+/// The built-in tools of every build, by name: the catalog `ethan tools list`, the check of
+/// the tool names the configuration writes ([`crate::tools::engine::config_names`]) and the
+/// registry agree on. The Lark tools are in it whether or not a Lark app is configured.
+pub const BUILTIN_TOOLS: &[&str] = &[
+    "shell",
+    "file_read",
+    "file_write",
+    "file_list",
+    "find_tools",
+    "ui_card",
+    "web_search",
+    "web_fetch",
+    "rg_search",
+    "fd_find",
+    "schedule_create",
+    "schedule_list",
+    "schedule_pause",
+    "schedule_remove",
+    "knowledge_search",
+    "knowledge_read",
+    "knowledge_add",
+    "knowledge_edit",
+    "memory_save",
+    "memory_search",
+    "memory_forget",
+    "history_search",
+    "delegate",
+    "skill_read",
+    "lark_calendar_events",
+    "lark_chat_messages",
+    "lark_message_send",
+];
+
+/// The tools of the cargo feature `browser`.
+pub const BROWSER_TOOLS: [&str; 3] = ["browser_session", "browser_tab", "browser_page"];
+
+/// The tools of the cargo feature `test-tools` (the daemon's tests only).
+pub const TEST_TOOLS: [&str; 2] = ["test_panic", "test_unapproved_shell"];
+
+/// The names of every built-in tool of this binary (its features counted), sorted, whether or
+/// not the configuration enables it.
+pub fn builtin_names() -> Vec<String> {
+    let mut names: Vec<String> = BUILTIN_TOOLS.iter().map(|n| n.to_string()).collect();
+    if cfg!(feature = "browser") {
+        names.extend(BROWSER_TOOLS.iter().map(|n| n.to_string()));
     }
-    let lc = crate::config::lark_config(config);
-    crate::tools::lark_common::LarkClient::new(
-        &lc.base_url,
-        &lc.app_id,
-        &lc.app_secret,
-        l.user_access_token.expose(),
-        l.user_refresh_token.expose(),
-    )
+    if cfg!(feature = "test-tools") {
+        names.extend(TEST_TOOLS.iter().map(|n| n.to_string()));
+    }
+    names.sort();
+    names
 }
 
 #[cfg(test)]
@@ -413,31 +441,15 @@ mod tests {
         assert!(r.specs(&["no_items".to_string()]).is_empty());
     }
 
-    /// The built-in tools skip meta-validation at start; this is where it happens instead.
-    #[test]
-    fn every_builtin_schema_is_valid_and_compiles() {
-        let mut config = Config::default();
-        config.channels.lark.app_id = "cli_test".into();
-        config.channels.lark.app_secret = crate::config::Secret::new("sekret");
-        let r = Registry::builtin(&config);
-        assert!(r.skipped().is_empty(), "{:?}", r.skipped());
-        let names: Vec<String> = r.iter().map(|t| t.decl().name.to_string()).collect();
-        // test_panic and test_unapproved_shell.
-        let test_tools = 2 * usize::from(cfg!(feature = "test-tools"));
-        let browser = 3 * usize::from(cfg!(feature = "browser"));
-        assert_eq!(names.len(), 27 + browser + test_tools, "{names:?}");
-        assert!(names.iter().any(|n| n == "lark_message_send"), "{names:?}");
-        for tool in r.iter() {
-            let name = &tool.decl().name;
-            check_parameters(&tool.decl().parameters).unwrap_or_else(|e| panic!("{name}: {e}"));
-            let v = r.validator(name).unwrap();
-            assert!(v.is_ok(), "{name}: {:?}", v.err());
-        }
+    /// The registry as the daemon builds it from the default configuration. (What it builds
+    /// with every tool enabled is checked against the catalog in `daemon::tool_setup`.)
+    fn builtin() -> Registry {
+        crate::daemon::tool_setup::registry(&Default::default())
     }
 
     #[test]
     fn builtin_validators_are_compiled_on_first_use_and_enforced() {
-        let r = Registry::builtin(&Config::default());
+        let r = builtin();
         let e = &r.tools["file_read"];
         assert!(e.validator.get().is_none(), "compiled before first use");
         let v = r.validator("file_read").unwrap().unwrap();
@@ -447,7 +459,7 @@ mod tests {
 
     #[test]
     fn builtins_register_cleanly_and_aliases_resolve() {
-        let r = Registry::builtin(&Config::default());
+        let r = builtin();
         assert!(r.skipped().is_empty(), "{:?}", r.skipped());
         assert_eq!(r.resolve("bash"), Some("shell"));
         assert_eq!(r.resolve("exec"), Some("shell"));

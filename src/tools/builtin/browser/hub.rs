@@ -34,9 +34,9 @@
 //!
 //! [`ToolContext::session_key`]: crate::tools::ToolContext
 
-use crate::config::BrowserConfig;
 use crate::egress::proxy::{BrowserProxy, Zone};
 use crate::egress::EgressGuard;
+use crate::tools::settings::BrowserConfig;
 use chromiumoxide::cdp::browser_protocol::browser::{
     BrowserContextId, SetDownloadBehaviorBehavior, SetDownloadBehaviorParams,
 };

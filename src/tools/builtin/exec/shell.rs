@@ -609,9 +609,8 @@ mod tests {
         let mut registry = crate::tools::registry::Registry::default();
         registry.register(Arc::new(shell));
         let store = crate::store::Store::open_in_memory().unwrap().shared();
-        let config = crate::config::Config::default();
         let consent = Arc::new(Consent::new(
-            Owners::new(&config, store.clone()),
+            Owners::new(&Default::default(), store.clone()),
             Duration::from_secs(30),
             None,
         ));

@@ -23,9 +23,9 @@
 //! Every failure is a [`ToolResult`] error: `denied` for the egress guard, `validation` for a bad
 //! URL or a binary body, `timeout`, `dependency` for network and HTTP errors.
 
-use crate::config::WebFetchConfig;
 use crate::egress::{EgressClient, EgressError, EgressGuard, Lookup, Route, SystemLookup};
 use crate::tools::args::req_str;
+use crate::tools::settings::WebFetchConfig;
 use crate::tools::{CallPlan, ToolDecl};
 use crate::tools::{ErrorKind, Risk, Tool, ToolContext};
 use crate::tools::{ToolError, ToolOutput};

@@ -41,7 +41,7 @@ fn executor_with(
 
 fn executor() -> Executor {
     executor_with(
-        Registry::builtin(&crate::config::Config::default()),
+        crate::daemon::tool_setup::registry(&crate::config::Config::default()),
         None,
         None,
     )
@@ -113,7 +113,7 @@ async fn long_output_is_cut_for_the_model_and_spilled() {
     let spill = dir.path().join("spill");
     std::fs::write(dir.path().join("big"), "y".repeat(20_000)).unwrap();
     let e = executor_with(
-        Registry::builtin(&crate::config::Config::default()),
+        crate::daemon::tool_setup::registry(&crate::config::Config::default()),
         None,
         Some(spill.clone()),
     );
@@ -135,7 +135,7 @@ async fn replayed_side_effect_call_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let store = crate::store::Store::open_in_memory().unwrap().shared();
     let e = executor_with(
-        Registry::builtin(&crate::config::Config::default()),
+        crate::daemon::tool_setup::registry(&crate::config::Config::default()),
         Some(store.clone()),
         None,
     );
@@ -153,7 +153,7 @@ async fn replayed_side_effect_call_is_refused() {
     assert_eq!(std::fs::read_to_string(dir.path().join("f")).unwrap(), "x");
     // A restarted daemon (new executor, same database) recognises the key too.
     let e2 = executor_with(
-        Registry::builtin(&crate::config::Config::default()),
+        crate::daemon::tool_setup::registry(&crate::config::Config::default()),
         Some(store.clone()),
         None,
     );
@@ -354,7 +354,7 @@ async fn a_panicking_tool_yields_internal_and_its_batch_still_returns() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a"), "A").unwrap();
     let store = crate::store::Store::open_in_memory().unwrap().shared();
-    let mut r = Registry::builtin(&crate::config::Config::default());
+    let mut r = crate::daemon::tool_setup::registry(&crate::config::Config::default());
     r.register(Arc::new(Boom));
     let e = executor_with(r, Some(store.clone()), None);
     // One batch of read-only calls, the panicking one in the middle.

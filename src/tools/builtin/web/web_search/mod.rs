@@ -7,7 +7,7 @@
 //! a section per provider whose `base_url` overrides the public endpoint. `SEARXNG_BASE_URL`
 //! switches to SearXNG when the config file sets no SearXNG base URL (the configured provider
 //! then comes right after it). Built with [`WebSearch::watching`], the tool reads the settings
-//! through a [`ConfigWatch`] at every call, so an edit of the config file takes effect without a
+//! through a [`LiveSettings`] (the config file watched) at every call, so an edit of the config file takes effect without a
 //! restart.
 //!
 //! Fallback: when a provider fails (network error, timeout, HTTP error, an answer that cannot be
@@ -22,9 +22,8 @@ pub mod duckduckgo;
 pub mod searxng;
 pub mod tavily;
 
-use crate::config::watch::ConfigWatch;
-use crate::config::{SearchProvider, WebSearchConfig};
 use crate::tools::args::{opt_u64, req_str};
+use crate::tools::settings::{LiveSettings, SearchProvider, WebSearchConfig};
 use crate::tools::{CallPlan, ToolDecl};
 use crate::tools::{ErrorKind, Risk, Tool, ToolContext};
 use crate::tools::{ToolError, ToolOutput};
@@ -226,7 +225,7 @@ fn non_empty(s: &str) -> Option<&str> {
 /// Where the settings come from.
 enum Settings {
     Fixed(Box<WebSearchConfig>),
-    Watched(Arc<ConfigWatch>),
+    Watched(Arc<dyn LiveSettings>),
 }
 
 impl Settings {
@@ -267,7 +266,7 @@ impl WebSearch {
 
     /// A tool that reads `tools.web_search` from the config file at every call (changes apply
     /// without a restart).
-    pub fn watching(watch: Arc<ConfigWatch>) -> Self {
+    pub fn watching(watch: Arc<dyn LiveSettings>) -> Self {
         let cfg = watch.web_search();
         Self::build(Settings::Watched(watch), &cfg)
     }
@@ -566,7 +565,7 @@ fn render(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Secret;
+    use ethan_core::secret::Secret;
 
     fn names(c: &[(SearchProvider, Result<Endpoint, String>)]) -> Vec<SearchProvider> {
         c.iter().map(|(p, _)| *p).collect()

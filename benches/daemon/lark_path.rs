@@ -1,15 +1,18 @@
-//! The Lark path: the figures of the Telegram runs for a Lark group, where every answer is a
-//! CardKit streaming card (PROTOCOLS §5.2): the card is created with the first words, sent as the
-//! reply to the @mention, written as the model goes on, and closed (`PATCH …/settings`,
-//! `streaming_mode: false`) when the answer is complete.
+//! The Lark path: the figures of the Telegram runs for a Lark group. A group is a public room
+//! (`src/daemon/group_view.rs`): no text is shown before the final answer, so an answer without
+//! tool lines is one ordinary reply card sent when the turn ends; a turn that shows tool lines
+//! is a CardKit streaming card (PROTOCOLS §5.2), created with the first line, sent as the reply
+//! to the @mention, and closed (`PATCH …/settings`, `streaming_mode: false`) with the answer.
+//! An answer is *final on screen* at whichever of the two arrives: the ordinary reply carrying
+//! its `bench-<tag>`, or the settings patch closing the card that shows it.
 //!
 //! The user's message goes out as an `im.message.receive_v1` event on the fake's websocket (real
 //! pbbp2 frames); the instant model of [`crate::fake`] answers it, and the Lark fake records when
 //! each card, reply and settings patch arrived. Legs per message, in µs:
 //! - *inbound*: the event frame pushed → the model request arrived;
-//! - *outbound*: the model's answer complete → the card closed (the answer final on screen);
-//! - *first update*: the model's first chunk written → the reply carrying the card arrived (the
-//!   first thing the group sees).
+//! - *outbound*: the model's answer complete → the answer final on screen;
+//! - *first update*: the model's first chunk written → the first message of the answer arrived
+//!   (the first thing the group sees: the card's reply, or the ordinary reply).
 
 use crate::fake::{self, Fakes};
 use crate::lark::{self, FakeLark};
@@ -58,16 +61,55 @@ fn us(a: Option<Instant>, b: Option<Instant>) -> Option<f64> {
     Some(b?.saturating_duration_since(a?).as_secs_f64() * 1e6)
 }
 
-/// Wait until the fake has seen `n` finished cards; `false` after `timeout`.
-async fn wait_finished(lark: &FakeLark, n: usize, timeout: Duration) -> bool {
-    let deadline = Instant::now() + timeout;
-    while lark.finished_cards() < n {
-        if Instant::now() >= deadline {
-            return false;
+/// Answers final on screen since a starting point: cards closed, counted by the fake, and
+/// ordinary replies (no card entity) carrying a `bench-<tag>`, read as they arrive.
+struct Answers {
+    cards_before: usize,
+    cursor: usize,
+    replies: HashMap<u64, Instant>,
+}
+
+impl Answers {
+    fn start(lark: &FakeLark) -> Answers {
+        let mut cursor = 0;
+        lark.messages_since(&mut cursor);
+        Answers {
+            cards_before: lark.finished_cards(),
+            cursor,
+            replies: HashMap::new(),
         }
-        tokio::time::sleep(Duration::from_micros(500)).await;
     }
-    true
+
+    /// Read the replies that arrived since the last call.
+    fn poll(&mut self, lark: &FakeLark) {
+        for m in lark.messages_since(&mut self.cursor) {
+            if m.card_entity.is_some() {
+                continue; // a streaming card: final when closed
+            }
+            if let Some(tag) = fake::tag_of(&m.content.to_string()) {
+                self.replies.entry(tag).or_insert(m.at.into_std());
+            }
+        }
+    }
+
+    fn count(&self, lark: &FakeLark) -> usize {
+        lark.finished_cards().saturating_sub(self.cards_before) + self.replies.len()
+    }
+
+    /// Wait until `n` answers are final; `false` after `timeout`.
+    async fn wait(&mut self, lark: &FakeLark, n: usize, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.poll(lark);
+            if self.count(lark) >= n {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_micros(500)).await;
+        }
+    }
 }
 
 /// Push `@bot <text> bench-<tag>` into `chat` from `sender`; returns the tag.
@@ -89,13 +131,13 @@ pub async fn sequential(
     timeout: Duration,
 ) -> Result<LarkLegs, String> {
     let mut tags = Vec::with_capacity(n);
+    let mut answers = Answers::start(lark);
     for i in 0..n {
         let g = groups.next;
         groups.next = (g + 1) % GROUPS;
         if let Some(at) = groups.answered[g] {
             tokio::time::sleep_until((at + SPACING).into()).await;
         }
-        let before = lark.finished_cards();
         let tag = push(
             fakes,
             lark,
@@ -103,26 +145,27 @@ pub async fn sequential(
             OWNER,
             "hello",
         );
-        if !wait_finished(lark, before + 1, timeout).await {
+        if !answers.wait(lark, i + 1, timeout).await {
             return Err(format!(
-                "Lark message {i} (bench-{tag}) got no finished card in {timeout:?}"
+                "Lark message {i} (bench-{tag}) got no final answer (a reply or a closed card) \
+                 in {timeout:?}"
             ));
         }
         groups.answered[g] = Some(Instant::now());
         tags.push(tag);
     }
-    Ok(legs(fakes, lark, &tags))
+    Ok(legs(fakes, lark, &tags, &answers.replies))
 }
 
-/// `chats` groups, one @mention each, pushed at once: (cards finished, seconds from the first
-/// push to the last card closed).
+/// `chats` groups, one @mention each, pushed at once: (answers final on screen, seconds from the
+/// first push to the last of them).
 pub async fn burst(
     fakes: &Fakes,
     lark: &FakeLark,
     chats: usize,
     timeout: Duration,
 ) -> (usize, f64) {
-    let before = lark.finished_cards();
+    let mut answers = Answers::start(lark);
     let t0 = Instant::now();
     for c in 0..chats {
         push(
@@ -133,21 +176,22 @@ pub async fn burst(
             "msg",
         );
     }
-    wait_finished(lark, before + chats, timeout).await;
+    answers.wait(lark, chats, timeout).await;
     let settings = lark.card_settings();
     let closed: Vec<Instant> = settings
         .iter()
         .filter(|s| s.closes_streaming())
         .map(|s| s.at.into_std())
+        .chain(answers.replies.values().copied())
         .filter(|at| *at >= t0)
         .collect();
     let last = closed.iter().max().copied().unwrap_or(t0);
     (closed.len(), last.duration_since(t0).as_secs_f64())
 }
 
-/// The legs of `tags`, from the fakes' records: each card is matched to its message by the
-/// `bench-<tag>` its answer shows.
-fn legs(fakes: &Fakes, lark: &FakeLark, tags: &[u64]) -> LarkLegs {
+/// The legs of `tags`, from the fakes' records: each card or ordinary reply (`replies`, when it
+/// arrived) is matched to its message by the `bench-<tag>` its answer shows.
+fn legs(fakes: &Fakes, lark: &FakeLark, tags: &[u64], replies: &HashMap<u64, Instant>) -> LarkLegs {
     let mut card_of: HashMap<u64, String> = HashMap::new();
     for card in lark.cards() {
         if let Some(tag) = fake::tag_of(&card.current().to_string()) {
@@ -170,8 +214,9 @@ fn legs(fakes: &Fakes, lark: &FakeLark, tags: &[u64]) -> LarkLegs {
     for tag in tags {
         let [handed, model_in, first_token, model_out] = fakes.model_times(*tag);
         let card = card_of.get(tag);
-        let closed = card.and_then(|c| closed_at.get(c)).copied();
-        let shown = card.and_then(|c| shown_at.get(c)).copied();
+        let reply = replies.get(tag).copied();
+        let closed = card.and_then(|c| closed_at.get(c)).copied().or(reply);
+        let shown = card.and_then(|c| shown_at.get(c)).copied().or(reply);
         let inbound = us(handed, model_in);
         let outbound = us(model_out, closed);
         out.inbound.extend(inbound);

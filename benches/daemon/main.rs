@@ -9,8 +9,8 @@
 //! model's first chunk → the first draft at Telegram, (9) throughput of PostgreSQL replicas,
 //! (10) RSS after many distinct chats and after their idle workers exited, (11) the model
 //! request of a plain DM turn (OpenAI and Anthropic), and the release binary's size; (3L), (4L)
-//! and (8L) are (3), (4) and (8) for @mentions in Lark groups ([`lark_path`]: CardKit streaming
-//! cards). Governance overhead and history load are in-process figures (`cargo bench --bench
+//! and (8L) are (3), (4) and (8) for @mentions in Lark groups ([`lark_path`]: a group sees only
+//! the final answer, an ordinary reply card, or a CardKit card once a tool line shows). Governance overhead and history load are in-process figures (`cargo bench --bench
 //! governance`, `--bench pipeline`); `benches/daemon.sh` runs all three.
 //!
 //! Needs `target/release/ethan` (or `$BENCH_BIN`): `cargo build --release` first.
@@ -22,6 +22,10 @@
 //! the Lark path, `BENCH_ANTHROPIC` (1; 0 skips the Anthropic run, for a binary without that
 //! provider), `BENCH_HISTORY` (unset; `model.history_messages` of the daemon under test),
 //! `BENCH_RATIO_TURNS` (300 turns in a long chat and 300 in fresh ones for the CPU ratio of (3)).
+//! A count of 0 skips its run (`BENCH_STARTS`, `BENCH_IDLE_SECS`, `BENCH_MESSAGES`,
+//! `BENCH_RATIO_TURNS`, `BENCH_STREAMED`, `BENCH_LARK_MESSAGES`, `BENCH_CHATS`,
+//! `BENCH_LARK_CHATS`, `BENCH_MANY_CHATS`, `BENCH_WORKER_WAIT`), as do `BENCH_ANTHROPIC=0` and
+//! an empty `BENCH_REPLICAS`: e.g. the window figures alone with all the others at 0.
 //! Lines starting `FIGURE|` are for the summary of `daemon.sh`.
 
 mod fake;
@@ -111,6 +115,9 @@ async fn cpu_long_vs_fresh(
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(400);
+    if n == 0 {
+        return (Duration::ZERO, Duration::ZERO); // BENCH_RATIO_TURNS=0: skipped
+    }
     let timeout = Duration::from_secs(10);
     let long_chat = fake::CHAT_BASE + 2_000_000;
     // Two stored messages a plain turn (the user's and the answer): fill the window first.
@@ -661,7 +668,7 @@ async fn main() {
     );
     figure(
         "3L",
-        "Lark: model answer complete -> card closed (final)",
+        "Lark: model answer complete -> final answer shown (reply, or card closed)",
         &p50_p99_ms(&sorted(lark_legs.outbound)),
         "",
         None,
@@ -680,14 +687,17 @@ async fn main() {
     let lark_first = sorted(lark_stream.first_update);
     figure(
         "8L",
-        &format!("Lark streaming, n={streamed}: model's first chunk -> card shown in the group"),
         &format!(
-            "{} ({} of {streamed} cards)",
+            "Lark groups, n={streamed}, 50 ms between the chunks: model's first chunk -> \
+             first message shown (a group sees only the final answer)"
+        ),
+        &format!(
+            "{} ({} of {streamed} answers)",
             p50_p99_ms(&lark_first),
             lark_first.len()
         ),
-        "p99 <= 25 ms",
-        Some(lark_first.len() == streamed && pct(&lark_first, 0.99) <= 25_000.0),
+        "",
+        None,
     );
     let lark_rate = lark_replied as f64 / lark_secs.max(1e-9);
     figure(

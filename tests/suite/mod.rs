@@ -7,6 +7,7 @@ mod approval_content;
 mod attack_egress;
 mod attack_egress_fixed;
 mod attack_egress_proxy_fixed;
+mod attack_egress_proxy_fixed2;
 mod attack_groups;
 mod attack_mcp_fixed;
 mod attack_memory;

@@ -1,7 +1,8 @@
 //! The browser proxies are never a destination of an HTTP client either: [`RefuseProxies`], a
 //! layer over `reqwest`'s connector, looks at the address each new connection reached and
 //! drops it, before a byte of the request is written, when it is one of the daemon's browser
-//! proxies ([`super::Egress`]). `reqwest`'s resolver is told a host name only, never the port;
+//! proxies ([`super::Egress::is_proxy`]). Over HTTPS the layer wraps the TLS handshake too, so
+//! a proxy reached that way has seen a TLS greeting (never a request) when it is dropped. `reqwest`'s resolver is told a host name only, never the port;
 //! [`super::EgressGuard::check_proxies`] judges the name with the port before the request, and
 //! this layer holds when a name resolves to a proxy only on the second lookup (DNS rebinding).
 

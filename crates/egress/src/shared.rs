@@ -14,7 +14,7 @@
 
 use ethan_metrics::Metrics;
 use std::collections::HashSet;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
 /// The shared part of the egress guards of one daemon. Cheap to clone (clones share).
@@ -56,9 +56,17 @@ impl Egress {
         self.proxies.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether `addr` is one of the browser proxies.
+    /// Whether a connection to `addr` may reach one of the browser proxies: the same port and
+    /// the same address in any spelling the kernel accepts — an IPv4-mapped IPv6 address is
+    /// its IPv4 address, and a proxy on loopback is reached through any loopback or unspecified
+    /// address (`0.0.0.0`, `::`, `::ffff:0.0.0.0` connect to this machine).
     pub fn is_proxy(&self, addr: SocketAddr) -> bool {
-        self.proxies().contains(&addr)
+        let ip = addr.ip().to_canonical();
+        let local = |ip: IpAddr| ip.is_loopback() || ip.is_unspecified();
+        self.proxies().iter().any(|p| {
+            let proxy = p.ip().to_canonical();
+            p.port() == addr.port() && (proxy == ip || (local(proxy) && local(ip)))
+        })
     }
 
     /// A browser proxy now listens on `addr`.
@@ -123,6 +131,31 @@ mod tests {
         );
         drop(proxy);
         assert!(!egress.is_proxy(addr));
+    }
+
+    /// A proxy on `127.0.0.1:P` is matched in every spelling that reaches it: the IPv4-mapped
+    /// address, and loopback or unspecified addresses with its port; not another port.
+    #[tokio::test]
+    async fn a_proxy_is_matched_as_the_kernel_routes_to_it() {
+        let egress = Egress::new(Arc::new(Metrics::new()));
+        let proxy = BrowserProxy::start(egress.guard(&[], Arc::new(StaticLookup::new())), "a")
+            .await
+            .unwrap();
+        let addr: SocketAddr = proxy.url().trim_start_matches("http://").parse().unwrap();
+        let p = addr.port();
+        for spelled in [
+            format!("127.0.0.1:{p}"),
+            format!("[::ffff:127.0.0.1]:{p}"),
+            format!("0.0.0.0:{p}"),
+            format!("[::ffff:0.0.0.0]:{p}"),
+            format!("[::]:{p}"),
+            format!("[::1]:{p}"),
+        ] {
+            assert!(egress.is_proxy(spelled.parse().unwrap()), "{spelled}");
+        }
+        let other = p.wrapping_add(1).max(1);
+        assert!(!egress.is_proxy(format!("127.0.0.1:{other}").parse().unwrap()));
+        assert!(!egress.is_proxy(format!("10.0.0.1:{p}").parse().unwrap()));
     }
 
     /// Resolves `flip.test` to 127.0.0.2 the first time and to 127.0.0.1 after (DNS rebinding).

@@ -28,6 +28,8 @@ pub mod scheduler;
 pub use tools::skills;
 pub mod store;
 pub mod tokens;
-pub mod tools;
+pub use ethan_tools as tools;
+#[cfg(test)]
+mod tool_checks;
 pub use ethan_tz as tz;
 pub mod usage;

@@ -4,7 +4,7 @@
 //! cannot parse), frames, workers, console messages, exceptions, history changes, popups — and
 //! the log, with the client's own warnings on, must hold no unparsed message: neither the
 //! client's `WS Invalid message` nor the relay's `cannot read` line
-//! (`src/tools/builtin/browser/relay.rs`).
+//! (`crates/tools/src/builtin/browser/relay.rs`).
 //!
 //! Without a browser the test prints why and returns (under CI it fails instead).
 

@@ -1,0 +1,198 @@
+//! `file_read{path, max_lines?}`: a text file's content. Files over 1 MB are refused unless
+//! `max_lines` is given; binary files are refused, except pictures (JPEG, PNG, GIF, WebP),
+//! which are named as such and shown to a model with `model.vision` by the agent.
+
+use crate::args::{opt_u64, req_str};
+use crate::ToolError;
+use crate::{paths, ErrorKind, Risk, Tool, ToolContext};
+use crate::{CallPlan, ToolDecl, ToolOutput};
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use std::sync::LazyLock;
+use tokio::io::AsyncBufReadExt;
+
+/// Largest file read whole, in bytes.
+pub const MAX_WHOLE_FILE: u64 = 1024 * 1024;
+
+pub struct FileRead;
+
+#[async_trait]
+impl Tool for FileRead {
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "file_read",
+                "Read a text file. Relative paths are in the workspace. Files over 1 MB need `max_lines` (reads the first N lines).",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string", "description": "File path, absolute or relative to the workspace"},
+                        "max_lines": {"type": "integer", "minimum": 1, "description": "Read only the first N lines"}
+                    },
+                    "required": ["path"],
+                    "additionalProperties": false
+                }),
+            )
+            .risk(Risk::ReadOnly)
+            .fast_path()
+            .no_compress()
+            .max_retries(1)
+        });
+        &DECL
+    }
+    fn describe(&self, args: &Value, ctx: &ToolContext) -> CallPlan {
+        CallPlan {
+            consent: self.consent_check(args, ctx),
+            always: self.consent_always(args, ctx),
+            ..CallPlan::of(self.decl(), args)
+        }
+    }
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let path = match req_str(&args, "path") {
+            Ok(p) => match paths::resolve_checked(ctx, p) {
+                Ok(p) => p,
+                Err(e) => return Err(e),
+            },
+            Err(e) => return Err(e),
+        };
+        let max_lines = opt_u64(&args, "max_lines")?;
+        let meta = match tokio::fs::metadata(&path).await {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(ToolError::new(
+                    ErrorKind::Validation,
+                    format!(
+                        "{} does not exist (use file_list to see what is there)",
+                        path.display()
+                    ),
+                ))
+            }
+            Err(e) => {
+                return Err(ToolError::new(
+                    ErrorKind::Dependency,
+                    format!("{}: {e}", path.display()),
+                ))
+            }
+        };
+        if meta.is_dir() {
+            return Err(ToolError::new(
+                ErrorKind::Validation,
+                format!("{} is a directory; use file_list", path.display()),
+            ));
+        }
+        let text = match max_lines {
+            None if meta.len() > MAX_WHOLE_FILE => {
+                return Err(ToolError::new(
+                    ErrorKind::Validation,
+                    format!(
+                    "{} is {} bytes, over the 1 MB limit; pass max_lines to read the first lines",
+                    path.display(),
+                    meta.len()
+                ),
+                ))
+            }
+            None => match tokio::fs::read(&path).await {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    return Err(ToolError::new(
+                        ErrorKind::Dependency,
+                        format!("{}: {e}", path.display()),
+                    ))
+                }
+            },
+            Some(n) => match read_lines(&path, n).await {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    return Err(ToolError::new(
+                        ErrorKind::Dependency,
+                        format!("{}: {e}", path.display()),
+                    ))
+                }
+            },
+        };
+        // A picture (one sent in a chat and saved in the inbox, say): named as one; the agent
+        // shows it to a model that can see pictures (metadata `image`).
+        if let Some(mime) = ethan_core::message::ImagePart::sniff(&text) {
+            return Ok(ToolOutput::new(format!(
+                "{} is a picture ({mime}, {} bytes). A model that can see pictures is shown it \
+                 next; its content cannot be read as text.",
+                path.display(),
+                meta.len()
+            ))
+            .with_metadata(json!({
+                "path": path.display().to_string(),
+                "bytes": meta.len(),
+                "image": mime,
+            })));
+        }
+        if text[..text.len().min(8192)].contains(&0) {
+            return Err(ToolError::new(
+                ErrorKind::Validation,
+                format!(
+                    "{} looks like a binary file; it cannot be shown as text",
+                    path.display()
+                ),
+            ));
+        }
+        Ok(ToolOutput::new(String::from_utf8_lossy(&text).into_owned())
+            .with_metadata(json!({"path": path.display().to_string(), "bytes": meta.len()})))
+    }
+}
+
+impl FileRead {
+    /// Read-only, so no consent, except a protected path: an always-ask call for the owner.
+    fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
+        let raw = args.get("path").and_then(Value::as_str)?;
+        paths::protected_description(ctx, raw, "read")
+    }
+    fn consent_always(&self, _args: &Value, _ctx: &ToolContext) -> bool {
+        true
+    }
+}
+
+async fn read_lines(path: &std::path::Path, n: u64) -> std::io::Result<Vec<u8>> {
+    let f = tokio::fs::File::open(path).await?;
+    let mut r = tokio::io::BufReader::new(f);
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let before = out.len();
+        if r.read_until(b'\n', &mut out).await? == 0 || out.len() - before == 0 {
+            break;
+        }
+        if out.len() > 4 * MAX_WHOLE_FILE as usize {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::executor::tests::ctx_in;
+
+    #[tokio::test]
+    async fn reads_relative_to_workspace_and_refuses_big_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx_in(dir.path());
+        std::fs::write(dir.path().join("a.txt"), "one\ntwo\nthree\n").unwrap();
+        let r: crate::ToolResult = FileRead.run(json!({"path": "a.txt"}), &ctx).await.into();
+        assert_eq!(r.output, "one\ntwo\nthree\n");
+        let r: crate::ToolResult = FileRead
+            .run(json!({"path": "a.txt", "max_lines": 2}), &ctx)
+            .await
+            .into();
+        assert_eq!(r.output, "one\ntwo\n");
+        std::fs::write(dir.path().join("big"), "x\n".repeat(600_000)).unwrap();
+        let r: crate::ToolResult = FileRead.run(json!({"path": "big"}), &ctx).await.into();
+        assert_eq!(r.error_kind, Some(ErrorKind::Validation));
+        assert!(r.error.unwrap().contains("max_lines"));
+        let r: crate::ToolResult = FileRead
+            .run(json!({"path": "big", "max_lines": 3}), &ctx)
+            .await
+            .into();
+        assert_eq!(r.output, "x\nx\nx\n");
+        let r: crate::ToolResult = FileRead.run(json!({"path": "missing"}), &ctx).await.into();
+        assert!(r.error.unwrap().contains("does not exist"));
+    }
+}

@@ -1,0 +1,290 @@
+//! `file_write{path, content, append?}`: writes (or appends) text, creating parent directories.
+//! Its approval shows the text and what happens to the file ([`super::write_preview`]).
+
+use super::write_preview::{self, Before};
+use crate::args::{opt_bool, req_str};
+use crate::{paths, ErrorKind, Tool, ToolContext};
+use crate::{CallPlan, ToolDecl, ToolError, ToolOutput};
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use std::sync::LazyLock;
+use tokio::io::AsyncWriteExt;
+
+pub struct FileWrite;
+
+#[async_trait]
+impl Tool for FileWrite {
+    fn decl(&self) -> &ToolDecl {
+        static DECL: LazyLock<ToolDecl> = LazyLock::new(|| {
+            ToolDecl::new(
+                "file_write",
+                "Write text to a file (relative paths are in the workspace), creating parent directories. \
+                 `append: true` adds to the end instead of replacing.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string"},
+                        "content": {"type": "string"},
+                        "append": {"type": "boolean", "default": false}
+                    },
+                    "required": ["path", "content"],
+                    "additionalProperties": false
+                }),
+            )
+            // Its output says what was written where.
+            .not_private()
+        });
+        &DECL
+    }
+    fn describe(&self, args: &Value, ctx: &ToolContext) -> CallPlan {
+        CallPlan {
+            consent: self.consent_check(args, ctx),
+            scope: self.consent_scope(args, ctx),
+            always: self.consent_always(args, ctx),
+            ..CallPlan::of(self.decl(), args)
+        }
+    }
+    /// Where the file really is, judged once before consent (`run` writes only there), and
+    /// what is there now (for the approval).
+    async fn assess(&self, args: &Value, ctx: &ToolContext) -> Option<crate::Assessment> {
+        let raw = args.get("path").and_then(Value::as_str)?;
+        let path = paths::resolve(ctx, raw);
+        let (real, before) = tokio::task::spawn_blocking(move || {
+            let real = paths::real_path(&path);
+            let before = Before::of(&real);
+            (real, before)
+        })
+        .await
+        .ok()?;
+        Some(crate::Assessment::new(JudgedPath(real, before)))
+    }
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let (path, content) = match (req_str(&args, "path"), req_str(&args, "content")) {
+            (Ok(p), Ok(c)) => match paths::resolve_checked(ctx, p) {
+                Ok(p) => (p, c),
+                Err(e) => return Err(e),
+            },
+            (Err(e), _) | (_, Err(e)) => return Err(e),
+        };
+        let append = match opt_bool(&args, "append") {
+            Ok(a) => a.unwrap_or(false),
+            Err(e) => return Err(e),
+        };
+        if let Some(parent) = path.parent() {
+            if let Err(e) = tokio::fs::create_dir_all(parent).await {
+                return Err(ToolError::new(
+                    ErrorKind::Dependency,
+                    format!("cannot create {}: {e}", parent.display()),
+                ));
+            }
+        }
+        let judged = judged_path(args["path"].as_str().unwrap_or_default(), ctx);
+        let res = async {
+            // Opened without truncating, then checked: the file actually opened must be the one
+            // judged, so a symlink swapped in meanwhile cannot redirect the write.
+            let mut f = tokio::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .append(append)
+                .open(&path)
+                .await?;
+            if let Err(why) = opened_where_judged(&f, &judged, ctx) {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    why,
+                ));
+            }
+            if !append {
+                f.set_len(0).await?;
+            }
+            f.write_all(content.as_bytes()).await?;
+            f.flush().await
+        }
+        .await;
+        match res {
+            Ok(()) => Ok(ToolOutput::new(format!(
+                "{} {} bytes to {}",
+                if append { "appended" } else { "wrote" },
+                content.len(),
+                path.display()
+            ))
+            .with_metadata(json!({"path": path.display().to_string(), "bytes": content.len()}))),
+            Err(e) => Err(ToolError::new(
+                ErrorKind::Dependency,
+                format!("{}: {e}", path.display()),
+            )),
+        }
+    }
+}
+
+impl FileWrite {
+    /// No consent inside the daemon's private temp folder ([`ethan_sandbox::make_private_tmp`]) only,
+    /// never the system temp directory as a whole; a protected path is an always-ask call.
+    fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
+        let raw = args.get("path").and_then(Value::as_str)?;
+        if let Some(d) = paths::protected_description(ctx, raw, "write") {
+            return Some(d);
+        }
+        let path = judged_path(raw, ctx);
+        let tmp = ctx.services.sandbox.private_tmp.as_deref();
+        if tmp.is_some_and(|tmp| path.starts_with(tmp)) {
+            return None;
+        }
+        let content = args
+            .get("content")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let append = args.get("append").and_then(Value::as_bool) == Some(true);
+        let before = judged(ctx).map_or_else(|| Before::of(&path), |j| j.1);
+        let previews = ctx.ethan_home.as_ref().map(|h| h.join("previews"));
+        Some(write_preview::describe(
+            &path,
+            content,
+            append,
+            before,
+            previews.as_deref(),
+        ))
+    }
+    /// The parent directory: approving it for the session covers its subtree.
+    fn consent_scope(&self, args: &Value, ctx: &ToolContext) -> String {
+        let raw = args.get("path").and_then(Value::as_str).unwrap_or("");
+        let path = judged_path(raw, ctx);
+        path.parent().unwrap_or(&path).display().to_string()
+    }
+    fn consent_always(&self, args: &Value, ctx: &ToolContext) -> bool {
+        args.get("path")
+            .and_then(Value::as_str)
+            .is_some_and(|p| paths::protection(ctx, &paths::resolve(ctx, p)).is_some())
+    }
+}
+
+/// The real path of the file, as judged before consent ([`Tool::assess`]), and what was there.
+#[derive(Debug, Clone, PartialEq)]
+struct JudgedPath(std::path::PathBuf, Before);
+
+fn judged(ctx: &ToolContext) -> Option<&JudgedPath> {
+    ctx.assessment.as_ref().and_then(|a| a.get::<JudgedPath>())
+}
+
+/// The real path of `raw` as judged before consent, or worked out now for a call that was not
+/// assessed (callers outside the executor).
+fn judged_path(raw: &str, ctx: &ToolContext) -> std::path::PathBuf {
+    judged(ctx)
+        .map(|j| j.0.clone())
+        .unwrap_or_else(|| paths::real_path(&paths::resolve(ctx, raw)))
+}
+
+/// Whether the file `f` refers to is the one consent judged ([`judged_path`]), and not
+/// protected unless the owner approved that.
+fn opened_where_judged(
+    f: &tokio::fs::File,
+    judged: &std::path::Path,
+    ctx: &ToolContext,
+) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    let actual = std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd()))
+        .map_err(|e| format!("cannot tell which file was opened: {e}"))?;
+    let approved_protected = ctx
+        .approved_actions
+        .iter()
+        .any(|a| a == ethan_core::tool::PROTECTED_PATHS_APPROVED);
+    if actual != judged || (paths::protection(ctx, &actual).is_some() && !approved_protected) {
+        return Err(format!(
+            "{} changed after it was checked (it now leads to {}); nothing was written",
+            judged.display(),
+            actual.display()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::executor::tests::ctx_in;
+
+    #[tokio::test]
+    async fn writes_appends_and_creates_parents() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx_in(dir.path());
+        let r: crate::ToolResult = FileWrite
+            .run(json!({"path": "a/b/c.txt", "content": "x"}), &ctx)
+            .await
+            .into();
+        assert!(r.ok, "{r:?}");
+        let _ = FileWrite
+            .run(
+                json!({"path": "a/b/c.txt", "content": "y", "append": true}),
+                &ctx,
+            )
+            .await;
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a/b/c.txt")).unwrap(),
+            "xy"
+        );
+        let r: crate::ToolResult = FileWrite
+            .run(json!({"path": "a/b/c.txt"}), &ctx)
+            .await
+            .into();
+        assert_eq!(r.error_kind, Some(ErrorKind::Validation));
+    }
+
+    #[test]
+    fn no_consent_only_inside_the_private_temp_folder() {
+        // ETHAN_HOME and the workspace under the system temp directory, as in a test setup.
+        let home = tempfile::tempdir().unwrap();
+        let ws = home.path().join("workspace");
+        std::fs::create_dir_all(&ws).unwrap();
+        let mut ctx = ctx_in(&ws);
+        ctx.ethan_home = Some(home.path().to_path_buf());
+        let sandbox = ethan_sandbox::settings::testing::probed();
+        let private = sandbox
+            .private_tmp
+            .as_deref()
+            .expect("a private temp folder");
+        let inside = private.join("draft.txt").display().to_string();
+        assert_eq!(
+            FileWrite.consent_check(&json!({"path": inside, "content": "x"}), &ctx),
+            None
+        );
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(private).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        // Elsewhere in the system temp directory: asks.
+        let elsewhere = std::env::temp_dir().join("ethan-not-private.txt");
+        let asked = FileWrite.consent_check(
+            &json!({"path": elsewhere.display().to_string(), "content": "x"}),
+            &ctx,
+        );
+        assert!(asked.is_some(), "writing to the shared temp dir must ask");
+        // The workspace (itself under the temp dir) asks too.
+        assert!(FileWrite
+            .consent_check(&json!({"path": "a.txt", "content": "x"}), &ctx)
+            .is_some());
+    }
+
+    #[tokio::test]
+    async fn a_symlink_swapped_in_after_the_check_is_not_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx_in(dir.path());
+        let victim = dir.path().join("victim.txt");
+        std::fs::write(&victim, "keep").unwrap();
+        let target = dir.path().join("draft.txt");
+        let args = json!({"path": target.display().to_string(), "content": "evil"});
+        let mut judged = ctx.clone();
+        judged.assessment = FileWrite.assess(&args, &ctx).await;
+        // Between the check and the write, the name becomes a link to another file.
+        std::os::unix::fs::symlink(&victim, &target).unwrap();
+        let r: crate::ToolResult = FileWrite.run(args.clone(), &judged).await.into();
+        assert!(!r.ok, "{r:?}");
+        assert!(r.error.unwrap().contains("changed after it was checked"));
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        // Judged as it is now, the same write goes through the link as before.
+        let mut now = ctx.clone();
+        now.assessment = FileWrite.assess(&args, &ctx).await;
+        assert!(FileWrite.run(args, &now).await.is_ok());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "evil");
+    }
+}

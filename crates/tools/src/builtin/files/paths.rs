@@ -1,0 +1,100 @@
+//! Path resolution and protection for file and search tools.
+//!
+//! Relative paths resolve against `tools.workspace`; `~/` is the user's home. What is
+//! protected is decided by [`ethan_sandbox::protected`], the one list the shell sandbox and
+//! classifier use too: `$ETHAN_HOME` outside the workspace, the user's credential places,
+//! secret-looking names, and hard links to any of them. Symlinks are followed before the
+//! check, so a link in the workspace cannot point the tool at a protected file.
+
+use crate::ToolError;
+use crate::{ErrorKind, ToolContext};
+use std::path::{Path, PathBuf};
+
+/// Resolve a path argument for `ctx` (no protection check).
+pub fn resolve(ctx: &ToolContext, path: &str) -> PathBuf {
+    let p = path.trim();
+    if p == "~" {
+        if let Some(home) = std::env::var_os("HOME") {
+            return PathBuf::from(home);
+        }
+    }
+    if let Some(rest) = p.strip_prefix("~/") {
+        if let Some(home) = std::env::var_os("HOME") {
+            return PathBuf::from(home).join(rest);
+        }
+    }
+    let pb = PathBuf::from(p);
+    if pb.is_absolute() {
+        pb
+    } else {
+        ctx.workspace.join(pb)
+    }
+}
+
+pub use ethan_sandbox::protected::{real_path, secret_looking, Protected};
+
+/// The protected places for `ctx` ([`ethan_sandbox::protected`]).
+pub fn protection_of(ctx: &ToolContext) -> ethan_sandbox::protected::Protection {
+    ethan_sandbox::protected::Protection::new(ctx.ethan_home.as_deref(), &ctx.workspace)
+        .and(&ctx.services.sandbox.protected)
+}
+
+/// Whether `path` (already resolved) is protected for `ctx`.
+pub fn protection(ctx: &ToolContext, path: &Path) -> Option<Protected> {
+    protection_of(ctx).check(path)
+}
+
+/// Resolve and refuse protected paths: the one call file and search tools make. A protected path
+/// passes only when the owner approved this call as an always-ask call (consent).
+pub fn resolve_checked(ctx: &ToolContext, path: &str) -> Result<PathBuf, ToolError> {
+    let p = resolve(ctx, path);
+    match protection(ctx, &p) {
+        None => Ok(p),
+        Some(_)
+            if ctx
+                .approved_actions
+                .iter()
+                .any(|a| a == ethan_core::tool::PROTECTED_PATHS_APPROVED) =>
+        {
+            Ok(p)
+        }
+        Some(why) => Err(ToolError::new(ErrorKind::Denied, why.describe(&p))),
+    }
+}
+
+/// Consent hooks shared by file tools: a protected path is an always-ask call (owner only).
+pub fn protected_description(ctx: &ToolContext, path: &str, verb: &str) -> Option<String> {
+    let p = resolve(ctx, path);
+    protection(ctx, &p).map(|why| format!("{verb} {} — {}", p.display(), why.describe(&p)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::executor::tests::ctx_in;
+
+    #[test]
+    fn ethan_home_is_protected_but_the_workspace_is_not() {
+        let home = tempfile::tempdir().unwrap();
+        let ws = home.path().join("workspace");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(home.path().join("config.yaml"), "x").unwrap();
+        let mut ctx = ctx_in(&ws);
+        ctx.ethan_home = Some(home.path().to_path_buf());
+        assert!(resolve_checked(&ctx, "notes.txt").is_ok());
+        assert!(resolve_checked(&ctx, "../config.yaml").is_err());
+        assert!(
+            resolve_checked(&ctx, &home.path().join("ethan.db").display().to_string()).is_err()
+        );
+        // A symlink in the workspace pointing at the config is refused too.
+        std::os::unix::fs::symlink(home.path().join("config.yaml"), ws.join("link")).unwrap();
+        let err = resolve_checked(&ctx, "link").unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Denied);
+        // A hard link in the workspace to the config is the config.
+        std::fs::hard_link(home.path().join("config.yaml"), ws.join("hard.txt")).unwrap();
+        let err = resolve_checked(&ctx, "hard.txt").unwrap_err();
+        assert!(err.message.contains("hard link"), "{err:?}");
+        assert!(resolve_checked(&ctx, "/home/someone/.ssh/id_ed25519").is_err());
+        assert!(resolve_checked(&ctx, "project/.env").is_err());
+    }
+}

@@ -149,14 +149,28 @@ impl Default for Common {
 /// (its private temp folder made, the kernel probed; for the daemon, after the sweep of the
 /// temp folders that daemons now gone left behind) and the knowledge index's sync.
 pub fn services(loaded: &Loaded, stores: &OpenStore, daemon: bool) -> Arc<SandboxSettings> {
+    services_with(loaded, stores, probe_sandbox(loaded, daemon))
+}
+
+/// The sandbox's settings, probed (for the daemon, after the sweep of the temp folders that
+/// daemons now gone left behind). Two process starts: the daemon runs it on a thread of its own
+/// while it opens the store.
+fn probe_sandbox(loaded: &Loaded, daemon: bool) -> SandboxSettings {
     if daemon {
         let swept = crate::sandbox::sweep_private_tmps(&std::env::temp_dir());
         if swept > 0 {
             tracing::info!("removed {swept} temp folder(s) of daemons that are gone");
         }
     }
-    let sandbox =
-        crate::sandbox::settings::probe(loaded.file_found.then_some(loaded.path.as_path()));
+    crate::sandbox::settings::probe(loaded.file_found.then_some(loaded.path.as_path()))
+}
+
+/// [`services`] with the sandbox's settings already probed.
+fn services_with(
+    loaded: &Loaded,
+    stores: &OpenStore,
+    sandbox: SandboxSettings,
+) -> Arc<SandboxSettings> {
     crate::knowledge::spawn_start_sync(
         &loaded.home,
         stores.index.clone(),
@@ -401,10 +415,17 @@ pub async fn daemon(
     loaded: Arc<Loaded>,
     shutdown: &tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<Daemon> {
+    let probing = {
+        let loaded = loaded.clone();
+        tokio::task::spawn_blocking(move || probe_sandbox(&loaded, true))
+    };
     let stores = store(&loaded).await?;
     let store = stores.main.clone();
     let channels = channels(&loaded)?;
-    let sandbox = services(&loaded, &stores, true);
+    let probed = probing
+        .await
+        .map_err(|e| anyhow::anyhow!("probing the sandbox failed: {e}"))?;
+    let sandbox = services_with(&loaded, &stores, probed);
     let common = Common::default();
     let replica = replica::Replica::for_store(
         &store,

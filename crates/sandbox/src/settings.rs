@@ -8,13 +8,21 @@ pub use ethan_core::sandbox::SandboxSettings;
 use std::path::{Path, PathBuf};
 
 /// Make the private temp folder and probe the kernel (this starts `/bin/sh` and the sandbox
-/// helper once each). `config_file`: the config file when one was read, protected wherever it
-/// lives.
+/// helper once each, at the same time: each is a process start the daemon's start waits for).
+/// `config_file`: the config file when one was read, protected wherever it lives.
 pub fn probe(config_file: Option<&Path>) -> SandboxSettings {
+    let (offline, mounts_hide) = std::thread::scope(|s| {
+        let network = s.spawn(super::network::available);
+        let mounts_hide = super::helper::namespaces().mounts_hide();
+        let offline = network
+            .join()
+            .unwrap_or_else(|_| Err("the network namespace probe panicked".into()));
+        (offline, mounts_hide)
+    });
     SandboxSettings {
         private_tmp: super::make_private_tmp(),
-        offline: super::network::available(),
-        mounts_hide: super::helper::namespaces().mounts_hide(),
+        offline,
+        mounts_hide,
         protected: protected_also(config_file),
     }
 }

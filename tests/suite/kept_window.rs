@@ -378,6 +378,14 @@ async fn a_replica_that_kept_a_window_while_another_ran_the_session_sends_all_of
     // Its session lease let go once the turn ended; then it is paused.
     tokio::time::sleep(Duration::from_secs(1)).await;
     signal(&daemons[kept_it], libc::SIGSTOP);
+    // kill(2) returns before every thread has stopped (the group stop is carried out by the
+    // process's own threads, which a loaded machine may run late): "four" is sent only once
+    // all of them have, or the paused replica may start its turn first.
+    let pid = daemons[kept_it].pid();
+    crate::support::wait_until("the paused replica's threads all stop", WAIT, || {
+        all_stopped(pid)
+    })
+    .await;
     assert_eq!(ask("four").await.0, other);
     assert_eq!(ask("five").await.0, other);
     signal(&daemons[kept_it], libc::SIGCONT);
@@ -401,4 +409,20 @@ async fn a_replica_that_kept_a_window_while_another_ran_the_session_sends_all_of
     for d in &mut daemons {
         d.stop();
     }
+}
+
+/// Whether every thread of process `pid` is stopped (state `T` in `/proc/PID/task/*/stat`).
+fn all_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|t| {
+        std::fs::read_to_string(t.path().join("stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, rest)| rest.trim_start().starts_with('T'))
+            })
+            .unwrap_or(false)
+    })
 }

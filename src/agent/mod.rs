@@ -152,8 +152,9 @@ pub struct Agent {
     pub agents: agents::Agents,
     /// This agent itself, for the sub-agents its turns start ([`delegate`]).
     pub me: std::sync::Weak<Agent>,
-    /// What the sandbox found at start, lent to every call's context.
-    pub sandbox: Arc<ethan_core::sandbox::SandboxSettings>,
+    /// What the sandbox finds at start (awaited by a turn's preparation), lent to every
+    /// call's context.
+    pub sandbox: ethan_core::sandbox::SandboxProbe,
 }
 
 impl Agent {

@@ -51,7 +51,7 @@ pub async fn run(
         Some(input.clone()),
         None,
     );
-    let agent = wiring::agent(loaded.clone(), &stores, Some(consent.clone()), sandbox)?;
+    let agent = wiring::agent(loaded.clone(), &stores, Some(consent.clone()), sandbox.into())?;
     // MCP servers: a one-shot message waits for their first start (each at most its
     // timeout_secs); a session gets their tools as they come.
     let mcp = crate::mcp::McpManager::new(&loaded, agent.executor.registry_slot());
@@ -95,7 +95,7 @@ pub async fn run(
     // The terminal session ends: its browser session (tabs, cookies) with it.
     chat.agent.executor.registry().end_session(&chat.key).await;
     mcp.shutdown().await;
-    if let Some(dir) = &chat.agent.sandbox.private_tmp {
+    if let Some(dir) = &chat.agent.sandbox.settings().await.private_tmp {
         crate::sandbox::remove_private_tmp(dir);
     }
     Ok(code)

@@ -107,7 +107,7 @@ async fn stop(daemon: wiring::Daemon, tasks: Vec<tokio::task::JoinHandle<()>>) {
     if let Err(e) = daemon.store.checkpoint().await {
         tracing::warn!("final database checkpoint failed: {e}");
     }
-    if let Some(dir) = &daemon.sandbox.private_tmp {
+    if let Some(dir) = &daemon.sandbox.settings().await.private_tmp {
         crate::sandbox::remove_private_tmp(dir);
     }
 }

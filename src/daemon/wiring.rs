@@ -14,6 +14,7 @@ use crate::egress::Egress;
 use crate::gateway::page::hub::Hub;
 use crate::metrics::Metrics;
 use crate::sandbox::settings::SandboxSettings;
+use ethan_core::sandbox::SandboxProbe;
 use crate::store::SharedStorage;
 use crate::store::{DaemonStoreRef, OpenStore};
 use crate::tools::executor::{Executor, ExecutorOptions};
@@ -149,12 +150,13 @@ impl Default for Common {
 /// (its private temp folder made, the kernel probed; for the daemon, after the sweep of the
 /// temp folders that daemons now gone left behind) and the knowledge index's sync.
 pub fn services(loaded: &Loaded, stores: &OpenStore, daemon: bool) -> Arc<SandboxSettings> {
-    services_with(loaded, stores, probe_sandbox(loaded, daemon))
+    start_sync(loaded, stores);
+    Arc::new(probe_sandbox(loaded, daemon))
 }
 
 /// The sandbox's settings, probed (for the daemon, after the sweep of the temp folders that
 /// daemons now gone left behind). Two process starts: the daemon runs it on a thread of its own
-/// while it opens the store.
+/// and does not wait for it ([`SandboxProbe`]).
 fn probe_sandbox(loaded: &Loaded, daemon: bool) -> SandboxSettings {
     if daemon {
         let swept = crate::sandbox::sweep_private_tmps(&std::env::temp_dir());
@@ -165,18 +167,24 @@ fn probe_sandbox(loaded: &Loaded, daemon: bool) -> SandboxSettings {
     crate::sandbox::settings::probe(loaded.file_found.then_some(loaded.path.as_path()))
 }
 
-/// [`services`] with the sandbox's settings already probed.
-fn services_with(
-    loaded: &Loaded,
-    stores: &OpenStore,
-    sandbox: SandboxSettings,
-) -> Arc<SandboxSettings> {
+/// The daemon's sandbox probe, started on a blocking thread; the settings reach whatever awaits
+/// them once it ends (if it cannot end, they are the default: every command asks).
+fn spawn_probe(loaded: &Arc<Loaded>) -> SandboxProbe {
+    let (result, probe) = SandboxProbe::pending();
+    let loaded = loaded.clone();
+    tokio::task::spawn_blocking(move || {
+        result.send_replace(Some(Arc::new(probe_sandbox(&loaded, true))));
+    });
+    probe
+}
+
+/// The knowledge index's sync, started in the background.
+fn start_sync(loaded: &Loaded, stores: &OpenStore) {
     crate::knowledge::spawn_start_sync(
         &loaded.home,
         stores.index.clone(),
         &loaded.config.knowledge,
     );
-    Arc::new(sandbox)
 }
 
 /// The consent service, asking through `channels` (and `terminal`: stdin for `ethan chat`),
@@ -266,7 +274,7 @@ pub fn agent(
     loaded: Arc<Loaded>,
     stores: &OpenStore,
     consent: Option<Arc<Consent>>,
-    sandbox: Arc<SandboxSettings>,
+    sandbox: SandboxProbe,
 ) -> anyhow::Result<Arc<Agent>> {
     agent_in(loaded, stores, consent, sandbox, &Common::default())
 }
@@ -276,7 +284,7 @@ pub fn agent_in(
     loaded: Arc<Loaded>,
     stores: &OpenStore,
     consent: Option<Arc<Consent>>,
-    sandbox: Arc<SandboxSettings>,
+    sandbox: SandboxProbe,
     common: &Common,
 ) -> anyhow::Result<Arc<Agent>> {
     let store = &stores.main;
@@ -405,7 +413,8 @@ pub struct Daemon {
     pub replica: Option<Arc<replica::Replica>>,
     pub gateway: Arc<crate::gateway::GatewayState>,
     pub mcp: Arc<crate::mcp::McpManager>,
-    pub sandbox: Arc<SandboxSettings>,
+    /// The sandbox's settings, probed while the daemon starts.
+    pub sandbox: SandboxProbe,
     /// The metrics registry and the egress guards' shared part, given to every part.
     pub common: Common,
 }
@@ -415,17 +424,11 @@ pub async fn daemon(
     loaded: Arc<Loaded>,
     shutdown: &tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<Daemon> {
-    let probing = {
-        let loaded = loaded.clone();
-        tokio::task::spawn_blocking(move || probe_sandbox(&loaded, true))
-    };
+    let sandbox = spawn_probe(&loaded);
     let stores = store(&loaded).await?;
     let store = stores.main.clone();
     let channels = channels(&loaded)?;
-    let probed = probing
-        .await
-        .map_err(|e| anyhow::anyhow!("probing the sandbox failed: {e}"))?;
-    let sandbox = services_with(&loaded, &stores, probed);
+    start_sync(&loaded, &stores);
     let common = Common::default();
     let replica = replica::Replica::for_store(
         &store,

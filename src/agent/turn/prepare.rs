@@ -83,7 +83,7 @@ pub(super) async fn prepare(
             None => compactor.history(read_after, limit).await,
         }
     };
-    let (mut history, memory) = tokio::join!(window, memory);
+    let (mut history, memory, sandbox) = tokio::join!(window, memory, agent.sandbox.settings());
     drop(compactor);
     session.marks.outside_recorded = outside.is_some();
     session.marks.outside = outside.or_else(|| provenance::outside_in(&history));
@@ -95,7 +95,7 @@ pub(super) async fn prepare(
         whole = Some(std::mem::replace(&mut history, narrowed));
     }
     let (offer, catalog) = offer(agent, input, &chosen, memory_on, &memory);
-    let mut ctx = agent.base_context(input, catalog);
+    let mut ctx = agent.base_context(input, catalog, sandbox);
     if let Some(me) = agent.me.upgrade() {
         ctx.services.delegator = Some(Arc::new(delegate::Children::new(
             me,
@@ -275,7 +275,12 @@ fn mark(taint: &Taint, input: &TurnInput, memory_personal: bool, marks: &Marks, 
 impl Agent {
     /// The context every tool call of `input`'s turn starts from (each call gets its own copy
     /// with its id, attempt and idempotency key).
-    fn base_context(&self, input: &TurnInput, catalog: Arc<[ToolSummary]>) -> ToolContext {
+    fn base_context(
+        &self,
+        input: &TurnInput,
+        catalog: Arc<[ToolSummary]>,
+        sandbox: Arc<ethan_core::sandbox::SandboxSettings>,
+    ) -> ToolContext {
         ToolContext {
             execution_id: String::new(),
             trace_id: input.trace_id.clone(),
@@ -297,7 +302,7 @@ impl Agent {
             services: ethan_core::tool::Services {
                 store: Some(self.store.clone()),
                 fence: input.fence.clone(),
-                sandbox: self.sandbox.clone(),
+                sandbox,
                 ..Default::default()
             },
             taint: Taint::of_session(&input.session_key, self.executor.registry().taint_hooks()),

@@ -66,6 +66,7 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
     running::record_start(&loaded.home, gateway_addr).await;
     tracing::info!("ethan is running (store {})", open_store::describe(&loaded));
     notify_systemd("READY=1");
+    probe_after_start(&daemon);
     exe_pages::release_after_start();
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -82,6 +83,20 @@ pub async fn run(loaded: Arc<Loaded>) -> anyhow::Result<()> {
     let _ = shutdown_tx.send(true);
     stop(daemon, tasks).await;
     Ok(())
+}
+
+/// Seconds after the daemon is ready that it probes the sandbox, unless a turn needed the
+/// settings before: the probe (two process starts) does not compete with the channels' first
+/// connections.
+const PROBE_AFTER_READY_SECS: u64 = 1;
+
+/// Probe the sandbox [`PROBE_AFTER_READY_SECS`] after the start.
+fn probe_after_start(daemon: &wiring::Daemon) {
+    let probe = daemon.sandbox.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_secs(PROBE_AFTER_READY_SECS)).await;
+        probe.settings().await;
+    });
 }
 
 /// Wait for turns in flight (at most [`SHUTDOWN_GRACE_SECS`]) and the tasks, then close the

@@ -167,15 +167,18 @@ fn probe_sandbox(loaded: &Loaded, daemon: bool) -> SandboxSettings {
     crate::sandbox::settings::probe(loaded.file_found.then_some(loaded.path.as_path()))
 }
 
-/// The daemon's sandbox probe, started on a blocking thread; the settings reach whatever awaits
-/// them once it ends (if it cannot end, they are the default: every command asks).
-fn spawn_probe(loaded: &Arc<Loaded>) -> SandboxProbe {
-    let (result, probe) = SandboxProbe::pending();
+/// The daemon's sandbox probe, run on a blocking thread when first awaited (by the first turn,
+/// or by the daemon once it is ready: [`super::run`]); if it cannot finish, the settings are the
+/// default (every command asks).
+fn lazy_probe(loaded: &Arc<Loaded>) -> SandboxProbe {
     let loaded = loaded.clone();
-    tokio::task::spawn_blocking(move || {
-        result.send_replace(Some(Arc::new(probe_sandbox(&loaded, true))));
-    });
-    probe
+    SandboxProbe::lazy(async move {
+        let probed = tokio::task::spawn_blocking(move || probe_sandbox(&loaded, true)).await;
+        Arc::new(probed.unwrap_or_else(|e| {
+            tracing::warn!("probing the sandbox failed ({e}): every command asks");
+            SandboxSettings::default()
+        }))
+    })
 }
 
 /// The knowledge index's sync, started in the background.
@@ -413,7 +416,7 @@ pub struct Daemon {
     pub replica: Option<Arc<replica::Replica>>,
     pub gateway: Arc<crate::gateway::GatewayState>,
     pub mcp: Arc<crate::mcp::McpManager>,
-    /// The sandbox's settings, probed while the daemon starts.
+    /// The sandbox's settings, probed once the daemon is ready or a turn needs them.
     pub sandbox: SandboxProbe,
     /// The metrics registry and the egress guards' shared part, given to every part.
     pub common: Common,
@@ -424,7 +427,7 @@ pub async fn daemon(
     loaded: Arc<Loaded>,
     shutdown: &tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<Daemon> {
-    let sandbox = spawn_probe(&loaded);
+    let sandbox = lazy_probe(&loaded);
     let stores = store(&loaded).await?;
     let store = stores.main.clone();
     let channels = channels(&loaded)?;

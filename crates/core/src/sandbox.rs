@@ -2,7 +2,10 @@
 //! through their context ([`crate::tool::Services::sandbox`]). The root crate's `sandbox`
 //! module probes the kernel and makes the folder; the wiring step gives the result to the agent.
 
+use futures_util::future::{BoxFuture, FutureExt, Shared};
+use std::future::Future;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// The sandbox's settings on this machine, probed once when the daemon (or `ethan chat`)
 /// starts. The default is what nothing was probed for: no private temp folder, and commands
@@ -32,38 +35,34 @@ impl Default for SandboxSettings {
     }
 }
 
-/// The sandbox's settings while the kernel is still being probed: the daemon starts the probe
-/// (two process starts) and goes on; what lends the settings awaits them ([`Self::settings`]),
-/// so a start does not wait for the probe, only the first turn that gets that far before it ends.
-#[derive(Debug, Clone)]
-pub struct SandboxProbe(tokio::sync::watch::Receiver<Option<std::sync::Arc<SandboxSettings>>>);
-
-/// Where the probe's result goes ([`SandboxProbe::pending`]); dropped without a result, the
-/// probe's waiters get the default settings (nothing probed: every command asks).
-pub type SandboxProbeResult = tokio::sync::watch::Sender<Option<std::sync::Arc<SandboxSettings>>>;
+/// The sandbox's settings as a probe not yet run (two process starts): a shared future that
+/// runs when first awaited ([`Self::settings`]) — by the first turn that lends them to its tools,
+/// or by the daemon once it is ready — so a start never waits for it.
+#[derive(Clone)]
+pub struct SandboxProbe(Shared<BoxFuture<'static, Arc<SandboxSettings>>>);
 
 impl SandboxProbe {
     /// Settings known already.
-    pub fn ready(settings: std::sync::Arc<SandboxSettings>) -> Self {
-        Self(tokio::sync::watch::Sender::new(Some(settings)).subscribe())
+    pub fn ready(settings: Arc<SandboxSettings>) -> Self {
+        Self(futures_util::future::ready(settings).boxed().shared())
     }
 
-    /// A probe under way: its result is sent to the first half.
-    pub fn pending() -> (SandboxProbeResult, Self) {
-        let (result, waiting) = tokio::sync::watch::channel(None);
-        (result, Self(waiting))
+    /// The settings `probe` finds, once something awaits them.
+    pub fn lazy(probe: impl Future<Output = Arc<SandboxSettings>> + Send + 'static) -> Self {
+        Self(probe.boxed().shared())
     }
 
-    /// The settings, once probed.
-    pub async fn settings(&self) -> std::sync::Arc<SandboxSettings> {
-        let mut waiting = self.0.clone();
-        let found = waiting
-            .wait_for(Option::is_some)
-            .await
-            .ok()
-            .and_then(|found| found.clone());
-        // Ended without a result (or with one the wait missed): what the channel holds last.
-        found.or_else(|| waiting.borrow().clone()).unwrap_or_default()
+    /// The settings (probing now if nothing awaited them before).
+    pub async fn settings(&self) -> Arc<SandboxSettings> {
+        self.0.clone().await
+    }
+}
+
+impl std::fmt::Debug for SandboxProbe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("SandboxProbe")
+            .field(&self.0.peek())
+            .finish()
     }
 }
 
@@ -73,8 +72,8 @@ impl Default for SandboxProbe {
     }
 }
 
-impl From<std::sync::Arc<SandboxSettings>> for SandboxProbe {
-    fn from(settings: std::sync::Arc<SandboxSettings>) -> Self {
+impl From<Arc<SandboxSettings>> for SandboxProbe {
+    fn from(settings: Arc<SandboxSettings>) -> Self {
         Self::ready(settings)
     }
 }
@@ -82,31 +81,35 @@ impl From<std::sync::Arc<SandboxSettings>> for SandboxProbe {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[tokio::test]
-    async fn a_pending_probe_gives_its_result_to_every_waiter() {
-        let (result, probe) = SandboxProbe::pending();
-        let early = tokio::spawn({
-            let probe = probe.clone();
-            async move { probe.settings().await }
+    async fn a_probe_runs_once_when_first_awaited_and_every_waiter_gets_its_result() {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let probe = SandboxProbe::lazy({
+            let runs = runs.clone();
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Arc::new(SandboxSettings {
+                    mounts_hide: true,
+                    offline: Ok(()),
+                    ..Default::default()
+                })
+            }
         });
-        let probed = SandboxSettings {
-            mounts_hide: true,
-            offline: Ok(()),
-            ..Default::default()
-        };
-        result.send_replace(Some(Arc::new(probed)));
-        drop(result);
-        assert!(early.await.unwrap().mounts_hide);
-        assert!(probe.settings().await.offline.is_ok());
+        tokio::task::yield_now().await;
+        assert_eq!(runs.load(Ordering::SeqCst), 0, "nothing awaited it yet");
+        let other = probe.clone();
+        let (a, b) = tokio::join!(probe.settings(), other.settings());
+        assert!(a.mounts_hide && b.offline.is_ok());
+        assert!(probe.settings().await.mounts_hide);
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]
-    async fn a_probe_that_ended_without_a_result_gives_the_default() {
-        let (result, probe) = SandboxProbe::pending();
-        drop(result);
-        let settings = probe.settings().await;
+    async fn the_default_is_nothing_probed() {
+        let settings = SandboxProbe::default().settings().await;
         assert!(settings.offline.is_err() && !settings.mounts_hide);
+        assert!(settings.private_tmp.is_none());
     }
 }

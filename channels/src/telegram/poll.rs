@@ -198,14 +198,18 @@ pub(super) async fn run(
     state: Arc<dyn StateStore>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), ChannelError> {
-    // Both before the first poll, and independent: one round trip instead of two.
-    let (started, ()) = tokio::join!(start(&chan, &mut shutdown), remove_leftover_webhook(&chan));
+    // All before the first poll, and independent: one round trip instead of three.
+    let (started, (), stored) = tokio::join!(
+        start(&chan, &mut shutdown),
+        remove_leftover_webhook(&chan),
+        state.get(OFFSET_KEY)
+    );
     let Some(me) = started? else {
         return Ok(());
     };
     let mut backoff = Backoff::new();
 
-    let stored: i32 = match state.get(OFFSET_KEY).await? {
+    let stored: i32 = match stored? {
         Some(v) => v.trim().parse().unwrap_or_else(|_| {
             tracing::warn!("ignoring unreadable stored telegram offset {v:?}");
             0

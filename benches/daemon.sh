@@ -19,7 +19,8 @@
 # Environment (see benches/README.md): BENCH_MESSAGES (10000), BENCH_CHATS (1000),
 # BENCH_PER_CHAT (1), BENCH_STARTS (20), BENCH_IDLE_SECS (30), BENCH_STREAMED (500),
 # BENCH_REPLICAS (1,2,3), BENCH_MANY_CHATS (10000), BENCH_WORKER_WAIT (320), BENCH_RATIO_TURNS
-# (300: turns in a long chat and in fresh ones, for CPU per turn and its ratio), BENCH_SKIP_BUILD=1
+# (300: turns in a long chat and in fresh ones, for CPU per turn and its ratio), BENCH_TOOL_TURNS
+# (300: owner's DM turns with one file_read each, update -> reply), BENCH_SKIP_BUILD=1
 # (use the binaries already built), BENCH_PG_BIN (the replica runs' binary),
 # PIPELINE_MESSAGES (100000).
 # Needs: a Rust toolchain, PostgreSQL's server binaries (initdb, postgres) for the replica runs.

@@ -14,7 +14,8 @@
 //! Recorded per tag: when the update was handed out in a `getUpdates` answer, when the model
 //! request arrived, when the model's first chunk was written (streamed answers), when the model
 //! answer was complete, when the first draft or edit arrived, when `sendMessage` arrived, and
-//! the size in bytes of the model request body.
+//! the size in bytes of the model request body. A message saying [`READ_A_FILE`] is a tool turn:
+//! the model first calls `file_read`, then answers.
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -62,6 +63,8 @@ struct Shared {
     replies: Notify,
     /// Streamed answers: the pause between the first chunk and the rest, in µs.
     chunk_gap_us: std::sync::atomic::AtomicU64,
+    /// Tool turns whose `file_read` result showed the file's text.
+    files_read: std::sync::atomic::AtomicUsize,
 }
 
 /// Handle to the running fakes.
@@ -227,9 +230,35 @@ impl Fakes {
         n: usize,
         timeout: Duration,
     ) -> Result<Legs, String> {
+        self.sequential_saying(chat, "hello", n, timeout).await
+    }
+
+    /// `n` tool turns in [`OWNER_CHAT`], one in flight at a time: each a `file_read` call and
+    /// then the answer ([`READ_A_FILE`]); their `total` is the message's whole time in the
+    /// daemon (the model answers at once).
+    pub async fn sequential_tool_turns(&self, n: usize, timeout: Duration) -> Result<Legs, String> {
+        self.sequential_saying(|_| OWNER_CHAT, READ_A_FILE, n, timeout)
+            .await
+    }
+
+    /// Tool turns whose `file_read` result came back with the file's text.
+    pub fn files_read(&self) -> usize {
+        self.shared
+            .files_read
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// [`Fakes::sequential_in`] with the text `text`.
+    async fn sequential_saying(
+        &self,
+        chat: impl Fn(usize) -> i64,
+        text: &str,
+        n: usize,
+        timeout: Duration,
+    ) -> Result<Legs, String> {
         let mut tags = Vec::with_capacity(n);
         for i in 0..n {
-            let tag = Self::push(&mut self.tg(), chat(i), "hello");
+            let tag = Self::push(&mut self.tg(), chat(i), text);
             self.shared.updates.notify_waiters();
             if !self.wait_sent(&[tag], timeout).await {
                 return Err(format!(
@@ -475,6 +504,12 @@ async fn model(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
     let t = Instant::now();
     let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let (tag, first) = read_request(&s, &req, body.len());
+    if wants_file_read(&req) {
+        return file_read_call(&req);
+    }
+    if file_was_read(&req) {
+        s.files_read.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
     if req["stream"] == json!(true) {
         let parts = openai_chunks(&req, first);
         return stream(s, parts, tag, t);
@@ -552,6 +587,62 @@ async fn anthropic(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
         "usage": {"input_tokens": 10, "output_tokens": 3}
     });
     answer_at_once(&s, tag, t, reply)
+}
+
+/// The text of a tool turn's message ([`Fakes::sequential_tool_turns`]): the model answers it
+/// with a `file_read` of [`FILE_READ_PATH`] first, then with its text once the result is in.
+pub const READ_A_FILE: &str = "read the file";
+/// What the tool turns read, relative to the workspace (`$ETHAN_HOME/workspace` by default).
+pub const FILE_READ_PATH: &str = "bench.txt";
+/// A line of that file, which its result must show.
+pub const FILE_TEXT: &str = "a line of the bench file";
+
+/// A tool turn's first request: the last user message asks for the file and no tool result
+/// came back yet.
+fn wants_file_read(req: &Value) -> bool {
+    let Some(messages) = req["messages"].as_array() else {
+        return false;
+    };
+    let last = messages.last();
+    last.is_some_and(|m| m["role"] == "user")
+        && last.is_some_and(|m| m["content"].to_string().contains(READ_A_FILE))
+}
+
+/// A tool turn's second request: the last message is the tool's result with the file's text.
+fn file_was_read(req: &Value) -> bool {
+    req["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .is_some_and(|m| m["role"] == "tool" && m["content"].to_string().contains(FILE_TEXT))
+}
+
+/// One `file_read` call, at once or as chunks (OpenAI `tool_calls`).
+fn file_read_call(req: &Value) -> Response {
+    let call = json!({"id": "call_bench", "type": "function",
+                      "function": {"name": "file_read",
+                                   "arguments": json!({"path": FILE_READ_PATH}).to_string()}});
+    let model = req["model"].as_str().unwrap_or("bench").to_string();
+    if req["stream"] != json!(true) {
+        let reply = json!({
+            "id": "chatcmpl-bench", "object": "chat.completion", "created": crate::unix_now(),
+            "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": null,
+                                                 "tool_calls": [call]},
+                         "logprobs": null, "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}
+        });
+        return Json(reply).into_response();
+    }
+    let mut delta = call;
+    delta["index"] = json!(0);
+    let chunk = json!({
+        "id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": crate::unix_now(),
+        "model": model,
+        "choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [delta]},
+                     "finish_reason": "tool_calls"}]
+    });
+    let body = format!("data: {chunk}\n\ndata: [DONE]\n\n");
+    ([(header::CONTENT_TYPE, "text/event-stream")], body).into_response()
 }
 
 /// A whole (not streamed) answer: the request's arrival `t` and now recorded under `tag`.

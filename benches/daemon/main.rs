@@ -135,6 +135,30 @@ async fn cpu_long_vs_fresh(
     (long / turns, fresh / turns)
 }
 
+/// `n` sequential tool turns in the owner's DM (one `file_read` of a 1 KB file each), after
+/// whatever the chat already holds: their times from the update to the reply, in µs, sorted,
+/// the daemon's CPU per turn, and how many results showed the file's text.
+async fn tool_turns_in(
+    d: &Daemon,
+    home: &Path,
+    fakes: &fake::Fakes,
+    n: usize,
+    log: &Path,
+) -> (Vec<f64>, Duration, usize) {
+    if n == 0 {
+        return (Vec::new(), Duration::ZERO, 0);
+    }
+    let workspace = home.join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let text = format!("{}\n", fake::FILE_TEXT).repeat(40);
+    std::fs::write(workspace.join(fake::FILE_READ_PATH), text).unwrap();
+    let cpu0 = d.cpu();
+    let legs = fakes.sequential_tool_turns(n, Duration::from_secs(10));
+    let legs = or_log(legs.await, "tool turns: ", log);
+    let cpu = d.cpu().saturating_sub(cpu0) / n as u32;
+    (sorted(legs.total), cpu, fakes.files_read())
+}
+
 /// `ethan run` with `provider: anthropic` against the same fakes on a fresh home: the size in
 /// bytes of the Anthropic request of the owner's first DM turn (one element).
 async fn anthropic_request_bytes(bin: &Path, work: &Path, fakes: &fake::Fakes) -> Vec<usize> {
@@ -361,6 +385,11 @@ async fn main() {
     );
     let (rss_after_seq, _, _) = d.rss_kib();
     let seq_cpu = d.cpu().saturating_sub(seq_cpu0);
+
+    // A turn with one tool call: `file_read` of a small file in the workspace, then the answer.
+    let tool_turns = knob("BENCH_TOOL_TURNS", 300);
+    eprintln!("[bench] tool turns: {tool_turns} sequential messages, one file_read each");
+    let tool_legs = tool_turns_in(&d, &home, &fakes, tool_turns, &log).await;
 
     // CPU per turn: a long chat against fresh ones.
     let ratio_turns = knob("BENCH_RATIO_TURNS", 300);
@@ -602,6 +631,22 @@ async fn main() {
         &format!("{long_ms:.3} ms vs {fresh_ms:.3} ms: {ratio:.2}x"),
         "<= 1.2x",
         Some(fresh_ms > 0.0 && ratio <= 1.2),
+    );
+    let (tool_total, tool_cpu, files_read) = &tool_legs;
+    figure(
+        "3T",
+        &format!(
+            "a turn with one file_read, owner's DM, n={} ({files_read} read the file): \
+             update -> reply (two model requests)",
+            tool_total.len()
+        ),
+        &format!(
+            "{}; daemon CPU {:.3} ms/turn",
+            p50_p99_ms(tool_total),
+            tool_cpu.as_secs_f64() * 1e3
+        ),
+        "",
+        None,
     );
     figure(
         "4",

@@ -63,7 +63,9 @@ impl SandboxProbe {
             .ok()
             .and_then(|found| found.clone());
         // Ended without a result (or with one the wait missed): what the channel holds last.
-        found.or_else(|| waiting.borrow().clone()).unwrap_or_default()
+        found
+            .or_else(|| waiting.borrow().clone())
+            .unwrap_or_default()
     }
 }
 

@@ -33,8 +33,9 @@ pub struct Sent<'a> {
     pub tools: &'a [ToolSpec],
 }
 
-/// Record the tokens of one model call that sent `sent` and returned `completion` ([`call_record`]).
-/// A store failure is logged, never returned (a turn does not fail over its ledger).
+/// Record the tokens of one model call that sent `sent` and returned `completion`
+/// ([`call_record`]). A store failure is logged, never returned (a turn does not fail over its
+/// ledger).
 pub async fn record_call(
     store: &dyn UsageStore,
     configured_model: &str,

@@ -3,9 +3,9 @@
 //! the prompt, the taint) gives a [`Prepared`]; then, until an answer, [`step`] makes one model
 //! request ([`step::StepResult`]: an answer, tool calls, or ask again), [`calls`] runs the calls
 //! and [`fold`] puts their results into the turn; [`persist`] stores the turn, its last model
-//! call's usage and the session's marks in one store step. Progress goes to the [`sink::Sink`] the loop hands the stages (streamed text, tool
-//! progress, cards). The window the turn read is left in the session's [`KeptWindow`] for its
-//! next turn.
+//! call's usage and the session's marks in one store step. Progress goes to the [`sink::Sink`]
+//! the loop hands the stages (streamed text, tool progress, cards). The window the turn read is
+//! left in the session's [`KeptWindow`] for its next turn.
 
 mod calls;
 mod fold;

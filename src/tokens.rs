@@ -22,8 +22,12 @@ pub fn message_chars(m: &ChatMessage) -> usize {
 }
 
 /// Characters of `text` for the budget: a CJK character (about a token on its own) counts as
-/// [`CHARS_PER_TOKEN`] characters, any other as one.
+/// [`CHARS_PER_TOKEN`] characters, any other as one. Every request counts its whole window, so
+/// ASCII text (one character a byte, none of them CJK) is counted by its length.
 pub fn weighted_chars(text: &str) -> usize {
+    if text.is_ascii() {
+        return text.len();
+    }
     text.chars()
         .map(|c| match c as u32 {
             0x3040..=0x30ff
@@ -73,6 +77,8 @@ mod tests {
     #[test]
     fn cjk_characters_weigh_a_token_each() {
         assert_eq!(weighted_chars("abcd"), 4);
+        assert_eq!(weighted_chars(""), 0);
+        assert_eq!(weighted_chars("é"), 1, "a character, not its two bytes");
         assert_eq!(weighted_chars("你好"), 2 * CHARS_PER_TOKEN);
         assert_eq!(weighted_chars("a你"), 1 + CHARS_PER_TOKEN);
     }

@@ -33,10 +33,9 @@ pub struct Sent<'a> {
     pub tools: &'a [ToolSpec],
 }
 
-/// Record the tokens of one model call that sent `sent` and returned `completion`, under the
-/// model that answered (else `configured_model`). A completion without usage is recorded with
-/// estimated tokens, marked so; a store failure is logged, never returned (a turn does not fail
-/// over its ledger).
+/// Record the tokens of one model call that sent `sent` and returned `completion`
+/// ([`call_record`]). A store failure is logged, never returned (a turn does not fail over its
+/// ledger).
 pub async fn record_call(
     store: &dyn UsageStore,
     configured_model: &str,
@@ -44,6 +43,24 @@ pub async fn record_call(
     sent: Sent<'_>,
     completion: &Completion,
 ) {
+    let record = call_record(configured_model, owner, sent, completion);
+    if let Err(e) = store.record_usage(&record).await {
+        tracing::warn!(
+            "cannot record the token usage of a call in {}: {e}",
+            owner.session_key
+        );
+    }
+}
+
+/// The ledger's row for one model call that sent `sent` and returned `completion`, under the
+/// model that answered (else `configured_model`). A completion without usage gets tokens
+/// estimated, marked so.
+pub fn call_record(
+    configured_model: &str,
+    owner: &CallOwner,
+    sent: Sent<'_>,
+    completion: &Completion,
+) -> UsageRecord {
     let (usage, estimated) = match completion.usage {
         Some(u) => (u, false),
         None => {
@@ -63,7 +80,7 @@ pub async fn record_call(
     } else {
         completion.model.clone()
     };
-    let record = UsageRecord {
+    UsageRecord {
         created_at: chrono::Utc::now().timestamp(),
         model,
         session_key: owner.session_key.clone(),
@@ -75,12 +92,6 @@ pub async fn record_call(
         cache_read_tokens: usage.cache_read_tokens,
         cache_write_tokens: usage.cache_write_tokens,
         estimated,
-    };
-    if let Err(e) = store.record_usage(&record).await {
-        tracing::warn!(
-            "cannot record the token usage of a call in {}: {e}",
-            owner.session_key
-        );
     }
 }
 

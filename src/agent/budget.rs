@@ -1,13 +1,15 @@
 //! Token budgets and the usage ledger, for the agent loop: [`refusal`] checks the daily budgets
 //! (`budget.daily_tokens` for the whole daemon, `budget.chat_daily_tokens` for one chat; 0 = no
-//! limit) before a turn calls the model, and [`record`] writes each model call's tokens to the
-//! ledger. A day runs from midnight in the configured zone ([`crate::usage::local_day`]);
+//! limit) before a turn calls the model; [`usage`] is each model call's row in the ledger, which
+//! [`record`] writes at once (a turn's last call is written with the turn's end, in one store
+//! step). A day runs from midnight in the configured zone ([`crate::usage::local_day`]);
 //! scheduled jobs count toward the daemon and toward the chat they post to. A store failure
 //! never fails a turn: it is logged, and the turn goes on (unbudgeted, or unrecorded).
 
 use super::{Agent, TurnInput};
 use crate::usage::{local_day, thousands, zone};
 use ethan_core::provider::Completion;
+use ethan_core::store::UsageRecord;
 
 /// The answer to a turn over a daily budget (one sentence: whose budget, how large, when it
 /// resets), or `None` when the turn may call the model. The daemon's budget is checked first.
@@ -56,22 +58,30 @@ pub(super) async fn refusal(agent: &Agent, input: &TurnInput) -> Option<String> 
     None
 }
 
-/// Record the tokens of one model call of this turn that sent `sent` and returned
-/// `completion` ([`crate::usage::record_call`]; estimated when the server reported none).
-pub(super) async fn record(
+/// The ledger's row for one model call of this turn that sent `sent` and returned
+/// `completion` ([`crate::usage::call_record`]; estimated when the server reported none).
+pub(super) fn usage(
     agent: &Agent,
     input: &TurnInput,
     sent: crate::usage::Sent<'_>,
     completion: &Completion,
-) {
-    crate::usage::record_call(
-        &*agent.store,
+) -> UsageRecord {
+    crate::usage::call_record(
         &agent.config.config.model.name,
         &call_owner(input),
         sent,
         completion,
     )
-    .await
+}
+
+/// Write `record` to the ledger now (a store failure is logged).
+pub(super) async fn record(agent: &Agent, record: &UsageRecord) {
+    if let Err(e) = agent.store.record_usage(record).await {
+        tracing::warn!(
+            "cannot record the token usage of a call in {}: {e}",
+            record.session_key
+        );
+    }
 }
 
 /// Whom this turn's model calls are counted for.

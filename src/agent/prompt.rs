@@ -62,6 +62,8 @@ pub fn system_prompt(
 
 /// `m` as the model sees it: a user message with its [`ChatMessage::sent_at`] gets the time, in
 /// `zone`, in front of its text — `[Sat 2026-12-05 09:14 CST] …`. Other messages are unchanged.
+/// Every user message of the window is stamped again for each request, so the stamp is written
+/// field by field ([`stamp`]), not through a format string parsed each time.
 pub fn stamped(mut m: ChatMessage, zone: chrono_tz::Tz) -> ChatMessage {
     if m.role != Role::User {
         return m;
@@ -72,12 +74,35 @@ pub fn stamped(mut m: ChatMessage, zone: chrono_tz::Tz) -> ChatMessage {
     else {
         return m;
     };
-    let when = at.with_timezone(&zone).format("%a %Y-%m-%d %H:%M %Z");
-    m.content = Some(format!(
-        "[{when}] {}",
-        m.content.as_deref().unwrap_or_default()
-    ));
+    let text = m.content.as_deref().unwrap_or_default();
+    let mut out = String::with_capacity(text.len() + 32);
+    stamp(&mut out, &at.with_timezone(&zone));
+    out.push_str(text);
+    m.content = Some(out);
     m
+}
+
+/// `[%a %Y-%m-%d %H:%M %Z] ` of `local` into `out`.
+fn stamp(out: &mut String, local: &chrono::DateTime<chrono_tz::Tz>) {
+    use chrono::{Datelike, Timelike};
+    use std::fmt::Write;
+    const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
+    let year = local.year();
+    if !(0..=9999).contains(&year) {
+        // Signed or wider years: chrono's own rendering of them.
+        let _ = write!(out, "[{}] ", local.format("%a %Y-%m-%d %H:%M %Z"));
+        return;
+    }
+    let day = DAYS[local.weekday().num_days_from_monday() as usize];
+    let _ = write!(
+        out,
+        "[{day} {year:04}-{:02}-{:02} {:02}:{:02} {}] ",
+        local.month(),
+        local.day(),
+        local.hour(),
+        local.minute(),
+        local.offset()
+    );
 }
 
 #[cfg(test)]
@@ -99,6 +124,27 @@ mod tests {
         );
         let plain = ChatMessage::user("no time");
         assert_eq!(stamped(plain.clone(), chrono_tz::UTC), plain);
+        // As chrono's own format gives it, in zones with letters, numbers and odd offsets.
+        let zones = [
+            chrono_tz::UTC,
+            chrono_tz::Asia::Shanghai,
+            chrono_tz::America::New_York,
+            chrono_tz::America::Sao_Paulo,
+            chrono_tz::Asia::Kolkata,
+            chrono_tz::Pacific::Chatham,
+            chrono_tz::Europe::London,
+        ];
+        for zone in zones {
+            for at in (0..400).map(|i| 1_700_000_000 + i * 977_777) {
+                let mut m = ChatMessage::user("x");
+                m.sent_at = Some(at);
+                let local = chrono::DateTime::from_timestamp(at, 0)
+                    .unwrap()
+                    .with_timezone(&zone);
+                let want = format!("[{}] x", local.format("%a %Y-%m-%d %H:%M %Z"));
+                assert_eq!(stamped(m, zone).content.as_deref(), Some(want.as_str()));
+            }
+        }
         let mut answer = ChatMessage::assistant("hi");
         answer.sent_at = Some(1);
         assert_eq!(stamped(answer.clone(), chrono_tz::UTC), answer);

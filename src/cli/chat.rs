@@ -51,7 +51,12 @@ pub async fn run(
         Some(input.clone()),
         None,
     );
-    let agent = wiring::agent(loaded.clone(), &stores, Some(consent.clone()), sandbox.into())?;
+    let agent = wiring::agent(
+        loaded.clone(),
+        &stores,
+        Some(consent.clone()),
+        sandbox.into(),
+    )?;
     // MCP servers: a one-shot message waits for their first start (each at most its
     // timeout_secs); a session gets their tools as they come.
     let mcp = crate::mcp::McpManager::new(&loaded, agent.executor.registry_slot());

@@ -112,7 +112,12 @@ async fn run_now(loaded: &Arc<Loaded>, stores: &OpenStore, id: &str) -> anyhow::
     let sandbox = wiring::services(loaded, stores, false);
     let private_tmp = sandbox.private_tmp.clone();
     let consent = wiring::consent(loaded, store, channels.clone(), None, None);
-    let agent = wiring::agent(loaded.clone(), stores, Some(consent.clone()), sandbox.into())?;
+    let agent = wiring::agent(
+        loaded.clone(),
+        stores,
+        Some(consent.clone()),
+        sandbox.into(),
+    )?;
     let (scheduler, exec) = crate::scheduler::build(loaded, store, agent, channels);
     let claim = scheduler.claim_now(id).await?;
     eprintln!(

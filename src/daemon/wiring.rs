@@ -14,7 +14,6 @@ use crate::egress::Egress;
 use crate::gateway::page::hub::Hub;
 use crate::metrics::Metrics;
 use crate::sandbox::settings::SandboxSettings;
-use ethan_core::sandbox::SandboxProbe;
 use crate::store::SharedStorage;
 use crate::store::{DaemonStoreRef, OpenStore};
 use crate::tools::executor::{Executor, ExecutorOptions};
@@ -24,6 +23,7 @@ use anyhow::{bail, Context};
 use ethan_channels::lark::{LarkChannel, LarkMode};
 use ethan_channels::telegram::TelegramChannel;
 use ethan_channels::{Channel, ChannelKind, InboundSink, StateStore};
+use ethan_core::sandbox::SandboxProbe;
 use std::collections::HashMap;
 use std::sync::Arc;
 

@@ -16,7 +16,6 @@
 //!   the model is shown ([`foreign_description`]).
 
 use ethan_core::message::{ChatMessage, Role};
-use ethan_core::store::StorageRef;
 
 /// Tools whose output is the daemon's own state, with no text from outside the conversation:
 /// which tools exist, and the memory the person's own turns wrote. Every other tool's output
@@ -58,20 +57,13 @@ pub fn outside_in(history: &[(i64, ChatMessage)]) -> Option<String> {
         .map(str::to_string)
 }
 
-/// The prefix of [`session_mark`]: the turn reads the mark with its start.
+/// The prefix of [`mark_key`]: the turn reads the mark with its start.
 pub const MARK_PREFIX: &str = "untrusted:";
 
 /// The kv key that records what first brought outside text into session `session_id` (kept
 /// until `/new` starts another session, as the private-data mark `taint:<session_id>` is).
-fn session_mark(session_id: &str) -> String {
+pub fn mark_key(session_id: &str) -> String {
     format!("{MARK_PREFIX}{session_id}")
-}
-
-/// Record `source` as what brought outside text into session `session_id`. Best effort.
-pub async fn record(store: &StorageRef, session_id: &str, source: &str) {
-    if let Err(e) = store.kv_set(&session_mark(session_id), source).await {
-        tracing::warn!("cannot record the outside-text mark of {session_id}: {e}");
-    }
 }
 
 /// The material extraction reads: one `User:` line per message of the person, with their own

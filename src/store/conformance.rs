@@ -2,12 +2,12 @@
 //! ([`DaemonStore`]), against the SQLite store (in memory) and — with the `postgres` feature —
 //! a PostgreSQL store on a fresh database of the throwaway cluster ([`super::pg::cluster`]).
 //! What a backend must keep: sessions stable until `/new`, the history window cut at a user
-//! message with tool calls, `is_error` and opaque values intact, kv overwrite and delete, the
-//! audit log newest first with its session filter, replay keys recorded once, jobs due by their
-//! next slot, one claim per slot (also when claimed concurrently), owners and one-time claim
-//! codes, the usage ledger's sums, clamping and reports, remembered facts (supersession, subjects,
-//! forgetting a chain) and history search, and the inbound events' dedupe window, states,
-//! attempts and retention.
+//! message with tool calls, `is_error` and opaque values intact, a turn's end written whole or
+//! not at all, kv overwrite and delete, the audit log newest first with its session filter,
+//! replay keys recorded once, jobs due by their next slot, one claim per slot (also when claimed
+//! concurrently), owners and one-time claim codes, the usage ledger's sums, clamping and
+//! reports, remembered facts (supersession, subjects, forgetting a chain) and history search,
+//! and the inbound events' dedupe window, states, attempts and retention.
 //!
 //! Backdating a record (to test windows and retention) needs a statement of the backend's own:
 //! [`Backdate`], implemented for each.
@@ -18,8 +18,8 @@ use async_trait::async_trait;
 use ethan_channels::{ChannelKind, ChatKind, ChatRef, InboundEvent, Sender};
 use ethan_core::message::{ChatMessage, Role, ToolCall};
 use ethan_core::store::{
-    AuditEntry, Delivery, HeldWindow, JobRecord, JobState, RunStatus, UsageGrouping, UsageRecord,
-    UsageRow,
+    AuditEntry, Delivery, HeldWindow, JobRecord, JobState, RunStatus, TurnEnd, UsageGrouping,
+    UsageRecord, UsageRow,
 };
 use std::sync::Arc;
 
@@ -868,6 +868,61 @@ pub(crate) async fn turn_window(s: &dyn DaemonStore) {
     assert_eq!(start.delta, None);
 }
 
+/// A turn's end in one step: its messages in order, its usage rows and its marks; all or
+/// nothing (an unknown session writes none of it).
+pub(crate) async fn turn_end(s: &dyn DaemonStore) {
+    let sid = s.current_session("t:e").await.unwrap();
+    let call = UsageRecord {
+        created_at: now(),
+        model: "m".into(),
+        session_key: "t:e".into(),
+        channel: "telegram".into(),
+        chat_id: "9".into(),
+        job_id: None,
+        input_tokens: 10,
+        output_tokens: 5,
+        cache_read_tokens: 0,
+        cache_write_tokens: 0,
+        estimated: false,
+    };
+    let mark = format!("taint:{sid}");
+    let end = TurnEnd {
+        session_id: sid.clone(),
+        messages: vec![ChatMessage::user("q"), ChatMessage::assistant("a")],
+        usage: vec![call.clone(), call.clone()],
+        marks: vec![(mark.clone(), "file_read".into())],
+    };
+    s.end_turn(&end).await.unwrap();
+    let texts = |w: Vec<ChatMessage>| w.into_iter().map(|m| m.content).collect::<Vec<_>>();
+    let window = texts(s.load_window(&sid, 10).await.unwrap());
+    assert_eq!(window, [Some("q".into()), Some("a".into())]);
+    assert_eq!(
+        s.tokens_since(0, Some(("telegram", "9"))).await.unwrap(),
+        30
+    );
+    assert_eq!(s.kv_get(&mark).await.unwrap().as_deref(), Some("file_read"));
+    // Marks alone, overwritten.
+    let marks = TurnEnd {
+        session_id: sid.clone(),
+        marks: vec![(mark.clone(), "shell".into())],
+        ..TurnEnd::default()
+    };
+    s.end_turn(&marks).await.unwrap();
+    assert_eq!(s.kv_get(&mark).await.unwrap().as_deref(), Some("shell"));
+    // No such session: nothing of it is written.
+    let orphan = TurnEnd {
+        session_id: "no-such-session".into(),
+        marks: vec![("k:orphan".into(), "v".into())],
+        ..end
+    };
+    assert!(s.end_turn(&orphan).await.is_err());
+    assert_eq!(s.kv_get("k:orphan").await.unwrap(), None);
+    assert_eq!(
+        s.tokens_since(0, Some(("telegram", "9"))).await.unwrap(),
+        30
+    );
+}
+
 /// The suite's tests for one backend: `$open` is an async expression giving a [`Subject`].
 macro_rules! suite {
     ($backend:ident, $open:expr) => {
@@ -879,6 +934,10 @@ macro_rules! suite {
             #[tokio::test]
             async fn turn_window() {
                 super::turn_window(&*$open.store).await
+            }
+            #[tokio::test]
+            async fn turn_end() {
+                super::turn_end(&*$open.store).await
             }
             #[tokio::test]
             async fn messages() {

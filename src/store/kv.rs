@@ -1,7 +1,18 @@
 //! Small durable key/value state (Telegram offset, …).
 
 use super::{Ctx, Db, StoreError};
-use rusqlite::OptionalExtension;
+use rusqlite::{Connection, OptionalExtension};
+
+/// Set `key` to `value` on `conn` (alone, or in the caller's transaction).
+pub(super) fn set(conn: &Connection, key: &str, value: &str) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO kv(key, value) VALUES (?1, ?2)
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+    )
+    .and_then(|mut st| st.execute([key, value]))
+    .op("kv set")?;
+    Ok(())
+}
 
 impl Db {
     pub fn kv_get(&self, key: &str) -> Result<Option<String>, StoreError> {
@@ -13,14 +24,7 @@ impl Db {
     }
 
     pub fn kv_set(&self, key: &str, value: &str) -> Result<(), StoreError> {
-        self.conn()
-            .prepare_cached(
-                "INSERT INTO kv(key, value) VALUES (?1, ?2)
-                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            )
-            .and_then(|mut st| st.execute([key, value]))
-            .op("kv set")?;
-        Ok(())
+        set(&self.conn(), key, value)
     }
 
     pub fn kv_delete(&self, key: &str) -> Result<(), StoreError> {

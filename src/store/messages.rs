@@ -5,6 +5,7 @@
 use super::{now, Ctx, Db, StoreError};
 use ethan_core::message::{ChatMessage, Role};
 use ethan_core::store::{HeldWindow, WindowDelta};
+use rusqlite::Connection;
 
 impl Db {
     /// Append messages to a session in one transaction (an assistant message and its tool results
@@ -16,39 +17,7 @@ impl Db {
     ) -> Result<(), StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction().op("append messages")?;
-        {
-            let mut stmt = tx
-                .prepare_cached(
-                    "INSERT INTO messages(session_id, role, content, tool_calls, tool_call_id, opaque, is_error, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                )
-                .op("append messages")?;
-            let ts = now();
-            for m in msgs {
-                let calls = if m.tool_calls.is_empty() {
-                    None
-                } else {
-                    Some(
-                        serde_json::to_string(&m.tool_calls).map_err(|e| StoreError::Corrupt {
-                            op: "append messages",
-                            message: e.to_string(),
-                        })?,
-                    )
-                };
-                let opaque = m.opaque.as_ref().map(|v| v.to_string());
-                stmt.execute(rusqlite::params![
-                    session_id,
-                    m.role.as_str(),
-                    m.content,
-                    calls,
-                    m.tool_call_id,
-                    opaque,
-                    m.is_error,
-                    stored_at(m, ts)
-                ])
-                .op("append messages")?;
-            }
-        }
+        insert_messages(&tx, session_id, msgs)?;
         tx.commit().op("append messages")
     }
 
@@ -187,6 +156,48 @@ pub(crate) fn decode_message(
         images: Vec::new(),
         sent_at: None,
     })
+}
+
+/// Insert `msgs` into session `session_id` in their order, on `conn` (in the caller's
+/// transaction).
+pub(super) fn insert_messages(
+    conn: &Connection,
+    session_id: &str,
+    msgs: &[ChatMessage],
+) -> Result<(), StoreError> {
+    let op = "append messages";
+    let mut stmt = conn
+        .prepare_cached(
+            "INSERT INTO messages(session_id, role, content, tool_calls, tool_call_id, opaque, is_error, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )
+        .op(op)?;
+    let ts = now();
+    for m in msgs {
+        let calls = if m.tool_calls.is_empty() {
+            None
+        } else {
+            Some(
+                serde_json::to_string(&m.tool_calls).map_err(|e| StoreError::Corrupt {
+                    op,
+                    message: e.to_string(),
+                })?,
+            )
+        };
+        let opaque = m.opaque.as_ref().map(|v| v.to_string());
+        stmt.execute(rusqlite::params![
+            session_id,
+            m.role.as_str(),
+            m.content,
+            calls,
+            m.tool_call_id,
+            opaque,
+            m.is_error,
+            stored_at(m, ts)
+        ])
+        .op(op)?;
+    }
+    Ok(())
 }
 
 /// The `created_at` a message is stored with: a user message's own [`ChatMessage::sent_at`],

@@ -3,6 +3,7 @@
 
 use super::backend::SessionSummary;
 use super::{now, Ctx, Db, StoreError};
+use ethan_core::store::TurnEnd;
 use rusqlite::OptionalExtension;
 
 impl Db {
@@ -26,6 +27,21 @@ impl Db {
         )
         .op("create session")?;
         Ok(id)
+    }
+
+    /// What a turn leaves, in one transaction: its messages, the model calls not yet in the
+    /// ledger, the session's marks (see [`ethan_core::store::SessionStore::end_turn`]).
+    pub fn end_turn(&self, end: &TurnEnd) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().op("end turn")?;
+        super::messages::insert_messages(&tx, &end.session_id, &end.messages)?;
+        for r in &end.usage {
+            super::usage::insert_usage(&tx, r)?;
+        }
+        for (key, value) in &end.marks {
+            super::kv::set(&tx, key, value)?;
+        }
+        tx.commit().op("end turn")
     }
 
     /// Retire the active session of `key` and start a new one; returns the new id.

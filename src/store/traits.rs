@@ -12,7 +12,7 @@ use ethan_core::message::ChatMessage;
 use ethan_core::store::{
     AuditEntry, AuditStore, Delivery, HeldWindow, HistoryHit, JobRecord, JobStore, KvStore,
     MemoryFact, MemoryStore, MessageStore, NewFact, OwnerStore, RunRecord, RunStatus, SessionStore,
-    TurnStart, UsageGrouping, UsageRecord, UsageRow, UsageStore,
+    TurnEnd, TurnStart, UsageGrouping, UsageRecord, UsageRow, UsageStore,
 };
 
 fn owned(s: Option<&str>) -> Option<String> {
@@ -59,6 +59,10 @@ impl SessionStore for Store {
             })
         })
         .await
+    }
+    async fn end_turn(&self, end: &TurnEnd) -> Result<(), StoreError> {
+        let end = end.clone();
+        self.call("end turn", move |db| db.end_turn(&end)).await
     }
 }
 

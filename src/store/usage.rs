@@ -4,6 +4,7 @@
 
 use super::{Ctx, Db, StoreError};
 pub use ethan_core::store::{UsageGrouping, UsageRecord, UsageRow};
+use rusqlite::Connection;
 use std::collections::HashMap;
 
 /// The most tokens one call is recorded with: a count beyond it (a broken or hostile endpoint)
@@ -20,32 +21,36 @@ fn count(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }
 
+/// Record one model call on `conn` (alone, or in the caller's transaction).
+pub(super) fn insert_usage(conn: &Connection, r: &UsageRecord) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO model_usage (created_at, model, session_key, channel, chat_id, job_id,
+         input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, estimated)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )
+    .and_then(|mut st| {
+        st.execute(rusqlite::params![
+            r.created_at,
+            r.model,
+            r.session_key,
+            r.channel,
+            r.chat_id,
+            r.job_id,
+            int(r.input_tokens),
+            int(r.output_tokens),
+            int(r.cache_read_tokens),
+            int(r.cache_write_tokens),
+            r.estimated,
+        ])
+    })
+    .op("record usage")?;
+    Ok(())
+}
+
 impl Db {
     /// Record one model call.
     pub fn record_usage(&self, r: &UsageRecord) -> Result<(), StoreError> {
-        self.conn()
-            .prepare_cached(
-                "INSERT INTO model_usage (created_at, model, session_key, channel, chat_id, job_id,
-                 input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, estimated)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            )
-            .and_then(|mut st| {
-                st.execute(rusqlite::params![
-                    r.created_at,
-                    r.model,
-                    r.session_key,
-                    r.channel,
-                    r.chat_id,
-                    r.job_id,
-                    int(r.input_tokens),
-                    int(r.output_tokens),
-                    int(r.cache_read_tokens),
-                    int(r.cache_write_tokens),
-                    r.estimated,
-                ])
-            })
-            .op("record usage")?;
-        Ok(())
+        insert_usage(&self.conn(), r)
     }
 
     /// Input + output tokens since `since` (Unix seconds), of all calls or of one

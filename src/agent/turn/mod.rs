@@ -2,10 +2,10 @@
 //! and gives spelled out: [`prepare`] (the budget, the session, compaction, memory, the tools,
 //! the prompt, the taint) gives a [`Prepared`]; then, until an answer, [`step`] makes one model
 //! request ([`step::StepResult`]: an answer, tool calls, or ask again), [`calls`] runs the calls
-//! and [`fold`] puts their results into the turn; [`persist`] stores the turn and the session's
-//! marks. Progress goes to the [`sink::Sink`] the loop hands the stages (streamed text, tool
-//! progress, cards). The window the turn read is left in the session's [`KeptWindow`] for its
-//! next turn.
+//! and [`fold`] puts their results into the turn; [`persist`] stores the turn, its last model
+//! call's usage and the session's marks in one store step. Progress goes to the [`sink::Sink`]
+//! the loop hands the stages (streamed text, tool progress, cards). The window the turn read is
+//! left in the session's [`KeptWindow`] for its next turn.
 
 mod calls;
 mod fold;
@@ -122,6 +122,7 @@ pub(super) async fn run(
     };
     let compactor = session.compactor(agent);
     let mut iterations = 0u32;
+    let mut unrecorded = Vec::new();
     let outcome = loop {
         if let Some(cap) = step::cap(iterations, offer.max_iter) {
             break cap;
@@ -132,7 +133,10 @@ pub(super) async fn run(
             compactor: &compactor,
             cancel,
         };
-        let calls = match step.run(&mut window, &mut offer, &mut ctx, &sink).await {
+        let calls = match step
+            .run(&mut window, &mut offer, &mut ctx, &sink, &mut unrecorded)
+            .await
+        {
             step::StepResult::Done(outcome) => break outcome,
             step::StepResult::Retry => continue,
             step::StepResult::Calls(calls) => calls,
@@ -154,7 +158,13 @@ pub(super) async fn run(
             }
         }
     };
-    persist::persist(agent, input, &session, window.turn, &ctx.taint, &outcome).await;
+    let end = persist::End {
+        turn: window.turn,
+        unrecorded,
+        taint: &ctx.taint,
+        outcome: &outcome,
+    };
+    persist::persist(agent, input, &session, end).await;
     // The window as the store holds it before this turn's messages (they come back with the
     // next turn's delta); not kept once compaction moved its start or folded it whole.
     if window.compaction.upto == window.read_after && !window.trimmed {

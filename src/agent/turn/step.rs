@@ -1,7 +1,8 @@
 //! Step: one model request of a turn. The history is compacted when the request would pass
 //! 70 % of `model.context_tokens` and the turn's own messages kept under the whole of it; the
 //! request goes to the chain (streamed into the [`Sink`] when someone watches); the call is
-//! recorded in the usage ledger and the rest of the turn pinned to the model that answered.
+//! recorded in the usage ledger (before its tool calls run, or with the turn's end when it
+//! ends the turn) and the rest of the turn pinned to the model that answered.
 //! The result ([`StepResult`]) is the turn's end (an answer, a stop, a failure), the model's
 //! tool calls, or a request to ask again after the whole history was folded. The iteration
 //! cap is decided here too ([`cap`]).
@@ -16,6 +17,7 @@ use crate::tools::ToolContext;
 use ethan_core::event::TurnEvent;
 use ethan_core::message::{ChatMessage, Role, ToolCall};
 use ethan_core::provider::Completion;
+use ethan_core::store::UsageRecord;
 use tokio_util::sync::CancellationToken;
 
 /// What one model request gave.
@@ -50,13 +52,16 @@ pub(super) struct Step<'a> {
 
 impl Step<'_> {
     /// One request: the model's answer or calls go into `window.turn`; the answering model is
-    /// pinned in `offer` and named in `ctx` (the audit of the calls names it).
+    /// pinned in `offer` and named in `ctx` (the audit of the calls names it). The call's row
+    /// in the usage ledger is written before its tool calls run; a call that ends the turn
+    /// leaves it in `unrecorded`, for the turn's end to write with the turn.
     pub(super) async fn run(
         &self,
         window: &mut Window,
         offer: &mut Offer,
         ctx: &mut ToolContext,
         sink: &Sink<'_>,
+        unrecorded: &mut Vec<UsageRecord>,
     ) -> StepResult {
         let Some(messages) = self.request(window, offer).await else {
             return StepResult::Done(TurnOutcome::Stopped);
@@ -74,7 +79,7 @@ impl Step<'_> {
             messages: &messages,
             tools: &specs,
         };
-        budget::record(self.agent, self.input, sent, &completion).await;
+        let record = budget::usage(self.agent, self.input, sent, &completion);
         let session = &self.input.session_key;
         tracing::debug!(model = %completion.model, "model answered in {session}");
         // The audit of the calls below names the model that proposed them.
@@ -84,7 +89,12 @@ impl Step<'_> {
         if let Some(pinned) = offer.models.starting_at(&completion.model) {
             offer.models = pinned;
         }
-        answered(completion, &mut window.turn, sink, session)
+        let result = answered(completion, &mut window.turn, sink, session);
+        match result {
+            StepResult::Calls(_) => budget::record(self.agent, &record).await,
+            _ => unrecorded.push(record),
+        }
+        result
     }
 
     /// The request's messages, the history compacted first (`None`: stopped meanwhile).

@@ -34,6 +34,7 @@ pub mod sessions;
 #[cfg(test)]
 pub(crate) mod tests;
 pub mod tls;
+mod turn_end;
 pub mod usage;
 
 pub use migrations::SCHEMA_VERSION;

@@ -7,7 +7,7 @@ use super::messages::decode_row;
 use super::{limit, PgStore, StoreError};
 use crate::store::messages::sent_at;
 use async_trait::async_trait;
-use ethan_core::store::{HeldWindow, SessionStore, TurnStart, WindowDelta};
+use ethan_core::store::{HeldWindow, SessionStore, TurnEnd, TurnStart, WindowDelta};
 
 const FIND: &str =
     "SELECT id FROM sessions WHERE key = $1 AND active ORDER BY created_at DESC LIMIT 1";
@@ -128,6 +128,10 @@ impl SessionStore for PgStore {
             values,
             delta: None,
         })
+    }
+
+    async fn end_turn(&self, end: &TurnEnd) -> Result<(), StoreError> {
+        super::turn_end::end_turn(self, end).await
     }
 
     async fn new_session(&self, key: &str) -> Result<String, StoreError> {

@@ -68,6 +68,22 @@ pub trait SessionStore: Send + Sync {
         held: Option<&HeldWindow>,
         limit: usize,
     ) -> Result<TurnStart, StoreError>;
+    /// What a turn leaves, written in one step (one transaction: all of it or nothing): its
+    /// messages appended to its session (as [`MessageStore::append_messages`]), the model calls
+    /// not in the ledger yet recorded (as [`UsageStore::record_usage`]) and the session's kv
+    /// marks set (as [`KvStore::kv_set`]).
+    async fn end_turn(&self, end: &TurnEnd) -> Result<(), StoreError>;
+}
+
+/// What [`SessionStore::end_turn`] writes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TurnEnd {
+    pub session_id: String,
+    /// Appended in this order.
+    pub messages: Vec<ChatMessage>,
+    pub usage: Vec<UsageRecord>,
+    /// `(key, value)` pairs, each set as [`KvStore::kv_set`] sets it; no key twice.
+    pub marks: Vec<(String, String)>,
 }
 
 /// A window of a session's history that the caller holds from an earlier read: the ids of its

@@ -508,7 +508,8 @@ async fn model(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
         return file_read_call(&req);
     }
     if file_was_read(&req) {
-        s.files_read.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        s.files_read
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     if req["stream"] == json!(true) {
         let parts = openai_chunks(&req, first);

@@ -60,9 +60,7 @@ impl SandboxProbe {
 
 impl std::fmt::Debug for SandboxProbe {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("SandboxProbe")
-            .field(&self.0.peek())
-            .finish()
+        f.debug_tuple("SandboxProbe").field(&self.0.peek()).finish()
     }
 }
 

@@ -141,20 +141,17 @@ pub fn parse(body: &str, max: usize) -> Result<Vec<Hit>, ProviderFailure> {
             continue;
         }
         let title = text_of(&a);
-        let url = a
-            .attr("href")
-            .and_then(|h| unwrap_link(&h))
-            .or_else(|| {
-                Some(text_of(&r.select_single_matcher(&url_sel)))
-                    .filter(|u| !u.is_empty())
-                    .map(|u| {
-                        if u.contains("://") {
-                            u
-                        } else {
-                            format!("https://{u}")
-                        }
-                    })
-            });
+        let url = a.attr("href").and_then(|h| unwrap_link(&h)).or_else(|| {
+            Some(text_of(&r.select_single_matcher(&url_sel)))
+                .filter(|u| !u.is_empty())
+                .map(|u| {
+                    if u.contains("://") {
+                        u
+                    } else {
+                        format!("https://{u}")
+                    }
+                })
+        });
         let Some(url) = url else { continue };
         if title.is_empty() {
             continue;
@@ -169,8 +166,7 @@ pub fn parse(body: &str, max: usize) -> Result<Vec<Hit>, ProviderFailure> {
             break;
         }
     }
-    if hits.is_empty() && blocks == 0 && !doc.select_single_matcher(&sel(".no-results")).exists()
-    {
+    if hits.is_empty() && blocks == 0 && !doc.select_single_matcher(&sel(".no-results")).exists() {
         return Err(ProviderFailure::new(
             "no results could be read from the page (its layout may have changed)",
         ));

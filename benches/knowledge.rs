@@ -13,7 +13,7 @@ use ethan::knowledge::notes::{slug, Note};
 use ethan::knowledge::Knowledge;
 use ethan::store::Store;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use std::time::{Duration, Instant};
 
 const CONSONANTS: &[char] = &[
@@ -90,44 +90,44 @@ fn vocabulary(rng: &mut StdRng, n: usize) -> Vec<String> {
     let mut syllables = std::collections::BTreeSet::new();
     while syllables.len() < 400 {
         let mut s = String::new();
-        s.push(CONSONANTS[rng.gen_range(0..CONSONANTS.len())]);
-        s.push(VOWELS[rng.gen_range(0..VOWELS.len())]);
-        match rng.gen_range(0..3) {
+        s.push(CONSONANTS[rng.random_range(0..CONSONANTS.len())]);
+        s.push(VOWELS[rng.random_range(0..VOWELS.len())]);
+        match rng.random_range(0..3) {
             0 => {}
-            1 => s.push(CONSONANTS[rng.gen_range(0..CONSONANTS.len())]),
-            _ => s.push(CODAS[rng.gen_range(0..CODAS.len())]),
+            1 => s.push(CONSONANTS[rng.random_range(0..CONSONANTS.len())]),
+            _ => s.push(CODAS[rng.random_range(0..CODAS.len())]),
         }
         syllables.insert(s);
     }
     let syllables: Vec<String> = syllables.into_iter().collect();
     let mut words = std::collections::BTreeSet::new();
     while words.len() < n {
-        let k = [1, 2, 2, 3][rng.gen_range(0..4)];
+        let k = [1, 2, 2, 3][rng.random_range(0..4)];
         let w: String = (0..k)
-            .map(|_| syllables[rng.gen_range(0..syllables.len())].as_str())
+            .map(|_| syllables[rng.random_range(0..syllables.len())].as_str())
             .collect();
         words.insert(w);
     }
     let mut v: Vec<String> = words.into_iter().collect();
     // Shuffle so the Zipf rank is unrelated to alphabetical order.
     for i in (1..v.len()).rev() {
-        v.swap(i, rng.gen_range(0..=i));
+        v.swap(i, rng.random_range(0..=i));
     }
     v
 }
 
 /// A Zipf-like pick: rank r with weight ~1/r.
 fn zipf(rng: &mut StdRng, n: usize) -> usize {
-    let x: f64 = rng.gen_range(0.0..1.0);
+    let x: f64 = rng.random_range(0.0..1.0);
     ((n as f64).powf(x) as usize).saturating_sub(1).min(n - 1)
 }
 
 fn text(rng: &mut StdRng, vocab: &[String], words: usize) -> String {
     let mut s = String::new();
     for i in 0..words {
-        if rng.gen_bool(0.2) {
+        if rng.random_bool(0.2) {
             s.push_str(CHINESE[zipf(rng, CHINESE.len())]);
-            if rng.gen_bool(0.5) {
+            if rng.random_bool(0.5) {
                 s.push_str(CHINESE[zipf(rng, CHINESE.len())]);
             }
         } else {
@@ -165,16 +165,16 @@ fn main() {
     let t = Instant::now();
     let mut bytes = 0usize;
     for i in 0..notes {
-        let title_words = rng.gen_range(3..=6);
+        let title_words = rng.random_range(3..=6);
         let title = text(&mut rng, &vocab, title_words)
             .split_whitespace()
             .collect::<Vec<_>>()
             .join(" ");
-        let ntags = rng.gen_range(1..=3);
+        let ntags = rng.random_range(1..=3);
         let note_tags: Vec<String> = (0..ntags)
-            .map(|_| tags[rng.gen_range(0..tags.len())].clone())
+            .map(|_| tags[rng.random_range(0..tags.len())].clone())
             .collect();
-        let body_words = rng.gen_range(60..=300);
+        let body_words = rng.random_range(60..=300);
         let note = Note {
             source: String::new(),
             title: title.clone(),
@@ -214,11 +214,11 @@ fn main() {
     type Gen = Box<dyn Fn(&mut StdRng) -> String>;
     let word = {
         let v = vocab.clone();
-        move |r: &mut StdRng| v[r.gen_range(0..v.len())].clone()
+        move |r: &mut StdRng| v[r.random_range(0..v.len())].clone()
     };
     let (w1, w2, w3) = (word.clone(), word.clone(), word.clone());
     let top = vocab.clone();
-    let zh = |r: &mut StdRng| CHINESE[r.gen_range(0..CHINESE.len())];
+    let zh = |r: &mut StdRng| CHINESE[r.random_range(0..CHINESE.len())];
     let kinds: Vec<(&str, Gen)> = vec![
         ("english, 1 word", Box::new(move |r| w1(r))),
         (
@@ -227,7 +227,7 @@ fn main() {
         ),
         (
             "english, top-20 word (worst)",
-            Box::new(move |r| top[r.gen_range(0..20)].clone()),
+            Box::new(move |r| top[r.random_range(0..20)].clone()),
         ),
         (
             "chinese, 2 chars",
@@ -259,7 +259,7 @@ fn main() {
         ),
         (
             "no match",
-            Box::new(|r| format!("xyzzy{}", r.gen_range(0..1000))),
+            Box::new(|r| format!("xyzzy{}", r.random_range(0..1000))),
         ),
     ];
 

@@ -5,7 +5,7 @@
 use crate::config::Config;
 use ethan_channels::ChannelKind;
 use ethan_core::store::{StorageRef, StoreError};
-use rand::Rng;
+use rand::RngExt;
 
 /// How long a claim code stays valid, in seconds.
 pub const CLAIM_TTL_SECS: i64 = 600;
@@ -62,9 +62,9 @@ impl Owners {
     /// Create a one-time claim code (8 characters, no look-alikes), valid for 10 minutes.
     pub async fn new_claim_code(&self) -> Result<String, StoreError> {
         const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
-        let mut rng = rand::thread_rng();
+        let mut rng = rand::rng();
         let code: String = (0..8)
-            .map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char)
+            .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
             .collect();
         self.store
             .put_claim_code(&code, chrono::Utc::now().timestamp() + CLAIM_TTL_SECS)

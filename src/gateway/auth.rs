@@ -11,7 +11,7 @@
 use crate::config::Loaded;
 use crate::store::{DaemonStoreRef, StoreError};
 use axum::http::HeaderMap;
-use rand::RngCore;
+use rand::Rng;
 use subtle::ConstantTimeEq;
 
 const KV_KEY: &str = "gateway.token";
@@ -30,7 +30,7 @@ pub async fn ensure_token(loaded: &Loaded, store: &DaemonStoreRef) -> Result<Str
         }
     }
     let mut bytes = [0u8; 32];
-    rand::thread_rng().fill_bytes(&mut bytes);
+    rand::rng().fill_bytes(&mut bytes);
     let token = hex::encode(bytes);
     store.kv_set(KV_KEY, &token).await?;
     Ok(token)
@@ -102,7 +102,7 @@ pub async fn rotate(loaded: &Loaded, store: &DaemonStoreRef) -> Result<Rotated, 
         return Ok(Rotated::SessionsOnly);
     }
     let mut bytes = [0u8; 32];
-    rand::thread_rng().fill_bytes(&mut bytes);
+    rand::rng().fill_bytes(&mut bytes);
     let token = hex::encode(bytes);
     store.kv_set(KV_KEY, &token).await?;
     Ok(Rotated::Token(token))

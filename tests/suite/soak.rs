@@ -31,7 +31,7 @@ use crate::support::lark::{self, FakeLark};
 use crate::support::model::{self, FnAnswer, FnModel};
 use crate::support::{Daemon, FakeTelegram, TestHome};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -93,7 +93,7 @@ fn tags_in(text: &str) -> Vec<usize> {
 /// a re-run turn after a restart asks for the very same call).
 fn calls_tool(seed: u64, n: usize) -> bool {
     StdRng::seed_from_u64(seed ^ (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15))
-        .gen_bool(TOOL_SHARE)
+        .random_bool(TOOL_SHARE)
 }
 
 /// Messages whose reply was being sent to Telegram when the daemon was killed: the Bot API has
@@ -163,9 +163,9 @@ fn model_answer(
     {
         let mut g = faults.lock().unwrap();
         let (rng, f) = &mut *g;
-        if !f.done.contains(&(n, step)) && rng.gen_bool(MODEL_FAULT) {
+        if !f.done.contains(&(n, step)) && rng.random_bool(MODEL_FAULT) {
             f.done.insert((n, step));
-            match rng.gen_range(0..3) {
+            match rng.random_range(0..3) {
                 0 => {
                     f.server_error += 1;
                     return FnAnswer::Json(
@@ -528,8 +528,8 @@ async fn soak() {
                     seq_to_msg.insert(seq, n);
                 }
                 unacked.insert(n);
-                if rng.gen_bool(LARK_REDELIVER) {
-                    let later = Instant::now() + Duration::from_millis(rng.gen_range(100..3000));
+                if rng.random_bool(LARK_REDELIVER) {
+                    let later = Instant::now() + Duration::from_millis(rng.random_range(100..3000));
                     redeliveries.push_back((later, n));
                 }
                 msgs.push(Msg {
@@ -540,7 +540,7 @@ async fn soak() {
                 });
             }
             // Transport faults, drawn per message sent.
-            if rng.gen_bool(TG_SEND_FAULT) && tg.pending_failures("sendMessage") == 0 {
+            if rng.random_bool(TG_SEND_FAULT) && tg.pending_failures("sendMessage") == 0 {
                 tg.fail_next(
                     "sendMessage",
                     502,
@@ -548,7 +548,7 @@ async fn soak() {
                 );
                 counts.tg_send_5xx += 1;
             }
-            if rng.gen_bool(TG_POLL_FAULT) && tg.pending_failures("getUpdates") == 0 {
+            if rng.random_bool(TG_POLL_FAULT) && tg.pending_failures("getUpdates") == 0 {
                 tg.fail_next(
                     "getUpdates",
                     500,
@@ -556,7 +556,7 @@ async fn soak() {
                 );
                 counts.tg_poll_5xx += 1;
             }
-            if rng.gen_bool(LARK_DROP) && lk.is_connected() {
+            if rng.random_bool(LARK_DROP) && lk.is_connected() {
                 lk.drop_connection();
                 counts.lark_drops += 1;
             }

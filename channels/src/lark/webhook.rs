@@ -25,7 +25,7 @@
 use super::inbound::{Inbound, Reply};
 use super::normalize::Envelope;
 use super::LarkConfig;
-use aes::cipher::{block_padding::NoPadding, BlockDecryptMut, BlockEncryptMut, KeyIvInit};
+use aes::cipher::{block_padding::NoPadding, BlockModeDecrypt, BlockModeEncrypt, KeyIvInit};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -82,8 +82,9 @@ pub fn decrypt(encrypt_key: &str, encrypt: &str) -> Result<String, DecryptError>
     let key = Sha256::digest(encrypt_key.as_bytes());
     let (iv, data) = raw.split_at(16);
     let mut buf = data.to_vec();
-    let plain = Aes256CbcDec::new(key.as_slice().into(), iv.into())
-        .decrypt_padded_mut::<NoPadding>(&mut buf)
+    let plain = Aes256CbcDec::new_from_slices(&key, iv)
+        .map_err(|_| DecryptError::BadLength(raw.len()))?
+        .decrypt_padded::<NoPadding>(&mut buf)
         .map_err(|_| DecryptError::BadLength(raw.len()))?;
     let pad = plain.last().copied().unwrap_or(0) as usize;
     let unpadded = if (1..=16).contains(&pad)
@@ -112,8 +113,9 @@ pub fn encrypt(encrypt_key: &str, plaintext: &[u8], iv: [u8; 16]) -> String {
     let mut buf = plaintext.to_vec();
     buf.extend(std::iter::repeat_n(pad as u8, pad));
     let len = buf.len();
-    let ct = Aes256CbcEnc::new(key.as_slice().into(), (&iv).into())
-        .encrypt_padded_mut::<NoPadding>(&mut buf, len)
+    let ct = Aes256CbcEnc::new_from_slices(&key, &iv)
+        .ok()
+        .and_then(|c| c.encrypt_padded::<NoPadding>(&mut buf, len).ok())
         .map(<[u8]>::to_vec)
         .unwrap_or_default();
     let mut out = iv.to_vec();

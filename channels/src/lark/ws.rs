@@ -33,7 +33,7 @@ use super::normalize::Envelope;
 use super::{LarkChannel, PLATFORM};
 use crate::channel::{ChannelError, InboundSink, StateStore};
 use futures_util::{SinkExt, StreamExt};
-use rand::Rng;
+use rand::RngExt;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -96,7 +96,7 @@ pub(super) async fn run(
     loop {
         if reconnecting {
             let nonce_ms = cfg.reconnect_nonce.saturating_mul(1000);
-            let jitter = Duration::from_millis(rand::thread_rng().gen_range(0..=nonce_ms));
+            let jitter = Duration::from_millis(rand::rng().random_range(0..=nonce_ms));
             tracing::info!(
                 target: TARGET,
                 "lark long connection: reconnecting in {:.1}s",

@@ -26,8 +26,8 @@
 
 use crate::gateway::auth::{Tokens, COOKIE_KEY};
 use crate::store::StoreError;
-use hmac::{Hmac, Mac};
-use rand::RngCore;
+use hmac::{Hmac, KeyInit, Mac};
+use rand::Rng;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -64,7 +64,7 @@ impl Signer {
             Some(s) if !s.is_empty() => s,
             _ if create => {
                 let mut bytes = [0u8; 32];
-                rand::thread_rng().fill_bytes(&mut bytes);
+                rand::rng().fill_bytes(&mut bytes);
                 let s = hex::encode(bytes);
                 store.kv_set(COOKIE_KEY, &s).await?;
                 s
@@ -82,7 +82,7 @@ impl Signer {
     }
 
     fn mac(&self, parts: &[&str]) -> String {
-        let mut m = <Hmac<Sha256> as Mac>::new_from_slice(&self.key).expect("any key length");
+        let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.key).expect("any key length");
         for p in parts {
             m.update(p.as_bytes());
             m.update(b"|");
@@ -93,7 +93,7 @@ impl Signer {
     /// A session expiring [`LIFETIME`] after `now` (Unix seconds).
     pub fn issue(&self, now: i64) -> Issued {
         let mut n = [0u8; 16];
-        rand::thread_rng().fill_bytes(&mut n);
+        rand::rng().fill_bytes(&mut n);
         let nonce = hex::encode(n);
         let expiry = (now + LIFETIME).to_string();
         let mac = self.mac(&["session", &expiry, &nonce]);

@@ -3,7 +3,8 @@
 //! - HTML (`text/html`, `application/xhtml+xml`) goes through `dom_smoothie`, a port of Mozilla's
 //!   Readability, which keeps the article and renders it as Markdown; the page title comes
 //!   first (`# Title`, then `Source: <final URL>`). When Readability finds no article, the text
-//!   of the whole `<body>` is used (walked with the `scraper` HTML parser).
+//!   of the whole `<body>` is used (walked with `dom_query`, the HTML parser
+//!   `dom_smoothie` is built on).
 //! - Other text (`text/*`, JSON, XML, YAML, JavaScript, …) is returned as it is.
 //! - Binary content (images, PDFs, archives, `application/octet-stream` that does not look like
 //!   text) is refused with its content type, before its body is downloaded where the header
@@ -296,20 +297,16 @@ pub(crate) fn readable(html: &str, url: &str) -> (String, String) {
 
 /// `<title>` of a document, whitespace collapsed.
 fn document_title(html: &str) -> String {
-    let doc = scraper::Html::parse_document(html);
-    let Ok(sel) = scraper::Selector::parse("title") else {
+    let doc = dom_query::Document::from(html);
+    let Ok(sel) = dom_query::Matcher::new("title") else {
         return String::new();
     };
-    doc.select(&sel)
-        .next()
-        .map(|t| collapse_ws(&t.text().collect::<String>()))
-        .unwrap_or_default()
+    collapse_ws(&doc.select_single_matcher(&sel).text())
 }
 
 /// The text of `<body>` (or the whole document), one line per block element, scripts and
 /// styles left out.
 fn body_text(html: &str) -> String {
-    use scraper::node::Node;
     const SKIP: &[&str] = &[
         "script", "style", "noscript", "template", "head", "svg", "iframe", "object",
     ];
@@ -346,53 +343,42 @@ fn body_text(html: &str) -> String {
         "figcaption",
         "address",
     ];
-    let doc = scraper::Html::parse_document(html);
-    let root = scraper::Selector::parse("body")
-        .ok()
-        .and_then(|s| doc.select(&s).next())
-        .unwrap_or_else(|| doc.root_element());
+    let doc = dom_query::Document::from(html);
+    let root = doc.body().unwrap_or_else(|| doc.root());
     let mut out = String::new();
-    let mut stack = vec![(*root, false)];
+    let mut stack = vec![(root, false)];
     // Depth-first walk with explicit "closing" markers to put line breaks after blocks.
     while let Some((node, closing)) = stack.pop() {
-        match node.value() {
-            Node::Text(t) if !closing => {
-                let s = collapse_ws(t);
-                if !s.is_empty() {
-                    if !out.is_empty() && !out.ends_with('\n') && !out.ends_with(' ') {
-                        out.push(' ');
-                    }
-                    out.push_str(&s);
-                }
+        if node.is_text() {
+            if closing {
+                continue;
             }
-            Node::Element(e) => {
-                let name = e.name();
-                if SKIP.contains(&name) {
-                    continue;
+            let s = collapse_ws(&node.text());
+            if !s.is_empty() {
+                if !out.is_empty() && !out.ends_with('\n') && !out.ends_with(' ') {
+                    out.push(' ');
                 }
-                let block = BLOCK.contains(&name);
-                if closing {
-                    if block && !out.ends_with('\n') {
-                        out.push('\n');
-                    }
-                    continue;
-                }
-                if block && !out.is_empty() && !out.ends_with('\n') {
+                out.push_str(&s);
+            }
+        } else if let Some(name) = node.node_name() {
+            let name: &str = &name;
+            if SKIP.contains(&name) {
+                continue;
+            }
+            let block = BLOCK.contains(&name);
+            if closing {
+                if block && !out.ends_with('\n') {
                     out.push('\n');
                 }
-                stack.push((node, true));
-                let children: Vec<_> = node.children().collect();
-                for c in children.into_iter().rev() {
-                    stack.push((c, false));
-                }
+                continue;
             }
-            _ if !closing => {
-                let children: Vec<_> = node.children().collect();
-                for c in children.into_iter().rev() {
-                    stack.push((c, false));
-                }
+            if block && !out.is_empty() && !out.ends_with('\n') {
+                out.push('\n');
             }
-            _ => {}
+            stack.push((node, true));
+            stack.extend(node.children_it(true).map(|c| (c, false)));
+        } else if !closing {
+            stack.extend(node.children_it(true).map(|c| (c, false)));
         }
     }
     tidy(&out)

@@ -1,5 +1,6 @@
 //! DuckDuckGo through its HTML endpoint (`GET {base}/html/?q=…`, default base
-//! `https://html.duckduckgo.com`), the page parsed with the `scraper` HTML parser.
+//! `https://html.duckduckgo.com`), the page parsed with `dom_query` (the HTML
+//! parser `web_fetch`'s readability already brings).
 //!
 //! A result is a `div.result` (ads, `.result--ad`, are left out) with its title link `a.result__a`
 //! and snippet `.result__snippet`. Links come wrapped as `//duckduckgo.com/l/?uddg=<target>`; the
@@ -74,25 +75,20 @@ fn captcha_message(status: u16) -> String {
 }
 
 /// A constant selector (a typo would fail every test of this module).
-fn sel(s: &str) -> scraper::Selector {
-    scraper::Selector::parse(s).expect("constant CSS selector")
+fn sel(s: &str) -> dom_query::Matcher {
+    dom_query::Matcher::new(s).expect("constant CSS selector")
 }
+
+const CAPTCHA: &str = "#challenge-form, .anomaly-modal__modal, form[action*='anomaly']";
 
 fn is_captcha(body: &str) -> bool {
-    let doc = scraper::Html::parse_document(body);
-    doc.select(&sel(
-        "#challenge-form, .anomaly-modal__modal, form[action*='anomaly']",
-    ))
-    .next()
-    .is_some()
+    dom_query::Document::from(body)
+        .select_single_matcher(&sel(CAPTCHA))
+        .exists()
 }
 
-fn text_of(e: scraper::ElementRef<'_>) -> String {
-    e.text()
-        .collect::<String>()
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
+fn text_of(e: &dom_query::Selection<'_>) -> String {
+    e.text().split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The target of a result link: `uddg` of a `/l/?uddg=` redirect link, else the link itself.
@@ -124,14 +120,8 @@ fn unwrap_link(href: &str) -> Option<String> {
 
 /// Read the results from a DuckDuckGo HTML page.
 pub fn parse(body: &str, max: usize) -> Result<Vec<Hit>, ProviderFailure> {
-    let doc = scraper::Html::parse_document(body);
-    if doc
-        .select(&sel(
-            "#challenge-form, .anomaly-modal__modal, form[action*='anomaly']",
-        ))
-        .next()
-        .is_some()
-    {
+    let doc = dom_query::Document::from(body);
+    if doc.select_single_matcher(&sel(CAPTCHA)).exists() {
         return Err(ProviderFailure::new(captcha_message(200)));
     }
     let (title_sel, snippet_sel, url_sel) = (
@@ -141,20 +131,18 @@ pub fn parse(body: &str, max: usize) -> Result<Vec<Hit>, ProviderFailure> {
     );
     let mut hits = Vec::new();
     let mut blocks = 0;
-    for r in doc.select(&sel("div.result")) {
-        let classes: Vec<&str> = r.value().classes().collect();
-        if classes.contains(&"result--ad") || classes.contains(&"result--no-result") {
+    for r in doc.select_matcher(&sel("div.result")).iter() {
+        if r.has_class("result--ad") || r.has_class("result--no-result") {
             continue;
         }
         blocks += 1;
-        let Some(a) = r.select(&title_sel).next() else {
+        let a = r.select_single_matcher(&title_sel);
+        if !a.exists() {
             continue;
-        };
-        let title = text_of(a);
-        let url = a.value().attr("href").and_then(unwrap_link).or_else(|| {
-            r.select(&url_sel)
-                .next()
-                .map(text_of)
+        }
+        let title = text_of(&a);
+        let url = a.attr("href").and_then(|h| unwrap_link(&h)).or_else(|| {
+            Some(text_of(&r.select_single_matcher(&url_sel)))
                 .filter(|u| !u.is_empty())
                 .map(|u| {
                     if u.contains("://") {
@@ -168,11 +156,7 @@ pub fn parse(body: &str, max: usize) -> Result<Vec<Hit>, ProviderFailure> {
         if title.is_empty() {
             continue;
         }
-        let snippet = r
-            .select(&snippet_sel)
-            .next()
-            .map(text_of)
-            .unwrap_or_default();
+        let snippet = text_of(&r.select_single_matcher(&snippet_sel));
         hits.push(Hit {
             title,
             url,
@@ -182,7 +166,7 @@ pub fn parse(body: &str, max: usize) -> Result<Vec<Hit>, ProviderFailure> {
             break;
         }
     }
-    if hits.is_empty() && blocks == 0 && doc.select(&sel(".no-results")).next().is_none() {
+    if hits.is_empty() && blocks == 0 && !doc.select_single_matcher(&sel(".no-results")).exists() {
         return Err(ProviderFailure::new(
             "no results could be read from the page (its layout may have changed)",
         ));

@@ -22,23 +22,53 @@ pub fn message_chars(m: &ChatMessage) -> usize {
 }
 
 /// Characters of `text` for the budget: a CJK character (about a token on its own) counts as
-/// [`CHARS_PER_TOKEN`] characters, any other as one. Every request counts its whole window, so
-/// ASCII text (one character a byte, none of them CJK) is counted by its length.
+/// [`CHARS_PER_TOKEN`] characters, any other as one.
+///
+/// Counted on the bytes, not by decoding each character: every request sums the whole window
+/// with it (compaction, the turn's fit, the usage estimate), so it runs over every byte of the
+/// history several times per model call. Characters are the bytes that are not UTF-8
+/// continuation bytes; the CJK ranges are all three-byte characters (lead byte `E3`–`EF`), so
+/// only those are decoded, and only in a text that is not all ASCII.
 pub fn weighted_chars(text: &str) -> usize {
-    if text.is_ascii() {
-        return text.len();
+    let bytes = text.as_bytes();
+    let chars: usize = bytes.iter().map(|&b| usize::from((b as i8) >= -0x40)).sum();
+    if chars == bytes.len() {
+        return chars;
     }
-    text.chars()
-        .map(|c| match c as u32 {
-            0x3040..=0x30ff
+    // Only blocks holding a possible lead byte of a CJK character are looked at byte by byte.
+    const BLOCK: usize = 64;
+    let mut cjk = 0;
+    for (n, block) in bytes.chunks(BLOCK).enumerate() {
+        if block.iter().fold(0u8, |m, &b| m.max(b)) < 0xe3 {
+            continue;
+        }
+        for (j, &b) in block.iter().enumerate() {
+            if !(0xe3..=0xef).contains(&b) {
+                continue;
+            }
+            let i = n * BLOCK + j;
+            if let Some(&[b1, b2]) = bytes.get(i + 1..i + 3) {
+                let c = (u32::from(b & 0x0f) << 12)
+                    | (u32::from(b1 & 0x3f) << 6)
+                    | u32::from(b2 & 0x3f);
+                cjk += usize::from(is_cjk(c));
+            }
+        }
+    }
+    chars + cjk * (CHARS_PER_TOKEN - 1)
+}
+
+/// Whether a character (by its code point) is one that [`weighted_chars`] counts as a token.
+fn is_cjk(c: u32) -> bool {
+    matches!(
+        c,
+        0x3040..=0x30ff
             | 0x3400..=0x4dbf
             | 0x4e00..=0x9fff
             | 0xac00..=0xd7af
             | 0xf900..=0xfaff
-            | 0xff00..=0xffef => CHARS_PER_TOKEN,
-            _ => 1,
-        })
-        .sum()
+            | 0xff00..=0xffef
+    )
 }
 
 /// The characters of a list of messages ([`message_chars`] summed).
@@ -81,6 +111,36 @@ mod tests {
         assert_eq!(weighted_chars("é"), 1, "a character, not its two bytes");
         assert_eq!(weighted_chars("你好"), 2 * CHARS_PER_TOKEN);
         assert_eq!(weighted_chars("a你"), 1 + CHARS_PER_TOKEN);
+    }
+
+    /// The byte count gives what counting character by character gives, for ASCII, CJK at
+    /// each range's ends, other scripts, emoji and three-byte characters outside the ranges.
+    #[test]
+    fn counting_bytes_is_counting_characters() {
+        let by_char = |t: &str| -> usize {
+            t.chars()
+                .map(|c| if is_cjk(c as u32) { CHARS_PER_TOKEN } else { 1 })
+                .sum()
+        };
+        let edges: String = [
+            0x303f, 0x3040, 0x30ff, 0x3100, 0x33ff, 0x3400, 0x4dbf, 0x4dc0, 0x4dff, 0x4e00, 0x9fff,
+            0xa000, 0xabff, 0xac00, 0xd7af, 0xd7b0, 0xf8ff, 0xf900, 0xfaff, 0xfb00, 0xfeff, 0xff00,
+            0xffef, 0xfff0, 0x800, 0xe000,
+        ]
+        .iter()
+        .filter_map(|&c| char::from_u32(c))
+        .collect();
+        for t in [
+            "",
+            "plain ascii text\n",
+            "你好，世界 hello",
+            "日本語のテキスト and 한국어",
+            "ümlaut ñ € 😀 ∑",
+            edges.as_str(),
+            &format!("{}{}{}", "x".repeat(62), "你好", "é".repeat(40)),
+        ] {
+            assert_eq!(weighted_chars(t), by_char(t), "{t:?}");
+        }
     }
 
     #[test]

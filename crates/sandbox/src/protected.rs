@@ -137,6 +137,36 @@ pub fn real_path(path: &Path) -> PathBuf {
     }
 }
 
+/// [`real_path`] of `real_base.join(rel)`, where `real_base` is already a real path and `rel` is
+/// relative with plain components only (a [`CREDENTIAL_PLACES`] entry): one `lstat` per
+/// component walked instead of a `readlink` per component of the whole path per attempt. The
+/// result is the same: a component that is a symlink hands the rest to [`real_path`]; the first
+/// one missing (or not a directory) ends the walk, and the rest is appended as it is.
+fn real_path_under(real_base: &Path, rel: &str) -> PathBuf {
+    let mut out = real_base.to_path_buf();
+    let mut parts = Path::new(rel).components();
+    while let Some(c) = parts.next() {
+        let Component::Normal(name) = c else {
+            return real_path(&real_base.join(rel));
+        };
+        out.push(name);
+        match std::fs::symlink_metadata(&out) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return real_path(&out.join(parts.as_path()));
+            }
+            Ok(m) if m.is_dir() => {}
+            _ => {
+                let rest = parts.as_path();
+                if !rest.as_os_str().is_empty() {
+                    out.push(rest);
+                }
+                return out;
+            }
+        }
+    }
+    out
+}
+
 fn lexical_normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in path.components() {
@@ -195,7 +225,7 @@ impl Protection {
         };
         CREDENTIAL_PLACES
             .iter()
-            .map(|p| (real_path(&home.join(p)), *p))
+            .map(|p| (real_path_under(home, p), *p))
             .collect()
     }
 
@@ -375,6 +405,32 @@ fn find_file(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The cheap walk gives what [`real_path`] gives: a place missing, present, under a missing
+    /// or a file parent, and behind a symlink.
+    #[test]
+    fn a_credential_place_resolves_as_real_path_does() {
+        let home = tempfile::tempdir().unwrap();
+        let base = real_path(home.path());
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(base.join(".config/gh")).unwrap();
+        std::fs::write(base.join(".netrc"), "x").unwrap();
+        std::fs::write(base.join(".cargo"), "a file").unwrap();
+        std::fs::create_dir_all(elsewhere.path().join("ssh")).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path().join("ssh"), base.join(".ssh")).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), base.join(".kube")).unwrap();
+        for rel in CREDENTIAL_PLACES.iter().chain(&[".kube/x/y", ".netrc/z"]) {
+            assert_eq!(
+                real_path_under(&base, rel),
+                real_path(&base.join(rel)),
+                "{rel}"
+            );
+        }
+        assert_eq!(
+            real_path_under(&base, ".ssh"),
+            real_path(&elsewhere.path().join("ssh"))
+        );
+    }
 
     #[test]
     fn hidden_places_carve_out_the_workspace() {

@@ -642,7 +642,18 @@ fn file_read_call(req: &Value) -> Response {
         "choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [delta]},
                      "finish_reason": "tool_calls"}]
     });
-    let body = format!("data: {chunk}\n\ndata: [DONE]\n\n");
+    // The usage chunk when asked for, as with a text answer (else the daemon estimates).
+    let usage = if req["stream_options"]["include_usage"] == json!(true) {
+        let usage = json!({
+            "id": "chatcmpl-bench", "object": "chat.completion.chunk",
+            "created": crate::unix_now(), "model": model, "choices": [],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}
+        });
+        format!("data: {usage}\n\n")
+    } else {
+        String::new()
+    };
+    let body = format!("data: {chunk}\n\n{usage}data: [DONE]\n\n");
     ([(header::CONTENT_TYPE, "text/event-stream")], body).into_response()
 }
 

@@ -122,8 +122,21 @@ impl Compactor<'_> {
         history: &mut Vec<(i64, ChatMessage)>,
         fixed_chars: usize,
     ) -> bool {
+        let history_chars = history_chars(history);
+        self.fit_counted(state, history, fixed_chars, history_chars)
+            .await
+    }
+
+    /// [`Self::fit`] with `history`'s characters counted already (`history_chars`, as
+    /// [`history_chars`] counts them: a request counts its window once).
+    pub async fn fit_counted(
+        &self,
+        state: &mut State,
+        history: &mut Vec<(i64, ChatMessage)>,
+        fixed_chars: usize,
+        history_chars: usize,
+    ) -> bool {
         let summary_chars = summary_message(state).map_or(0, |m| message_chars(&m));
-        let history_chars: usize = history.iter().map(|(_, m)| message_chars(m)).sum();
         let trigger = self.budget_chars * TRIGGER_PERCENT / 100;
         if history.is_empty() || fixed_chars + summary_chars + history_chars <= trigger {
             return false;
@@ -277,6 +290,11 @@ pub fn render(messages: &[&ChatMessage], with_tools: bool) -> String {
         }
     }
     out
+}
+
+/// The characters of a window's messages for the budget ([`message_chars`] summed).
+pub fn history_chars(history: &[(i64, ChatMessage)]) -> usize {
+    history.iter().map(|(_, m)| message_chars(m)).sum()
 }
 
 /// Keep one request under `budget_chars`: the turn's oldest tool results are replaced by a

@@ -101,21 +101,23 @@ impl Step<'_> {
     async fn request(&self, window: &mut Window, offer: &Offer) -> Option<Vec<ChatMessage>> {
         // Compaction first (when the request would pass 70 % of the budget), then the turn
         // itself kept under the whole budget.
+        // The window is counted once, again only if compaction changed it.
         let system = &offer.system;
-        let fixed = message_chars(system) + chars_of(&window.turn);
+        let system_chars = message_chars(system);
+        let fixed = system_chars + chars_of(&window.turn);
+        let mut history_chars = compact::history_chars(&window.history);
+        let (state, history) = (&mut window.compaction, &mut window.history);
         tokio::select! {
-            _ = self.compactor.fit(&mut window.compaction, &mut window.history, fixed) => {}
+            compacted = self.compactor.fit_counted(state, history, fixed, history_chars) => {
+                if compacted {
+                    history_chars = compact::history_chars(&window.history);
+                }
+            }
             _ = self.cancel.cancelled() => return None,
         }
         let summary = compact::summary_message(&window.compaction);
         let mut sent_turn = window.turn.clone();
-        let others = message_chars(system)
-            + summary.as_ref().map_or(0, message_chars)
-            + window
-                .history
-                .iter()
-                .map(|(_, m)| message_chars(m))
-                .sum::<usize>();
+        let others = system_chars + summary.as_ref().map_or(0, message_chars) + history_chars;
         let removed = compact::fit_turn(&mut sent_turn, others, self.compactor.budget_chars);
         if removed > 0 {
             tracing::warn!(

@@ -169,14 +169,21 @@ fn probe_sandbox(loaded: &Loaded, daemon: bool) -> SandboxSettings {
 
 /// The daemon's sandbox probe, run on a blocking thread when first awaited (by the first turn,
 /// or by the daemon once it is ready: [`super::run`]); if it cannot finish, the settings are the
-/// default (every command asks).
+/// default (every command asks) with the config file still protected.
 fn lazy_probe(loaded: &Arc<Loaded>) -> SandboxProbe {
     let loaded = loaded.clone();
+    // Known without the probe: a config file outside the home stays protected whatever it finds.
+    let protected = crate::sandbox::settings::protected_also(
+        loaded.file_found.then_some(loaded.path.as_path()),
+    );
     SandboxProbe::lazy(async move {
         let probed = tokio::task::spawn_blocking(move || probe_sandbox(&loaded, true)).await;
         Arc::new(probed.unwrap_or_else(|e| {
             tracing::warn!("probing the sandbox failed ({e}): every command asks");
-            SandboxSettings::default()
+            SandboxSettings {
+                protected,
+                ..SandboxSettings::default()
+            }
         }))
     })
 }

@@ -13,6 +13,7 @@ mod attack_mcp_fixed;
 mod attack_memory;
 mod attack_replicas_fixed;
 mod attack_replicas_fixed2;
+mod attack_review_1206;
 mod attack_sandbox;
 mod attack_web_page;
 mod attack_web_page_fixed;

@@ -56,8 +56,10 @@ impl Tool for FileRead {
             Err(e) => return Err(e),
         };
         let max_lines = opt_u64(&args, "max_lines")?;
-        let meta = match tokio::fs::metadata(&path).await {
-            Ok(m) => m,
+        // Opened once and checked as opened; everything below reads this one file.
+        let file = match paths::open_checked(ctx, &path) {
+            Ok(Ok(file)) => file,
+            Ok(Err(denied)) => return Err(denied),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(ToolError::new(
                     ErrorKind::Validation,
@@ -74,6 +76,10 @@ impl Tool for FileRead {
                 ))
             }
         };
+        let meta = file.metadata().map_err(|e| {
+            ToolError::new(ErrorKind::Dependency, format!("{}: {e}", path.display()))
+        })?;
+        let mut file = tokio::fs::File::from_std(file);
         if meta.is_dir() {
             return Err(ToolError::new(
                 ErrorKind::Validation,
@@ -91,7 +97,7 @@ impl Tool for FileRead {
                 ),
                 ))
             }
-            None => match tokio::fs::read(&path).await {
+            None => match read_all(&mut file).await {
                 Ok(bytes) => bytes,
                 Err(e) => {
                     return Err(ToolError::new(
@@ -100,7 +106,7 @@ impl Tool for FileRead {
                     ))
                 }
             },
-            Some(n) => match read_lines(&path, n).await {
+            Some(n) => match read_lines(file, n).await {
                 Ok(bytes) => bytes,
                 Err(e) => {
                     return Err(ToolError::new(
@@ -150,8 +156,14 @@ impl FileRead {
     }
 }
 
-async fn read_lines(path: &std::path::Path, n: u64) -> std::io::Result<Vec<u8>> {
-    let f = tokio::fs::File::open(path).await?;
+async fn read_all(file: &mut tokio::fs::File) -> std::io::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut out = Vec::new();
+    file.read_to_end(&mut out).await?;
+    Ok(out)
+}
+
+async fn read_lines(f: tokio::fs::File, n: u64) -> std::io::Result<Vec<u8>> {
     let mut r = tokio::io::BufReader::new(f);
     let mut out = Vec::new();
     for _ in 0..n {

@@ -8,6 +8,7 @@
 
 use crate::ToolError;
 use crate::{ErrorKind, ToolContext};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 /// Resolve a path argument for `ctx` (no protection check).
@@ -60,6 +61,29 @@ pub fn resolve_checked(ctx: &ToolContext, path: &str) -> Result<PathBuf, ToolErr
         }
         Some(why) => Err(ToolError::new(ErrorKind::Denied, why.describe(&p))),
     }
+}
+
+/// Open `path` (checked by [`resolve_checked`]) for reading, and check what was opened: the
+/// descriptor's real path (`/proc/self/fd`) passes the same protection rule. A link swapped
+/// between the check and the open (by a command running beside the tool) cannot hand the tool a
+/// protected file: whatever the name led to is the file checked and the one read. Opened
+/// without blocking (a FIFO does not hold the call) and without becoming a terminal.
+pub fn open_checked(ctx: &ToolContext, path: &Path) -> std::io::Result<Result<File, ToolError>> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    let opened = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
+    let approved = ctx
+        .approved_actions
+        .iter()
+        .any(|a| a == ethan_core::tool::PROTECTED_PATHS_APPROVED);
+    Ok(match protection(ctx, &opened) {
+        Some(why) if !approved => Err(ToolError::new(ErrorKind::Denied, why.describe(path))),
+        _ => Ok(file),
+    })
 }
 
 /// Consent hooks shared by file tools: a protected path is an always-ask call (owner only).

@@ -24,6 +24,9 @@
 //! Every failure is a [`ToolResult`] error: `denied` for the egress guard, `validation` for a bad
 //! URL or a binary body, `timeout`, `dependency` for network and HTTP errors.
 
+use super::markup_depth::{
+    markup_depth, nested_deeper_than, unparsed_text, MAX_PARSED_DEPTH, MAX_READABLE_DEPTH,
+};
 use crate::args::req_str;
 use crate::settings::WebFetchConfig;
 use crate::{CallPlan, ToolDecl};
@@ -272,16 +275,30 @@ fn valid_utf8_but_cut(bytes: &[u8]) -> bool {
     }
 }
 
-/// Title and readable Markdown of an HTML document.
+/// Title and readable Markdown of an HTML document. Nesting bounds what each step gets
+/// ([`super::markup_depth`]): a document whose markup nests deeper than
+/// [`MAX_PARSED_DEPTH`] is not parsed at all (its text with the tags removed), one whose tree
+/// is deeper than [`MAX_READABLE_DEPTH`] gets its title and body text without Readability.
 pub(crate) fn readable(html: &str, url: &str) -> (String, String) {
+    if markup_depth(html) > MAX_PARSED_DEPTH {
+        return unparsed_text(html);
+    }
+    let doc = dom_query::Document::from(html);
+    if nested_deeper_than(&doc, MAX_READABLE_DEPTH) {
+        return (document_title(html), body_text(html));
+    }
     let cfg = dom_smoothie::Config {
         text_mode: dom_smoothie::TextMode::Markdown,
         max_elements_to_parse: 200_000,
         ..Default::default()
     };
-    let article = dom_smoothie::Readability::new(html, Some(url), Some(cfg.clone()))
-        .or_else(|_| dom_smoothie::Readability::new(html, None, Some(cfg)))
-        .and_then(|mut r| r.parse());
+    // The page's URL only when Readability takes it (an absolute one).
+    let url_taken =
+        dom_smoothie::Readability::with_document(dom_query::Document::from(""), Some(url), None)
+            .is_ok();
+    let article =
+        dom_smoothie::Readability::with_document(doc, url_taken.then_some(url), Some(cfg))
+            .and_then(|mut r| r.parse());
     match article {
         Ok(a) if !a.text_content.trim().is_empty() => {
             let title = if a.title.trim().is_empty() {

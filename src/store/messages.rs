@@ -158,6 +158,23 @@ pub(crate) fn decode_message(
     })
 }
 
+/// A message's tool calls as the JSON the `tool_calls` column holds (`None` without any), for
+/// both stores.
+pub(crate) fn tool_calls_json(
+    m: &ChatMessage,
+    op: &'static str,
+) -> Result<Option<String>, StoreError> {
+    if m.tool_calls.is_empty() {
+        return Ok(None);
+    }
+    serde_json::to_string(&m.tool_calls)
+        .map(Some)
+        .map_err(|e| StoreError::Corrupt {
+            op,
+            message: e.to_string(),
+        })
+}
+
 /// Insert `msgs` into session `session_id` in their order, on `conn` (in the caller's
 /// transaction).
 pub(super) fn insert_messages(
@@ -174,16 +191,7 @@ pub(super) fn insert_messages(
         .op(op)?;
     let ts = now();
     for m in msgs {
-        let calls = if m.tool_calls.is_empty() {
-            None
-        } else {
-            Some(
-                serde_json::to_string(&m.tool_calls).map_err(|e| StoreError::Corrupt {
-                    op,
-                    message: e.to_string(),
-                })?,
-            )
-        };
+        let calls = tool_calls_json(m, op)?;
         let opaque = m.opaque.as_ref().map(|v| v.to_string());
         stmt.execute(rusqlite::params![
             session_id,

@@ -47,16 +47,8 @@ impl<'a> Columns<'a> {
             ats: Vec::with_capacity(n),
         };
         for m in msgs {
-            c.calls.push(if m.tool_calls.is_empty() {
-                None
-            } else {
-                Some(
-                    serde_json::to_string(&m.tool_calls).map_err(|e| StoreError::Corrupt {
-                        op,
-                        message: e.to_string(),
-                    })?,
-                )
-            });
+            c.calls
+                .push(crate::store::messages::tool_calls_json(m, op)?);
             c.roles.push(m.role.as_str());
             c.contents
                 .push(opt_text(m.content.as_deref()).map(|c| c.into_owned()));

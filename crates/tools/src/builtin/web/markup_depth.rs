@@ -5,11 +5,11 @@
 //! the depth: 10,000 nested `<div>`s took seconds, and a 5 MB page holds a million), and
 //! Readability's matching recurses once per level (10,000 levels overflowed a thread's stack,
 //! which ends the whole process). So a page's nesting is measured before either runs:
-//! [`markup_depth`] scans the text once without parsing it, and a page deeper than
+//! [`markup_deeper_than`] scans the text once without parsing it, and a page deeper than
 //! [`MAX_PARSED_DEPTH`] is read with its tags removed ([`unparsed_text`]); after the parse,
 //! [`nested_deeper_than`] keeps trees deeper than [`MAX_READABLE_DEPTH`] from Readability.
 
-/// Markup nested deeper than this (by [`markup_depth`]) is not parsed.
+/// Markup nested deeper than this (by [`markup_deeper_than`]) is not parsed.
 pub const MAX_PARSED_DEPTH: usize = 1_000;
 
 /// A parsed tree deeper than this is not given to Readability. Real pages nest a few dozen
@@ -24,13 +24,17 @@ const NOT_A_LEVEL: &[&str] = &[
     "rp", "thead", "tbody", "tfoot", "colgroup", "caption",
 ];
 
-/// The deepest nesting of `html`'s elements as its tags say, in one pass over the text without
-/// parsing it: each start tag of an element that can hold others opens a level, each end tag
-/// closes one; comments, `<!…>` and `<?…>` do not count, nor do self-closed tags. An estimate
-/// that errs high (a `<div` written inside a script counts), never low for nested elements.
-pub fn markup_depth(html: &str) -> usize {
+/// Whether `html`'s elements nest more than `limit` levels deep as its tags say, in one pass
+/// over the text without parsing it. Each start tag of an element that can hold others opens a
+/// level; an end tag closes the levels down to the last open element of its name, as the parser
+/// does, and is ignored when none is open (a stray `</x>` closes nothing there either);
+/// comments, `<!…>`, `<?…>` and self-closed tags do not count. An estimate that errs high (a
+/// `<div` written inside a script counts), not low. The open elements are kept only up to
+/// `limit`, so each end tag looks through at most that many.
+pub fn markup_deeper_than(html: &str, limit: usize) -> bool {
     let bytes = html.as_bytes();
-    let (mut depth, mut deepest, mut i) = (0usize, 0usize, 0usize);
+    let mut open: Vec<&[u8]> = Vec::with_capacity(64);
+    let mut i = 0usize;
     while let Some(at) = memchr(b'<', &bytes[i..]) {
         i += at + 1;
         let rest = &bytes[i..];
@@ -55,7 +59,9 @@ pub fn markup_depth(html: &str) -> usize {
             continue;
         }
         if closing {
-            depth = depth.saturating_sub(1);
+            if let Some(at) = open.iter().rposition(|o| o.eq_ignore_ascii_case(name)) {
+                open.truncate(at);
+            }
             continue;
         }
         let tag_end = rest
@@ -65,10 +71,12 @@ pub fn markup_depth(html: &str) -> usize {
         if tag_end > 0 && rest[tag_end - 1] == b'/' {
             continue;
         }
-        depth += 1;
-        deepest = deepest.max(depth);
+        open.push(name);
+        if open.len() > limit {
+            return true;
+        }
     }
-    deepest
+    false
 }
 
 /// Whether some node of `doc` lies more than `limit` levels below the root: a walk over the
@@ -175,15 +183,29 @@ mod tests {
         let page = "<!doctype html><html><head><meta charset=utf-8><title>t</title></head>\
                     <body><!-- <div><div><div> --><ul><li>one<li>two</ul><p>a<p>b<br>\
                     <img src=x /><div><span>x</span></div></body></html>";
-        assert_eq!(markup_depth(page), 4, "html > body > div > span, and ul");
-        assert_eq!(markup_depth(&nested(5_000, "div")), 5_002);
-        assert_eq!(
-            markup_depth(&nested(5_000, "p")),
-            3,
-            "html > head > title; a <p> does not nest"
+        assert!(!markup_deeper_than(page, 4), "html > body > div > span");
+        assert!(markup_deeper_than(page, 3));
+        assert!(markup_deeper_than(&nested(5_000, "div"), 5_001));
+        assert!(!markup_deeper_than(&nested(5_000, "div"), 5_002));
+        assert!(
+            !markup_deeper_than(&nested(5_000, "p"), 3),
+            "a <p> does not nest"
         );
-        assert_eq!(markup_depth("<div"), 1);
-        assert_eq!(markup_depth("a < b and c <> d </ e"), 0);
+        assert!(markup_deeper_than("<div", 0));
+        assert!(!markup_deeper_than("a < b and c <> d </ e", 0));
+    }
+
+    /// An end tag closes only what is open by its name: stray ones (ignored by the parser too)
+    /// do not hide the nesting, and one closes what its element holds.
+    #[test]
+    fn stray_end_tags_do_not_hide_the_nesting() {
+        let stray = "<div></x></span></DIV2>".repeat(2_000);
+        assert!(markup_deeper_than(&stray, MAX_PARSED_DEPTH));
+        let closing = "<div><span><b>x</div>".repeat(2_000);
+        assert!(
+            !markup_deeper_than(&closing, 3),
+            "each </div> closes its span and b"
+        );
     }
 
     /// A page nested far deeper than any real one is read without the parser (its time grows
@@ -191,7 +213,7 @@ mod tests {
     #[test]
     fn a_page_too_deep_to_parse_is_read_as_text() {
         let html = nested(200_000, "div");
-        assert!(markup_depth(&html) > MAX_PARSED_DEPTH);
+        assert!(markup_deeper_than(&html, MAX_PARSED_DEPTH));
         let (title, text) = crate::web_fetch::readable(&html, "http://example.com/");
         assert_eq!(title, "Deep");
         assert_eq!(text, "the text at the bottom");
@@ -202,7 +224,7 @@ mod tests {
     #[test]
     fn a_tree_deeper_than_readability_takes_gets_its_body_text() {
         let html = nested(MAX_READABLE_DEPTH + 10, "div");
-        assert!(markup_depth(&html) <= MAX_PARSED_DEPTH);
+        assert!(!markup_deeper_than(&html, MAX_PARSED_DEPTH));
         let (title, text) = crate::web_fetch::readable(&html, "http://example.com/");
         assert_eq!(title, "Deep");
         assert!(text.contains("the text at the bottom"), "{text}");

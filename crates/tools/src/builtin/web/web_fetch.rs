@@ -25,7 +25,7 @@
 //! URL or a binary body, `timeout`, `dependency` for network and HTTP errors.
 
 use super::markup_depth::{
-    markup_depth, nested_deeper_than, unparsed_text, MAX_PARSED_DEPTH, MAX_READABLE_DEPTH,
+    markup_deeper_than, nested_deeper_than, unparsed_text, MAX_PARSED_DEPTH, MAX_READABLE_DEPTH,
 };
 use crate::args::req_str;
 use crate::settings::WebFetchConfig;
@@ -280,7 +280,7 @@ fn valid_utf8_but_cut(bytes: &[u8]) -> bool {
 /// [`MAX_PARSED_DEPTH`] is not parsed at all (its text with the tags removed), one whose tree
 /// is deeper than [`MAX_READABLE_DEPTH`] gets its title and body text without Readability.
 pub(crate) fn readable(html: &str, url: &str) -> (String, String) {
-    if markup_depth(html) > MAX_PARSED_DEPTH {
+    if markup_deeper_than(html, MAX_PARSED_DEPTH) {
         return unparsed_text(html);
     }
     let doc = dom_query::Document::from(html);

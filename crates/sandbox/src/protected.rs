@@ -282,10 +282,20 @@ impl Protection {
         self.hard_link_within(real, HARD_LINK_SCAN_LIMIT)
     }
 
+    /// [`Protection::hard_link_target`] of the file `meta` describes (an open file's `fstat`:
+    /// the inode a descriptor holds, whatever its name now leads to).
+    pub fn hard_link_target_of(&self, meta: &std::fs::Metadata) -> Option<Protected> {
+        self.hard_link_of(meta, HARD_LINK_SCAN_LIMIT)
+    }
+
     /// [`Protection::hard_link_target`], looking at most `budget` entries.
-    fn hard_link_within(&self, real: &Path, mut budget: usize) -> Option<Protected> {
+    fn hard_link_within(&self, real: &Path, budget: usize) -> Option<Protected> {
+        self.hard_link_of(&std::fs::metadata(real).ok()?, budget)
+    }
+
+    /// [`Protection::hard_link_target_of`], looking at most `budget` entries.
+    fn hard_link_of(&self, meta: &std::fs::Metadata, mut budget: usize) -> Option<Protected> {
         use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::metadata(real).ok()?;
         if !meta.is_file() || meta.nlink() < 2 {
             return None;
         }

@@ -156,15 +156,20 @@ impl FileRead {
     }
 }
 
+/// The whole file, at most one byte past [`MAX_WHOLE_FILE`] (a file that grows while it is read,
+/// or a `/proc` file whose size says 0).
 async fn read_all(file: &mut tokio::fs::File) -> std::io::Result<Vec<u8>> {
     use tokio::io::AsyncReadExt;
     let mut out = Vec::new();
-    file.read_to_end(&mut out).await?;
+    file.take(MAX_WHOLE_FILE + 1).read_to_end(&mut out).await?;
     Ok(out)
 }
 
+/// The first `n` lines, at most four times [`MAX_WHOLE_FILE`] in all (a line without an end
+/// stops there too).
 async fn read_lines(f: tokio::fs::File, n: u64) -> std::io::Result<Vec<u8>> {
-    let mut r = tokio::io::BufReader::new(f);
+    use tokio::io::AsyncReadExt;
+    let mut r = tokio::io::BufReader::new(f.take(4 * MAX_WHOLE_FILE));
     let mut out = Vec::new();
     for _ in 0..n {
         let before = out.len();
@@ -206,5 +211,73 @@ mod tests {
         assert_eq!(r.output, "x\nx\nx\n");
         let r: crate::ToolResult = FileRead.run(json!({"path": "missing"}), &ctx).await.into();
         assert!(r.error.unwrap().contains("does not exist"));
+    }
+
+    /// A command beside the tool swaps two names of the workspace (`renameat2` with
+    /// `RENAME_EXCHANGE`, no `link(2)` needed): one a hard link to the config (made outside the
+    /// sandbox), one an ordinary file. The file read is the file checked: the config never
+    /// comes back (it did 23 times in 3,000 when a name was checked after the open).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hard_link_swapped_with_another_name_never_reads_the_config() {
+        use std::ffi::CString;
+        use std::os::unix::ffi::OsStrExt;
+        let home = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("config.yaml"), "SECRET: sk-live").unwrap();
+        let mut ctx = ctx_in(ws.path());
+        ctx.ethan_home = Some(home.path().to_path_buf());
+        std::fs::hard_link(home.path().join("config.yaml"), ws.path().join("h")).unwrap();
+        std::fs::write(ws.path().join("decoy"), "harmless").unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let names = [ws.path().join("h"), ws.path().join("decoy")]
+            .map(|p| CString::new(p.as_os_str().as_bytes()).unwrap());
+        let swaps = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (swapping, counted) = (stop.clone(), swaps.clone());
+        let swapper = std::thread::spawn(move || {
+            while !swapping.load(std::sync::atomic::Ordering::Relaxed) {
+                counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                // SAFETY: two NUL-terminated paths.
+                let r = unsafe {
+                    libc::renameat2(
+                        libc::AT_FDCWD,
+                        names[0].as_ptr(),
+                        libc::AT_FDCWD,
+                        names[1].as_ptr(),
+                        libc::RENAME_EXCHANGE,
+                    )
+                };
+                assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+            }
+        });
+        while swaps.load(std::sync::atomic::Ordering::Relaxed) < 100 {
+            tokio::task::yield_now().await;
+        }
+        for _ in 0..1_000 {
+            let r: crate::ToolResult = FileRead.run(json!({"path": "h"}), &ctx).await.into();
+            assert!(!r.output.contains("sk-live"), "the config was read");
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        swapper.join().unwrap();
+    }
+
+    /// A device or FIFO has no end (`/dev/zero` grew the daemon's memory until it was cut
+    /// off) or no answer: refused as not a regular file, at once.
+    #[tokio::test]
+    async fn a_device_or_fifo_is_refused_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx_in(dir.path());
+        let fifo = dir.path().join("fifo");
+        let name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path and a mode.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        for (path, lines) in [("/dev/zero", None), ("/dev/zero", Some(1)), ("fifo", None)] {
+            let mut args = json!({ "path": path });
+            if let Some(n) = lines {
+                args["max_lines"] = json!(n);
+            }
+            let r: crate::ToolResult = FileRead.run(args, &ctx).await.into();
+            assert_eq!(r.error_kind, Some(ErrorKind::Validation), "{path}");
+            assert!(r.error.unwrap().contains("not a regular file"), "{path}");
+        }
     }
 }

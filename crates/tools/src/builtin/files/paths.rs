@@ -70,20 +70,50 @@ pub fn resolve_checked(ctx: &ToolContext, path: &str) -> Result<PathBuf, ToolErr
 /// without blocking (a FIFO does not hold the call) and without becoming a terminal.
 pub fn open_checked(ctx: &ToolContext, path: &Path) -> std::io::Result<Result<File, ToolError>> {
     use std::os::fd::AsRawFd;
-    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)?;
-    let opened = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
+    let held = file.metadata()?;
+    if !held.is_file() && !held.is_dir() {
+        // A device, FIFO or socket: no end (`/dev/zero`), or no answer.
+        return Ok(Err(ToolError::new(
+            ErrorKind::Validation,
+            format!("{} is not a regular file", path.display()),
+        )));
+    }
     let approved = ctx
         .approved_actions
         .iter()
         .any(|a| a == ethan_core::tool::PROTECTED_PATHS_APPROVED);
-    Ok(match protection(ctx, &opened) {
-        Some(why) if !approved => Err(ToolError::new(ErrorKind::Denied, why.describe(path))),
-        _ => Ok(file),
-    })
+    if approved {
+        return Ok(Ok(file));
+    }
+    let opened = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
+    // The name must still lead to the inode held (not renamed over, not deleted: " (deleted)"),
+    // and that inode is what the hard-link search looks for, not whatever a name leads to now.
+    let same =
+        std::fs::metadata(&opened).is_ok_and(|m| (m.dev(), m.ino()) == (held.dev(), held.ino()));
+    if !same {
+        return Ok(Err(ToolError::new(
+            ErrorKind::Denied,
+            format!(
+                "{} changed while it was opened; read it again",
+                path.display()
+            ),
+        )));
+    }
+    let rules = protection_of(ctx);
+    Ok(
+        match rules
+            .check(&opened)
+            .or_else(|| rules.hard_link_target_of(&held))
+        {
+            Some(why) => Err(ToolError::new(ErrorKind::Denied, why.describe(path))),
+            None => Ok(file),
+        },
+    )
 }
 
 /// Consent hooks shared by file tools: a protected path is an always-ask call (owner only).

@@ -53,13 +53,9 @@ pub async fn recorded_handle(store: &DaemonStoreRef, ev: &InboundEvent) -> Optio
 }
 
 /// Forget the draft handle of `ev`'s reply (the reply is delivered or given up). Best effort.
+/// Queued where the store keeps its calls in order ([`crate::store::InboundStore::queue_kv_delete`]).
 pub async fn forget_handle(store: &DaemonStoreRef, ev: &InboundEvent) {
-    if let Err(e) = store.kv_delete(&draft_key(ev)).await {
-        tracing::warn!(
-            "cannot forget the draft handle of event {}: {e}",
-            ev.event_id
-        );
-    }
+    store.queue_kv_delete(&draft_key(ev)).await;
 }
 
 /// A [`DraftLog`] writing to the store under one event's [`draft_key`].

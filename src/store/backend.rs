@@ -25,6 +25,18 @@ pub trait InboundStore: Send + Sync {
         event_id: &str,
         state: &str,
     ) -> Result<(), StoreError>;
+    /// [`InboundStore::set_inbound_state`] for a caller that does not need to wait for the
+    /// write: a store that runs its calls in the order given (SQLite's one connection thread)
+    /// queues it, and every later call sees it; any other store writes it before returning. A
+    /// failure is logged.
+    async fn queue_inbound_state(&self, channel: &str, event_id: &str, state: &str) {
+        if let Err(e) = self.set_inbound_state(channel, event_id, state).await {
+            tracing::error!("cannot mark event {event_id} {state}: {e}");
+        }
+    }
+    /// [`ethan_core::store::KvStore::kv_delete`], queued as
+    /// [`InboundStore::queue_inbound_state`] is (the draft handle of a reply that is settled).
+    async fn queue_kv_delete(&self, key: &str);
     /// State `sending` and the reply text, in one write, just before the reply is sent.
     async fn set_inbound_sending(
         &self,

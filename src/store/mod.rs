@@ -142,6 +142,23 @@ impl Store {
         rx.await.map_err(|_| StoreError::Closed { op })?
     }
 
+    /// Queue `f` on the connection thread without waiting for it: it runs after every call made
+    /// before and before every call made after (one thread takes the jobs in order), so the
+    /// caller's next call of this store sees its write. A failure is logged there.
+    pub fn post<F>(&self, op: &'static str, f: F)
+    where
+        F: FnOnce(&Db) -> Result<(), StoreError> + Send + 'static,
+    {
+        let job: Job = Box::new(move |db| {
+            if let Err(e) = f(db) {
+                tracing::error!("{op}: {e}");
+            }
+        });
+        if self.jobs.send(job).is_err() {
+            tracing::error!("{op}: the store is closed");
+        }
+    }
+
     /// Run `f` on the connection thread and wait for its answer in place: for code that is not
     /// on a runtime worker thread (a blocking task, a one-shot CLI command, a test).
     pub fn call_blocking<R, F>(&self, op: &'static str, f: F) -> Result<R, StoreError>
@@ -296,7 +313,60 @@ pub(crate) fn now() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ethan_core::store::KvStore;
     use std::time::{Duration, Instant};
+
+    #[tokio::test]
+    async fn a_queued_write_is_seen_by_every_later_call() {
+        use ethan_channels::{ChannelKind, ChatKind, ChatRef, InboundEvent, Sender};
+        let store = Store::open_in_memory().unwrap();
+        let ev = InboundEvent {
+            channel: ChannelKind::Telegram,
+            event_id: "7".into(),
+            message_id: Some("1".into()),
+            chat: ChatRef {
+                id: "1".into(),
+                kind: ChatKind::Direct,
+                thread: None,
+            },
+            sender: Sender {
+                id: "2".into(),
+                display_name: "A".into(),
+                is_bot: false,
+            },
+            text: "hi".into(),
+            relayed: None,
+            unfetched: None,
+            addressed: true,
+            reply_to: None,
+            sent_at: 0,
+            seq: 0,
+            attachments: Vec::new(),
+        };
+        assert!(store.record_inbound(&ev).await.unwrap());
+        for state in ["processing", "sending", "done"] {
+            store.queue_inbound_state("telegram", "7", state).await;
+            let now = store.inbound_state("telegram", "7").await.unwrap();
+            assert_eq!(now.as_deref(), Some(state));
+        }
+        store.kv_set("draft:telegram:7", "{}").await.unwrap();
+        store.queue_kv_delete("draft:telegram:7").await;
+        assert_eq!(store.kv_get("draft:telegram:7").await.unwrap(), None);
+        // A failing queued write is logged, and the store goes on.
+        store.post("a failing write", |_| {
+            Err(StoreError::Closed {
+                op: "a failing write",
+            })
+        });
+        assert_eq!(
+            store
+                .inbound_state("telegram", "7")
+                .await
+                .unwrap()
+                .as_deref(),
+            Some("done")
+        );
+    }
 
     #[test]
     fn checkpoints_move_to_the_background_thread() {

@@ -427,6 +427,16 @@ impl InboundStore for Store {
         self.call("inbound state", move |db| db.set_inbound_state(&c, &e, &s))
             .await
     }
+    /// Queued on the connection thread ([`Store::post`]).
+    async fn queue_inbound_state(&self, channel: &str, event_id: &str, state: &str) {
+        let (c, e, s) = (channel.to_owned(), event_id.to_owned(), state.to_owned());
+        self.post("inbound state", move |db| db.set_inbound_state(&c, &e, &s));
+    }
+    /// Queued on the connection thread ([`Store::post`]).
+    async fn queue_kv_delete(&self, key: &str) {
+        let key = key.to_owned();
+        self.post("kv delete", move |db| db.kv_delete(&key));
+    }
     /// See [`super::Db::set_inbound_sending`].
     async fn set_inbound_sending(
         &self,

@@ -137,15 +137,14 @@ impl Router {
         })
     }
 
-    /// Set `ev`'s state in the store (a failure is logged).
+    /// Set `ev`'s state in the store, without waiting for the write where the store keeps its
+    /// calls in order (every later call of the store sees it; a failure is logged). The
+    /// attempt `processing` counts is queued before the turn's own store calls, and a reply's
+    /// `done` is written before the daemon's last store call at shutdown.
     async fn mark(&self, ev: &InboundEvent, state: &str) {
-        if let Err(e) = self
-            .store
-            .set_inbound_state(ev.channel.as_str(), &ev.event_id, state)
-            .await
-        {
-            tracing::error!("cannot mark event {} {state}: {e}", ev.event_id);
-        }
+        self.store
+            .queue_inbound_state(ev.channel.as_str(), &ev.event_id, state)
+            .await;
     }
 
     async fn access(&self, ev: &InboundEvent) -> Access {

@@ -129,6 +129,13 @@ impl InboundStore for PgStore {
         Ok(())
     }
 
+    /// Written before it returns (a pool's connections keep no order between calls).
+    async fn queue_kv_delete(&self, key: &str) {
+        if let Err(e) = ethan_core::store::KvStore::kv_delete(self, key).await {
+            tracing::warn!("cannot delete {key}: {e}");
+        }
+    }
+
     /// Record, in one write, that `reply` is about to be sent for an event: state `sending` and
     /// the reply text. An unknown event changes nothing.
     async fn set_inbound_sending(

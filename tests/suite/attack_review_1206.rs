@@ -68,7 +68,8 @@ async fn fetch_nested(depth: usize) -> (Duration, ToolResult) {
         allow_private: vec!["nest.test".into()],
         ..Default::default()
     };
-    let tool = WebFetch::with_lookup(&cfg, Arc::new(lookup));
+    let tool = WebFetch::with_lookup(&cfg, Arc::new(lookup))
+        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages));
     let dir = std::env::temp_dir();
     let t = Instant::now();
     let r: ToolResult = tool

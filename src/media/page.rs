@@ -13,8 +13,9 @@ use async_trait::async_trait;
 use ethan_tools::page_reader::PageReader;
 
 /// What the child may use for one page, whoever asked. A 4.4 MB documentation page (the Rust
-/// Reference on one page) takes about 1.5 s of CPU and 120 MB in a release build (BENCHMARKS.md,
-/// 2026-12-06); these leave room for a slower machine and a bigger page.
+/// Reference on one page) takes 0.4 s of CPU and 68 MB in a release build, 2 s and 80 MB in a
+/// debug one (BENCHMARKS.md, 2026-12-06); these leave room for a slower machine and a bigger
+/// page, and stop a crafted one (20,000 self-closed `<div/>`s: 10 s in a release build).
 pub const PAGE_LIMITS: Limits = Limits {
     memory: 1024 * 1024 * 1024,
     cpu_secs: 10,
@@ -26,19 +27,16 @@ pub const PAGE_LIMITS: Limits = Limits {
 /// a browser's page is cut here at a character boundary).
 pub const MAX_PAGE_BYTES: usize = 16 * 1024 * 1024;
 
+/// The most the child answers for a page, bytes (title and text; a longer text is cut).
+pub const MAX_PAGE_TEXT: usize = 8 * 1024 * 1024;
+
 /// The daemon's page reader: each page in a child process under [`PAGE_LIMITS`].
 pub struct ChildPages;
 
 #[async_trait]
 impl PageReader for ChildPages {
     async fn read(&self, mut html: String, url: String) -> Result<(String, String), String> {
-        if html.len() > MAX_PAGE_BYTES {
-            let mut cut = MAX_PAGE_BYTES;
-            while !html.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            html.truncate(cut);
-        }
+        cut_to(&mut html, MAX_PAGE_BYTES);
         // The URL has no line break (a parsed URL cannot); the child splits at the first one.
         let url = url.replace(['\n', '\r'], "");
         let mut input = Vec::with_capacity(url.len() + 1 + html.len());
@@ -57,7 +55,20 @@ pub fn page_text(input: &[u8]) -> Result<String, String> {
     let input = String::from_utf8_lossy(input);
     let (url, html) = input.split_once('\n').unwrap_or(("", &input));
     let (title, text) = ethan_tools::builtin::web::readable::readable(html, url);
-    Ok(format!("{}\n{text}", title.replace(['\n', '\r'], " ")))
+    let mut out = format!("{}\n{text}", title.replace(['\n', '\r'], " "));
+    cut_to(&mut out, MAX_PAGE_TEXT);
+    Ok(out)
+}
+
+/// Cut `s` to at most `max` bytes, at a character boundary.
+fn cut_to(s: &mut String, max: usize) {
+    if s.len() > max {
+        let mut cut = max;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
 }
 
 #[cfg(test)]
@@ -77,5 +88,14 @@ mod tests {
         assert_eq!(title, here.0.replace('\n', " "));
         assert_eq!(text, here.1);
         assert!(text.contains("First paragraph with"), "{text}");
+    }
+
+    #[test]
+    fn a_page_is_cut_at_a_character_boundary() {
+        let mut s = "aé".to_string();
+        cut_to(&mut s, 2);
+        assert_eq!(s, "a");
+        let out = page_text(b"http://e/\n<title>T</title><p>caf\xc3\xa9</p>").unwrap();
+        assert!(out.starts_with("T\n") && out.contains("café"), "{out}");
     }
 }

@@ -1,6 +1,6 @@
 //! Untrusted files parsed where they cannot hurt: the text of a PDF, the check of a picture and
-//! the text of a web page ([`super::page`]) run in a child process (the daemon's binary in its helper mode, [`crate::sandbox::helper`]),
-//! never in the daemon. The child
+//! the text of a web page ([`super::page`]) run in a child process (the daemon's binary in its
+//! helper mode, [`crate::sandbox::helper`]), never in the daemon. The child
 //! - gets the file on standard input and gives the result on standard output;
 //! - runs under `setrlimit` limits: private memory (`RLIMIT_DATA`), CPU seconds, no file
 //!   writes, few descriptors; a parser that goes past them is killed by the kernel;
@@ -77,7 +77,7 @@ impl Job {
     /// longer than a document's (the executor spills what the model does not see).
     fn max_output(self) -> usize {
         match self {
-            Job::Html => 8 * MAX_OUTPUT,
+            Job::Html => super::page::MAX_PAGE_TEXT,
             Job::PdfText | Job::Png => MAX_OUTPUT,
         }
     }

@@ -183,9 +183,9 @@ async fn measure_web_fetch_child_cost() {
             .map_err(|e| e.to_string())
         }
     }
-    let page = match std::env::var("PAGE_FILE") {
-        Ok(p) => std::fs::read_to_string(p).unwrap(),
-        Err(_) => format!(
+    let page = match std::env::var("PAGE_FILE").ok().filter(|p| !p.is_empty()) {
+        Some(p) => std::fs::read_to_string(p).unwrap(),
+        None => format!(
             "<!doctype html><html><head><title>An article</title></head><body><nav>{}</nav>\
              <article><h1>An article</h1>{}</article><footer>f</footer></body></html>",
             "<a href=\"/x\">link</a> ".repeat(50),

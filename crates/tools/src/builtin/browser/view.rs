@@ -1,8 +1,8 @@
 //! Reading a rendered page: its readable text (the same Readability extraction as `web_fetch`,
 //! run on the DOM after JavaScript built it, by the daemon's page reader in its limited child
-//! process) and its interactive elements, numbered in the tools'
-//! own world ([`super::world`]) so `click{element: N}` finds the one the model saw and the page
-//! can neither see the numbers nor move them.
+//! process) and its interactive elements, numbered in the tools' own world ([`super::world`])
+//! so `click{element: N}` finds the one the model saw and the page can neither see the numbers
+//! nor move them.
 //!
 //! Each read is recorded as the session's [`View`]: which tab, which read (an id the read
 //! leaves in the tools' world of that document, gone with the document), the document's URL and

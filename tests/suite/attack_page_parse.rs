@@ -162,6 +162,36 @@ async fn a_page_built_to_be_slow_to_parse_is_refused_in_time_and_the_daemon_answ
     home.assert_no_panic();
 }
 
+/// Deny by default: a `web_fetch` given no page reader (nobody wired the child process in)
+/// does not parse the page itself; the model is told the page was not read.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_page_reader_no_page_is_parsed() {
+    use ethan::tools::Tool;
+    let page = "<html><head><title>Quiet</title></head><body><p>PAGE-TEXT-42</p></body></html>";
+    let (url, seen) = attacker(Arc::new(page.to_string())).await;
+    let cfg = ethan::config::WebFetchConfig {
+        allow_private: vec!["127.0.0.1".into()],
+        ..Default::default()
+    };
+    let tool = ethan::tools::web_fetch::WebFetch::new(&cfg);
+    let dir = std::env::temp_dir();
+    let ctx = crate::support::search_fakes::tool_ctx(&dir);
+    let r: ethan::tools::ToolResult = tool.run(json!({ "url": url }), &ctx).await.into();
+    assert_eq!(seen.lock().unwrap().len(), 1, "the page was fetched once");
+    assert!(!r.ok, "{r:?}");
+    assert_eq!(
+        r.error_kind,
+        Some(ethan::tools::ErrorKind::Validation),
+        "{r:?}"
+    );
+    let said = format!("{r:?}");
+    assert!(
+        said.contains("could not read the page") && said.contains("no page reader"),
+        "{said}"
+    );
+    assert!(!said.contains("PAGE-TEXT-42"), "{said}");
+}
+
 /// What the child costs a normal `web_fetch` (BENCHMARKS.md, 2026-12-06): a page fetched
 /// `PAGE_ROUNDS` times (default 20) from a loopback server, read by the daemon's child process
 /// and, alternating, by the old in-process parse (`readable` on a blocking thread, as before

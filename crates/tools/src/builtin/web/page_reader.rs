@@ -27,8 +27,5 @@ impl PageReader for NoPageReader {
 
 /// The model's sentence for a page that could not be read: `reason` from the reader.
 pub fn unreadable_page(url: &str, reason: &str) -> String {
-    format!(
-        "could not read the page {url}: {reason}; its HTML was not parsed (the page may be \
-         built to be slow to parse — try another source)"
-    )
+    format!("could not read the page {url}: {reason}; its HTML was not parsed (try another source)")
 }

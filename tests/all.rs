@@ -8,3 +8,10 @@
 
 mod suite;
 mod support;
+
+/// The page reader and the file readers start the daemon's helper from the running binary
+/// (`current_exe`): this test binary answers as it when started so.
+#[ctor::ctor(unsafe)]
+fn helper_in_tests() {
+    ethan::helper::main_if_helper();
+}

@@ -27,6 +27,8 @@ pub fn setup(config: &Config, egress: &crate::egress::Egress) -> ToolsSetup {
         knowledge: None,
         lark: lark_client(config),
         egress: egress.clone(),
+        // Web pages are parsed in the limited child process, never in the daemon.
+        pages: Arc::new(crate::media::page::ChildPages),
     }
 }
 

@@ -54,6 +54,7 @@ pub mod download;
 pub mod extract;
 pub mod inbox;
 pub mod notes;
+pub mod page;
 pub mod parse;
 pub mod transcribe;
 
@@ -110,8 +111,9 @@ pub struct Media {
     fetcher: Fetcher,
     transcriber: Option<transcribe::Transcriber>,
     cache: Mutex<VecDeque<Cached>>,
-    /// The slots of the child processes that read pictures and PDFs ([`parse::slots`]).
-    readers: tokio::sync::Semaphore,
+    /// The slots of the child processes that read pictures, PDFs and web pages
+    /// ([`parse::shared_slots`]).
+    readers: &'static tokio::sync::Semaphore,
 }
 
 /// A downloaded file in memory: `(channel:unique_id, when, bytes)`.
@@ -147,7 +149,7 @@ impl Media {
             fetcher,
             transcriber,
             cache: Mutex::new(VecDeque::new()),
-            readers: parse::slots(),
+            readers: parse::shared_slots(),
         }
     }
 
@@ -261,7 +263,7 @@ impl Media {
                 self.audio(att, &bytes, &what, &place, p).await
             }
             AttachmentKind::Document => {
-                document(att, bytes, &what, &place, limits, &self.readers).await
+                document(att, bytes, &what, &place, limits, self.readers).await
             }
         }
     }
@@ -303,7 +305,7 @@ impl Media {
         }
         if mime == "image/png" {
             if let Err(e) =
-                parse::in_child(parse::Job::Png, bytes.clone(), limits, &self.readers).await
+                parse::in_child(parse::Job::Png, bytes.clone(), limits, self.readers).await
             {
                 return format!(
                     "[The user sent a picture ({place}). Could not read the file: {e}. It is \

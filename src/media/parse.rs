@@ -1,12 +1,13 @@
-//! Untrusted files parsed where they cannot hurt: the text of a PDF and the check of a picture
-//! run in a child process (the daemon's binary in its helper mode, [`crate::sandbox::helper`]),
-//! never in the daemon. The child
+//! Untrusted files parsed where they cannot hurt: the text of a PDF, the check of a picture and
+//! the text of a web page ([`super::page`]) run in a child process (the daemon's binary in its
+//! helper mode, [`crate::sandbox::helper`]), never in the daemon. The child
 //! - gets the file on standard input and gives the result on standard output;
 //! - runs under `setrlimit` limits: private memory (`RLIMIT_DATA`), CPU seconds, no file
 //!   writes, few descriptors; a parser that goes past them is killed by the kernel;
 //! - reaches no file (a Landlock ruleset with no rule) and makes no connection (the seccomp
 //!   filter of commands without approval: no sockets);
-//! - is killed — not abandoned — at its wall-clock limit, and at most [`CONCURRENT`] run at once;
+//! - is killed — not abandoned — at its wall-clock limit, and at most [`CONCURRENT`] run at once
+//!   (the daemon's callers share [`shared_slots`]);
 //! - stops at a total decompressed size per file: a PDF's streams (object streams while
 //!   loading, page contents while reading) and a PNG's pixels count against it.
 //!
@@ -67,6 +68,19 @@ pub enum Job {
     PdfText,
     /// Decode a PNG within the limits (its size in pixels comes back).
     Png,
+    /// The title and readable text of a web page ([`super::page`]): `URL\nHTML` in.
+    Html,
+}
+
+impl Job {
+    /// The most result text the daemon reads from the child, bytes: a page's text can be
+    /// longer than a document's (the executor spills what the model does not see).
+    fn max_output(self) -> usize {
+        match self {
+            Job::Html => super::page::MAX_PAGE_TEXT,
+            Job::PdfText | Job::Png => MAX_OUTPUT,
+        }
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -79,9 +93,16 @@ struct Spec {
 const UNREADABLE: i32 = 3;
 
 /// The slots of the readers: at most [`CONCURRENT`] children at once, among the callers given
-/// the same slots (the media service owns one for the daemon).
+/// the same slots.
 pub fn slots() -> tokio::sync::Semaphore {
     tokio::sync::Semaphore::new(CONCURRENT)
+}
+
+/// The process's slots, shared by the media service and the page reader: at most
+/// [`CONCURRENT`] children of the daemon parse at once, files and web pages together.
+pub fn shared_slots() -> &'static tokio::sync::Semaphore {
+    static SLOTS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    SLOTS.get_or_init(slots)
 }
 
 /// Run `job` on `bytes` in a child process under `limits`, once one of `slots` ([`slots`]) is
@@ -121,7 +142,7 @@ pub async fn in_child(
         use tokio::io::AsyncReadExt;
         let mut out = Vec::new();
         let _ = (&mut stdout)
-            .take(MAX_OUTPUT as u64)
+            .take(job.max_output() as u64)
             .read_to_end(&mut out)
             .await;
         (out, child.wait().await)
@@ -142,6 +163,8 @@ pub async fn in_child(
     match status {
         Ok(s) if s.success() => Ok(text),
         Ok(s) if s.code() == Some(UNREADABLE) => Err(text.trim().to_string()),
+        // A Rust panic in the parser (not an outside limit).
+        Ok(s) if s.code() == Some(101) => Err("the reader failed on it".to_string()),
         Ok(s) => {
             use std::os::unix::process::ExitStatusExt;
             Err(match s.signal() {
@@ -175,6 +198,7 @@ pub fn child_main(spec: &str) -> i32 {
     answer(match spec.job {
         Job::PdfText => pdf_text(&bytes, &spec.limits),
         Job::Png => png_check(&bytes, &spec.limits),
+        Job::Html => super::page::page_text(&bytes),
     })
 }
 

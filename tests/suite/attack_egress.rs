@@ -181,13 +181,15 @@ impl Site {
 }
 
 fn hub_with(guard: EgressGuard) -> Arc<BrowserHub> {
-    BrowserHub::new(
+    let hub = BrowserHub::new(
         BrowserConfig {
             executable: String::new(),
             idle_secs: 300,
         },
         guard,
-    )
+    );
+    hub.set_page_reader(Arc::new(ethan::media::page::ChildPages));
+    hub
 }
 
 fn hub() -> Arc<BrowserHub> {

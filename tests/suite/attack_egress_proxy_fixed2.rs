@@ -92,7 +92,8 @@ async fn spellings_of_the_proxy_address() {
         allow_private: allow.clone(),
         ..Default::default()
     };
-    let tool = WebFetch::guarded(&cfg, egress.guard(&allow, Arc::new(SystemLookup)));
+    let tool = WebFetch::guarded(&cfg, egress.guard(&allow, Arc::new(SystemLookup)))
+        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages));
     let urls = [
         format!("http://127.0.0.1:{p}/"),
         format!("http://127.1:{p}/"),
@@ -200,7 +201,8 @@ async fn listed_name_resolving_to_ipv4_mapped_loopback() {
         allow_private: vec!["mine.test".into()],
         ..Default::default()
     };
-    let tool = WebFetch::guarded(&cfg, egress.guard(&cfg.allow_private, lookup.clone()));
+    let tool = WebFetch::guarded(&cfg, egress.guard(&cfg.allow_private, lookup.clone()))
+        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages));
     let r = fetch(&tool, &url).await;
     println!(
         "a3 web_fetch {url} -> kind {:?} error {:?} output {:?}",
@@ -316,7 +318,8 @@ async fn redirects_to_the_proxy() {
         allow_private: allow.clone(),
         ..Default::default()
     };
-    let tool = WebFetch::guarded(&cfg, egress.guard(&allow, lookup.clone()));
+    let tool = WebFetch::guarded(&cfg, egress.guard(&allow, lookup.clone()))
+        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages));
     let guard = egress.guard(&allow, lookup.clone());
     let base = format!("http://127.0.0.1:{}", site.port());
     let following = EgressClient::following(

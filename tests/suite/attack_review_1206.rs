@@ -1,8 +1,9 @@
 //! Review 2026-12-06: attacks on the day's changes (lazy sandbox probe, one-step turn end,
 //! protected places' `real_path_under`, `dom_query` parsing). Each test states the guarantee it
 //! wants; at the time of the review every one of them failed (the attack got through; fixed
-//! since: `web::markup_depth` bounds what a page's nesting costs, `paths::open_checked` checks
-//! the file a tool opened):
+//! since: `web::markup_depth` bounds what a page's nesting costs, and pages are parsed only in
+//! the daemon's limited child process since (`media::page`, `attack_page_parse`);
+//! `paths::open_checked` checks the file a tool opened):
 //!
 //! - `web_fetch` of a page of 10,000 nested `<div>`s (about 50 KB, far below the 5 MB cap)
 //!   overflows the stack of the blocking thread `dom_smoothie`'s Readability runs on
@@ -68,7 +69,8 @@ async fn fetch_nested(depth: usize) -> (Duration, ToolResult) {
         allow_private: vec!["nest.test".into()],
         ..Default::default()
     };
-    let tool = WebFetch::with_lookup(&cfg, Arc::new(lookup));
+    let tool = WebFetch::with_lookup(&cfg, Arc::new(lookup))
+        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages));
     let dir = std::env::temp_dir();
     let t = Instant::now();
     let r: ToolResult = tool

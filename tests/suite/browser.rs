@@ -129,13 +129,15 @@ fn allow_cfg() -> WebFetchConfig {
 }
 
 fn hub(idle_secs: u64) -> Arc<BrowserHub> {
-    BrowserHub::new(
+    let hub = BrowserHub::new(
         BrowserConfig {
             executable: String::new(),
             idle_secs,
         },
         EgressGuard::new(&allow_cfg().allow_private, Arc::new(SystemLookup)),
-    )
+    );
+    hub.set_page_reader(Arc::new(ethan::media::page::ChildPages));
+    hub
 }
 
 fn ctx(home: &std::path::Path) -> ToolContext {
@@ -163,7 +165,13 @@ async fn a_page_built_by_javascript_is_read_where_web_fetch_sees_nothing() {
     let ctx = ctx(dir.path());
     let url = sites.url("/rendered.html");
 
-    let fetched = call(&WebFetch::new(&allow_cfg()), &ctx, json!({ "url": url })).await;
+    let fetched = call(
+        &WebFetch::new(&allow_cfg())
+            .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages)),
+        &ctx,
+        json!({ "url": url }),
+    )
+    .await;
     assert!(fetched.ok, "{fetched:?}");
     assert!(!fetched.output.contains("pineapple"), "{}", fetched.output);
 

@@ -181,13 +181,15 @@ impl Site {
 }
 
 fn hub() -> Arc<BrowserHub> {
-    BrowserHub::new(
+    let hub = BrowserHub::new(
         BrowserConfig {
             executable: String::new(),
             idle_secs: 300,
         },
         EgressGuard::new(&["127.0.0.1".to_string()], Arc::new(SystemLookup)),
-    )
+    );
+    hub.set_page_reader(Arc::new(ethan::media::page::ChildPages));
+    hub
 }
 
 fn ctx(home: &std::path::Path) -> ToolContext {

@@ -280,7 +280,8 @@ fn ip(s: &str) -> IpAddr {
 #[tokio::test(flavor = "multi_thread")]
 async fn ssrf_ip_literals_are_refused() {
     let site = FakeSite::start().await;
-    let tool = WebFetch::new(&fetch_cfg(&[]));
+    let tool = WebFetch::new(&fetch_cfg(&[]))
+        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages));
     for (url, why) in [
         ("http://127.0.0.1/".to_string(), "loopback"),
         (site.url("/article.html"), "loopback"),
@@ -312,7 +313,8 @@ async fn ssrf_a_name_resolving_to_a_private_address_is_refused() {
         .with("intranet.test", &[ip("10.20.30.40")])
         .with("sneaky.test", &[ip("127.0.0.1")])
         .with("metadata.test", &[ip("169.254.169.254")]);
-    let tool = WebFetch::with_lookup(&fetch_cfg(&[]), Arc::new(lookup));
+    let tool = WebFetch::with_lookup(&fetch_cfg(&[]), Arc::new(lookup))
+        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages));
     for (url, why) in [
         (
             "http://intranet.test/".to_string(),
@@ -347,7 +349,8 @@ async fn ssrf_a_redirect_from_an_allowed_host_to_one_that_is_not_is_refused() {
     let lookup = StaticLookup::new()
         .with("fake.test", &[ip("127.0.0.1")])
         .with("localhost", &[ip("127.0.0.1")]);
-    let tool = WebFetch::with_lookup(&fetch_cfg(&["fake.test"]), Arc::new(lookup));
+    let tool = WebFetch::with_lookup(&fetch_cfg(&["fake.test"]), Arc::new(lookup))
+        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages));
 
     // Allowed host, allowed redirect (same host): fine.
     let r = call(
@@ -386,7 +389,8 @@ async fn after_a_private_read_a_redirect_to_another_site_is_not_followed() {
     let lookup = StaticLookup::new()
         .with("fake.test", &[ip("127.0.0.1")])
         .with("other.test", &[ip("127.0.0.1")]);
-    let tool = WebFetch::with_lookup(&fetch_cfg(&["fake.test", "other.test"]), Arc::new(lookup));
+    let tool = WebFetch::with_lookup(&fetch_cfg(&["fake.test", "other.test"]), Arc::new(lookup))
+        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages));
     let dir = tempfile::tempdir().unwrap();
     let hop =
         format!("http://fake.test:{port}/redirect?to=http://other.test:{port}/notes.txt?d=SECRET");
@@ -422,7 +426,8 @@ async fn after_a_private_read_a_redirect_to_another_site_is_not_followed() {
 
 #[test]
 fn a_look_alike_host_is_shown_as_sent() {
-    let tool = WebFetch::new(&fetch_cfg(&[]));
+    let tool = WebFetch::new(&fetch_cfg(&[]))
+        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages));
     let ctx = tool_ctx(std::path::Path::new("/tmp"));
     let e = tool
         .describe(&json!({"url": "https://g\u{456}thub.com/x?d=1"}), &ctx)
@@ -455,7 +460,8 @@ fn a_look_alike_host_is_shown_as_sent() {
 #[tokio::test(flavor = "multi_thread")]
 async fn fetches_readable_text_plain_text_and_refuses_binary() {
     let site = FakeSite::start().await;
-    let tool = WebFetch::new(&fetch_cfg(&["127.0.0.1"]));
+    let tool = WebFetch::new(&fetch_cfg(&["127.0.0.1"]))
+        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages));
 
     let r = call(&tool, json!({"url": site.url("/article.html")})).await;
     assert!(r.ok, "{r:?}");
@@ -519,7 +525,8 @@ async fn fetches_readable_text_plain_text_and_refuses_binary() {
 #[tokio::test(flavor = "multi_thread")]
 async fn decodes_charsets() {
     let site = FakeSite::start().await;
-    let tool = WebFetch::new(&fetch_cfg(&["127.0.0.1"]));
+    let tool = WebFetch::new(&fetch_cfg(&["127.0.0.1"]))
+        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages));
     let r = call(&tool, json!({"url": site.url("/gbk.html")})).await;
     assert!(r.ok, "{r:?}");
     assert!(r.output.starts_with("# 中文标题"), "{}", r.output);
@@ -537,7 +544,9 @@ async fn decodes_charsets() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_download_is_capped() {
     let site = FakeSite::start().await;
-    let tool = WebFetch::new(&fetch_cfg(&["127.0.0.1"])).with_max_bytes(1000);
+    let tool = WebFetch::new(&fetch_cfg(&["127.0.0.1"]))
+        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages))
+        .with_max_bytes(1000);
     let r = call(&tool, json!({"url": site.url("/big.txt")})).await;
     assert!(r.ok, "{r:?}");
     assert!(

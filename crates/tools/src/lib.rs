@@ -32,7 +32,7 @@ pub use builtin::search::{fd_find, rg_search};
 #[cfg(feature = "test-tools")]
 pub use builtin::test_panic;
 pub use builtin::ui::{find_tools, ui_card};
-pub use builtin::web::{web_fetch, web_search};
+pub use builtin::web::{page_reader, web_fetch, web_search};
 pub use engine::{executor, policy, redact, registry, replay, schema, setup, spill, truncate};
 
 pub use ethan_core::tool::{

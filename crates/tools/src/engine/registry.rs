@@ -220,6 +220,7 @@ impl Registry {
             knowledge,
             lark,
             egress,
+            pages,
         } = setup;
         let shell = tools.per_tool.get("shell");
         let shell_timeout = shell
@@ -243,13 +244,14 @@ impl Registry {
         };
         r.register_builtin(Arc::new(search.within(&egress)));
         let guard = || egress.system_guard(&tools.web_fetch.allow_private);
-        let fetch = crate::web_fetch::WebFetch::guarded(&tools.web_fetch, guard());
+        let fetch = crate::web_fetch::WebFetch::guarded(&tools.web_fetch, guard())
+            .reading_with(pages.clone());
         r.register_builtin(Arc::new(fetch));
         // One headless browser per daemon, shared by the three browser tools.
         #[cfg(feature = "browser")]
-        r.register_browser(tools.browser.clone(), guard(), max_image_bytes);
+        r.register_browser(tools.browser.clone(), guard(), max_image_bytes, pages);
         #[cfg(not(feature = "browser"))]
-        let _ = max_image_bytes;
+        let _ = (max_image_bytes, pages);
         r.register_builtin(Arc::new(crate::rg_search::RgSearch::new()));
         r.register_builtin(Arc::new(crate::fd_find::FdFind::new()));
         r.register_builtin(Arc::new(
@@ -304,10 +306,12 @@ impl Registry {
         config: crate::settings::BrowserConfig,
         guard: ethan_egress::EgressGuard,
         max_image_bytes: u64,
+        pages: Arc<dyn crate::page_reader::PageReader>,
     ) {
         use crate::builtin::browser::{hub, page, session, tab};
         let browser = hub::BrowserHub::new(config, guard);
         browser.set_image_limit(max_image_bytes);
+        browser.set_page_reader(pages);
         browser.hear_taint(&self.taint_hooks);
         self.register_builtin(Arc::new(session::BrowserSession(browser.clone())));
         self.register_builtin(Arc::new(tab::BrowserTab(browser.clone())));

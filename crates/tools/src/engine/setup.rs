@@ -29,6 +29,9 @@ pub struct ToolsSetup {
     pub lark: Option<Arc<LarkClient>>,
     /// The daemon's egress, shared by the guards of the web tools and the browser.
     pub egress: ethan_egress::Egress,
+    /// Who turns a web page's HTML into text for `web_fetch` and the browser (the daemon's
+    /// limited child process; [`crate::page_reader::NoPageReader`]: pages are not read).
+    pub pages: Arc<dyn crate::page_reader::PageReader>,
 }
 
 /// The built-in tools as the daemon builds them from its default configuration (no secrets, no
@@ -45,5 +48,6 @@ pub(crate) fn default_registry() -> crate::registry::Registry {
         knowledge: None,
         lark: None,
         egress: Default::default(),
+        pages: Arc::new(crate::page_reader::NoPageReader),
     })
 }

@@ -252,6 +252,8 @@ pub struct BrowserHub {
     nets: StdMutex<HashMap<String, Net>>,
     /// The largest picture the model is shown, bytes (`media.max_image_bytes`).
     image_limit: std::sync::atomic::AtomicU64,
+    /// Who turns a page's HTML into text ([`BrowserHub::set_page_reader`]; none: not read).
+    pages: StdMutex<Arc<dyn crate::page_reader::PageReader>>,
     /// Browser calls in progress ([`BrowserHub::busy`]); the watchdog never closes under one.
     in_flight: Arc<std::sync::atomic::AtomicUsize>,
     me: Weak<BrowserHub>,
@@ -271,6 +273,7 @@ impl BrowserHub {
             views: StdMutex::new(HashMap::new()),
             nets: StdMutex::new(HashMap::new()),
             image_limit: DEFAULT_IMAGE_LIMIT.into(),
+            pages: StdMutex::new(Arc::new(crate::page_reader::NoPageReader)),
             in_flight: Arc::default(),
             me: me.clone(),
         })
@@ -301,6 +304,15 @@ impl BrowserHub {
     pub fn set_image_limit(&self, bytes: u64) {
         self.image_limit
             .store(bytes.max(1), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Pages' HTML read by `pages` (the daemon's: its limited child process).
+    pub fn set_page_reader(&self, pages: Arc<dyn crate::page_reader::PageReader>) {
+        *self.pages.lock().unwrap_or_else(|p| p.into_inner()) = pages;
+    }
+
+    pub fn page_reader(&self) -> Arc<dyn crate::page_reader::PageReader> {
+        self.pages.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     fn nets(&self) -> std::sync::MutexGuard<'_, HashMap<String, Net>> {

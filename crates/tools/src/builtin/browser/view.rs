@@ -1,7 +1,8 @@
 //! Reading a rendered page: its readable text (the same Readability extraction as `web_fetch`,
-//! run on the DOM after JavaScript built it) and its interactive elements, numbered in the tools'
-//! own world ([`super::world`]) so `click{element: N}` finds the one the model saw and the page
-//! can neither see the numbers nor move them.
+//! run on the DOM after JavaScript built it, by the daemon's page reader in its limited child
+//! process) and its interactive elements, numbered in the tools' own world ([`super::world`])
+//! so `click{element: N}` finds the one the model saw and the page can neither see the numbers
+//! nor move them.
 //!
 //! Each read is recorded as the session's [`View`]: which tab, which read (an id the read
 //! leaves in the tools' world of that document, gone with the document), the document's URL and
@@ -152,7 +153,17 @@ pub async fn read(
         .map_err(|e| format!("the page could not be read: {e}"))?;
     mark_private(hub, session_key, taint).await;
     let site = Site::of(&snap.url, &snap.origin);
-    let (title, text) = crate::web_fetch::readable(&snap.html, &snap.url);
+    // The HTML goes to the daemon's page reader (a limited child process), never parsed here.
+    let (title, text) = match hub.page_reader().read(snap.html, snap.url.clone()).await {
+        Ok(tc) => tc,
+        Err(reason) => (
+            String::new(),
+            format!(
+                "({})",
+                crate::page_reader::unreadable_page(&snap.url, &reason)
+            ),
+        ),
+    };
     let title = if title.is_empty() { snap.title } else { title };
     let mut out = String::new();
     if !title.is_empty() {

@@ -8,6 +8,11 @@
 //! [`markup_deeper_than`] scans the text once without parsing it, and a page deeper than
 //! [`MAX_PARSED_DEPTH`] is read with its tags removed ([`unparsed_text`]); after the parse,
 //! [`nested_deeper_than`] keeps trees deeper than [`MAX_READABLE_DEPTH`] from Readability.
+//!
+//! The scan reads tags, not the HTML grammar: markup can look shallow to it and still be slow to
+//! parse (self-closed `<div/>`s nest). It is not what protects the daemon — pages are parsed
+//! only in the daemon's limited child process ([`super::page_reader`]), which is killed at its
+//! limits; the scan keeps the cost of the common deep page low there.
 
 /// Markup nested deeper than this (by [`markup_deeper_than`]) is not parsed.
 pub const MAX_PARSED_DEPTH: usize = 1_000;
@@ -214,7 +219,7 @@ mod tests {
     fn a_page_too_deep_to_parse_is_read_as_text() {
         let html = nested(200_000, "div");
         assert!(markup_deeper_than(&html, MAX_PARSED_DEPTH));
-        let (title, text) = crate::web_fetch::readable(&html, "http://example.com/");
+        let (title, text) = super::super::readable::readable(&html, "http://example.com/");
         assert_eq!(title, "Deep");
         assert_eq!(text, "the text at the bottom");
         let (_, text) = unparsed_text("<p>a<script>var x = '<b>';</script>b<style>p{}</style>c");
@@ -225,7 +230,7 @@ mod tests {
     fn a_tree_deeper_than_readability_takes_gets_its_body_text() {
         let html = nested(MAX_READABLE_DEPTH + 10, "div");
         assert!(!markup_deeper_than(&html, MAX_PARSED_DEPTH));
-        let (title, text) = crate::web_fetch::readable(&html, "http://example.com/");
+        let (title, text) = super::super::readable::readable(&html, "http://example.com/");
         assert_eq!(title, "Deep");
         assert!(text.contains("the text at the bottom"), "{text}");
         let shallow = dom_query::Document::from("<html><body><div><p>1</p></div></body></html>");

@@ -1,10 +1,10 @@
 //! `web_fetch{url}`: the readable text of a web page.
 //!
-//! - HTML (`text/html`, `application/xhtml+xml`) goes through `dom_smoothie`, a port of Mozilla's
-//!   Readability, which keeps the article and renders it as Markdown; the page title comes
-//!   first (`# Title`, then `Source: <final URL>`). When Readability finds no article, the text
-//!   of the whole `<body>` is used (walked with `dom_query`, the HTML parser
-//!   `dom_smoothie` is built on).
+//! - HTML (`text/html`, `application/xhtml+xml`) is read by the daemon's page reader
+//!   ([`super::page_reader`]: a limited child process running [`super::readable`]): Readability
+//!   keeps the article as Markdown, else the text of `<body>`; the page title comes first
+//!   (`# Title`, then `Source: <final URL>`). A page the reader cannot read (too slow or too big
+//!   to parse) is a `validation` error saying so (not retried); it is never parsed in the daemon.
 //! - Other text (`text/*`, JSON, XML, YAML, JavaScript, …) is returned as it is.
 //! - Binary content (images, PDFs, archives, `application/octet-stream` that does not look like
 //!   text) is refused with its content type, before its body is downloaded where the header
@@ -22,11 +22,10 @@
 //!   target a new request judged like the first.
 //!
 //! Every failure is a [`ToolResult`] error: `denied` for the egress guard, `validation` for a bad
-//! URL or a binary body, `timeout`, `dependency` for network and HTTP errors.
+//! URL, a binary body or a page its reader could not read, `timeout`, `dependency` for network
+//! and HTTP errors.
 
-use super::markup_depth::{
-    markup_deeper_than, nested_deeper_than, unparsed_text, MAX_PARSED_DEPTH, MAX_READABLE_DEPTH,
-};
+use super::page_reader::{unreadable_page, NoPageReader, PageReader};
 use crate::args::req_str;
 use crate::settings::WebFetchConfig;
 use crate::{CallPlan, ToolDecl};
@@ -56,6 +55,8 @@ pub struct WebFetch {
     client: Result<EgressClient, String>,
     decl: ToolDecl,
     max_bytes: usize,
+    /// Who turns an HTML page into text (none given: HTML is not read).
+    pages: Arc<dyn PageReader>,
 }
 
 impl WebFetch {
@@ -89,7 +90,14 @@ impl WebFetch {
                 .timeout(timeout)
                 .max_retries(cfg.max_retries.unwrap_or(1)),
             max_bytes: MAX_BYTES,
+            pages: Arc::new(NoPageReader),
         }
+    }
+
+    /// HTML pages read by `pages` (the daemon's: its limited child process).
+    pub fn reading_with(mut self, pages: Arc<dyn PageReader>) -> Self {
+        self.pages = pages;
+        self
     }
 
     /// Change the download cap (tests).
@@ -273,155 +281,6 @@ fn valid_utf8_but_cut(bytes: &[u8]) -> bool {
         Ok(_) => true,
         Err(e) => e.error_len().is_none(),
     }
-}
-
-/// Title and readable Markdown of an HTML document. Nesting bounds what each step gets
-/// ([`super::markup_depth`]): a document whose markup nests deeper than
-/// [`MAX_PARSED_DEPTH`] is not parsed at all (its text with the tags removed), one whose tree
-/// is deeper than [`MAX_READABLE_DEPTH`] gets its title and body text without Readability.
-pub(crate) fn readable(html: &str, url: &str) -> (String, String) {
-    if markup_deeper_than(html, MAX_PARSED_DEPTH) {
-        return unparsed_text(html);
-    }
-    let doc = dom_query::Document::from(html);
-    if nested_deeper_than(&doc, MAX_READABLE_DEPTH) {
-        return (document_title(html), body_text(html));
-    }
-    let cfg = dom_smoothie::Config {
-        text_mode: dom_smoothie::TextMode::Markdown,
-        max_elements_to_parse: 200_000,
-        ..Default::default()
-    };
-    // The page's URL only when Readability takes it (an absolute one).
-    let url_taken =
-        dom_smoothie::Readability::with_document(dom_query::Document::from(""), Some(url), None)
-            .is_ok();
-    let article =
-        dom_smoothie::Readability::with_document(doc, url_taken.then_some(url), Some(cfg))
-            .and_then(|mut r| r.parse());
-    match article {
-        Ok(a) if !a.text_content.trim().is_empty() => {
-            let title = if a.title.trim().is_empty() {
-                document_title(html)
-            } else {
-                a.title.trim().to_string()
-            };
-            (title, tidy(&a.text_content))
-        }
-        _ => (document_title(html), body_text(html)),
-    }
-}
-
-/// `<title>` of a document, whitespace collapsed.
-fn document_title(html: &str) -> String {
-    let doc = dom_query::Document::from(html);
-    let Ok(sel) = dom_query::Matcher::new("title") else {
-        return String::new();
-    };
-    collapse_ws(&doc.select_single_matcher(&sel).text())
-}
-
-/// The text of `<body>` (or the whole document), one line per block element, scripts and
-/// styles left out.
-fn body_text(html: &str) -> String {
-    const SKIP: &[&str] = &[
-        "script", "style", "noscript", "template", "head", "svg", "iframe", "object",
-    ];
-    const BLOCK: &[&str] = &[
-        "p",
-        "div",
-        "br",
-        "li",
-        "ul",
-        "ol",
-        "h1",
-        "h2",
-        "h3",
-        "h4",
-        "h5",
-        "h6",
-        "tr",
-        "table",
-        "section",
-        "article",
-        "header",
-        "footer",
-        "nav",
-        "aside",
-        "main",
-        "pre",
-        "blockquote",
-        "dd",
-        "dt",
-        "dl",
-        "hr",
-        "form",
-        "figure",
-        "figcaption",
-        "address",
-    ];
-    let doc = dom_query::Document::from(html);
-    let root = doc.body().unwrap_or_else(|| doc.root());
-    let mut out = String::new();
-    let mut stack = vec![(root, false)];
-    // Depth-first walk with explicit "closing" markers to put line breaks after blocks.
-    while let Some((node, closing)) = stack.pop() {
-        if node.is_text() {
-            if closing {
-                continue;
-            }
-            let s = collapse_ws(&node.text());
-            if !s.is_empty() {
-                if !out.is_empty() && !out.ends_with('\n') && !out.ends_with(' ') {
-                    out.push(' ');
-                }
-                out.push_str(&s);
-            }
-        } else if let Some(name) = node.node_name() {
-            let name: &str = &name;
-            if SKIP.contains(&name) {
-                continue;
-            }
-            let block = BLOCK.contains(&name);
-            if closing {
-                if block && !out.ends_with('\n') {
-                    out.push('\n');
-                }
-                continue;
-            }
-            if block && !out.is_empty() && !out.ends_with('\n') {
-                out.push('\n');
-            }
-            stack.push((node, true));
-            stack.extend(node.children_it(true).map(|c| (c, false)));
-        } else if !closing {
-            stack.extend(node.children_it(true).map(|c| (c, false)));
-        }
-    }
-    tidy(&out)
-}
-
-fn collapse_ws(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// Trim trailing spaces and squeeze runs of blank lines.
-fn tidy(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut blank = 0;
-    for line in s.lines() {
-        let line = line.trim_end();
-        if line.trim().is_empty() {
-            blank += 1;
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str(if blank > 0 { "\n\n" } else { "\n" });
-        }
-        blank = 0;
-        out.push_str(line);
-    }
-    out
 }
 
 fn is_redirect(s: reqwest::StatusCode) -> bool {
@@ -814,15 +673,15 @@ impl WebFetch {
                 ToolOutput::new(format!("{text}{cut_note}")).with_metadata(landing.meta(extra))
             );
         }
-        let page_url = url.to_string();
-        let parsed = tokio::task::spawn_blocking(move || readable(&text, &page_url)).await;
-        let (title, content) = match parsed {
+        let (title, content) = match self.pages.read(text, url.to_string()).await {
             Ok(tc) => tc,
-            Err(e) => {
+            Err(reason) => {
+                // Not retried (a `dependency` error would be): the same page costs the same.
                 return Err(ToolError::new(
-                    ErrorKind::Internal,
-                    format!("extracting the text of {url} failed: {e}"),
-                ))
+                    ErrorKind::Validation,
+                    unreadable_page(url.as_str(), &reason),
+                )
+                .with_metadata(landing.meta(extra)));
             }
         };
         let mut out = String::new();
@@ -915,20 +774,6 @@ mod tests {
         assert!(!looks_like_text(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR"));
         assert!(looks_like_html(b"  <!DOCTYPE html><html>"));
         assert!(!looks_like_html(b"{\"a\": 1}"));
-    }
-
-    #[test]
-    fn readable_text_has_the_title() {
-        let html = r#"<html><head><title>A small page</title><style>p{}</style></head>
-            <body><nav><a href="/">Home</a></nav><script>var x = 1;</script>
-            <h1>Heading</h1><p>First paragraph with <b>bold</b> text.</p><p>Second.</p></body></html>"#;
-        let (title, text) = readable(html, "http://example.com/");
-        assert_eq!(title, "A small page");
-        assert!(text.contains("First paragraph with"), "{text}");
-        assert!(!text.contains("var x"), "{text}");
-        let body = body_text(html);
-        assert!(body.contains("First paragraph with bold text."), "{body}");
-        assert!(!body.contains("var x"), "{body}");
     }
 
     #[test]

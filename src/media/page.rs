@@ -1,0 +1,101 @@
+//! Web pages read where they cannot hurt: the daemon's [`PageReader`] for `web_fetch` and the
+//! browser tools. A page's HTML is an attacker's text, and the HTML parser (html5ever, under
+//! `dom_query` and Readability's `dom_smoothie`) can be made to work for a long time by
+//! markup a scan cannot judge (deep nesting the grammar allows, the adoption agency's
+//! reconstruction of formatting elements, …), so the daemon never parses it: the child process
+//! of [`super::parse`] does (job [`Job::Html`]: limits, no file, no socket, killed at its
+//! wall-clock limit, at most [`super::parse::CONCURRENT`] at once with the PDFs and pictures),
+//! running the same [`ethan_tools::builtin::web::readable::readable`]. A page the child does not
+//! finish is not read at all; the model is told why.
+
+use super::parse::{in_child, shared_slots, Job, Limits};
+use async_trait::async_trait;
+use ethan_tools::page_reader::PageReader;
+
+/// What the child may use for one page, whoever asked. A 4.4 MB documentation page (the Rust
+/// Reference on one page) takes 0.4 s of CPU and 68 MB in a release build, 2 s and 80 MB in a
+/// debug one (BENCHMARKS.md, 2026-12-06); these leave room for a slower machine and a bigger
+/// page, and stop a crafted one (20,000 self-closed `<div/>`s: 10 s in a release build).
+pub const PAGE_LIMITS: Limits = Limits {
+    memory: 1024 * 1024 * 1024,
+    cpu_secs: 10,
+    wall_secs: 15,
+    inflated: 0,
+};
+
+/// The most HTML sent to the child, bytes (a 5 MB download decodes to at most 15 MB of UTF-8;
+/// a browser's page is cut here at a character boundary).
+pub const MAX_PAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// The most the child answers for a page, bytes (title and text; a longer text is cut).
+pub const MAX_PAGE_TEXT: usize = 8 * 1024 * 1024;
+
+/// The daemon's page reader: each page in a child process under [`PAGE_LIMITS`].
+pub struct ChildPages;
+
+#[async_trait]
+impl PageReader for ChildPages {
+    async fn read(&self, mut html: String, url: String) -> Result<(String, String), String> {
+        cut_to(&mut html, MAX_PAGE_BYTES);
+        // The URL has no line break (a parsed URL cannot); the child splits at the first one.
+        let url = url.replace(['\n', '\r'], "");
+        let mut input = Vec::with_capacity(url.len() + 1 + html.len());
+        input.extend_from_slice(url.as_bytes());
+        input.push(b'\n');
+        input.extend_from_slice(html.as_bytes());
+        drop(html);
+        let out = in_child(Job::Html, input.into(), PAGE_LIMITS, shared_slots()).await?;
+        let (title, text) = out.split_once('\n').unwrap_or((out.as_str(), ""));
+        Ok((title.to_string(), text.to_string()))
+    }
+}
+
+/// The child's side: `URL\nHTML` in, `title\ntext` out (the title on one line).
+pub fn page_text(input: &[u8]) -> Result<String, String> {
+    let input = String::from_utf8_lossy(input);
+    let (url, html) = input.split_once('\n').unwrap_or(("", &input));
+    let (title, text) = ethan_tools::builtin::web::readable::readable(html, url);
+    let mut out = format!("{}\n{text}", title.replace(['\n', '\r'], " "));
+    cut_to(&mut out, MAX_PAGE_TEXT);
+    Ok(out)
+}
+
+/// Cut `s` to at most `max` bytes, at a character boundary.
+fn cut_to(s: &mut String, max: usize) {
+    if s.len() > max {
+        let mut cut = max;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_page_is_read_in_the_child() {
+        let html = "<html><head><title>A small\npage</title></head><body><article>\
+                    <h1>Heading</h1><p>First paragraph with <b>bold</b> text, long enough \
+                    to be an article for Readability to keep as it is.</p></article></body></html>";
+        let (title, text) = ChildPages
+            .read(html.into(), "http://example.com/a".into())
+            .await
+            .unwrap();
+        let here = ethan_tools::builtin::web::readable::readable(html, "http://example.com/a");
+        assert_eq!(title, here.0.replace('\n', " "));
+        assert_eq!(text, here.1);
+        assert!(text.contains("First paragraph with"), "{text}");
+    }
+
+    #[test]
+    fn a_page_is_cut_at_a_character_boundary() {
+        let mut s = "aé".to_string();
+        cut_to(&mut s, 2);
+        assert_eq!(s, "a");
+        let out = page_text(b"http://e/\n<title>T</title><p>caf\xc3\xa9</p>").unwrap();
+        assert!(out.starts_with("T\n") && out.contains("café"), "{out}");
+    }
+}

@@ -82,6 +82,7 @@ fn msg(role: Role, text: String) -> ChatMessage {
         is_error: false,
         images: Vec::new(),
         sent_at: None,
+        derived: Default::default(),
     }
 }
 

@@ -12,8 +12,18 @@ use ethan_core::provider::Usage;
 pub const CHARS_PER_TOKEN: usize = 4;
 
 /// The characters of one message that count toward a request: its text, and each tool call's
-/// name and arguments ([`weighted_chars`]).
+/// name and arguments ([`weighted_chars`]); taken from its memo when the kept window gave it
+/// one ([`ethan_core::message::Memo::chars`]), counted otherwise.
 pub fn message_chars(m: &ChatMessage) -> usize {
+    let text_len = m.content.as_ref().map_or(0, String::len);
+    match m.derived.get().and_then(|d| d.chars(text_len)) {
+        Some(chars) => chars,
+        None => counted_chars(m),
+    }
+}
+
+/// [`message_chars`] counted, whatever the message's memo says (what a memo is made from).
+pub fn counted_chars(m: &ChatMessage) -> usize {
     m.content.as_deref().map_or(0, weighted_chars)
         + m.tool_calls
             .iter()

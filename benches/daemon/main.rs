@@ -137,16 +137,17 @@ async fn cpu_long_vs_fresh(
 
 /// `n` sequential tool turns in the owner's DM (one `file_read` of a 1 KB file each), after
 /// whatever the chat already holds: their times from the update to the reply, in µs, sorted,
-/// the daemon's CPU per turn, and how many results showed the file's text.
+/// the daemon's CPU per turn, how many results showed the file's text, and the daemon's RSS
+/// and anonymous memory (KiB) after them (the chat's window kept by its worker).
 async fn tool_turns_in(
     d: &Daemon,
     home: &Path,
     fakes: &fake::Fakes,
     n: usize,
     log: &Path,
-) -> (Vec<f64>, Duration, usize) {
+) -> (Vec<f64>, Duration, usize, (u64, u64)) {
     if n == 0 {
-        return (Vec::new(), Duration::ZERO, 0);
+        return (Vec::new(), Duration::ZERO, 0, (0, 0));
     }
     let workspace = home.join("workspace");
     std::fs::create_dir_all(&workspace).unwrap();
@@ -156,7 +157,8 @@ async fn tool_turns_in(
     let legs = fakes.sequential_tool_turns(n, Duration::from_secs(10));
     let legs = or_log(legs.await, "tool turns: ", log);
     let cpu = d.cpu().saturating_sub(cpu0) / n as u32;
-    (sorted(legs.total), cpu, fakes.files_read())
+    let (rss, anon, _) = d.rss_kib();
+    (sorted(legs.total), cpu, fakes.files_read(), (rss, anon))
 }
 
 /// `ethan run` with `provider: anthropic` against the same fakes on a fresh home: the size in
@@ -632,7 +634,7 @@ async fn main() {
         "<= 1.2x",
         Some(fresh_ms > 0.0 && ratio <= 1.2),
     );
-    let (tool_total, tool_cpu, files_read) = &tool_legs;
+    let (tool_total, tool_cpu, files_read, (tool_rss, tool_anon)) = &tool_legs;
     figure(
         "3T",
         &format!(
@@ -641,9 +643,11 @@ async fn main() {
             tool_total.len()
         ),
         &format!(
-            "{}; daemon CPU {:.3} ms/turn",
+            "{}; daemon CPU {:.3} ms/turn; RSS after {:.1} MiB (anon {:.1})",
             p50_p99_ms(tool_total),
-            tool_cpu.as_secs_f64() * 1e3
+            tool_cpu.as_secs_f64() * 1e3,
+            mib(*tool_rss),
+            mib(*tool_anon)
         ),
         "",
         None,

@@ -62,24 +62,44 @@ pub fn system_prompt(
 
 /// `m` as the model sees it: a user message with its [`ChatMessage::sent_at`] gets the time, in
 /// `zone`, in front of its text — `[Sat 2026-12-05 09:14 CST] …`. Other messages are unchanged.
-/// Every user message of the window is stamped again for each request, so the stamp is written
-/// field by field ([`stamp`]), not through a format string parsed each time.
+/// A message of the kept window carries its stamp in its memo ([`crate::agent::window`]); any
+/// other is stamped here, field by field ([`stamp`]), not through a format string.
 pub fn stamped(mut m: ChatMessage, zone: chrono_tz::Tz) -> ChatMessage {
     if m.role != Role::User {
         return m;
     }
-    let Some(at) = m
-        .sent_at
-        .and_then(|s| chrono::DateTime::from_timestamp(s, 0))
-    else {
-        return m;
-    };
     let text = m.content.as_deref().unwrap_or_default();
-    let mut out = String::with_capacity(text.len() + 32);
-    stamp(&mut out, &at.with_timezone(&zone));
+    let kept = m.derived.get().filter(|d| d.zone == zone.name());
+    let made;
+    let stamp = match kept.and_then(|d| d.stamp(text.len())) {
+        Some(stamp) => stamp,
+        None => {
+            made = stamp_of(&m, zone);
+            made.as_str()
+        }
+    };
+    if stamp.is_empty() {
+        return m;
+    }
+    let mut out = String::with_capacity(text.len() + stamp.len());
+    out.push_str(stamp);
     out.push_str(text);
     m.content = Some(out);
     m
+}
+
+/// What [`stamped`] writes in front of `m`'s text in `zone`: empty for a message that is not
+/// a person's or has no time.
+pub fn stamp_of(m: &ChatMessage, zone: chrono_tz::Tz) -> String {
+    let at = m
+        .sent_at
+        .filter(|_| m.role == Role::User)
+        .and_then(|s| chrono::DateTime::from_timestamp(s, 0));
+    let mut out = String::new();
+    if let Some(at) = at {
+        stamp(&mut out, &at.with_timezone(&zone));
+    }
+    out
 }
 
 /// `[%a %Y-%m-%d %H:%M %Z] ` of `local` into `out`.

@@ -11,6 +11,17 @@
 //! point, another window size, a count of stored messages in its range that differs from its
 //! own, a turn that ended early; the worker drops it on a chat command, when its replica takes
 //! the session's lease, and when it exits at idle.
+//!
+//! Each message of the window carries what the requests derive from it ([`derive`]: its
+//! character count, its time stamp, its Chat Completions JSON), made as it enters the window
+//! and dropped with it, so a request copies the bytes of the kept messages and works only on
+//! the new ones.
+
+mod derive;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use derive::{derive, Wanted};
 
 use ethan_core::message::{ChatMessage, Role};
 use ethan_core::store::{HeldWindow, WindowDelta};
@@ -96,66 +107,5 @@ impl KeptWindow {
                 history,
             })
         });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn numbered(from: i64, msgs: Vec<ChatMessage>) -> Vec<(i64, ChatMessage)> {
-        msgs.into_iter().zip(from..).map(|(m, i)| (i, m)).collect()
-    }
-
-    fn kept(history: Vec<(i64, ChatMessage)>) -> KeptWindow {
-        let mut k = KeptWindow::default();
-        k.keep("s".into(), 0, 4, history);
-        k
-    }
-
-    fn delta(after: Vec<(i64, ChatMessage)>, held_now: u64) -> Option<WindowDelta> {
-        Some(WindowDelta { after, held_now })
-    }
-
-    #[test]
-    fn the_delta_is_appended_and_the_front_cut_to_the_limit_and_a_user_message() {
-        let held = numbered(1, vec![ChatMessage::user("a"), ChatMessage::assistant("A")]);
-        let mut k = kept(held);
-        let mark = k.mark().unwrap();
-        assert_eq!((mark.first_id, mark.last_id, mark.len), (1, 2, 2));
-        let more = numbered(
-            3,
-            vec![
-                ChatMessage::user("b"),
-                ChatMessage::tool("c", "r"),
-                ChatMessage::assistant("B"),
-            ],
-        );
-        // Five messages, a limit of four: the front is cut to "b", the next user message.
-        let w = k.resume("s", 0, 4, delta(more, 2)).unwrap();
-        let ids: Vec<i64> = w.iter().map(|(id, _)| *id).collect();
-        assert_eq!(ids, [3, 4, 5]);
-        assert!(!k.is_kept(), "taken out for the turn");
-    }
-
-    #[test]
-    fn a_window_that_cannot_be_trusted_is_not_resumed() {
-        let held = || numbered(1, vec![ChatMessage::user("a"), ChatMessage::assistant("A")]);
-        let nothing = || delta(Vec::new(), 2);
-        assert!(kept(held()).resume("s", 0, 4, nothing()).is_some());
-        // Another session, compaction point, window size; no delta; a count that differs.
-        assert!(kept(held()).resume("t", 0, 4, nothing()).is_none());
-        assert!(kept(held()).resume("s", 7, 4, nothing()).is_none());
-        assert!(kept(held()).resume("s", 0, 5, nothing()).is_none());
-        assert!(kept(held()).resume("s", 0, 4, None).is_none());
-        assert!(kept(held())
-            .resume("s", 0, 4, delta(Vec::new(), 3))
-            .is_none());
-        assert!(KeptWindow::default().mark().is_none());
-        let mut k = kept(held());
-        k.clear();
-        assert!(k.mark().is_none());
-        k.keep("s".into(), 0, 4, Vec::new());
-        assert!(!k.is_kept(), "an empty window is not kept");
     }
 }

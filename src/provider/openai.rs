@@ -11,6 +11,17 @@
 
 mod body;
 
+pub use body::message_json;
+
+/// The streamed body this client sends for `messages` and `tools` (model `m`, cache key `k`):
+/// for the tests that compare bodies built from kept messages with bodies built afresh.
+#[cfg(test)]
+pub(crate) fn body_bytes(messages: &[ChatMessage], tools: &[ToolSpec]) -> Vec<u8> {
+    Body::new("m", Some("k"), messages, tools)
+        .streamed(true)
+        .to_bytes()
+}
+
 use super::held_text::HeldText;
 use super::http::error_message;
 use super::http_core::Core;

@@ -81,6 +81,7 @@ fn message_from_wire(v: &Value) -> Result<ChatMessage, String> {
         is_error: false,
         images: Vec::new(),
         sent_at: None,
+        derived: Default::default(),
     })
 }
 

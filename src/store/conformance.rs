@@ -101,6 +101,7 @@ fn call(id: &str) -> ChatMessage {
         is_error: false,
         images: Vec::new(),
         sent_at: None,
+        derived: Default::default(),
     }
 }
 

@@ -155,6 +155,7 @@ pub(crate) fn decode_message(
         is_error,
         images: Vec::new(),
         sent_at: None,
+        derived: Default::default(),
     })
 }
 
@@ -252,6 +253,7 @@ mod tests {
             is_error: false,
             images: Vec::new(),
             sent_at: None,
+            derived: Default::default(),
         }
     }
 

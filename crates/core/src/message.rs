@@ -16,6 +16,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod derived;
+pub use derived::{Derived, Memo};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
@@ -74,6 +77,10 @@ pub struct ChatMessage {
     /// (a provider's prompt cache keeps matching).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sent_at: Option<i64>,
+    /// What the requests derived from this message once and reuse ([`Derived`]): set only by
+    /// the session's kept window. Never serialised, never compared.
+    #[serde(skip)]
+    pub derived: Derived,
 }
 
 /// A picture for the model, as downloaded (not re-encoded).
@@ -146,6 +153,7 @@ impl ChatMessage {
             is_error: false,
             images: Vec::new(),
             sent_at: None,
+            derived: Derived::default(),
         }
     }
     /// A user message with pictures.
@@ -166,6 +174,7 @@ impl ChatMessage {
             is_error: false,
             images: Vec::new(),
             sent_at: None,
+            derived: Derived::default(),
         }
     }
     /// A tool result for `tool_call_id` that reports a failure or refusal.

@@ -8,7 +8,7 @@
 use super::sink::Sink;
 use super::{KeptWindow, Marks, Offer, Prepared, Session, Window};
 use crate::agent::{
-    agents, budget, delegate, prompt, Agent, TurnInput, TurnOutcome, TurnReply, START_KEYS,
+    agents, budget, delegate, prompt, window, Agent, TurnInput, TurnOutcome, TurnReply, START_KEYS,
 };
 use crate::memory::{compact, provenance, snapshot};
 use crate::tools::builtin::memory::Visible;
@@ -85,6 +85,9 @@ pub(super) async fn prepare(
     };
     let (mut history, memory, sandbox) = tokio::join!(window, memory, agent.sandbox.settings());
     drop(compactor);
+    // What each request derives from a message, made once as it enters the window.
+    let wanted = window::Wanted::of(&agent.config.config);
+    window::derive(&mut history, wanted);
     session.marks.outside_recorded = outside.is_some();
     session.marks.outside = outside.or_else(|| provenance::outside_in(&history));
     let mut whole = None;
@@ -94,7 +97,7 @@ pub(super) async fn prepare(
         let narrowed = without_tool_traffic(&history);
         whole = Some(std::mem::replace(&mut history, narrowed));
     }
-    let (offer, catalog) = offer(agent, input, &chosen, memory_on, &memory);
+    let (offer, catalog) = offer(agent, input, &chosen, memory_on, &memory, wanted.zone);
     let mut ctx = agent.base_context(input, catalog, sandbox);
     if let Some(me) = agent.me.upgrade() {
         ctx.services.delegator = Some(Arc::new(delegate::Children::new(
@@ -183,6 +186,7 @@ fn offer(
     chosen: &agents::Chosen<'_>,
     memory_on: bool,
     memory: &snapshot::Snapshot,
+    zone: chrono_tz::Tz,
 ) -> (Offer, Arc<[ToolSummary]>) {
     let audience = Audience {
         channel: input.channel,
@@ -236,7 +240,7 @@ fn offer(
             .config
             .and_then(|c| c.max_tool_iterations)
             .unwrap_or(agent.config.config.model.max_tool_iterations),
-        zone: crate::usage::zone(&agent.config.config),
+        zone,
     };
     (offer, catalog)
 }

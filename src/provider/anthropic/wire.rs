@@ -389,6 +389,7 @@ pub(crate) fn parse_message(v: &Value) -> Result<Completion, ProviderError> {
         is_error: false,
         images: Vec::new(),
         sent_at: None,
+        derived: Default::default(),
     };
     // Ids filled in and unique (the blocks in `opaque` are then no longer used as they are).
     tolerant::finish_message(&mut message, false);

@@ -29,7 +29,9 @@ pub(super) struct Body<'a> {
     stream_options: Option<StreamOptions>,
     #[serde(skip_serializing_if = "List::is_empty")]
     tools: List<'a, ToolSpec, Tool<'a>>,
-    messages: List<'a, ChatMessage, Message<'a>>,
+    /// Written by [`Body::to_bytes`] after the keys above.
+    #[serde(skip)]
+    messages: &'a [ChatMessage],
 }
 
 /// `stream_options`: the usage in the last chunk.
@@ -53,7 +55,7 @@ impl<'a> Body<'a> {
             stream: false,
             stream_options: None,
             tools: List(tools, Tool::of),
-            messages: List(messages, Message::of),
+            messages,
         }
     }
 
@@ -74,13 +76,49 @@ impl<'a> Body<'a> {
         !self.tools.is_empty()
     }
 
-    /// The JSON text.
+    /// The JSON text: the keys before `messages`, then each message as its memo holds it
+    /// ([`message_json`]: a copy of bytes for the messages of the kept window), else written.
     pub fn to_bytes(self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(4096);
+        let kept: usize = self
+            .messages
+            .iter()
+            .filter_map(kept_json)
+            .map(<[u8]>::len)
+            .sum();
+        let mut out = Vec::with_capacity(kept + 4096);
         // Writing these types to a `Vec` cannot fail: every map key is a string.
         let _ = serde_json::to_writer(&mut out, &self);
+        // `{…"model":…}`: `model` is always there, so `messages` follows a comma.
+        out.pop();
+        out.extend_from_slice(br#","messages":["#);
+        for (i, m) in self.messages.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            match kept_json(m) {
+                Some(json) => out.extend_from_slice(json),
+                None => {
+                    let _ = serde_json::to_writer(&mut out, &Message::of(m));
+                }
+            }
+        }
+        out.extend_from_slice(b"]}");
         out
     }
+}
+
+/// `m` in the Chat Completions wire shape, as [`Body::to_bytes`] writes it: what the kept window
+/// keeps in a message's memo ([`ethan_core::message::Memo::chat_json`]).
+pub fn message_json(m: &ChatMessage) -> Vec<u8> {
+    let mut out = Vec::with_capacity(m.content.as_ref().map_or(0, String::len) + 64);
+    let _ = serde_json::to_writer(&mut out, &Message::of(m));
+    out
+}
+
+/// The JSON of `m` its memo holds, when it holds it for `m` as it is.
+fn kept_json(m: &ChatMessage) -> Option<&[u8]> {
+    let text_len = m.content.as_ref().map_or(0, String::len);
+    m.derived.get()?.chat_json(text_len)
 }
 
 /// A list borrowed from the messages or tools, each element written in its wire shape (`W`,

@@ -228,6 +228,7 @@ async fn streamed(client: &OpenAiClient) -> (Result<Completion, ProviderError>, 
         is_error: false,
         images: Vec::new(),
         sent_at: None,
+        derived: Default::default(),
     };
     let result = client.complete_streaming(&[user], &[], &tx).await;
     drop(tx);

@@ -12,6 +12,7 @@ mod attack_groups;
 mod attack_mcp_fixed;
 mod attack_memory;
 mod attack_page_parse;
+mod attack_page_slots;
 mod attack_replicas_fixed;
 mod attack_replicas_fixed2;
 mod attack_review_1206;

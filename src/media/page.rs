@@ -30,12 +30,37 @@ pub const MAX_PAGE_BYTES: usize = 16 * 1024 * 1024;
 /// The most the child answers for a page, bytes (title and text; a longer text is cut).
 pub const MAX_PAGE_TEXT: usize = 8 * 1024 * 1024;
 
-/// The daemon's page reader: each page in a child process under [`PAGE_LIMITS`].
+/// Children reading pages at once, out of the [`super::parse::CONCURRENT`] shared with the
+/// files: the others stay free for a PDF or a picture from any chat, however many pages one
+/// turn asks for (six slow copies of one page held both for 30 s before, and another chat's
+/// PDF waited behind them: `attack_page_slots`).
+pub const CONCURRENT_PAGES: usize = 1;
+
+/// The page slots ([`CONCURRENT_PAGES`]), taken before a shared one.
+fn page_slots() -> &'static tokio::sync::Semaphore {
+    static SLOTS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    SLOTS.get_or_init(|| tokio::sync::Semaphore::new(CONCURRENT_PAGES))
+}
+
+/// The daemon's page reader: each page in a child process under [`PAGE_LIMITS`], one at a
+/// time; a page that finds no free page slot within the wall-clock limit is refused as busy
+/// (the wait is bounded like the parse, so pages queued behind slow ones do not pile up).
 pub struct ChildPages;
 
 #[async_trait]
 impl PageReader for ChildPages {
     async fn read(&self, mut html: String, url: String) -> Result<(String, String), String> {
+        let wait = std::time::Duration::from_secs(PAGE_LIMITS.wall_secs);
+        let _page_slot = match tokio::time::timeout(wait, page_slots().acquire()).await {
+            Ok(Ok(permit)) => permit,
+            Ok(Err(_)) => return Err("the page reader is shutting down".into()),
+            Err(_) => {
+                return Err(format!(
+                    "the page reader was busy with other pages for {} s",
+                    PAGE_LIMITS.wall_secs
+                ))
+            }
+        };
         cut_to(&mut html, MAX_PAGE_BYTES);
         // The URL has no line break (a parsed URL cannot); the child splits at the first one.
         let url = url.replace(['\n', '\r'], "");

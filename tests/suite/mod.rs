@@ -4,6 +4,7 @@
 mod agents;
 mod approval_chat;
 mod approval_content;
+mod attack_browser_page;
 mod attack_egress;
 mod attack_egress_fixed;
 mod attack_egress_proxy_fixed;
@@ -12,6 +13,7 @@ mod attack_groups;
 mod attack_mcp_fixed;
 mod attack_memory;
 mod attack_page_parse;
+mod attack_page_slots;
 mod attack_replicas_fixed;
 mod attack_replicas_fixed2;
 mod attack_review_1206;

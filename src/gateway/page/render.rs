@@ -168,7 +168,19 @@ pub fn markdown(md: &str) -> String {
     });
     let mut out = String::with_capacity(md.len() * 3 / 2);
     html::push_html(&mut out, events);
+    if out.len() > max_answer_html(md.len()) {
+        return plain(md);
+    }
     answers().clean(&out).to_string()
+}
+
+/// The most HTML an answer of `md_len` bytes may render to before the sanitiser, else it is
+/// shown as plain text: eight times its size and 256 KB. A table pads each row to its header's
+/// columns, so 3 KB (a 500-column header over 500 one-cell rows) rendered to 2.26 MB, 0.2 s of
+/// the sanitiser in a release build, again at each reload of the history (BENCHMARKS.md,
+/// 2026-12-06); real answers render to about two to five times their size.
+fn max_answer_html(md_len: usize) -> usize {
+    md_len.saturating_mul(8).saturating_add(256 * 1024)
 }
 
 /// Whether the elements `md` renders to nest deeper than `limit` (one pass of the Markdown
@@ -266,6 +278,34 @@ mod tests {
         assert_eq!(h.matches("class=").count(), 1, "{h}");
         let h = clean("<div class=\"card consent msg\"><p class=\"language-x\">a</p></div>");
         assert_eq!(h, "<div class=\"card\"><p>a</p></div>");
+    }
+
+    #[test]
+    fn an_answer_that_renders_to_far_more_html_than_its_size_is_plain_text() {
+        // 500 columns in the header, 500 rows of one cell each: every row is padded.
+        let md = format!(
+            "|{}\n|{}\n{}",
+            "a|".repeat(500),
+            "-|".repeat(500),
+            "b\n".repeat(500)
+        );
+        assert!(md.len() < 4000);
+        let t = std::time::Instant::now();
+        let out = markdown(&md);
+        assert!(
+            out.starts_with("<p>") && !out.contains("<table>"),
+            "{}",
+            &out[..80]
+        );
+        assert!(out.len() < 10_000, "{} bytes", out.len());
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(2),
+            "{:?}",
+            t.elapsed()
+        );
+        // A real table stays a table.
+        let table = markdown("| a | b |\n|---|---|\n| 1 | 2 |\n| 3 |\n");
+        assert!(table.contains("<table>"), "{table}");
     }
 
     #[test]

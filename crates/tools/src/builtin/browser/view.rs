@@ -20,18 +20,34 @@ use std::time::{Duration, Instant};
 /// Most interactive elements listed per read.
 pub const MAX_ELEMENTS: usize = 200;
 
+/// The most of a page's HTML a read brings out of the browser, UTF-16 code units (at most
+/// 15 MB of UTF-8: within the page reader's 16 MB). Written into [`READ_JS`].
+pub const MAX_HTML_CHARS: usize = 5_000_000;
+
 /// Numbers the visible interactive elements and returns them with the page's HTML, URL and
 /// origin. Runs in the tools' world, where the page's scripts cannot patch what it calls; keeps
 /// there, as `__ethan`, the read's id (`read`), each element (`els[N]`), what was shown of it
 /// (`marks[N]`: kind, name, label, link) and `same(N)`, whether the element is still attached
 /// and shows the same — an action refuses an element the page changed since the read (the
 /// approval named what the read showed). Called with the read's id.
+///
+/// Every string it returns is cut there, in the browser ([`MAX_HTML_CHARS`] of HTML, short
+/// titles, URLs, names and options): a page can make its document as big as Chromium allows,
+/// and a read of 28 MB of HTML (a script's 20 MB text and 8 MB title) never came back over
+/// CDP — the call hung until its time limit while the renderer held 1.2 GB
+/// (`attack_browser_page`). The page cannot patch `slice` in this world.
 const READ_JS: &str = r#"((read) => {
   const sel = 'a[href],button,input:not([type=hidden]),select,textarea,summary,[role=button],[role=link],[role=checkbox],[role=tab],[onclick],[contenteditable=""],[contenteditable=true]';
-  const clean = s => (s || '').replace(/\s+/g, ' ').trim().slice(0, 80);
+  const cut = (s, n) => {
+    s = String(s == null ? '' : s);
+    if (s.length <= n) return s;
+    const t = s.slice(0, n), c = t.charCodeAt(n - 1);
+    return c >= 0xD800 && c <= 0xDBFF ? t.slice(0, n - 1) : t;
+  };
+  const clean = s => cut((s || '').replace(/\s+/g, ' ').trim(), 80);
   const describe = e => {
     const tag = e.tagName.toLowerCase();
-    const type = tag === 'input' ? (e.getAttribute('type') || 'text').toLowerCase() : '';
+    const type = tag === 'input' ? cut(e.getAttribute('type') || 'text', 40).toLowerCase() : '';
     let label = clean(e.getAttribute('aria-label'));
     if (!label && e.id) {
       const l = document.querySelector('label[for="' + CSS.escape(e.id) + '"]');
@@ -43,10 +59,10 @@ const READ_JS: &str = r#"((read) => {
     if (!label) label = clean(e.getAttribute('placeholder') || e.getAttribute('title') || e.getAttribute('name'));
     const item = {tag};
     if (type) item.type = type;
-    if (e.name) item.name = e.name;
+    if (e.name) item.name = cut(e.name, 200);
     if (label) item.label = label;
-    if (tag === 'a') item.href = e.href;
-    if (tag === 'select') item.options = Array.from(e.options).slice(0, 30).map(o => o.value);
+    if (tag === 'a') item.href = cut(e.href, 2048);
+    if (tag === 'select') item.options = Array.from(e.options).slice(0, 30).map(o => cut(o.value, 200));
     return item;
   };
   const els = [null], marks = [null];
@@ -68,8 +84,9 @@ const READ_JS: &str = r#"((read) => {
     out.push(Object.assign({n}, item));
     if (n >= 200) break;
   }
-  return {url: location.href, origin: location.origin, title: document.title,
-          html: document.documentElement.outerHTML, elements: out};
+  return {url: cut(location.href, 8192), origin: cut(location.origin, 2048),
+          title: cut(document.title, 1000),
+          html: cut(document.documentElement.outerHTML, 5000000), elements: out};
 })"#;
 
 #[derive(Debug, Deserialize)]
@@ -235,4 +252,17 @@ pub fn refused_note(tab: &Tab) -> String {
         s.push_str(&format!("- … and {} more\n", blocked.len() - 20));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_read_cuts_the_html_where_the_constant_says() {
+        let cut = format!("cut(document.documentElement.outerHTML, {MAX_HTML_CHARS})");
+        assert!(READ_JS.contains(&cut), "{READ_JS}");
+        // Three bytes of UTF-8 at most per code unit: within what the page reader takes.
+        assert!(MAX_HTML_CHARS * 3 <= 16 * 1024 * 1024);
+    }
 }

@@ -9,9 +9,15 @@ use crate::tools::registry::Registry;
 use crate::tools::setup::ToolsSetup;
 use std::sync::Arc;
 
-/// What the built-in tools get from `config`, their egress guards sharing `egress`; no live
-/// settings and no knowledge base (the daemon adds them: [`crate::daemon::wiring::tools`]).
-pub fn setup(config: &Config, egress: &crate::egress::Egress) -> ToolsSetup {
+/// What the built-in tools get from `config`, their egress guards sharing `egress` and their
+/// page reader's children counted in `readers` (the daemon's, shared with its media service:
+/// [`crate::media::parse::shared_slots`]); no live settings and no knowledge base (the daemon
+/// adds them: [`crate::daemon::wiring::tools`]).
+pub fn setup(
+    config: &Config,
+    egress: &crate::egress::Egress,
+    readers: Arc<tokio::sync::Semaphore>,
+) -> ToolsSetup {
     ToolsSetup {
         tools: config.tools.clone(),
         secrets: crate::config::secret_values(config),
@@ -28,14 +34,18 @@ pub fn setup(config: &Config, egress: &crate::egress::Egress) -> ToolsSetup {
         lark: lark_client(config),
         egress: egress.clone(),
         // Web pages are parsed in the limited child process, never in the daemon.
-        pages: Arc::new(crate::media::page::ChildPages),
+        pages: Arc::new(crate::media::page::ChildPages::new(readers)),
     }
 }
 
 /// The built-in tools configured from `config` (`tools.web_search` fixed, no knowledge base,
 /// an egress of their own): for the commands and checks that run no daemon.
 pub fn registry(config: &Config) -> Registry {
-    Registry::builtin(setup(config, &Default::default()))
+    Registry::builtin(setup(
+        config,
+        &Default::default(),
+        crate::media::parse::shared_slots(),
+    ))
 }
 
 /// The tool names `config` gets wrong (`tools.*` and each agent's `tools`), for the

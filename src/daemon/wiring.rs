@@ -127,13 +127,15 @@ fn lark(loaded: &Loaded) -> anyhow::Result<Option<Arc<LarkChannel>>> {
     Ok(Some(Arc::new(LarkChannel::new(config)?)))
 }
 
-/// What every part of one daemon shares: the metrics registry (served at `/metrics`) and what
+/// What every part of one daemon shares: the metrics registry (served at `/metrics`), what
 /// its egress guards share (the browser proxies no guard lets a connection reach, the same
-/// registry). A command that builds parts without the daemon gives them a `Common` of their own.
+/// registry) and the slots of the child processes that parse files and web pages. A command
+/// that builds parts without the daemon gives them a `Common` of their own.
 #[derive(Clone)]
 pub struct Common {
     pub metrics: Arc<Metrics>,
     pub egress: Egress,
+    pub readers: Arc<tokio::sync::Semaphore>,
 }
 
 impl Default for Common {
@@ -142,6 +144,7 @@ impl Default for Common {
         Self {
             egress: Egress::new(metrics.clone()),
             metrics,
+            readers: crate::media::parse::shared_slots(),
         }
     }
 }
@@ -244,7 +247,8 @@ pub fn tools(
     common: &Common,
 ) -> Executor {
     let store = &stores.main;
-    let mut setup = super::tool_setup::setup(&loaded.config, &common.egress);
+    let mut setup =
+        super::tool_setup::setup(&loaded.config, &common.egress, common.readers.clone());
     if loaded.file_found {
         // `tools.web_search` re-read when the file changes.
         setup.live = Some(Arc::new(crate::config::watch::ConfigWatch::at(
@@ -345,6 +349,7 @@ pub fn router(
         max_turns: MAX_CONCURRENT_TURNS,
         metrics: common.metrics.clone(),
         egress: common.egress.clone(),
+        readers: common.readers.clone(),
     };
     let router = match replica {
         Some(r) => {

@@ -111,9 +111,9 @@ pub struct Media {
     fetcher: Fetcher,
     transcriber: Option<transcribe::Transcriber>,
     cache: Mutex<VecDeque<Cached>>,
-    /// The slots of the child processes that read pictures, PDFs and web pages
-    /// ([`parse::shared_slots`]).
-    readers: &'static tokio::sync::Semaphore,
+    /// The slots of the child processes that read pictures, PDFs and web pages, the daemon's
+    /// ([`parse::shared_slots`], shared with its page reader).
+    readers: Arc<tokio::sync::Semaphore>,
 }
 
 /// A downloaded file in memory: `(channel:unique_id, when, bytes)`.
@@ -121,7 +121,11 @@ type Cached = (String, Instant, Arc<[u8]>);
 
 impl Media {
     /// Media of `config`'s channels; downloads and transcriptions pass guards of `egress`.
-    pub fn new(config: Arc<Loaded>, egress: &crate::egress::Egress) -> Self {
+    pub fn new(
+        config: Arc<Loaded>,
+        egress: &crate::egress::Egress,
+        readers: Arc<tokio::sync::Semaphore>,
+    ) -> Self {
         let channels = &config.config.channels;
         let platforms = [
             channels.telegram.api_url.clone(),
@@ -149,7 +153,7 @@ impl Media {
             fetcher,
             transcriber,
             cache: Mutex::new(VecDeque::new()),
-            readers: parse::shared_slots(),
+            readers,
         }
     }
 
@@ -263,7 +267,7 @@ impl Media {
                 self.audio(att, &bytes, &what, &place, p).await
             }
             AttachmentKind::Document => {
-                document(att, bytes, &what, &place, limits, self.readers).await
+                document(att, bytes, &what, &place, limits, &self.readers).await
             }
         }
     }
@@ -305,7 +309,7 @@ impl Media {
         }
         if mime == "image/png" {
             if let Err(e) =
-                parse::in_child(parse::Job::Png, bytes.clone(), limits, self.readers).await
+                parse::in_child(parse::Job::Png, bytes.clone(), limits, &self.readers).await
             {
                 return format!(
                     "[The user sent a picture ({place}). Could not read the file: {e}. It is \

@@ -3,12 +3,12 @@
 //! `dom_query` and Readability's `dom_smoothie`) can be made to work for a long time by
 //! markup a scan cannot judge (deep nesting the grammar allows, the adoption agency's
 //! reconstruction of formatting elements, …), so the daemon never parses it: the child process
-//! of [`super::parse`] does (job [`Job::Html`]: limits, no file, no socket, killed at its
+//! of [`super::parse`] does (job [`Job::Html`], [`super::parse::page_text`]: limits, no file, no socket, killed at its
 //! wall-clock limit, at most [`super::parse::CONCURRENT`] at once with the PDFs and pictures),
 //! running the same [`ethan_tools::builtin::web::readable::readable`]. A page the child does not
 //! finish is not read at all; the model is told why.
 
-use super::parse::{in_child, shared_slots, Job, Limits};
+use super::parse::{cut_to, in_child, shared_slots, Job, Limits};
 use async_trait::async_trait;
 use ethan_tools::page_reader::PageReader;
 
@@ -27,31 +27,42 @@ pub const PAGE_LIMITS: Limits = Limits {
 /// a browser's page is cut here at a character boundary).
 pub const MAX_PAGE_BYTES: usize = 16 * 1024 * 1024;
 
-/// The most the child answers for a page, bytes (title and text; a longer text is cut).
-pub const MAX_PAGE_TEXT: usize = 8 * 1024 * 1024;
-
 /// Children reading pages at once, out of the [`super::parse::CONCURRENT`] shared with the
 /// files: the others stay free for a PDF or a picture from any chat, however many pages one
 /// turn asks for (six slow copies of one page held both for 30 s before, and another chat's
 /// PDF waited behind them: `attack_page_slots`).
 pub const CONCURRENT_PAGES: usize = 1;
 
-/// The page slots ([`CONCURRENT_PAGES`]), taken before a shared one.
-fn page_slots() -> &'static tokio::sync::Semaphore {
-    static SLOTS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
-    SLOTS.get_or_init(|| tokio::sync::Semaphore::new(CONCURRENT_PAGES))
-}
-
 /// The daemon's page reader: each page in a child process under [`PAGE_LIMITS`], one at a
 /// time; a page that finds no free page slot within the wall-clock limit is refused as busy
 /// (the wait is bounded like the parse, so pages queued behind slow ones do not pile up).
-pub struct ChildPages;
+pub struct ChildPages {
+    /// The daemon's reader slots, shared with the media service ([`super::parse::shared_slots`]).
+    shared: std::sync::Arc<tokio::sync::Semaphore>,
+    /// The page slots ([`CONCURRENT_PAGES`]), taken before a shared one.
+    pages: tokio::sync::Semaphore,
+}
+
+impl ChildPages {
+    /// A reader whose children count against `shared` with the media service's.
+    pub fn new(shared: std::sync::Arc<tokio::sync::Semaphore>) -> Self {
+        Self {
+            shared,
+            pages: tokio::sync::Semaphore::new(CONCURRENT_PAGES),
+        }
+    }
+
+    /// A reader with slots of its own (a command that runs no daemon, a test).
+    pub fn alone() -> Self {
+        Self::new(shared_slots())
+    }
+}
 
 #[async_trait]
 impl PageReader for ChildPages {
     async fn read(&self, mut html: String, url: String) -> Result<(String, String), String> {
         let wait = std::time::Duration::from_secs(PAGE_LIMITS.wall_secs);
-        let _page_slot = match tokio::time::timeout(wait, page_slots().acquire()).await {
+        let _page_slot = match tokio::time::timeout(wait, self.pages.acquire()).await {
             Ok(Ok(permit)) => permit,
             Ok(Err(_)) => return Err("the page reader is shutting down".into()),
             Err(_) => {
@@ -69,43 +80,23 @@ impl PageReader for ChildPages {
         input.push(b'\n');
         input.extend_from_slice(html.as_bytes());
         drop(html);
-        let out = in_child(Job::Html, input.into(), PAGE_LIMITS, shared_slots()).await?;
+        let out = in_child(Job::Html, input.into(), PAGE_LIMITS, &self.shared).await?;
         let (title, text) = out.split_once('\n').unwrap_or((out.as_str(), ""));
         Ok((title.to_string(), text.to_string()))
-    }
-}
-
-/// The child's side: `URL\nHTML` in, `title\ntext` out (the title on one line).
-pub fn page_text(input: &[u8]) -> Result<String, String> {
-    let input = String::from_utf8_lossy(input);
-    let (url, html) = input.split_once('\n').unwrap_or(("", &input));
-    let (title, text) = ethan_tools::builtin::web::readable::readable(html, url);
-    let mut out = format!("{}\n{text}", title.replace(['\n', '\r'], " "));
-    cut_to(&mut out, MAX_PAGE_TEXT);
-    Ok(out)
-}
-
-/// Cut `s` to at most `max` bytes, at a character boundary.
-fn cut_to(s: &mut String, max: usize) {
-    if s.len() > max {
-        let mut cut = max;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::media::parse::page_text;
 
     #[tokio::test]
     async fn a_page_is_read_in_the_child() {
         let html = "<html><head><title>A small\npage</title></head><body><article>\
                     <h1>Heading</h1><p>First paragraph with <b>bold</b> text, long enough \
                     to be an article for Readability to keep as it is.</p></article></body></html>";
-        let (title, text) = ChildPages
+        let (title, text) = ChildPages::alone()
             .read(html.into(), "http://example.com/a".into())
             .await
             .unwrap();

@@ -24,6 +24,8 @@ use std::time::Duration;
 pub const CONCURRENT: usize = 2;
 /// The most result text the daemon reads from a child, in bytes.
 pub const MAX_OUTPUT: usize = 1024 * 1024;
+/// The most the child answers for a page, bytes (title and text; a longer text is cut).
+pub const MAX_PAGE_TEXT: usize = 8 * 1024 * 1024;
 /// PDFs: pages read at most.
 pub const MAX_PDF_PAGES: u32 = 100;
 
@@ -77,7 +79,7 @@ impl Job {
     /// longer than a document's (the executor spills what the model does not see).
     fn max_output(self) -> usize {
         match self {
-            Job::Html => super::page::MAX_PAGE_TEXT,
+            Job::Html => MAX_PAGE_TEXT,
             Job::PdfText | Job::Png => MAX_OUTPUT,
         }
     }
@@ -98,11 +100,11 @@ pub fn slots() -> tokio::sync::Semaphore {
     tokio::sync::Semaphore::new(CONCURRENT)
 }
 
-/// The process's slots, shared by the media service and the page reader: at most
-/// [`CONCURRENT`] children of the daemon parse at once, files and web pages together.
-pub fn shared_slots() -> &'static tokio::sync::Semaphore {
-    static SLOTS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
-    SLOTS.get_or_init(slots)
+/// The daemon's slots, made once by its wiring step and shared by the media service and the
+/// page reader: at most [`CONCURRENT`] children of one daemon parse at once, files and web
+/// pages together.
+pub fn shared_slots() -> Arc<tokio::sync::Semaphore> {
+    Arc::new(slots())
 }
 
 /// Run `job` on `bytes` in a child process under `limits`, once one of `slots` ([`slots`]) is
@@ -198,7 +200,7 @@ pub fn child_main(spec: &str) -> i32 {
     answer(match spec.job {
         Job::PdfText => pdf_text(&bytes, &spec.limits),
         Job::Png => png_check(&bytes, &spec.limits),
-        Job::Html => super::page::page_text(&bytes),
+        Job::Html => page_text(&bytes),
     })
 }
 
@@ -307,6 +309,27 @@ pub fn png_check(bytes: &[u8], limits: &Limits) -> Result<String, String> {
         e => format!("not a readable PNG ({e})"),
     })?;
     Ok(format!("{}x{}", info.width, info.height))
+}
+
+/// The child's side: `URL\nHTML` in, `title\ntext` out (the title on one line).
+pub fn page_text(input: &[u8]) -> Result<String, String> {
+    let input = String::from_utf8_lossy(input);
+    let (url, html) = input.split_once('\n').unwrap_or(("", &input));
+    let (title, text) = ethan_tools::builtin::web::readable::readable(html, url);
+    let mut out = format!("{}\n{text}", title.replace(['\n', '\r'], " "));
+    cut_to(&mut out, MAX_PAGE_TEXT);
+    Ok(out)
+}
+
+/// Cut `s` to at most `max` bytes, at a character boundary.
+pub(super) fn cut_to(s: &mut String, max: usize) {
+    if s.len() > max {
+        let mut cut = max;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
 }
 
 #[cfg(test)]

@@ -71,7 +71,7 @@ async fn a_page_whose_html_is_huge_costs_the_daemon_little() {
         },
         EgressGuard::new(&allow.allow_private, Arc::new(SystemLookup)),
     );
-    hub.set_page_reader(Arc::new(ethan::media::page::ChildPages));
+    hub.set_page_reader(Arc::new(ethan::media::page::ChildPages::alone()));
     let dir = tempfile::tempdir().unwrap();
     let ctx = ToolContext {
         session_key: "terminal:browser-attack".into(),

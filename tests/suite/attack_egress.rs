@@ -188,7 +188,7 @@ fn hub_with(guard: EgressGuard) -> Arc<BrowserHub> {
         },
         guard,
     );
-    hub.set_page_reader(Arc::new(ethan::media::page::ChildPages));
+    hub.set_page_reader(Arc::new(ethan::media::page::ChildPages::alone()));
     hub
 }
 

@@ -47,7 +47,7 @@ async fn web_fetch_never_reaches_a_browser_proxy_whatever_allow_private_lists() 
         &cfg,
         egress.guard(&cfg.allow_private, Arc::new(SystemLookup)),
     )
-    .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages));
+    .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages::alone()));
     for url in [
         format!("http://127.0.0.1:{port}/"),
         format!("http://127.0.0.1:{port}/http://example.com/"),

@@ -93,7 +93,7 @@ async fn spellings_of_the_proxy_address() {
         ..Default::default()
     };
     let tool = WebFetch::guarded(&cfg, egress.guard(&allow, Arc::new(SystemLookup)))
-        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages));
+        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages::alone()));
     let urls = [
         format!("http://127.0.0.1:{p}/"),
         format!("http://127.1:{p}/"),
@@ -202,7 +202,7 @@ async fn listed_name_resolving_to_ipv4_mapped_loopback() {
         ..Default::default()
     };
     let tool = WebFetch::guarded(&cfg, egress.guard(&cfg.allow_private, lookup.clone()))
-        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages));
+        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages::alone()));
     let r = fetch(&tool, &url).await;
     println!(
         "a3 web_fetch {url} -> kind {:?} error {:?} output {:?}",
@@ -319,7 +319,7 @@ async fn redirects_to_the_proxy() {
         ..Default::default()
     };
     let tool = WebFetch::guarded(&cfg, egress.guard(&allow, lookup.clone()))
-        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages));
+        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages::alone()));
     let guard = egress.guard(&allow, lookup.clone());
     let base = format!("http://127.0.0.1:{}", site.port());
     let following = EgressClient::following(

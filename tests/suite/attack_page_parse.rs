@@ -234,7 +234,7 @@ async fn measure_web_fetch_child_cost() {
         ..Default::default()
     };
     let child = ethan::tools::web_fetch::WebFetch::new(&cfg)
-        .reading_with(Arc::new(ethan::media::page::ChildPages));
+        .reading_with(Arc::new(ethan::media::page::ChildPages::alone()));
     let here = ethan::tools::web_fetch::WebFetch::new(&cfg).reading_with(Arc::new(InProcess));
     let dir = std::env::temp_dir();
     let ctx = crate::support::search_fakes::tool_ctx(&dir);

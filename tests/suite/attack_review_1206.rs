@@ -70,7 +70,7 @@ async fn fetch_nested(depth: usize) -> (Duration, ToolResult) {
         ..Default::default()
     };
     let tool = WebFetch::with_lookup(&cfg, Arc::new(lookup))
-        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages));
+        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages::alone()));
     let dir = std::env::temp_dir();
     let t = Instant::now();
     let r: ToolResult = tool

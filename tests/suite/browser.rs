@@ -136,7 +136,7 @@ fn hub(idle_secs: u64) -> Arc<BrowserHub> {
         },
         EgressGuard::new(&allow_cfg().allow_private, Arc::new(SystemLookup)),
     );
-    hub.set_page_reader(Arc::new(ethan::media::page::ChildPages));
+    hub.set_page_reader(Arc::new(ethan::media::page::ChildPages::alone()));
     hub
 }
 
@@ -167,7 +167,7 @@ async fn a_page_built_by_javascript_is_read_where_web_fetch_sees_nothing() {
 
     let fetched = call(
         &WebFetch::new(&allow_cfg())
-            .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages)),
+            .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages::alone())),
         &ctx,
         json!({ "url": url }),
     )

@@ -188,7 +188,7 @@ fn hub() -> Arc<BrowserHub> {
         },
         EgressGuard::new(&["127.0.0.1".to_string()], Arc::new(SystemLookup)),
     );
-    hub.set_page_reader(Arc::new(ethan::media::page::ChildPages));
+    hub.set_page_reader(Arc::new(ethan::media::page::ChildPages::alone()));
     hub
 }
 

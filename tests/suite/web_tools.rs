@@ -281,7 +281,7 @@ fn ip(s: &str) -> IpAddr {
 async fn ssrf_ip_literals_are_refused() {
     let site = FakeSite::start().await;
     let tool = WebFetch::new(&fetch_cfg(&[]))
-        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages));
+        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages::alone()));
     for (url, why) in [
         ("http://127.0.0.1/".to_string(), "loopback"),
         (site.url("/article.html"), "loopback"),
@@ -314,7 +314,7 @@ async fn ssrf_a_name_resolving_to_a_private_address_is_refused() {
         .with("sneaky.test", &[ip("127.0.0.1")])
         .with("metadata.test", &[ip("169.254.169.254")]);
     let tool = WebFetch::with_lookup(&fetch_cfg(&[]), Arc::new(lookup))
-        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages));
+        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages::alone()));
     for (url, why) in [
         (
             "http://intranet.test/".to_string(),
@@ -350,7 +350,7 @@ async fn ssrf_a_redirect_from_an_allowed_host_to_one_that_is_not_is_refused() {
         .with("fake.test", &[ip("127.0.0.1")])
         .with("localhost", &[ip("127.0.0.1")]);
     let tool = WebFetch::with_lookup(&fetch_cfg(&["fake.test"]), Arc::new(lookup))
-        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages));
+        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages::alone()));
 
     // Allowed host, allowed redirect (same host): fine.
     let r = call(
@@ -390,7 +390,7 @@ async fn after_a_private_read_a_redirect_to_another_site_is_not_followed() {
         .with("fake.test", &[ip("127.0.0.1")])
         .with("other.test", &[ip("127.0.0.1")]);
     let tool = WebFetch::with_lookup(&fetch_cfg(&["fake.test", "other.test"]), Arc::new(lookup))
-        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages));
+        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages::alone()));
     let dir = tempfile::tempdir().unwrap();
     let hop =
         format!("http://fake.test:{port}/redirect?to=http://other.test:{port}/notes.txt?d=SECRET");
@@ -427,7 +427,7 @@ async fn after_a_private_read_a_redirect_to_another_site_is_not_followed() {
 #[test]
 fn a_look_alike_host_is_shown_as_sent() {
     let tool = WebFetch::new(&fetch_cfg(&[]))
-        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages));
+        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages::alone()));
     let ctx = tool_ctx(std::path::Path::new("/tmp"));
     let e = tool
         .describe(&json!({"url": "https://g\u{456}thub.com/x?d=1"}), &ctx)
@@ -461,7 +461,7 @@ fn a_look_alike_host_is_shown_as_sent() {
 async fn fetches_readable_text_plain_text_and_refuses_binary() {
     let site = FakeSite::start().await;
     let tool = WebFetch::new(&fetch_cfg(&["127.0.0.1"]))
-        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages));
+        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages::alone()));
 
     let r = call(&tool, json!({"url": site.url("/article.html")})).await;
     assert!(r.ok, "{r:?}");
@@ -526,7 +526,7 @@ async fn fetches_readable_text_plain_text_and_refuses_binary() {
 async fn decodes_charsets() {
     let site = FakeSite::start().await;
     let tool = WebFetch::new(&fetch_cfg(&["127.0.0.1"]))
-        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages));
+        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages::alone()));
     let r = call(&tool, json!({"url": site.url("/gbk.html")})).await;
     assert!(r.ok, "{r:?}");
     assert!(r.output.starts_with("# 中文标题"), "{}", r.output);
@@ -545,7 +545,7 @@ async fn decodes_charsets() {
 async fn the_download_is_capped() {
     let site = FakeSite::start().await;
     let tool = WebFetch::new(&fetch_cfg(&["127.0.0.1"]))
-        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages))
+        .reading_with(std::sync::Arc::new(ethan::media::page::ChildPages::alone()))
         .with_max_bytes(1000);
     let r = call(&tool, json!({"url": site.url("/big.txt")})).await;
     assert!(r.ok, "{r:?}");

@@ -88,6 +88,8 @@ pub struct Parts {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// What the daemon's egress guards share (media downloads, transcription).
     pub egress: crate::egress::Egress,
+    /// The slots of the child processes that parse files, shared with the page reader.
+    pub readers: Arc<Semaphore>,
 }
 
 pub struct Router {
@@ -120,7 +122,8 @@ impl Router {
     }
 
     fn build(parts: Parts, replica: Option<Arc<Replica>>) -> Arc<Self> {
-        let media = crate::media::Media::new(parts.config.clone(), &parts.egress);
+        let media =
+            crate::media::Media::new(parts.config.clone(), &parts.egress, parts.readers.clone());
         Arc::new(Self {
             store: parts.store,
             config: parts.config,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 /// What the built-in tools get from `config`, their egress guards sharing `egress` and their
 /// page reader's children counted in `readers` (the daemon's, shared with its media service:
-/// [`crate::media::parse::shared_slots`]); no live settings and no knowledge base (the daemon
+/// [`crate::media::parse::slots`]); no live settings and no knowledge base (the daemon
 /// adds them: [`crate::daemon::wiring::tools`]).
 pub fn setup(
     config: &Config,
@@ -44,7 +44,7 @@ pub fn registry(config: &Config) -> Registry {
     Registry::builtin(setup(
         config,
         &Default::default(),
-        crate::media::parse::shared_slots(),
+        crate::media::parse::slots(),
     ))
 }
 

@@ -144,7 +144,7 @@ impl Default for Common {
         Self {
             egress: Egress::new(metrics.clone()),
             metrics,
-            readers: crate::media::parse::shared_slots(),
+            readers: crate::media::parse::slots(),
         }
     }
 }

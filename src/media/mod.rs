@@ -112,7 +112,7 @@ pub struct Media {
     transcriber: Option<transcribe::Transcriber>,
     cache: Mutex<VecDeque<Cached>>,
     /// The slots of the child processes that read pictures, PDFs and web pages, the daemon's
-    /// ([`parse::shared_slots`], shared with its page reader).
+    /// ([`parse::slots`], shared with its page reader).
     readers: Arc<tokio::sync::Semaphore>,
 }
 

@@ -8,7 +8,7 @@
 //! running the same [`ethan_tools::builtin::web::readable::readable`]. A page the child does not
 //! finish is not read at all; the model is told why.
 
-use super::parse::{cut_to, in_child, shared_slots, Job, Limits};
+use super::parse::{cut_to, in_child, slots, Job, Limits};
 use async_trait::async_trait;
 use ethan_tools::page_reader::PageReader;
 
@@ -37,7 +37,7 @@ pub const CONCURRENT_PAGES: usize = 1;
 /// time; a page that finds no free page slot within the wall-clock limit is refused as busy
 /// (the wait is bounded like the parse, so pages queued behind slow ones do not pile up).
 pub struct ChildPages {
-    /// The daemon's reader slots, shared with the media service ([`super::parse::shared_slots`]).
+    /// The daemon's reader slots, shared with the media service ([`super::parse::slots`]).
     shared: std::sync::Arc<tokio::sync::Semaphore>,
     /// The page slots ([`CONCURRENT_PAGES`]), taken before a shared one.
     pages: tokio::sync::Semaphore,
@@ -54,7 +54,7 @@ impl ChildPages {
 
     /// A reader with slots of its own (a command that runs no daemon, a test).
     pub fn alone() -> Self {
-        Self::new(shared_slots())
+        Self::new(slots())
     }
 }
 

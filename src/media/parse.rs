@@ -7,7 +7,7 @@
 //! - reaches no file (a Landlock ruleset with no rule) and makes no connection (the seccomp
 //!   filter of commands without approval: no sockets);
 //! - is killed — not abandoned — at its wall-clock limit, and at most [`CONCURRENT`] run at once
-//!   (the daemon's callers share [`shared_slots`]);
+//!   (the daemon's callers share one set of [`slots`]);
 //! - stops at a total decompressed size per file: a PDF's streams (object streams while
 //!   loading, page contents while reading) and a PNG's pixels count against it.
 //!
@@ -94,17 +94,11 @@ struct Spec {
 /// Exit code of a child that read the file but found it unreadable (its reason on stdout).
 const UNREADABLE: i32 = 3;
 
-/// The slots of the readers: at most [`CONCURRENT`] children at once, among the callers given
-/// the same slots.
-pub fn slots() -> tokio::sync::Semaphore {
-    tokio::sync::Semaphore::new(CONCURRENT)
-}
-
-/// The daemon's slots, made once by its wiring step and shared by the media service and the
-/// page reader: at most [`CONCURRENT`] children of one daemon parse at once, files and web
-/// pages together.
-pub fn shared_slots() -> Arc<tokio::sync::Semaphore> {
-    Arc::new(slots())
+/// Reader slots: at most [`CONCURRENT`] children at once among the callers given the same
+/// slots. The daemon's are made once by its wiring step (`Common.readers`) and shared by the
+/// media service and the page reader, files and web pages together.
+pub fn slots() -> Arc<tokio::sync::Semaphore> {
+    Arc::new(tokio::sync::Semaphore::new(CONCURRENT))
 }
 
 /// Run `job` on `bytes` in a child process under `limits`, once one of `slots` ([`slots`]) is

@@ -7,6 +7,7 @@
 
 use ethan_core::message::{ChatMessage, ToolSpec};
 use ethan_core::provider::Usage;
+use std::borrow::Borrow;
 
 /// The estimate of characters per token that every budget here uses.
 pub const CHARS_PER_TOKEN: usize = 4;
@@ -82,8 +83,8 @@ fn is_cjk(c: u32) -> bool {
 }
 
 /// The characters of a list of messages ([`message_chars`] summed).
-pub fn chars_of(messages: &[ChatMessage]) -> usize {
-    messages.iter().map(message_chars).sum()
+pub fn chars_of<M: Borrow<ChatMessage>>(messages: &[M]) -> usize {
+    messages.iter().map(|m| message_chars(m.borrow())).sum()
 }
 
 /// Tokens for `chars` characters (rounded up).
@@ -93,7 +94,11 @@ pub fn tokens_of(chars: usize) -> u64 {
 
 /// The tokens of one call estimated from what was sent (`messages`, and the tools offered: each
 /// one's name, description and JSON Schema) and the answer: at least one token each way.
-pub fn estimate(messages: &[ChatMessage], tools: &[ToolSpec], answer: &ChatMessage) -> Usage {
+pub fn estimate<M: Borrow<ChatMessage>>(
+    messages: &[M],
+    tools: &[ToolSpec],
+    answer: &ChatMessage,
+) -> Usage {
     let tool_chars: usize = tools
         .iter()
         .map(|t| {
@@ -164,7 +169,7 @@ mod tests {
         let u = estimate(&sent, &[tool], &ChatMessage::assistant("hello"));
         // 12 characters of messages + 6 of the tool: 5 tokens; 5 characters: 2 tokens.
         assert_eq!((u.input_tokens, u.output_tokens), (5, 2));
-        let empty = estimate(&[], &[], &ChatMessage::assistant(""));
+        let empty = estimate::<ChatMessage>(&[], &[], &ChatMessage::assistant(""));
         assert_eq!((empty.input_tokens, empty.output_tokens), (1, 1));
     }
 }

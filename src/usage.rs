@@ -14,6 +14,7 @@ use chrono_tz::Tz;
 use ethan_core::message::{ChatMessage, ToolSpec};
 use ethan_core::provider::Completion;
 use ethan_core::store::{DayOf, StoreError, UsageGrouping, UsageRecord, UsageStore};
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// Whom a model call is counted for in the ledger: the session, its chat, and the scheduled job
@@ -29,7 +30,7 @@ pub struct CallOwner {
 /// What one model call sent: the messages and the tools offered.
 #[derive(Debug, Clone, Copy)]
 pub struct Sent<'a> {
-    pub messages: &'a [ChatMessage],
+    pub messages: &'a [Cow<'a, ChatMessage>],
     pub tools: &'a [ToolSpec],
 }
 

@@ -11,6 +11,7 @@
 use crate::config::Loaded;
 use ethan_channels::ChannelKind;
 use ethan_core::message::{ChatMessage, Role};
+use std::borrow::Cow;
 
 /// The system prompt of a turn in `channel` that may use the tools in `allowed`.
 /// `custom` is the agent's own prompt (else `model.system_prompt`).
@@ -65,8 +66,36 @@ pub fn system_prompt(
 /// A message of the kept window carries its stamp in its memo ([`crate::agent::window`]); any
 /// other is stamped here, field by field ([`stamp`]), not through a format string.
 pub fn stamped(mut m: ChatMessage, zone: chrono_tz::Tz) -> ChatMessage {
+    if let Some(text) = shown_text(&m, zone) {
+        m.content = Some(text);
+    }
+    m
+}
+
+/// [`stamped`] for a message that stays where it is (the kept window's): borrowed when shown
+/// as it is, else a copy with the stamped text (the message's own text is not copied first).
+pub fn shown(m: &ChatMessage, zone: chrono_tz::Tz) -> Cow<'_, ChatMessage> {
+    match shown_text(m, zone) {
+        None => Cow::Borrowed(m),
+        Some(text) => Cow::Owned(ChatMessage {
+            role: m.role,
+            content: Some(text),
+            tool_calls: m.tool_calls.clone(),
+            tool_call_id: m.tool_call_id.clone(),
+            opaque: m.opaque.clone(),
+            is_error: m.is_error,
+            images: m.images.clone(),
+            sent_at: m.sent_at,
+            derived: m.derived.clone(),
+        }),
+    }
+}
+
+/// The text of `m` as shown, when it differs from its own: the stamp in front of a person's
+/// text (from the memo when it has one for `zone`).
+fn shown_text(m: &ChatMessage, zone: chrono_tz::Tz) -> Option<String> {
     if m.role != Role::User {
-        return m;
+        return None;
     }
     let text = m.content.as_deref().unwrap_or_default();
     let kept = m.derived.get().filter(|d| d.zone == zone.name());
@@ -74,18 +103,17 @@ pub fn stamped(mut m: ChatMessage, zone: chrono_tz::Tz) -> ChatMessage {
     let stamp = match kept.and_then(|d| d.stamp(text.len())) {
         Some(stamp) => stamp,
         None => {
-            made = stamp_of(&m, zone);
+            made = stamp_of(m, zone);
             made.as_str()
         }
     };
     if stamp.is_empty() {
-        return m;
+        return None;
     }
     let mut out = String::with_capacity(text.len() + stamp.len());
     out.push_str(stamp);
     out.push_str(text);
-    m.content = Some(out);
-    m
+    Some(out)
 }
 
 /// What [`stamped`] writes in front of `m`'s text in `zone`: empty for a message that is not

@@ -86,7 +86,8 @@ impl Summariser {
         user: String,
         owner: &CallOwner,
     ) -> Result<(String, String), String> {
-        let messages = [ChatMessage::system(system), ChatMessage::user(user)];
+        let messages =
+            ethan_core::provider::owned([ChatMessage::system(system), ChatMessage::user(user)]);
         let completion = self
             .models
             .complete(&messages, &[])

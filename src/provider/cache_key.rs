@@ -10,13 +10,17 @@
 use crate::config::PromptCacheKey;
 use ethan_core::message::{ChatMessage, Role};
 use sha2::{Digest, Sha256};
+use std::borrow::Borrow;
 
 /// The `prompt_cache_key` of a conversation: a digest of its first user message (text and the
 /// time it was sent), the same for every request of the conversation while that message is in
 /// its window, and different from any other conversation's. `None` when `messages` has no user
 /// message.
-pub fn conversation_key(messages: &[ChatMessage]) -> Option<String> {
-    let first = messages.iter().find(|m| m.role == Role::User)?;
+pub fn conversation_key<M: Borrow<ChatMessage>>(messages: &[M]) -> Option<String> {
+    let first = messages
+        .iter()
+        .map(Borrow::borrow)
+        .find(|m: &&ChatMessage| m.role == Role::User)?;
     let mut h = Sha256::new();
     h.update(first.sent_at.unwrap_or_default().to_le_bytes());
     h.update(first.content.as_deref().unwrap_or_default().as_bytes());

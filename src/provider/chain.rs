@@ -25,6 +25,7 @@ use super::{Completion, ModelProvider, ProviderError, MAX_RETRIES};
 use crate::config::{ModelConfig, ModelEndpoint};
 use ethan_core::event::EventSink;
 use ethan_core::message::{ChatMessage, ToolSpec};
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -225,7 +226,7 @@ impl Chain {
 
     async fn call(
         &self,
-        messages: &[ChatMessage],
+        messages: &[Cow<'_, ChatMessage>],
         tools: &[ToolSpec],
         deltas: Option<&EventSink>,
     ) -> Result<Completion, ProviderError> {
@@ -351,7 +352,7 @@ fn lock(m: &Mutex<Breaker>) -> std::sync::MutexGuard<'_, Breaker> {
 impl ModelProvider for Chain {
     async fn complete(
         &self,
-        messages: &[ChatMessage],
+        messages: &[Cow<'_, ChatMessage>],
         tools: &[ToolSpec],
     ) -> Result<Completion, ProviderError> {
         self.call(messages, tools, None).await
@@ -359,7 +360,7 @@ impl ModelProvider for Chain {
 
     async fn complete_streaming(
         &self,
-        messages: &[ChatMessage],
+        messages: &[Cow<'_, ChatMessage>],
         tools: &[ToolSpec],
         deltas: &EventSink,
     ) -> Result<Completion, ProviderError> {
@@ -405,7 +406,7 @@ mod tests {
     impl ModelProvider for Scripted {
         async fn complete(
             &self,
-            _: &[ChatMessage],
+            _: &[Cow<'_, ChatMessage>],
             _: &[ToolSpec],
         ) -> Result<Completion, ProviderError> {
             self.calls.fetch_add(1, Ordering::SeqCst);
@@ -438,7 +439,8 @@ mod tests {
     }
 
     async fn ask(c: &Chain) -> Result<Completion, ProviderError> {
-        c.complete(&[ChatMessage::user("hi")], &[]).await
+        c.complete(&ethan_core::provider::owned([ChatMessage::user("hi")]), &[])
+            .await
     }
 
     #[tokio::test]

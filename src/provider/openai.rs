@@ -16,7 +16,7 @@ pub use body::message_json;
 /// The streamed body this client sends for `messages` and `tools` (model `m`, cache key `k`):
 /// for the tests that compare bodies built from kept messages with bodies built afresh.
 #[cfg(test)]
-pub(crate) fn body_bytes(messages: &[ChatMessage], tools: &[ToolSpec]) -> Vec<u8> {
+pub(crate) fn body_bytes(messages: &[Cow<'_, ChatMessage>], tools: &[ToolSpec]) -> Vec<u8> {
     Body::new("m", Some("k"), messages, tools)
         .streamed(true)
         .to_bytes()
@@ -35,6 +35,7 @@ use body::Body;
 use ethan_core::event::{EventSink, TurnEvent};
 use ethan_core::provider::Usage;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -125,7 +126,7 @@ impl OpenAiClient {
     }
 
     /// The conversation's `prompt_cache_key`, when this endpoint gets one.
-    fn conversation_key(&self, messages: &[ChatMessage]) -> Option<String> {
+    fn conversation_key(&self, messages: &[Cow<'_, ChatMessage>]) -> Option<String> {
         self.cache_key
             .then(|| super::cache_key::conversation_key(messages))
             .flatten()
@@ -361,7 +362,7 @@ impl ModelProvider for OpenAiClient {
     /// One completion, retried on transient failures.
     async fn complete(
         &self,
-        messages: &[ChatMessage],
+        messages: &[Cow<'_, ChatMessage>],
         tools: &[ToolSpec],
     ) -> Result<Completion, ProviderError> {
         let key = self.conversation_key(messages);
@@ -383,7 +384,7 @@ impl ModelProvider for OpenAiClient {
     /// `model.idle_timeout_secs` (after the retries).
     async fn complete_streaming(
         &self,
-        messages: &[ChatMessage],
+        messages: &[Cow<'_, ChatMessage>],
         tools: &[ToolSpec],
         deltas: &EventSink,
     ) -> Result<Completion, ProviderError> {

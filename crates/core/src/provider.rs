@@ -1,10 +1,20 @@
 //! The model provider seam: [`ModelProvider`] turns a conversation (provider-neutral
 //! [`ChatMessage`]s) and the tools on offer into the next assistant message. Each provider
 //! (OpenAI-compatible Chat Completions today) translates to and from its own wire format.
+//!
+//! A request's messages are each a `Cow`: borrowed from the session's kept window when sent as
+//! kept (no copy of the history per request), owned when made for the request (a time stamp
+//! in front of a person's text, the system prompt, the turn's own messages).
 
 use crate::event::EventSink;
 use crate::message::{ChatMessage, ToolSpec};
 use async_trait::async_trait;
+use std::borrow::Cow;
+
+/// `messages`, each owned: a request of messages made for it alone.
+pub fn owned(messages: impl IntoIterator<Item = ChatMessage>) -> Vec<Cow<'static, ChatMessage>> {
+    messages.into_iter().map(Cow::Owned).collect()
+}
 
 /// A completion: the assistant message and the reason the model stopped.
 #[derive(Debug, Clone)]
@@ -102,7 +112,7 @@ pub trait ModelProvider: Send + Sync {
     /// could not be reached, or its answer could not be read.
     async fn complete(
         &self,
-        messages: &[ChatMessage],
+        messages: &[Cow<'_, ChatMessage>],
         tools: &[ToolSpec],
     ) -> Result<Completion, ProviderError>;
 
@@ -118,7 +128,7 @@ pub trait ModelProvider: Send + Sync {
     /// The default sends no pieces: a provider that cannot stream answers all at once.
     async fn complete_streaming(
         &self,
-        messages: &[ChatMessage],
+        messages: &[Cow<'_, ChatMessage>],
         tools: &[ToolSpec],
         deltas: &EventSink,
     ) -> Result<Completion, ProviderError> {

@@ -8,6 +8,7 @@ use crate::tools::executor::CallOutcome;
 use ethan_core::event::{EventSink, TurnEvent};
 use ethan_core::message::{ChatMessage, ToolSpec};
 use ethan_core::provider::{Completion, ModelProvider, ProviderError};
+use std::borrow::Cow;
 
 /// A turn's progress: [`TurnEvent`]s to its watcher, if any, and its cards.
 pub(crate) struct Sink<'a> {
@@ -52,7 +53,7 @@ impl<'a> Sink<'a> {
     pub(crate) async fn complete<M: ModelProvider + ?Sized>(
         &self,
         models: &M,
-        messages: &[ChatMessage],
+        messages: &[Cow<'_, ChatMessage>],
         specs: &[ToolSpec],
     ) -> Result<Completion, ProviderError> {
         match self.watcher {
@@ -79,7 +80,7 @@ mod tests {
     impl ModelProvider for TwoPieces {
         async fn complete(
             &self,
-            _: &[ChatMessage],
+            _: &[Cow<'_, ChatMessage>],
             _: &[ToolSpec],
         ) -> Result<Completion, ProviderError> {
             Ok(Completion {
@@ -92,7 +93,7 @@ mod tests {
 
         async fn complete_streaming(
             &self,
-            messages: &[ChatMessage],
+            messages: &[Cow<'_, ChatMessage>],
             tools: &[ToolSpec],
             deltas: &EventSink,
         ) -> Result<Completion, ProviderError> {

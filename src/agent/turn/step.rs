@@ -18,6 +18,7 @@ use ethan_core::event::TurnEvent;
 use ethan_core::message::{ChatMessage, Role, ToolCall};
 use ethan_core::provider::Completion;
 use ethan_core::store::UsageRecord;
+use std::borrow::Cow;
 use tokio_util::sync::CancellationToken;
 
 /// What one model request gave.
@@ -42,6 +43,26 @@ pub(super) fn cap(iterations: u32, max_iter: u32) -> Option<TurnOutcome> {
     })
 }
 
+/// A request's messages: the system prompt, the summary, the kept `history` as shown (borrowed;
+/// a person's message is a copy with its time stamp in front) and the turn's messages.
+fn request<'w>(
+    system: &ChatMessage,
+    summary: Option<ChatMessage>,
+    history: &'w [(i64, ChatMessage)],
+    turn: Vec<ChatMessage>,
+    zone: chrono_tz::Tz,
+) -> Vec<Cow<'w, ChatMessage>> {
+    let mut messages = Vec::with_capacity(2 + history.len() + turn.len());
+    messages.push(Cow::Owned(system.clone()));
+    messages.extend(summary.map(Cow::Owned));
+    messages.extend(history.iter().map(|(_, m)| prompt::shown(m, zone)));
+    messages.extend(
+        turn.into_iter()
+            .map(|m| Cow::Owned(prompt::stamped(m, zone))),
+    );
+    messages
+}
+
 /// What a step works with besides the turn's changing state.
 pub(super) struct Step<'a> {
     pub agent: &'a Agent,
@@ -63,9 +84,16 @@ impl Step<'_> {
         sink: &Sink<'_>,
         unrecorded: &mut Vec<UsageRecord>,
     ) -> StepResult {
-        let Some(messages) = self.request(window, offer).await else {
+        let Some((summary, sent_turn)) = self.fit(window, offer).await else {
             return StepResult::Done(TurnOutcome::Stopped);
         };
+        let messages = request(
+            &offer.system,
+            summary,
+            &window.history,
+            sent_turn,
+            offer.zone,
+        );
         let specs = offer.registry.specs(&offer.active);
         let completion = tokio::select! {
             c = sink.complete(&offer.models, &messages, &specs) => c,
@@ -97,8 +125,13 @@ impl Step<'_> {
         result
     }
 
-    /// The request's messages, the history compacted first (`None`: stopped meanwhile).
-    async fn request(&self, window: &mut Window, offer: &Offer) -> Option<Vec<ChatMessage>> {
+    /// The history compacted and the turn cut to fit the request: the summary to send and the
+    /// turn's messages as sent (`None`: stopped meanwhile).
+    async fn fit(
+        &self,
+        window: &mut Window,
+        offer: &Offer,
+    ) -> Option<(Option<ChatMessage>, Vec<ChatMessage>)> {
         // Compaction first (when the request would pass 70 % of the budget), then the turn
         // itself kept under the whole budget.
         // The window is counted once, again only if compaction changed it.
@@ -126,13 +159,7 @@ impl Step<'_> {
                 self.input.session_key
             );
         }
-        let zone = offer.zone;
-        let mut messages = Vec::with_capacity(2 + window.history.len() + window.turn.len());
-        messages.push(system.clone());
-        messages.extend(summary);
-        messages.extend((window.history.iter()).map(|(_, m)| prompt::stamped(m.clone(), zone)));
-        messages.extend(sent_turn.into_iter().map(|m| prompt::stamped(m, zone)));
-        Some(messages)
+        Some((summary, sent_turn))
     }
 
     /// A request that failed: folded and asked again once when it was too long, the shown part

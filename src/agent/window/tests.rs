@@ -68,6 +68,7 @@ mod memos {
     use crate::tokens;
     use ethan_core::message::{ChatMessage, Derived, ImagePart, Role, ToolCall, ToolSpec};
     use ethan_core::store::WindowDelta;
+    use std::borrow::Cow;
 
     const LIMIT: usize = 9;
 
@@ -132,30 +133,27 @@ mod memos {
 
     /// The messages of one request: the system prompt, the summary, the history and the turn,
     /// each as shown.
-    fn request(
+    fn request<'w>(
         summary: Option<&str>,
-        history: &[(i64, ChatMessage)],
+        history: &'w [(i64, ChatMessage)],
         turn: &[ChatMessage],
         zone: chrono_tz::Tz,
-    ) -> Vec<ChatMessage> {
-        let mut messages = vec![ChatMessage::system("You are Ethan.")];
-        messages.extend(summary.map(ChatMessage::user));
-        messages.extend(
-            history
-                .iter()
-                .map(|(_, m)| prompt::stamped(m.clone(), zone)),
-        );
-        messages.extend(turn.iter().map(|m| prompt::stamped(m.clone(), zone)));
+    ) -> Vec<Cow<'w, ChatMessage>> {
+        let mut messages = vec![Cow::Owned(ChatMessage::system("You are Ethan."))];
+        messages.extend(summary.map(|s| Cow::Owned(ChatMessage::user(s))));
+        messages.extend(history.iter().map(|(_, m)| prompt::shown(m, zone)));
+        let turn = turn.iter().map(|m| prompt::stamped(m.clone(), zone));
+        messages.extend(turn.map(Cow::Owned));
         messages
     }
 
     /// `messages` as nobody kept them.
-    fn without_memos(messages: &[ChatMessage]) -> Vec<ChatMessage> {
-        let mut fresh = messages.to_vec();
-        for m in &mut fresh {
-            m.derived = Derived::default();
-        }
-        fresh
+    fn without_memos(messages: &[Cow<'_, ChatMessage>]) -> Vec<Cow<'static, ChatMessage>> {
+        let fresh = messages.iter().map(|m| ChatMessage {
+            derived: Derived::default(),
+            ..(**m).clone()
+        });
+        ethan_core::provider::owned(fresh)
     }
 
     /// The turn `n`: a question (with a picture every third turn), then on odd turns a tool
@@ -236,7 +234,7 @@ mod memos {
             };
             derive(&mut history, wanted);
             assert_eq!(
-                without_memos(&history.iter().map(|(_, m)| m.clone()).collect::<Vec<_>>()),
+                history.iter().map(|(_, m)| m.clone()).collect::<Vec<_>>(),
                 store
                     .load(upto)
                     .into_iter()
@@ -334,8 +332,9 @@ mod memos {
         // A text changed after its memo was made: counted and written as it is now.
         let mut shown = prompt::stamped(history[0].1.clone(), wanted.zone);
         shown.content = Some("[Sat 2026-12-05 01:14 UTC] HELLO, more".into());
-        let fresh = without_memos(std::slice::from_ref(&shown));
-        assert_eq!(body_bytes(&[shown.clone()], &[]), body_bytes(&fresh, &[]));
+        let sent = [Cow::Borrowed(&shown)];
+        let fresh = without_memos(&sent);
+        assert_eq!(body_bytes(&sent, &[]), body_bytes(&fresh, &[]));
         assert_eq!(tokens::message_chars(&shown), tokens::counted_chars(&shown));
     }
 }

@@ -25,6 +25,7 @@ use crate::config::{ModelConfig, ModelEndpoint, Secret};
 use crate::metrics::Metrics;
 use ethan_core::event::EventSink;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::sync::Arc;
 use stream::{Event, EventAssembler};
 
@@ -223,7 +224,7 @@ impl ModelProvider for AnthropicClient {
     /// unreachable endpoint, or an unreadable answer (after the retries).
     async fn complete(
         &self,
-        messages: &[ChatMessage],
+        messages: &[Cow<'_, ChatMessage>],
         tools: &[ToolSpec],
     ) -> Result<Completion, ProviderError> {
         let body = wire::request_body(&self.model, self.max_tokens, messages, tools, false);
@@ -242,7 +243,7 @@ impl ModelProvider for AnthropicClient {
     /// reset: the person keeps the text) when it failed for good after text was sent.
     async fn complete_streaming(
         &self,
-        messages: &[ChatMessage],
+        messages: &[Cow<'_, ChatMessage>],
         tools: &[ToolSpec],
         deltas: &EventSink,
     ) -> Result<Completion, ProviderError> {

@@ -129,7 +129,11 @@ fn sse(parts: Vec<Result<String, ()>>) -> Answer {
 async fn streamed(client: &AnthropicClient) -> (Result<Completion, ProviderError>, Vec<TurnEvent>) {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let result = client
-        .complete_streaming(&[ChatMessage::user("hi")], &[], &tx)
+        .complete_streaming(
+            &ethan_core::provider::owned([ChatMessage::user("hi")]),
+            &[],
+            &tx,
+        )
         .await;
     drop(tx);
     let mut events = Vec::new();
@@ -153,7 +157,7 @@ async fn sends_the_key_and_version_to_v1_messages_whatever_the_base_url() {
         )
         .await;
         let c = client
-            .complete(&[ChatMessage::user("hi")], &[])
+            .complete(&ethan_core::provider::owned([ChatMessage::user("hi")]), &[])
             .await
             .unwrap();
         assert_eq!(c.message.content.as_deref(), Some("hello"));
@@ -176,7 +180,7 @@ async fn sends_the_key_and_version_to_v1_messages_whatever_the_base_url() {
     )
     .await;
     client
-        .complete(&[ChatMessage::user("hi")], &[])
+        .complete(&ethan_core::provider::owned([ChatMessage::user("hi")]), &[])
         .await
         .unwrap();
     let seen = seen.lock().unwrap();
@@ -203,7 +207,7 @@ async fn overloaded_is_retried_and_a_400_is_not() {
     )
     .await;
     let c = client
-        .complete(&[ChatMessage::user("hi")], &[])
+        .complete(&ethan_core::provider::owned([ChatMessage::user("hi")]), &[])
         .await
         .unwrap();
     assert_eq!(c.message.content.as_deref(), Some("made it"));
@@ -219,7 +223,7 @@ async fn overloaded_is_retried_and_a_400_is_not() {
     )
     .await;
     let e = client
-        .complete(&[ChatMessage::user("hi")], &[])
+        .complete(&ethan_core::provider::owned([ChatMessage::user("hi")]), &[])
         .await
         .unwrap_err();
     assert!(matches!(e, ProviderError::Http { status: 400, .. }), "{e}");

@@ -17,6 +17,7 @@ use crate::provider::types::{ChatMessage, Role, ToolCall, ToolSpec};
 use crate::provider::{tolerant, Completion, FinishReason, ProviderError};
 use ethan_core::provider::Usage;
 use serde_json::{json, Value};
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 /// The key of this provider's data in a neutral message's `opaque` field:
@@ -47,7 +48,7 @@ struct Turn {
 pub(crate) fn request_body(
     model: &str,
     max_tokens: u32,
-    messages: &[ChatMessage],
+    messages: &[Cow<'_, ChatMessage>],
     tools: &[ToolSpec],
     stream: bool,
 ) -> Value {
@@ -122,9 +123,9 @@ fn block_type(block: &Value) -> &str {
 /// first, every `tool_use` answered by a `tool_result` in the next user message (a missing one
 /// is added as an error result; a result with no call before it is sent as text), no empty
 /// text blocks.
-fn messages_to_wire(messages: &[ChatMessage]) -> Vec<Turn> {
+fn messages_to_wire(messages: &[Cow<'_, ChatMessage>]) -> Vec<Turn> {
     let mut turns: Vec<Turn> = Vec::new();
-    for m in messages {
+    for m in messages.iter().map(|m| &**m) {
         let (role, blocks) = match m.role {
             Role::System => continue,
             Role::User => (

@@ -16,6 +16,7 @@
 use crate::provider::types::{ChatMessage, Role, ToolCall, ToolSpec};
 use serde::ser::{Serialize, Serializer};
 use serde_json::Value;
+use std::borrow::Cow;
 
 /// One request's body. Cheap to copy: it borrows what it writes.
 #[derive(Clone, Copy, serde::Serialize)]
@@ -31,7 +32,7 @@ pub(super) struct Body<'a> {
     tools: List<'a, ToolSpec, Tool<'a>>,
     /// Written by [`Body::to_bytes`] after the keys above.
     #[serde(skip)]
-    messages: &'a [ChatMessage],
+    messages: &'a [Cow<'a, ChatMessage>],
 }
 
 /// `stream_options`: the usage in the last chunk.
@@ -46,7 +47,7 @@ impl<'a> Body<'a> {
     pub fn new(
         model: &'a str,
         prompt_cache_key: Option<&'a str>,
-        messages: &'a [ChatMessage],
+        messages: &'a [Cow<'a, ChatMessage>],
         tools: &'a [ToolSpec],
     ) -> Self {
         Self {
@@ -82,7 +83,7 @@ impl<'a> Body<'a> {
         let kept: usize = self
             .messages
             .iter()
-            .filter_map(kept_json)
+            .filter_map(|m| kept_json(m))
             .map(<[u8]>::len)
             .sum();
         let mut out = Vec::with_capacity(kept + 4096);
@@ -277,7 +278,7 @@ mod tests {
 
     #[test]
     fn messages_come_last_and_keys_are_in_order() {
-        let messages = [ChatMessage::user("hi")];
+        let messages = ethan_core::provider::owned([ChatMessage::user("hi")]);
         let tools = [ToolSpec {
             name: "t".into(),
             description: "d".into(),

@@ -230,7 +230,9 @@ async fn streamed(client: &OpenAiClient) -> (Result<Completion, ProviderError>, 
         sent_at: None,
         derived: Default::default(),
     };
-    let result = client.complete_streaming(&[user], &[], &tx).await;
+    let result = client
+        .complete_streaming(&ethan_core::provider::owned([user]), &[], &tx)
+        .await;
     drop(tx);
     let mut events = Vec::new();
     while let Some(e) = rx.recv().await {

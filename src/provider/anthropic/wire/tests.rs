@@ -2,6 +2,7 @@
 //! blocks given back unchanged, stop reasons, usage and errors.
 
 use super::*;
+use ethan_core::provider::owned;
 
 fn call(id: &str, name: &str, args: &str) -> ToolCall {
     ToolCall::new(id, name, args)
@@ -16,7 +17,7 @@ fn with_calls(text: Option<&str>, calls: Vec<ToolCall>) -> ChatMessage {
 }
 
 fn body(messages: &[ChatMessage]) -> Value {
-    request_body("claude-test", 1024, messages, &[], false)
+    request_body("claude-test", 1024, &owned(messages.to_vec()), &[], false)
 }
 
 fn roles(body: &Value) -> Vec<String> {
@@ -55,12 +56,12 @@ fn system_messages_become_blocks_and_tools_input_schemas() {
     let b = request_body(
         "claude-test",
         2048,
-        &[
+        &owned([
             ChatMessage::system("You are Ethan."),
             ChatMessage::system(""),
             ChatMessage::system("Today is Monday."),
             ChatMessage::user("hi"),
-        ],
+        ]),
         &tools,
         true,
     );
@@ -247,7 +248,7 @@ fn never_more_than_four_breakpoints() {
         messages.push(old.clone());
     }
     messages.push(ChatMessage::user("last"));
-    let b = request_body("m", 10, &messages, &tools, false);
+    let b = request_body("m", 10, &owned(messages), &tools, false);
     assert_eq!(cache_breakpoints(&b), 3, "{b}");
     assert_eq!(b["tools"][0]["input_schema"]["type"], "object");
     assert!(b["tools"][4].get("cache_control").is_some());

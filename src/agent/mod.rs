@@ -155,6 +155,9 @@ pub struct Agent {
     /// What the sandbox finds at start (awaited by a turn's preparation), lent to every
     /// call's context.
     pub sandbox: ethan_core::sandbox::SandboxProbe,
+    /// The skills parsed so far, listed in each turn's system prompt without parsing their
+    /// front matter again.
+    pub skills: crate::skills::Parsed,
 }
 
 impl Agent {

@@ -318,6 +318,7 @@ pub fn agent_in(
         agents,
         me: me.clone(),
         sandbox,
+        skills: Default::default(),
     }))
 }
 

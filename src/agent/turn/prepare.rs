@@ -218,7 +218,7 @@ fn offer(
         .unwrap_or(&agent.config.config.model.system_prompt);
     let mut system_text = prompt::system_prompt(&agent.config, custom, input.channel, &allowed);
     if allowed.contains("skill_read") {
-        let (skills, _) = crate::skills::load(&agent.config.home.join("skills"));
+        let (skills, _) = agent.skills.load(&agent.config.home.join("skills"));
         let section = crate::skills::prompt_section(&skills);
         if !section.is_empty() {
             system_text.push_str("\n\n");

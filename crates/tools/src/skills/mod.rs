@@ -82,63 +82,106 @@ pub fn parse(folder: &str, text: &str) -> Result<Skill, String> {
 /// replacing a built-in of the same name; sorted by name. A folder whose `SKILL.md` is missing,
 /// too large or malformed is skipped with a warning (also returned, for `ethan skills list`).
 pub fn load(dir: &Path) -> (Vec<Skill>, Vec<String>) {
-    let mut skills: Vec<Skill> = BUILTIN
-        .iter()
-        .filter_map(|(folder, text)| parse(folder, text).ok())
-        .collect();
-    let mut problems = Vec::new();
-    let mut entries: Vec<_> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd.filter_map(Result::ok).collect(),
-        Err(_) => Vec::new(),
-    };
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        let path = entry.path();
-        if path.is_symlink() {
-            // A link could make any folder (the home directory) a skill's, readable by
-            // skill_read.
-            problems.push(format!(
-                "{}: a symbolic link; skill folders must be real folders",
-                path.display()
-            ));
-            continue;
-        }
-        if !path.is_dir() {
-            continue;
-        }
-        let folder = entry.file_name().to_string_lossy().to_string();
-        let file = path.join("SKILL.md");
-        let text = match std::fs::metadata(&file) {
-            Ok(m) if m.len() > MAX_SKILL_BYTES => {
+    Parsed::default().load(dir)
+}
+
+/// What a `SKILL.md` was when it was parsed: its size, modification time and inode.
+type Seen = (u64, Option<std::time::SystemTime>, u64);
+
+/// Each `SKILL.md` parsed: what it was then, and what it gave.
+type Files = std::collections::HashMap<PathBuf, (Seen, Result<Skill, String>)>;
+
+/// The skills parsed so far, for [`load`]ing them again each turn without parsing their YAML
+/// again: the built-ins parsed once, an owner's `SKILL.md` again when its size, modification
+/// time or inode changed. The folders are still listed and each file's metadata read each
+/// time, so a skill added, edited or removed is seen at the next load.
+#[derive(Default)]
+pub struct Parsed {
+    builtin: std::sync::OnceLock<Vec<Skill>>,
+    files: std::sync::Mutex<Files>,
+}
+
+impl Parsed {
+    /// As [`load`].
+    pub fn load(&self, dir: &Path) -> (Vec<Skill>, Vec<String>) {
+        let mut skills = self
+            .builtin
+            .get_or_init(|| {
+                BUILTIN
+                    .iter()
+                    .filter_map(|(folder, text)| parse(folder, text).ok())
+                    .collect()
+            })
+            .clone();
+        let mut problems = Vec::new();
+        let mut entries: Vec<_> = match std::fs::read_dir(dir) {
+            Ok(rd) => rd.filter_map(Result::ok).collect(),
+            Err(_) => Vec::new(),
+        };
+        entries.sort_by_key(|e| e.file_name());
+        let mut seen_now = std::collections::HashSet::new();
+        for entry in entries {
+            let path = entry.path();
+            if path.is_symlink() {
+                // A link could make any folder (the home directory) a skill's, readable by
+                // skill_read.
                 problems.push(format!(
-                    "{}: larger than {MAX_SKILL_BYTES} bytes",
-                    file.display()
+                    "{}: a symbolic link; skill folders must be real folders",
+                    path.display()
                 ));
                 continue;
             }
-            Ok(_) => match std::fs::read_to_string(&file) {
-                Ok(t) => t,
-                Err(e) => {
-                    problems.push(format!("{}: {e}", file.display()));
-                    continue;
-                }
-            },
-            Err(_) => continue,
-        };
-        match parse(&folder, &text) {
-            Ok(mut s) => {
-                s.dir = Some(path);
-                skills.retain(|b| b.name != s.name);
-                skills.push(s);
+            if !path.is_dir() {
+                continue;
             }
-            Err(e) => problems.push(format!("{}: {e}", file.display())),
+            let folder = entry.file_name().to_string_lossy().to_string();
+            let file = path.join("SKILL.md");
+            seen_now.insert(file.clone());
+            match self.skill(&folder, &file) {
+                Some(Ok(mut s)) => {
+                    s.dir = Some(path);
+                    skills.retain(|b| b.name != s.name);
+                    skills.push(s);
+                }
+                Some(Err(e)) => problems.push(e),
+                None => {}
+            }
         }
+        self.lock().retain(|file, _| seen_now.contains(file));
+        for p in &problems {
+            tracing::warn!("skill skipped: {p}");
+        }
+        skills.sort_by(|a, b| a.name.cmp(&b.name));
+        (skills, problems)
     }
-    for p in &problems {
-        tracing::warn!("skill skipped: {p}");
+
+    /// The skill of `file` in `folder`: as parsed before when the file is unchanged, else read
+    /// and parsed; `None` when there is no file; an error names the file.
+    fn skill(&self, folder: &str, file: &Path) -> Option<Result<Skill, String>> {
+        let meta = std::fs::metadata(file).ok()?;
+        if meta.len() > MAX_SKILL_BYTES {
+            let e = format!("{}: larger than {MAX_SKILL_BYTES} bytes", file.display());
+            return Some(Err(e));
+        }
+        use std::os::unix::fs::MetadataExt;
+        let seen: Seen = (meta.len(), meta.modified().ok(), meta.ino());
+        if let Some((was, parsed)) = self.lock().get(file) {
+            if *was == seen {
+                return Some(parsed.clone());
+            }
+        }
+        let parsed = match std::fs::read_to_string(file) {
+            Ok(text) => parse(folder, &text).map_err(|e| format!("{}: {e}", file.display())),
+            Err(e) => return Some(Err(format!("{}: {e}", file.display()))),
+        };
+        self.lock()
+            .insert(file.to_path_buf(), (seen, parsed.clone()));
+        Some(parsed)
     }
-    skills.sort_by(|a, b| a.name.cmp(&b.name));
-    (skills, problems)
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Files> {
+        self.files.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// The files beside a skill's `SKILL.md` (relative paths, at most 50, hidden ones skipped).
@@ -220,5 +263,34 @@ mod tests {
         assert_eq!(names, ["digest", "ui-card"]);
         assert_eq!(skills[1].description, "mine");
         assert_eq!(files_of(&skills[0]), ["template.md"]);
+    }
+
+    #[test]
+    fn skills_kept_between_loads_follow_each_edit() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("digest").join("SKILL.md");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        let kept = Parsed::default();
+        let described = |p: &Parsed| {
+            let (skills, problems) = p.load(dir.path());
+            let d = skills.iter().find(|s| s.name == "digest");
+            (d.map(|s| s.description.clone()), problems.len())
+        };
+        std::fs::write(&file, "---\ndescription: one\n---\nSteps").unwrap();
+        assert_eq!(described(&kept), (Some("one".into()), 0));
+        // Edited to the same size: a new file (its inode) or a new time, parsed again.
+        let edited = dir.path().join("new.md");
+        std::fs::write(&edited, "---\ndescription: two\n---\nSteps").unwrap();
+        std::fs::rename(&edited, &file).unwrap();
+        assert_eq!(described(&kept), (Some("two".into()), 0));
+        std::fs::write(&file, "no front matter any more").unwrap();
+        assert_eq!(described(&kept), (None, 1));
+        std::fs::write(&file, "---\ndescription: three, longer\n---\nSteps").unwrap();
+        assert_eq!(described(&kept), (Some("three, longer".into()), 0));
+        // Each load gives what a fresh load gives; a removed skill is gone.
+        assert_eq!(kept.load(dir.path()), load(dir.path()));
+        std::fs::remove_dir_all(file.parent().unwrap()).unwrap();
+        assert_eq!(described(&kept), (None, 0));
+        assert!(kept.lock().is_empty());
     }
 }

@@ -47,7 +47,7 @@ use ethan_channels::{
     OutboundBody, OutboundMessage,
 };
 use ethan_core::consent::ConsentGate;
-use ethan_core::tool::{ErrorKind, Tool, ToolContext, ToolResult};
+use ethan_core::tool::{CallPlan, ErrorKind, Tool, ToolContext, ToolResult};
 use grants::Grants;
 use owners::Owners;
 use serde_json::Value;
@@ -647,13 +647,14 @@ impl ConsentGate for Consent {
     async fn check(
         &self,
         tool: &dyn Tool,
-        args: &Value,
+        _: &Value,
+        plan: &CallPlan,
         ctx: &mut ToolContext,
     ) -> Result<(), ToolResult> {
         let name = tool.decl().name.to_string();
         // The one rule: the call's own question and, once private data entered the session,
         // the egress question, each answered only by a grant of its own kind ([`rule`]).
-        let Some(questions) = rule::Questions::of(tool, args, ctx) else {
+        let Some(questions) = rule::Questions::of(tool, plan, ctx) else {
             return Ok(());
         };
         let always = questions.always;
@@ -914,13 +915,14 @@ mod tests {
         let c = consent();
         let args = serde_json::json!({});
         let tainted = |ctx: &mut ToolContext| ctx.taint.mark("file_read");
+        let plan = |ctx: &ToolContext| Sender::new().describe(&args, ctx);
         // An unattended job: runs only when the job was authorised for the tool.
         let mut job = ToolContext::local(std::env::temp_dir());
         job.channel = ChannelKind::Telegram;
         job.unattended = true;
         tainted(&mut job);
         let denied = c
-            .check(&Sender::new(), &args, &mut job.clone())
+            .check(&Sender::new(), &args, &plan(&job), &mut job.clone())
             .await
             .unwrap_err();
         assert!(
@@ -930,7 +932,10 @@ mod tests {
         );
         job.allowed_tools = Some(vec!["sender".into()]);
         let mut allowed = job.clone();
-        assert!(c.check(&Sender::new(), &args, &mut allowed).await.is_ok());
+        assert!(c
+            .check(&Sender::new(), &args, &plan(&allowed), &mut allowed)
+            .await
+            .is_ok());
         assert!(allowed.approved_actions.contains(&CONSENTED.to_string()));
         // A non-owner in a chat: refused, nobody is asked.
         let mut guest = ToolContext::local(std::env::temp_dir());
@@ -938,7 +943,7 @@ mod tests {
         guest.is_owner = false;
         tainted(&mut guest);
         let denied = c
-            .check(&Sender::new(), &args, &mut guest)
+            .check(&Sender::new(), &args, &plan(&guest), &mut guest)
             .await
             .unwrap_err();
         assert!(

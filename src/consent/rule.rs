@@ -17,8 +17,8 @@
 use super::grants::{Grant, Grants};
 #[cfg(doc)]
 use ethan_core::tool::CallPlan;
+use ethan_core::tool::CallPlan;
 use ethan_core::tool::{Egress, Tool, ToolContext};
-use serde_json::Value;
 
 /// The questions a call asks, before or after the session's grants.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,10 +36,11 @@ pub struct Questions {
 }
 
 impl Questions {
-    /// What `tool` called with `args` asks in `ctx`, before any grant; `None` when nothing.
-    pub fn of(tool: &dyn Tool, args: &Value, ctx: &ToolContext) -> Option<Self> {
+    /// What a call of `tool` whose plan is `plan` ([`Tool::describe`]) asks in `ctx`, before
+    /// any grant; `None` when nothing.
+    pub fn of(tool: &dyn Tool, plan: &CallPlan, ctx: &ToolContext) -> Option<Self> {
         let name = &tool.decl().name;
-        let plan = tool.describe(args, ctx);
+        let plan = plan.clone();
         let own = plan
             .consent
             .clone()

@@ -375,7 +375,8 @@ impl Asker {
         let before = self.asked.load(Ordering::SeqCst);
         let mut ctx = ctx.clone();
         ctx.assessment = tool.assess(args, &ctx).await;
-        let _ = self.consent.check(tool, args, &mut ctx).await;
+        let plan = tool.describe(args, &ctx);
+        let _ = self.consent.check(tool, args, &plan, &mut ctx).await;
         self.asked.load(Ordering::SeqCst) > before
     }
 

@@ -15,7 +15,7 @@ use ethan::tools::lark_common::LarkClient;
 use ethan::tools::lark_messages::LarkChatMessages;
 use ethan::tools::lark_send::LarkMessageSend;
 use ethan::tools::policy::{Audience, Policy};
-use ethan::tools::{ErrorKind, Tool, ToolContext, ToolResult};
+use ethan::tools::{CallPlan, ErrorKind, Tool, ToolContext, ToolResult};
 use ethan_channels::ChannelKind;
 use lark_openapi::FakeOpenApi;
 use serde_json::{json, Value};
@@ -418,17 +418,15 @@ struct Gate {
 impl ConsentGate for Gate {
     async fn check(
         &self,
-        tool: &dyn Tool,
-        args: &Value,
-        ctx: &mut ToolContext,
+        _: &dyn Tool,
+        _: &Value,
+        plan: &CallPlan,
+        _: &mut ToolContext,
     ) -> Result<(), ToolResult> {
-        let Some(what) = tool.describe(args, ctx).consent else {
+        let Some(what) = plan.consent.clone() else {
             return Ok(());
         };
-        self.asked
-            .lock()
-            .unwrap()
-            .push((what, tool.describe(args, ctx).always));
+        self.asked.lock().unwrap().push((what, plan.always));
         if self.approve {
             Ok(())
         } else {

@@ -4,18 +4,20 @@
 
 pub mod display;
 
-use crate::tool::{Tool, ToolContext, ToolResult};
+use crate::tool::{CallPlan, Tool, ToolContext, ToolResult};
 use async_trait::async_trait;
 use serde_json::Value;
 
-/// Step 6: asks whether a call that passed validation and the replay guard may run. Returns
-/// `Err(result)` (kind `denied`) to refuse it.
+/// Step 6: asks whether a call that passed validation and the replay guard may run, on `plan`,
+/// the tool's own [`Tool::describe`] of this very call (worked out once by the executor, after
+/// the call's assessment). Returns `Err(result)` (kind `denied`) to refuse it.
 #[async_trait]
 pub trait ConsentGate: Send + Sync {
     async fn check(
         &self,
         tool: &dyn Tool,
         args: &Value,
+        plan: &CallPlan,
         ctx: &mut ToolContext,
     ) -> Result<(), ToolResult>;
 }

@@ -35,6 +35,7 @@ use crate::truncate::{truncate_for_model, MODEL_OUTPUT_LIMIT};
 use crate::{ErrorKind, Tool, ToolContext, ToolResult};
 use ethan_core::message::ToolCall;
 use ethan_core::store::{AuditEntry, StorageRef};
+use ethan_core::tool::CallPlan;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -354,12 +355,12 @@ impl Executor {
             .is_some_and(|t| !t.decl().risk.has_side_effects())
     }
 
-    fn limits(&self, tool: &dyn Tool, args: &Value, ctx: &ToolContext) -> (Duration, u32) {
+    fn limits(&self, tool: &dyn Tool, plan: &CallPlan) -> (Duration, u32) {
         let o = self.overrides.get(&tool.decl().name);
         let timeout = o
             .and_then(|o| o.timeout_secs)
             .map(Duration::from_secs)
-            .unwrap_or_else(|| tool.describe(args, ctx).timeout);
+            .unwrap_or(plan.timeout);
         let retries = if tool.decl().risk.has_side_effects() {
             0
         } else {
@@ -471,13 +472,13 @@ impl Executor {
         trail.args = Some(args.clone());
         // 4. validate
         validate(registry, name, &args)?;
-        // 5-6. replay guard, consent
-        self.consent(tool.as_ref(), name, index, &args, ctx).await?;
+        // 5-6. replay guard, consent (on the tool's plan of this call, worked out once)
+        let plan = self.consent(tool.as_ref(), name, index, &args, ctx).await?;
         // 7. run (a tool that reads private data taints the turn, whatever its outcome)
         if tool.decl().reads_private {
             ctx.taint.mark(name);
         }
-        let (limit, retries) = self.limits(tool.as_ref(), &args, ctx);
+        let (limit, retries) = self.limits(tool.as_ref(), &plan);
         let (r, n) = run_with_retries(tool.clone(), args, ctx, limit, retries).await;
         trail.attempts = n;
         Ok(r)
@@ -520,7 +521,7 @@ impl Executor {
         index: usize,
         args: &Value,
         ctx: &mut ToolContext,
-    ) -> Result<(), ToolResult> {
+    ) -> Result<CallPlan, ToolResult> {
         // 5. replay guard: a call that already ran is refused before anyone is asked; its
         // key is recorded only once consent let it run (a denied call may come again).
         let side_effects = tool.decl().risk.has_side_effects();
@@ -542,19 +543,20 @@ impl Executor {
         } else {
             ctx.idempotency_key = format!("{}:{index}", ctx.trace_id);
         }
-        // 6. consent, on the tool's assessment of this very call
+        // 6. consent, on the tool's assessment and plan of this very call
         ctx.assessment = tool.assess(args, ctx).await;
+        let plan = tool.describe(args, ctx);
         // A turn that lost its session's lease asks nobody (checked again before it runs).
         if let Some(refused) = fenced(ctx, side_effects).await {
             return Err(refused);
         }
         if let Some(gate) = &self.gate {
-            gate.check(tool, args, ctx).await?;
+            gate.check(tool, args, &plan, ctx).await?;
         }
         if let Err(refusal) = self.may_run(ctx, name, side_effects).await {
             return Err(refusal.unwrap_or_else(replayed));
         }
-        Ok(())
+        Ok(plan)
     }
 
     /// Step 8: the model's copy of `result` — summarised or cut when long, the full text spilled

@@ -141,13 +141,10 @@ impl Db {
         let op = "load history";
         let conn = self.conn();
         let mut stmt = conn
-            .prepare_cached(
-                "SELECT id, role, content, tool_calls, tool_call_id, opaque, is_error, created_at
-                 FROM messages WHERE session_id = ?1 AND id > ?2 ORDER BY id DESC LIMIT ?3",
-            )
+            .prepare_cached(&super::messages::after_sql(limit))
             .op(op)?;
         let rows = stmt
-            .query_map(rusqlite::params![session_id, after, limit as i64], |r| {
+            .query_map(rusqlite::params![session_id, after], |r| {
                 Ok((
                     r.get::<_, i64>(0)?,
                     r.get::<_, String>(1)?,

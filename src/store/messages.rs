@@ -89,18 +89,9 @@ impl Db {
             .op(op)?;
         let mut after = Vec::new();
         {
-            let mut stmt = tx
-                .prepare_cached(
-                    "SELECT id, role, content, tool_calls, tool_call_id, opaque, is_error, created_at
-                     FROM messages WHERE session_id = ?1 AND id > ?2 ORDER BY id DESC LIMIT ?3",
-                )
-                .op(op)?;
+            let mut stmt = tx.prepare_cached(&after_sql(limit)).op(op)?;
             let mut rows = stmt
-                .query(rusqlite::params![
-                    held.session_id,
-                    held.last_id,
-                    limit as i64
-                ])
+                .query(rusqlite::params![held.session_id, held.last_id])
                 .op(op)?;
             while let Some(r) = rows.next().op(op)? {
                 let m = decode_message(
@@ -122,6 +113,16 @@ impl Db {
             held_now: held_now.max(0) as u64,
         })
     }
+}
+
+/// The newest `limit` messages of session `?1` after id `?2`, newest first. The limit is written
+/// into the statement, not bound: SQLite plans a `LIMIT` with the value bound to it and
+/// prepares such a statement again whenever the parameter is bound, which is every turn.
+pub(crate) fn after_sql(limit: usize) -> String {
+    format!(
+        "SELECT id, role, content, tool_calls, tool_call_id, opaque, is_error, created_at
+         FROM messages WHERE session_id = ?1 AND id > ?2 ORDER BY id DESC LIMIT {limit}"
+    )
 }
 
 /// A stored message from its columns (`role`, `content`, `tool_calls` JSON, `tool_call_id`,

@@ -53,6 +53,8 @@ pub struct OpenAiClient {
     stream_options_refused: Arc<AtomicBool>,
     /// Send a `prompt_cache_key` per conversation ([`super::cache_key`]).
     cache_key: bool,
+    /// The system prompts' JSON written lately.
+    prompts: body::Prompts,
 }
 
 /// A parameter of streamed calls that a server refused.
@@ -86,6 +88,7 @@ impl OpenAiClient {
             stream_refused: Arc::new(AtomicBool::new(false)),
             stream_options_refused: Arc::new(AtomicBool::new(false)),
             cache_key: super::cache_key::sends_key(cfg.prompt_cache_key, &ep.base_url),
+            prompts: body::Prompts::default(),
         })
     }
 
@@ -366,7 +369,8 @@ impl ModelProvider for OpenAiClient {
         tools: &[ToolSpec],
     ) -> Result<Completion, ProviderError> {
         let key = self.conversation_key(messages);
-        let body = Body::new(&self.model, key.as_deref(), messages, tools);
+        let body =
+            Body::new(&self.model, key.as_deref(), messages, tools).with_prompts(&self.prompts);
         self.core.timed(self.complete_body(body)).await
     }
 
@@ -389,7 +393,8 @@ impl ModelProvider for OpenAiClient {
         deltas: &EventSink,
     ) -> Result<Completion, ProviderError> {
         let key = self.conversation_key(messages);
-        let base = Body::new(&self.model, key.as_deref(), messages, tools);
+        let base =
+            Body::new(&self.model, key.as_deref(), messages, tools).with_prompts(&self.prompts);
         self.core.timed(self.stream_body(base, deltas)).await
     }
 

@@ -17,6 +17,8 @@ use crate::provider::types::{ChatMessage, Role, ToolCall, ToolSpec};
 use serde::ser::{Serialize, Serializer};
 use serde_json::Value;
 use std::borrow::Cow;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 
 /// One request's body. Cheap to copy: it borrows what it writes.
 #[derive(Clone, Copy, serde::Serialize)]
@@ -33,6 +35,38 @@ pub(super) struct Body<'a> {
     /// Written by [`Body::to_bytes`] after the keys above.
     #[serde(skip)]
     messages: &'a [Cow<'a, ChatMessage>],
+    /// The system prompts written lately, whose JSON is copied when one comes again.
+    #[serde(skip)]
+    prompts: Option<&'a Prompts>,
+}
+
+/// How many system prompts [`Prompts`] keeps.
+const KEPT_PROMPTS: usize = 4;
+
+/// The JSON of the system prompts a client wrote lately (a few: one per agent and channel in
+/// use), so that a turn's requests and the next turn's copy the prompt's bytes instead of
+/// writing its text again; a prompt is found by its whole text. Shared by the client's clones.
+#[derive(Clone, Default)]
+pub(super) struct Prompts(Arc<Mutex<VecDeque<KeptPrompt>>>);
+
+/// A system prompt's text and its JSON.
+type KeptPrompt = (Option<String>, Arc<[u8]>);
+
+impl Prompts {
+    /// The JSON of the system message `m`, kept or written now (and kept).
+    fn json(&self, m: &ChatMessage) -> Arc<[u8]> {
+        let text = m.content.as_deref();
+        let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, json)) = kept.iter().find(|(t, _)| t.as_deref() == text) {
+            return json.clone();
+        }
+        let json: Arc<[u8]> = message_json(m).into();
+        if kept.len() == KEPT_PROMPTS {
+            kept.pop_front();
+        }
+        kept.push_back((text.map(str::to_string), json.clone()));
+        json
+    }
 }
 
 /// `stream_options`: the usage in the last chunk.
@@ -57,6 +91,15 @@ impl<'a> Body<'a> {
             stream_options: None,
             tools: List(tools, Tool::of),
             messages,
+            prompts: None,
+        }
+    }
+
+    /// The same body, its system prompt's JSON copied from `prompts` when it was written lately.
+    pub fn with_prompts(self, prompts: &'a Prompts) -> Self {
+        Self {
+            prompts: Some(prompts),
+            ..self
         }
     }
 
@@ -96,9 +139,12 @@ impl<'a> Body<'a> {
             if i > 0 {
                 out.push(b',');
             }
-            match kept_json(m) {
-                Some(json) => out.extend_from_slice(json),
-                None => {
+            match (kept_json(m), self.prompts) {
+                (Some(json), _) => out.extend_from_slice(json),
+                (None, Some(prompts)) if m.role == Role::System && plain(m) => {
+                    out.extend_from_slice(&prompts.json(m));
+                }
+                _ => {
                     let _ = serde_json::to_writer(&mut out, &Message::of(m));
                 }
             }
@@ -114,6 +160,11 @@ pub fn message_json(m: &ChatMessage) -> Vec<u8> {
     let mut out = Vec::with_capacity(m.content.as_ref().map_or(0, String::len) + 64);
     let _ = serde_json::to_writer(&mut out, &Message::of(m));
     out
+}
+
+/// Whether `m` is text alone (what [`Prompts`] keeps a system prompt by).
+fn plain(m: &ChatMessage) -> bool {
+    m.tool_calls.is_empty() && m.tool_call_id.is_none() && m.images.is_empty()
 }
 
 /// The JSON of `m` its memo holds, when it holds it for `m` as it is.
@@ -295,6 +346,39 @@ mod tests {
             String::from_utf8(plain.to_bytes()).unwrap(),
             r#"{"model":"m","messages":[{"content":"hi","role":"user"}]}"#
         );
+    }
+
+    #[test]
+    fn kept_prompts_give_the_bodies_written_afresh() {
+        let prompts = Prompts::default();
+        let tools = [ToolSpec {
+            name: "t".into(),
+            description: "d".into(),
+            parameters: serde_json::json!({"type": "object"}),
+        }];
+        // Six prompts, each twice, so the oldest are dropped and written again; one with
+        // quotes and one with no text.
+        let mut texts: Vec<Option<String>> = (0..5)
+            .map(|i| Some(format!("You are \"Ethan\" {i}\n")))
+            .collect();
+        texts.push(None);
+        for round in 0..2 {
+            for text in &texts {
+                let mut system = ChatMessage::system("");
+                system.content = text.clone();
+                let messages =
+                    ethan_core::provider::owned([system, ChatMessage::user(format!("q{round}"))]);
+                let fresh = Body::new("m", None, &messages, &tools).to_bytes();
+                let kept = Body::new("m", None, &messages, &tools)
+                    .with_prompts(&prompts)
+                    .to_bytes();
+                assert_eq!(
+                    String::from_utf8(kept).unwrap(),
+                    String::from_utf8(fresh).unwrap()
+                );
+            }
+        }
+        assert_eq!(prompts.0.lock().unwrap().len(), KEPT_PROMPTS);
     }
 
     #[test]

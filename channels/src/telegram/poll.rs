@@ -203,6 +203,35 @@ async fn remove_leftover_webhook(chan: &TelegramChannel) {
     }
 }
 
+/// Read and hand one `getUpdates` batch to the daemon in order, moving `offset` past each
+/// update handed (or skipped); `false` when one could not be recorded (the offset stays before
+/// it, so it and those after it come again).
+async fn take_batch(
+    chan: &Arc<TelegramChannel>,
+    me: &BotIdentity,
+    sink: &Arc<dyn InboundSink>,
+    updates: Vec<serde_json::Value>,
+    offset: &mut Offset,
+) -> bool {
+    for value in updates {
+        let update = match Update::read(value) {
+            Ok(u) => u,
+            Err(e) => {
+                // No id: nothing to acknowledge it by; the next one's id does.
+                tracing::warn!("telegram getUpdates returned {e}; skipped");
+                continue;
+            }
+        };
+        let id = update.id as i32;
+        if let Err(e) = dispatch(chan, me, sink, &update).await {
+            tracing::error!("could not record telegram update {id}: {e}");
+            return false;
+        }
+        offset.now = id.saturating_add(1);
+    }
+    true
+}
+
 /// Long polling until shutdown.
 pub(super) async fn run(
     chan: Arc<TelegramChannel>,
@@ -264,26 +293,11 @@ pub(super) async fn run(
                     conflict_logged = false;
                 }
                 chan.set_up(true);
-                for value in updates {
-                    let update = match Update::read(value) {
-                        Ok(u) => u,
-                        Err(e) => {
-                            // No id: nothing to acknowledge it by; the next one's id does.
-                            tracing::warn!("telegram getUpdates returned {e}; skipped");
-                            continue;
-                        }
-                    };
-                    let id = update.id as i32;
-                    if let Err(e) = dispatch(&chan, &me, &sink, &update).await {
-                        // Not recorded: keep the offset so the update comes again.
-                        tracing::error!("could not record telegram update {id}: {e}");
-                        let d = backoff.step();
-                        if !pause(d, &mut shutdown).await {
-                            return Ok(());
-                        }
-                        break;
+                if !take_batch(&chan, &me, &sink, updates, &mut offset).await {
+                    let d = backoff.step();
+                    if !pause(d, &mut shutdown).await {
+                        return Ok(());
                     }
-                    offset.now = id.saturating_add(1);
                 }
                 // The updates are recorded; polling goes on from memory (see the module doc).
                 offset.save(&*state, false).await;

@@ -14,6 +14,7 @@ use ethan_channels::lark::webhook;
 use ethan_channels::telegram::chunk::{chunk_html, utf16_len, TELEGRAM_TEXT_LIMIT};
 use ethan_channels::telegram::normalize::normalize_update;
 use ethan_channels::telegram::render::{html_to_display_text, markdown_to_html};
+use ethan_channels::telegram::wire::Update;
 use ethan_channels::telegram::BotIdentity;
 use std::time::{Duration, Instant};
 
@@ -37,13 +38,13 @@ pub const TELEGRAM_TAGS: &[&str] = &[
     "blockquote",
 ];
 
-/// A teloxide `Update` (JSON) → the unified inbound event: no panic.
+/// A Bot API `Update` (JSON) → the unified inbound event: no panic.
 pub fn telegram_update(data: &[u8]) {
     let me = BotIdentity {
         id: 7_000_000_001,
         username: "ethan_test_bot".into(),
     };
-    if let Ok(update) = serde_json::from_slice(data) {
+    if let Ok(update) = Update::from_slice(data) {
         let _ = normalize_update(&update, &me);
     }
 }

@@ -78,6 +78,7 @@ mod streaming_model;
 mod streaming_telegram;
 mod support_selftest;
 mod telegram_dm;
+mod telegram_updates;
 mod terminal;
 mod tool_panic;
 mod turn_history;

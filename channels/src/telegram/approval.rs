@@ -7,13 +7,17 @@
 
 use super::errors::map_error;
 use super::part::send_part;
-use super::TelegramChannel;
+use super::wire::CallbackQuery;
+use super::{calls, TelegramChannel};
 use crate::channel::{ChannelError, InboundSink};
 use crate::model::{ApprovalChoice, ApprovalDecision, ApprovalRequest, ChannelKind, SentRef};
-use teloxide::payloads::{AnswerCallbackQuerySetters, EditMessageTextSetters, SendMessageSetters};
+use teloxide::payloads::{
+    AnswerCallbackQuerySetters, EditMessageText, EditMessageTextSetters, SendMessage,
+    SendMessageSetters,
+};
 use teloxide::prelude::Requester;
 use teloxide::types::{
-    CallbackQuery, ChatId, InlineKeyboardButton, InlineKeyboardMarkup, LinkPreviewOptions,
+    CallbackQueryId, ChatId, InlineKeyboardButton, InlineKeyboardMarkup, LinkPreviewOptions,
     MessageId, ParseMode, ThreadId,
 };
 
@@ -95,16 +99,14 @@ pub(super) async fn send_request(
     let html = request_html(req);
     // Link previews off: Telegram would fetch a URL of the call (with its query) and show a
     // card of it under the question.
-    let mut r = chan
-        .bot()
-        .send_message(chat_id, html.clone())
+    let mut r = SendMessage::new(chat_id, html.clone())
         .parse_mode(ParseMode::Html)
         .link_preview_options(no_preview())
         .reply_markup(keyboard(req));
     if let Some(t) = thread {
         r = r.message_thread_id(t);
     }
-    let sent = match r.await {
+    let sent = match calls::call::<_, calls::Sent>(chan.bot(), r).await {
         Ok(m) => m,
         Err(e) => {
             let e = map_error(e);
@@ -131,12 +133,12 @@ pub(super) async fn send_request(
         req.request_id.clone(),
         SentApproval {
             chat_id,
-            message_id: sent.id,
+            message_id: MessageId(sent.message_id),
             html,
         },
     );
     Ok(SentRef {
-        message_ids: vec![sent.id.0.to_string()],
+        message_ids: vec![sent.message_id.to_string()],
     })
 }
 
@@ -146,13 +148,10 @@ pub(super) async fn resolve(chan: &TelegramChannel, request_id: &str, outcome: &
         return;
     };
     let html = format!("{}\n\n<b>{}</b>", sent.html, escape(outcome));
-    if let Err(e) = chan
-        .bot()
-        .edit_message_text(sent.chat_id, sent.message_id, html)
+    let edit = EditMessageText::new(sent.chat_id, sent.message_id, html)
         .parse_mode(ParseMode::Html)
-        .link_preview_options(no_preview())
-        .await
-    {
+        .link_preview_options(no_preview());
+    if let Err(e) = calls::call::<_, calls::Unread>(chan.bot(), edit).await {
         tracing::debug!("cannot edit the approval message: {}", map_error(e));
     }
 }
@@ -161,20 +160,23 @@ pub(super) async fn resolve(chan: &TelegramChannel, request_id: &str, outcome: &
 /// spinner stops.
 pub(super) async fn on_callback(chan: &TelegramChannel, sink: &dyn InboundSink, q: &CallbackQuery) {
     let Some((choice, request_id)) = q.data.as_deref().and_then(parse_callback_data) else {
-        let _ = chan.bot().answer_callback_query(q.id.clone()).await;
+        let _ = chan
+            .bot()
+            .answer_callback_query(CallbackQueryId(q.id.clone()))
+            .await;
         return;
     };
     let chat_id = q
         .message
         .as_ref()
-        .map(|m| m.chat().id.0.to_string())
+        .map(|m| m.chat.id.to_string())
         .unwrap_or_default();
     let ack = sink
         .decide(ApprovalDecision {
             channel: ChannelKind::Telegram,
             request_id: request_id.clone(),
             choice,
-            user_id: q.from.id.0.to_string(),
+            user_id: q.from.id.to_string(),
             chat_id,
         })
         .await;
@@ -184,7 +186,7 @@ pub(super) async fn on_callback(chan: &TelegramChannel, sink: &dyn InboundSink, 
     }
     if let Err(e) = chan
         .bot()
-        .answer_callback_query(q.id.clone())
+        .answer_callback_query(CallbackQueryId(q.id.clone()))
         .text(toast)
         .show_alert(!ack.accepted)
         .await

@@ -1,6 +1,8 @@
-//! Telegram Bot API adapter (teloxide types and requests).
+//! Telegram Bot API adapter (teloxide requests, Ethan's own narrow update types).
 //!
-//! Split by concern: [`normalize`] turns a Bot API `Update` into an [`InboundEvent`]; [`poll`]
+//! Split by concern: [`wire`] reads the Bot API objects Ethan handles (only the fields it uses);
+//! [`calls`] sends teloxide's requests with narrow answer types; [`normalize`] turns an update
+//! into an [`InboundEvent`]; [`poll`]
 //! runs `getUpdates` long polling with a durable offset; [`send`] delivers replies (Markdown →
 //! HTML, split at 4096 UTF-16 units, plain-text fallback, `retry_after`); [`render`] and
 //! [`chunk`] are the pure text functions behind it; [`stream`] shows a reply while it is written
@@ -10,6 +12,7 @@
 //! how tests point the adapter at a loopback fake and how users reach a self-hosted Bot API server.
 
 pub mod approval;
+pub mod calls;
 pub mod chunk;
 pub mod errors;
 pub mod normalize;
@@ -19,6 +22,7 @@ pub mod render;
 pub mod send;
 pub mod stream;
 pub mod webhook;
+pub mod wire;
 
 use crate::channel::{Channel, ChannelError, InboundSink, StateStore};
 use crate::model::{ChannelKind, InboundEvent, OutboundMessage, SentRef};
@@ -26,7 +30,6 @@ use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use teloxide::prelude::Requester;
 use teloxide::Bot;
 
 pub(crate) const PLATFORM: &str = "telegram";
@@ -132,10 +135,12 @@ impl TelegramChannel {
 
     /// `getMe`: who the bot is.
     pub(crate) async fn get_me(&self) -> Result<BotIdentity, ChannelError> {
-        let me = self.bot.get_me().await.map_err(errors::map_error)?;
+        let me: calls::Me = calls::call(&self.bot, teloxide::payloads::GetMe::new())
+            .await
+            .map_err(errors::map_error)?;
         Ok(BotIdentity {
-            id: me.user.id.0,
-            username: me.user.username.clone().unwrap_or_default(),
+            id: me.id,
+            username: me.username.unwrap_or_default(),
         })
     }
 }
@@ -207,12 +212,11 @@ impl Channel for TelegramChannel {
         _kind: crate::model::AttachmentKind,
         file: &crate::model::FileRef,
     ) -> Result<crate::model::MediaSource, ChannelError> {
-        let f = self
-            .bot
-            .get_file(teloxide::types::FileId(file.id.clone()))
+        let payload = teloxide::payloads::GetFile::new(teloxide::types::FileId(file.id.clone()));
+        let f: calls::FileInfo = calls::call(&self.bot, payload)
             .await
             .map_err(errors::map_error)?;
-        let path = f.path.trim_start_matches('/');
+        let path = f.file_path.trim_start_matches('/');
         if path.is_empty() || path.split('/').any(|seg| seg == "..") {
             return Err(ChannelError::Api {
                 platform: PLATFORM,
@@ -227,7 +231,7 @@ impl Channel for TelegramChannel {
                 self.config.token
             ),
             bearer: None,
-            size: (f.meta.size > 0).then_some(u64::from(f.meta.size)),
+            size: f.file_size.filter(|s| *s > 0),
         })
     }
 

@@ -9,15 +9,15 @@
 //! reply to one of the bot's messages; the mention is removed from the text. Entity offsets are
 //! UTF-16 code units (Bot API `MessageEntity`).
 
+use super::wire::{Chat, Entity, Media, Message, Origin, Update, UpdateKind};
 use super::BotIdentity;
 use crate::model::{
     Attachment, AttachmentKind, ChannelKind, ChatKind, ChatRef, FileRef, InboundEvent, Relay,
     Relayed, Sender, Unfetched,
 };
-use teloxide::types::{MessageEntity, MessageEntityKind, MessageOrigin, Update, UpdateKind};
 
 /// Returns `None` for updates the agent does not handle (edits, service messages, media
-/// without a caption, updates teloxide could not parse).
+/// without a caption, updates that could not be read).
 pub fn normalize_update(update: &Update, me: &BotIdentity) -> Option<InboundEvent> {
     let UpdateKind::Message(msg) = &update.kind else {
         return None;
@@ -29,14 +29,11 @@ pub fn normalize_update(update: &Update, me: &BotIdentity) -> Option<InboundEven
     } else {
         None
     };
-    let raw_text = msg.text().or_else(|| msg.caption()).unwrap_or("");
+    let raw_text = msg.text_or_caption().unwrap_or("");
     if raw_text.is_empty() && attachments.is_empty() && unfetched.is_none() {
         return None;
     }
-    let entities = msg
-        .entities()
-        .or_else(|| msg.caption_entities())
-        .unwrap_or(&[]);
+    let entities = msg.entities();
     let (text, mentioned, relayed) = match relayed_by(msg) {
         // Someone else's words, kept as written: a mention of the bot in them is theirs.
         Some((how, author)) => {
@@ -50,12 +47,13 @@ pub fn normalize_update(update: &Update, me: &BotIdentity) -> Option<InboundEven
     };
     let direct = msg.chat.is_private();
     let reply_to_bot = msg
-        .reply_to_message()
+        .reply_to_message
+        .as_ref()
         .and_then(|r| r.from.as_ref())
-        .is_some_and(|u| u.id.0 == me.id);
+        .is_some_and(|u| u.id == me.id);
 
     let thread = if msg.is_topic_message {
-        msg.thread_id.map(|t| t.0 .0.to_string())
+        msg.message_thread_id.map(|t| t.to_string())
     } else {
         None
     };
@@ -65,10 +63,10 @@ pub fn normalize_update(update: &Update, me: &BotIdentity) -> Option<InboundEven
     };
     Some(InboundEvent {
         channel: ChannelKind::Telegram,
-        event_id: update.id.0.to_string(),
-        message_id: Some(msg.id.0.to_string()),
+        event_id: update.id.to_string(),
+        message_id: Some(msg.message_id.to_string()),
         chat: ChatRef {
-            id: msg.chat.id.0.to_string(),
+            id: msg.chat.id.to_string(),
             kind: if direct {
                 ChatKind::Direct
             } else {
@@ -77,7 +75,7 @@ pub fn normalize_update(update: &Update, me: &BotIdentity) -> Option<InboundEven
             thread,
         },
         sender: Sender {
-            id: from.id.0.to_string(),
+            id: from.id.to_string(),
             display_name,
             is_bot: from.is_bot,
         },
@@ -85,20 +83,19 @@ pub fn normalize_update(update: &Update, me: &BotIdentity) -> Option<InboundEven
         relayed,
         unfetched,
         addressed: direct || mentioned || reply_to_bot,
-        reply_to: msg.reply_to_message().map(|r| r.id.0.to_string()),
-        sent_at: msg.date.timestamp(),
-        seq: i64::from(update.id.0),
+        reply_to: msg
+            .reply_to_message
+            .as_ref()
+            .map(|r| r.message_id.to_string()),
+        sent_at: msg.date,
+        seq: i64::from(update.id),
         attachments,
     })
 }
 
 /// `raw_text` without the mentions of the bot (`@bot`, the `@bot` of `/cmd@bot`), trimmed, and
 /// whether there was one.
-fn without_bot_mention(
-    raw_text: &str,
-    entities: &[MessageEntity],
-    me: &BotIdentity,
-) -> (String, bool) {
+fn without_bot_mention(raw_text: &str, entities: &[Entity], me: &BotIdentity) -> (String, bool) {
     let mention = format!("@{}", me.username);
     let mut mentioned = false;
     let mut cut: Vec<(usize, usize)> = Vec::new(); // byte ranges to remove
@@ -107,14 +104,12 @@ fn without_bot_mention(
             continue;
         };
         let piece = &raw_text[start..end];
-        match &e.kind {
-            MessageEntityKind::Mention
-                if !me.username.is_empty() && piece.eq_ignore_ascii_case(&mention) =>
-            {
+        match e.kind.as_str() {
+            "mention" if !me.username.is_empty() && piece.eq_ignore_ascii_case(&mention) => {
                 mentioned = true;
                 cut.push((start, end));
             }
-            MessageEntityKind::BotCommand => {
+            "bot_command" => {
                 if let Some(at) = piece.find('@') {
                     if piece[at..].eq_ignore_ascii_case(&mention) {
                         mentioned = true;
@@ -141,8 +136,8 @@ fn without_bot_mention(
 /// Whether the message's text was written by someone other than its sender, and by whom: a
 /// forward (`forward_origin`: a user, a user who hides their account, a chat, a channel), or
 /// an inline bot's result (`via_bot`).
-fn relayed_by(msg: &teloxide::types::Message) -> Option<(Relay, String)> {
-    if let Some(origin) = msg.forward_origin() {
+fn relayed_by(msg: &Message) -> Option<(Relay, String)> {
+    if let Some(origin) = &msg.forward_origin {
         return Some((Relay::Forwarded, origin_name(origin)));
     }
     msg.via_bot.as_ref().map(|bot| {
@@ -152,15 +147,16 @@ fn relayed_by(msg: &teloxide::types::Message) -> Option<(Relay, String)> {
 }
 
 /// Who wrote a forwarded message, as the Bot API names them: `"Mallory Smith" (@mallory, user
-/// 4242)`, `"Mallory" (an account that hides itself)`, `the channel "News" (signed "Ann")`.
-fn origin_name(origin: &MessageOrigin) -> String {
+/// 4242)`, `"Mallory" (an account that hides itself)`, `the channel "News" (signed "Ann")`;
+/// an origin of a type added to the Bot API later is `someone else`.
+fn origin_name(origin: &Origin) -> String {
     let signed = |s: &Option<String>| match s {
         Some(s) if !s.trim().is_empty() => format!(" (signed {:?})", s.trim()),
         _ => String::new(),
     };
-    let title = |c: &teloxide::types::Chat| format!("{:?}", c.title().unwrap_or_default());
+    let title = |c: &Chat| format!("{:?}", c.title.as_deref().unwrap_or_default());
     match origin {
-        MessageOrigin::User { sender_user: u, .. } => {
+        Origin::User { sender_user: u } => {
             let name = match &u.last_name {
                 Some(last) => format!("{} {last}", u.first_name),
                 None => u.first_name.clone(),
@@ -170,40 +166,39 @@ fn origin_name(origin: &MessageOrigin) -> String {
                 .as_deref()
                 .map(|h| format!("@{h}, "))
                 .unwrap_or_default();
-            format!("{name:?} ({handle}user {})", u.id.0)
+            format!("{name:?} ({handle}user {})", u.id)
         }
-        MessageOrigin::HiddenUser {
-            sender_user_name, ..
-        } => format!("{sender_user_name:?} (an account that hides itself)"),
-        MessageOrigin::Chat {
+        Origin::HiddenUser { sender_user_name } => {
+            format!("{sender_user_name:?} (an account that hides itself)")
+        }
+        Origin::Chat {
             sender_chat,
             author_signature,
-            ..
         } => format!(
             "the chat {}{}",
             title(sender_chat),
             signed(author_signature)
         ),
-        MessageOrigin::Channel {
+        Origin::Channel {
             chat,
             author_signature,
-            ..
         } => format!("the channel {}{}", title(chat), signed(author_signature)),
+        Origin::Unknown => "someone else".to_string(),
     }
 }
 
 /// The files of a message the daemon can fetch: a `photo` (every size, smallest first), a
 /// `document`, a `voice` note, an `audio` file, a `video_note` (for its sound). Telegram photos
 /// are JPEG; a voice note is OGG/Opus unless it says otherwise.
-fn attachments_of(msg: &teloxide::types::Message) -> Vec<Attachment> {
-    let file = |f: &teloxide::types::FileMeta| FileRef {
-        id: f.id.0.clone(),
-        unique_id: f.unique_id.0.clone(),
-        size: (f.size > 0).then_some(u64::from(f.size)),
+fn attachments_of(msg: &Message) -> Vec<Attachment> {
+    let file = |f: &Media| FileRef {
+        id: f.file_id.clone(),
+        unique_id: f.file_unique_id.clone(),
+        size: f.file_size.filter(|s| *s > 0),
         width: 0,
         height: 0,
     };
-    let one = |kind, f: &teloxide::types::FileMeta, name: Option<String>, mime: Option<String>| {
+    let one = |kind, f: &Media, name: Option<String>, mime: Option<String>| {
         vec![Attachment {
             kind,
             files: vec![file(f)],
@@ -211,13 +206,15 @@ fn attachments_of(msg: &teloxide::types::Message) -> Vec<Attachment> {
             mime_type: mime,
         }]
     };
-    if let Some(sizes) = msg.photo() {
+    if let Some(sizes) = &msg.photo {
         let mut files: Vec<FileRef> = sizes
             .iter()
             .map(|p| FileRef {
+                id: p.file_id.clone(),
+                unique_id: p.file_unique_id.clone(),
+                size: p.file_size.filter(|s| *s > 0),
                 width: p.width,
                 height: p.height,
-                ..file(&p.file)
             })
             .collect();
         files.sort_by_key(|f| {
@@ -234,26 +231,28 @@ fn attachments_of(msg: &teloxide::types::Message) -> Vec<Attachment> {
         }];
     }
     if let Some(d) = msg.document() {
-        let mime = d.mime_type.as_ref().map(|m| m.to_string());
-        return one(AttachmentKind::Document, &d.file, d.file_name.clone(), mime);
-    }
-    if let Some(v) = msg.voice() {
-        let mime = v.mime_type.as_ref().map(|m| m.to_string());
-        let mime = mime.or_else(|| Some("audio/ogg".into()));
         return one(
-            AttachmentKind::Voice,
-            &v.file,
-            Some("voice.ogg".into()),
-            mime,
+            AttachmentKind::Document,
+            d,
+            d.file_name.clone(),
+            d.mime_type.clone(),
         );
     }
-    if let Some(a) = msg.audio() {
-        let mime = a.mime_type.as_ref().map(|m| m.to_string());
-        return one(AttachmentKind::Audio, &a.file, a.file_name.clone(), mime);
+    if let Some(v) = &msg.voice {
+        let mime = v.mime_type.clone().or_else(|| Some("audio/ogg".into()));
+        return one(AttachmentKind::Voice, v, Some("voice.ogg".into()), mime);
     }
-    if let Some(v) = msg.video_note() {
+    if let Some(a) = &msg.audio {
+        return one(
+            AttachmentKind::Audio,
+            a,
+            a.file_name.clone(),
+            a.mime_type.clone(),
+        );
+    }
+    if let Some(v) = &msg.video_note {
         let (name, mime) = (Some("video_note.mp4".into()), Some("video/mp4".into()));
-        return one(AttachmentKind::Voice, &v.file, name, mime);
+        return one(AttachmentKind::Voice, v, name, mime);
     }
     Vec::new()
 }
@@ -261,21 +260,21 @@ fn attachments_of(msg: &teloxide::types::Message) -> Vec<Attachment> {
 /// What a message holds that is not fetched (a sticker, a video, an animation, a location, a
 /// contact), so the agent hears of every message kind; a video's or an animation's file name
 /// kept apart as its name.
-fn unfetched_of(msg: &teloxide::types::Message) -> Option<Unfetched> {
-    if let Some(s) = msg.sticker() {
+fn unfetched_of(msg: &Message) -> Option<Unfetched> {
+    if let Some(s) = &msg.sticker {
         let what = format!("a sticker {}", s.emoji.clone().unwrap_or_default());
         return Some(Unfetched::new(what.trim_end()));
     }
-    if let Some(v) = msg.video() {
+    if let Some(v) = &msg.video {
         return Some(Unfetched::new("a video").named(v.file_name.as_deref()));
     }
-    if let Some(a) = msg.animation() {
+    if let Some(a) = &msg.animation {
         return Some(Unfetched::new("an animation").named(a.file_name.as_deref()));
     }
-    if msg.location().is_some() {
+    if msg.is_location() {
         return Some(Unfetched::new("a location"));
     }
-    if msg.contact().is_some() {
+    if msg.contact.is_some() {
         return Some(Unfetched::new("a contact"));
     }
     None
@@ -311,9 +310,8 @@ fn utf16_range_to_bytes(s: &str, offset: usize, length: usize) -> Option<(usize,
 mod tests {
     use super::*;
 
-    /// teloxide parses updates from text (as they arrive); `from_value` takes another path.
     fn parse(v: serde_json::Value) -> Update {
-        serde_json::from_str(&v.to_string()).unwrap()
+        Update::read(v).unwrap()
     }
 
     fn me() -> BotIdentity {
@@ -326,7 +324,7 @@ mod tests {
     #[test]
     fn private_text_is_addressed() {
         let raw = include_str!("../../../tests/fixtures/telegram/update_private_text.json");
-        let update: Update = serde_json::from_str(raw).unwrap();
+        let update = Update::from_slice(raw.as_bytes()).unwrap();
         let ev = normalize_update(&update, &me()).unwrap();
         assert_eq!(ev.event_id, "892252934");
         assert_eq!(ev.chat.id, "218485655");
@@ -340,7 +338,7 @@ mod tests {
     #[test]
     fn group_command_with_bot_mention_is_addressed_and_stripped() {
         let raw = include_str!("../../../tests/fixtures/telegram/update_group_bot_mention.json");
-        let update: Update = serde_json::from_str(raw).unwrap();
+        let update = Update::from_slice(raw.as_bytes()).unwrap();
         let ev = normalize_update(&update, &me()).unwrap();
         assert_eq!(ev.chat.kind, ChatKind::Group);
         assert!(ev.addressed);
@@ -351,7 +349,7 @@ mod tests {
     #[test]
     fn group_message_for_another_bot_is_not_addressed() {
         let raw = include_str!("../../../tests/fixtures/telegram/update_group_bot_mention.json");
-        let update: Update = serde_json::from_str(raw).unwrap();
+        let update = Update::from_slice(raw.as_bytes()).unwrap();
         let other = BotIdentity {
             id: 1,
             username: "other_bot".into(),
@@ -363,7 +361,7 @@ mod tests {
     #[test]
     fn callback_query_is_not_a_message() {
         let raw = include_str!("../../../tests/fixtures/telegram/update_callback_query.json");
-        let update: Update = serde_json::from_str(raw).unwrap();
+        let update = Update::from_slice(raw.as_bytes()).unwrap();
         assert!(normalize_update(&update, &me()).is_none());
     }
 
@@ -518,7 +516,7 @@ mod tests {
     fn topic_messages_get_a_thread_but_plain_replies_do_not() {
         let raw =
             include_str!("../../../tests/fixtures/telegram/update_supergroup_reply_command.json");
-        let update: Update = serde_json::from_str(raw).unwrap();
+        let update = Update::from_slice(raw.as_bytes()).unwrap();
         let ev = normalize_update(&update, &me()).unwrap();
         let v: serde_json::Value = serde_json::from_str(raw).unwrap();
         let is_topic = v["message"]["is_topic_message"].as_bool().unwrap_or(false);

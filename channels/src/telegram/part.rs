@@ -2,11 +2,11 @@
 //! waits exactly `retry_after` (at most 5 tries). Used by replies ([`super::send`]) and
 //! approvals ([`super::approval`]).
 
+use super::calls::{self, Sent};
 use super::errors::map_error;
 use super::render::html_to_display_text;
 use crate::channel::ChannelError;
-use teloxide::payloads::SendMessageSetters;
-use teloxide::prelude::Requester;
+use teloxide::payloads::{SendMessage, SendMessageSetters};
 use teloxide::types::{
     ChatId, LinkPreviewOptions, MessageId, ParseMode, ReplyParameters, ThreadId,
 };
@@ -31,15 +31,13 @@ pub(super) async fn send_part(
         } else {
             html.to_string()
         };
-        let mut req = bot
-            .send_message(chat_id, text)
-            .link_preview_options(LinkPreviewOptions {
-                is_disabled: true,
-                url: None,
-                prefer_small_media: false,
-                prefer_large_media: false,
-                show_above_text: false,
-            });
+        let mut req = SendMessage::new(chat_id, text).link_preview_options(LinkPreviewOptions {
+            is_disabled: true,
+            url: None,
+            prefer_small_media: false,
+            prefer_large_media: false,
+            show_above_text: false,
+        });
         if !plain {
             req = req.parse_mode(ParseMode::Html);
         }
@@ -53,8 +51,8 @@ pub(super) async fn send_part(
                 ..ReplyParameters::new(MessageId(r))
             });
         }
-        match req.await {
-            Ok(m) => return Ok(m.id.0.to_string()),
+        match calls::call::<_, Sent>(bot, req).await {
+            Ok(m) => return Ok(m.message_id.to_string()),
             Err(RequestError::Api(ApiError::CantParseEntities(why))) if !plain => {
                 tracing::warn!(
                     "telegram rejected the HTML ({why}); sending this part as plain text"

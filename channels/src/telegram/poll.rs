@@ -13,11 +13,12 @@
 //! retried with a growing delay (1 s doubling to 60 s); 429 waits exactly `retry_after`; a rejected
 //! token ends the loop; anything else is retried with the same growing delay.
 
-use super::{BotIdentity, TelegramChannel, PLATFORM};
+use super::wire::{Update, UpdateKind};
+use super::{calls, BotIdentity, TelegramChannel, PLATFORM};
 use crate::channel::{ChannelError, InboundSink, PublishOutcome, StateStore};
 use std::sync::Arc;
 use std::time::Duration;
-use teloxide::payloads::GetUpdatesSetters;
+use teloxide::payloads::{GetUpdates, GetUpdatesSetters, GetWebhookInfo};
 use teloxide::prelude::{Request, Requester};
 use teloxide::types::{AllowedUpdate, BotCommand};
 use teloxide::{ApiError, RequestError};
@@ -115,19 +116,29 @@ fn with_causes(e: &dyn std::error::Error) -> String {
 
 /// Hand one update to the daemon: a `callback_query` to the approval handler (on a task of its
 /// own: its answers to Telegram must not hold up the updates behind it), a message to the sink
-/// (read knowing the bot `me`, for mentions). `Err` only when the event could not be recorded
-/// (the caller must not acknowledge it).
+/// (read knowing the bot `me`, for mentions); one that could not be read is logged and
+/// skipped. `Err` only when the event could not be recorded (the caller must not acknowledge
+/// it).
 pub(super) async fn dispatch(
     chan: &Arc<TelegramChannel>,
     me: &BotIdentity,
     sink: &Arc<dyn InboundSink>,
-    update: &teloxide::types::Update,
+    update: &Update,
 ) -> Result<(), ChannelError> {
-    let id = update.id.0;
-    if let teloxide::types::UpdateKind::CallbackQuery(q) = &update.kind {
-        let (chan, sink, q) = (Arc::clone(chan), Arc::clone(sink), q.clone());
-        tokio::spawn(async move { super::approval::on_callback(&chan, sink.as_ref(), &q).await });
-        return Ok(());
+    let id = update.id;
+    match &update.kind {
+        UpdateKind::CallbackQuery(q) => {
+            let (chan, sink, q) = (Arc::clone(chan), Arc::clone(sink), q.clone());
+            tokio::spawn(
+                async move { super::approval::on_callback(&chan, sink.as_ref(), &q).await },
+            );
+            return Ok(());
+        }
+        UpdateKind::Malformed(why) => {
+            tracing::warn!("telegram update {id} could not be read ({why}); skipped");
+            return Ok(());
+        }
+        UpdateKind::Message(_) | UpdateKind::Other => {}
     }
     match super::normalize::normalize_update(update, me) {
         Some(event) => match sink.publish(event).await? {
@@ -179,8 +190,9 @@ pub(super) async fn start(
 
 /// Switching back from webhook mode: a webhook still set would make `getUpdates` fail (409).
 async fn remove_leftover_webhook(chan: &TelegramChannel) {
-    match chan.bot().get_webhook_info().await {
-        Ok(info) if info.url.is_some() => {
+    let info = calls::call::<_, calls::WebhookInfo>(chan.bot(), GetWebhookInfo::new());
+    match info.await {
+        Ok(info) if !info.url.is_empty() => {
             tracing::info!("telegram: removing the webhook left from webhook mode (deleteWebhook)");
             if let Err(e) = chan.bot().delete_webhook().await {
                 tracing::warn!("telegram deleteWebhook failed: {e}");
@@ -189,6 +201,35 @@ async fn remove_leftover_webhook(chan: &TelegramChannel) {
         Ok(_) => {}
         Err(e) => tracing::debug!("telegram getWebhookInfo failed: {e}"),
     }
+}
+
+/// Read and hand one `getUpdates` batch to the daemon in order, moving `offset` past each
+/// update handed (or skipped); `false` when one could not be recorded (the offset stays before
+/// it, so it and those after it come again).
+async fn take_batch(
+    chan: &Arc<TelegramChannel>,
+    me: &BotIdentity,
+    sink: &Arc<dyn InboundSink>,
+    updates: Vec<serde_json::Value>,
+    offset: &mut Offset,
+) -> bool {
+    for value in updates {
+        let update = match Update::read(value) {
+            Ok(u) => u,
+            Err(e) => {
+                // No id: nothing to acknowledge it by; the next one's id does.
+                tracing::warn!("telegram getUpdates returned {e}; skipped");
+                continue;
+            }
+        };
+        let id = update.id as i32;
+        if let Err(e) = dispatch(chan, me, sink, &update).await {
+            tracing::error!("could not record telegram update {id}: {e}");
+            return false;
+        }
+        offset.now = id.saturating_add(1);
+    }
+    true
 }
 
 /// Long polling until shutdown.
@@ -227,9 +268,7 @@ pub(super) async fn run(
             offset.save(&*state, true).await;
             return Ok(());
         }
-        let req = chan
-            .bot()
-            .get_updates()
+        let req = GetUpdates::new()
             .offset(offset.now)
             .timeout(chan.config.poll_timeout_secs)
             .allowed_updates(vec![
@@ -237,6 +276,8 @@ pub(super) async fn run(
                 AllowedUpdate::EditedMessage,
                 AllowedUpdate::CallbackQuery,
             ]);
+        // The updates as JSON values, each read on its own (one that does not read is skipped).
+        let req = calls::call::<_, Vec<serde_json::Value>>(chan.bot(), req);
         let res = tokio::select! {
             r = req.send() => r,
             _ = shutdown.changed() => {
@@ -252,18 +293,11 @@ pub(super) async fn run(
                     conflict_logged = false;
                 }
                 chan.set_up(true);
-                for update in updates {
-                    let id = update.id.0 as i32;
-                    if let Err(e) = dispatch(&chan, &me, &sink, &update).await {
-                        // Not recorded: keep the offset so the update comes again.
-                        tracing::error!("could not record telegram update {id}: {e}");
-                        let d = backoff.step();
-                        if !pause(d, &mut shutdown).await {
-                            return Ok(());
-                        }
-                        break;
+                if !take_batch(&chan, &me, &sink, updates, &mut offset).await {
+                    let d = backoff.step();
+                    if !pause(d, &mut shutdown).await {
+                        return Ok(());
                     }
-                    offset.now = id.saturating_add(1);
                 }
                 // The updates are recorded; polling goes on from memory (see the module doc).
                 offset.save(&*state, false).await;

@@ -10,6 +10,7 @@
 //! [`POST_WAIT`] (the run loop is not there yet, or still waiting for the network) is answered
 //! 503, and Telegram posts it again.
 
+use super::wire::Update;
 use super::{poll, BotIdentity, TelegramChannel};
 use crate::channel::{ChannelError, InboundSink};
 use axum::body::Bytes;
@@ -35,7 +36,7 @@ const QUEUED_POSTS: usize = 64;
 
 /// One post's update, and where the answer to Telegram goes.
 pub(super) struct Post {
-    update: teloxide::types::Update,
+    update: Update,
     answer: oneshot::Sender<StatusCode>,
 }
 
@@ -78,14 +79,14 @@ async fn handle(
         tracing::warn!("refused a telegram webhook post with a wrong or missing secret token");
         return StatusCode::UNAUTHORIZED;
     }
-    let update: teloxide::types::Update = match serde_json::from_slice(&body) {
+    let update = match Update::from_slice(&body) {
         Ok(u) => u,
         Err(e) => {
             tracing::warn!("telegram webhook body is not an update ({e}); ignored");
             return StatusCode::OK;
         }
     };
-    let id = update.id.0;
+    let id = update.id;
     let (answer, answered) = oneshot::channel();
     let handed = async {
         chan.posts.queue.send(Post { update, answer }).await.ok()?;
@@ -110,12 +111,12 @@ async fn take(
     chan: &Arc<TelegramChannel>,
     me: &BotIdentity,
     sink: &Arc<dyn InboundSink>,
-    update: &teloxide::types::Update,
+    update: &Update,
 ) -> StatusCode {
     match poll::dispatch(chan, me, sink, update).await {
         Ok(()) => StatusCode::OK,
         Err(e) => {
-            tracing::error!("could not record telegram update {}: {e}", update.id.0);
+            tracing::error!("could not record telegram update {}: {e}", update.id);
             StatusCode::INTERNAL_SERVER_ERROR
         }
     }

@@ -1,0 +1,92 @@
+//! What `getUpdates` may bring besides the messages Ethan handles, from outside: update kinds
+//! Ethan does not handle (real `message_reaction` and `my_chat_member` updates), a message with
+//! a field of a later Bot API, and an update whose message does not read. The first two are
+//! skipped, the message is answered, the malformed one is logged with its id and skipped, and
+//! the offset moves past all of them (none comes again, none holds up the rest).
+
+use crate::support::{Daemon, FakeTelegram, ScriptedModel, Step, TestHome};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const OWNER: i64 = 218485655; // `from.id` of tests/fixtures/telegram/update_private_text.json
+const WAIT: Duration = Duration::from_secs(30);
+
+fn fixture(name: &str) -> Value {
+    let path = format!(
+        "{}/tests/fixtures/telegram/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture")).expect("fixture JSON")
+}
+
+/// `fixture` with its `update_id` set to `id` (the fake offers updates in id order).
+fn numbered(name: &str, id: i64) -> Value {
+    let mut v = fixture(name);
+    v["update_id"] = json!(id);
+    v
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unknown_kinds_and_fields_are_skipped_or_read_and_a_bad_update_holds_up_nothing() {
+    let home = TestHome::new();
+    let tg = FakeTelegram::start().await;
+    let model = ScriptedModel::start(vec![Step::text("Read you.")]).await;
+    home.write_config(&format!(
+        "model:\n  base_url: {}\n  api_key: sk-test-secret-value\n  name: test-model\n\
+         channels:\n  telegram:\n    token: \"{}\"\n    api_url: {}\n\
+         owners: [\"telegram:{OWNER}\"]\n",
+        model.base_url(),
+        tg.token(),
+        tg.base_url()
+    ));
+    tg.push_update(numbered("update_message_reaction.json", 1));
+    tg.push_update(numbered("update_my_chat_member.json", 2));
+    // The owner's message with a date that is no number: it cannot be read.
+    let mut bad = numbered("update_private_text.json", 3);
+    bad["message"]["date"] = json!("yesterday");
+    tg.push_update(bad);
+    // The owner's message with fields of a later Bot API, in the message and in its chat.
+    let mut later = numbered("update_private_text.json", 4);
+    later["message"]["checklist_of_2030"] = json!({"tasks": [{"id": 1, "text": "x"}]});
+    later["message"]["chat"]["is_forum_of_2030"] = json!(true);
+    later["message"]["entities"] = json!([{"type": "a_kind_of_2030", "offset": 0, "length": 5}]);
+    tg.push_update(later);
+
+    let mut daemon = Daemon::start(&home);
+    let sent = tg.wait_for_sent(1, WAIT).await;
+    assert_eq!(sent[0]["chat_id"], json!(OWNER), "{sent:?}");
+    assert!(
+        sent[0]["text"].as_str().unwrap_or("").contains("Read you."),
+        "{sent:?}"
+    );
+    // The model was asked once, with the readable message's text.
+    let reqs = model.requests();
+    assert_eq!(reqs.len(), 1, "{}", model.describe());
+    let user = reqs[0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|m| m["role"] == "user")
+        .unwrap();
+    let text = user["content"].as_str().unwrap_or_default();
+    assert_eq!(
+        crate::support::model::without_sent_time(text),
+        "hello there"
+    );
+    // Every update was acknowledged: the next poll asks from 5 on.
+    crate::support::wait_until("getUpdates asks past all four updates", WAIT, || {
+        tg.getupdates_offsets().contains(&Some(5))
+    })
+    .await;
+    // Only the readable message became an inbound event; the bad one was logged by its id.
+    let events = crate::support::store::value(
+        &home,
+        "SELECT group_concat(event_id) FROM inbound_events WHERE channel = 'telegram'",
+        &[],
+    );
+    assert_eq!(events.as_deref(), Some("4"));
+    let log = home.log();
+    assert!(log.contains("telegram update 3 could not be read"), "{log}");
+    daemon.stop();
+    home.assert_no_panic();
+}

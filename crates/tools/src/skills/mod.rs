@@ -95,24 +95,28 @@ type Files = std::collections::HashMap<PathBuf, (Seen, Result<Skill, String>)>;
 /// again: the built-ins parsed once, an owner's `SKILL.md` again when its size, modification
 /// time or inode changed. The folders are still listed and each file's metadata read each
 /// time, so a skill added, edited or removed is seen at the next load.
-#[derive(Default)]
 pub struct Parsed {
-    builtin: std::sync::OnceLock<Vec<Skill>>,
+    builtin: Vec<Skill>,
     files: std::sync::Mutex<Files>,
+}
+
+impl Default for Parsed {
+    /// The built-ins parsed, no file yet.
+    fn default() -> Self {
+        Self {
+            builtin: BUILTIN
+                .iter()
+                .filter_map(|(folder, text)| parse(folder, text).ok())
+                .collect(),
+            files: Default::default(),
+        }
+    }
 }
 
 impl Parsed {
     /// As [`load`].
     pub fn load(&self, dir: &Path) -> (Vec<Skill>, Vec<String>) {
-        let mut skills = self
-            .builtin
-            .get_or_init(|| {
-                BUILTIN
-                    .iter()
-                    .filter_map(|(folder, text)| parse(folder, text).ok())
-                    .collect()
-            })
-            .clone();
+        let mut skills = self.builtin.clone();
         let mut problems = Vec::new();
         let mut entries: Vec<_> = match std::fs::read_dir(dir) {
             Ok(rd) => rd.filter_map(Result::ok).collect(),

@@ -73,8 +73,14 @@ pub fn stamped(mut m: ChatMessage, zone: chrono_tz::Tz) -> ChatMessage {
 }
 
 /// [`stamped`] for a message that stays where it is (the kept window's): borrowed when shown
-/// as it is, else a copy with the stamped text (the message's own text is not copied first).
+/// as it is or when its memo holds its shown copy, else a copy with the stamped text (the
+/// message's own text is not copied first).
 pub fn shown(m: &ChatMessage, zone: chrono_tz::Tz) -> Cow<'_, ChatMessage> {
+    let text_len = m.content.as_ref().map_or(0, String::len);
+    let kept = m.derived.get().filter(|d| d.zone == zone.name());
+    if let Some(shown) = kept.and_then(|d| d.shown(text_len)) {
+        return Cow::Borrowed(shown);
+    }
     match shown_text(m, zone) {
         None => Cow::Borrowed(m),
         Some(text) => Cow::Owned(ChatMessage {

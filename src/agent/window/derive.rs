@@ -1,6 +1,7 @@
 //! The memo of each message of a turn's window ([`ethan_core::message::Memo`]): its character
 //! count, the time stamp shown in front of a person's text and, when a model of the chain
-//! speaks Chat Completions, its JSON as shown. Made once, when the message enters the window
+//! speaks Chat Completions, its JSON as shown; and a person's stamped message, the copy each
+//! request borrows. Made once, when the message enters the window
 //! (a whole load, or the delta that brings a kept window up to date), and carried with the
 //! message while the session's worker keeps the window; so each request counts, stamps and
 //! writes only the turn's own messages, and copies the bytes of the rest.
@@ -52,19 +53,26 @@ pub(crate) fn derive(history: &mut [(i64, ChatMessage)], wanted: Wanted) {
 /// The memo of `m` (its own, if any, not looked at).
 fn memo(m: &ChatMessage, wanted: Wanted) -> Memo {
     let stamp = prompt::stamp_of(m, wanted.zone);
+    let mut shown = m.clone();
+    shown.derived = Derived::default();
+    let shown = prompt::stamped(shown, wanted.zone);
     // Pictures are never stored: a message with some is the turn's own, sent as it is.
-    let chat_json = (wanted.chat_json && m.images.is_empty()).then(|| {
-        let mut shown = m.clone();
-        shown.derived = Derived::default();
-        let shown = prompt::stamped(shown, wanted.zone);
-        crate::provider::openai::message_json(&shown).into_boxed_slice()
-    });
-    Memo {
+    let chat_json = (wanted.chat_json && m.images.is_empty())
+        .then(|| crate::provider::openai::message_json(&shown).into());
+    let mut memo = Memo {
         text_len: m.content.as_ref().map_or(0, String::len),
         chars: tokens::counted_chars(m),
         zone: wanted.zone.name(),
         stamp_chars: tokens::weighted_chars(&stamp),
         stamp: stamp.into_boxed_str(),
         chat_json,
+        shown: None,
+    };
+    if !memo.stamp.is_empty() {
+        // The shown copy carries this memo without itself (no cycle), the JSON shared.
+        let mut shown = shown;
+        shown.derived = Derived::new(memo.clone());
+        memo.shown = Some(Box::new(shown));
     }
+    memo
 }

@@ -273,6 +273,8 @@ mod memos {
                     m.derived.get().and_then(|d| d.chat_json(len)).is_some()
                 });
                 assert_eq!(from_memos.count(), history.len(), "turn {n}: copied");
+                let borrowed = sent.iter().filter(|m| matches!(m, Cow::Borrowed(_)));
+                assert_eq!(borrowed.count(), history.len(), "turn {n}: none copied");
                 assert_eq!(
                     String::from_utf8(body_bytes(&sent, &tools)).unwrap(),
                     String::from_utf8(body_bytes(&fresh, &tools)).unwrap(),

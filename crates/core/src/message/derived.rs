@@ -1,7 +1,8 @@
 //! What the requests of a conversation derive from one of its messages, worked out once and
 //! carried with the message ([`super::ChatMessage::derived`]) for every later request that
 //! sends it: its character count for the token budgets, the time stamp shown in front of a
-//! person's text, and its Chat Completions JSON as the model is shown it.
+//! person's text (and the stamped copy a request borrows), and its Chat Completions JSON as the
+//! model is shown it.
 //!
 //! A message has two forms: as stored (its text) and as shown (the stamp in front of the
 //! text, [`Memo::stamp`]; the same message when it has no stamp). A memo answers only for a
@@ -60,7 +61,10 @@ pub struct Memo {
     pub stamp_chars: usize,
     /// The message as shown, in the Chat Completions wire shape; `None` when no request of
     /// the session uses that shape.
-    pub chat_json: Option<Box<[u8]>>,
+    pub chat_json: Option<Arc<[u8]>>,
+    /// The message as shown, when that differs from the message (a person's message with a
+    /// stamp): a copy with the stamped text, whose own memo is this one without this copy.
+    pub shown: Option<Box<super::ChatMessage>>,
 }
 
 /// Which form of its message a memo is asked about.
@@ -96,6 +100,14 @@ impl Memo {
         (self.form(text_len)? == Form::Stored).then_some(&*self.stamp)
     }
 
+    /// The message as shown, for a stored message with `text_len` bytes of text; `None` when it
+    /// is shown as it is stored, or the memo does not answer for it.
+    pub fn shown(&self, text_len: usize) -> Option<&super::ChatMessage> {
+        (self.form(text_len)? == Form::Stored)
+            .then_some(self.shown.as_deref())
+            .flatten()
+    }
+
     /// The Chat Completions JSON of a shown message with `text_len` bytes of text.
     pub fn chat_json(&self, text_len: usize) -> Option<&[u8]> {
         let shown = match self.form(text_len)? {
@@ -119,6 +131,7 @@ mod tests {
             stamp: stamp.into(),
             stamp_chars: stamp.len(),
             chat_json: Some(b"{}".to_vec().into()),
+            shown: None,
         }
     }
 

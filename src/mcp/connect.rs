@@ -165,7 +165,7 @@ fn spawn_child(
         })?;
     let pgid = transport.id();
     if let Some(stderr) = stderr {
-        tokio::spawn(log_stderr(name.to_string(), stderr, redactor));
+        ethan_core::task::spawn(log_stderr(name.to_string(), stderr, redactor));
     }
     Ok((transport, pgid))
 }

@@ -16,7 +16,8 @@
 //!   adapters);
 //! - [`secret`]: a credential that never shows itself in logs, as the config reads it;
 //! - [`knowledge`]: the knowledge base as the knowledge tools use it, and the notes and search
-//!   results they exchange.
+//!   results they exchange;
+//! - [`task`]: spawning a task with its future boxed (one copy of tokio's task code).
 
 pub mod assessment;
 pub mod channel;
@@ -30,6 +31,7 @@ pub mod provider;
 pub mod sandbox;
 pub mod secret;
 pub mod store;
+pub mod task;
 pub mod tool;
 
 pub use channel::{ChannelKind, ChatKind, ChatRef};

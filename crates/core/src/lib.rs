@@ -1,5 +1,6 @@
-//! Ethan's core: the types and traits every other part of the daemon agrees on, and nothing
-//! else — no I/O, no platform, no storage. It depends on no other crate of the workspace.
+//! Ethan's core: the types and traits every other part of the daemon agrees on, and the one
+//! way a task is spawned ([`task`]); nothing else — no I/O, no platform, no storage. It depends
+//! on no other crate of the workspace.
 //!
 //! - [`assessment`]: what a tool works out about one call before consent;
 //! - [`channel`]: which interface and chat a message belongs to;

@@ -1,7 +1,9 @@
 //! The two transports of a connection (a child over stdio, streamable HTTP) as one type, so
 //! that rmcp's service loop (`serve_inner` and the handshake, some 50 KB of code for each
 //! transport type it is given) is built once (BENCHMARKS.md, "Dependency code cut from the
-//! binary"). Each call goes to the transport inside, unchanged; only the error is wrapped.
+//! binary"). Each call goes to the transport inside, unchanged; only the error is wrapped, its
+//! message saying which transport it was (rmcp's messages name the transport type, once
+//! `TokioChildProcess` or `WorkerTransport<…>`, now "MCP").
 
 use super::http::{HttpClient, HttpError};
 use futures::future::Either;
@@ -9,6 +11,7 @@ use futures::FutureExt;
 use rmcp::service::{RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::streamable_http_client::StreamableHttpError;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess, Transport};
+use std::borrow::Cow;
 use std::future::Future;
 
 /// A server's transport.
@@ -21,14 +24,18 @@ pub enum McpTransport {
 /// HTTP authorisation challenge among the sources).
 #[derive(Debug, thiserror::Error)]
 pub enum McpTransportError {
-    #[error("{0}")]
+    #[error("the server's stdio: {0}")]
     Child(#[source] std::io::Error),
-    #[error("{0}")]
+    #[error("streamable HTTP: {0}")]
     Http(#[source] StreamableHttpError<HttpError>),
 }
 
 impl Transport<RoleClient> for McpTransport {
     type Error = McpTransportError;
+
+    fn name() -> Cow<'static, str> {
+        "MCP".into()
+    }
 
     fn send(
         &mut self,
@@ -56,5 +63,21 @@ impl Transport<RoleClient> for McpTransport {
             Self::Child(t) => t.close().await.map_err(McpTransportError::Child),
             Self::Http(t) => t.close().await.map_err(McpTransportError::Http),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error;
+
+    #[test]
+    fn an_error_names_its_transport_and_keeps_the_cause_as_source() {
+        let e = McpTransportError::Child(std::io::Error::other("broken pipe"));
+        assert_eq!(e.to_string(), "the server's stdio: broken pipe");
+        assert_eq!(e.source().unwrap().to_string(), "broken pipe");
+        let e = McpTransportError::Http(StreamableHttpError::SessionExpired);
+        assert_eq!(e.to_string(), "streamable HTTP: Session expired (HTTP 404)");
+        assert_eq!(<McpTransport as Transport<RoleClient>>::name(), "MCP");
     }
 }

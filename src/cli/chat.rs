@@ -268,7 +268,7 @@ impl Chat {
 /// Cancels `turn` on Ctrl-C (SIGINT) until the task is aborted.
 fn stop_on_ctrl_c(turn: &CancellationToken) -> tokio::task::JoinHandle<()> {
     let turn = turn.clone();
-    tokio::spawn(async move {
+    ethan_core::task::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             turn.cancel();
         }

@@ -292,7 +292,8 @@ async fn knowledge_check(r: &mut Report, loaded: &Loaded, stores: &OpenStore) {
     let dir = loaded.home.join("knowledge");
     let index = stores.index.clone();
     let counted =
-        tokio::task::spawn_blocking(move || index.count().map(|n| (n, index.describe()))).await;
+        ethan_core::task::spawn_blocking(move || index.count().map(|n| (n, index.describe())))
+            .await;
     let notes = match counted {
         Ok(Ok((n, what))) => format!("{n} indexed note(s) in {} (index: {what})", dir.display()),
         Ok(Err(e)) => format!("index unreadable ({e})"),

@@ -28,7 +28,7 @@ impl Live {
     pub fn start(asking: Arc<AtomicBool>) -> (Live, EventSink) {
         let (tx, rx) = mpsc::unbounded_channel();
         let done = CancellationToken::new();
-        let task = tokio::spawn(print_events(
+        let task = ethan_core::task::spawn(print_events(
             rx,
             done.clone(),
             std::io::stdout().is_terminal(),

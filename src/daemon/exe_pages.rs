@@ -22,7 +22,7 @@ pub fn release_after_start() {
     if let Ok(rt) = tokio::runtime::Handle::try_current() {
         rt.spawn(async {
             tokio::time::sleep(AFTER_START).await;
-            let _ = tokio::task::spawn_blocking(release).await;
+            let _ = ethan_core::task::spawn_blocking(release).await;
         });
     }
 }

@@ -75,7 +75,7 @@ impl LeaseFence {
     /// is cancelled (the turn ended).
     pub fn watch(&self, done: CancellationToken) {
         let fence = self.clone();
-        tokio::spawn(async move {
+        ethan_core::task::spawn(async move {
             loop {
                 tokio::select! {
                     _ = done.cancelled() => return,

@@ -32,7 +32,7 @@ pub const MAX_CONCURRENT_TURNS: usize = 8;
 pub async fn prune_retention(loaded: &Loaded, store: &DaemonStoreRef) {
     let r = &loaded.config.retention;
     let (dir, days) = (loaded.spill_dir(), r.spill_days);
-    let files = tokio::task::spawn_blocking(move || crate::tools::spill::prune(&dir, days))
+    let files = ethan_core::task::spawn_blocking(move || crate::tools::spill::prune(&dir, days))
         .await
         .unwrap_or(0);
     match store.prune_audit(r.audit_days).await {
@@ -93,7 +93,7 @@ const PROBE_AFTER_READY_SECS: u64 = 1;
 /// Probe the sandbox [`PROBE_AFTER_READY_SECS`] after the start.
 fn probe_after_start(daemon: &wiring::Daemon) {
     let probe = daemon.sandbox.clone();
-    tokio::spawn(async move {
+    ethan_core::task::spawn(async move {
         tokio::time::sleep(std::time::Duration::from_secs(PROBE_AFTER_READY_SECS)).await;
         probe.settings().await;
     });

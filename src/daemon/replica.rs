@@ -416,7 +416,8 @@ pub async fn telegram_poller(
         }
         tracing::info!("this replica ({}) polls Telegram now", replica.id);
         let (stop_tx, stop_rx) = watch::channel(false);
-        let mut poll = tokio::spawn(channel.clone().run(sink.clone(), state.clone(), stop_rx));
+        let mut poll =
+            ethan_core::task::spawn(channel.clone().run(sink.clone(), state.clone(), stop_rx));
         let stopping = loop {
             tokio::select! {
                 r = &mut poll => {

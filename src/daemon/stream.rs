@@ -101,7 +101,7 @@ impl Presenter {
     ) -> (Presenter, EventSink) {
         let (tx, rx) = mpsc::unbounded_channel();
         let done = CancellationToken::new();
-        let task = tokio::spawn(present(draft, shown, rx, done.clone(), fence, metrics));
+        let task = ethan_core::task::spawn(present(draft, shown, rx, done.clone(), fence, metrics));
         (
             Presenter {
                 done: done.drop_guard(),

@@ -46,7 +46,7 @@ impl Typing {
         let stop = CancellationToken::new();
         let task = channel.map(|ch| {
             let stop = stop.clone();
-            tokio::spawn(async move {
+            ethan_core::task::spawn(async move {
                 // The first indicator goes out unasked: the turn starts right after its
                 // replica took (or confirmed) the session, and a fence only exists while this
                 // replica believes it holds it.

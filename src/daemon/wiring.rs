@@ -180,7 +180,7 @@ fn lazy_probe(loaded: &Arc<Loaded>) -> SandboxProbe {
         loaded.file_found.then_some(loaded.path.as_path()),
     );
     SandboxProbe::lazy(async move {
-        let probed = tokio::task::spawn_blocking(move || probe_sandbox(&loaded, true)).await;
+        let probed = ethan_core::task::spawn_blocking(move || probe_sandbox(&loaded, true)).await;
         Arc::new(probed.unwrap_or_else(|e| {
             tracing::warn!("probing the sandbox failed ({e}): every command asks");
             SandboxSettings {
@@ -522,7 +522,7 @@ pub async fn serve(
     let loaded = &d.loaded;
     {
         let (loaded, store) = (loaded.clone(), d.store.clone());
-        tokio::spawn(async move {
+        ethan_core::task::spawn(async move {
             loop {
                 super::prune_retention(&loaded, &store).await;
                 tokio::time::sleep(std::time::Duration::from_secs(86_400)).await;
@@ -544,9 +544,11 @@ pub async fn serve(
     let gateway_addr = http(d, shutdown, &mut tasks).await?;
     if let Some(r) = &d.replica {
         r.release_dead_local().await;
-        tasks.push(tokio::spawn(r.clone().renew_loop(shutdown.clone())));
+        tasks.push(ethan_core::task::spawn(
+            r.clone().renew_loop(shutdown.clone()),
+        ));
         let router = d.routing.router.clone();
-        tasks.push(tokio::spawn(router.sweep_loop(shutdown.clone())));
+        tasks.push(ethan_core::task::spawn(router.sweep_loop(shutdown.clone())));
     }
     start_channels(d, shutdown, &mut tasks);
     Ok((tasks, gateway_addr))
@@ -587,7 +589,7 @@ async fn http(
         .with_context(|| format!("binding gateway.listen {listen} (is another ethan running?)"))?;
     let addr = listener.local_addr().ok();
     let rx = shutdown.clone();
-    tasks.push(tokio::spawn(async move {
+    tasks.push(ethan_core::task::spawn(async move {
         if let Err(e) = crate::gateway::serve_listener(listener, app, rx).await {
             tracing::error!("the gateway stopped: {e}");
         }
@@ -609,9 +611,9 @@ fn start_channels(
             // One poller among the replicas; in webhook mode every replica takes updates.
             Some(r) if polling => {
                 let poller = replica::telegram_poller(r.clone(), ch, sink, state, rx);
-                tasks.push(tokio::spawn(poller));
+                tasks.push(ethan_core::task::spawn(poller));
             }
-            _ => tasks.push(tokio::spawn(async move {
+            _ => tasks.push(ethan_core::task::spawn(async move {
                 if let Err(e) = ch.run(sink, state, rx).await {
                     tracing::error!("telegram channel stopped: {e}");
                 }
@@ -620,7 +622,7 @@ fn start_channels(
     }
     if let Some(ch) = d.channels.lark.clone() {
         let (sink, state, rx) = (sink.clone(), state.clone(), shutdown.clone());
-        tasks.push(tokio::spawn(async move {
+        tasks.push(ethan_core::task::spawn(async move {
             if let Err(e) = ch.run(sink, state, rx).await {
                 tracing::error!("lark channel stopped: {e}");
             }

@@ -153,7 +153,7 @@ pub async fn chat(
     let turns = s.turns.clone();
     let metrics = s.metrics.clone();
     let c2 = cancel.clone();
-    let turn = tokio::spawn(async move { turns.run(input, c2).await });
+    let turn = ethan_core::task::spawn(async move { turns.run(input, c2).await });
     let guard = cancel.drop_guard();
     let stream = async_stream(move |yield_| async move {
         let _guard = guard; // dropping the stream cancels the turn
@@ -204,7 +204,7 @@ where
     let fut = f(Box::new(move |e| {
         let _ = tx.send(e);
     }));
-    let task = tokio::spawn(fut);
+    let task = ethan_core::task::spawn(fut);
     futures::stream::unfold((rx, Some(AbortOnDrop(task))), |(mut rx, task)| async move {
         rx.recv().await.map(|e| (Ok(e), (rx, task)))
     })

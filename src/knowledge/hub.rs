@@ -42,11 +42,11 @@ impl KnowledgeHub {
         let embedder = self.embedder.clone();
         self.open
             .get_or_try_init(|| async move {
-                let k = tokio::task::spawn_blocking(move || Knowledge::open(root, store, embedder))
-                    .await
-                    .map_err(|e| {
-                        KnowledgeError::Unavailable(format!("opening the index: {e}"))
-                    })??;
+                let k = ethan_core::task::spawn_blocking(move || {
+                    Knowledge::open(root, store, embedder)
+                })
+                .await
+                .map_err(|e| KnowledgeError::Unavailable(format!("opening the index: {e}")))??;
                 let k = Arc::new(k);
                 let report = k.clone().sync_shared().await?;
                 for s in &report.skipped {

@@ -154,7 +154,7 @@ impl Knowledge {
         F: FnOnce(&dyn KnowledgeIndex, &Path) -> Result<R, KnowledgeError> + Send + 'static,
     {
         let (index, root) = (self.index.clone(), self.root.clone());
-        tokio::task::spawn_blocking(move || f(&*index, &root))
+        ethan_core::task::spawn_blocking(move || f(&*index, &root))
             .await
             .map_err(|e| KnowledgeError::Unavailable(format!("the knowledge index stopped: {e}")))?
     }
@@ -164,7 +164,7 @@ impl Knowledge {
     pub async fn sync_shared(self: Arc<Self>) -> Result<SyncReport, KnowledgeError> {
         let index = self.index.clone();
         let _one_at_a_time = index.scan_lock().lock().await;
-        tokio::task::spawn_blocking(move || self.sync())
+        ethan_core::task::spawn_blocking(move || self.sync())
             .await
             .map_err(|e| KnowledgeError::Unavailable(format!("indexing stopped: {e}")))?
     }

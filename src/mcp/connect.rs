@@ -13,6 +13,7 @@
 //! its existing entries but gets no new ones). Its stderr is logged at debug level, redacted.
 
 use super::server::Handler;
+use super::transport::McpTransport;
 use crate::config::{McpServerConfig, Secret};
 use crate::sandbox::protected::Protection;
 use crate::tools::redact::Redactor;
@@ -65,7 +66,7 @@ pub async fn connect(
         let cmd = child_command(name, command, cfg, workspace, ethan_home, protected_also)?;
         let (transport, pgid) = spawn_child(name, command, cmd, redactor)?;
         let running = handshake(
-            tokio::time::timeout(limit, handler.serve(transport)).await,
+            tokio::time::timeout(limit, handler.serve(McpTransport::Child(transport))).await,
             limit,
         );
         if running.is_err() {
@@ -80,7 +81,7 @@ pub async fn connect(
     };
     let transport = http_transport(url, cfg, limit, egress)?;
     handshake(
-        tokio::time::timeout(limit, handler.serve(transport)).await,
+        tokio::time::timeout(limit, handler.serve(McpTransport::Http(transport))).await,
         limit,
     )
     .map(|r| (r, None))
@@ -164,7 +165,7 @@ fn spawn_child(
         })?;
     let pgid = transport.id();
     if let Some(stderr) = stderr {
-        tokio::spawn(log_stderr(name.to_string(), stderr, redactor));
+        ethan_core::task::spawn(log_stderr(name.to_string(), stderr, redactor));
     }
     Ok((transport, pgid))
 }

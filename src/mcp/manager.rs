@@ -218,7 +218,9 @@ impl McpManager {
         let mut tasks = lock(&self.tasks);
         for s in &self.servers {
             let (me, s) = (self.clone(), s.clone());
-            tasks.push(tokio::spawn(async move { me.supervise(s).await }));
+            tasks.push(ethan_core::task::spawn(
+                async move { me.supervise(s).await },
+            ));
         }
     }
 

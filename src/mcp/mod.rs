@@ -5,6 +5,7 @@
 //! - [`names`]: the registered names;
 //! - [`connect`]: a child over stdio (cleared environment, own process group) or streamable
 //!   HTTP ([`http`]: rmcp's client trait on the daemon's reqwest), and the handshake;
+//!   [`transport`]: the two as one type, for one copy of rmcp's service loop;
 //! - [`server`]: a connection's handler and the handle a server's tools call through;
 //! - [`tool`]: the adapter, and the risk read from the annotations; [`resources`]:
 //!   `mcp_resource_read`, the one governed tool reading every server's resources;
@@ -23,5 +24,6 @@ pub mod resources;
 pub mod result;
 pub mod server;
 pub mod tool;
+pub mod transport;
 
 pub use manager::McpManager;

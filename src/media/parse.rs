@@ -130,7 +130,7 @@ pub async fn in_child(
         .map_err(|e| format!("the file reader could not start ({e})"))?;
     let mut stdin = child.stdin.take().ok_or("no pipe to the file reader")?;
     let mut stdout = child.stdout.take().ok_or("no pipe from the file reader")?;
-    let feed = tokio::spawn(async move {
+    let feed = ethan_core::task::spawn(async move {
         use tokio::io::AsyncWriteExt;
         let _ = stdin.write_all(&bytes).await;
     });

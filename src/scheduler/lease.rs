@@ -121,7 +121,7 @@ impl RunLeases {
         let done = CancellationToken::new();
         let (leases, stop) = (self.clone(), done.clone());
         let every = Duration::from_millis((self.secs * 1000 / 3).max(500));
-        tokio::spawn(async move {
+        ethan_core::task::spawn(async move {
             loop {
                 tokio::select! {
                     _ = stop.cancelled() => return,

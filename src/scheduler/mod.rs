@@ -43,7 +43,7 @@ pub fn start(
     let (scheduler, exec) = build(loaded, &store, agent, channels);
     let scheduler = scheduler.with_metrics(metrics.clone());
     let exec: Arc<dyn Execute> = Arc::new(exec.with_metrics(metrics));
-    tokio::spawn(Arc::new(scheduler).run(exec, shutdown))
+    ethan_core::task::spawn(Arc::new(scheduler).run(exec, shutdown))
 }
 
 /// This process's run leases on a shared store (`store.lease_secs`); `None` for SQLite.

@@ -443,7 +443,7 @@ impl Scheduler {
                 claims = self.take_over_dead(now_of(&*self.clock)).await;
                 for (run, job) in self.take_over_undelivered(now_of(&*self.clock)).await {
                     let exec = exec.clone();
-                    tokio::spawn(async move { exec.deliver_stored(run, job).await });
+                    ethan_core::task::spawn(async move { exec.deliver_stored(run, job).await });
                 }
             }
             claims.extend(self.tick().await);
@@ -455,7 +455,7 @@ impl Scheduler {
                     claim.run_id
                 );
                 let (exec, slots) = (exec.clone(), slots.clone());
-                tokio::spawn(async move {
+                ethan_core::task::spawn(async move {
                     let Ok(_permit) = slots.acquire_owned().await else {
                         return;
                     };

@@ -59,7 +59,7 @@ async fn the_verdict_is_worked_out_once_per_call_off_the_runtime_thread() {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     ctx.channel = ethan_core::ChannelKind::Web;
     ctx.events = Some(tx);
-    let approver = tokio::spawn(async move {
+    let approver = ethan_core::task::spawn(async move {
         let mut asked = Vec::new();
         while let Some(ev) = rx.recv().await {
             if let crate::agent::TurnEvent::ConsentRequest {

@@ -87,7 +87,7 @@ impl Inbound {
             sink: Arc::clone(&sink),
             state: Arc::clone(&state),
         };
-        tokio::spawn(async move {
+        ethan_core::task::spawn(async move {
             while let Some(job) = rx.recv().await {
                 let mut delay = Duration::from_secs(1);
                 let given_up = tokio::time::Instant::now() + RECORD_RETRY_FOR;
@@ -131,7 +131,7 @@ impl Inbound {
         // For `ethan doctor` only: written beside the handling, never in its way (a busy
         // database must not hold an event past its ACK deadline).
         let state = Arc::clone(&self.state);
-        tokio::spawn(async move {
+        ethan_core::task::spawn(async move {
             if let Err(e) = state.set(LAST_EVENT_AT_KEY, &unix_now().to_string()).await {
                 tracing::debug!(target: "ethan_channels::lark", "cannot record the event time: {e}");
             }

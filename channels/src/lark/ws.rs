@@ -240,7 +240,7 @@ async fn session(
 ) -> End {
     let (mut write, mut read) = conn.ws.split();
     let (out, mut out_rx) = mpsc::unbounded_channel::<Message>();
-    let writer = tokio::spawn(async move {
+    let writer = ethan_core::task::spawn(async move {
         while let Some(m) = out_rx.recv().await {
             let closing = matches!(m, Message::Close(_));
             if let Err(e) = write.send(m).await {
@@ -363,7 +363,7 @@ fn on_frame(
             let is_callback = env.event_type() == CARD_ACTION || kind == "card";
             let inbound = Arc::clone(inbound);
             let out = out.clone();
-            tokio::spawn(async move {
+            ethan_core::task::spawn(async move {
                 let reply = tokio::time::timeout(ACK_DEADLINE, inbound.handle(env)).await;
                 let (code, data) = match reply {
                     Ok(Reply::Ack) => (200, None),

@@ -1,5 +1,6 @@
-//! Ethan's core: the types and traits every other part of the daemon agrees on, and nothing
-//! else — no I/O, no platform, no storage. It depends on no other crate of the workspace.
+//! Ethan's core: the types and traits every other part of the daemon agrees on, and the one
+//! way a task is spawned ([`task`]); nothing else — no I/O, no platform, no storage. It depends
+//! on no other crate of the workspace.
 //!
 //! - [`assessment`]: what a tool works out about one call before consent;
 //! - [`channel`]: which interface and chat a message belongs to;
@@ -16,7 +17,8 @@
 //!   adapters);
 //! - [`secret`]: a credential that never shows itself in logs, as the config reads it;
 //! - [`knowledge`]: the knowledge base as the knowledge tools use it, and the notes and search
-//!   results they exchange.
+//!   results they exchange;
+//! - [`task`]: spawning a task with its future boxed (one copy of tokio's task code).
 
 pub mod assessment;
 pub mod channel;
@@ -30,6 +32,7 @@ pub mod provider;
 pub mod sandbox;
 pub mod secret;
 pub mod store;
+pub mod task;
 pub mod tool;
 
 pub use channel::{ChannelKind, ChatKind, ChatRef};

@@ -210,7 +210,7 @@ impl BrowserProxy {
             refused: Mutex::new(Vec::new()),
             private: Mutex::new(None),
         });
-        tokio::spawn(accept_loop(listener, state.clone(), stop.clone()));
+        ethan_core::task::spawn(accept_loop(listener, state.clone(), stop.clone()));
         Ok(Self { addr, state, stop })
     }
 
@@ -290,7 +290,7 @@ async fn accept_loop(
         };
         // The connection ends when the proxy stops or its connections are cut.
         let (state, stop) = (state.clone(), state.connections());
-        tokio::spawn(async move {
+        ethan_core::task::spawn(async move {
             let for_requests = stop.clone();
             let service = hyper::service::service_fn(move |req| {
                 let (state, stop) = (state.clone(), for_requests.clone());
@@ -407,7 +407,7 @@ async fn handle(state: &State, req: Request<Incoming>, stop: CancellationToken) 
     }
     state.reached(reach, &host);
     if connect {
-        tokio::spawn(tunnel(req, tcp, stop));
+        ethan_core::task::spawn(tunnel(req, tcp, stop));
         return Response::new(Full::new(Bytes::new()).map_err(|n| match n {}).boxed());
     }
     match forward(req, tcp, stop).await {
@@ -479,7 +479,7 @@ async fn forward(
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(upstream))
         .await
         .map_err(|e| e.to_string())?;
-    tokio::spawn(async move {
+    ethan_core::task::spawn(async move {
         tokio::select! {
             biased;
             _ = stop.cancelled() => {}

@@ -177,7 +177,7 @@ impl Router {
 
     fn spawn_worker(self: &Arc<Self>, key: String) -> SessionWorker {
         let (tx, rx) = mpsc::unbounded_channel::<Job>();
-        tokio::spawn(Arc::clone(self).work(key, rx, tx.clone()));
+        ethan_core::task::spawn(Arc::clone(self).work(key, rx, tx.clone()));
         SessionWorker { tx }
     }
 
@@ -252,7 +252,7 @@ impl Router {
                         },
                         idempotency_key: None,
                     };
-                    tokio::spawn(async move {
+                    ethan_core::task::spawn(async move {
                         let _ = ch.send(&msg).await;
                     });
                 }
@@ -348,7 +348,7 @@ impl InboundSink for RouterSink {
                     StopOutcome::NotAllowed => {
                         router.mark(&ev, router.out_of_band_state()).await;
                         let router = Arc::clone(router);
-                        tokio::spawn(async move {
+                        ethan_core::task::spawn(async move {
                             router.answer_out_of_band(&ev, STOP_NOT_YOURS).await
                         });
                         return Ok(PublishOutcome::Accepted);
@@ -372,9 +372,11 @@ impl InboundSink for RouterSink {
                     // Settled before the next event is taken in: it decides who that sender is
                     // (one local write). Only its reply goes out from a task.
                     let reply = router.out_of_band(&ev, &cmd).await;
-                    tokio::spawn(async move { router.answer_out_of_band(&ev, &reply).await });
+                    ethan_core::task::spawn(
+                        async move { router.answer_out_of_band(&ev, &reply).await },
+                    );
                 } else {
-                    tokio::spawn(async move {
+                    ethan_core::task::spawn(async move {
                         let reply = router.out_of_band(&ev, &cmd).await;
                         router.answer_out_of_band(&ev, &reply).await;
                     });

@@ -482,7 +482,7 @@ impl Router {
             let key = ev.session_key();
             let (store, cancel, done) = (self.store.clone(), cancel.clone(), stop_watch.clone());
             let (group, sender) = (ev.chat.kind == ChatKind::Group, ev.sender.id.clone());
-            tokio::spawn(async move {
+            ethan_core::task::spawn(async move {
                 let may_stop =
                     |r: &remote_stop::StopRequest| !group || r.owner || r.sender_id == sender;
                 remote_stop::watch(&*store, &key, may_stop, cancel, done).await;

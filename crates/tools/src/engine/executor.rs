@@ -787,7 +787,9 @@ async fn run_isolated(
     limit: Duration,
 ) -> ToolResult {
     let name = tool.decl().name.clone();
-    let task = AbortOnDrop(tokio::spawn(async move { tool.run(args, &ctx).await }));
+    let task = AbortOnDrop(ethan_core::task::spawn(async move {
+        tool.run(args, &ctx).await
+    }));
     match tokio::time::timeout(limit, task).await {
         // The one place a tool's own outcome becomes the result the executor records.
         Ok(Ok(r)) => ToolResult::from(r),

@@ -183,7 +183,7 @@ impl Judge {
     /// [`Judge::verdict`] on a blocking thread.
     async fn verdict_off_runtime(&self, command: &str, ctx: &ToolContext) -> Verdict {
         let (judge, owned, owned_ctx) = (self.clone(), command.to_string(), ctx.clone());
-        tokio::task::spawn_blocking(move || judge.verdict(&owned, &owned_ctx))
+        ethan_core::task::spawn_blocking(move || judge.verdict(&owned, &owned_ctx))
             .await
             .unwrap_or_else(|_| Verdict {
                 command: command.to_string(),

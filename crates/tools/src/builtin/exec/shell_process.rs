@@ -111,8 +111,8 @@ pub(super) async fn run(
 ) -> Result<Finished, ToolError> {
     let mut child = start(spec, ctx, git_hooks).await?;
     let pid = child.id().unwrap_or(0);
-    let out = tokio::spawn(read_capped(child.stdout.take().expect("piped stdout")));
-    let err = tokio::spawn(read_capped(child.stderr.take().expect("piped stderr")));
+    let out = ethan_core::task::spawn(read_capped(child.stdout.take().expect("piped stdout")));
+    let err = ethan_core::task::spawn(read_capped(child.stderr.take().expect("piped stderr")));
     let status = tokio::time::timeout(Duration::from_secs(secs), child.wait()).await;
     let timed_out = status.is_err();
     if timed_out && pid != 0 {

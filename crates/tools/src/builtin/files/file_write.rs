@@ -49,7 +49,7 @@ impl Tool for FileWrite {
     async fn assess(&self, args: &Value, ctx: &ToolContext) -> Option<crate::Assessment> {
         let raw = args.get("path").and_then(Value::as_str)?;
         let path = paths::resolve(ctx, raw);
-        let (real, before) = tokio::task::spawn_blocking(move || {
+        let (real, before) = ethan_core::task::spawn_blocking(move || {
             let real = paths::real_path(&path);
             let before = Before::of(&real);
             (real, before)

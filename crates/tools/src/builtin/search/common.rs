@@ -191,7 +191,7 @@ where
 {
     let cancel = Arc::new(AtomicBool::new(false));
     let _guard = CancelOnDrop(cancel.clone());
-    match tokio::task::spawn_blocking(move || search(&cancel)).await {
+    match ethan_core::task::spawn_blocking(move || search(&cancel)).await {
         Ok(Ok(found)) => Ok(found),
         Ok(Err(msg)) => Err(ToolError::new(ErrorKind::Validation, msg)),
         Err(e) => Err(ToolError::new(

@@ -15,8 +15,6 @@
 //! [`CallPlan::always`] call is asked every time and never granted.
 
 use super::grants::{Grant, Grants};
-#[cfg(doc)]
-use ethan_core::tool::CallPlan;
 use ethan_core::tool::CallPlan;
 use ethan_core::tool::{Egress, Tool, ToolContext};
 

@@ -90,3 +90,29 @@ async fn unknown_kinds_and_fields_are_skipped_or_read_and_a_bad_update_holds_up_
     daemon.stop();
     home.assert_no_panic();
 }
+
+/// An update whose `update_id` does not read (here above the Bot API's 32 bits) at the end of
+/// a batch cannot be acknowledged: it comes again at once. The poller then pauses as after a
+/// failure, instead of asking again in a tight loop.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_update_without_a_readable_id_does_not_spin_the_poller() {
+    let home = TestHome::new();
+    let tg = FakeTelegram::start().await;
+    let model = ScriptedModel::start(vec![]).await;
+    home.write_config(&format!(
+        "model:\n  base_url: {}\n  api_key: sk-test-secret-value\n  name: test-model\n\
+         channels:\n  telegram:\n    token: \"{}\"\n    api_url: {}\n\
+         owners: [\"telegram:{OWNER}\"]\n",
+        model.base_url(),
+        tg.token(),
+        tg.base_url()
+    ));
+    tg.push_update(numbered("update_private_text.json", 1 << 32));
+    let mut daemon = Daemon::start(&home);
+    tg.wait_for_getupdates(1, WAIT).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let polls = tg.calls("getUpdates").len();
+    // Paused 1 s, then 2 s: a handful of polls in 3 s; spinning, it was hundreds.
+    assert!(polls <= 6, "{polls} getUpdates calls in 3 s");
+    daemon.stop();
+}

@@ -205,7 +205,9 @@ async fn remove_leftover_webhook(chan: &TelegramChannel) {
 
 /// Read and hand one `getUpdates` batch to the daemon in order, moving `offset` past each
 /// update handed (or skipped); `false` when one could not be recorded (the offset stays before
-/// it, so it and those after it come again).
+/// it, so it and those after it come again), or when the batch ends with updates without a
+/// readable `update_id` (nothing moves the offset past them, so they come again at once: the
+/// caller pauses before asking again, as after any failure).
 async fn take_batch(
     chan: &Arc<TelegramChannel>,
     me: &BotIdentity,
@@ -213,15 +215,18 @@ async fn take_batch(
     updates: Vec<serde_json::Value>,
     offset: &mut Offset,
 ) -> bool {
+    let mut unread_at_end = false;
     for value in updates {
         let update = match Update::read(value) {
             Ok(u) => u,
             Err(e) => {
                 // No id: nothing to acknowledge it by; the next one's id does.
                 tracing::warn!("telegram getUpdates returned {e}; skipped");
+                unread_at_end = true;
                 continue;
             }
         };
+        unread_at_end = false;
         let id = update.id as i32;
         if let Err(e) = dispatch(chan, me, sink, &update).await {
             tracing::error!("could not record telegram update {id}: {e}");
@@ -229,7 +234,7 @@ async fn take_batch(
         }
         offset.now = id.saturating_add(1);
     }
-    true
+    !unread_at_end
 }
 
 /// Long polling until shutdown.

@@ -78,7 +78,7 @@ impl Update {
 #[derive(Debug, Clone, Deserialize)]
 pub struct User {
     pub id: u64,
-    #[serde(default)]
+    /// Required, as the Bot API always sends it: a user without it is malformed, not a person.
     pub is_bot: bool,
     #[serde(default)]
     pub first_name: String,

@@ -262,6 +262,13 @@ fn telegram_approval(body: &Value) -> Option<String> {
     pick("ap:s:").or_else(|| pick("ap:o:"))
 }
 
+/// The request id of an approval sent as text, without buttons (when the keyboard's send
+/// failed): "… Reply /approve <id> or /deny <id>."
+fn fallback_approval(text: &str) -> Option<&str> {
+    let rest = &text[text.find("Reply /approve ")? + "Reply /approve ".len()..];
+    rest.split_whitespace().next()
+}
+
 /// The button value to press on a Lark approval card (`ethan_approval` with choice `s` when
 /// offered, else `o`), or `None` when the message is not an approval.
 fn lark_approval(content: &Value) -> Option<Value> {
@@ -380,13 +387,18 @@ async fn soak() {
         let mut new_replies: Vec<String> = Vec::new();
         for (chat, body) in tg.sent_since(&mut tg_cursor) {
             let text = body["text"].as_str().unwrap_or("").to_string();
-            match telegram_approval(&body) {
-                Some(data) => {
-                    let id = tg.next_update_id();
-                    tg.push_update(FakeTelegram::callback_update(id, chat, chat, &data));
-                    counts.approvals_pressed += 1;
-                }
-                None => new_replies.push(text),
+            if let Some(data) = telegram_approval(&body) {
+                let id = tg.next_update_id();
+                tg.push_update(FakeTelegram::callback_update(id, chat, chat, &data));
+                counts.approvals_pressed += 1;
+            } else if let Some(request) = fallback_approval(&text) {
+                // The keyboard's send met a fault: the text fallback, answered as it says.
+                let id = tg.next_update_id();
+                let answer = format!("/approve {request}");
+                tg.push_update(FakeTelegram::text_update(id, chat, chat, &answer));
+                counts.approvals_pressed += 1;
+            } else {
+                new_replies.push(text);
             }
         }
         for m in lk.messages_since(&mut lk_cursor) {

@@ -17,6 +17,7 @@
 //!   instruction hidden in the owner's document cannot send it out without the owner's yes.
 
 use crate::support::lark::{self, FakeLark};
+use crate::support::telegram::fixture;
 use crate::support::{Daemon, FakeTelegram, ScriptedModel, Step, TestHome};
 use axum::extract::State;
 use base64::Engine;
@@ -32,14 +33,6 @@ const WAIT: Duration = Duration::from_secs(30);
 
 /// A 1×1 PNG (valid: the daemon decodes PNGs, checksums included, before a model sees them).
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89\0\0\0\x0bIDATx\x9cc\xf8\x0f\x04\0\x09\xfb\x03\xfd\xfb\x5e\x6b\x2b\0\0\0\0IEND\xaeB`\x82";
-
-fn fixture(name: &str) -> Value {
-    let path = format!(
-        "{}/tests/fixtures/telegram/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    serde_json::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("fixture JSON")
-}
 
 fn pdf() -> Vec<u8> {
     std::fs::read(concat!(

@@ -2,6 +2,7 @@
 //! scripted OpenAI-compatible model. A Telegram DM makes the model call a tool, the answer reaches
 //! `sendMessage`, and a restart does not answer the same update twice.
 
+use crate::support::telegram::fixture;
 use crate::support::{Daemon, FakeTelegram, ScriptedModel, Step, TestHome};
 use ethan_channels::telegram::chunk::utf16_len;
 use ethan_channels::telegram::render::{html_to_display_text, markdown_to_html};
@@ -11,23 +12,8 @@ use std::time::Duration;
 const OWNER: i64 = 218485655; // `from.id` of tests/fixtures/telegram/update_private_text.json
 const WAIT: Duration = Duration::from_secs(30);
 
-fn fixture(name: &str) -> Value {
-    let path = format!(
-        "{}/tests/fixtures/telegram/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture")).expect("fixture JSON")
-}
-
 fn write_config(home: &TestHome, tg: &FakeTelegram, model: &ScriptedModel, extra: &str) {
-    home.write_config(&format!(
-        "model:\n  base_url: {}\n  api_key: sk-test-secret-value\n  name: test-model\n\
-         channels:\n  telegram:\n    token: \"{}\"\n    api_url: {}\n\
-         owners: [\"telegram:{OWNER}\"]\n{extra}",
-        model.base_url(),
-        tg.token(),
-        tg.base_url()
-    ));
+    home.write_config(&tg.owner_config(&model.base_url(), OWNER, extra));
 }
 
 fn inbound_state(home: &TestHome, event_id: &str) -> Option<String> {
@@ -70,15 +56,8 @@ async fn dm_tool_call_answer_and_no_reanswer_after_restart() {
     // The model saw the user's text, then exactly one result for call_1.
     let reqs = model.requests();
     assert_eq!(reqs.len(), 2, "{}", model.describe());
-    let first_user = reqs[0]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rfind(|m| m["role"] == "user")
-        .unwrap();
-    let text = first_user["content"].as_str().unwrap_or_default();
     assert_eq!(
-        crate::support::model::without_sent_time(text),
+        crate::support::model::last_user_text(&reqs[0]),
         "hello there"
     );
     let tools = tool_messages(&reqs[1]);

@@ -4,20 +4,13 @@
 //! skipped, the message is answered, the malformed one is logged with its id and skipped, and
 //! the offset moves past all of them (none comes again, none holds up the rest).
 
+use crate::support::telegram::fixture;
 use crate::support::{Daemon, FakeTelegram, ScriptedModel, Step, TestHome};
 use serde_json::{json, Value};
 use std::time::Duration;
 
 const OWNER: i64 = 218485655; // `from.id` of tests/fixtures/telegram/update_private_text.json
 const WAIT: Duration = Duration::from_secs(30);
-
-fn fixture(name: &str) -> Value {
-    let path = format!(
-        "{}/tests/fixtures/telegram/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture")).expect("fixture JSON")
-}
 
 /// `fixture` with its `update_id` set to `id` (the fake offers updates in id order).
 fn numbered(name: &str, id: i64) -> Value {
@@ -31,14 +24,7 @@ async fn unknown_kinds_and_fields_are_skipped_or_read_and_a_bad_update_holds_up_
     let home = TestHome::new();
     let tg = FakeTelegram::start().await;
     let model = ScriptedModel::start(vec![Step::text("Read you.")]).await;
-    home.write_config(&format!(
-        "model:\n  base_url: {}\n  api_key: sk-test-secret-value\n  name: test-model\n\
-         channels:\n  telegram:\n    token: \"{}\"\n    api_url: {}\n\
-         owners: [\"telegram:{OWNER}\"]\n",
-        model.base_url(),
-        tg.token(),
-        tg.base_url()
-    ));
+    home.write_config(&tg.owner_config(&model.base_url(), OWNER, ""));
     tg.push_update(numbered("update_message_reaction.json", 1));
     tg.push_update(numbered("update_my_chat_member.json", 2));
     // The owner's message with a date that is no number: it cannot be read.
@@ -62,15 +48,8 @@ async fn unknown_kinds_and_fields_are_skipped_or_read_and_a_bad_update_holds_up_
     // The model was asked once, with the readable message's text.
     let reqs = model.requests();
     assert_eq!(reqs.len(), 1, "{}", model.describe());
-    let user = reqs[0]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rfind(|m| m["role"] == "user")
-        .unwrap();
-    let text = user["content"].as_str().unwrap_or_default();
     assert_eq!(
-        crate::support::model::without_sent_time(text),
+        crate::support::model::last_user_text(&reqs[0]),
         "hello there"
     );
     // Every update was acknowledged: the next poll asks from 5 on.
@@ -99,14 +78,7 @@ async fn an_update_without_a_readable_id_does_not_spin_the_poller() {
     let home = TestHome::new();
     let tg = FakeTelegram::start().await;
     let model = ScriptedModel::start(vec![]).await;
-    home.write_config(&format!(
-        "model:\n  base_url: {}\n  api_key: sk-test-secret-value\n  name: test-model\n\
-         channels:\n  telegram:\n    token: \"{}\"\n    api_url: {}\n\
-         owners: [\"telegram:{OWNER}\"]\n",
-        model.base_url(),
-        tg.token(),
-        tg.base_url()
-    ));
+    home.write_config(&tg.owner_config(&model.base_url(), OWNER, ""));
     tg.push_update(numbered("update_private_text.json", 1 << 32));
     let mut daemon = Daemon::start(&home);
     tg.wait_for_getupdates(1, WAIT).await;

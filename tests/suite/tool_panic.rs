@@ -27,14 +27,7 @@ async fn a_panicking_tool_gives_an_internal_result_and_the_reply_still_arrives()
         ),
     ])
     .await;
-    home.write_config(&format!(
-        "model:\n  base_url: {}\n  api_key: sk-test-secret-value\n  name: test-model\n\
-         channels:\n  telegram:\n    token: \"{}\"\n    api_url: {}\n\
-         owners: [\"telegram:{OWNER}\"]\n",
-        model.base_url(),
-        tg.token(),
-        tg.base_url()
-    ));
+    home.write_config(&tg.owner_config(&model.base_url(), OWNER, ""));
     tg.push_text(OWNER, OWNER, "please run the panic tool");
     let mut daemon = Daemon::start(&home);
 

@@ -199,6 +199,18 @@ impl FakeTelegram {
         &self.shared.token
     }
 
+    /// A whole config: the model at `model_url`, this fake as the Telegram channel, `owner` its
+    /// owner, then `extra` (top-level YAML lines).
+    pub fn owner_config(&self, model_url: &str, owner: i64, extra: &str) -> String {
+        format!(
+            "model:\n  base_url: {model_url}\n  api_key: sk-test-secret-value\n  name: test-model\n\
+             channels:\n  telegram:\n    token: \"{}\"\n    api_url: {}\n\
+             owners: [\"telegram:{owner}\"]\n{extra}",
+            self.token(),
+            self.base_url()
+        )
+    }
+
     /// `base_url()/bot{token}/{method}`, handy for driving the fake directly.
     pub fn method_url(&self, method: &str) -> String {
         format!("{}/bot{}/{}", self.base_url(), self.shared.token, method)
@@ -521,6 +533,15 @@ impl FakeTelegram {
 }
 
 // ----- request handling ----------------------------------------------------------------------
+
+/// A real Bot API update from `tests/fixtures/telegram/<name>` (provenance in that folder).
+pub fn fixture(name: &str) -> Value {
+    let path = format!(
+        "{}/tests/fixtures/telegram/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("fixture JSON")
+}
 
 fn update_id(u: &Value) -> Option<i64> {
     u.get("update_id").and_then(Value::as_i64)

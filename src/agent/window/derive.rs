@@ -53,12 +53,15 @@ pub(crate) fn derive(history: &mut [(i64, ChatMessage)], wanted: Wanted) {
 /// The memo of `m` (its own, if any, not looked at).
 fn memo(m: &ChatMessage, wanted: Wanted) -> Memo {
     let stamp = prompt::stamp_of(m, wanted.zone);
-    let mut shown = m.clone();
-    shown.derived = Derived::default();
-    let shown = prompt::stamped(shown, wanted.zone);
+    // A message without a stamp is shown as it is: no copy.
+    let shown = (!stamp.is_empty()).then(|| {
+        let mut shown = m.clone();
+        shown.derived = Derived::default();
+        prompt::stamped(shown, wanted.zone)
+    });
     // Pictures are never stored: a message with some is the turn's own, sent as it is.
     let chat_json = (wanted.chat_json && m.images.is_empty())
-        .then(|| crate::provider::openai::message_json(&shown).into());
+        .then(|| crate::provider::openai::message_json(shown.as_ref().unwrap_or(m)).into());
     let mut memo = Memo {
         text_len: m.content.as_ref().map_or(0, String::len),
         chars: tokens::counted_chars(m),
@@ -68,9 +71,8 @@ fn memo(m: &ChatMessage, wanted: Wanted) -> Memo {
         chat_json,
         shown: None,
     };
-    if !memo.stamp.is_empty() {
+    if let Some(mut shown) = shown {
         // The shown copy carries this memo without itself (no cycle), the JSON shared.
-        let mut shown = shown;
         shown.derived = Derived::new(memo.clone());
         memo.shown = Some(Box::new(shown));
     }

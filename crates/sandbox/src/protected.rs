@@ -167,6 +167,61 @@ fn real_path_under(real_base: &Path, rel: &str) -> PathBuf {
     out
 }
 
+/// Most entries of the home directory read to find the credential places in one listing; a
+/// larger home is walked place by place instead.
+const HOME_LISTING_LIMIT: usize = 512;
+
+/// Each of [`CREDENTIAL_PLACES`] under `home` (a real path), as [`real_path_under`] gives it,
+/// from one listing of `home`: a place whose first component the listing does not hold is
+/// missing, and only the places under a listed directory (`.config/gh`) or behind a link are
+/// walked further. Falls back to [`real_path_under`] for each place when `home` cannot be
+/// listed or holds more than [`HOME_LISTING_LIMIT`] entries.
+fn credential_places_under(home: &Path) -> Vec<(PathBuf, &'static str)> {
+    let Some(listed) = listed_firsts(home) else {
+        return CREDENTIAL_PLACES
+            .iter()
+            .map(|p| (real_path_under(home, p), *p))
+            .collect();
+    };
+    CREDENTIAL_PLACES
+        .iter()
+        .map(|rel| {
+            let (first, rest) = rel.split_once('/').unwrap_or((rel, ""));
+            let kind = listed.iter().find(|(n, _)| n == first).map(|(_, k)| k);
+            let path = match kind {
+                Some(k) if k.is_symlink() => real_path(&home.join(rel)),
+                Some(k) if k.is_dir() && !rest.is_empty() => {
+                    real_path_under(&home.join(first), rest)
+                }
+                _ => home.join(rel),
+            };
+            (path, *rel)
+        })
+        .collect()
+}
+
+/// The entries of `home` named as the first component of a credential place, with their types
+/// (not following links); `None` when `home` cannot be listed to its end within
+/// [`HOME_LISTING_LIMIT`] entries.
+fn listed_firsts(home: &Path) -> Option<Vec<(String, std::fs::FileType)>> {
+    let mut out = Vec::new();
+    for (i, entry) in std::fs::read_dir(home).ok()?.enumerate() {
+        if i >= HOME_LISTING_LIMIT {
+            return None;
+        }
+        let entry = entry.ok()?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let wanted = CREDENTIAL_PLACES
+            .iter()
+            .any(|p| p.split('/').next() == Some(name));
+        if wanted {
+            out.push((name.to_string(), entry.file_type().ok()?));
+        }
+    }
+    Some(out)
+}
+
 fn lexical_normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in path.components() {
@@ -220,13 +275,10 @@ impl Protection {
 
     /// The credential places that apply (under the user's home), real paths.
     fn credential_places(&self) -> Vec<(PathBuf, &'static str)> {
-        let Some(home) = &self.user_home else {
-            return Vec::new();
-        };
-        CREDENTIAL_PLACES
-            .iter()
-            .map(|p| (real_path_under(home, p), *p))
-            .collect()
+        match &self.user_home {
+            Some(home) => credential_places_under(home),
+            None => Vec::new(),
+        }
     }
 
     /// Whether `path` (absolute, not necessarily existing) is protected, and why. Symlinks are
@@ -440,6 +492,19 @@ mod tests {
             real_path_under(&base, ".ssh"),
             real_path(&elsewhere.path().join("ssh"))
         );
+        // One listing of the home gives the same places, in the list's order.
+        let expected: Vec<_> = CREDENTIAL_PLACES
+            .iter()
+            .map(|rel| (real_path(&base.join(rel)), *rel))
+            .collect();
+        assert_eq!(credential_places_under(&base), expected);
+        // A home too large to list, or one that cannot be listed, is walked place by place.
+        for i in 0..HOME_LISTING_LIMIT {
+            std::fs::write(base.join(format!("f{i}")), "").unwrap();
+        }
+        assert!(listed_firsts(&base).is_none());
+        assert_eq!(credential_places_under(&base), expected);
+        assert!(listed_firsts(&base.join("missing")).is_none());
     }
 
     #[test]

@@ -48,8 +48,10 @@ impl Tool for FileRead {
         }
     }
     async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        // The protected places, worked out once for the path's check and the opened file's.
+        let rules = paths::protection_of(ctx);
         let path = match req_str(&args, "path") {
-            Ok(p) => match paths::resolve_checked(ctx, p) {
+            Ok(p) => match paths::resolve_checked_by(ctx, &rules, p) {
                 Ok(p) => p,
                 Err(e) => return Err(e),
             },
@@ -57,7 +59,7 @@ impl Tool for FileRead {
         };
         let max_lines = opt_u64(&args, "max_lines")?;
         // Opened once and checked as opened; everything below reads this one file.
-        let file = match paths::open_checked(ctx, &path) {
+        let file = match paths::open_checked(ctx, &rules, &path) {
             Ok(Ok(file)) => file,
             Ok(Err(denied)) => return Err(denied),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

@@ -32,12 +32,13 @@ pub fn resolve(ctx: &ToolContext, path: &str) -> PathBuf {
     }
 }
 
-pub use ethan_sandbox::protected::{real_path, secret_looking, Protected};
+pub use ethan_sandbox::protected::{real_path, secret_looking, Protected, Protection};
 
-/// The protected places for `ctx` ([`ethan_sandbox::protected`]).
-pub fn protection_of(ctx: &ToolContext) -> ethan_sandbox::protected::Protection {
-    ethan_sandbox::protected::Protection::new(ctx.ethan_home.as_deref(), &ctx.workspace)
-        .and(&ctx.services.sandbox.protected)
+/// The protected places for `ctx` ([`ethan_sandbox::protected`]), resolved now: built once per
+/// step of a call (its plan, its run), never kept longer, so a place made into a link later is
+/// seen by the next call.
+pub fn protection_of(ctx: &ToolContext) -> Protection {
+    Protection::new(ctx.ethan_home.as_deref(), &ctx.workspace).and(&ctx.services.sandbox.protected)
 }
 
 /// Whether `path` (already resolved) is protected for `ctx`.
@@ -48,8 +49,18 @@ pub fn protection(ctx: &ToolContext, path: &Path) -> Option<Protected> {
 /// Resolve and refuse protected paths: the one call file and search tools make. A protected path
 /// passes only when the owner approved this call as an always-ask call (consent).
 pub fn resolve_checked(ctx: &ToolContext, path: &str) -> Result<PathBuf, ToolError> {
+    resolve_checked_by(ctx, &protection_of(ctx), path)
+}
+
+/// [`resolve_checked`] against `rules`, the call's protected places worked out once
+/// ([`protection_of`]) by a tool that checks again what it opens or checks more than one path.
+pub fn resolve_checked_by(
+    ctx: &ToolContext,
+    rules: &Protection,
+    path: &str,
+) -> Result<PathBuf, ToolError> {
     let p = resolve(ctx, path);
-    match protection(ctx, &p) {
+    match rules.check(&p) {
         None => Ok(p),
         Some(_)
             if ctx
@@ -63,12 +74,16 @@ pub fn resolve_checked(ctx: &ToolContext, path: &str) -> Result<PathBuf, ToolErr
     }
 }
 
-/// Open `path` (checked by [`resolve_checked`]) for reading, and check what was opened: the
-/// descriptor's real path (`/proc/self/fd`) passes the same protection rule. A link swapped
+/// Open `path` (checked by [`resolve_checked_by`] against `rules`) for reading, and check what
+/// was opened: the descriptor's real path (`/proc/self/fd`) passes the same protection rule. A link swapped
 /// between the check and the open (by a command running beside the tool) cannot hand the tool a
 /// protected file: whatever the name led to is the file checked and the one read. Opened
 /// without blocking (a FIFO does not hold the call) and without becoming a terminal.
-pub fn open_checked(ctx: &ToolContext, path: &Path) -> std::io::Result<Result<File, ToolError>> {
+pub fn open_checked(
+    ctx: &ToolContext,
+    rules: &Protection,
+    path: &Path,
+) -> std::io::Result<Result<File, ToolError>> {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let file = std::fs::OpenOptions::new()
@@ -104,7 +119,6 @@ pub fn open_checked(ctx: &ToolContext, path: &Path) -> std::io::Result<Result<Fi
             ),
         )));
     }
-    let rules = protection_of(ctx);
     Ok(
         match rules
             .check(&opened)

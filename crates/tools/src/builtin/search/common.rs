@@ -52,7 +52,8 @@ pub(crate) struct Scope {
 impl Scope {
     /// Resolve and check the `path` argument.
     pub fn new(ctx: &ToolContext, path: &str) -> Result<Scope, ToolError> {
-        let resolved = paths::resolve_checked(ctx, path)?;
+        let protection = paths::protection_of(ctx);
+        let resolved = paths::resolve_checked_by(ctx, &protection, path)?;
         let root = paths::real_path(&resolved);
         if !root.exists() {
             return Err(ToolError::new(
@@ -63,7 +64,7 @@ impl Scope {
         Ok(Scope {
             root,
             workspace: paths::real_path(&ctx.workspace),
-            protection: Arc::new(paths::protection_of(ctx)),
+            protection: Arc::new(protection),
             left_out: Arc::new(AtomicUsize::new(0)),
         })
     }

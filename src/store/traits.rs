@@ -61,8 +61,16 @@ impl SessionStore for Store {
         .await
     }
     async fn end_turn(&self, end: &TurnEnd) -> Result<(), StoreError> {
+        // Queued, not awaited: the reply that follows waits for nothing but its own mark, which
+        // the connection thread writes after this (in order, so a later turn reads it all).
         let end = end.clone();
-        self.call("end turn", move |db| db.end_turn(&end)).await
+        self.post("end turn", move |db| {
+            if let Err(e) = db.end_turn(&end) {
+                tracing::error!("cannot store a turn of session {}: {e}", end.session_id);
+            }
+            Ok(())
+        });
+        Ok(())
     }
 }
 
@@ -120,9 +128,11 @@ impl KvStore for Store {
 #[async_trait]
 impl AuditStore for Store {
     async fn insert_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
+        // Queued, not awaited: the row is written before any later call of this store (one
+        // thread takes them in order), and the call's result need not wait for the disk.
         let entry = entry.clone();
-        self.call("insert audit", move |db| db.insert_audit(&entry))
-            .await
+        self.post("insert audit", move |db| db.insert_audit(&entry));
+        Ok(())
     }
     async fn recent_audit(
         &self,
@@ -380,9 +390,10 @@ impl MemoryStore for Store {
 #[async_trait]
 impl UsageStore for Store {
     async fn record_usage(&self, record: &UsageRecord) -> Result<(), StoreError> {
+        // Queued, not awaited, as the audit row: a budget read after it sees it.
         let record = record.clone();
-        self.call("record usage", move |db| db.record_usage(&record))
-            .await
+        self.post("record usage", move |db| db.record_usage(&record));
+        Ok(())
     }
     async fn tokens_since(
         &self,

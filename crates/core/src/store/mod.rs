@@ -71,7 +71,8 @@ pub trait SessionStore: Send + Sync {
     /// What a turn leaves, written in one step (one transaction: all of it or nothing): its
     /// messages appended to its session (as [`MessageStore::append_messages`]), the model calls
     /// not in the ledger yet recorded (as [`UsageStore::record_usage`]) and the session's kv
-    /// marks set (as [`KvStore::kv_set`]).
+    /// marks set (as [`KvStore::kv_set`]). A store may queue it and answer at once: every later
+    /// call of the same store sees it, and a failure to write it is logged by the store.
     async fn end_turn(&self, end: &TurnEnd) -> Result<(), StoreError>;
 }
 
@@ -162,6 +163,8 @@ pub trait KvStore: Send + Sync {
 /// replay-guard keys.
 #[async_trait]
 pub trait AuditStore: Send + Sync {
+    /// Record one entry. A store may queue the write and answer at once: every later call of
+    /// the same store sees it, and a failure to write it is logged by the store.
     async fn insert_audit(&self, entry: &AuditEntry) -> Result<(), StoreError>;
     /// The newest `n` entries, newest first, of one session key or of all.
     async fn recent_audit(
@@ -275,7 +278,7 @@ pub trait OwnerStore: Send + Sync {
 /// it.
 #[async_trait]
 pub trait UsageStore: Send + Sync {
-    /// Record one model call.
+    /// Record one model call; queued as [`AuditStore::insert_audit`] may be.
     async fn record_usage(&self, record: &UsageRecord) -> Result<(), StoreError>;
     /// Input + output tokens of the calls made at or after `since` (Unix seconds), of the whole
     /// ledger or of one chat (`(channel, chat_id)`).

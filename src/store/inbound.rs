@@ -73,24 +73,25 @@ impl Db {
             message: e.to_string(),
         })?;
         let ts = now();
-        self.conn()
-            .prepare_cached(
-                "DELETE FROM inbound_events
+        // One transaction for both statements: one write lock taken, one commit.
+        let mut conn = self.conn();
+        let tx = conn.transaction().op("record inbound")?;
+        tx.prepare_cached(
+            "DELETE FROM inbound_events
                  WHERE channel = ?1 AND event_id = ?2 AND received_at < ?3
                    AND state NOT IN ('received', 'processing', 'sending')
                    AND json_extract(payload, '$.sent_at') IS NOT ?4",
-            )
-            .and_then(|mut st| {
-                st.execute(rusqlite::params![
-                    ev.channel.as_str(),
-                    ev.event_id,
-                    ts - DEDUPE_WINDOW_SECS,
-                    ev.sent_at
-                ])
-            })
-            .op("record inbound")?;
-        let n = self
-            .conn()
+        )
+        .and_then(|mut st| {
+            st.execute(rusqlite::params![
+                ev.channel.as_str(),
+                ev.event_id,
+                ts - DEDUPE_WINDOW_SECS,
+                ev.sent_at
+            ])
+        })
+        .op("record inbound")?;
+        let n = tx
             .prepare_cached(
                 "INSERT OR IGNORE INTO inbound_events
                  (channel, event_id, session_key, payload, state, attempts, received_at, updated_at)
@@ -106,6 +107,7 @@ impl Db {
                 ])
             })
             .op("record inbound")?;
+        tx.commit().op("record inbound")?;
         Ok(n == 1)
     }
 

@@ -9,7 +9,6 @@ use crate::{CallPlan, ToolDecl, ToolOutput};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::sync::LazyLock;
-use tokio::io::AsyncBufReadExt;
 
 /// Largest file read whole, in bytes.
 pub const MAX_WHOLE_FILE: u64 = 1024 * 1024;
@@ -81,7 +80,6 @@ impl Tool for FileRead {
         let meta = file.metadata().map_err(|e| {
             ToolError::new(ErrorKind::Dependency, format!("{}: {e}", path.display()))
         })?;
-        let mut file = tokio::fs::File::from_std(file);
         if meta.is_dir() {
             return Err(ToolError::new(
                 ErrorKind::Validation,
@@ -99,16 +97,7 @@ impl Tool for FileRead {
                 ),
                 ))
             }
-            None => match read_all(&mut file).await {
-                Ok(bytes) => bytes,
-                Err(e) => {
-                    return Err(ToolError::new(
-                        ErrorKind::Dependency,
-                        format!("{}: {e}", path.display()),
-                    ))
-                }
-            },
-            Some(n) => match read_lines(file, n).await {
+            _ => match read_text(file, max_lines, meta.len()).await {
                 Ok(bytes) => bytes,
                 Err(e) => {
                     return Err(ToolError::new(
@@ -158,24 +147,40 @@ impl FileRead {
     }
 }
 
+/// What the call reads of `file` (`size` bytes long by its metadata): the first `max_lines`
+/// lines, or the whole file. Read on a blocking thread in one go: tokio's file reads go to a
+/// blocking thread and back once per chunk, and `read_to_end` starts at 32 bytes.
+async fn read_text(
+    file: std::fs::File,
+    max_lines: Option<u64>,
+    size: u64,
+) -> std::io::Result<Vec<u8>> {
+    ethan_core::task::spawn_blocking(move || match max_lines {
+        None => read_all(file, size),
+        Some(n) => read_lines(file, n),
+    })
+    .await
+    .map_err(|e| std::io::Error::other(format!("the read stopped: {e}")))?
+}
+
 /// The whole file, at most one byte past [`MAX_WHOLE_FILE`] (a file that grows while it is read,
 /// or a `/proc` file whose size says 0).
-async fn read_all(file: &mut tokio::fs::File) -> std::io::Result<Vec<u8>> {
-    use tokio::io::AsyncReadExt;
-    let mut out = Vec::new();
-    file.take(MAX_WHOLE_FILE + 1).read_to_end(&mut out).await?;
+fn read_all(file: std::fs::File, size: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut out = Vec::with_capacity(size.min(MAX_WHOLE_FILE) as usize + 1);
+    file.take(MAX_WHOLE_FILE + 1).read_to_end(&mut out)?;
     Ok(out)
 }
 
 /// The first `n` lines, at most four times [`MAX_WHOLE_FILE`] in all (a line without an end
 /// stops there too).
-async fn read_lines(f: tokio::fs::File, n: u64) -> std::io::Result<Vec<u8>> {
-    use tokio::io::AsyncReadExt;
-    let mut r = tokio::io::BufReader::new(f.take(4 * MAX_WHOLE_FILE));
+fn read_lines(f: std::fs::File, n: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::{BufRead, Read};
+    let mut r = std::io::BufReader::new(f.take(4 * MAX_WHOLE_FILE));
     let mut out = Vec::new();
     for _ in 0..n {
         let before = out.len();
-        if r.read_until(b'\n', &mut out).await? == 0 || out.len() - before == 0 {
+        if r.read_until(b'\n', &mut out)? == 0 || out.len() - before == 0 {
             break;
         }
         if out.len() > 4 * MAX_WHOLE_FILE as usize {

@@ -71,11 +71,11 @@ impl Db {
 impl Db {
     /// What was stored in `held`'s session after it (see [`WindowDelta`]), in one transaction:
     /// the newest `limit` messages after its last one, oldest first, and how many messages are
-    /// stored now between its first and last ids.
+    /// stored now between its first and last ids (a savepoint: inside the turn's start too).
     pub fn window_delta(&self, held: &HeldWindow, limit: usize) -> Result<WindowDelta, StoreError> {
         let op = "load history";
         let mut conn = self.conn();
-        let tx = conn.transaction().op(op)?;
+        let tx = conn.savepoint().op(op)?;
         let held_now: i64 = tx
             .prepare_cached(
                 "SELECT COUNT(*) FROM messages WHERE session_id = ?1 AND id >= ?2 AND id <= ?3",

@@ -254,6 +254,31 @@ impl Db {
         self.conn.borrow_mut()
     }
 
+    /// Run `f`'s statements in one transaction: one snapshot for all of them, and the
+    /// database's locks taken and released once instead of once per statement. `IMMEDIATE`, as
+    /// `f` may write (it waits for another writer as a single statement would); rolled back when
+    /// `f` fails.
+    pub(crate) fn in_transaction<R>(
+        &self,
+        op: &'static str,
+        f: impl FnOnce(&Db) -> Result<R, StoreError>,
+    ) -> Result<R, StoreError> {
+        self.conn().execute_batch("BEGIN IMMEDIATE").op(op)?;
+        match f(self) {
+            Ok(r) => {
+                if let Err(e) = self.conn().execute_batch("COMMIT").op(op) {
+                    let _ = self.conn().execute_batch("ROLLBACK");
+                    return Err(e);
+                }
+                Ok(r)
+            }
+            Err(e) => {
+                let _ = self.conn().execute_batch("ROLLBACK");
+                Err(e)
+            }
+        }
+    }
+
     /// Write the WAL back into the database file.
     pub fn checkpoint(&self) -> Result<(), StoreError> {
         self.conn()

@@ -41,22 +41,10 @@ impl SessionStore for Store {
         let key = key.to_owned();
         let prefixes: Vec<String> = kv_prefixes.iter().map(|p| (*p).to_owned()).collect();
         let held = held.cloned();
-        // One trip to the connection thread: the session, its keys, what followed the window.
+        // One trip to the connection thread and one transaction: the session, its keys, what
+        // followed the window.
         self.call("start turn", move |db| {
-            let session_id = db.current_session(&key)?;
-            let values = prefixes
-                .iter()
-                .map(|p| db.kv_get(&format!("{p}{session_id}")))
-                .collect::<Result<Vec<_>, _>>()?;
-            let delta = match held.filter(|h| h.session_id == session_id) {
-                Some(h) => Some(db.window_delta(&h, limit)?),
-                None => None,
-            };
-            Ok(TurnStart {
-                session_id,
-                values,
-                delta,
-            })
+            db.in_transaction("start turn", |db| start_turn(db, &key, &prefixes, held, limit))
         })
         .await
     }
@@ -531,3 +519,28 @@ impl StoreAdmin for Store {
 
 /// One process per SQLite file: the defaults (nothing shared, every lease granted).
 impl ReplicaStore for Store {}
+
+/// A turn's start on the connection thread ([`SessionStore::start_turn`]): the session of
+/// `key`, its kv values under `prefixes`, and what followed the `held` window.
+fn start_turn(
+    db: &super::Db,
+    key: &str,
+    prefixes: &[String],
+    held: Option<HeldWindow>,
+    limit: usize,
+) -> Result<TurnStart, StoreError> {
+    let session_id = db.current_session(key)?;
+    let values = prefixes
+        .iter()
+        .map(|p| db.kv_get(&format!("{p}{session_id}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let delta = match held.filter(|h| h.session_id == session_id) {
+        Some(h) => Some(db.window_delta(&h, limit)?),
+        None => None,
+    };
+    Ok(TurnStart {
+        session_id,
+        values,
+        delta,
+    })
+}

@@ -9,7 +9,9 @@
 //!   `~/.config/gcloud`, `~/.config/gh`, `~/.netrc`, `~/.git-credentials`, `~/.pgpass`, …);
 //! - any of its components looks like a secret ([`secret_looking`]: `.ssh`, `.env*`, `*.pem`,
 //!   `*.key`, `credentials*`, `id_rsa*`, …), wherever it is;
-//! - it is a hard link to a protected file (same device and inode).
+//! - it is a hard link to a protected file (same device and inode);
+//! - it is a process's environment (`/proc/<pid>/environ`, [`process_environment`]): the
+//!   daemon's holds its keys and tokens.
 //!
 //! Symlinks and `..` are resolved before the check ([`real_path`]), so a link in the workspace
 //! cannot point a tool at a protected file. The kernel sandbox ([`super::landlock`]) hides the
@@ -58,6 +60,8 @@ pub enum Protected {
     /// A file with other names (hard links) that could not all be looked for: the protected
     /// places hold more entries than are searched (the place not searched to its end is given).
     LinkUnchecked(PathBuf),
+    /// A process's environment (`/proc/<pid>/environ`): the daemon's holds its keys and tokens.
+    Environment,
 }
 
 impl Protected {
@@ -86,6 +90,10 @@ impl Protected {
                  none of its other names is protected; tools may not touch it",
                 path.display(),
                 place.display()
+            ),
+            Protected::Environment => format!(
+                "{} is a process's environment (the daemon's holds its keys and tokens); tools may not read it",
+                path.display()
             ),
         }
     }
@@ -222,6 +230,27 @@ fn listed_firsts(home: &Path) -> Option<Vec<(String, std::fs::FileType)>> {
     Some(out)
 }
 
+/// Whether `real` (a real path) is a process's environment: a file named `environ` in `/proc`
+/// or on any other mount of the proc file system (one `statfs`, for that name only). The shell
+/// classifier refuses the same (`/proc/*/environ`); a command cannot open the daemon's at all.
+pub fn process_environment(real: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    if real.file_name().is_none_or(|n| n != "environ") {
+        return false;
+    }
+    if real.starts_with("/proc") {
+        return true;
+    }
+    let Ok(c) = std::ffi::CString::new(real.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: a NUL-terminated path and a zeroed struct the call fills.
+    unsafe {
+        let mut fs: libc::statfs = std::mem::zeroed();
+        libc::statfs(c.as_ptr(), &mut fs) == 0 && fs.f_type as i64 == libc::PROC_SUPER_MAGIC as i64
+    }
+}
+
 fn lexical_normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in path.components() {
@@ -316,6 +345,9 @@ impl Protection {
         }
         if self.extra.iter().any(|e| real == e) {
             return Some(Protected::EthanHome);
+        }
+        if process_environment(real) {
+            return Some(Protected::Environment);
         }
         for (place, name) in self.credential_places() {
             if real.starts_with(&place) && !self.workspace.starts_with(&place) {
@@ -505,6 +537,33 @@ mod tests {
         assert!(listed_firsts(&base).is_none());
         assert_eq!(credential_places_under(&base), expected);
         assert!(listed_firsts(&base.join("missing")).is_none());
+    }
+
+    /// A process's environment is protected however it is reached; the other files of a
+    /// process folder, and a file named `environ` elsewhere, are not.
+    #[test]
+    fn a_process_environment_is_protected() {
+        let ws = tempfile::tempdir().unwrap();
+        let p = Protection::new(None, ws.path());
+        let pid = std::process::id();
+        std::os::unix::fs::symlink("/proc/self", ws.path().join("me")).unwrap();
+        for path in [
+            "/proc/self/environ".to_string(),
+            "/proc/thread-self/environ".to_string(),
+            format!("/proc/{pid}/task/{pid}/environ"),
+            format!("{}/me/environ", ws.path().display()),
+            "/proc/self/root/proc/1/environ".to_string(),
+        ] {
+            assert_eq!(
+                p.check(Path::new(&path)),
+                Some(Protected::Environment),
+                "{path}"
+            );
+        }
+        assert!(process_environment(Path::new("/proc/1/environ")));
+        assert!(p.check(Path::new("/proc/self/status")).is_none());
+        std::fs::write(ws.path().join("environ"), "x").unwrap();
+        assert!(p.check(&ws.path().join("environ")).is_none());
     }
 
     #[test]

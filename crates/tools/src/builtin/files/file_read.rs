@@ -287,4 +287,69 @@ mod tests {
             assert!(r.error.unwrap().contains("not a regular file"), "{path}");
         }
     }
+
+    /// A process's environment holds its tokens (the daemon's `OPENAI_API_KEY=…` comes first
+    /// when it was started as `OPENAI_API_KEY=… ethan`): `/proc/<pid>/environ` is refused by
+    /// every spelling — `self`, a thread's, a symlink a command left in the workspace, another
+    /// process of the user — as the shell classifier refuses it (a command cannot read the
+    /// daemon's at all: Landlock's ptrace rule). It was refused only because its first 8 KB
+    /// hold a NUL ("binary"), so a first variable over 8 KB (a key or a JSON credential) was
+    /// read and shown.
+    #[tokio::test]
+    async fn a_process_environment_is_never_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx_in(dir.path());
+        let secret = format!("ENVTOKENSECRET-{}", "k".repeat(9000));
+        let mut child = with_environment(&format!("EXTRA_SERVICE_TOKEN={secret}"));
+        std::os::unix::fs::symlink("/proc/self/environ", dir.path().join("env.txt")).unwrap();
+        let (pid, other) = (std::process::id(), child.id());
+        let spellings = [
+            format!("/proc/{other}/environ"),
+            "/proc/self/environ".to_string(),
+            format!("/proc/{pid}/environ"),
+            "/proc/thread-self/environ".to_string(),
+            format!("/proc/{pid}/task/{pid}/environ"),
+            "/proc/self/cwd/../../../../../../proc/self/environ".to_string(),
+            "env.txt".to_string(),
+        ];
+        for path in spellings {
+            for lines in [None, Some(1000)] {
+                let mut args = json!({ "path": path });
+                if let Some(n) = lines {
+                    args["max_lines"] = json!(n);
+                }
+                let r: crate::ToolResult = FileRead.run(args, &ctx).await.into();
+                assert!(!r.output.contains("ENVTOKENSECRET"), "{path}: read");
+                assert_eq!(
+                    r.error_kind,
+                    Some(ErrorKind::Denied),
+                    "{path}: {:?}",
+                    r.error
+                );
+            }
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}
+
+/// A process whose whole environment is `var` (`NAME=value`), once it runs with it.
+#[cfg(test)]
+pub(crate) fn with_environment(var: &str) -> std::process::Child {
+    let (name, value) = var.split_once('=').unwrap();
+    let child = std::process::Command::new("sleep")
+        .arg("60")
+        .env_clear()
+        .env(name, value)
+        .spawn()
+        .unwrap();
+    let environ = format!("/proc/{}/environ", child.id());
+    let want = format!("{var}\0");
+    for _ in 0..1000 {
+        if std::fs::read(&environ).is_ok_and(|e| e == want.as_bytes()) {
+            return child;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    panic!("{environ} never held {name}");
 }

@@ -333,4 +333,37 @@ mod tests {
             .into();
         assert_eq!(r.error_kind, Some(ErrorKind::Denied));
     }
+
+    /// A search of a process's environment (`/proc/<pid>/environ`, or the process folder it
+    /// lies in) is refused as a path and left out of a walk. It was searched; only the searcher's
+    /// binary detection (the NUL after each variable, read with the first) kept the variables
+    /// from being shown.
+    #[tokio::test]
+    async fn a_process_environment_is_not_searched() {
+        let d = tree();
+        let ctx = ctx_in(d.path());
+        let mut child = crate::builtin::files::file_read::with_environment(
+            "EXTRA_SERVICE_TOKEN=ENVTOKENSECRET-55d1",
+        );
+        let pid = child.id();
+        for path in [format!("/proc/{pid}/environ"), "/proc/self/environ".into()] {
+            let r: crate::ToolResult = RgSearch
+                .run(json!({"pattern": "TOKEN", "path": path}), &ctx)
+                .await
+                .into();
+            assert!(!r.output.contains("ENVTOKENSECRET"), "{path}: {}", r.output);
+            assert_eq!(
+                r.error_kind,
+                Some(ErrorKind::Denied),
+                "{path}: {}",
+                r.output
+            );
+        }
+        let scope = Scope::new(&ctx, &format!("/proc/{pid}")).unwrap();
+        assert!(scope.excluded(&scope.root.join("environ"), 1));
+        assert!(scope.excluded(&scope.root.join(format!("task/{pid}/environ")), 3));
+        assert!(!scope.excluded(&scope.root.join("status"), 1));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
 }

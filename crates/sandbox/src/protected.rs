@@ -160,7 +160,13 @@ fn real_path_under(real_base: &Path, rel: &str) -> PathBuf {
         out.push(name);
         match std::fs::symlink_metadata(&out) {
             Ok(m) if m.file_type().is_symlink() => {
-                return real_path(&out.join(parts.as_path()));
+                // The link itself when it is the last component: `link/` would ask for a
+                // folder, and a link to a file would be left unresolved.
+                let rest = parts.as_path();
+                if !rest.as_os_str().is_empty() {
+                    out.push(rest);
+                }
+                return real_path(&out);
             }
             Ok(m) if m.is_dir() => {}
             _ => {
@@ -537,6 +543,143 @@ mod tests {
         assert!(listed_firsts(&base).is_none());
         assert_eq!(credential_places_under(&base), expected);
         assert!(listed_firsts(&base.join("missing")).is_none());
+    }
+
+    /// A credential file that is a link to a file kept elsewhere (a dotfile manager's
+    /// `~/.cargo/credentials.toml -> ~/dotfiles/cargo-token`, or `~/.netrc` in a home too large
+    /// to list) protects the file it leads to: a tool given that file's own path is refused.
+    /// The walk asked for the link's target as a folder (`link/`), failed, and kept the link's
+    /// own path, so the token was readable by its real name.
+    #[test]
+    fn a_credential_link_to_a_file_protects_the_file() {
+        let home = tempfile::tempdir().unwrap();
+        let base = real_path(home.path());
+        let kept = tempfile::tempdir().unwrap();
+        let kept = real_path(kept.path());
+        std::fs::create_dir(base.join(".cargo")).unwrap();
+        for (link, file) in [
+            (".cargo/credentials.toml", "cargo-token"),
+            (".netrc", "machines"),
+        ] {
+            std::fs::write(kept.join(file), "token = \"cio-secret\"").unwrap();
+            std::os::unix::fs::symlink(kept.join(file), base.join(link)).unwrap();
+        }
+        let p = Protection {
+            ethan_home: None,
+            workspace: base.join("ws"),
+            user_home: Some(base.clone()),
+            extra: Vec::new(),
+        };
+        let check = |p: &Protection| {
+            for (file, place) in [
+                ("cargo-token", "~/.cargo/credentials.toml"),
+                ("machines", "~/.netrc"),
+            ] {
+                assert_eq!(
+                    p.check(&kept.join(file)),
+                    Some(Protected::Credentials(place.into())),
+                    "{file}"
+                );
+            }
+        };
+        check(&p);
+        for i in 0..=HOME_LISTING_LIMIT {
+            std::fs::write(base.join(format!("f{i}")), "").unwrap();
+        }
+        check(&p);
+        assert_eq!(
+            real_path_under(&base, ".netrc"),
+            real_path(&base.join(".netrc"))
+        );
+    }
+
+    /// The places from one listing equal [`real_path`] of each place (the per-place walk)
+    /// in odd homes: `.config` a file, a link to a file, to the home itself or to a folder;
+    /// `.cargo` a link to a folder holding `credentials` (a file and a link); dangling, looping,
+    /// relative and chained links; a FIFO; names that differ by case or a trailing byte, and
+    /// names that are not UTF-8; a home of exactly [`HOME_LISTING_LIMIT`] entries (listed) and
+    /// one more (walked); a home that is a file.
+    #[test]
+    fn odd_homes_give_the_places_real_path_gives() {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::symlink;
+        let expected = |base: &Path| -> Vec<(PathBuf, &'static str)> {
+            CREDENTIAL_PLACES
+                .iter()
+                .map(|rel| (real_path(&base.join(rel)), *rel))
+                .collect()
+        };
+        let elsewhere = tempfile::tempdir().unwrap();
+        let out = real_path(elsewhere.path());
+        std::fs::create_dir_all(out.join("cfg/gh")).unwrap();
+        std::fs::create_dir_all(out.join("cargo")).unwrap();
+        std::fs::write(out.join("cargo/credentials"), "t").unwrap();
+        std::fs::write(out.join("cred.toml"), "t").unwrap();
+        symlink(out.join("cred.toml"), out.join("cargo/credentials.toml")).unwrap();
+        std::fs::write(out.join("plain"), "x").unwrap();
+        symlink(out.join("cfg"), out.join("hop")).unwrap();
+        let homes: Vec<Box<dyn Fn(&Path)>> = vec![
+            Box::new(|h| std::fs::write(h.join(".config"), "a file").unwrap()),
+            Box::new(|h| symlink(out.join("plain"), h.join(".config")).unwrap()),
+            Box::new(|h| symlink(".", h.join(".config")).unwrap()),
+            Box::new(|h| symlink(out.join("cfg"), h.join(".config")).unwrap()),
+            Box::new(|h| symlink(out.join("hop"), h.join(".config")).unwrap()),
+            Box::new(|h| {
+                std::fs::create_dir(h.join(".config")).unwrap();
+                symlink(out.join("cfg/gh"), h.join(".config/gh")).unwrap();
+                symlink(out.join("gone"), h.join(".config/gcloud")).unwrap();
+                symlink("hub", h.join(".config/hub")).unwrap();
+            }),
+            Box::new(|h| symlink(out.join("cargo"), h.join(".cargo")).unwrap()),
+            Box::new(|h| {
+                std::fs::create_dir(h.join(".cargo")).unwrap();
+                symlink(out.join("cred.toml"), h.join(".cargo/credentials")).unwrap();
+            }),
+            Box::new(|h| {
+                symlink(out.join("gone"), h.join(".ssh")).unwrap();
+                symlink(".aws", h.join(".aws")).unwrap();
+                symlink("../x", h.join(".kube")).unwrap();
+                symlink(".kube", h.join(".docker")).unwrap();
+                symlink("/dev/null", h.join(".netrc")).unwrap();
+                std::fs::create_dir(h.join("_netrc")).unwrap();
+                let fifo = std::ffi::CString::new(h.join(".gnupg").as_os_str().as_bytes());
+                // SAFETY: a NUL-terminated path and a mode.
+                assert_eq!(unsafe { libc::mkfifo(fifo.unwrap().as_ptr(), 0o600) }, 0);
+            }),
+            Box::new(|h| {
+                for name in [
+                    &b".SSH"[..],
+                    b".ssh ",
+                    b".ssh\n",
+                    b".\xffssh",
+                    b".config\xff",
+                ] {
+                    let p = h.join(std::ffi::OsStr::from_bytes(name));
+                    symlink(out.join("cfg"), p).unwrap();
+                }
+            }),
+            Box::new(|h| {
+                symlink(out.join("cfg"), h.join(".azure")).unwrap();
+                for i in 0..HOME_LISTING_LIMIT - 1 {
+                    std::fs::write(h.join(format!("f{i}")), "").unwrap();
+                }
+                assert!(listed_firsts(h).is_some(), "exactly the limit is listed");
+                assert_eq!(
+                    credential_places_under(h)[3],
+                    (real_path(&out.join("cfg")), ".azure")
+                );
+                std::fs::write(h.join("one-more"), "").unwrap();
+                assert!(listed_firsts(h).is_none(), "one more is walked");
+            }),
+        ];
+        for (i, make) in homes.iter().enumerate() {
+            let home = tempfile::tempdir().unwrap();
+            let base = real_path(home.path());
+            make(&base);
+            assert_eq!(credential_places_under(&base), expected(&base), "home {i}");
+        }
+        let file = out.join("plain");
+        assert_eq!(credential_places_under(&file), expected(&file));
     }
 
     /// A process's environment is protected however it is reached; the other files of a

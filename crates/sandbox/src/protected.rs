@@ -253,7 +253,7 @@ pub fn process_environment(real: &Path) -> bool {
     // SAFETY: a NUL-terminated path and a zeroed struct the call fills.
     unsafe {
         let mut fs: libc::statfs = std::mem::zeroed();
-        libc::statfs(c.as_ptr(), &mut fs) == 0 && fs.f_type as i64 == libc::PROC_SUPER_MAGIC as i64
+        libc::statfs(c.as_ptr(), &mut fs) == 0 && fs.f_type == libc::PROC_SUPER_MAGIC
     }
 }
 
@@ -618,7 +618,8 @@ mod tests {
         symlink(out.join("cred.toml"), out.join("cargo/credentials.toml")).unwrap();
         std::fs::write(out.join("plain"), "x").unwrap();
         symlink(out.join("cfg"), out.join("hop")).unwrap();
-        let homes: Vec<Box<dyn Fn(&Path)>> = vec![
+        type MakeHome<'a> = Box<dyn Fn(&Path) + 'a>;
+        let homes: Vec<MakeHome> = vec![
             Box::new(|h| std::fs::write(h.join(".config"), "a file").unwrap()),
             Box::new(|h| symlink(out.join("plain"), h.join(".config")).unwrap()),
             Box::new(|h| symlink(".", h.join(".config")).unwrap()),

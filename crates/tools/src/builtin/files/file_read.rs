@@ -191,7 +191,7 @@ fn read_lines(f: std::fs::File, n: u64) -> std::io::Result<Vec<u8>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::executor::tests::ctx_in;
 
@@ -423,25 +423,27 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
     }
-}
 
-/// A process whose whole environment is `var` (`NAME=value`), once it runs with it.
-#[cfg(test)]
-pub(crate) fn with_environment(var: &str) -> std::process::Child {
-    let (name, value) = var.split_once('=').unwrap();
-    let child = std::process::Command::new("sleep")
-        .arg("60")
-        .env_clear()
-        .env(name, value)
-        .spawn()
-        .unwrap();
-    let environ = format!("/proc/{}/environ", child.id());
-    let want = format!("{var}\0");
-    for _ in 0..1000 {
-        if std::fs::read(&environ).is_ok_and(|e| e == want.as_bytes()) {
-            return child;
+    /// A process whose whole environment is `var` (`NAME=value`), once it runs with it.
+    pub(crate) fn with_environment(var: &str) -> std::process::Child {
+        let (name, value) = var.split_once('=').unwrap();
+        let child = std::process::Command::new("sleep")
+            .arg("60")
+            .env_clear()
+            .env(name, value)
+            .spawn()
+            .unwrap();
+        let environ = format!("/proc/{}/environ", child.id());
+        let want = format!("{var}\0");
+        for _ in 0..1000 {
+            if std::fs::read(&environ).is_ok_and(|e| e == want.as_bytes()) {
+                return child;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
         }
-        std::thread::sleep(std::time::Duration::from_millis(5));
+        let mut child = child;
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("{environ} never held {name}");
     }
-    panic!("{environ} never held {name}");
 }

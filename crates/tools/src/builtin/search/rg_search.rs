@@ -342,7 +342,7 @@ mod tests {
     async fn a_process_environment_is_not_searched() {
         let d = tree();
         let ctx = ctx_in(d.path());
-        let mut child = crate::builtin::files::file_read::with_environment(
+        let mut child = crate::builtin::files::file_read::tests::with_environment(
             "EXTRA_SERVICE_TOKEN=ENVTOKENSECRET-55d1",
         );
         let pid = child.id();

@@ -14,7 +14,9 @@
 //! - Protection: the path argument goes through [`crate::paths::resolve_checked`];
 //!   inside the tree, secret-looking files and directories (`.ssh`, `*.pem`, `credentials*`, …
 //!   see [`crate::paths::secret_looking`]) and `$ETHAN_HOME` outside the workspace are
-//!   left out, and the output says how many were.
+//!   left out, and the output says how many were. Each file is searched through the descriptor
+//!   opened and checked ([`Scope::open`]: its real path is the walked one), so a folder swapped
+//!   for a symlink beside the search hands it nothing protected.
 //!
 //! Output: one `path:line: text` per matching line, sorted by path and line, paths relative to
 //! the workspace (absolute outside it), long lines cut; a closing note when `max_results` cut the

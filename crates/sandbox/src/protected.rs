@@ -9,7 +9,9 @@
 //!   `~/.config/gcloud`, `~/.config/gh`, `~/.netrc`, `~/.git-credentials`, `~/.pgpass`, …);
 //! - any of its components looks like a secret ([`secret_looking`]: `.ssh`, `.env*`, `*.pem`,
 //!   `*.key`, `credentials*`, `id_rsa*`, …), wherever it is;
-//! - it is a hard link to a protected file (same device and inode).
+//! - it is a hard link to a protected file (same device and inode);
+//! - it is a process's environment (`/proc/<pid>/environ`, [`process_environment`]): the
+//!   daemon's holds its keys and tokens.
 //!
 //! Symlinks and `..` are resolved before the check ([`real_path`]), so a link in the workspace
 //! cannot point a tool at a protected file. The kernel sandbox ([`super::landlock`]) hides the
@@ -58,6 +60,8 @@ pub enum Protected {
     /// A file with other names (hard links) that could not all be looked for: the protected
     /// places hold more entries than are searched (the place not searched to its end is given).
     LinkUnchecked(PathBuf),
+    /// A process's environment (`/proc/<pid>/environ`): the daemon's holds its keys and tokens.
+    Environment,
 }
 
 impl Protected {
@@ -86,6 +90,10 @@ impl Protected {
                  none of its other names is protected; tools may not touch it",
                 path.display(),
                 place.display()
+            ),
+            Protected::Environment => format!(
+                "{} is a process's environment (the daemon's holds its keys and tokens); tools may not read it",
+                path.display()
             ),
         }
     }
@@ -152,7 +160,13 @@ fn real_path_under(real_base: &Path, rel: &str) -> PathBuf {
         out.push(name);
         match std::fs::symlink_metadata(&out) {
             Ok(m) if m.file_type().is_symlink() => {
-                return real_path(&out.join(parts.as_path()));
+                // The link itself when it is the last component: `link/` would ask for a
+                // folder, and a link to a file would be left unresolved.
+                let rest = parts.as_path();
+                if !rest.as_os_str().is_empty() {
+                    out.push(rest);
+                }
+                return real_path(&out);
             }
             Ok(m) if m.is_dir() => {}
             _ => {
@@ -220,6 +234,27 @@ fn listed_firsts(home: &Path) -> Option<Vec<(String, std::fs::FileType)>> {
         }
     }
     Some(out)
+}
+
+/// Whether `real` (a real path) is a process's environment: a file named `environ` in `/proc`
+/// or on any other mount of the proc file system (one `statfs`, for that name only). The shell
+/// classifier refuses the same (`/proc/*/environ`); a command cannot open the daemon's at all.
+pub fn process_environment(real: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    if real.file_name().is_none_or(|n| n != "environ") {
+        return false;
+    }
+    if real.starts_with("/proc") {
+        return true;
+    }
+    let Ok(c) = std::ffi::CString::new(real.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: a NUL-terminated path and a zeroed struct the call fills.
+    unsafe {
+        let mut fs: libc::statfs = std::mem::zeroed();
+        libc::statfs(c.as_ptr(), &mut fs) == 0 && fs.f_type == libc::PROC_SUPER_MAGIC
+    }
 }
 
 fn lexical_normalize(path: &Path) -> PathBuf {
@@ -316,6 +351,9 @@ impl Protection {
         }
         if self.extra.iter().any(|e| real == e) {
             return Some(Protected::EthanHome);
+        }
+        if process_environment(real) {
+            return Some(Protected::Environment);
         }
         for (place, name) in self.credential_places() {
             if real.starts_with(&place) && !self.workspace.starts_with(&place) {
@@ -505,6 +543,171 @@ mod tests {
         assert!(listed_firsts(&base).is_none());
         assert_eq!(credential_places_under(&base), expected);
         assert!(listed_firsts(&base.join("missing")).is_none());
+    }
+
+    /// A credential file that is a link to a file kept elsewhere (a dotfile manager's
+    /// `~/.cargo/credentials.toml -> ~/dotfiles/cargo-token`, or `~/.netrc` in a home too large
+    /// to list) protects the file it leads to: a tool given that file's own path is refused.
+    /// The walk asked for the link's target as a folder (`link/`), failed, and kept the link's
+    /// own path, so the token was readable by its real name.
+    #[test]
+    fn a_credential_link_to_a_file_protects_the_file() {
+        let home = tempfile::tempdir().unwrap();
+        let base = real_path(home.path());
+        let kept = tempfile::tempdir().unwrap();
+        let kept = real_path(kept.path());
+        std::fs::create_dir(base.join(".cargo")).unwrap();
+        for (link, file) in [
+            (".cargo/credentials.toml", "cargo-token"),
+            (".netrc", "machines"),
+        ] {
+            std::fs::write(kept.join(file), "token = \"cio-secret\"").unwrap();
+            std::os::unix::fs::symlink(kept.join(file), base.join(link)).unwrap();
+        }
+        let p = Protection {
+            ethan_home: None,
+            workspace: base.join("ws"),
+            user_home: Some(base.clone()),
+            extra: Vec::new(),
+        };
+        let check = |p: &Protection| {
+            for (file, place) in [
+                ("cargo-token", "~/.cargo/credentials.toml"),
+                ("machines", "~/.netrc"),
+            ] {
+                assert_eq!(
+                    p.check(&kept.join(file)),
+                    Some(Protected::Credentials(place.into())),
+                    "{file}"
+                );
+            }
+        };
+        check(&p);
+        for i in 0..=HOME_LISTING_LIMIT {
+            std::fs::write(base.join(format!("f{i}")), "").unwrap();
+        }
+        check(&p);
+        assert_eq!(
+            real_path_under(&base, ".netrc"),
+            real_path(&base.join(".netrc"))
+        );
+    }
+
+    /// The places from one listing equal [`real_path`] of each place (the per-place walk)
+    /// in odd homes: `.config` a file, a link to a file, to the home itself or to a folder;
+    /// `.cargo` a link to a folder holding `credentials` (a file and a link); dangling, looping,
+    /// relative and chained links; a FIFO; names that differ by case or a trailing byte, and
+    /// names that are not UTF-8; a home of exactly [`HOME_LISTING_LIMIT`] entries (listed) and
+    /// one more (walked); a home that is a file.
+    #[test]
+    fn odd_homes_give_the_places_real_path_gives() {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::symlink;
+        let expected = |base: &Path| -> Vec<(PathBuf, &'static str)> {
+            CREDENTIAL_PLACES
+                .iter()
+                .map(|rel| (real_path(&base.join(rel)), *rel))
+                .collect()
+        };
+        let elsewhere = tempfile::tempdir().unwrap();
+        let out = real_path(elsewhere.path());
+        std::fs::create_dir_all(out.join("cfg/gh")).unwrap();
+        std::fs::create_dir_all(out.join("cargo")).unwrap();
+        std::fs::write(out.join("cargo/credentials"), "t").unwrap();
+        std::fs::write(out.join("cred.toml"), "t").unwrap();
+        symlink(out.join("cred.toml"), out.join("cargo/credentials.toml")).unwrap();
+        std::fs::write(out.join("plain"), "x").unwrap();
+        symlink(out.join("cfg"), out.join("hop")).unwrap();
+        type MakeHome<'a> = Box<dyn Fn(&Path) + 'a>;
+        let homes: Vec<MakeHome> = vec![
+            Box::new(|h| std::fs::write(h.join(".config"), "a file").unwrap()),
+            Box::new(|h| symlink(out.join("plain"), h.join(".config")).unwrap()),
+            Box::new(|h| symlink(".", h.join(".config")).unwrap()),
+            Box::new(|h| symlink(out.join("cfg"), h.join(".config")).unwrap()),
+            Box::new(|h| symlink(out.join("hop"), h.join(".config")).unwrap()),
+            Box::new(|h| {
+                std::fs::create_dir(h.join(".config")).unwrap();
+                symlink(out.join("cfg/gh"), h.join(".config/gh")).unwrap();
+                symlink(out.join("gone"), h.join(".config/gcloud")).unwrap();
+                symlink("hub", h.join(".config/hub")).unwrap();
+            }),
+            Box::new(|h| symlink(out.join("cargo"), h.join(".cargo")).unwrap()),
+            Box::new(|h| {
+                std::fs::create_dir(h.join(".cargo")).unwrap();
+                symlink(out.join("cred.toml"), h.join(".cargo/credentials")).unwrap();
+            }),
+            Box::new(|h| {
+                symlink(out.join("gone"), h.join(".ssh")).unwrap();
+                symlink(".aws", h.join(".aws")).unwrap();
+                symlink("../x", h.join(".kube")).unwrap();
+                symlink(".kube", h.join(".docker")).unwrap();
+                symlink("/dev/null", h.join(".netrc")).unwrap();
+                std::fs::create_dir(h.join("_netrc")).unwrap();
+                let fifo = std::ffi::CString::new(h.join(".gnupg").as_os_str().as_bytes());
+                // SAFETY: a NUL-terminated path and a mode.
+                assert_eq!(unsafe { libc::mkfifo(fifo.unwrap().as_ptr(), 0o600) }, 0);
+            }),
+            Box::new(|h| {
+                for name in [
+                    &b".SSH"[..],
+                    b".ssh ",
+                    b".ssh\n",
+                    b".\xffssh",
+                    b".config\xff",
+                ] {
+                    let p = h.join(std::ffi::OsStr::from_bytes(name));
+                    symlink(out.join("cfg"), p).unwrap();
+                }
+            }),
+            Box::new(|h| {
+                symlink(out.join("cfg"), h.join(".azure")).unwrap();
+                for i in 0..HOME_LISTING_LIMIT - 1 {
+                    std::fs::write(h.join(format!("f{i}")), "").unwrap();
+                }
+                assert!(listed_firsts(h).is_some(), "exactly the limit is listed");
+                assert_eq!(
+                    credential_places_under(h)[3],
+                    (real_path(&out.join("cfg")), ".azure")
+                );
+                std::fs::write(h.join("one-more"), "").unwrap();
+                assert!(listed_firsts(h).is_none(), "one more is walked");
+            }),
+        ];
+        for (i, make) in homes.iter().enumerate() {
+            let home = tempfile::tempdir().unwrap();
+            let base = real_path(home.path());
+            make(&base);
+            assert_eq!(credential_places_under(&base), expected(&base), "home {i}");
+        }
+        let file = out.join("plain");
+        assert_eq!(credential_places_under(&file), expected(&file));
+    }
+
+    /// A process's environment is protected however it is reached; the other files of a
+    /// process folder, and a file named `environ` elsewhere, are not.
+    #[test]
+    fn a_process_environment_is_protected() {
+        let ws = tempfile::tempdir().unwrap();
+        let p = Protection::new(None, ws.path());
+        let pid = std::process::id();
+        std::os::unix::fs::symlink("/proc/self", ws.path().join("me")).unwrap();
+        for path in [
+            "/proc/self/environ".to_string(),
+            "/proc/thread-self/environ".to_string(),
+            format!("/proc/{pid}/task/{pid}/environ"),
+            format!("{}/me/environ", ws.path().display()),
+            "/proc/self/root/proc/1/environ".to_string(),
+        ] {
+            assert_eq!(
+                p.check(Path::new(&path)),
+                Some(Protected::Environment),
+                "{path}"
+            );
+        }
+        assert!(process_environment(Path::new("/proc/1/environ")));
+        assert!(p.check(Path::new("/proc/self/status")).is_none());
+        std::fs::write(ws.path().join("environ"), "x").unwrap();
+        assert!(p.check(&ws.path().join("environ")).is_none());
     }
 
     #[test]

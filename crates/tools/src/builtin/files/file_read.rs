@@ -191,7 +191,7 @@ fn read_lines(f: std::fs::File, n: u64) -> std::io::Result<Vec<u8>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::executor::tests::ctx_in;
 
@@ -267,6 +267,98 @@ mod tests {
         swapper.join().unwrap();
     }
 
+    /// A command beside the tool flips a name between a harmless file and a symlink to the
+    /// config, and a folder between a real one and a symlink to `$ETHAN_HOME` (`renameat2`
+    /// with `RENAME_EXCHANGE`), while the path is checked and opened against one resolution of
+    /// the protected places: the config never comes back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_link_or_folder_swapped_beside_the_read_never_reads_the_config() {
+        use std::ffi::CString;
+        use std::os::unix::ffi::OsStrExt;
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+        let home = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let w = ws.path();
+        std::fs::write(home.path().join("config.yaml"), "SECRET: sk-live").unwrap();
+        let mut ctx = ctx_in(w);
+        ctx.ethan_home = Some(home.path().to_path_buf());
+        std::fs::write(w.join("f"), "harmless").unwrap();
+        std::os::unix::fs::symlink(home.path().join("config.yaml"), w.join("f2")).unwrap();
+        std::fs::create_dir(w.join("d")).unwrap();
+        std::fs::write(w.join("d/config.yaml"), "harmless").unwrap();
+        std::os::unix::fs::symlink(home.path(), w.join("d2")).unwrap();
+        let pairs = [("f", "f2"), ("d", "d2")]
+            .map(|(a, b)| [a, b].map(|n| CString::new(w.join(n).as_os_str().as_bytes()).unwrap()));
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let swaps = std::sync::Arc::new(AtomicUsize::new(0));
+        let (swapping, counted) = (stop.clone(), swaps.clone());
+        let swapper = std::thread::spawn(move || {
+            while !swapping.load(Relaxed) {
+                let [a, b] = &pairs[counted.fetch_add(1, Relaxed) % 2];
+                // SAFETY: two NUL-terminated paths.
+                let r = unsafe {
+                    libc::renameat2(
+                        libc::AT_FDCWD,
+                        a.as_ptr(),
+                        libc::AT_FDCWD,
+                        b.as_ptr(),
+                        libc::RENAME_EXCHANGE,
+                    )
+                };
+                assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+            }
+        });
+        while swaps.load(Relaxed) < 100 {
+            tokio::task::yield_now().await;
+        }
+        let mut read = 0;
+        for i in 0..2_000 {
+            let path = if i % 2 == 0 { "f" } else { "d/config.yaml" };
+            let r: crate::ToolResult = FileRead.run(json!({ "path": path }), &ctx).await.into();
+            assert!(
+                !r.output.contains("sk-live"),
+                "the config was read as {path}"
+            );
+            read += usize::from(r.output == "harmless");
+        }
+        stop.store(true, Relaxed);
+        swapper.join().unwrap();
+        assert!(read > 0, "the harmless files were never read");
+    }
+
+    /// A huge file (8 GB, sparse, no line end) is refused whole and read at most 4 MB for
+    /// `max_lines`; `/proc/self/pagemap` (size 0, endless) is not shown either.
+    #[tokio::test]
+    async fn a_huge_file_is_read_no_further_than_the_limits() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx_in(dir.path());
+        let huge = std::fs::File::create(dir.path().join("huge")).unwrap();
+        huge.set_len(8 << 30).unwrap();
+        let r: crate::ToolResult = FileRead.run(json!({"path": "huge"}), &ctx).await.into();
+        assert!(r.error.unwrap().contains("over the 1 MB limit"));
+        let started = std::time::Instant::now();
+        let r: crate::ToolResult = FileRead
+            .run(json!({"path": "huge", "max_lines": u64::MAX}), &ctx)
+            .await
+            .into();
+        assert!(r.error.unwrap().contains("binary"));
+        // Read in odd sizes it fails (EINVAL), read whole it is a megabyte of binary: refused.
+        for args in [
+            json!({"path": "/proc/self/pagemap"}),
+            json!({"path": "/proc/self/pagemap", "max_lines": u64::MAX}),
+        ] {
+            let r: crate::ToolResult = FileRead.run(args, &ctx).await.into();
+            assert!(r.error_kind.is_some(), "{}", r.output.len());
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(20));
+        drop(huge);
+        let huge = std::fs::File::open(dir.path().join("huge")).unwrap();
+        assert_eq!(
+            read_lines(huge, u64::MAX).unwrap().len() as u64,
+            4 * MAX_WHOLE_FILE
+        );
+    }
+
     /// A device or FIFO has no end (`/dev/zero` grew the daemon's memory until it was cut
     /// off) or no answer: refused as not a regular file, at once.
     #[tokio::test]
@@ -286,5 +378,72 @@ mod tests {
             assert_eq!(r.error_kind, Some(ErrorKind::Validation), "{path}");
             assert!(r.error.unwrap().contains("not a regular file"), "{path}");
         }
+    }
+
+    /// A process's environment holds its tokens (the daemon's `OPENAI_API_KEY=…` comes first
+    /// when it was started as `OPENAI_API_KEY=… ethan`): `/proc/<pid>/environ` is refused by
+    /// every spelling — `self`, a thread's, a symlink a command left in the workspace, another
+    /// process of the user — as the shell classifier refuses it (a command cannot read the
+    /// daemon's at all: Landlock's ptrace rule). It was refused only because its first 8 KB
+    /// hold a NUL ("binary"), so a first variable over 8 KB (a key or a JSON credential) was
+    /// read and shown.
+    #[tokio::test]
+    async fn a_process_environment_is_never_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx_in(dir.path());
+        let secret = format!("ENVTOKENSECRET-{}", "k".repeat(9000));
+        let mut child = with_environment(&format!("EXTRA_SERVICE_TOKEN={secret}"));
+        std::os::unix::fs::symlink("/proc/self/environ", dir.path().join("env.txt")).unwrap();
+        let (pid, other) = (std::process::id(), child.id());
+        let spellings = [
+            format!("/proc/{other}/environ"),
+            "/proc/self/environ".to_string(),
+            format!("/proc/{pid}/environ"),
+            "/proc/thread-self/environ".to_string(),
+            format!("/proc/{pid}/task/{pid}/environ"),
+            "/proc/self/cwd/../../../../../../proc/self/environ".to_string(),
+            "env.txt".to_string(),
+        ];
+        for path in spellings {
+            for lines in [None, Some(1000)] {
+                let mut args = json!({ "path": path });
+                if let Some(n) = lines {
+                    args["max_lines"] = json!(n);
+                }
+                let r: crate::ToolResult = FileRead.run(args, &ctx).await.into();
+                assert!(!r.output.contains("ENVTOKENSECRET"), "{path}: read");
+                assert_eq!(
+                    r.error_kind,
+                    Some(ErrorKind::Denied),
+                    "{path}: {:?}",
+                    r.error
+                );
+            }
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    /// A process whose whole environment is `var` (`NAME=value`), once it runs with it.
+    pub(crate) fn with_environment(var: &str) -> std::process::Child {
+        let (name, value) = var.split_once('=').unwrap();
+        let child = std::process::Command::new("sleep")
+            .arg("60")
+            .env_clear()
+            .env(name, value)
+            .spawn()
+            .unwrap();
+        let environ = format!("/proc/{}/environ", child.id());
+        let want = format!("{var}\0");
+        for _ in 0..1000 {
+            if std::fs::read(&environ).is_ok_and(|e| e == want.as_bytes()) {
+                return child;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let mut child = child;
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("{environ} never held {name}");
     }
 }

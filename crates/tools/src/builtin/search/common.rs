@@ -88,6 +88,29 @@ impl Scope {
         false
     }
 
+    /// Open `path`, a file the walk let through, for reading — if it is still what the walk
+    /// checked: a regular file whose descriptor's real path (`/proc/self/fd`) is `path` itself
+    /// and that is no hard link to a protected file. A folder on the way swapped for a symlink
+    /// since it was walked (by a command running beside the search) would otherwise hand the
+    /// search whatever the link leads to, `$ETHAN_HOME` included; a FIFO swapped in would hold
+    /// it. Such a file is counted as left out; one that cannot be opened is an error.
+    pub fn open(&self, path: &Path) -> std::io::Result<Option<std::fs::File>> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path)?;
+        let held = file.metadata()?;
+        let opened = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
+        if !held.is_file() || opened != path || self.protection.hard_link_target_of(&held).is_some()
+        {
+            self.left_out.fetch_add(1, Ordering::Relaxed);
+            return Ok(None);
+        }
+        Ok(Some(file))
+    }
+
     /// `path` as shown to the model.
     pub fn display(&self, path: &Path) -> String {
         match path.strip_prefix(&self.workspace) {

@@ -14,7 +14,9 @@
 //! - Protection: the path argument goes through [`crate::paths::resolve_checked`];
 //!   inside the tree, secret-looking files and directories (`.ssh`, `*.pem`, `credentials*`, …
 //!   see [`crate::paths::secret_looking`]) and `$ETHAN_HOME` outside the workspace are
-//!   left out, and the output says how many were.
+//!   left out, and the output says how many were. Each file is searched through the descriptor
+//!   opened and checked ([`Scope::open`]: its real path is the walked one), so a folder swapped
+//!   for a symlink beside the search hands it nothing protected.
 //!
 //! Output: one `path:line: text` per matching line, sorted by path and line, paths relative to
 //! the workspace (absolute outside it), long lines cut; a closing note when `max_results` cut the
@@ -148,8 +150,16 @@ pub(crate) fn search(scope: &Scope, q: &Query, cancel: &AtomicBool) -> Result<Fo
                 });
                 Ok(!cancel.load(Ordering::Relaxed))
             });
-            if searcher.search_path(&matcher, path, sink).is_err() {
-                unreadable.fetch_add(1, Ordering::Relaxed);
+            match scope.open(path) {
+                Ok(Some(file)) => {
+                    if searcher.search_file(&matcher, &file, sink).is_err() {
+                        unreadable.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                Ok(None) => {}
+                Err(_) => {
+                    unreadable.fetch_add(1, Ordering::Relaxed);
+                }
             }
             if !local.is_empty() {
                 if let Ok(mut f) = found.lock() {
@@ -332,5 +342,96 @@ mod tests {
             .await
             .into();
         assert_eq!(r.error_kind, Some(ErrorKind::Denied));
+    }
+
+    /// A command beside the search flips a folder of the workspace with a symlink to
+    /// `$ETHAN_HOME` (`renameat2` with `RENAME_EXCHANGE`): what the walk checked by name is not
+    /// what a name opens later, so the config never shows.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_folder_swapped_with_a_link_beside_the_search_never_shows_the_config() {
+        use std::ffi::CString;
+        use std::os::unix::ffi::OsStrExt;
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+        let home = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let w = ws.path();
+        std::fs::write(home.path().join("config.yaml"), "token: sk-live-secret").unwrap();
+        let mut ctx = ctx_in(w);
+        ctx.ethan_home = Some(home.path().to_path_buf());
+        std::fs::create_dir(w.join("d")).unwrap();
+        std::fs::write(w.join("d/config.yaml"), "token: sk-harmless").unwrap();
+        std::os::unix::fs::symlink(home.path(), w.join("d2")).unwrap();
+        let names = ["d", "d2"].map(|n| CString::new(w.join(n).as_os_str().as_bytes()).unwrap());
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let swaps = std::sync::Arc::new(AtomicUsize::new(0));
+        let (swapping, counted) = (stop.clone(), swaps.clone());
+        let swapper = std::thread::spawn(move || {
+            while !swapping.load(Relaxed) {
+                counted.fetch_add(1, Relaxed);
+                // SAFETY: two NUL-terminated paths.
+                let r = unsafe {
+                    libc::renameat2(
+                        libc::AT_FDCWD,
+                        names[0].as_ptr(),
+                        libc::AT_FDCWD,
+                        names[1].as_ptr(),
+                        libc::RENAME_EXCHANGE,
+                    )
+                };
+                assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+            }
+        });
+        while swaps.load(Relaxed) < 100 {
+            tokio::task::yield_now().await;
+        }
+        let (mut leaked, mut harmless) = (0, 0);
+        for _ in 0..2_000 {
+            let r: crate::ToolResult = RgSearch
+                .run(json!({"pattern": "token: sk-"}), &ctx)
+                .await
+                .into();
+            leaked += usize::from(r.output.contains("sk-live"));
+            harmless += usize::from(r.output.contains("sk-harmless"));
+        }
+        stop.store(true, Relaxed);
+        swapper.join().unwrap();
+        assert_eq!(
+            leaked, 0,
+            "the config was shown ({harmless} harmless finds)"
+        );
+        assert!(harmless > 0);
+    }
+
+    /// A search of a process's environment (`/proc/<pid>/environ`, or the process folder it
+    /// lies in) is refused as a path and left out of a walk. It was searched; only the searcher's
+    /// binary detection (the NUL after each variable, read with the first) kept the variables
+    /// from being shown.
+    #[tokio::test]
+    async fn a_process_environment_is_not_searched() {
+        let d = tree();
+        let ctx = ctx_in(d.path());
+        let mut child = crate::builtin::files::file_read::tests::with_environment(
+            "EXTRA_SERVICE_TOKEN=ENVTOKENSECRET-55d1",
+        );
+        let pid = child.id();
+        for path in [format!("/proc/{pid}/environ"), "/proc/self/environ".into()] {
+            let r: crate::ToolResult = RgSearch
+                .run(json!({"pattern": "TOKEN", "path": path}), &ctx)
+                .await
+                .into();
+            assert!(!r.output.contains("ENVTOKENSECRET"), "{path}: {}", r.output);
+            assert_eq!(
+                r.error_kind,
+                Some(ErrorKind::Denied),
+                "{path}: {}",
+                r.output
+            );
+        }
+        let scope = Scope::new(&ctx, &format!("/proc/{pid}")).unwrap();
+        assert!(scope.excluded(&scope.root.join("environ"), 1));
+        assert!(scope.excluded(&scope.root.join(format!("task/{pid}/environ")), 3));
+        assert!(!scope.excluded(&scope.root.join("status"), 1));
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 }

@@ -910,13 +910,14 @@ pub(crate) async fn turn_end(s: &dyn DaemonStore) {
     };
     s.end_turn(&marks).await.unwrap();
     assert_eq!(s.kv_get(&mark).await.unwrap().as_deref(), Some("shell"));
-    // No such session: nothing of it is written.
+    // No such session: nothing of it is written (an error, or, from a store that queues the
+    // write, an answer at once and the failure logged).
     let orphan = TurnEnd {
         session_id: "no-such-session".into(),
         marks: vec![("k:orphan".into(), "v".into())],
         ..end
     };
-    assert!(s.end_turn(&orphan).await.is_err());
+    let _ = s.end_turn(&orphan).await;
     assert_eq!(s.kv_get("k:orphan").await.unwrap(), None);
     assert_eq!(
         s.tokens_since(0, Some(("telegram", "9"))).await.unwrap(),

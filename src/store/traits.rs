@@ -44,7 +44,9 @@ impl SessionStore for Store {
         // One trip to the connection thread and one transaction: the session, its keys, what
         // followed the window.
         self.call("start turn", move |db| {
-            db.in_transaction("start turn", |db| start_turn(db, &key, &prefixes, held, limit))
+            db.in_transaction("start turn", |db| {
+                start_turn(db, &key, &prefixes, held, limit)
+            })
         })
         .await
     }

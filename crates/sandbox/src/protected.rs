@@ -280,24 +280,50 @@ pub struct HiddenPlace {
 }
 
 /// The protected places for one tool call: `$ETHAN_HOME` less the workspace, the config file,
-/// and the credential places under the user's home. All paths are real (symlinks resolved).
+/// and the credential places under the user's home. All paths are real (symlinks resolved), as
+/// they were when it was made: it is made again for each step of a call, never kept longer.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Protection {
     pub ethan_home: Option<PathBuf>,
     pub workspace: PathBuf,
     pub user_home: Option<PathBuf>,
     pub extra: Vec<PathBuf>,
+    /// The credential places under `user_home` ([`CREDENTIAL_PLACES`], real paths, each with
+    /// its entry of the list), found once when this was made: a search checks every path it
+    /// walks against them.
+    credentials: Vec<(PathBuf, String)>,
 }
 
 impl Protection {
     /// For a call working in `workspace`, with `$ETHAN_HOME` = `ethan_home` (`None` in tests that
     /// do not care) and this process's home.
     pub fn new(ethan_home: Option<&Path>, workspace: &Path) -> Self {
+        Self::with_homes(
+            ethan_home.map(real_path),
+            real_path(workspace),
+            user_home().map(|h| real_path(&h)),
+        )
+    }
+
+    /// From real paths already resolved; the credential places found under `user_home` now.
+    fn with_homes(
+        ethan_home: Option<PathBuf>,
+        workspace: PathBuf,
+        user_home: Option<PathBuf>,
+    ) -> Self {
+        let credentials = user_home
+            .as_deref()
+            .map(credential_places_under)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(path, name)| (path, name.to_string()))
+            .collect();
         Self {
-            ethan_home: ethan_home.map(real_path),
-            workspace: real_path(workspace),
-            user_home: user_home().map(|h| real_path(&h)),
+            ethan_home,
+            workspace,
+            user_home,
             extra: Vec::new(),
+            credentials,
         }
     }
 
@@ -309,11 +335,8 @@ impl Protection {
     }
 
     /// The credential places that apply (under the user's home), real paths.
-    fn credential_places(&self) -> Vec<(PathBuf, &'static str)> {
-        match &self.user_home {
-            Some(home) => credential_places_under(home),
-            None => Vec::new(),
-        }
+    fn credential_places(&self) -> &[(PathBuf, String)] {
+        &self.credentials
     }
 
     /// Whether `path` (absolute, not necessarily existing) is protected, and why. Symlinks are
@@ -356,7 +379,7 @@ impl Protection {
             return Some(Protected::Environment);
         }
         for (place, name) in self.credential_places() {
-            if real.starts_with(&place) && !self.workspace.starts_with(&place) {
+            if real.starts_with(place) && !self.workspace.starts_with(place) {
                 return Some(Protected::Credentials(format!("~/{name}")));
             }
         }
@@ -431,9 +454,9 @@ impl Protection {
             }
         }
         for (place, _) in self.credential_places() {
-            if place.exists() && !self.workspace.starts_with(&place) {
+            if place.exists() && !self.workspace.starts_with(place) {
                 out.push(HiddenPlace {
-                    path: place,
+                    path: place.clone(),
                     except: None,
                 });
             }
@@ -564,12 +587,7 @@ mod tests {
             std::fs::write(kept.join(file), "token = \"cio-secret\"").unwrap();
             std::os::unix::fs::symlink(kept.join(file), base.join(link)).unwrap();
         }
-        let p = Protection {
-            ethan_home: None,
-            workspace: base.join("ws"),
-            user_home: Some(base.clone()),
-            extra: Vec::new(),
-        };
+        let at = || Protection::with_homes(None, base.join("ws"), Some(base.clone()));
         let check = |p: &Protection| {
             for (file, place) in [
                 ("cargo-token", "~/.cargo/credentials.toml"),
@@ -582,11 +600,11 @@ mod tests {
                 );
             }
         };
-        check(&p);
+        check(&at());
         for i in 0..=HOME_LISTING_LIMIT {
             std::fs::write(base.join(format!("f{i}")), "").unwrap();
         }
-        check(&p);
+        check(&at());
         assert_eq!(
             real_path_under(&base, ".netrc"),
             real_path(&base.join(".netrc"))

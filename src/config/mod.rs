@@ -371,7 +371,7 @@ fn locate(
             p.line = lines.and_then(|l| l.line_of(&p.segs));
         }
     }
-    problems.sort_by_key(|p| (p.line.is_none(), p.line));
+    ethan_core::sort::sort_by_key(&mut problems, |p| (p.line.is_none(), p.line));
     problems
 }
 

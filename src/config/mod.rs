@@ -14,6 +14,7 @@
 mod channels;
 pub mod origin;
 pub mod problems;
+mod tracked;
 mod types;
 mod validate;
 pub mod watch;

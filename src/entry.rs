@@ -1,7 +1,11 @@
 //! `ethan`: the command line. `run` starts the daemon; `chat` is a terminal session; `doctor`
 //! checks the setup; `tools list` shows the tools. See README.md.
+//!
+//! In the library rather than in `src/main.rs`, which only calls [`main`]: the futures the
+//! commands run (a chat's turn among them) are built once, here, and not a second time in the
+//! binary's own crate (BENCHMARKS.md, "Binary size, round three's last cut").
 
-use ethan::{cli, config, daemon, logging};
+use crate::{cli, config, daemon, logging};
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -181,9 +185,10 @@ fn interactive() -> bool {
     std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
 }
 
-fn main() -> ExitCode {
+/// The `ethan` binary's `main`.
+pub fn main() -> ExitCode {
     // The sandbox helper (the same binary started again for one command or one file).
-    ethan::helper::main_if_helper();
+    crate::helper::main_if_helper();
     ignore_sigxfsz();
     let cli = Cli::parse();
     let default_filter = match cli.command {
@@ -226,7 +231,7 @@ fn main() -> ExitCode {
         &config::LoadOptions {
             config_path: cli.config.clone(),
         },
-        ethan::daemon::tool_setup::name_problems,
+        crate::daemon::tool_setup::name_problems,
     ) {
         Ok(l) => l,
         Err(e) => {

@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod consent;
 pub mod daemon;
+pub mod entry;
 pub use ethan_egress as egress;
 pub mod gateway;
 pub mod helper;

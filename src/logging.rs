@@ -60,7 +60,7 @@ impl Redactor {
     pub fn set(&self, mut secrets: Vec<String>) {
         // Longest first, so a secret containing another is replaced whole.
         secrets.retain(|s| s.len() >= 4);
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        ethan_core::sort::sort_by_key(&mut secrets, |s| std::cmp::Reverse(s.len()));
         *self.0.write().unwrap_or_else(|p| p.into_inner()) = secrets;
     }
 

@@ -138,11 +138,12 @@ pub struct Agents {
 
 impl Agents {
     pub fn from_config(c: &Config) -> Self {
-        let agents = c
-            .agents
-            .iter()
-            .map(|(name, a)| (name.clone(), (a.clone(), agent_policy(a))))
-            .collect();
+        // Inserted one by one: `collect` into a `BTreeMap` sorts first, and its sort would be
+        // one more copy of the standard library's (`ethan_core::sort`).
+        let mut agents = BTreeMap::new();
+        for (name, a) in &c.agents {
+            agents.insert(name.clone(), (a.clone(), agent_policy(a)));
+        }
         Self {
             agents,
             bindings: c.bindings.clone(),

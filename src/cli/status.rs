@@ -116,7 +116,7 @@ async fn jobs_line(
         .filter(|j| !j.paused && !matches!(j.state, crate::store::jobs::JobState::Done))
         .filter_map(|j| j.next_run.map(|t| (t, j)))
         .collect();
-    next.sort_by_key(|(t, _)| *t);
+    ethan_core::sort::sort_by_key(&mut next, |(t, _)| *t);
     if next.is_empty() {
         println!("jobs       no run scheduled");
         return Ok(());

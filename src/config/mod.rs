@@ -14,6 +14,7 @@
 mod channels;
 pub mod origin;
 pub mod problems;
+mod tracked;
 mod types;
 mod validate;
 pub mod watch;
@@ -371,7 +372,7 @@ fn locate(
             p.line = lines.and_then(|l| l.line_of(&p.segs));
         }
     }
-    problems.sort_by_key(|p| (p.line.is_none(), p.line));
+    ethan_core::sort::sort_by_key(&mut problems, |p| (p.line.is_none(), p.line));
     problems
 }
 

@@ -223,7 +223,7 @@ pub fn env_warnings() -> Vec<String> {
             k.starts_with("ETHAN_") && !k.starts_with("ETHAN__") && !OWN_VARS.contains(&k.as_str())
         })
         .collect();
-    names.sort();
+    ethan_core::sort::sort(&mut names);
     names
         .into_iter()
         .map(|k| {

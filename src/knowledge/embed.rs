@@ -213,7 +213,7 @@ pub fn nearest(query: &[f32], vectors: &[(i64, Vec<f32>)], top: usize) -> Vec<(i
         .filter(|(_, v)| v.len() == query.len())
         .map(|(id, v)| (*id, cosine(query, v)))
         .collect();
-    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    ethan_core::sort::sort_by(&mut scored, |a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     scored.truncate(top);
     scored
 }

@@ -277,15 +277,13 @@ impl McpManager {
         }
         let mut r = registry_with(&self.base, all, &self.logged_skips);
         // Only the servers whose resources the owner opened (`resources: true`).
-        let readable: std::collections::BTreeMap<_, _> = self
-            .servers
-            .iter()
-            .filter(|s| s.cfg.resources)
-            .map(|s| {
-                let limit = Duration::from_secs(s.cfg.timeout_secs.max(1));
-                (s.handle.name.clone(), (s.handle.clone(), limit))
-            })
-            .collect();
+        // Inserted one by one rather than collected, which would sort with a copy of the
+        // standard library's sort of its own (`ethan_core::sort`).
+        let mut readable = std::collections::BTreeMap::new();
+        for s in self.servers.iter().filter(|s| s.cfg.resources) {
+            let limit = Duration::from_secs(s.cfg.timeout_secs.max(1));
+            readable.insert(s.handle.name.clone(), (s.handle.clone(), limit));
+        }
         if !readable.is_empty() {
             r.register(Arc::new(super::resources::ResourceRead::new(
                 readable,

@@ -126,7 +126,7 @@ pub fn rrf(lists: &[Vec<i64>]) -> Vec<(i64, f64)> {
         }
     }
     let mut out: Vec<(i64, f64)> = scores.into_iter().collect();
-    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    ethan_core::sort::sort_by(&mut out, |a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     out
 }
 

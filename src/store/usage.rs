@@ -130,8 +130,10 @@ pub fn group(records: &[UsageRecord], by: &UsageGrouping) -> Vec<UsageRow> {
     }
     let mut rows: Vec<UsageRow> = groups.into_values().collect();
     match by {
-        UsageGrouping::Day(_) => rows.sort_by(|a, b| a.key.cmp(&b.key)),
-        _ => rows.sort_by(|a, b| b.total().cmp(&a.total()).then_with(|| a.key.cmp(&b.key))),
+        UsageGrouping::Day(_) => ethan_core::sort::sort_by(&mut rows, |a, b| a.key.cmp(&b.key)),
+        _ => ethan_core::sort::sort_by(&mut rows, |a, b| {
+            b.total().cmp(&a.total()).then_with(|| a.key.cmp(&b.key))
+        }),
     }
     rows
 }

@@ -217,7 +217,7 @@ fn attachments_of(msg: &Message) -> Vec<Attachment> {
                 height: p.height,
             })
             .collect();
-        files.sort_by_key(|f| {
+        ethan_core::sort::sort_by_key(&mut files, |f| {
             (
                 f.size.unwrap_or(0),
                 u64::from(f.width) * u64::from(f.height),

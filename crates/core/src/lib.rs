@@ -1,6 +1,6 @@
-//! Ethan's core: the types and traits every other part of the daemon agrees on, and the one
-//! way a task is spawned ([`task`]); nothing else — no I/O, no platform, no storage. It depends
-//! on no other crate of the workspace.
+//! Ethan's core: the types and traits every other part of the daemon agrees on, the one way a
+//! task is spawned ([`task`]) and the one sort of cold call sites ([`sort`]); nothing else — no
+//! I/O, no platform, no storage. It depends on no other crate of the workspace.
 //!
 //! - [`assessment`]: what a tool works out about one call before consent;
 //! - [`channel`]: which interface and chat a message belongs to;
@@ -18,7 +18,8 @@
 //! - [`secret`]: a credential that never shows itself in logs, as the config reads it;
 //! - [`knowledge`]: the knowledge base as the knowledge tools use it, and the notes and search
 //!   results they exchange;
-//! - [`task`]: spawning a task with its future boxed (one copy of tokio's task code).
+//! - [`task`]: spawning a task with its future boxed (one copy of tokio's task code);
+//! - [`sort`]: stable sorting for cold call sites through one shared copy of the sort.
 
 pub mod assessment;
 pub mod channel;
@@ -31,6 +32,7 @@ pub mod net;
 pub mod provider;
 pub mod sandbox;
 pub mod secret;
+pub mod sort;
 pub mod store;
 pub mod task;
 pub mod tool;

@@ -48,7 +48,7 @@ pub fn resolve_mentions(
 ) -> (String, bool) {
     let mut sorted: Vec<&Mention> = mentions.iter().filter(|m| !m.key.is_empty()).collect();
     // Longest keys first, so `@_user_1` does not eat the front of `@_user_10`.
-    sorted.sort_by_key(|m| std::cmp::Reverse(m.key.len()));
+    ethan_core::sort::sort_by_key(&mut sorted, |m| std::cmp::Reverse(m.key.len()));
     let mut text = raw.to_string();
     let mut mentioned = false;
     for m in sorted {

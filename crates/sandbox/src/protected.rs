@@ -414,7 +414,7 @@ impl Protection {
         }
         let want = (meta.dev(), meta.ino());
         let mut places = self.hidden_places();
-        places.sort_by_key(|p| self.ethan_home.as_ref() == Some(&p.path));
+        ethan_core::sort::sort_by_key(&mut places, |p| self.ethan_home.as_ref() == Some(&p.path));
         for place in places {
             match find_file(&place, &mut budget, |m| (m.dev(), m.ino()) == want) {
                 Scan::Found(found) => return Some(Protected::HardLink(found)),

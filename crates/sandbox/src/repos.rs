@@ -222,7 +222,7 @@ pub fn protect(roots: &[PathBuf]) -> Result<Vec<String>, String> {
         }
     }
     let mut sealed: Vec<&PathBuf> = plans.iter().flat_map(|(_, f)| &f.sealed).collect();
-    sealed.sort_by_key(|p| p.components().count());
+    ethan_core::sort::sort_by_key(&mut sealed, |p| p.components().count());
     for place in sealed {
         super::mounts::seal(place)?;
     }
@@ -248,7 +248,7 @@ pub fn pins(roots: &[PathBuf], found: &Found) -> Vec<PathBuf> {
         }
     }
     let mut out: Vec<PathBuf> = out.into_iter().collect();
-    out.sort_by_key(|p| p.components().count());
+    ethan_core::sort::sort_by_key(&mut out, |p| p.components().count());
     out
 }
 

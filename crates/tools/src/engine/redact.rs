@@ -73,7 +73,7 @@ pub struct Redactor {
 impl Redactor {
     pub fn new(mut secrets: Vec<String>) -> Self {
         secrets.retain(|s| s.len() >= 4);
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        ethan_core::sort::sort_by_key(&mut secrets, |s| std::cmp::Reverse(s.len()));
         secrets.dedup();
         Self { secrets }
     }

@@ -385,7 +385,7 @@ pub fn builtin_names() -> Vec<String> {
     if cfg!(feature = "test-tools") {
         names.extend(TEST_TOOLS.iter().map(|n| n.to_string()));
     }
-    names.sort();
+    ethan_core::sort::sort(&mut names);
     names
 }
 

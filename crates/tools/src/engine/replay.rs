@@ -23,7 +23,7 @@ pub fn canonical_json(v: &Value) -> String {
         match v {
             Value::Object(m) => {
                 let mut keys: Vec<&String> = m.keys().collect();
-                keys.sort();
+                ethan_core::sort::sort(&mut keys);
                 out.push('{');
                 for (i, k) in keys.iter().enumerate() {
                     if i > 0 {

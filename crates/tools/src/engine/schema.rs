@@ -131,7 +131,7 @@ impl ArgsValidator {
                 format!("- {at}: {e}")
             })
             .collect();
-        lines.sort();
+        ethan_core::sort::sort(&mut lines);
         lines.dedup();
         Err(lines.join("\n"))
     }

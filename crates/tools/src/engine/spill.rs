@@ -47,7 +47,7 @@ pub fn keep_within(dir: &Path, max_bytes: u64) -> usize {
             ))
         })
         .collect();
-    files.sort();
+    ethan_core::sort::sort(&mut files);
     let mut total: u64 = files.iter().map(|f| f.2).sum();
     let mut removed = 0;
     for (_, path, len) in files {

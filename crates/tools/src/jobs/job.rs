@@ -292,7 +292,7 @@ pub fn plan(
         .map(|t| t.trim().to_string())
         .filter(|t| !t.is_empty())
         .collect();
-    allowed.sort();
+    ethan_core::sort::sort(&mut allowed);
     allowed.dedup();
     Ok(JobRecord {
         id,

@@ -122,7 +122,7 @@ impl Parsed {
             Ok(rd) => rd.filter_map(Result::ok).collect(),
             Err(_) => Vec::new(),
         };
-        entries.sort_by_key(|e| e.file_name());
+        ethan_core::sort::sort_by_key(&mut entries, |e| e.file_name());
         let mut seen_now = std::collections::HashSet::new();
         for entry in entries {
             let path = entry.path();
@@ -155,7 +155,7 @@ impl Parsed {
         for p in &problems {
             tracing::warn!("skill skipped: {p}");
         }
-        skills.sort_by(|a, b| a.name.cmp(&b.name));
+        ethan_core::sort::sort_by(&mut skills, |a, b| a.name.cmp(&b.name));
         (skills, problems)
     }
 
@@ -210,7 +210,7 @@ pub fn files_of(skill: &Skill) -> Vec<String> {
             break;
         }
     }
-    out.sort();
+    ethan_core::sort::sort(&mut out);
     out
 }
 

@@ -88,7 +88,7 @@ impl Tool for FileList {
                 }
             }
         }
-        entries.sort();
+        ethan_core::sort::sort(&mut entries);
         let mut out = format!("{} ({total} entries)\n", path.display());
         out.push_str(&entries.join("\n"));
         if total > entries.len() {

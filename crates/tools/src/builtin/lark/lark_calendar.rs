@@ -329,7 +329,7 @@ impl LarkCalendarEvents {
                 }
             }
         }
-        events.sort_by_key(|(ts, _)| *ts);
+        ethan_core::sort::sort_by_key(&mut events, |(ts, _)| *ts);
         Ok(events)
     }
 }

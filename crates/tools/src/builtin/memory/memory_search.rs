@@ -52,7 +52,7 @@ impl Tool for MemorySearch {
             .filter(|(s, _)| query.is_empty() || *s > 0)
             .collect();
         // Best match first; the store's order (most recently confirmed) breaks ties.
-        found.sort_by_key(|(s, _)| std::cmp::Reverse(*s));
+        ethan_core::sort::sort_by_key(&mut found, |(s, _)| std::cmp::Reverse(*s));
         found.truncate(MAX_RESULTS);
         if found.is_empty() {
             return Ok(ToolOutput::new(format!(

@@ -192,7 +192,7 @@ impl ScheduleCreate {
 fn job_content(job: &JobRecord) -> String {
     use sha2::Digest;
     let mut tools = job.allowed_tools.clone();
-    tools.sort();
+    ethan_core::sort::sort(&mut tools);
     tools.dedup();
     let shown = json!([
         job.prompt,

@@ -150,7 +150,7 @@ pub(crate) fn find(
         })
     });
     let mut paths = found.into_inner().unwrap_or_else(|p| p.into_inner());
-    paths.sort();
+    ethan_core::sort::sort(&mut paths);
     paths.truncate(q.max_results);
     Ok(FoundPaths {
         paths,

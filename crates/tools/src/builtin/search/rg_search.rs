@@ -174,7 +174,7 @@ pub(crate) fn search(scope: &Scope, q: &Query, cancel: &AtomicBool) -> Result<Fo
         })
     });
     let mut matches = found.into_inner().unwrap_or_else(|p| p.into_inner());
-    matches.sort();
+    ethan_core::sort::sort(&mut matches);
     matches.truncate(limit);
     Ok(Found {
         matches,

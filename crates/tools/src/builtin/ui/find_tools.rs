@@ -73,7 +73,9 @@ impl Tool for FindTools {
             })
             .filter(|(s, _)| *s > 0)
             .collect();
-        hits.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.name.cmp(&b.1.name)));
+        ethan_core::sort::sort_by(&mut hits, |a, b| {
+            b.0.cmp(&a.0).then(a.1.name.cmp(&b.1.name))
+        });
         if hits.is_empty() {
             let names: Vec<&str> = ctx.catalog.iter().map(|t| t.name.as_str()).collect();
             return Ok(ToolOutput::new(format!(

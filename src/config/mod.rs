@@ -14,7 +14,6 @@
 mod channels;
 pub mod origin;
 pub mod problems;
-mod tracked;
 mod types;
 mod validate;
 pub mod watch;

@@ -4,7 +4,6 @@
 //! "expected a map with keys provider, base_url, …").
 
 use super::origin::{key_string, Seg};
-use super::tracked;
 use super::types::{Config, ToolOverride, TOOLS_SECTION_KEYS};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
@@ -68,19 +67,27 @@ pub(crate) fn deserialize_all<T: DeserializeOwned + Default>(
     problems: &mut Vec<Problem>,
 ) -> T {
     for _ in 0..200 {
-        let (path, e) = match tracked::from_value::<T>(raw.clone()) {
+        let e = match serde_path_to_error::deserialize::<_, T>(raw.clone()) {
             Ok(t) => return t,
             Err(e) => e,
         };
         let mut segs = prefix.to_vec();
-        segs.extend(path);
-        let inner = e.to_string();
+        for s in e.path().iter() {
+            match s {
+                serde_path_to_error::Segment::Seq { index } => segs.push(Seg::Index(*index)),
+                serde_path_to_error::Segment::Map { key } => segs.push(Seg::Key(key.clone())),
+                serde_path_to_error::Segment::Enum { .. }
+                | serde_path_to_error::Segment::Unknown => {}
+            }
+        }
+        let inner = e.into_inner().to_string();
         let message = match inner
             .strip_prefix("unknown field `")
             .and_then(|r| r.split('`').next())
         {
             Some(field) => {
-                // The path names the refused key; the message's keys are its parent's.
+                // serde_path_to_error names the field in the path; older versions stop at the
+                // parent.
                 if segs.last() == Some(&Seg::Key(field.to_string())) {
                     segs.pop();
                 }
@@ -191,10 +198,11 @@ pub(crate) fn keys_at(segs: &[Seg]) -> Option<Vec<String>> {
         [Seg::Key(t), Seg::Key(name), rest @ ..]
             if t == "tools" && !TOOLS_SECTION_KEYS.contains(&name.as_str()) =>
         {
-            tracked::from_value::<ToolOverride>(nest(rest)).err()?.1
+            serde_path_to_error::deserialize::<_, ToolOverride>(nest(rest)).err()?
         }
-        _ => tracked::from_value::<Config>(nest(segs)).err()?.1,
+        _ => serde_path_to_error::deserialize::<_, Config>(nest(segs)).err()?,
     }
+    .into_inner()
     .to_string();
     let expected = message
         .strip_prefix(&format!("unknown field `{PROBE}`"))?

@@ -251,10 +251,17 @@ pub fn process_environment(real: &Path) -> bool {
         return false;
     };
     // SAFETY: a NUL-terminated path and a zeroed struct the call fills.
-    unsafe {
+    let fs = unsafe {
         let mut fs: libc::statfs = std::mem::zeroed();
-        libc::statfs(c.as_ptr(), &mut fs) == 0 && fs.f_type == libc::PROC_SUPER_MAGIC
-    }
+        if libc::statfs(c.as_ptr(), &mut fs) != 0 {
+            return false;
+        }
+        fs
+    };
+    // `f_type` is signed with glibc and unsigned with musl; the magic number fits either.
+    #[allow(clippy::unnecessary_cast)]
+    let is_proc = fs.f_type as i64 == libc::PROC_SUPER_MAGIC as i64;
+    is_proc
 }
 
 fn lexical_normalize(path: &Path) -> PathBuf {

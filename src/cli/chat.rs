@@ -97,8 +97,12 @@ pub async fn run(
             ExitCode::SUCCESS
         }
     };
-    // The terminal session ends: its browser session (tabs, cookies) with it.
+    // The terminal session ends: its browser session (tabs, cookies) with it, and the writes
+    // its last turn queued (the turn's end, its audit and usage rows) before the process does.
     chat.agent.executor.registry().end_session(&chat.key).await;
+    if let Err(e) = store.settle().await {
+        eprintln!("ethan: the last turn may not be stored: {e}");
+    }
     mcp.shutdown().await;
     if let Some(dir) = &chat.agent.sandbox.settings().await.private_tmp {
         crate::sandbox::remove_private_tmp(dir);

@@ -131,6 +131,12 @@ pub trait StoreAdmin: Send + Sync {
     async fn checkpoint(&self) -> Result<(), StoreError> {
         Ok(())
     }
+    /// Wait until every write queued before this call is written (SQLite queues the writes no
+    /// one waits on, `Store::post`): a process that ends without another store call calls it
+    /// last. Nothing to wait for where no write is queued.
+    async fn settle(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// An event of one session that is not finished, as a replica that takes the session over

@@ -517,6 +517,10 @@ impl StoreAdmin for Store {
     async fn checkpoint(&self) -> Result<(), StoreError> {
         self.call("checkpoint", |db| db.checkpoint()).await
     }
+    async fn settle(&self) -> Result<(), StoreError> {
+        // The calls run in order: this one's answer comes after every write queued before it.
+        self.call("settle", |_| Ok(())).await
+    }
 }
 
 /// One process per SQLite file: the defaults (nothing shared, every lease granted).

@@ -84,13 +84,8 @@ pub fn open_checked(
     rules: &Protection,
     path: &Path,
 ) -> std::io::Result<Result<File, ToolError>> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)?;
-    let held = file.metadata()?;
+    use std::os::unix::fs::MetadataExt;
+    let (file, held) = open_held(path)?;
     if !held.is_file() && !held.is_dir() {
         // A device, FIFO or socket: no end (`/dev/zero`), or no answer.
         return Ok(Err(ToolError::new(
@@ -105,7 +100,7 @@ pub fn open_checked(
     if approved {
         return Ok(Ok(file));
     }
-    let opened = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
+    let opened = opened_path(&file)?;
     // The name must still lead to the inode held (not renamed over, not deleted: " (deleted)"),
     // and that inode is what the hard-link search looks for, not whatever a name leads to now.
     let same =
@@ -128,6 +123,25 @@ pub fn open_checked(
             None => Ok(file),
         },
     )
+}
+
+/// Open `path` for reading as the tools do — without blocking (a FIFO does not hold the call)
+/// and without becoming a terminal — with what the descriptor holds (`fstat`).
+pub fn open_held(path: &Path) -> std::io::Result<(File, std::fs::Metadata)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    let held = file.metadata()?;
+    Ok((file, held))
+}
+
+/// The real path of what `file` holds (`/proc/self/fd`): the name it was reached by, links and
+/// `..` resolved at the open, whatever the name leads to now.
+pub fn opened_path(file: &File) -> std::io::Result<PathBuf> {
+    use std::os::fd::AsRawFd;
+    std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
 }
 
 /// Consent hooks shared by file tools: a protected path is an always-ask call (owner only).

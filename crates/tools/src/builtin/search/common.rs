@@ -95,14 +95,8 @@ impl Scope {
     /// search whatever the link leads to, `$ETHAN_HOME` included; a FIFO swapped in would hold
     /// it. Such a file is counted as left out; one that cannot be opened is an error.
     pub fn open(&self, path: &Path) -> std::io::Result<Option<std::fs::File>> {
-        use std::os::fd::AsRawFd;
-        use std::os::unix::fs::OpenOptionsExt;
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-            .open(path)?;
-        let held = file.metadata()?;
-        let opened = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
+        let (file, held) = paths::open_held(path)?;
+        let opened = paths::opened_path(&file)?;
         if !held.is_file() || opened != path || self.protection.hard_link_target_of(&held).is_some()
         {
             self.left_out.fetch_add(1, Ordering::Relaxed);

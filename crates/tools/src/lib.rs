@@ -19,6 +19,8 @@ pub mod engine;
 pub mod jobs;
 pub mod settings;
 pub mod skills;
+#[cfg(test)]
+mod swapper;
 
 // The old flat paths (`crate::shell`, `crate::executor`, …) stay valid.
 pub use builtin::agents::{delegate, skill_read};

@@ -226,8 +226,6 @@ pub(crate) mod tests {
     /// comes back (it did 23 times in 3,000 when a name was checked after the open).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_hard_link_swapped_with_another_name_never_reads_the_config() {
-        use std::ffi::CString;
-        use std::os::unix::ffi::OsStrExt;
         let home = tempfile::tempdir().unwrap();
         let ws = tempfile::tempdir().unwrap();
         std::fs::write(home.path().join("config.yaml"), "SECRET: sk-live").unwrap();
@@ -235,36 +233,13 @@ pub(crate) mod tests {
         ctx.ethan_home = Some(home.path().to_path_buf());
         std::fs::hard_link(home.path().join("config.yaml"), ws.path().join("h")).unwrap();
         std::fs::write(ws.path().join("decoy"), "harmless").unwrap();
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let names = [ws.path().join("h"), ws.path().join("decoy")]
-            .map(|p| CString::new(p.as_os_str().as_bytes()).unwrap());
-        let swaps = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let (swapping, counted) = (stop.clone(), swaps.clone());
-        let swapper = std::thread::spawn(move || {
-            while !swapping.load(std::sync::atomic::Ordering::Relaxed) {
-                counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                // SAFETY: two NUL-terminated paths.
-                let r = unsafe {
-                    libc::renameat2(
-                        libc::AT_FDCWD,
-                        names[0].as_ptr(),
-                        libc::AT_FDCWD,
-                        names[1].as_ptr(),
-                        libc::RENAME_EXCHANGE,
-                    )
-                };
-                assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
-            }
-        });
-        while swaps.load(std::sync::atomic::Ordering::Relaxed) < 100 {
-            tokio::task::yield_now().await;
-        }
+        let (h, decoy) = (ws.path().join("h"), ws.path().join("decoy"));
+        let swapper = crate::swapper::Swapper::start(&[(&h, &decoy)]).await;
         for _ in 0..1_000 {
             let r: crate::ToolResult = FileRead.run(json!({"path": "h"}), &ctx).await.into();
             assert!(!r.output.contains("sk-live"), "the config was read");
         }
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        swapper.join().unwrap();
+        swapper.stop();
     }
 
     /// A command beside the tool flips a name between a harmless file and a symlink to the
@@ -273,9 +248,6 @@ pub(crate) mod tests {
     /// the protected places: the config never comes back.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_link_or_folder_swapped_beside_the_read_never_reads_the_config() {
-        use std::ffi::CString;
-        use std::os::unix::ffi::OsStrExt;
-        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
         let home = tempfile::tempdir().unwrap();
         let ws = tempfile::tempdir().unwrap();
         let w = ws.path();
@@ -287,30 +259,8 @@ pub(crate) mod tests {
         std::fs::create_dir(w.join("d")).unwrap();
         std::fs::write(w.join("d/config.yaml"), "harmless").unwrap();
         std::os::unix::fs::symlink(home.path(), w.join("d2")).unwrap();
-        let pairs = [("f", "f2"), ("d", "d2")]
-            .map(|(a, b)| [a, b].map(|n| CString::new(w.join(n).as_os_str().as_bytes()).unwrap()));
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let swaps = std::sync::Arc::new(AtomicUsize::new(0));
-        let (swapping, counted) = (stop.clone(), swaps.clone());
-        let swapper = std::thread::spawn(move || {
-            while !swapping.load(Relaxed) {
-                let [a, b] = &pairs[counted.fetch_add(1, Relaxed) % 2];
-                // SAFETY: two NUL-terminated paths.
-                let r = unsafe {
-                    libc::renameat2(
-                        libc::AT_FDCWD,
-                        a.as_ptr(),
-                        libc::AT_FDCWD,
-                        b.as_ptr(),
-                        libc::RENAME_EXCHANGE,
-                    )
-                };
-                assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
-            }
-        });
-        while swaps.load(Relaxed) < 100 {
-            tokio::task::yield_now().await;
-        }
+        let [f, f2, d, d2] = ["f", "f2", "d", "d2"].map(|n| w.join(n));
+        let swapper = crate::swapper::Swapper::start(&[(&f, &f2), (&d, &d2)]).await;
         let mut read = 0;
         for i in 0..2_000 {
             let path = if i % 2 == 0 { "f" } else { "d/config.yaml" };
@@ -321,8 +271,7 @@ pub(crate) mod tests {
             );
             read += usize::from(r.output == "harmless");
         }
-        stop.store(true, Relaxed);
-        swapper.join().unwrap();
+        swapper.stop();
         assert!(read > 0, "the harmless files were never read");
     }
 

@@ -349,9 +349,6 @@ mod tests {
     /// what a name opens later, so the config never shows.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_folder_swapped_with_a_link_beside_the_search_never_shows_the_config() {
-        use std::ffi::CString;
-        use std::os::unix::ffi::OsStrExt;
-        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
         let home = tempfile::tempdir().unwrap();
         let ws = tempfile::tempdir().unwrap();
         let w = ws.path();
@@ -361,29 +358,8 @@ mod tests {
         std::fs::create_dir(w.join("d")).unwrap();
         std::fs::write(w.join("d/config.yaml"), "token: sk-harmless").unwrap();
         std::os::unix::fs::symlink(home.path(), w.join("d2")).unwrap();
-        let names = ["d", "d2"].map(|n| CString::new(w.join(n).as_os_str().as_bytes()).unwrap());
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let swaps = std::sync::Arc::new(AtomicUsize::new(0));
-        let (swapping, counted) = (stop.clone(), swaps.clone());
-        let swapper = std::thread::spawn(move || {
-            while !swapping.load(Relaxed) {
-                counted.fetch_add(1, Relaxed);
-                // SAFETY: two NUL-terminated paths.
-                let r = unsafe {
-                    libc::renameat2(
-                        libc::AT_FDCWD,
-                        names[0].as_ptr(),
-                        libc::AT_FDCWD,
-                        names[1].as_ptr(),
-                        libc::RENAME_EXCHANGE,
-                    )
-                };
-                assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
-            }
-        });
-        while swaps.load(Relaxed) < 100 {
-            tokio::task::yield_now().await;
-        }
+        let (d, d2) = (w.join("d"), w.join("d2"));
+        let swapper = crate::swapper::Swapper::start(&[(&d, &d2)]).await;
         let (mut leaked, mut harmless) = (0, 0);
         for _ in 0..2_000 {
             let r: crate::ToolResult = RgSearch
@@ -393,8 +369,7 @@ mod tests {
             leaked += usize::from(r.output.contains("sk-live"));
             harmless += usize::from(r.output.contains("sk-harmless"));
         }
-        stop.store(true, Relaxed);
-        swapper.join().unwrap();
+        swapper.stop();
         assert_eq!(
             leaked, 0,
             "the config was shown ({harmless} harmless finds)"

@@ -1,9 +1,10 @@
 //! Showing a chat turn while it runs: the [`Presenter`] turns the turn's [`TurnEvent`]s (answer
 //! text as the model writes it, tool calls starting and ending) into a [`DraftView`] and hands it
 //! to the channel's [`Draft`] (a Telegram draft or edited message, a Lark streaming card) at most
-//! once per [`Draft::interval`]: the first change right away, later ones coalesced. A group is
-//! shown less than a direct chat ([`super::group_view`]): no text before the final answer, and
-//! tool lines that name real tools only.
+//! once per [`Draft::interval`]: a first tool line right away, first text after
+//! [`FIRST_SETTLE`] (an answer that arrives whole is not drafted), later changes coalesced. A
+//! group is shown less than a direct chat ([`super::group_view`]): no text before the final
+//! answer, and tool lines that name real tools only.
 //!
 //! The draft's platform handle is recorded in the store ([`StoreDraftLog`], kv key
 //! [`draft_key`]) by the adapter before it first edits a message it created, so a turn re-run
@@ -19,6 +20,7 @@ use ethan_channels::{
 use ethan_core::event::{EventSink, TurnEvent};
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -101,7 +103,12 @@ impl Presenter {
     ) -> (Presenter, EventSink) {
         let (tx, rx) = mpsc::unbounded_channel();
         let done = CancellationToken::new();
-        let task = ethan_core::task::spawn(present(draft, shown, rx, done.clone(), fence, metrics));
+        let feed = Feed {
+            rx,
+            done: done.clone(),
+            settle: FIRST_SETTLE,
+        };
+        let task = ethan_core::task::spawn(present(draft, shown, feed, fence, metrics));
         (
             Presenter {
                 done: done.drop_guard(),
@@ -186,21 +193,51 @@ fn apply(view: &mut DraftView, calls: &mut HashMap<String, usize>, e: TurnEvent)
     }
 }
 
+/// How long a draft's first text waits before it is shown (a tool line is shown at once). A
+/// model's first chunk comes after hundreds of milliseconds and its next ones tens of
+/// milliseconds apart, so the preview is this much later than its text; an answer that arrives
+/// whole within it (a short one, a provider that does not stream) is sent as the reply without
+/// a platform request showing it as a draft just before.
+pub const FIRST_SETTLE: Duration = Duration::from_millis(5);
+
+/// `tokio::time::sleep_until(at)`, never when `at` is `None`.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// What the presenter's loop is fed: the turn's events, the turn's end, and how long the first
+/// change waits ([`FIRST_SETTLE`]).
+struct Feed {
+    rx: mpsc::UnboundedReceiver<TurnEvent>,
+    done: CancellationToken,
+    settle: Duration,
+}
+
 /// The presenter's loop: apply events as they come; show the view when it changed and the
 /// interval since the last update has passed (else when it passes).
 async fn present(
     mut draft: Box<dyn Draft>,
     shown: Shown,
-    mut rx: mpsc::UnboundedReceiver<TurnEvent>,
-    done: CancellationToken,
+    feed: Feed,
     fence: Option<Arc<dyn ethan_core::tool::Fence>>,
     metrics: Arc<crate::metrics::Metrics>,
 ) -> (Box<dyn Draft>, DraftView) {
+    let Feed {
+        mut rx,
+        done,
+        settle,
+    } = feed;
     let interval = draft.interval();
     let mut view = DraftView::default();
     let mut calls = HashMap::new();
     let mut dirty = false;
-    let mut next_at = Instant::now();
+    // The first text waits [`FIRST_SETTLE`]: an answer that arrives whole within it is sent as
+    // the reply without a draft of itself first.
+    let mut next_at = None;
+    let mut updated = false;
     let mut open = true;
     loop {
         tokio::select! {
@@ -215,7 +252,18 @@ async fn present(
                 }
                 None => open = false,
             },
-            _ = tokio::time::sleep_until(next_at), if dirty => {}
+            _ = sleep_until(next_at), if dirty => {}
+        }
+        if dirty && !updated {
+            // A tool line is shown at once (a group sees nothing else while the turn runs);
+            // text alone waits for the settle.
+            let settle = if view.tools.is_empty() {
+                settle
+            } else {
+                Duration::ZERO
+            };
+            let due = Instant::now() + settle;
+            next_at = Some(next_at.map_or(due, |t| t.min(due)));
         }
         if !open && !dirty {
             // Nothing more will come; wait for the turn to end.
@@ -223,7 +271,7 @@ async fn present(
             break;
         }
         let empty = view.text.trim().is_empty() && view.tools.is_empty();
-        if dirty && !empty && Instant::now() >= next_at {
+        if dirty && !empty && next_at.is_some_and(|t| Instant::now() >= t) {
             dirty = false;
             if let Some(fence) = &fence {
                 if let Err(why) = fence.check().await {
@@ -239,7 +287,8 @@ async fn present(
             metrics
                 .draft_update
                 .observe(started.elapsed().as_secs_f64());
-            next_at = Instant::now() + interval;
+            next_at = Some(Instant::now() + interval);
+            updated = true;
         } else if empty {
             dirty = false;
         }
@@ -281,7 +330,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn updates_are_coalesced_to_one_per_interval_and_the_first_is_at_once() {
+    async fn updates_are_coalesced_to_one_per_interval_and_the_first_after_a_short_settle() {
         let shown = Arc::new(Mutex::new(Vec::new()));
         let draft = Recorder {
             shown: shown.clone(),
@@ -289,7 +338,7 @@ mod tests {
         };
         let (p, tx) = Presenter::start(Box::new(draft), Shown::All);
         tx.send(TurnEvent::Delta("Hel".into())).unwrap();
-        // The first piece is shown before the interval has passed.
+        // The first piece is shown after FIRST_SETTLE, long before the interval has passed.
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(shown.lock().unwrap().len(), 1, "the first piece at once");
         // 20 pieces 25 ms apart: half a second of text.
@@ -393,6 +442,74 @@ mod tests {
             "{md}"
         );
         assert_eq!(shown_tool_name("<>`"), "tool");
+    }
+
+    /// A presenter with a settle no test machine outlasts, fed by hand: (events, turn's end,
+    /// what it showed, its task).
+    #[allow(clippy::type_complexity)]
+    fn long_settle() -> (
+        mpsc::UnboundedSender<TurnEvent>,
+        CancellationToken,
+        Arc<Mutex<Vec<(Instant, DraftView)>>>,
+        JoinHandle<(Box<dyn Draft>, DraftView)>,
+    ) {
+        let shown = Arc::new(Mutex::new(Vec::new()));
+        let draft = Recorder {
+            shown: shown.clone(),
+            interval: Duration::from_millis(100),
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let done = CancellationToken::new();
+        let feed = Feed {
+            rx,
+            done: done.clone(),
+            settle: Duration::from_secs(600),
+        };
+        let metrics = Arc::new(crate::metrics::Metrics::new());
+        let task = tokio::spawn(present(Box::new(draft), Shown::All, feed, None, metrics));
+        (tx, done, shown, task)
+    }
+
+    /// Let the presenter run (one thread: it runs while this task yields).
+    async fn let_it_run() {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_arrives_whole_within_the_settle_is_not_drafted() {
+        let (tx, done, shown, task) = long_settle();
+        tx.send(TurnEvent::Delta("the whole ".into())).unwrap();
+        tx.send(TurnEvent::Delta("answer".into())).unwrap();
+        let_it_run().await;
+        done.cancel();
+        let (_, view) = task.await.unwrap();
+        // It took the text (what the reply finishes with) and showed nothing.
+        assert_eq!(view.text, "the whole answer");
+        assert!(
+            shown.lock().unwrap().is_empty(),
+            "no draft before the reply"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_tool_line_is_shown_at_once_whatever_the_settle() {
+        let (tx, done, shown, task) = long_settle();
+        tx.send(TurnEvent::Delta("Let me look.".into())).unwrap();
+        tx.send(TurnEvent::ToolStart {
+            id: "a".into(),
+            name: "file_read".into(),
+            summary: String::new(),
+        })
+        .unwrap();
+        let_it_run().await;
+        let first = shown.lock().unwrap().first().map(|(_, v)| v.clone());
+        done.cancel();
+        task.await.unwrap();
+        let first = first.expect("the tool line was shown without waiting for the settle");
+        assert_eq!(first.tools[0].name, "file_read");
+        assert_eq!(first.tools[0].state, ToolState::Running);
     }
 
     #[tokio::test]

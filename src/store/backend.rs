@@ -37,6 +37,19 @@ pub trait InboundStore: Send + Sync {
     /// [`ethan_core::store::KvStore::kv_delete`], queued as
     /// [`InboundStore::queue_inbound_state`] is (the draft handle of a reply that is settled).
     async fn queue_kv_delete(&self, key: &str);
+    /// A reply's end: the event moved to `state` ([`InboundStore::queue_inbound_state`]) and
+    /// the reply's draft handle under `draft_key` forgotten ([`InboundStore::queue_kv_delete`]),
+    /// queued as they are. SQLite writes both in one transaction.
+    async fn queue_reply_settled(
+        &self,
+        channel: &str,
+        event_id: &str,
+        state: &str,
+        draft_key: &str,
+    ) {
+        self.queue_inbound_state(channel, event_id, state).await;
+        self.queue_kv_delete(draft_key).await;
+    }
     /// State `sending` and the reply text, in one write, just before the reply is sent.
     async fn set_inbound_sending(
         &self,

@@ -377,6 +377,13 @@ mod tests {
         store.kv_set("draft:telegram:7", "{}").await.unwrap();
         store.queue_kv_delete("draft:telegram:7").await;
         assert_eq!(store.kv_get("draft:telegram:7").await.unwrap(), None);
+        // A reply's end: its state and its draft handle at once.
+        store.queue_inbound_state("telegram", "7", "sending").await;
+        store.kv_set("draft:telegram:7", "{}").await.unwrap();
+        store
+            .queue_reply_settled("telegram", "7", "done", "draft:telegram:7")
+            .await;
+        assert_eq!(store.kv_get("draft:telegram:7").await.unwrap(), None);
         // A failing queued write is logged, and the store goes on.
         store.post("a failing write", |_| {
             Err(StoreError::Closed {

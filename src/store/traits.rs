@@ -438,6 +438,23 @@ impl InboundStore for Store {
         let key = key.to_owned();
         self.post("kv delete", move |db| db.kv_delete(&key));
     }
+    /// Queued on the connection thread ([`Store::post`]), both writes in one transaction.
+    async fn queue_reply_settled(
+        &self,
+        channel: &str,
+        event_id: &str,
+        state: &str,
+        draft_key: &str,
+    ) {
+        let (c, e, s) = (channel.to_owned(), event_id.to_owned(), state.to_owned());
+        let key = draft_key.to_owned();
+        self.post("reply settled", move |db| {
+            db.in_transaction("reply settled", |db| {
+                db.set_inbound_state(&c, &e, &s)?;
+                db.kv_delete(&key)
+            })
+        });
+    }
     /// See [`super::Db::set_inbound_sending`].
     async fn set_inbound_sending(
         &self,

@@ -150,6 +150,19 @@ impl Router {
             .await;
     }
 
+    /// [`Router::mark`] for a reply's end: the event's last state and its draft handle
+    /// forgotten ([`crate::daemon::stream::draft_key`]), queued as one write.
+    async fn settle(&self, ev: &InboundEvent, state: &str) {
+        self.store
+            .queue_reply_settled(
+                ev.channel.as_str(),
+                &ev.event_id,
+                state,
+                &crate::daemon::stream::draft_key(ev),
+            )
+            .await;
+    }
+
     async fn access(&self, ev: &InboundEvent) -> Access {
         let owner = self
             .consent

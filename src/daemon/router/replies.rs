@@ -328,8 +328,7 @@ impl Router {
                 return self.lost_while_sending(ev);
             }
         };
-        self.mark(ev, state).await;
-        stream::forget_handle(&self.store, ev).await;
+        self.settle(ev, state).await;
     }
 }
 

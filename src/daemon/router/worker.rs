@@ -213,8 +213,7 @@ impl Router {
                         }
                         None => {
                             draft.abandon().await;
-                            self.mark(&ev, "done").await;
-                            stream::forget_handle(&self.store, &ev).await;
+                            self.settle(&ev, "done").await;
                         }
                     }
                     return;

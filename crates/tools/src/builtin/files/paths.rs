@@ -151,13 +151,18 @@ pub fn opened_path(file: &File) -> std::io::Result<PathBuf> {
 pub fn protected_description(ctx: &ToolContext, path: &str, verb: &str) -> Option<String> {
     let p = resolve(ctx, path);
     let why = protection(ctx, &p)?;
-    let real = real_path(&p);
-    let shown = if real == p {
-        p.display().to_string()
+    Some(format!("{verb} {} — {}", with_target(&p), why.describe(&p)))
+}
+
+/// `path` as an approval shows it: followed by where it really leads (links and `..`
+/// resolved, [`real_path`]) when that differs.
+pub fn with_target(path: &Path) -> String {
+    let real = real_path(path);
+    if real == path {
+        path.display().to_string()
     } else {
-        format!("{} (→ {})", p.display(), real.display())
-    };
-    Some(format!("{verb} {shown} — {}", why.describe(&p)))
+        format!("{} (→ {})", path.display(), real.display())
+    }
 }
 
 #[cfg(test)]

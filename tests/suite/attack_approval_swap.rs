@@ -1,9 +1,9 @@
 //! An approval covers exactly what the owner saw, from the attacker's side, through the real
-//! daemon, the fake Bot API and the scripted model: a protected `file_read` of a symlink asks the
-//! owner, naming where the link leads; something beside the turn re-points the link while the
-//! owner decides; the approved call is described again right before it runs, and refused when
-//! it would now read something else (the executor's `still_as_approved`). Without a swap the
-//! approved read runs as before.
+//! daemon, the fake Bot API and the scripted model: a protected `file_read` of a symlink (or a
+//! shell command naming it) asks the owner, naming where the link leads; something beside the
+//! turn re-points the link while the owner decides; the approved call is described again right
+//! before it runs, and refused when it would now read something else (the executor's
+//! `still_as_approved`). Without a swap the approved read runs as before.
 
 use crate::support::{Daemon, FakeTelegram, ScriptedModel, Step, TestHome};
 use serde_json::json;
@@ -39,14 +39,10 @@ fn start(home: &TestHome, user_home: &Path) -> Daemon {
     Daemon::start_with_env(home, &[("HOME", user_home.to_str().unwrap())])
 }
 
-/// The model reads `~/notes/link`, then answers `done: read`.
-async fn reading_model() -> ScriptedModel {
+/// The model makes one `tool` call with `args`, then answers `done: read`.
+async fn reading_model(tool: &str, args: serde_json::Value) -> ScriptedModel {
     ScriptedModel::start(vec![
-        Step::tool_call(
-            "r1",
-            "file_read",
-            &json!({"path": "~/notes/link"}).to_string(),
-        ),
+        Step::tool_call("r1", tool, &args.to_string()),
         Step::text("done: read"),
     ])
     .await
@@ -116,11 +112,17 @@ fn repoint(link: &Path, target: &Path) {
     std::fs::rename(&tmp, link).unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_link_re_pointed_while_the_owner_decides_is_refused_and_nothing_read() {
+/// The attack on a `tool` call with `args` reading `~/notes/link`: the link is re-pointed from
+/// `~/.ssh/config` to `~/.ssh/id_rsa` between the question (which must name the first through
+/// `leads_to(config)`) and the owner's yes. The call is refused and the key is read nowhere.
+async fn re_pointed_while_asked(
+    tool: &str,
+    args: serde_json::Value,
+    leads_to: impl Fn(&Path) -> String,
+) {
     let home = TestHome::new();
     let tg = FakeTelegram::start().await;
-    let model = reading_model().await;
+    let model = reading_model(tool, args).await;
     let user_home = setup(&home, &tg, &model);
     tg.push_text(OWNER, OWNER, "read my notes link");
     let mut daemon = start(&home, &user_home);
@@ -128,7 +130,7 @@ async fn a_link_re_pointed_while_the_owner_decides_is_refused_and_nothing_read()
     let (text, once) = first_approval(&tg).await;
     let config = user_home.join(".ssh/config");
     assert!(
-        text.contains(&format!("(→ {})", config.display())),
+        text.contains(&leads_to(&config)),
         "the approval does not name where the link leads:\n{text}"
     );
     // While the owner decides, something beside the turn re-points the link at the key.
@@ -166,7 +168,7 @@ async fn a_link_re_pointed_while_the_owner_decides_is_refused_and_nothing_read()
         &[],
     );
     assert_eq!(rows.len(), 1, "{rows:?}");
-    assert_eq!(rows[0][0].as_deref(), Some("file_read"));
+    assert_eq!(rows[0][0].as_deref(), Some(tool));
     assert_eq!(rows[0][1].as_deref(), Some("0"));
     assert_eq!(rows[0][2].as_deref(), Some("denied"));
     let error = rows[0][3].clone().unwrap_or_default();
@@ -178,10 +180,30 @@ async fn a_link_re_pointed_while_the_owner_decides_is_refused_and_nothing_read()
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_link_re_pointed_while_the_owner_decides_is_refused_and_nothing_read() {
+    let args = json!({"path": "~/notes/link"});
+    re_pointed_while_asked("file_read", args, |config| {
+        format!("(→ {})", config.display())
+    })
+    .await;
+}
+
+/// The same through the shell: an approved command naming a protected path runs outside the
+/// sandbox, so where the link leads is part of its question too.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_shell_read_of_a_link_re_pointed_while_the_owner_decides_is_refused() {
+    let args = json!({"command": "cat ~/notes/link"});
+    re_pointed_while_asked("shell", args, |config| {
+        format!("(it leads to {})", config.display())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn an_approved_read_of_a_link_that_did_not_change_runs() {
     let home = TestHome::new();
     let tg = FakeTelegram::start().await;
-    let model = reading_model().await;
+    let model = reading_model("file_read", json!({"path": "~/notes/link"})).await;
     let user_home = setup(&home, &tg, &model);
     tg.push_text(OWNER, OWNER, "read my notes link");
     let mut daemon = start(&home, &user_home);

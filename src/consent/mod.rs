@@ -46,7 +46,7 @@ use ethan_channels::{
     ApprovalAck, ApprovalChoice, ApprovalDecision, ApprovalRequest, Channel, ChannelKind, ChatRef,
     OutboundBody, OutboundMessage,
 };
-use ethan_core::consent::ConsentGate;
+use ethan_core::consent::{ConsentGate, Consented};
 use ethan_core::tool::{CallPlan, ErrorKind, Tool, ToolContext, ToolResult};
 use grants::Grants;
 use owners::Owners;
@@ -650,12 +650,12 @@ impl ConsentGate for Consent {
         _: &Value,
         plan: &CallPlan,
         ctx: &mut ToolContext,
-    ) -> Result<(), ToolResult> {
+    ) -> Result<Consented, ToolResult> {
         let name = tool.decl().name.to_string();
         // The one rule: the call's own question and, once private data entered the session,
         // the egress question, each answered only by a grant of its own kind ([`rule`]).
         let Some(questions) = rule::Questions::of(tool, plan, ctx) else {
-            return Ok(());
+            return Ok(Consented::Unasked);
         };
         let always = questions.always;
         let approve = |ctx: &mut ToolContext| {
@@ -675,7 +675,7 @@ impl ConsentGate for Consent {
                 Err(self.deny(Denial::Unattended { always: true }, &name))
             } else if audience.job_authorises(&name) {
                 ctx.approved_actions.push(CONSENTED.to_string());
-                Ok(())
+                Ok(Consented::Unasked)
             } else {
                 Err(self.deny(Denial::Unattended { always: false }, &name))
             };
@@ -690,7 +690,7 @@ impl ConsentGate for Consent {
         let questions = questions.outstanding(&self.grants, &ctx.session_key).await;
         if questions.answered() {
             ctx.approved_actions.push(CONSENTED.to_string());
-            return Ok(());
+            return Ok(Consented::Unasked);
         }
         let description = questions.description();
         // A sub-agent's call says so: the person sees it is not the conversation's own step.
@@ -750,14 +750,14 @@ impl ConsentGate for Consent {
         match choice {
             ApprovalChoice::Once => {
                 approve(ctx);
-                Ok(())
+                Ok(Consented::Asked)
             }
             ApprovalChoice::Session => {
                 for grant in questions.grants() {
                     self.grants.grant(&ctx.session_key, &grant).await;
                 }
                 approve(ctx);
-                Ok(())
+                Ok(Consented::Asked)
             }
             ApprovalChoice::Deny => Err(self.deny(Denial::RefusedByUser, &name)),
         }

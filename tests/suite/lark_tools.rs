@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use ethan::config::{Config, Profile, Secret};
 use ethan::provider::types::ToolCall;
 use ethan::store::prelude::*;
-use ethan::tools::executor::{ConsentGate, Executor, ExecutorOptions};
+use ethan::tools::executor::{ConsentGate, Consented, Executor, ExecutorOptions};
 use ethan::tools::lark_calendar::LarkCalendarEvents;
 use ethan::tools::lark_common::LarkClient;
 use ethan::tools::lark_messages::LarkChatMessages;
@@ -422,13 +422,13 @@ impl ConsentGate for Gate {
         _: &Value,
         plan: &CallPlan,
         _: &mut ToolContext,
-    ) -> Result<(), ToolResult> {
+    ) -> Result<Consented, ToolResult> {
         let Some(what) = plan.consent.clone() else {
-            return Ok(());
+            return Ok(Consented::Unasked);
         };
         self.asked.lock().unwrap().push((what, plan.always));
         if self.approve {
-            Ok(())
+            Ok(Consented::Asked)
         } else {
             Err(ToolResult::err(ErrorKind::Denied, "the owner declined"))
         }

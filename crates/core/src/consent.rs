@@ -10,7 +10,8 @@ use serde_json::Value;
 
 /// Step 6: asks whether a call that passed validation and the replay guard may run, on `plan`,
 /// the tool's own [`Tool::describe`] of this very call (worked out once by the executor, after
-/// the call's assessment). Returns `Err(result)` (kind `denied`) to refuse it.
+/// the call's assessment). Returns `Err(result)` (kind `denied`) to refuse it, or how the call
+/// got its yes ([`Consented`]).
 #[async_trait]
 pub trait ConsentGate: Send + Sync {
     async fn check(
@@ -19,5 +20,17 @@ pub trait ConsentGate: Send + Sync {
         args: &Value,
         plan: &CallPlan,
         ctx: &mut ToolContext,
-    ) -> Result<(), ToolResult>;
+    ) -> Result<Consented, ToolResult>;
+}
+
+/// How a call that may run got past the consent step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Consented {
+    /// Nobody was asked just now: the call needed no yes, or a session grant or a job's
+    /// authorisation covered it.
+    Unasked,
+    /// The owner was asked and said yes, on the plan's description. Time passed while they
+    /// decided, so the executor describes the call again before it runs and refuses it if the
+    /// description changed.
+    Asked,
 }

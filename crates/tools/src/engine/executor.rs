@@ -11,7 +11,9 @@
 //!    is refused; its key is recorded only after consent, when the call starts running;
 //! 6. consent (the [`ConsentGate`], when one is installed), after the tool's own assessment of
 //!    the call ([`Tool::assess`], awaited once; its result goes to the hooks and `run` in
-//!    [`ToolContext::assessment`]);
+//!    [`ToolContext::assessment`]). When the owner was asked ([`Consented::Asked`]), the call
+//!    is assessed and described again right before it runs; a description that changed while
+//!    the owner decided (a link re-pointed meanwhile) refuses the call ([`still_as_approved`]);
 //! 7. run under the tool's time limit (`tools.<name>.timeout_secs` overrides), retrying
 //!    read-only tools up to `max_retries` (`tools.<name>.max_retries`). Each attempt runs in a
 //!    task of its own ([`run_isolated`]): a panic inside a tool becomes an `internal` result,
@@ -58,7 +60,7 @@ pub struct CallOutcome {
     pub elapsed_ms: u64,
 }
 
-pub use ethan_core::consent::ConsentGate;
+pub use ethan_core::consent::{ConsentGate, Consented};
 
 /// Writes the model's copy of a long tool output: a summary of it (the daemon's summary model,
 /// `memory.summary_model`).
@@ -545,13 +547,17 @@ impl Executor {
         }
         // 6. consent, on the tool's assessment and plan of this very call
         ctx.assessment = tool.assess(args, ctx).await;
-        let plan = tool.describe(args, ctx);
+        let described_at = ctx.services.clock.now();
+        let plan = describe_at(tool, args, ctx, described_at);
         // A turn that lost its session's lease asks nobody (checked again before it runs).
         if let Some(refused) = fenced(ctx, side_effects).await {
             return Err(refused);
         }
+        let mut plan = plan;
         if let Some(gate) = &self.gate {
-            gate.check(tool, args, &plan, ctx).await?;
+            if gate.check(tool, args, &plan, ctx).await? == Consented::Asked {
+                plan = still_as_approved(tool, args, plan, described_at, ctx).await?;
+            }
         }
         if let Err(refusal) = self.may_run(ctx, name, side_effects).await {
             return Err(refusal.unwrap_or_else(replayed));
@@ -711,6 +717,59 @@ fn spill(
     }
     result.metadata = Value::Object(meta);
     spill_path
+}
+
+/// `tool`'s plan of this call, read with the clock stopped at `at` (the first time the call was
+/// described): a time the description shows ("first run 09:05", counted from now) that moved
+/// on while the owner decided is not a change of what the call does.
+fn describe_at(
+    tool: &dyn Tool,
+    args: &Value,
+    ctx: &mut ToolContext,
+    at: std::time::SystemTime,
+) -> CallPlan {
+    let stopped = Arc::new(ethan_core::clock::ManualClock::new(at));
+    let clock = std::mem::replace(&mut ctx.services.clock, stopped);
+    let plan = tool.describe(args, ctx);
+    ctx.services.clock = clock;
+    plan
+}
+
+/// After the owner said yes to `approved`: the call described again (its assessment and plan,
+/// as before asking, the plan on the clock of then), right before it runs. The owner may take
+/// minutes; meanwhile something beside the turn (a command, another chat) can re-point a link
+/// the call goes through, so the same arguments would do something else. Unchanged: the fresh
+/// plan (its assessment stays in `ctx` for `run`). Changed: refused, nothing done.
+async fn still_as_approved(
+    tool: &dyn Tool,
+    args: &Value,
+    approved: CallPlan,
+    described_at: std::time::SystemTime,
+    ctx: &mut ToolContext,
+) -> Result<CallPlan, ToolResult> {
+    ctx.assessment = tool.assess(args, ctx).await;
+    let now = describe_at(tool, args, ctx, described_at);
+    let (was, is) = (asked_text(&approved), asked_text(&now));
+    if was == is {
+        return Ok(now);
+    }
+    Err(ToolResult::err(
+        ErrorKind::Denied,
+        format!(
+            "what this call would do changed while the owner was deciding (was: {was}; now: \
+             {is}); nothing was done. Call it again to ask the owner about what it does now."
+        ),
+    ))
+}
+
+/// What the owner is asked about a call's plan: its own description, and where its data would
+/// go (the approval text is made of these; see the consent step).
+fn asked_text(plan: &CallPlan) -> String {
+    let own = plan.consent.as_deref().unwrap_or("nothing to approve");
+    match &plan.egress {
+        Some(e) => format!("{own} [sends to: {}]", e.destination),
+        None => own.to_string(),
+    }
 }
 
 /// The refusal of a call with side effects by the turn's fence (its replica lost the session's

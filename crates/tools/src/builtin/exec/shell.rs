@@ -309,7 +309,18 @@ fn names_protected(
             ctx.workspace.join(p)
         };
         if let Some(why) = protection.check(&p) {
-            return Some(format!("names a protected path: {}", why.describe(&p)));
+            // Where a link leads is part of the question: the executor checks it again
+            // right before an approved command runs.
+            let real = paths::real_path(&p);
+            let leads = if real == p {
+                String::new()
+            } else {
+                format!(" (it leads to {})", real.display())
+            };
+            return Some(format!(
+                "names a protected path: {}{leads}",
+                why.describe(&p)
+            ));
         }
     }
     None

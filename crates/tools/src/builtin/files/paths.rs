@@ -144,10 +144,25 @@ pub fn opened_path(file: &File) -> std::io::Result<PathBuf> {
     std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
 }
 
-/// Consent hooks shared by file tools: a protected path is an always-ask call (owner only).
+/// Consent hooks shared by file tools: a protected path is an always-ask call (owner only). The
+/// description names where the path really leads (links and `..` resolved) when that differs
+/// from the path as written — what the owner approves, and what the executor checks again
+/// right before the call runs.
 pub fn protected_description(ctx: &ToolContext, path: &str, verb: &str) -> Option<String> {
     let p = resolve(ctx, path);
-    protection(ctx, &p).map(|why| format!("{verb} {} — {}", p.display(), why.describe(&p)))
+    let why = protection(ctx, &p)?;
+    Some(format!("{verb} {} — {}", with_target(&p), why.describe(&p)))
+}
+
+/// `path` as an approval shows it: followed by where it really leads (links and `..`
+/// resolved, [`real_path`]) when that differs.
+pub fn with_target(path: &Path) -> String {
+    let real = real_path(path);
+    if real == path {
+        path.display().to_string()
+    } else {
+        format!("{} (→ {})", path.display(), real.display())
+    }
 }
 
 #[cfg(test)]
@@ -178,5 +193,31 @@ mod tests {
         assert!(err.message.contains("hard link"), "{err:?}");
         assert!(resolve_checked(&ctx, "/home/someone/.ssh/id_ed25519").is_err());
         assert!(resolve_checked(&ctx, "project/.env").is_err());
+    }
+
+    /// The approval of a protected path names where a link really leads (what the call would
+    /// read), and says nothing more when the path is no link.
+    #[test]
+    fn a_protected_description_names_the_real_target_of_a_link() {
+        let home = tempfile::tempdir().unwrap();
+        let ws = home.path().join("workspace");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(home.path().join("config.yaml"), "x").unwrap();
+        let mut ctx = ctx_in(&ws);
+        ctx.ethan_home = Some(home.path().to_path_buf());
+        let real = home.path().join("config.yaml").canonicalize().unwrap();
+        std::os::unix::fs::symlink(&real, ws.join("link")).unwrap();
+        let d = protected_description(&ctx, "link", "read").unwrap();
+        let shown = format!(
+            "read {} (→ {}) — ",
+            ws.join("link").display(),
+            real.display()
+        );
+        assert!(d.starts_with(&shown), "{d}");
+        let direct = real.display().to_string();
+        let d = protected_description(&ctx, &direct, "read").unwrap();
+        assert!(d.starts_with(&format!("read {direct} — ")), "{d}");
+        assert!(!d.contains('→'), "{d}");
+        assert_eq!(protected_description(&ctx, "notes.txt", "read"), None);
     }
 }

@@ -277,3 +277,159 @@ async fn a_call_is_aborted_on_timeout_and_when_the_turn_drops_it() {
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert!(!done.load(Ordering::SeqCst), "the cancelled call ran on");
 }
+
+/// A side-effect tool whose question names what a file beside the turn (`world`) says now;
+/// counts how often it was described and run.
+struct Worldly {
+    decl: ToolDecl,
+    world: PathBuf,
+    described: AtomicU32,
+    ran: AtomicU32,
+}
+
+#[async_trait]
+impl Tool for Worldly {
+    fn decl(&self) -> &ToolDecl {
+        &self.decl
+    }
+    fn describe(&self, args: &Value, _: &ToolContext) -> CallPlan {
+        self.described.fetch_add(1, Ordering::SeqCst);
+        let now = std::fs::read_to_string(&self.world).unwrap_or_default();
+        CallPlan {
+            consent: Some(format!("act on {now}")),
+            always: true,
+            ..CallPlan::of(&self.decl, args)
+        }
+    }
+    async fn run(&self, _: Value, _: &ToolContext) -> Result<ToolOutput, ToolError> {
+        self.ran.fetch_add(1, Ordering::SeqCst);
+        Ok(ToolOutput::new("acted"))
+    }
+}
+
+/// The consent step's answer, as the trait gives it: whether the owner was asked, and what
+/// something beside the turn writes into the world while they decide.
+struct Answer {
+    asked: bool,
+    meanwhile: Option<(PathBuf, &'static str)>,
+}
+
+#[async_trait]
+impl ConsentGate for Answer {
+    async fn check(
+        &self,
+        _: &dyn Tool,
+        _: &Value,
+        _: &CallPlan,
+        _: &mut ToolContext,
+    ) -> Result<Consented, ToolResult> {
+        if let Some((path, text)) = &self.meanwhile {
+            std::fs::write(path, text).unwrap();
+        }
+        Ok(if self.asked {
+            Consented::Asked
+        } else {
+            Consented::Unasked
+        })
+    }
+}
+
+/// A call the owner approved is described again right before it runs and refused when what it
+/// would do changed meanwhile; a call nobody was asked about is described once.
+#[tokio::test]
+async fn an_approved_call_runs_only_as_it_was_approved() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = dir.path().join("world");
+    for (asked, meanwhile, described, ran) in [
+        (false, None, 1, 1),
+        (true, None, 2, 1),
+        (true, Some("B"), 2, 0),
+    ] {
+        std::fs::write(&world, "A").unwrap();
+        let tool = Arc::new(Worldly {
+            decl: ToolDecl::new("act", "acts", json!({"type": "object"})).risk(Risk::Write),
+            world: world.clone(),
+            described: AtomicU32::new(0),
+            ran: AtomicU32::new(0),
+        });
+        let mut r = Registry::default();
+        r.register(tool.clone());
+        let meanwhile = meanwhile.map(|t| (world.clone(), t));
+        let e = executor_with(r, None, None).with_gate(Arc::new(Answer { asked, meanwhile }));
+        let out = e
+            .execute(&[call("1", "act", "{}")], &all(&e), &ctx_in(dir.path()))
+            .await;
+        let case = format!("asked {asked}: {}", out[0].model_text);
+        assert_eq!(tool.described.load(Ordering::SeqCst), described, "{case}");
+        assert_eq!(tool.ran.load(Ordering::SeqCst), ran, "{case}");
+        if ran == 0 {
+            assert_eq!(out[0].result.error_kind, Some(ErrorKind::Denied), "{case}");
+            assert!(
+                out[0].model_text.contains("(was: act on A; now: act on B)")
+                    && out[0].model_text.contains("nothing was done"),
+                "{case}"
+            );
+        } else {
+            assert!(out[0].result.ok, "{case}");
+        }
+    }
+}
+
+/// A side-effect tool whose question shows a time counted from now (as `schedule_create`'s
+/// "first run" does).
+struct Timed(ToolDecl);
+
+#[async_trait]
+impl Tool for Timed {
+    fn decl(&self) -> &ToolDecl {
+        &self.0
+    }
+    fn describe(&self, args: &Value, ctx: &ToolContext) -> CallPlan {
+        let first = ctx.services.clock.unix_secs() + 300;
+        CallPlan {
+            consent: Some(format!("first run at {first}")),
+            ..CallPlan::of(&self.0, args)
+        }
+    }
+    async fn run(&self, _: Value, _: &ToolContext) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::new("scheduled"))
+    }
+}
+
+/// An owner who takes two minutes to say yes.
+struct SlowYes(Arc<ethan_core::clock::ManualClock>);
+
+#[async_trait]
+impl ConsentGate for SlowYes {
+    async fn check(
+        &self,
+        _: &dyn Tool,
+        _: &Value,
+        _: &CallPlan,
+        _: &mut ToolContext,
+    ) -> Result<Consented, ToolResult> {
+        self.0.advance(Duration::from_secs(120));
+        Ok(Consented::Asked)
+    }
+}
+
+/// The time the owner took is no change of what the call does: a description counted from now
+/// is read again on the clock of the question, and the approved call runs.
+#[tokio::test]
+async fn the_time_the_owner_took_does_not_refuse_an_approved_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ethan_core::clock::ManualClock::new(
+        std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+    ));
+    let mut r = Registry::default();
+    let decl = ToolDecl::new("plan", "plans", json!({"type": "object"})).risk(Risk::Write);
+    r.register(Arc::new(Timed(decl)));
+    let e = executor_with(r, None, None).with_gate(Arc::new(SlowYes(clock.clone())));
+    let mut ctx = ctx_in(dir.path());
+    ctx.services.clock = clock.clone();
+    let out = e.execute(&[call("1", "plan", "{}")], &all(&e), &ctx).await;
+    assert!(out[0].result.ok, "{}", out[0].model_text);
+    assert_eq!(out[0].model_text, "scheduled");
+    use ethan_core::clock::Clock;
+    assert_eq!(clock.unix_secs(), 1_800_000_120, "the real clock moved on");
+}

@@ -25,9 +25,12 @@ fn daemon_home() -> (tempfile::TempDir, ToolContext) {
 
 /// Through the executor and the real consent gate (a web session, approved on its event
 /// stream): each call's verdict is worked out once, on a thread that is not the runtime's,
-/// although `consent_check`, `consent_always` and `run` all use it.
+/// although `consent_check`, `consent_always` and `run` all use it — and once more for each call
+/// the owner was asked about, right before it runs (the executor checks that what was approved
+/// is still what the call does).
 #[tokio::test]
-async fn the_verdict_is_worked_out_once_per_call_off_the_runtime_thread() {
+async fn the_verdict_is_worked_out_once_per_call_and_again_after_an_approval_off_the_runtime_thread(
+) {
     use crate::consent::{owners::Owners, Consent};
     use crate::tools::executor::{Executor, ExecutorOptions};
     use std::sync::Arc;
@@ -99,7 +102,13 @@ async fn the_verdict_is_worked_out_once_per_call_off_the_runtime_thread() {
     drop(ctx);
     assert_eq!(approver.await.unwrap(), [false, true]);
     let seen = seen.lock().unwrap().clone();
-    assert_eq!(seen.len(), 2, "one verdict per call");
+    // Both calls asked (no sandbox): each verdict worked out before asking and once more
+    // after the yes.
+    assert_eq!(
+        seen.len(),
+        4,
+        "one verdict per call, one more for each approved call before it ran"
+    );
     let here = std::thread::current().id();
     assert!(
         seen.iter().all(|t| *t != here),

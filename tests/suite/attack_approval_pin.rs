@@ -157,6 +157,24 @@ async fn a_parent_folder_link_re_pointed_while_the_owner_decides_is_refused() {
     refused_as_changed(out);
 }
 
+/// A chain of links (`~/notes/link` → `~/notes/hop` → `~/.ssh/config`) whose middle hop is
+/// re-pointed at the key: the question names the end of the chain, so the change is seen.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_middle_link_of_a_chain_re_pointed_while_the_owner_decides_is_refused() {
+    let out = attack(
+        "file_read",
+        json!({"path": "~/notes/link"}),
+        |h| {
+            std::os::unix::fs::symlink(h.join(".ssh/config"), h.join("notes/hop")).unwrap();
+            repoint(&h.join("notes/link"), &h.join("notes/hop"));
+        },
+        |h| format!("(→ {})", h.join(".ssh/config").display()),
+        |h| repoint(&h.join("notes/hop"), &h.join(".ssh/id_rsa")),
+    )
+    .await;
+    refused_as_changed(out);
+}
+
 /// A hard link to `~/.ssh/config` replaced by a hard link to the key (renamed over it), in a
 /// home outside `$ETHAN_HOME`: the question names the protected file the link shares, so the
 /// change is seen.

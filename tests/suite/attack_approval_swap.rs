@@ -10,14 +10,14 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-const OWNER: i64 = 218485655;
-const WAIT: Duration = Duration::from_secs(60);
+pub(super) const OWNER: i64 = 218485655;
+pub(super) const WAIT: Duration = Duration::from_secs(60);
 
-const SSH_CONFIG: &str = "Host work HostName SSHCONFIG-1b2c";
-const SSH_KEY: &str = "SSHKEYSECRET-9e8d";
+pub(super) const SSH_CONFIG: &str = "Host work HostName SSHCONFIG-1b2c";
+pub(super) const SSH_KEY: &str = "SSHKEYSECRET-9e8d";
 
 /// The owner's `$HOME` with two protected files and `~/notes/link` pointing at the first.
-fn setup(home: &TestHome, tg: &FakeTelegram, model: &ScriptedModel) -> PathBuf {
+pub(super) fn setup(home: &TestHome, tg: &FakeTelegram, model: &ScriptedModel) -> PathBuf {
     home.write_config(&format!(
         "model:\n  base_url: {}\n  api_key: k\n  name: m\n\
          channels:\n  telegram:\n    token: \"{}\"\n    api_url: {}\n    streaming: off\n\
@@ -35,12 +35,12 @@ fn setup(home: &TestHome, tg: &FakeTelegram, model: &ScriptedModel) -> PathBuf {
     user_home
 }
 
-fn start(home: &TestHome, user_home: &Path) -> Daemon {
+pub(super) fn start(home: &TestHome, user_home: &Path) -> Daemon {
     Daemon::start_with_env(home, &[("HOME", user_home.to_str().unwrap())])
 }
 
 /// The model makes one `tool` call with `args`, then answers `done: read`.
-async fn reading_model(tool: &str, args: serde_json::Value) -> ScriptedModel {
+pub(super) async fn reading_model(tool: &str, args: serde_json::Value) -> ScriptedModel {
     ScriptedModel::start(vec![
         Step::tool_call("r1", tool, &args.to_string()),
         Step::text("done: read"),
@@ -49,7 +49,7 @@ async fn reading_model(tool: &str, args: serde_json::Value) -> ScriptedModel {
 }
 
 /// The first approval request the bot posts: its text and its "once" button's callback data.
-async fn first_approval(tg: &FakeTelegram) -> (String, String) {
+pub(super) async fn first_approval(tg: &FakeTelegram) -> (String, String) {
     let deadline = Instant::now() + WAIT;
     loop {
         for m in tg.sent_messages() {
@@ -74,7 +74,7 @@ async fn first_approval(tg: &FakeTelegram) -> (String, String) {
 }
 
 /// Wait until a sent message contains `text`.
-async fn wait_sent(tg: &FakeTelegram, text: &str) {
+pub(super) async fn wait_sent(tg: &FakeTelegram, text: &str) {
     let deadline = Instant::now() + WAIT;
     while !tg
         .sent_messages()
@@ -91,7 +91,7 @@ async fn wait_sent(tg: &FakeTelegram, text: &str) {
 }
 
 /// The one tool result the model was given (from its last request).
-fn tool_result(model: &ScriptedModel) -> String {
+pub(super) fn tool_result(model: &ScriptedModel) -> String {
     let last = model.last_request().expect("the model was asked again");
     let results: Vec<String> = last["messages"]
         .as_array()
@@ -106,7 +106,7 @@ fn tool_result(model: &ScriptedModel) -> String {
 
 /// Re-point `link` at `target` in one step (a new link renamed over it), as a command running
 /// beside the turn would.
-fn repoint(link: &Path, target: &Path) {
+pub(super) fn repoint(link: &Path, target: &Path) {
     let tmp = link.with_extension("new");
     std::os::unix::fs::symlink(target, &tmp).unwrap();
     std::fs::rename(&tmp, link).unwrap();

@@ -4,6 +4,7 @@
 mod agents;
 mod approval_chat;
 mod approval_content;
+mod attack_approval_pin;
 mod attack_approval_swap;
 mod attack_browser_page;
 mod attack_egress;

@@ -128,4 +128,34 @@ mod tests {
             .into();
         assert!(r.output.contains("b.txt  (5 bytes)\nsub/"), "{}", r.output);
     }
+
+    /// As for `file_read`: an approved list of a protected folder through a link, re-pointed
+    /// after the executor's check right before the run, lists the other protected folder.
+    #[tokio::test]
+    #[ignore = "hole: an approved protected list is not pinned to the folder approved; a link \
+                re-pointed after the executor's re-check lists another protected folder"]
+    async fn an_approved_list_re_pointed_after_the_check_lists_only_what_was_approved() {
+        let home = tempfile::tempdir().unwrap();
+        let ws = home.path().join("workspace");
+        std::fs::create_dir_all(home.path().join("shown")).unwrap();
+        std::fs::create_dir_all(home.path().join("other")).unwrap();
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(home.path().join("other/SECRET-NAME.txt"), "x").unwrap();
+        let mut ctx = ctx_in(&ws);
+        ctx.ethan_home = Some(home.path().to_path_buf());
+        std::os::unix::fs::symlink(home.path().join("shown"), ws.join("link")).unwrap();
+        let args = json!({"path": "link"});
+        let asked = FileList.describe(&args, &ctx).consent.unwrap();
+        assert!(asked.contains("shown"), "{asked}");
+        ctx.approved_actions
+            .push(ethan_core::tool::PROTECTED_PATHS_APPROVED.to_string());
+        let tmp = ws.join("link.new");
+        std::os::unix::fs::symlink(home.path().join("other"), &tmp).unwrap();
+        std::fs::rename(&tmp, ws.join("link")).unwrap();
+        let r: crate::ToolResult = FileList.run(args, &ctx).await.into();
+        assert!(
+            !r.output.contains("SECRET-NAME"),
+            "listed what was not approved: {r:?}"
+        );
+    }
 }

@@ -395,4 +395,40 @@ pub(crate) mod tests {
         let _ = child.wait();
         panic!("{environ} never held {name}");
     }
+
+    /// The window the executor's check before an approved call leaves open: the owner approved
+    /// reading `link` as it led to the config (the call described again right before it runs
+    /// still says so), and the link is re-pointed at another protected file after that check
+    /// and before the open. An approved read opens whatever the name leads to then
+    /// (`open_checked` skips every check once approved), so the other file is read.
+    #[tokio::test]
+    #[ignore = "hole: an approved protected read is not pinned to the path approved; a link \
+                re-pointed after the executor's re-check and before the open is read"]
+    async fn an_approved_read_re_pointed_after_the_check_reads_only_what_was_approved() {
+        let home = tempfile::tempdir().unwrap();
+        let ws = home.path().join("workspace");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(home.path().join("config.yaml"), "approved: yes").unwrap();
+        std::fs::write(home.path().join("secrets.key"), "SECRET: sk-live").unwrap();
+        let mut ctx = ctx_in(&ws);
+        ctx.ethan_home = Some(home.path().to_path_buf());
+        std::os::unix::fs::symlink(home.path().join("config.yaml"), ws.join("link")).unwrap();
+        let args = json!({"path": "link"});
+        // What the owner approved, and what the executor's check right before the run sees.
+        let plan = FileRead.describe(&args, &ctx);
+        let asked = plan.consent.unwrap();
+        assert!(asked.contains("config.yaml"), "{asked}");
+        ctx.approved_actions
+            .push(ethan_core::tool::PROTECTED_PATHS_APPROVED.to_string());
+        // Something beside the turn re-points the link in the window after that check.
+        let tmp = ws.join("link.new");
+        std::os::unix::fs::symlink(home.path().join("secrets.key"), &tmp).unwrap();
+        std::fs::rename(&tmp, ws.join("link")).unwrap();
+        let r: crate::ToolResult = FileRead.run(args, &ctx).await.into();
+        assert!(
+            !r.output.contains("sk-live"),
+            "read what was not approved: {r:?}"
+        );
+        assert_eq!(r.error_kind, Some(ErrorKind::Denied), "{r:?}");
+    }
 }

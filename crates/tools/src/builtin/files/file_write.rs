@@ -287,4 +287,62 @@ mod tests {
         assert!(FileWrite.run(args, &now).await.is_ok());
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "evil");
     }
+
+    /// An approved write of a protected path through a link, re-pointed after the executor's
+    /// check at another protected file: the write is refused and the other file keeps its
+    /// content (the path judged before consent is the one written).
+    #[tokio::test]
+    async fn an_approved_protected_write_re_pointed_after_the_check_is_refused() {
+        let home = tempfile::tempdir().unwrap();
+        let ws = home.path().join("workspace");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(home.path().join("config.yaml"), "approved").unwrap();
+        std::fs::write(home.path().join("other.yaml"), "keep").unwrap();
+        let mut ctx = ctx_in(&ws);
+        ctx.ethan_home = Some(home.path().to_path_buf());
+        std::os::unix::fs::symlink(home.path().join("config.yaml"), ws.join("link")).unwrap();
+        let args = json!({"path": "link", "content": "evil"});
+        ctx.assessment = FileWrite.assess(&args, &ctx).await;
+        assert!(FileWrite.describe(&args, &ctx).always);
+        ctx.approved_actions
+            .push(ethan_core::tool::PROTECTED_PATHS_APPROVED.to_string());
+        let repoint = |to: &std::path::Path| {
+            let tmp = ws.join("link.new");
+            std::os::unix::fs::symlink(to, &tmp).unwrap();
+            std::fs::rename(&tmp, ws.join("link")).unwrap();
+        };
+        repoint(&home.path().join("other.yaml"));
+        let r: crate::ToolResult = FileWrite.run(args.clone(), &ctx).await.into();
+        assert!(r.error.unwrap().contains("changed after it was checked"));
+        assert_eq!(
+            std::fs::read_to_string(home.path().join("other.yaml")).unwrap(),
+            "keep"
+        );
+    }
+
+    /// The same, re-pointed at a protected file that does not exist yet: nothing is created
+    /// there either (the open creates before it checks what it opened).
+    #[tokio::test]
+    #[ignore = "hole: file_write opens with create(true) before checking the opened path, so a \
+                link re-pointed after the check leaves an empty file in a protected place"]
+    async fn an_approved_protected_write_re_pointed_creates_nothing_elsewhere() {
+        let home = tempfile::tempdir().unwrap();
+        let ws = home.path().join("workspace");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(home.path().join("config.yaml"), "approved").unwrap();
+        let mut ctx = ctx_in(&ws);
+        ctx.ethan_home = Some(home.path().to_path_buf());
+        std::os::unix::fs::symlink(home.path().join("config.yaml"), ws.join("link")).unwrap();
+        let args = json!({"path": "link", "content": "evil"});
+        ctx.assessment = FileWrite.assess(&args, &ctx).await;
+        ctx.approved_actions
+            .push(ethan_core::tool::PROTECTED_PATHS_APPROVED.to_string());
+        let created = home.path().join("planted.yaml");
+        let tmp = ws.join("link.new");
+        std::os::unix::fs::symlink(&created, &tmp).unwrap();
+        std::fs::rename(&tmp, ws.join("link")).unwrap();
+        let r: crate::ToolResult = FileWrite.run(args, &ctx).await.into();
+        assert!(!r.ok, "{r:?}");
+        assert!(!created.exists(), "the write created {}", created.display());
+    }
 }

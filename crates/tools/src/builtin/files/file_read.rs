@@ -46,6 +46,12 @@ impl Tool for FileRead {
             ..CallPlan::of(self.decl(), args)
         }
     }
+    /// An approved protected read: the file it leads to now ([`paths::Pinned`]), made again by
+    /// the executor right before the run, which opens that file or nothing.
+    async fn assess(&self, args: &Value, ctx: &ToolContext) -> Option<crate::Assessment> {
+        let raw = args.get("path").and_then(Value::as_str)?;
+        paths::pin_approved(ctx, raw).map(crate::Assessment::new)
+    }
     async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         // The protected places, worked out once for the path's check and the opened file's.
         let rules = paths::protection_of(ctx);
@@ -399,11 +405,9 @@ pub(crate) mod tests {
     /// The window the executor's check before an approved call leaves open: the owner approved
     /// reading `link` as it led to the config (the call described again right before it runs
     /// still says so), and the link is re-pointed at another protected file after that check
-    /// and before the open. An approved read opens whatever the name leads to then
-    /// (`open_checked` skips every check once approved), so the other file is read.
+    /// and before the open. The approved read opens only the file pinned at that check
+    /// (`paths::Pinned`), so the other file is refused, not read.
     #[tokio::test]
-    #[ignore = "hole: an approved protected read is not pinned to the path approved; a link \
-                re-pointed after the executor's re-check and before the open is read"]
     async fn an_approved_read_re_pointed_after_the_check_reads_only_what_was_approved() {
         let home = tempfile::tempdir().unwrap();
         let ws = home.path().join("workspace");
@@ -420,6 +424,9 @@ pub(crate) mod tests {
         assert!(asked.contains("config.yaml"), "{asked}");
         ctx.approved_actions
             .push(ethan_core::tool::PROTECTED_PATHS_APPROVED.to_string());
+        // The executor's check after the yes assesses the call again: the file is pinned.
+        ctx.assessment = FileRead.assess(&args, &ctx).await;
+        assert!(ctx.assessment.is_some(), "an approved read is pinned");
         // Something beside the turn re-points the link in the window after that check.
         let tmp = ws.join("link.new");
         std::os::unix::fs::symlink(home.path().join("secrets.key"), &tmp).unwrap();

@@ -93,12 +93,21 @@ pub fn open_checked(
             format!("{} is not a regular file", path.display()),
         )));
     }
-    let approved = ctx
-        .approved_actions
-        .iter()
-        .any(|a| a == ethan_core::tool::PROTECTED_PATHS_APPROVED);
-    if approved {
-        return Ok(Ok(file));
+    if approved(ctx) {
+        // Only the file the approval was checked against right before the run (its inode,
+        // [`Pinned`]): a link re-pointed after that check opens something else.
+        let pinned = ctx.assessment.as_ref().and_then(|a| a.get::<Pinned>());
+        return Ok(match pinned {
+            Some(pin) if (held.dev(), held.ino()) == (pin.dev, pin.ino) => Ok(file),
+            _ => Err(ToolError::new(
+                ErrorKind::Denied,
+                format!(
+                    "{} no longer leads to the file the owner approved; nothing was read. \
+                     Call it again to ask the owner about what it leads to now.",
+                    path.display()
+                ),
+            )),
+        });
     }
     let opened = opened_path(&file)?;
     // The name must still lead to the inode held (not renamed over, not deleted: " (deleted)"),
@@ -144,6 +153,39 @@ pub fn opened_path(file: &File) -> std::io::Result<PathBuf> {
     std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
 }
 
+/// Whether the owner approved this call's protected paths (an always-ask call said yes to).
+fn approved(ctx: &ToolContext) -> bool {
+    ctx.approved_actions
+        .iter()
+        .any(|a| a == ethan_core::tool::PROTECTED_PATHS_APPROVED)
+}
+
+/// The file an approved protected path led to when the executor checked the approval again,
+/// right before the run (a tool's assessment of the call, made again then): an approved call
+/// opens this inode or nothing.
+pub struct Pinned {
+    /// Where the path led (links and `..` resolved): what the description shows.
+    pub real: PathBuf,
+    pub dev: u64,
+    pub ino: u64,
+}
+
+/// [`Pinned`] for the path argument `raw` of an approved call; `None` before any approval
+/// (nothing to pin: the ordinary checks apply) or when nothing is there.
+pub fn pin_approved(ctx: &ToolContext, raw: &str) -> Option<Pinned> {
+    use std::os::unix::fs::MetadataExt;
+    if !approved(ctx) {
+        return None;
+    }
+    let real = real_path(&resolve(ctx, raw));
+    let m = std::fs::metadata(&real).ok()?;
+    Some(Pinned {
+        real,
+        dev: m.dev(),
+        ino: m.ino(),
+    })
+}
+
 /// Consent hooks shared by file tools: a protected path is an always-ask call (owner only). The
 /// description names where the path really leads (links and `..` resolved) when that differs
 /// from the path as written — what the owner approves, and what the executor checks again
@@ -151,13 +193,23 @@ pub fn opened_path(file: &File) -> std::io::Result<PathBuf> {
 pub fn protected_description(ctx: &ToolContext, path: &str, verb: &str) -> Option<String> {
     let p = resolve(ctx, path);
     let why = protection(ctx, &p)?;
-    Some(format!("{verb} {} — {}", with_target(&p), why.describe(&p)))
+    // Described again after the yes, the call shows the file it is pinned to (one resolution
+    // for what is compared with the approval and what may be opened).
+    let shown = match ctx.assessment.as_ref().and_then(|a| a.get::<Pinned>()) {
+        Some(pin) => shown_with(&p, &pin.real),
+        None => with_target(&p),
+    };
+    Some(format!("{verb} {shown} — {}", why.describe(&p)))
 }
 
 /// `path` as an approval shows it: followed by where it really leads (links and `..`
 /// resolved, [`real_path`]) when that differs.
 pub fn with_target(path: &Path) -> String {
-    let real = real_path(path);
+    shown_with(path, &real_path(path))
+}
+
+/// `path` shown with `real`, where it leads, when that differs.
+fn shown_with(path: &Path, real: &Path) -> String {
     if real == path {
         path.display().to_string()
     } else {

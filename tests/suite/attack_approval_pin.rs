@@ -88,13 +88,11 @@ fn refused_as_changed((result, seen): (String, String)) {
     );
 }
 
-/// A shell command naming the protected link first and a harmless link second: the question
-/// shows where the first leads only (`names_protected` stops at the first protected word), so
-/// re-pointing the second at the key leaves it word for word the same, and the approved
-/// command runs outside the sandbox.
+/// A shell command naming the protected link first and a harmless link second, the second
+/// re-pointed at the key while the owner decides: the question names every protected path the
+/// command names and where each leads, so the check right before the run sees the second one
+/// appear and refuses the command.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "hole: a shell question names only the first protected path; a second path \
-            re-pointed at another protected file while the owner decides is read unsandboxed"]
 async fn a_second_path_of_an_approved_command_re_pointed_at_the_key_is_refused() {
     let out = attack(
         "shell",
@@ -230,12 +228,9 @@ fn swap_hard_link(name: &'static str) -> impl Fn(&Path) {
 /// (a backgrounded command, another chat's turn) flips `~/notes/link` between `~/.ssh/config`
 /// and the key as fast as it can once the owner said yes. The question named the config each
 /// time (the link is put back before each question); the check right before the run sees the
-/// config some of the time, and the read that follows opens whatever the name leads to then,
-/// unchecked once approved. Over some fifty approvals the key comes back (1 in 16 and more).
+/// config some of the time, and the read that follows opens only the file pinned at that check
+/// (`paths::Pinned`): the key never comes back (before the pin: 1 in 16 and more).
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "hole: an approved protected read is not pinned; a link flipped after the re-check \
-            and before the open hands over the key (file_read's open_checked trusts the \
-            approval)"]
 async fn a_link_flipped_after_the_yes_never_hands_over_the_key() {
     use crate::support::{ScriptedModel, Step};
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -265,21 +260,37 @@ async fn a_link_flipped_after_the_yes_never_hands_over_the_key() {
         for i in 0..PER_TURN {
             // The next question (the link leads to the config while it is asked).
             let deadline = Instant::now() + Duration::from_secs(60);
-            let once = loop {
-                let fresh = tg
-                    .sent_messages()
-                    .iter()
-                    .filter_map(|m| m["reply_markup"]["inline_keyboard"][0].as_array().cloned())
-                    .flatten()
-                    .filter_map(|b| b["callback_data"].as_str().map(String::from))
-                    .find(|d| d.starts_with("ap:o:") && !answered.contains(d));
-                if let Some(o) = fresh {
-                    break o;
+            let (once, text) = loop {
+                let fresh = tg.sent_messages().iter().find_map(|m| {
+                    let data = m["reply_markup"]["inline_keyboard"][0]
+                        .as_array()?
+                        .iter()
+                        .filter_map(|b| b["callback_data"].as_str())
+                        .find(|d| d.starts_with("ap:o:") && !answered.iter().any(|a| a == d))?
+                        .to_string();
+                    Some((data, m["text"].as_str().unwrap_or_default().to_string()))
+                });
+                if let Some(found) = fresh {
+                    break found;
                 }
                 assert!(Instant::now() < deadline, "no question {t}/{i}");
                 tokio::time::sleep(Duration::from_millis(20)).await;
             };
             answered.push(once.clone());
+            if text.contains("id_rsa") {
+                // The question named the key (the link was still flipping when the call was
+                // first described): the owner says no, as anyone reading it would.
+                let asked = model.requests().len();
+                let id = tg.next_update_id();
+                let no = once.replacen("ap:o:", "ap:d:", 1);
+                tg.push_update(FakeTelegram::callback_update(id, OWNER, OWNER, &no));
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while model.requests().len() == asked && Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                repoint(&link, &config);
+                continue;
+            }
             let asked = model.requests().len();
             let stop = Arc::new(AtomicBool::new(false));
             let flipper = {
@@ -327,7 +338,8 @@ async fn a_link_flipped_after_the_yes_never_hands_over_the_key() {
         leaked,
         0,
         "the key reached the model in {leaked} of {} approved reads ({refused} refused as \
-         changed)",
-        results.len()
+         changed), e.g. {:?}",
+        results.len(),
+        results.iter().find(|(_, r)| r.contains(SSH_KEY))
     );
 }

@@ -282,6 +282,9 @@ fn names_protected(
         })
         .map(|w| w.replace(['\'', '"', '\\'], ""))
         .filter(|w| !w.is_empty());
+    // Every protected path the command names, each with where it leads: the executor checks
+    // the whole question again right before an approved command runs.
+    let mut named: Vec<String> = Vec::new();
     for word in words {
         let mut w = word.clone();
         if let Some(h) = &home {
@@ -309,21 +312,19 @@ fn names_protected(
             ctx.workspace.join(p)
         };
         if let Some(why) = protection.check(&p) {
-            // Where a link leads is part of the question: the executor checks it again
-            // right before an approved command runs.
             let real = paths::real_path(&p);
             let leads = if real == p {
                 String::new()
             } else {
                 format!(" (it leads to {})", real.display())
             };
-            return Some(format!(
-                "names a protected path: {}{leads}",
-                why.describe(&p)
-            ));
+            let one = format!("{}{leads}", why.describe(&p));
+            if !named.contains(&one) {
+                named.push(one);
+            }
         }
     }
-    None
+    (!named.is_empty()).then(|| format!("names a protected path: {}", named.join("; ")))
 }
 
 #[async_trait]

@@ -39,6 +39,12 @@ impl Tool for FileList {
             ..CallPlan::of(self.decl(), args)
         }
     }
+    /// An approved protected list: the folder it leads to now ([`paths::Pinned`]), made again
+    /// by the executor right before the run, which lists that folder or nothing.
+    async fn assess(&self, args: &Value, ctx: &ToolContext) -> Option<crate::Assessment> {
+        let raw = args.get("path").and_then(Value::as_str)?;
+        paths::pin_approved(ctx, raw).map(crate::Assessment::new)
+    }
     async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let path = match req_str(&args, "path") {
             Ok(p) => match paths::resolve_checked(ctx, p) {
@@ -47,7 +53,12 @@ impl Tool for FileList {
             },
             Err(e) => return Err(e),
         };
-        let mut rd = match tokio::fs::read_dir(&path).await {
+        // Approved: the pinned folder, held open and listed through its descriptor.
+        let (_held, listed) = match pinned_folder(ctx, &path)? {
+            Some((dir, fd_path)) => (Some(dir), fd_path),
+            None => (None, path.clone()),
+        };
+        let mut rd = match tokio::fs::read_dir(&listed).await {
             Ok(rd) => rd,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(ToolError::new(
@@ -101,6 +112,24 @@ impl Tool for FileList {
     }
 }
 
+/// For an approved call: `path` opened, checked to be the pinned folder ([`paths::is_pinned`]),
+/// and the name that reaches what was opened whatever `path` leads to later
+/// (`/proc/self/fd/N`), while the returned descriptor is held. `None` when not approved.
+fn pinned_folder(
+    ctx: &ToolContext,
+    path: &std::path::Path,
+) -> Result<Option<(std::fs::File, std::path::PathBuf)>, ToolError> {
+    use std::os::fd::AsRawFd;
+    if !paths::approved(ctx) {
+        return Ok(None);
+    }
+    let (dir, held) = paths::open_held(path)
+        .map_err(|e| ToolError::new(ErrorKind::Dependency, format!("{}: {e}", path.display())))?;
+    paths::is_pinned(ctx, &held, path)?;
+    let fd_path = format!("/proc/self/fd/{}", dir.as_raw_fd()).into();
+    Ok(Some((dir, fd_path)))
+}
+
 impl FileList {
     /// Read-only, so no consent, except a protected path: an always-ask call for the owner.
     fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
@@ -130,10 +159,9 @@ mod tests {
     }
 
     /// As for `file_read`: an approved list of a protected folder through a link, re-pointed
-    /// after the executor's check right before the run, lists the other protected folder.
+    /// after the executor's check right before the run, is refused; the other folder's names
+    /// are not shown. Unchanged, the approved folder is listed.
     #[tokio::test]
-    #[ignore = "hole: an approved protected list is not pinned to the folder approved; a link \
-                re-pointed after the executor's re-check lists another protected folder"]
     async fn an_approved_list_re_pointed_after_the_check_lists_only_what_was_approved() {
         let home = tempfile::tempdir().unwrap();
         let ws = home.path().join("workspace");
@@ -149,6 +177,9 @@ mod tests {
         assert!(asked.contains("shown"), "{asked}");
         ctx.approved_actions
             .push(ethan_core::tool::PROTECTED_PATHS_APPROVED.to_string());
+        // The executor's check after the yes assesses the call again: the folder is pinned.
+        ctx.assessment = FileList.assess(&args, &ctx).await;
+        assert!(ctx.assessment.is_some(), "an approved list is pinned");
         let tmp = ws.join("link.new");
         std::os::unix::fs::symlink(home.path().join("other"), &tmp).unwrap();
         std::fs::rename(&tmp, ws.join("link")).unwrap();
@@ -157,5 +188,14 @@ mod tests {
             !r.output.contains("SECRET-NAME"),
             "listed what was not approved: {r:?}"
         );
+        assert_eq!(r.error_kind, Some(ErrorKind::Denied), "{r:?}");
+        // Unchanged since the check, the approved folder is listed.
+        std::fs::write(home.path().join("shown/visible.txt"), "x").unwrap();
+        let back = ws.join("link.back");
+        std::os::unix::fs::symlink(home.path().join("shown"), &back).unwrap();
+        std::fs::rename(&back, ws.join("link")).unwrap();
+        ctx.assessment = FileList.assess(&json!({"path": "link"}), &ctx).await;
+        let r: crate::ToolResult = FileList.run(json!({"path": "link"}), &ctx).await.into();
+        assert!(r.ok && r.output.contains("visible.txt"), "{r:?}");
     }
 }

@@ -94,20 +94,7 @@ pub fn open_checked(
         )));
     }
     if approved(ctx) {
-        // Only the file the approval was checked against right before the run (its inode,
-        // [`Pinned`]): a link re-pointed after that check opens something else.
-        let pinned = ctx.assessment.as_ref().and_then(|a| a.get::<Pinned>());
-        return Ok(match pinned {
-            Some(pin) if (held.dev(), held.ino()) == (pin.dev, pin.ino) => Ok(file),
-            _ => Err(ToolError::new(
-                ErrorKind::Denied,
-                format!(
-                    "{} no longer leads to the file the owner approved; nothing was read. \
-                     Call it again to ask the owner about what it leads to now.",
-                    path.display()
-                ),
-            )),
-        });
+        return Ok(is_pinned(ctx, &held, path).map(|()| file));
     }
     let opened = opened_path(&file)?;
     // The name must still lead to the inode held (not renamed over, not deleted: " (deleted)"),
@@ -153,8 +140,30 @@ pub fn opened_path(file: &File) -> std::io::Result<PathBuf> {
     std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
 }
 
+/// For an approved call ([`approved`]): `Ok` when `held` (what was opened) is the file the
+/// approval was checked against right before the run ([`Pinned`], its inode), else refused: a
+/// link re-pointed after that check leads to something else.
+pub fn is_pinned(
+    ctx: &ToolContext,
+    held: &std::fs::Metadata,
+    path: &Path,
+) -> Result<(), ToolError> {
+    use std::os::unix::fs::MetadataExt;
+    match ctx.assessment.as_ref().and_then(|a| a.get::<Pinned>()) {
+        Some(pin) if (held.dev(), held.ino()) == (pin.dev, pin.ino) => Ok(()),
+        _ => Err(ToolError::new(
+            ErrorKind::Denied,
+            format!(
+                "{} no longer leads to what the owner approved; nothing was read. Call it again \
+                 to ask the owner about what it leads to now.",
+                path.display()
+            ),
+        )),
+    }
+}
+
 /// Whether the owner approved this call's protected paths (an always-ask call said yes to).
-fn approved(ctx: &ToolContext) -> bool {
+pub fn approved(ctx: &ToolContext) -> bool {
     ctx.approved_actions
         .iter()
         .any(|a| a == ethan_core::tool::PROTECTED_PATHS_APPROVED)

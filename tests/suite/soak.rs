@@ -241,6 +241,8 @@ struct Counts {
     kills: u64,
     unmatched_replies: u64,
     approvals_pressed: u64,
+    /// The daemon's "Approved" answers to a typed `/approve <id>` (the text fallback's).
+    approvals_acknowledged: u64,
 }
 
 /// The `callback_data` of the button to press on a Telegram approval ("for this session" when
@@ -267,6 +269,12 @@ fn telegram_approval(body: &Value) -> Option<String> {
 fn fallback_approval(text: &str) -> Option<&str> {
     let rest = &text[text.find("Reply /approve ")? + "Reply /approve ".len()..];
     rest.split_whitespace().next()
+}
+
+/// The daemon's answer to a typed `/approve <id>`: accepted, or the request already gone (a
+/// kill -9 between the question and the answer; the re-run turn asks again).
+fn is_approval_ack(text: &str) -> bool {
+    text == "Approved" || text.starts_with("This request is no longer waiting")
 }
 
 /// The button value to press on a Lark approval card (`ethan_approval` with choice `s` when
@@ -381,13 +389,19 @@ async fn soak() {
     let mut rss_last_start = None;
     let mut all_answered_at: Option<Instant> = None;
     let mut last_progress = Instant::now();
+    // Per Telegram chat: `/approve <id>` typed and not yet acknowledged.
+    let mut typed_approvals: HashMap<i64, u32> = HashMap::new();
 
     loop {
         // Replies, and approvals answered as the owner would.
         let mut new_replies: Vec<String> = Vec::new();
         for (chat, body) in tg.sent_since(&mut tg_cursor) {
             let text = body["text"].as_str().unwrap_or("").to_string();
-            if let Some(data) = telegram_approval(&body) {
+            if is_approval_ack(&text) && typed_approvals.get(&chat).copied().unwrap_or(0) > 0 {
+                // The answer to an `/approve <id>` typed below: not a reply to a message.
+                *typed_approvals.entry(chat).or_default() -= 1;
+                counts.approvals_acknowledged += 1;
+            } else if let Some(data) = telegram_approval(&body) {
                 let id = tg.next_update_id();
                 tg.push_update(FakeTelegram::callback_update(id, chat, chat, &data));
                 counts.approvals_pressed += 1;
@@ -396,6 +410,7 @@ async fn soak() {
                 let id = tg.next_update_id();
                 let answer = format!("/approve {request}");
                 tg.push_update(FakeTelegram::text_update(id, chat, chat, &answer));
+                *typed_approvals.entry(chat).or_default() += 1;
                 counts.approvals_pressed += 1;
             } else {
                 new_replies.push(text);
@@ -687,6 +702,10 @@ async fn soak() {
         ("messages never sent (the run stalled)", unsent.to_string()),
         ("replies", replies.to_string()),
         ("approvals pressed", counts.approvals_pressed.to_string()),
+        (
+            "approvals typed and acknowledged",
+            counts.approvals_acknowledged.to_string(),
+        ),
         ("missing replies", missing.len().to_string()),
         (
             "replies cut by kill -9, not re-sent (Telegram)",

@@ -11,6 +11,10 @@
 //! each page stays in the page cache and the next access maps it again from there (a minor
 //! fault, no I/O). The kernel can then reclaim what is not used any more like any unmapped file
 //! cache.
+//!
+//! What the idle loop maps again is then its own code only, and the release build lays that
+//! code out together at the start of `.text` (`build.rs`, `packaging/hot-functions.order`), so it
+//! comes back as a few large pieces instead of one piece in every region of the binary.
 
 use std::time::Duration;
 

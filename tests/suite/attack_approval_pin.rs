@@ -195,20 +195,43 @@ async fn a_hard_link_replaced_while_the_owner_decides_is_refused() {
     refused_as_changed(out);
 }
 
-/// The same hard link under a secret-looking name (`~/notes/.env`): the question gives the
-/// first reason found ("looks like a secret"), never the protected file the name shares, and
-/// no symlink is there for the question to resolve. Replacing the hard link with one to the
-/// key leaves the question word for word the same, and the key is read.
+/// The same hard link under a secret-looking name (`~/notes/.env`): no symlink is there for the
+/// question to resolve, and the first reason found is the name ("looks like a secret"). The
+/// question also names the protected file the name is another name of (`~/.ssh/config`), so
+/// replacing the hard link with one to the key changes the question, and the approved read is
+/// refused (before: the question stayed word for word the same, and the key was read).
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "hole: a protected path's question names only the first reason; a secret-looking \
-            name (or one inside a protected place) re-linked to the key is not seen as changed"]
 async fn a_secret_looking_hard_link_replaced_while_the_owner_decides_is_refused() {
     let out = attack_in(
         true,
         "file_read",
         json!({"path": "~/notes/.env"}),
         |h| std::fs::hard_link(h.join(".ssh/config"), h.join("notes/.env")).unwrap(),
-        |h| format!("{} looks like a secret", h.join("notes/.env").display()),
+        |h| {
+            format!(
+                "{} looks like a secret (\".env\"); tools may not read or change secret files \
+                 (the same file as {})",
+                h.join("notes/.env").display(),
+                h.join(".ssh/config").display()
+            )
+        },
+        swap_hard_link("notes/.env"),
+    )
+    .await;
+    refused_as_changed(out);
+}
+
+/// The same through the shell: `cat ~/notes/.env` asks, naming the protected file the name
+/// shares; the name re-linked to the key while the owner decides changes the question, and
+/// the approved command is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_secret_looking_hard_link_a_command_reads_replaced_while_the_owner_decides_is_refused() {
+    let out = attack_in(
+        true,
+        "shell",
+        json!({"command": "cat ~/notes/.env"}),
+        |h| std::fs::hard_link(h.join(".ssh/config"), h.join("notes/.env")).unwrap(),
+        |h| format!("(the same file as {})", h.join(".ssh/config").display()),
         swap_hard_link("notes/.env"),
     )
     .await;

@@ -318,7 +318,9 @@ fn names_protected(
             } else {
                 format!(" (it leads to {})", real.display())
             };
-            let one = format!("{}{leads}", why.describe(&p));
+            let meta = std::fs::metadata(&real).ok();
+            let same = paths::same_file_as(protection, &why, &real, meta.as_ref());
+            let one = format!("{}{leads}{same}", why.describe(&p));
             if !named.contains(&one) {
                 named.push(one);
             }

@@ -177,6 +177,8 @@ pub struct Pinned {
     pub real: PathBuf,
     pub dev: u64,
     pub ino: u64,
+    /// What that file was then (`stat`): what the description says of its other names.
+    pub meta: std::fs::Metadata,
 }
 
 /// [`Pinned`] for the path argument `raw` of an approved call; `None` before any approval
@@ -192,6 +194,7 @@ pub fn pin_approved(ctx: &ToolContext, raw: &str) -> Option<Pinned> {
         real,
         dev: m.dev(),
         ino: m.ino(),
+        meta: m,
     })
 }
 
@@ -201,14 +204,42 @@ pub fn pin_approved(ctx: &ToolContext, raw: &str) -> Option<Pinned> {
 /// right before the call runs.
 pub fn protected_description(ctx: &ToolContext, path: &str, verb: &str) -> Option<String> {
     let p = resolve(ctx, path);
-    let why = protection(ctx, &p)?;
+    let rules = protection_of(ctx);
+    let why = rules.check(&p)?;
     // Described again after the yes, the call shows the file it is pinned to (one resolution
     // for what is compared with the approval and what may be opened).
-    let shown = match ctx.assessment.as_ref().and_then(|a| a.get::<Pinned>()) {
-        Some(pin) => shown_with(&p, &pin.real),
-        None => with_target(&p),
+    let pin = ctx.assessment.as_ref().and_then(|a| a.get::<Pinned>());
+    let (real, meta) = match pin {
+        Some(pin) => (pin.real.clone(), Some(pin.meta.clone())),
+        None => (real_path(&p), std::fs::metadata(&p).ok()),
     };
-    Some(format!("{verb} {shown} — {}", why.describe(&p)))
+    Some(format!(
+        "{verb} {} — {}{}",
+        shown_with(&p, &real),
+        why.describe(&p),
+        same_file_as(&rules, &why, &real, meta.as_ref())
+    ))
+}
+
+/// A name protected for its own sake (it looks like a secret, it is in a credential place) can
+/// be another name of a protected file: ` (the same file as …)` naming it, for the question, so
+/// that a name re-linked to another file while the owner decides changes the question and the
+/// call is refused. Empty otherwise. `meta` is the file's `stat` (`None`: nothing there).
+pub fn same_file_as(
+    rules: &Protection,
+    why: &Protected,
+    real: &Path,
+    meta: Option<&std::fs::Metadata>,
+) -> String {
+    if matches!(why, Protected::HardLink(_)) {
+        return String::new();
+    }
+    match meta.and_then(|m| rules.hard_link_target_of(m)) {
+        Some(Protected::HardLink(same)) if same != real => {
+            format!(" (the same file as {})", same.display())
+        }
+        _ => String::new(),
+    }
 }
 
 /// `path` as an approval shows it: followed by where it really leads (links and `..`
@@ -280,5 +311,36 @@ mod tests {
         assert!(d.starts_with(&format!("read {direct} — ")), "{d}");
         assert!(!d.contains('→'), "{d}");
         assert_eq!(protected_description(&ctx, "notes.txt", "read"), None);
+    }
+
+    /// A name protected for its own sake that is also another name of a protected file: the
+    /// description says which file, so re-linking the name to another file changes it.
+    #[test]
+    fn a_protected_description_names_the_protected_file_a_hard_link_shares() {
+        let home = tempfile::tempdir().unwrap();
+        let ws = home.path().join("workspace");
+        std::fs::create_dir_all(&ws).unwrap();
+        for f in ["config.yaml", "ethan.db"] {
+            std::fs::write(home.path().join(f), "x").unwrap();
+        }
+        let mut ctx = ctx_in(&ws);
+        ctx.ethan_home = Some(home.path().to_path_buf());
+        let real = |f: &str| home.path().join(f).canonicalize().unwrap();
+        std::fs::hard_link(real("config.yaml"), ws.join(".env")).unwrap();
+        let d = protected_description(&ctx, ".env", "read").unwrap();
+        assert!(d.contains("looks like a secret"), "{d}");
+        let same = format!("(the same file as {})", real("config.yaml").display());
+        assert!(d.ends_with(&same), "{d}");
+        // Re-linked to another protected file: another description.
+        std::fs::remove_file(ws.join(".env")).unwrap();
+        std::fs::hard_link(real("ethan.db"), ws.join(".env")).unwrap();
+        let again = protected_description(&ctx, ".env", "read").unwrap();
+        assert_ne!(d, again);
+        assert!(again.contains("ethan.db"), "{again}");
+        // A plain secret-looking file names no other file.
+        std::fs::remove_file(ws.join(".env")).unwrap();
+        std::fs::write(ws.join(".env"), "x").unwrap();
+        let plain = protected_description(&ctx, ".env", "read").unwrap();
+        assert!(!plain.contains("the same file as"), "{plain}");
     }
 }

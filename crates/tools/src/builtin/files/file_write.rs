@@ -70,7 +70,10 @@ impl Tool for FileWrite {
             Ok(a) => a.unwrap_or(false),
             Err(e) => return Err(e),
         };
-        if let Some(parent) = path.parent() {
+        let judged = judged_path(args["path"].as_str().unwrap_or_default(), ctx);
+        // The folders are made where the path was judged to lead, not through a name that may
+        // lead elsewhere now.
+        if let Some(parent) = judged.parent() {
             if let Err(e) = tokio::fs::create_dir_all(parent).await {
                 return Err(ToolError::new(
                     ErrorKind::Dependency,
@@ -78,17 +81,25 @@ impl Tool for FileWrite {
                 ));
             }
         }
-        let judged = judged_path(args["path"].as_str().unwrap_or_default(), ctx);
         let res = async {
-            // Opened without truncating, then checked: the file actually opened must be the one
-            // judged, so a symlink swapped in meanwhile cannot redirect the write.
-            let mut f = tokio::fs::OpenOptions::new()
-                .create(true)
-                .write(true)
-                .append(append)
-                .open(&path)
-                .await?;
-            if let Err(why) = opened_where_judged(&f, &judged, ctx) {
+            // The file judged is opened, never through a link (`O_NOFOLLOW`), and created only
+            // when nothing is there (`O_EXCL`); then the name must still lead to it and what was
+            // opened must be it: a link swapped in or re-pointed meanwhile cannot redirect the
+            // write, nor make it create a file anywhere else. Truncated only after the checks.
+            let (mut f, created) = open_judged(&judged, append).await?;
+            let checked = if paths::real_path(&path) != judged {
+                Err(format!(
+                    "{} changed after it was checked (it now leads to {}); nothing was written",
+                    path.display(),
+                    paths::real_path(&path).display()
+                ))
+            } else {
+                opened_where_judged(&f, &judged, ctx)
+            };
+            if let Err(why) = checked {
+                if created {
+                    let _ = tokio::fs::remove_file(&judged).await;
+                }
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::PermissionDenied,
                     why,
@@ -172,6 +183,41 @@ fn judged_path(raw: &str, ctx: &ToolContext) -> std::path::PathBuf {
     judged(ctx)
         .map(|j| j.0.clone())
         .unwrap_or_else(|| paths::real_path(&paths::resolve(ctx, raw)))
+}
+
+/// Open the file at `judged` (a real path) for writing without following a link there: the one
+/// already there, else a new one (`O_EXCL`: only if nothing appeared meanwhile); with whether it
+/// was created.
+async fn open_judged(
+    judged: &std::path::Path,
+    append: bool,
+) -> std::io::Result<(tokio::fs::File, bool)> {
+    let open = |create: bool| {
+        let mut o = tokio::fs::OpenOptions::new();
+        o.write(true)
+            .append(append)
+            .create_new(create)
+            .custom_flags(libc::O_NOFOLLOW);
+        o
+    };
+    let made_link = |e: std::io::Error| match e.raw_os_error() {
+        Some(libc::ELOOP) | Some(libc::EEXIST) => std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{} changed after it was checked (something else is there now); nothing was \
+                 written",
+                judged.display()
+            ),
+        ),
+        _ => e,
+    };
+    match open(false).open(judged).await {
+        Ok(f) => Ok((f, false)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Ok((open(true).open(judged).await.map_err(made_link)?, true))
+        }
+        Err(e) => Err(made_link(e)),
+    }
 }
 
 /// Whether the file `f` refers to is the one consent judged ([`judged_path`]), and not
@@ -321,10 +367,9 @@ mod tests {
     }
 
     /// The same, re-pointed at a protected file that does not exist yet: nothing is created
-    /// there either (the open creates before it checks what it opened).
+    /// there either (the file judged is opened, and created only where it was judged to be;
+    /// before, the open created the new target before the check refused the write).
     #[tokio::test]
-    #[ignore = "hole: file_write opens with create(true) before checking the opened path, so a \
-                link re-pointed after the check leaves an empty file in a protected place"]
     async fn an_approved_protected_write_re_pointed_creates_nothing_elsewhere() {
         let home = tempfile::tempdir().unwrap();
         let ws = home.path().join("workspace");

@@ -390,4 +390,94 @@ mod tests {
         assert!(!r.ok, "{r:?}");
         assert!(!created.exists(), "the write created {}", created.display());
     }
+
+    /// Attack (review): an approved write of a secret-looking name in the workspace (`.env`, a
+    /// plain file), replaced after the executor's check by a hard link to a protected file
+    /// (`$ETHAN_HOME/config.yaml`), renamed over it: no symlink is there for `O_NOFOLLOW`, the
+    /// name still leads to the path judged, and nothing compares the inode opened with the one
+    /// judged (an approved `file_read` is pinned to it; `file_write` is not), so the write
+    /// replaces the config.
+    #[tokio::test]
+    #[ignore = "hole: an approved protected write opens whatever inode the judged name holds \
+                after the check; a hard link renamed over it is written through"]
+    async fn an_approved_protected_write_re_linked_after_the_check_writes_nothing_else() {
+        let home = tempfile::tempdir().unwrap();
+        let ws = home.path().join("workspace");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(home.path().join("config.yaml"), "keep").unwrap();
+        std::fs::write(ws.join(".env"), "TOKEN=old").unwrap();
+        let mut ctx = ctx_in(&ws);
+        ctx.ethan_home = Some(home.path().to_path_buf());
+        let args = json!({"path": ".env", "content": "evil"});
+        ctx.assessment = FileWrite.assess(&args, &ctx).await;
+        assert!(FileWrite.describe(&args, &ctx).always);
+        ctx.approved_actions
+            .push(ethan_core::tool::PROTECTED_PATHS_APPROVED.to_string());
+        // After the check: the name becomes another name of the config (one rename).
+        std::fs::hard_link(home.path().join("config.yaml"), ws.join(".env.new")).unwrap();
+        std::fs::rename(ws.join(".env.new"), ws.join(".env")).unwrap();
+        let r: crate::ToolResult = FileWrite.run(args, &ctx).await.into();
+        assert_eq!(
+            std::fs::read_to_string(home.path().join("config.yaml")).unwrap(),
+            "keep",
+            "the approved write of .env went into the config: {r:?}"
+        );
+        assert!(!r.ok, "{r:?}");
+    }
+
+    /// Attack (review): an approved protected write (`notes/sub/.env`) whose parent folder
+    /// (`notes`) is swapped after the executor's check for a link to another folder (here
+    /// `$ETHAN_HOME`): the file itself is refused and removed, but `create_dir_all` of the
+    /// judged parent follows the link and leaves the missing folders (`sub`) where it now
+    /// leads.
+    #[tokio::test]
+    #[ignore = "hole: create_dir_all of the judged parent follows a parent folder swapped for \
+                a link after the check and leaves folders where it leads"]
+    async fn a_parent_folder_swapped_after_the_check_leaves_no_folders_elsewhere() {
+        let home = tempfile::tempdir().unwrap();
+        let ws = home.path().join("workspace");
+        std::fs::create_dir_all(ws.join("notes")).unwrap();
+        let mut ctx = ctx_in(&ws);
+        ctx.ethan_home = Some(home.path().to_path_buf());
+        let args = json!({"path": "notes/sub/.env", "content": "x"});
+        ctx.assessment = FileWrite.assess(&args, &ctx).await;
+        assert!(FileWrite.describe(&args, &ctx).always);
+        ctx.approved_actions
+            .push(ethan_core::tool::PROTECTED_PATHS_APPROVED.to_string());
+        // After the check: `notes` becomes a link to $ETHAN_HOME.
+        std::fs::rename(ws.join("notes"), ws.join("notes.old")).unwrap();
+        std::os::unix::fs::symlink(home.path(), ws.join("notes")).unwrap();
+        let r: crate::ToolResult = FileWrite.run(args, &ctx).await.into();
+        assert!(!r.ok, "{r:?}");
+        assert!(!home.path().join("sub/.env").exists());
+        assert!(
+            !home.path().join("sub").exists(),
+            "the refused write made {}",
+            home.path().join("sub").display()
+        );
+    }
+
+    /// Control (review): an unprotected write whose name is replaced after the check by a hard
+    /// link to a protected file is refused (the name's hard-link check at the run), and the
+    /// protected file keeps its content.
+    #[tokio::test]
+    async fn an_unprotected_write_re_linked_to_a_protected_file_after_the_check_is_refused() {
+        let home = tempfile::tempdir().unwrap();
+        let ws = home.path().join("workspace");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(home.path().join("config.yaml"), "keep").unwrap();
+        std::fs::write(ws.join("notes.txt"), "old").unwrap();
+        let mut ctx = ctx_in(&ws);
+        ctx.ethan_home = Some(home.path().to_path_buf());
+        let args = json!({"path": "notes.txt", "content": "evil"});
+        ctx.assessment = FileWrite.assess(&args, &ctx).await;
+        std::fs::hard_link(home.path().join("config.yaml"), ws.join("notes.new")).unwrap();
+        std::fs::rename(ws.join("notes.new"), ws.join("notes.txt")).unwrap();
+        let r: crate::ToolResult = FileWrite.run(args, &ctx).await.into();
+        assert!(!r.ok, "{r:?}");
+        assert_eq!(
+            std::fs::read_to_string(home.path().join("config.yaml")).unwrap(),
+            "keep"
+        );
+    }
 }

@@ -25,6 +25,17 @@ async fn attack(
     shows: impl Fn(&Path) -> String,
     meanwhile: impl Fn(&Path),
 ) -> (String, String, String) {
+    attack_with(tool, args, |h, _| before(h), shows, |h, _| meanwhile(h)).await
+}
+
+/// [`attack`], with `before` and `meanwhile` given `$ETHAN_HOME` too.
+async fn attack_with(
+    tool: &str,
+    args: serde_json::Value,
+    before: impl Fn(&Path, &Path),
+    shows: impl Fn(&Path) -> String,
+    meanwhile: impl Fn(&Path, &Path),
+) -> (String, String, String) {
     let home = TestHome::new();
     let tg = FakeTelegram::start().await;
     let model = reading_model(tool, args).await;
@@ -37,7 +48,7 @@ async fn attack(
     for file in [".ssh/config", ".ssh/id_rsa", "notes/keep.txt"] {
         std::fs::copy(inside.join(file), h.join(file)).unwrap();
     }
-    before(h);
+    before(h, home.path());
     tg.push_text(OWNER, OWNER, "read my notes");
     let mut daemon = start(&home, h);
     let (question, once) = first_approval(&tg).await;
@@ -46,7 +57,7 @@ async fn attack(
         !question.contains(OTHER_SECRET),
         "the question:\n{question}"
     );
-    meanwhile(h);
+    meanwhile(h, home.path());
     let id = tg.next_update_id();
     tg.push_update(FakeTelegram::callback_update(id, OWNER, OWNER, &once));
     wait_sent(&tg, "done: read").await;
@@ -169,6 +180,40 @@ async fn a_credential_name_re_linked_to_an_earlier_searched_place_is_refused() {
         },
         |h| format!("{} looks like a secret", h.join(".aws/config").display()),
         relink(".aws/config", ".ssh/id_rsa"),
+    )
+    .await;
+    refused_as_changed(out);
+}
+
+/// `~/notes/.env` (a plain secret-looking file) re-linked while the owner decides to a file of
+/// `$ETHAN_HOME` (its knowledge), in a home whose `~/.kube` (searched before `$ETHAN_HOME`)
+/// holds more than the 20,000 entries the search for other names looks at (a kubectl cache):
+/// the search gives up (`LinkUnchecked`, which `check` treats as protected), but
+/// `same_file_as` names only a `HardLink` it found, so the question is word for word the same
+/// and the approved read returns the daemon's own file.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "hole: when the other-name search gives up (a large credential place), the question \
+            of a re-linked protected name stays the same, and the approved read returns the file"]
+async fn a_secret_name_re_linked_when_the_search_gives_up_is_refused() {
+    let out = attack_with(
+        "file_read",
+        json!({"path": "~/notes/.env"}),
+        |h, ethan| {
+            std::fs::write(h.join("notes/.env"), "TOKEN=approved").unwrap();
+            std::fs::create_dir_all(ethan.join("knowledge")).unwrap();
+            std::fs::write(ethan.join("knowledge/private.md"), OTHER_SECRET).unwrap();
+            let many = h.join(".kube/cache");
+            std::fs::create_dir_all(&many).unwrap();
+            for i in 0..20_001 {
+                std::fs::write(many.join(format!("f{i}")), "").unwrap();
+            }
+        },
+        |h| format!("{} looks like a secret", h.join("notes/.env").display()),
+        |h, ethan| {
+            let tmp = h.join("notes/.env.new");
+            std::fs::hard_link(ethan.join("knowledge/private.md"), &tmp).unwrap();
+            std::fs::rename(&tmp, h.join("notes/.env")).unwrap();
+        },
     )
     .await;
     refused_as_changed(out);

@@ -218,3 +218,56 @@ async fn a_secret_name_re_linked_when_the_search_gives_up_is_refused() {
     .await;
     refused_as_changed(out);
 }
+
+/// The same within one credential place, with the key itself: `~/.ssh/<name>` re-linked to
+/// `~/.ssh/id_rsa`, where `<name>` is one the directory lists after `id_rsa` (the search pops
+/// the last entry first, so it finds the approved name before the key). The order of a
+/// directory's entries is the file system's (ext4: by a hash of the name, one seed per file
+/// system), so the name is chosen by listing a probe folder on the same file system.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "hole: a ~/.ssh name the search finds before ~/.ssh/id_rsa, re-linked to the key \
+            while the owner decides, keeps its question and the approved read returns the key"]
+async fn a_credential_name_re_linked_to_the_key_beside_it_is_refused() {
+    const NAMES: &[&str] = &[
+        "config",
+        "known_hosts",
+        "authorized_keys",
+        "environment",
+        "rc",
+        "known_hosts.old",
+        "allowed_signers",
+        "config.d",
+        "work.conf",
+        "notes",
+        "agent.sock.txt",
+        "hosts",
+    ];
+    let probe = tempfile::tempdir().unwrap();
+    std::fs::write(probe.path().join("id_rsa"), "").unwrap();
+    for n in NAMES {
+        std::fs::write(probe.path().join(n), "").unwrap();
+    }
+    let listed: Vec<String> = std::fs::read_dir(probe.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let key_at = listed.iter().position(|n| n == "id_rsa").unwrap();
+    let name: &'static str = NAMES
+        .iter()
+        .copied()
+        .find(|n| listed.iter().position(|l| l == n).unwrap() > key_at)
+        .expect("a name listed after id_rsa");
+    let path: &'static str = Box::leak(format!(".ssh/{name}").into_boxed_str());
+    let out = attack(
+        "file_read",
+        json!({ "path": format!("~/{path}") }),
+        |h| {
+            std::fs::write(h.join(".ssh/id_rsa"), OTHER_SECRET).unwrap();
+            std::fs::write(h.join(path), "harmless").unwrap();
+        },
+        |h| format!("{} looks like a secret", h.join(path).display()),
+        relink(path, ".ssh/id_rsa"),
+    )
+    .await;
+    refused_as_changed(out);
+}

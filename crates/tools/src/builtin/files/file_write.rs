@@ -480,4 +480,45 @@ mod tests {
             "keep"
         );
     }
+    /// Attack (review): the question of a protected write is `protected_description` alone:
+    /// neither the text written nor whether it appends (the verb is always "write"), which
+    /// `write_preview` shows for any other write. The owner approves `write ~/.ssh/…` and the
+    /// call may append any line.
+    #[test]
+    #[ignore = "hole: a protected write's question shows neither the text nor that it appends"]
+    fn a_protected_write_question_shows_the_text_and_whether_it_appends() {
+        let home = tempfile::tempdir().unwrap();
+        let ws = home.path().join("workspace");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(ws.join(".env"), "TOKEN=old\n").unwrap();
+        let mut ctx = ctx_in(&ws);
+        ctx.ethan_home = Some(home.path().to_path_buf());
+        let args = json!({"path": ".env", "content": "EVIL=LINE-7c3e", "append": true});
+        let plan = FileWrite.describe(&args, &ctx);
+        assert!(plan.always);
+        let asked = plan.consent.unwrap();
+        assert!(asked.contains("EVIL=LINE-7c3e"), "the question: {asked}");
+        assert!(asked.contains("append"), "the question: {asked}");
+    }
+
+    /// Control (review): an approved protected write whose name is a dangling link (to a file
+    /// that does not exist yet) is judged as the link itself and refused at the open
+    /// (`O_NOFOLLOW`); nothing is created where the link leads.
+    #[tokio::test]
+    async fn an_approved_write_of_a_dangling_link_creates_nothing_where_it_leads() {
+        let home = tempfile::tempdir().unwrap();
+        let ws = home.path().join("workspace");
+        std::fs::create_dir_all(&ws).unwrap();
+        let mut ctx = ctx_in(&ws);
+        ctx.ethan_home = Some(home.path().to_path_buf());
+        let planted = home.path().join("planted.yaml");
+        std::os::unix::fs::symlink(&planted, ws.join(".env")).unwrap();
+        let args = json!({"path": ".env", "content": "evil"});
+        ctx.assessment = FileWrite.assess(&args, &ctx).await;
+        ctx.approved_actions
+            .push(ethan_core::tool::PROTECTED_PATHS_APPROVED.to_string());
+        let r: crate::ToolResult = FileWrite.run(args, &ctx).await.into();
+        assert!(!r.ok, "{r:?}");
+        assert!(!planted.exists(), "the write created {}", planted.display());
+    }
 }

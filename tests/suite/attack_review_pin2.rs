@@ -25,7 +25,9 @@ async fn attack(
     shows: impl Fn(&Path) -> String,
     meanwhile: impl Fn(&Path),
 ) -> (String, String, String) {
-    attack_with(tool, args, |h, _| before(h), shows, |h, _| meanwhile(h)).await
+    let (result, question, seen, _home) =
+        attack_with(tool, args, |h, _| before(h), shows, |h, _| meanwhile(h)).await;
+    (result, question, seen)
 }
 
 /// [`attack`], with `before` and `meanwhile` given `$ETHAN_HOME` too.
@@ -35,7 +37,7 @@ async fn attack_with(
     before: impl Fn(&Path, &Path),
     shows: impl Fn(&Path) -> String,
     meanwhile: impl Fn(&Path, &Path),
-) -> (String, String, String) {
+) -> (String, String, String, tempfile::TempDir) {
     let home = TestHome::new();
     let tg = FakeTelegram::start().await;
     let model = reading_model(tool, args).await;
@@ -72,7 +74,7 @@ async fn attack_with(
     model.assert_protocol_ok();
     daemon.stop();
     home.assert_no_panic();
-    (result, question, seen)
+    (result, question, seen, elsewhere)
 }
 
 /// Replace `name` (under the owner's home) with a hard link to `to`, in one step.
@@ -195,7 +197,7 @@ async fn a_credential_name_re_linked_to_an_earlier_searched_place_is_refused() {
 #[ignore = "hole: when the other-name search gives up (a large credential place), the question \
             of a re-linked protected name stays the same, and the approved read returns the file"]
 async fn a_secret_name_re_linked_when_the_search_gives_up_is_refused() {
-    let out = attack_with(
+    let (result, question, seen, _home) = attack_with(
         "file_read",
         json!({"path": "~/notes/.env"}),
         |h, ethan| {
@@ -216,7 +218,7 @@ async fn a_secret_name_re_linked_when_the_search_gives_up_is_refused() {
         },
     )
     .await;
-    refused_as_changed(out);
+    refused_as_changed((result, question, seen));
 }
 
 /// The same within one credential place, with the key itself: `~/.ssh/<name>` re-linked to
@@ -270,4 +272,34 @@ async fn a_credential_name_re_linked_to_the_key_beside_it_is_refused() {
     )
     .await;
     refused_as_changed(out);
+}
+
+/// The write side of the same: an approved `file_write` of `~/.ssh/config`, the name re-linked
+/// while the owner decides to `~/.aws/credentials` (searched after `~/.ssh`, so the question
+/// stays the same): the approved write replaces the AWS credentials, a protected file the
+/// owner was not asked about.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "hole: a credential-place name re-linked to a later-searched protected file keeps \
+            its write question, and the approved write replaces that file"]
+async fn an_approved_write_of_a_credential_name_re_linked_elsewhere_is_refused() {
+    let (result, question, _seen, h) = attack_with(
+        "file_write",
+        json!({"path": "~/.ssh/config", "content": "Host evil"}),
+        |h, _| {
+            std::fs::create_dir_all(h.join(".aws")).unwrap();
+            std::fs::write(h.join(".aws/credentials"), OTHER_SECRET).unwrap();
+        },
+        |h| format!("write {}", h.join(".ssh/config").display()),
+        |h, _| relink(".ssh/config", ".aws/credentials")(h),
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(h.path().join(".aws/credentials")).unwrap(),
+        OTHER_SECRET,
+        "the approved write ({question:?}) replaced ~/.aws/credentials; tool result: {result}"
+    );
+    assert!(
+        result.contains("changed while the owner was deciding"),
+        "{result}"
+    );
 }

@@ -521,4 +521,39 @@ mod tests {
         assert!(!r.ok, "{r:?}");
         assert!(!planted.exists(), "the write created {}", planted.display());
     }
+    /// Attack (review): the file judged replaced after the check by a FIFO (renamed over it):
+    /// the open (`O_WRONLY` without `O_NONBLOCK`) waits for a reader, so the call is neither
+    /// refused nor done until the tool's time limit, and the blocking thread stays stuck in
+    /// `open` after that (until some process opens the FIFO to read).
+    #[tokio::test(flavor = "multi_thread")]
+    #[ignore = "hole: a FIFO renamed over the judged file after the check blocks the write's \
+                open (no O_NONBLOCK) instead of refusing it"]
+    async fn a_fifo_swapped_in_after_the_check_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx_in(dir.path());
+        let target = dir.path().join("notes.txt");
+        std::fs::write(&target, "old").unwrap();
+        let args = json!({"path": "notes.txt", "content": "x"});
+        let mut judged = ctx.clone();
+        judged.assessment = FileWrite.assess(&args, &ctx).await;
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.display().to_string()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        std::fs::rename(&fifo, &target).unwrap();
+        let run = FileWrite.run(args, &judged);
+        let r = tokio::time::timeout(std::time::Duration::from_secs(3), run).await;
+        if r.is_err() {
+            // Let the blocked open go (a reader appears), so the test can end.
+            use std::os::unix::fs::OpenOptionsExt;
+            let _reader = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&target)
+                .unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        let r: crate::ToolResult = r.expect("the write blocked on the FIFO").into();
+        assert!(!r.ok, "{r:?}");
+    }
 }

@@ -106,8 +106,6 @@ fn refused_as_changed((result, question, seen): (String, String, String)) {
 /// (`same == real`), the question is word for word the same, and the approved read returns
 /// the AWS credentials.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "hole: a credential-place name re-linked to a file in a later-searched protected \
-            place keeps its question (the search finds the approved name first) and reads it"]
 async fn a_credential_name_re_linked_to_a_later_searched_place_is_refused() {
     let out = attack(
         "file_read",
@@ -128,8 +126,6 @@ async fn a_credential_name_re_linked_to_a_later_searched_place_is_refused() {
 /// search for other names walks (only `$ETHAN_HOME`, the config and the credential places):
 /// the question stays the same and the approved read returns the PEM.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "hole: a secret-looking name re-linked to a secret-looking file outside the searched \
-            places keeps its question, and the approved read returns that other file"]
 async fn a_secret_name_re_linked_to_an_unsearched_secret_file_is_refused() {
     let out = attack(
         "file_read",
@@ -150,8 +146,6 @@ async fn a_secret_name_re_linked_to_an_unsearched_secret_file_is_refused() {
 /// search, finds the approved name first, and the approved command prints the AWS
 /// credentials.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "hole: the shell's question about a credential-place name re-linked to a \
-            later-searched protected file stays the same, and the command reads it"]
 async fn a_credential_name_a_command_reads_re_linked_to_a_later_searched_place_is_refused() {
     let out = attack(
         "shell",
@@ -194,8 +188,6 @@ async fn a_credential_name_re_linked_to_an_earlier_searched_place_is_refused() {
 /// `same_file_as` names only a `HardLink` it found, so the question is word for word the same
 /// and the approved read returns the daemon's own file.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "hole: when the other-name search gives up (a large credential place), the question \
-            of a re-linked protected name stays the same, and the approved read returns the file"]
 async fn a_secret_name_re_linked_when_the_search_gives_up_is_refused() {
     let (result, question, seen, _home) = attack_with(
         "file_read",
@@ -227,8 +219,6 @@ async fn a_secret_name_re_linked_when_the_search_gives_up_is_refused() {
 /// directory's entries is the file system's (ext4: by a hash of the name, one seed per file
 /// system), so the name is chosen by listing a probe folder on the same file system.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "hole: a ~/.ssh name the search finds before ~/.ssh/id_rsa, re-linked to the key \
-            while the owner decides, keeps its question and the approved read returns the key"]
 async fn a_credential_name_re_linked_to_the_key_beside_it_is_refused() {
     const NAMES: &[&str] = &[
         "config",
@@ -279,8 +269,6 @@ async fn a_credential_name_re_linked_to_the_key_beside_it_is_refused() {
 /// stays the same): the approved write replaces the AWS credentials, a protected file the
 /// owner was not asked about.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "hole: a credential-place name re-linked to a later-searched protected file keeps \
-            its write question, and the approved write replaces that file"]
 async fn an_approved_write_of_a_credential_name_re_linked_elsewhere_is_refused() {
     let (result, question, _seen, h) = attack_with(
         "file_write",

@@ -107,6 +107,10 @@ pub struct CallPlan {
     /// The time limit for these arguments (e.g. the shell's own `timeout` argument). Default:
     /// [`ToolDecl::timeout`].
     pub timeout: Duration,
+    /// What the call would act on beyond the words of its question: the files a protected path
+    /// leads to, by device and inode. Not shown; after the owner said yes, the call is refused
+    /// when this changed (a name re-linked to another file reads the same). Default: nothing.
+    pub identity: Option<String>,
 }
 
 impl CallPlan {
@@ -121,6 +125,7 @@ impl CallPlan {
             always: false,
             egress: None,
             timeout: decl.timeout,
+            identity: None,
         }
     }
 }

@@ -750,8 +750,18 @@ async fn still_as_approved(
     ctx.assessment = tool.assess(args, ctx).await;
     let now = describe_at(tool, args, ctx, described_at);
     let (was, is) = (asked_text(&approved), asked_text(&now));
-    if was == is {
+    if was == is && approved.identity == now.identity {
         return Ok(now);
+    }
+    if was == is {
+        return Err(ToolResult::err(
+            ErrorKind::Denied,
+            format!(
+                "the file this call would act on changed while the owner was deciding (a name \
+                 in it now leads to another file: {is}); nothing was done. Call it again to ask \
+                 the owner about what it does now."
+            ),
+        ));
     }
     Err(ToolResult::err(
         ErrorKind::Denied,

@@ -86,6 +86,9 @@ struct Verdict {
     class: Classification,
     /// Whether the command names a protected path.
     protected: bool,
+    /// The files the protected paths it names lead to, by device and inode
+    /// ([`CallPlan::identity`]).
+    identity: Option<String>,
     /// The protected places the verdict was judged against (and `run` sandboxes with).
     protection: ethan_sandbox::protected::Protection,
 }
@@ -113,7 +116,7 @@ impl Judge {
             .push(std::thread::current().id());
         let mut c = classify(command, &self.secrets);
         let protection = paths::protection_of(ctx);
-        let protected = names_protected(command, ctx, &protection);
+        let (protected, identity) = names_protected(command, ctx, &protection);
         if let Some(why) = &protected {
             c.class = ShellClass::Always;
             c.reasons.insert(0, why.clone());
@@ -146,6 +149,7 @@ impl Judge {
             command: command.to_string(),
             class: c,
             protected: protected.is_some(),
+            identity,
             protection,
         }
     }
@@ -192,6 +196,7 @@ impl Judge {
                     reasons: vec!["the command could not be analysed".into()],
                 },
                 protected: false,
+                identity: None,
                 protection: paths::protection_of(ctx),
             })
     }
@@ -274,7 +279,7 @@ fn names_protected(
     command: &str,
     ctx: &ToolContext,
     protection: &ethan_sandbox::protected::Protection,
-) -> Option<String> {
+) -> (Option<String>, Option<String>) {
     let home = ethan_sandbox::protected::user_home();
     let words = command
         .split(|c: char| {
@@ -285,6 +290,7 @@ fn names_protected(
     // Every protected path the command names, each with where it leads: the executor checks
     // the whole question again right before an approved command runs.
     let mut named: Vec<String> = Vec::new();
+    let mut files: Vec<String> = Vec::new();
     for word in words {
         let mut w = word.clone();
         if let Some(h) = &home {
@@ -320,13 +326,20 @@ fn names_protected(
             };
             let meta = std::fs::metadata(&real).ok();
             let same = paths::same_file_as(protection, &why, &real, meta.as_ref());
+            files.push(paths::identity_of(meta.as_ref()));
             let one = format!("{}{leads}{same}", why.describe(&p));
             if !named.contains(&one) {
                 named.push(one);
             }
         }
     }
-    (!named.is_empty()).then(|| format!("names a protected path: {}", named.join("; ")))
+    if named.is_empty() {
+        return (None, None);
+    }
+    (
+        Some(format!("names a protected path: {}", named.join("; "))),
+        Some(files.join(" ")),
+    )
 }
 
 #[async_trait]
@@ -368,6 +381,7 @@ impl Tool for Shell {
             consent,
             always,
             egress,
+            identity: v.identity.clone(),
             ..plan
         }
     }

@@ -36,6 +36,10 @@ impl Tool for FileList {
         CallPlan {
             consent: self.consent_check(args, ctx),
             always: self.consent_always(args, ctx),
+            identity: args
+                .get("path")
+                .and_then(Value::as_str)
+                .and_then(|raw| paths::protected_identity(ctx, raw)),
             ..CallPlan::of(self.decl(), args)
         }
     }

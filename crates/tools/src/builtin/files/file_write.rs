@@ -41,6 +41,11 @@ impl Tool for FileWrite {
             consent: self.consent_check(args, ctx),
             scope: self.consent_scope(args, ctx),
             always: self.consent_always(args, ctx),
+            // A protected file: the one judged (its inode), which `run` opens or nothing.
+            identity: self
+                .consent_always(args, ctx)
+                .then(|| judged(ctx).map(|j| j.2.clone()))
+                .flatten(),
             ..CallPlan::of(self.decl(), args)
         }
     }
@@ -49,14 +54,15 @@ impl Tool for FileWrite {
     async fn assess(&self, args: &Value, ctx: &ToolContext) -> Option<crate::Assessment> {
         let raw = args.get("path").and_then(Value::as_str)?;
         let path = paths::resolve(ctx, raw);
-        let (real, before) = ethan_core::task::spawn_blocking(move || {
+        let judged = ethan_core::task::spawn_blocking(move || {
             let real = paths::real_path(&path);
             let before = Before::of(&real);
-            (real, before)
+            let file = paths::identity_of(std::fs::metadata(&real).ok().as_ref());
+            JudgedPath(real, before, file)
         })
         .await
         .ok()?;
-        Some(crate::Assessment::new(JudgedPath(real, before)))
+        Some(crate::Assessment::new(judged))
     }
     async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let (path, content) = match (req_str(&args, "path"), req_str(&args, "content")) {
@@ -87,7 +93,22 @@ impl Tool for FileWrite {
             // opened must be it: a link swapped in or re-pointed meanwhile cannot redirect the
             // write, nor make it create a file anywhere else. Truncated only after the checks.
             let (mut f, created) = open_judged(&judged, append).await?;
-            let checked = if paths::real_path(&path) != judged {
+            if !f.metadata().await?.is_file() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    format!(
+                        "{} is not a regular file; nothing was written",
+                        judged.display()
+                    ),
+                ));
+            }
+            let opened = if created {
+                paths::identity_of(None)
+            } else {
+                paths::identity_of(f.metadata().await.ok().as_ref())
+            };
+            let replaced = self::judged(ctx).is_some_and(|j| j.2 != opened);
+            let checked = if replaced || paths::real_path(&path) != judged {
                 Err(format!(
                     "{} changed after it was checked (it now leads to {}); nothing was written",
                     path.display(),
@@ -169,9 +190,10 @@ impl FileWrite {
     }
 }
 
-/// The real path of the file, as judged before consent ([`Tool::assess`]), and what was there.
+/// The real path of the file, as judged before consent ([`Tool::assess`]), what was there, and
+/// which file that was ([`paths::identity_of`]): `run` writes that file or nothing.
 #[derive(Debug, Clone, PartialEq)]
-struct JudgedPath(std::path::PathBuf, Before);
+struct JudgedPath(std::path::PathBuf, Before, String);
 
 fn judged(ctx: &ToolContext) -> Option<&JudgedPath> {
     ctx.assessment.as_ref().and_then(|a| a.get::<JudgedPath>())
@@ -197,11 +219,12 @@ async fn open_judged(
         o.write(true)
             .append(append)
             .create_new(create)
-            .custom_flags(libc::O_NOFOLLOW);
+            // Not blocking: a FIFO put there opens at once (or fails) instead of waiting.
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
         o
     };
     let made_link = |e: std::io::Error| match e.raw_os_error() {
-        Some(libc::ELOOP) | Some(libc::EEXIST) => std::io::Error::new(
+        Some(libc::ELOOP) | Some(libc::EEXIST) | Some(libc::ENXIO) => std::io::Error::new(
             std::io::ErrorKind::PermissionDenied,
             format!(
                 "{} changed after it was checked (something else is there now); nothing was \
@@ -398,8 +421,6 @@ mod tests {
     /// judged (an approved `file_read` is pinned to it; `file_write` is not), so the write
     /// replaces the config.
     #[tokio::test]
-    #[ignore = "hole: an approved protected write opens whatever inode the judged name holds \
-                after the check; a hard link renamed over it is written through"]
     async fn an_approved_protected_write_re_linked_after_the_check_writes_nothing_else() {
         let home = tempfile::tempdir().unwrap();
         let ws = home.path().join("workspace");
@@ -526,8 +547,6 @@ mod tests {
     /// refused nor done until the tool's time limit, and the blocking thread stays stuck in
     /// `open` after that (until some process opens the FIFO to read).
     #[tokio::test(flavor = "multi_thread")]
-    #[ignore = "hole: a FIFO renamed over the judged file after the check blocks the write's \
-                open (no O_NONBLOCK) instead of refusing it"]
     async fn a_fifo_swapped_in_after_the_check_is_refused_at_once() {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ctx_in(dir.path());

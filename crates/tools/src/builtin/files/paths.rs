@@ -221,6 +221,33 @@ pub fn protected_description(ctx: &ToolContext, path: &str, verb: &str) -> Optio
     ))
 }
 
+/// The file `meta` describes, by device and inode, for [`CallPlan::identity`]: `-` when nothing
+/// is there.
+///
+/// [`CallPlan::identity`]: ethan_core::tool::CallPlan::identity
+pub fn identity_of(meta: Option<&std::fs::Metadata>) -> String {
+    use std::os::unix::fs::MetadataExt;
+    match meta {
+        Some(m) => format!("{}:{}", m.dev(), m.ino()),
+        None => "-".to_string(),
+    }
+}
+
+/// For a call on the protected path argument `raw`: the file it leads to, by device and inode
+/// (the one pinned for an approved call, else what is there now); `None` for a path that is
+/// not protected (nothing to compare after a yes). The executor refuses an approved call
+/// whose file changed while the owner decided, even when the question reads the same.
+pub fn protected_identity(ctx: &ToolContext, raw: &str) -> Option<String> {
+    let p = resolve(ctx, raw);
+    protection(ctx, &p)?;
+    Some(
+        match ctx.assessment.as_ref().and_then(|a| a.get::<Pinned>()) {
+            Some(pin) => identity_of(Some(&pin.meta)),
+            None => identity_of(std::fs::metadata(&p).ok().as_ref()),
+        },
+    )
+}
+
 /// A name protected for its own sake (it looks like a secret, it is in a credential place) can
 /// be another name of a protected file: ` (the same file as …)` naming it, for the question, so
 /// that a name re-linked to another file while the owner decides changes the question and the

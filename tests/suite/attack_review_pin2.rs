@@ -3,6 +3,11 @@
 //! the real daemon, the fake Bot API and the scripted model. The owner's home lies outside
 //! `$ETHAN_HOME`; something beside the turn re-links a name while the owner decides. The
 //! approved call must be refused, and the other protected file's content read nowhere.
+//!
+//! Each test below was a hole when written: the question read the same after the re-link (the
+//! other-name search named the approved file itself, or a place it does not search, or gave
+//! up). Their doc comments say how. The executor now also compares the file each protected
+//! path leads to (`CallPlan::identity`: device and inode), and each call is refused.
 
 use super::attack_approval_swap::{
     first_approval, reading_model, setup, start, tool_result, wait_sent, OWNER,

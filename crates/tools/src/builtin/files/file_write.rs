@@ -154,12 +154,10 @@ impl FileWrite {
     /// never the system temp directory as a whole; a protected path is an always-ask call.
     fn consent_check(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
         let raw = args.get("path").and_then(Value::as_str)?;
-        if let Some(d) = paths::protected_description(ctx, raw, "write") {
-            return Some(d);
-        }
+        let protected = paths::protected_description(ctx, raw, "write");
         let path = judged_path(raw, ctx);
         let tmp = ctx.services.sandbox.private_tmp.as_deref();
-        if tmp.is_some_and(|tmp| path.starts_with(tmp)) {
+        if protected.is_none() && tmp.is_some_and(|tmp| path.starts_with(tmp)) {
             return None;
         }
         let content = args
@@ -169,13 +167,13 @@ impl FileWrite {
         let append = args.get("append").and_then(Value::as_bool) == Some(true);
         let before = judged(ctx).map_or_else(|| Before::of(&path), |j| j.1);
         let previews = ctx.ethan_home.as_ref().map(|h| h.join("previews"));
-        Some(write_preview::describe(
-            &path,
-            content,
-            append,
-            before,
-            previews.as_deref(),
-        ))
+        let preview = write_preview::describe(&path, content, append, before, previews.as_deref());
+        // A protected file: why first, then the same preview as any other write (the text, and
+        // whether it is appended).
+        Some(match protected {
+            Some(why) => format!("{why}\n{preview}"),
+            None => preview,
+        })
     }
     /// The parent directory: approving it for the session covers its subtree.
     fn consent_scope(&self, args: &Value, ctx: &ToolContext) -> String {
@@ -416,10 +414,9 @@ mod tests {
 
     /// Attack (review): an approved write of a secret-looking name in the workspace (`.env`, a
     /// plain file), replaced after the executor's check by a hard link to a protected file
-    /// (`$ETHAN_HOME/config.yaml`), renamed over it: no symlink is there for `O_NOFOLLOW`, the
-    /// name still leads to the path judged, and nothing compares the inode opened with the one
-    /// judged (an approved `file_read` is pinned to it; `file_write` is not), so the write
-    /// replaces the config.
+    /// (`$ETHAN_HOME/config.yaml`), renamed over it: no symlink is there for `O_NOFOLLOW` and
+    /// the name still leads to the path judged, but the inode opened is not the one judged, so
+    /// the write is refused (before, nothing compared them and the write replaced the config).
     #[tokio::test]
     async fn an_approved_protected_write_re_linked_after_the_check_writes_nothing_else() {
         let home = tempfile::tempdir().unwrap();
@@ -501,12 +498,11 @@ mod tests {
             "keep"
         );
     }
-    /// Attack (review): the question of a protected write is `protected_description` alone:
-    /// neither the text written nor whether it appends (the verb is always "write"), which
-    /// `write_preview` shows for any other write. The owner approves `write ~/.ssh/…` and the
-    /// call may append any line.
+    /// Attack (review): the question of a protected write shows the text written and whether
+    /// it appends, as `write_preview` does for any other write, after why the file is
+    /// protected (before: the reason alone, and the owner approved `write ~/.ssh/…` whatever
+    /// the call would append).
     #[test]
-    #[ignore = "hole: a protected write's question shows neither the text nor that it appends"]
     fn a_protected_write_question_shows_the_text_and_whether_it_appends() {
         let home = tempfile::tempdir().unwrap();
         let ws = home.path().join("workspace");
@@ -543,9 +539,8 @@ mod tests {
         assert!(!planted.exists(), "the write created {}", planted.display());
     }
     /// Attack (review): the file judged replaced after the check by a FIFO (renamed over it):
-    /// the open (`O_WRONLY` without `O_NONBLOCK`) waits for a reader, so the call is neither
-    /// refused nor done until the tool's time limit, and the blocking thread stays stuck in
-    /// `open` after that (until some process opens the FIFO to read).
+    /// the open does not block (`O_NONBLOCK`), so the call is refused at once (before, the open
+    /// waited for a reader until the tool's time limit and left its thread stuck in `open`).
     #[tokio::test(flavor = "multi_thread")]
     async fn a_fifo_swapped_in_after_the_check_is_refused_at_once() {
         let dir = tempfile::tempdir().unwrap();

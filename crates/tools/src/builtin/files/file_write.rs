@@ -79,8 +79,10 @@ impl Tool for FileWrite {
         let judged = judged_path(args["path"].as_str().unwrap_or_default(), ctx);
         // The folders are made where the path was judged to lead, not through a name that may
         // lead elsewhere now.
-        if let Some(parent) = judged.parent() {
-            if let Err(e) = tokio::fs::create_dir_all(parent).await {
+        if let Some(parent) = judged.parent().map(std::path::Path::to_path_buf) {
+            let made = ethan_core::task::spawn_blocking(move || make_folders(&parent)).await;
+            let parent = judged.parent().unwrap_or(&judged);
+            if let Err(e) = made.unwrap_or_else(|e| Err(std::io::Error::other(e.to_string()))) {
                 return Err(ToolError::new(
                     ErrorKind::Dependency,
                     format!("cannot create {}: {e}", parent.display()),
@@ -203,6 +205,57 @@ fn judged_path(raw: &str, ctx: &ToolContext) -> std::path::PathBuf {
     judged(ctx)
         .map(|j| j.0.clone())
         .unwrap_or_else(|| paths::real_path(&paths::resolve(ctx, raw)))
+}
+
+/// Make the folder `dir` (a real path: no link in it when the call was judged) and the ones
+/// above it that are missing, one at a time from `/`, each reached without following a link
+/// (`openat` with `O_NOFOLLOW`, `mkdirat` in the folder held open): a folder swapped for a link
+/// after the check stops it, and nothing is made where the link leads.
+fn make_folders(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::ffi::CString;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    let open_at = |at: libc::c_int, name: &CString| -> std::io::Result<OwnedFd> {
+        let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: a NUL-terminated name and a descriptor this function holds open.
+        let fd = unsafe { libc::openat(at, name.as_ptr(), flags) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just opened and is owned by nobody else.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    };
+    let mut held = open_at(libc::AT_FDCWD, &CString::new("/")?)?;
+    for part in dir.components() {
+        let std::path::Component::Normal(name) = part else {
+            continue;
+        };
+        let name = CString::new(name.as_bytes())?;
+        let next = match open_at(held.as_raw_fd(), &name) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // SAFETY: as above; 0o777 less the umask, as `create_dir` does.
+                if unsafe { libc::mkdirat(held.as_raw_fd(), name.as_ptr(), 0o777) } != 0 {
+                    let e = std::io::Error::last_os_error();
+                    if e.kind() != std::io::ErrorKind::AlreadyExists {
+                        return Err(e);
+                    }
+                }
+                open_at(held.as_raw_fd(), &name)
+            }
+            other => other,
+        };
+        held = next.map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) | Some(libc::ENOTDIR) => std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "{} changed after it was checked (a folder in it is now a link or a file)",
+                    dir.display()
+                ),
+            ),
+            _ => e,
+        })?;
+    }
+    Ok(())
 }
 
 /// Open the file at `judged` (a real path) for writing without following a link there: the one
@@ -445,12 +498,10 @@ mod tests {
 
     /// Attack (review): an approved protected write (`notes/sub/.env`) whose parent folder
     /// (`notes`) is swapped after the executor's check for a link to another folder (here
-    /// `$ETHAN_HOME`): the file itself is refused and removed, but `create_dir_all` of the
-    /// judged parent follows the link and leaves the missing folders (`sub`) where it now
-    /// leads.
+    /// `$ETHAN_HOME`): the folders are made without following a link, so the write is refused
+    /// and nothing is made where the link leads (before, `create_dir_all` followed it and left
+    /// `sub` there).
     #[tokio::test]
-    #[ignore = "hole: create_dir_all of the judged parent follows a parent folder swapped for \
-                a link after the check and leaves folders where it leads"]
     async fn a_parent_folder_swapped_after_the_check_leaves_no_folders_elsewhere() {
         let home = tempfile::tempdir().unwrap();
         let ws = home.path().join("workspace");

@@ -274,3 +274,33 @@ fn ssh_changed(h: &Path) -> bool {
     let (in_ssh, config) = ssh_now(h);
     config != SSH_CONFIG || in_ssh != ["config", "id_rsa"]
 }
+
+/// An approved shell command appending to a protected link (`echo … >> ~/notes/link`, the
+/// question says it leads to `~/.ssh/config`): as with reading, the shell opens the name when
+/// it runs, after the re-check; a link flipped to the key in between appends to `~/.ssh/id_rsa`.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "hole: an approved shell command writes through the names it was approved for after \
+            the re-check; a link flipped in between appends to ~/.ssh/id_rsa"]
+async fn a_link_flipped_after_the_recheck_never_lets_a_shell_command_write_the_key() {
+    let key_changed = |h: &Path| std::fs::read_to_string(h.join(".ssh/id_rsa")).unwrap() != SSH_KEY;
+    let (results, _home, h) = flipping(
+        "shell",
+        |i| json!({"command": format!("echo added{i} >> ~/notes/link")}),
+        12,
+        "id_rsa",
+        |_| {},
+        |h| {
+            let link = h.join("notes/link");
+            repoint(&link, &h.join(".ssh/id_rsa"));
+            repoint(&link, &h.join(".ssh/config"));
+        },
+        |h| repoint(&h.join("notes/link"), &h.join(".ssh/config")),
+        key_changed,
+    )
+    .await;
+    let key = std::fs::read_to_string(h.join(".ssh/id_rsa")).unwrap();
+    assert_eq!(
+        key, SSH_KEY,
+        "~/.ssh/id_rsa was changed; the results: {results:#?}"
+    );
+}

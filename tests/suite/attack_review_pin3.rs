@@ -226,7 +226,7 @@ fn exchange(a: &Path, b: &Path) {
 /// stops at the first change to `~/.ssh`; up to 144 approved writes (the race is won in most
 /// runs, not all).
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "hole: an approved file_write of a new file follows a parent folder swapped for a             link after make_folders, and its clean-up removes by name: it deletes ~/.ssh/config             or leaves a file made in ~/.ssh"]
+#[ignore = "hole: an approved file_write of a new file follows a parent folder swapped for a link after make_folders, and its clean-up after a failed check removes by name through it: ~/.ssh/config is deleted"]
 async fn a_folder_swapped_for_a_link_during_an_approved_write_changes_nothing_in_ssh() {
     let (results, _home, h) = flipping(
         "file_write",

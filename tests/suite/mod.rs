@@ -20,6 +20,7 @@ mod attack_replicas_fixed;
 mod attack_replicas_fixed2;
 mod attack_review_1206;
 mod attack_review_pin2;
+mod attack_review_pin3;
 mod attack_sandbox;
 mod attack_web_page;
 mod attack_web_page_fixed;

@@ -44,6 +44,7 @@ async fn flipped_after_the_yes(
 /// the home arranged by `before`, changed over and over by `flip`
 /// while each approved call goes on, and put back by `reset` after it. Returns every tool
 /// result, the harness's home and the owner's home (to look at after the daemon stopped).
+#[allow(clippy::too_many_arguments)] // one attack's knobs, each named at the call
 async fn flipping(
     tool: &str,
     args: impl Fn(usize) -> serde_json::Value,
@@ -217,16 +218,13 @@ fn exchange(a: &Path, b: &Path) {
 /// An approved `file_write` of a new file `~/notes/sub/config` (the question: write there;
 /// `sub` is a real folder; a question naming `.ssh` the owner refuses). While the approved write goes on, something beside the turn swaps
 /// the folder `sub` with a link to `~/.ssh` and back, over and over (an atomic exchange of two
-/// names). `run` makes the folders without following a link and opens the file itself with
-/// `O_NOFOLLOW`, but opens it by its whole path, following a link in a parent folder; and when
-/// its checks after creating the file fail, it removes the file by that name again, through
-/// whatever `sub` is then: a file created in `sub`, `sub` swapped for the link before the check,
-/// and the clean-up deletes `~/.ssh/config`. Seen: `~/.ssh` left with only `id_rsa`, the
-/// config gone, by a write the owner approved for `~/notes/sub/config` (and refused). The run
-/// stops at the first change to `~/.ssh`; up to 144 approved writes (the race is won in most
-/// runs, not all).
+/// names). When written, this was a hole: `run` made the folders without following a link but
+/// then opened the file by its whole path, following a link in a parent folder, and removed a
+/// file it had created by that name again after a failed check: `~/.ssh/config` was deleted
+/// in 5 of 6 runs. Now the file is opened and removed in the folder `make_folders` holds open
+/// (`openat`/`unlinkat`), so nothing in `~/.ssh` changes. The run stops at the first change to
+/// `~/.ssh`; up to 144 approved writes.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "hole: an approved file_write of a new file follows a parent folder swapped for a link after make_folders, and its clean-up after a failed check removes by name through it: ~/.ssh/config is deleted"]
 async fn a_folder_swapped_for_a_link_during_an_approved_write_changes_nothing_in_ssh() {
     let (results, _home, h) = flipping(
         "file_write",
@@ -248,7 +246,7 @@ async fn a_folder_swapped_for_a_link_during_an_approved_write_changes_nothing_in
             }
             let _ = std::fs::remove_file(h.join("notes/sub/config"));
         },
-        |h| ssh_changed(h),
+        ssh_changed,
     )
     .await;
     let (in_ssh, config) = ssh_now(&h);

@@ -77,24 +77,19 @@ impl Tool for FileWrite {
             Err(e) => return Err(e),
         };
         let judged = judged_path(args["path"].as_str().unwrap_or_default(), ctx);
-        // The folders are made where the path was judged to lead, not through a name that may
-        // lead elsewhere now.
-        if let Some(parent) = judged.parent().map(std::path::Path::to_path_buf) {
-            let made = ethan_core::task::spawn_blocking(move || make_folders(&parent)).await;
-            let parent = judged.parent().unwrap_or(&judged);
-            if let Err(e) = made.unwrap_or_else(|e| Err(std::io::Error::other(e.to_string()))) {
-                return Err(ToolError::new(
-                    ErrorKind::Dependency,
-                    format!("cannot create {}: {e}", parent.display()),
-                ));
-            }
-        }
         let res = async {
-            // The file judged is opened, never through a link (`O_NOFOLLOW`), and created only
-            // when nothing is there (`O_EXCL`); then the name must still lead to it and what was
-            // opened must be it: a link swapped in or re-pointed meanwhile cannot redirect the
-            // write, nor make it create a file anywhere else. Truncated only after the checks.
-            let (mut f, created) = open_judged(&judged, append).await?;
+            // The folders are made where the path was judged to lead and the file is opened in
+            // the last one, held open (never a name through a link: `O_NOFOLLOW` at each step),
+            // and created only when nothing is there (`O_EXCL`); then the name must still lead
+            // to it and what was opened must be it: a link swapped in or re-pointed meanwhile
+            // cannot redirect the write, nor make it create or remove a file anywhere else.
+            // Truncated only after the checks.
+            let opening = judged.clone();
+            let (f, folder, created) =
+                ethan_core::task::spawn_blocking(move || open_judged(&opening, append))
+                    .await
+                    .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))?;
+            let mut f = tokio::fs::File::from_std(f);
             if !f.metadata().await?.is_file() {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::PermissionDenied,
@@ -121,7 +116,7 @@ impl Tool for FileWrite {
             };
             if let Err(why) = checked {
                 if created {
-                    let _ = tokio::fs::remove_file(&judged).await;
+                    folder.remove_created();
                 }
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::PermissionDenied,
@@ -207,31 +202,55 @@ fn judged_path(raw: &str, ctx: &ToolContext) -> std::path::PathBuf {
         .unwrap_or_else(|| paths::real_path(&paths::resolve(ctx, raw)))
 }
 
+/// The folder a write's file is in, held open from [`open_judged`], and the file's name in it.
+struct Folder {
+    fd: std::os::fd::OwnedFd,
+    name: std::ffi::CString,
+}
+
+impl Folder {
+    /// Remove the file this write created (by its name in the folder held, wherever a name
+    /// leads now).
+    fn remove_created(&self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a descriptor this struct owns and a NUL-terminated name.
+        unsafe { libc::unlinkat(self.fd.as_raw_fd(), self.name.as_ptr(), 0) };
+    }
+}
+
+/// `openat` relative to `at`, never following a link at `name`.
+fn open_at(
+    at: libc::c_int,
+    name: &std::ffi::CStr,
+    flags: libc::c_int,
+) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let flags = flags | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: a NUL-terminated name; `at` is held open by the caller.
+    let fd = unsafe { libc::openat(at, name.as_ptr(), flags, 0o666 as libc::c_uint) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is owned by nobody else.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
 /// Make the folder `dir` (a real path: no link in it when the call was judged) and the ones
 /// above it that are missing, one at a time from `/`, each reached without following a link
-/// (`openat` with `O_NOFOLLOW`, `mkdirat` in the folder held open): a folder swapped for a link
-/// after the check stops it, and nothing is made where the link leads.
-fn make_folders(dir: &std::path::Path) -> std::io::Result<()> {
+/// (`openat` with `O_NOFOLLOW`, `mkdirat` in the folder held open); the last one held open. A
+/// folder swapped for a link after the check stops it, and nothing is made where it leads.
+fn make_folders(dir: &std::path::Path) -> std::io::Result<std::os::fd::OwnedFd> {
     use std::ffi::CString;
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::fd::AsRawFd;
     use std::os::unix::ffi::OsStrExt;
-    let open_at = |at: libc::c_int, name: &CString| -> std::io::Result<OwnedFd> {
-        let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-        // SAFETY: a NUL-terminated name and a descriptor this function holds open.
-        let fd = unsafe { libc::openat(at, name.as_ptr(), flags) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: `fd` was just opened and is owned by nobody else.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-    };
-    let mut held = open_at(libc::AT_FDCWD, &CString::new("/")?)?;
+    let folder = libc::O_PATH | libc::O_DIRECTORY;
+    let mut held = open_at(libc::AT_FDCWD, &CString::new("/")?, folder)?;
     for part in dir.components() {
         let std::path::Component::Normal(name) = part else {
             continue;
         };
         let name = CString::new(name.as_bytes())?;
-        let next = match open_at(held.as_raw_fd(), &name) {
+        let next = match open_at(held.as_raw_fd(), &name, folder) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 // SAFETY: as above; 0o777 less the umask, as `create_dir` does.
                 if unsafe { libc::mkdirat(held.as_raw_fd(), name.as_ptr(), 0o777) } != 0 {
@@ -240,7 +259,7 @@ fn make_folders(dir: &std::path::Path) -> std::io::Result<()> {
                         return Err(e);
                     }
                 }
-                open_at(held.as_raw_fd(), &name)
+                open_at(held.as_raw_fd(), &name, folder)
             }
             other => other,
         };
@@ -248,31 +267,39 @@ fn make_folders(dir: &std::path::Path) -> std::io::Result<()> {
             Some(libc::ELOOP) | Some(libc::ENOTDIR) => std::io::Error::new(
                 std::io::ErrorKind::PermissionDenied,
                 format!(
-                    "{} changed after it was checked (a folder in it is now a link or a file)",
+                    "{} changed after it was checked (a folder in it is now a link or a file); \
+                     nothing was written",
                     dir.display()
                 ),
             ),
             _ => e,
         })?;
     }
-    Ok(())
+    Ok(held)
 }
 
-/// Open the file at `judged` (a real path) for writing without following a link there: the one
-/// already there, else a new one (`O_EXCL`: only if nothing appeared meanwhile); with whether it
+/// Open the file at `judged` (a real path) for writing, in its folder made and held by
+/// [`make_folders`], without following a link there and without blocking (a FIFO put there
+/// opens at once or fails instead of waiting): the file already there, else a new one
+/// (`O_EXCL`: only if nothing appeared meanwhile); with the folder held and whether the file
 /// was created.
-async fn open_judged(
+fn open_judged(
     judged: &std::path::Path,
     append: bool,
-) -> std::io::Result<(tokio::fs::File, bool)> {
-    let open = |create: bool| {
-        let mut o = tokio::fs::OpenOptions::new();
-        o.write(true)
-            .append(append)
-            .create_new(create)
-            // Not blocking: a FIFO put there opens at once (or fails) instead of waiting.
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
-        o
+) -> std::io::Result<(std::fs::File, Folder, bool)> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let parent = judged.parent().unwrap_or(std::path::Path::new("/"));
+    let fd = make_folders(parent)?;
+    let name = judged.file_name().ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} names no file", judged.display()),
+        )
+    })?;
+    let folder = Folder {
+        fd,
+        name: std::ffi::CString::new(name.as_bytes())?,
     };
     let made_link = |e: std::io::Error| match e.raw_os_error() {
         Some(libc::ELOOP) | Some(libc::EEXIST) | Some(libc::ENXIO) => std::io::Error::new(
@@ -285,13 +312,17 @@ async fn open_judged(
         ),
         _ => e,
     };
-    match open(false).open(judged).await {
-        Ok(f) => Ok((f, false)),
+    let flags = libc::O_WRONLY | libc::O_NONBLOCK | if append { libc::O_APPEND } else { 0 };
+    let at = folder.fd.as_raw_fd();
+    let (fd, created) = match open_at(at, &folder.name, flags) {
+        Ok(fd) => (fd, false),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Ok((open(true).open(judged).await.map_err(made_link)?, true))
+            let fd = open_at(at, &folder.name, flags | libc::O_CREAT | libc::O_EXCL);
+            (fd.map_err(made_link)?, true)
         }
-        Err(e) => Err(made_link(e)),
-    }
+        Err(e) => return Err(made_link(e)),
+    };
+    Ok((std::fs::File::from(fd), folder, created))
 }
 
 /// Whether the file `f` refers to is the one consent judged ([`judged_path`]), and not

@@ -63,6 +63,33 @@ pub(crate) fn has_oversized_fd_number(src: &str) -> bool {
     false
 }
 
+/// Whether `src` has a tilde with a directory-stack number (`~12`, `~+3`, `~-2`) that does not
+/// fit in a `usize`: brush-parser 0.4 unwraps that conversion and panics (found by the
+/// `shell_classifier` fuzz target with `~88888888888888888888888/x`). Quoting is ignored: a
+/// false alarm only makes the result more cautious.
+pub(crate) fn has_oversized_tilde_number(src: &str) -> bool {
+    let b = src.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'~' {
+            i += 1;
+            continue;
+        }
+        i += 1;
+        if matches!(b.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        let start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i > start && src[start..i].parse::<usize>().is_err() {
+            return true;
+        }
+    }
+    false
+}
+
 /// Counts constructs that make the parser recurse. Quoting is ignored on purpose: counting too
 /// many only makes the result more cautious, counting too few could overflow the stack.
 fn count_openers(src: &str) -> usize {
@@ -128,6 +155,9 @@ pub(crate) fn program(src: &str) -> Result<ast::Program, &'static str> {
     }
     if has_oversized_fd_number(src) {
         return Err("a file descriptor number out of range");
+    }
+    if has_oversized_tilde_number(src) {
+        return Err("a directory-stack number out of range");
     }
     let mut parser = Parser::new(
         std::io::Cursor::new(src.as_bytes()),

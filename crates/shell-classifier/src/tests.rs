@@ -2,7 +2,7 @@
 //! rules, the checks before the parser) and of rules best shown on a few commands. The corpus of
 //! commands with their expected class is the integration test `tests/corpus.rs`.
 
-use crate::parse::has_oversized_fd_number;
+use crate::parse::{has_oversized_fd_number, has_oversized_tilde_number};
 use crate::walk::commands::files::dangerous_mode;
 use crate::walk::commands::interpreters::sed_executes;
 use crate::words::{brace_expand, compile_glob, decode_ansi_c, glob_match, Arg, Kind};
@@ -101,6 +101,15 @@ fn oversized_fd_numbers_are_refused_before_the_parser() {
             "{cmd}: {c:?}"
         );
     }
+    assert!(has_oversized_tilde_number(
+        "rm -Wf ~88888888888888888888888/x"
+    ));
+    assert!(has_oversized_tilde_number("cd ~+99999999999999999999999"));
+    assert!(!has_oversized_tilde_number("ls ~ ~+ ~- ~2 ~user/x"));
+    assert_eq!(
+        classify("rm -Wf ~88888888888888888888888/x", &[]).class,
+        ShellClass::Always
+    );
     assert!(has_oversized_fd_number("2147483648>x"));
     assert!(!has_oversized_fd_number("2147483647>x"));
     assert!(!has_oversized_fd_number("echo 2>/dev/null 12345678901"));

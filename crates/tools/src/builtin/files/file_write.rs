@@ -90,7 +90,8 @@ impl Tool for FileWrite {
                     .await
                     .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))?;
             let mut f = tokio::fs::File::from_std(f);
-            if !f.metadata().await?.is_file() {
+            let held = f.metadata().await?;
+            if !held.is_file() {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::PermissionDenied,
                     format!(
@@ -102,7 +103,7 @@ impl Tool for FileWrite {
             let opened = if created {
                 paths::identity_of(None)
             } else {
-                paths::identity_of(f.metadata().await.ok().as_ref())
+                paths::identity_of(Some(&held))
             };
             let replaced = self::judged(ctx).is_some_and(|j| j.2 != opened);
             let checked = if replaced || paths::real_path(&path) != judged {
@@ -335,11 +336,7 @@ fn opened_where_judged(
     use std::os::fd::AsRawFd;
     let actual = std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd()))
         .map_err(|e| format!("cannot tell which file was opened: {e}"))?;
-    let approved_protected = ctx
-        .approved_actions
-        .iter()
-        .any(|a| a == ethan_core::tool::PROTECTED_PATHS_APPROVED);
-    if actual != judged || (paths::protection(ctx, &actual).is_some() && !approved_protected) {
+    if actual != judged || (paths::protection(ctx, &actual).is_some() && !paths::approved(ctx)) {
         return Err(format!(
             "{} changed after it was checked (it now leads to {}); nothing was written",
             judged.display(),

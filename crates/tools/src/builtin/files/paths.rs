@@ -150,7 +150,7 @@ pub fn is_pinned(
 ) -> Result<(), ToolError> {
     use std::os::unix::fs::MetadataExt;
     match ctx.assessment.as_ref().and_then(|a| a.get::<Pinned>()) {
-        Some(pin) if (held.dev(), held.ino()) == (pin.dev, pin.ino) => Ok(()),
+        Some(pin) if (held.dev(), held.ino()) == (pin.meta.dev(), pin.meta.ino()) => Ok(()),
         _ => Err(ToolError::new(
             ErrorKind::Denied,
             format!(
@@ -175,27 +175,20 @@ pub fn approved(ctx: &ToolContext) -> bool {
 pub struct Pinned {
     /// Where the path led (links and `..` resolved): what the description shows.
     pub real: PathBuf,
-    pub dev: u64,
-    pub ino: u64,
-    /// What that file was then (`stat`): what the description says of its other names.
+    /// What that file was then (`stat`): its device and inode, which an approved call opens or
+    /// nothing, and what the description says of its other names.
     pub meta: std::fs::Metadata,
 }
 
 /// [`Pinned`] for the path argument `raw` of an approved call; `None` before any approval
 /// (nothing to pin: the ordinary checks apply) or when nothing is there.
 pub fn pin_approved(ctx: &ToolContext, raw: &str) -> Option<Pinned> {
-    use std::os::unix::fs::MetadataExt;
     if !approved(ctx) {
         return None;
     }
     let real = real_path(&resolve(ctx, raw));
     let m = std::fs::metadata(&real).ok()?;
-    Some(Pinned {
-        real,
-        dev: m.dev(),
-        ino: m.ino(),
-        meta: m,
-    })
+    Some(Pinned { real, meta: m })
 }
 
 /// Consent hooks shared by file tools: a protected path is an always-ask call (owner only). The

@@ -244,7 +244,7 @@ def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "."
     found = []
     for dirpath, dirs, names in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in ("target", ".git", "node_modules", "fuzz")]
+        dirs[:] = [d for d in dirs if d not in ("target", ".git", "node_modules", "fuzz", "vendor")]
         if "Cargo.toml" in names:
             src = os.path.join(dirpath, "src")
             if os.path.exists(os.path.join(src, "lib.rs")) or os.path.exists(

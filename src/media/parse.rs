@@ -256,18 +256,28 @@ pub fn pdf_text(bytes: &[u8], limits: &Limits) -> Result<String, String> {
         .into_iter()
         .take(MAX_PDF_PAGES as usize)
         .collect();
-    // The total first: every page's content streams, each decoded within what is left.
+    // The total first: every page's content streams, each decoded within what is left. A stream
+    // that cannot be decoded (a filter not built in, such as BrotliDecode, or damaged data)
+    // is counted and its page's text left out.
     let mut left = limits.inflated;
+    let mut undecoded = 0;
     for (_, id) in &pages {
         for sid in doc.get_page_contents(*id) {
             let Ok(stream) = doc.get_object(sid).and_then(lopdf::Object::as_stream) else {
                 continue;
             };
-            let n = stream
-                .decompressed_content_with_limit(left)
-                .map(|c| c.len())
-                .map_err(|_| format!("its content expands past {} MB", mb(limits.inflated)))?;
-            left = left.saturating_sub(n);
+            match stream.decompressed_content_with_limit(left) {
+                Ok(c) => left = left.saturating_sub(c.len()),
+                Err(lopdf::Error::Decompress(lopdf::DecompressError::MemoryLimitExceeded {
+                    ..
+                })) => {
+                    return Err(format!(
+                        "its content expands past {} MB",
+                        mb(limits.inflated)
+                    ))
+                }
+                Err(_) => undecoded += 1,
+            }
         }
     }
     let mut out = String::new();
@@ -277,7 +287,22 @@ pub fn pdf_text(bytes: &[u8], limits: &Limits) -> Result<String, String> {
             out.push('\n');
         }
     }
-    Ok(out.trim().to_string())
+    let out = out.trim();
+    match undecoded {
+        0 => Ok(out.to_string()),
+        n if out.is_empty() => Err(format!("{}, so it has no text to read", undecodable(n))),
+        n => Ok(format!(
+            "{out}\n[{}: their text is missing]",
+            undecodable(n)
+        )),
+    }
+}
+
+fn undecodable(n: usize) -> String {
+    format!(
+        "{n} of its content streams could not be decoded (a compression Ethan does not read, \
+         such as BrotliDecode, or damaged data)"
+    )
 }
 
 /// Decode a PNG whose pixels fit `limits.inflated`; answers `WIDTHxHEIGHT`.
@@ -355,5 +380,115 @@ mod tests {
         )
         .await;
         assert!(bad.unwrap_err().contains("not a readable PDF"));
+    }
+
+    /// A one-page PDF whose font /F1 has `encoding` and whose content is `content`, filtered
+    /// by `filter` when given (the bytes are then taken as already encoded).
+    fn one_page(encoding: lopdf::Object, content: &[u8], filter: Option<&str>) -> Vec<u8> {
+        use lopdf::{dictionary, Document, Object, Stream};
+        let mut doc = Document::with_version("1.5");
+        let pages_id = doc.new_object_id();
+        let font_id = doc.add_object(dictionary! {
+            "Type" => "Font", "Subtype" => "Type1", "BaseFont" => "Helvetica",
+            "Encoding" => encoding,
+        });
+        let mut dict = dictionary! {};
+        if let Some(f) = filter {
+            dict.set("Filter", Object::Name(f.as_bytes().to_vec()));
+        }
+        let content_id = doc.add_object(Stream::new(dict, content.to_vec()));
+        let page_id = doc.add_object(dictionary! {
+            "Type" => "Page", "Parent" => pages_id, "Contents" => content_id,
+            "Resources" => dictionary! { "Font" => dictionary! { "F1" => font_id } },
+            "MediaBox" => vec![0.into(), 0.into(), 595.into(), 842.into()],
+        });
+        doc.objects.insert(
+            pages_id,
+            Object::Dictionary(dictionary! {
+                "Type" => "Pages", "Kids" => vec![page_id.into()], "Count" => 1,
+            }),
+        );
+        let catalog_id = doc.add_object(dictionary! {"Type" => "Catalog", "Pages" => pages_id});
+        doc.trailer.set("Root", catalog_id);
+        let mut out = Vec::new();
+        doc.save_to(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn glyph_names_in_a_fonts_differences_are_read() {
+        use lopdf::{dictionary, Object};
+        let name = |n: &str| Object::Name(n.as_bytes().to_vec());
+        // `Adieresis` is early in the Adobe Glyph List and `afii10017` (Cyrillic A) deep in it.
+        // `notaglyph` is no glyph name, so the font falls back to the standard encoding
+        // (lopdf's rule) and D stays D.
+        let differences = vec![
+            65.into(),
+            name("Adieresis"),
+            name("afii10017"),
+            name("eacute"),
+        ];
+        let enc = Object::Dictionary(dictionary! { "Differences" => differences });
+        let pdf = one_page(enc, b"BT /F1 12 Tf (ABC) Tj ET", None);
+        let text = pdf_text(&pdf, &Limits::for_sender(false)).unwrap();
+        assert_eq!(text, "\u{c4}\u{410}\u{e9}");
+        let unknown = vec![65.into(), name("notaglyph")];
+        let enc = Object::Dictionary(dictionary! { "Differences" => unknown });
+        let pdf = one_page(enc, b"BT /F1 12 Tf (AD) Tj ET", None);
+        assert_eq!(pdf_text(&pdf, &Limits::for_sender(false)).unwrap(), "AD");
+    }
+
+    /// `pdf` encrypted with AES-256 (revision 6) and these passwords.
+    fn aes256(pdf: &[u8], user_password: &str) -> Vec<u8> {
+        use lopdf::encryption::crypt_filters::{Aes256CryptFilter, CryptFilter};
+        use lopdf::{EncryptionState, EncryptionVersion, Permissions};
+        let mut doc = lopdf::Document::load_mem(pdf).unwrap();
+        let filter: std::sync::Arc<dyn CryptFilter> = std::sync::Arc::new(Aes256CryptFilter);
+        let state = EncryptionState::try_from(EncryptionVersion::V5 {
+            encrypt_metadata: true,
+            crypt_filters: std::collections::BTreeMap::from([(b"StdCF".to_vec(), filter)]),
+            file_encryption_key: &[7u8; 32],
+            stream_filter: b"StdCF".to_vec(),
+            string_filter: b"StdCF".to_vec(),
+            owner_password: "owner-secret",
+            user_password,
+            permissions: Permissions::PRINTABLE,
+        })
+        .unwrap();
+        doc.encrypt(&state).unwrap();
+        let mut out = Vec::new();
+        doc.save_to(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn an_encrypted_pdf_is_read_when_it_opens_without_a_password() {
+        // lopdf is built without SASLprep (Cargo.toml, vendor/lopdf/PATCHED.md): the empty
+        // password a permissions-only PDF opens with still decrypts it.
+        let enc = lopdf::Object::Name(b"WinAnsiEncoding".to_vec());
+        let plain = one_page(enc, b"BT /F1 12 Tf (Restricted but readable) Tj ET", None);
+        let limits = Limits::for_sender(false);
+        let open = aes256(&plain, "");
+        assert_eq!(pdf_text(&open, &limits).unwrap(), "Restricted but readable");
+        let locked = aes256(&plain, "user-secret");
+        assert_eq!(
+            pdf_text(&locked, &limits).unwrap_err(),
+            "the PDF is encrypted"
+        );
+    }
+
+    #[test]
+    fn a_stream_in_a_compression_not_built_in_is_named_not_taken_for_a_bomb() {
+        let enc = lopdf::Object::Name(b"WinAnsiEncoding".to_vec());
+        let pdf = one_page(enc, b"\x0b\x02\x80hello\x03", Some("BrotliDecode"));
+        let err = pdf_text(&pdf, &Limits::for_sender(false)).unwrap_err();
+        assert!(
+            err.contains("1 of its content streams could not be decoded"),
+            "{err}"
+        );
+        assert!(
+            err.contains("BrotliDecode") && !err.contains("expands past"),
+            "{err}"
+        );
     }
 }

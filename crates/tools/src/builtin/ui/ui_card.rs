@@ -23,9 +23,82 @@ pub const SHOWN: &str = "The card is already shown to the user; do not repeat it
 
 pub struct UiCard;
 
-fn scalar() -> Value {
-    json!({"type": ["string", "number", "boolean", "null"]})
-}
+/// The arguments' schema (JSON text: as a `json!` literal it was some 18 KB of code).
+const SCHEMA: &str = r#"{
+    "type": "object",
+    "properties": {
+        "card": {
+            "type": "object",
+            "description": "A template card. compare: title, columns, rows. rank: title, subtitle?, items (best first; numbers are added). stats: title?, metrics. timeline: title, nodes. Values may be text or numbers; use \\n for line breaks.",
+            "properties": {
+                "type": {"type": "string", "enum": ["compare", "rank", "stats", "timeline"]},
+                "title": {"type": ["string", "number"]},
+                "subtitle": {"type": "string", "description": "rank only"},
+                "columns": {
+                    "type": "array",
+                    "description": "compare: column names; the first column labels each row",
+                    "items": {"type": ["string", "number"]}
+                },
+                "rows": {
+                    "type": "array",
+                    "description": "compare: one entry per row, cells in column order",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "values": {"type": "array", "items": {"type": ["string", "number", "boolean", "null"]}},
+                            "label": {"type": ["string", "number"], "description": "older form: becomes the first cell"}
+                        }
+                    }
+                },
+                "items": {
+                    "type": "array",
+                    "description": "rank: entries, best first",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "name": {"type": ["string", "number"]},
+                            "score": {"type": ["string", "number"]},
+                            "desc": {"type": "string"}
+                        },
+                        "required": ["name"]
+                    }
+                },
+                "metrics": {
+                    "type": "array",
+                    "description": "stats: the numbers; trend like \"+12%\" or \"↓ 3\"",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "label": {"type": ["string", "number"]},
+                            "value": {"type": ["string", "number"]},
+                            "trend": {"type": ["string", "number"]}
+                        },
+                        "required": ["label", "value"]
+                    }
+                },
+                "nodes": {
+                    "type": "array",
+                    "description": "timeline: sections in order; items win over body",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "title": {"type": ["string", "number"]},
+                            "body": {"type": ["string", "array"], "items": {"type": "string"}},
+                            "items": {"type": "array", "items": {"type": "string"}}
+                        },
+                        "required": ["title"]
+                    }
+                }
+            },
+            "required": ["type"]
+        },
+        "messages": {
+            "type": "array",
+            "description": "Instead of card, web only: A2UI v0.9 messages, e.g. createSurface then updateComponents whose flat components list includes \"id\": \"root\" and reaches every other component through child/children.",
+            "items": {"type": "object"}
+        }
+    }
+}"#;
 
 #[async_trait]
 impl Tool for UiCard {
@@ -37,81 +110,7 @@ impl Tool for UiCard {
                  list), `stats` (headline numbers) or `timeline`, drawn natively in the chat. The card \
                  is shown at once, so do not repeat its content in your reply. `messages` (A2UI v0.9) \
                  is for custom layouts on the web only.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "card": {
-                            "type": "object",
-                            "description": "A template card. compare: title, columns, rows. rank: title, subtitle?, items (best first; numbers are added). stats: title?, metrics. timeline: title, nodes. Values may be text or numbers; use \\n for line breaks.",
-                            "properties": {
-                                "type": {"type": "string", "enum": ["compare", "rank", "stats", "timeline"]},
-                                "title": {"type": ["string", "number"]},
-                                "subtitle": {"type": "string", "description": "rank only"},
-                                "columns": {
-                                    "type": "array",
-                                    "description": "compare: column names; the first column labels each row",
-                                    "items": {"type": ["string", "number"]}
-                                },
-                                "rows": {
-                                    "type": "array",
-                                    "description": "compare: one entry per row, cells in column order",
-                                    "items": {
-                                        "type": "object",
-                                        "properties": {
-                                            "values": {"type": "array", "items": scalar()},
-                                            "label": {"type": ["string", "number"], "description": "older form: becomes the first cell"}
-                                        }
-                                    }
-                                },
-                                "items": {
-                                    "type": "array",
-                                    "description": "rank: entries, best first",
-                                    "items": {
-                                        "type": "object",
-                                        "properties": {
-                                            "name": {"type": ["string", "number"]},
-                                            "score": {"type": ["string", "number"]},
-                                            "desc": {"type": "string"}
-                                        },
-                                        "required": ["name"]
-                                    }
-                                },
-                                "metrics": {
-                                    "type": "array",
-                                    "description": "stats: the numbers; trend like \"+12%\" or \"↓ 3\"",
-                                    "items": {
-                                        "type": "object",
-                                        "properties": {
-                                            "label": {"type": ["string", "number"]},
-                                            "value": {"type": ["string", "number"]},
-                                            "trend": {"type": ["string", "number"]}
-                                        },
-                                        "required": ["label", "value"]
-                                    }
-                                },
-                                "nodes": {
-                                    "type": "array",
-                                    "description": "timeline: sections in order; items win over body",
-                                    "items": {
-                                        "type": "object",
-                                        "properties": {
-                                            "title": {"type": ["string", "number"]},
-                                            "body": {"type": ["string", "array"], "items": {"type": "string"}},
-                                            "items": {"type": "array", "items": {"type": "string"}}
-                                        },
-                                        "required": ["title"]
-                                    }
-                                }
-                            },
-                            "required": ["type"]
-                        },
-                        "messages": {
-                            "type": "array",
-                            "description": "Instead of card, web only: A2UI v0.9 messages, e.g. createSurface then updateComponents whose flat components list includes \"id\": \"root\" and reaches every other component through child/children.",
-                            "items": {"type": "object"}
-                        }
-                    }
-                }),
+                serde_json::from_str(SCHEMA).expect("SCHEMA is JSON (a unit test parses it)"),
             )
             .risk(Risk::ReadOnly)
             // It shows a card the model composed; it reads nothing.

@@ -256,53 +256,78 @@ pub fn pdf_text(bytes: &[u8], limits: &Limits) -> Result<String, String> {
         .into_iter()
         .take(MAX_PDF_PAGES as usize)
         .collect();
-    // The total first: every page's content streams, each decoded within what is left. A stream
-    // that cannot be decoded (a filter not built in, such as BrotliDecode, or damaged data)
-    // is counted and its page's text left out.
+    // The total first: every page's content streams, each decoded within what is left. A page
+    // whose content is in a compression not built in (such as BrotliDecode) is left out
+    // undecoded; damaged content stops the read, as a bomb does.
     let mut left = limits.inflated;
-    let mut undecoded = 0;
-    for (_, id) in &pages {
-        for sid in doc.get_page_contents(*id) {
-            let Ok(stream) = doc.get_object(sid).and_then(lopdf::Object::as_stream) else {
-                continue;
-            };
-            match stream.decompressed_content_with_limit(left) {
-                Ok(c) => left = left.saturating_sub(c.len()),
-                Err(lopdf::Error::Decompress(lopdf::DecompressError::MemoryLimitExceeded {
-                    ..
-                })) => {
-                    return Err(format!(
-                        "its content expands past {} MB",
-                        mb(limits.inflated)
-                    ))
-                }
-                Err(_) => undecoded += 1,
-            }
+    let mut readable = Vec::new();
+    for (p, id) in &pages {
+        if page_fits(&doc, *id, &mut left, limits)? {
+            readable.push(*p);
         }
     }
     let mut out = String::new();
-    for (p, _) in pages {
-        if let Ok(t) = doc.extract_text_with_limit(&[p], limits.inflated) {
+    for p in &readable {
+        if let Ok(t) = doc.extract_text_with_limit(&[*p], limits.inflated) {
             out.push_str(t.trim_end());
             out.push('\n');
         }
     }
     let out = out.trim();
-    match undecoded {
+    let unread = |n: usize| {
+        format!("{n} of its pages are in a compression Ethan does not read (such as BrotliDecode)")
+    };
+    match pages.len() - readable.len() {
         0 => Ok(out.to_string()),
-        n if out.is_empty() => Err(format!("{}, so it has no text to read", undecodable(n))),
-        n => Ok(format!(
-            "{out}\n[{}: their text is missing]",
-            undecodable(n)
-        )),
+        n if out.is_empty() => Err(unread(n)),
+        n => Ok(format!("{out}\n[{}: their text is left out]", unread(n))),
     }
 }
 
-fn undecodable(n: usize) -> String {
-    format!(
-        "{n} of its content streams could not be decoded (a compression Ethan does not read, \
-         such as BrotliDecode, or damaged data)"
-    )
+/// The filters lopdf is built with here (vendor/lopdf/PATCHED.md: no BrotliDecode).
+const FILTERS: [&[u8]; 5] = [
+    b"FlateDecode",
+    b"LZWDecode",
+    b"ASCII85Decode",
+    b"ASCIIHexDecode",
+    b"RunLengthDecode",
+];
+
+/// Whether page `id`'s content streams are all in [`FILTERS`] (false: the page is left out,
+/// nothing decoded), each decoded within `left`, which it lowers.
+fn page_fits(
+    doc: &lopdf::Document,
+    id: lopdf::ObjectId,
+    left: &mut usize,
+    limits: &Limits,
+) -> Result<bool, String> {
+    let streams: Vec<&lopdf::Stream> = doc
+        .get_page_contents(id)
+        .into_iter()
+        .filter_map(|sid| doc.get_object(sid).and_then(lopdf::Object::as_stream).ok())
+        .collect();
+    let built_in = |s: &&lopdf::Stream| {
+        s.filters()
+            .map_or(true, |f| f.iter().all(|f| FILTERS.contains(f)))
+    };
+    if !streams.iter().all(built_in) {
+        return Ok(false);
+    }
+    for stream in streams {
+        match stream.decompressed_content_with_limit(*left) {
+            Ok(c) => *left = left.saturating_sub(c.len()),
+            Err(lopdf::Error::Decompress(lopdf::DecompressError::MemoryLimitExceeded {
+                ..
+            })) => {
+                return Err(format!(
+                    "its content expands past {} MB",
+                    mb(limits.inflated)
+                ))
+            }
+            Err(e) => return Err(format!("its page content is damaged ({e})")),
+        }
+    }
+    Ok(true)
 }
 
 /// Decode a PNG whose pixels fit `limits.inflated`; answers `WIDTHxHEIGHT`.
@@ -385,6 +410,11 @@ mod tests {
     /// A one-page PDF whose font /F1 has `encoding` and whose content is `content`, filtered
     /// by `filter` when given (the bytes are then taken as already encoded).
     fn one_page(encoding: lopdf::Object, content: &[u8], filter: Option<&str>) -> Vec<u8> {
+        pages(encoding, &[(content, filter)])
+    }
+
+    /// [`one_page`] with a page for each `(content, filter)`.
+    fn pages(encoding: lopdf::Object, contents: &[(&[u8], Option<&str>)]) -> Vec<u8> {
         use lopdf::{dictionary, Document, Object, Stream};
         let mut doc = Document::with_version("1.5");
         let pages_id = doc.new_object_id();
@@ -392,21 +422,24 @@ mod tests {
             "Type" => "Font", "Subtype" => "Type1", "BaseFont" => "Helvetica",
             "Encoding" => encoding,
         });
-        let mut dict = dictionary! {};
-        if let Some(f) = filter {
-            dict.set("Filter", Object::Name(f.as_bytes().to_vec()));
+        let mut kids: Vec<Object> = Vec::new();
+        for (content, filter) in contents {
+            let mut dict = dictionary! {};
+            if let Some(f) = filter {
+                dict.set("Filter", Object::Name(f.as_bytes().to_vec()));
+            }
+            let content_id = doc.add_object(Stream::new(dict, content.to_vec()));
+            let page_id = doc.add_object(dictionary! {
+                "Type" => "Page", "Parent" => pages_id, "Contents" => content_id,
+                "Resources" => dictionary! { "Font" => dictionary! { "F1" => font_id } },
+                "MediaBox" => vec![0.into(), 0.into(), 595.into(), 842.into()],
+            });
+            kids.push(page_id.into());
         }
-        let content_id = doc.add_object(Stream::new(dict, content.to_vec()));
-        let page_id = doc.add_object(dictionary! {
-            "Type" => "Page", "Parent" => pages_id, "Contents" => content_id,
-            "Resources" => dictionary! { "Font" => dictionary! { "F1" => font_id } },
-            "MediaBox" => vec![0.into(), 0.into(), 595.into(), 842.into()],
-        });
+        let count = kids.len() as i64;
         doc.objects.insert(
             pages_id,
-            Object::Dictionary(dictionary! {
-                "Type" => "Pages", "Kids" => vec![page_id.into()], "Count" => 1,
-            }),
+            Object::Dictionary(dictionary! { "Type" => "Pages", "Kids" => kids, "Count" => count }),
         );
         let catalog_id = doc.add_object(dictionary! {"Type" => "Catalog", "Pages" => pages_id});
         doc.trailer.set("Root", catalog_id);
@@ -478,17 +511,25 @@ mod tests {
     }
 
     #[test]
-    fn a_stream_in_a_compression_not_built_in_is_named_not_taken_for_a_bomb() {
-        let enc = lopdf::Object::Name(b"WinAnsiEncoding".to_vec());
-        let pdf = one_page(enc, b"\x0b\x02\x80hello\x03", Some("BrotliDecode"));
-        let err = pdf_text(&pdf, &Limits::for_sender(false)).unwrap_err();
-        assert!(
-            err.contains("1 of its content streams could not be decoded"),
-            "{err}"
+    fn a_page_in_a_compression_not_built_in_is_left_out_and_named() {
+        let enc = || lopdf::Object::Name(b"WinAnsiEncoding".to_vec());
+        let limits = Limits::for_sender(false);
+        let brotli: (&[u8], _) = (b"\x0b\x02\x80hello\x03", Some("BrotliDecode"));
+        let pdf = pages(enc(), &[brotli]);
+        assert_eq!(
+            pdf_text(&pdf, &limits).unwrap_err(),
+            "1 of its pages are in a compression Ethan does not read (such as BrotliDecode)"
         );
-        assert!(
-            err.contains("BrotliDecode") && !err.contains("expands past"),
-            "{err}"
+        let plain: (&[u8], _) = (b"BT /F1 12 Tf (Page two) Tj ET", None);
+        let pdf = pages(enc(), &[brotli, plain]);
+        assert_eq!(
+            pdf_text(&pdf, &limits).unwrap(),
+            "Page two\n[1 of its pages are in a compression Ethan does not read (such as \
+             BrotliDecode): their text is left out]"
         );
+        // Damaged data in a built-in filter is not taken for a bomb either.
+        let pdf = pages(enc(), &[(b"4Q xx>", Some("ASCIIHexDecode"))]);
+        let err = pdf_text(&pdf, &limits).unwrap_err();
+        assert!(err.starts_with("its page content is damaged ("), "{err}");
     }
 }

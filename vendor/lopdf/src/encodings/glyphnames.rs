@@ -34,17 +34,24 @@ macro_rules! glyphs {
 
             pub fn from_name(name: &[u8]) -> Option<Self> {
                 // Ethan's patch: every name, each followed by a newline, in one string beside
-                // their codes in the same order, scanned; the first name wins, as the first arm
-                // of the `match` this replaces did. The `match` was some 430 KiB of code.
+                // their codes in the same order; sorted by name into an index the first time a
+                // name is looked up, then searched by bisection. The `match` this replaces was
+                // some 430 KiB of code. No name is there twice (each is a `const` above).
                 const NAMES: &str = concat!($(stringify!($first), "\n", $(stringify!($rest), "\n",)*)*);
                 const CODES: &[u16] = &[$($code, $(Glyph::$rest.0,)*)*];
+                static INDEX: std::sync::OnceLock<Vec<(&'static [u8], u16)>> = std::sync::OnceLock::new();
 
-                NAMES
-                    .as_bytes()
-                    .split(|b| *b == b'\n')
-                    .position(|n| n == name)
-                    .and_then(|i| CODES.get(i))
-                    .map(|code| Self(*code))
+                let index = INDEX.get_or_init(|| {
+                    let mut index: Vec<_> = NAMES
+                        .as_bytes()
+                        .split(|b| *b == b'\n')
+                        .zip(CODES.iter().copied())
+                        .collect();
+                    index.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                    index
+                });
+                let i = index.partition_point(|(n, _)| *n < name);
+                index.get(i).filter(|(n, _)| *n == name).map(|(_, code)| Self(*code))
             }
         }
 

@@ -158,7 +158,7 @@ async fn sanitiser_bypass_variants_and_an_approval_stay_inert_in_chromium() {
     let pwned: String = eval(&page, "String(window.__pwned)").await;
     assert_eq!(pwned, "undefined", "a string timer ran ({evaluated})");
     // Drawn again from the store.
-    page.reload().await.unwrap();
+    web_page::reload(&page).await;
     wait_for(&page, "[...document.querySelectorAll('.msg.assistant')].some(m => m.textContent.includes('The end.'))", WAIT).await;
     check("reloaded").await;
     home.assert_no_panic();

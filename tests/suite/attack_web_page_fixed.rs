@@ -41,7 +41,7 @@ async fn a_tossed_cookie_from_another_port_does_not_sign_the_owner_out() {
         "(document.cookie = 'ethan_session=junk; path=/web/api; max-age=31536000', document.cookie)",
     )
     .await;
-    page.reload().await.unwrap();
+    web_page::reload(&page).await;
     wait_for(
         &page,
         "!document.getElementById('app').hidden || !document.getElementById('signin').hidden",

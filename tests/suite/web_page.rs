@@ -363,7 +363,7 @@ async fn model_output_renders_inert() {
         hits.lock().unwrap()
     );
     // The same after a reload, drawn from the store.
-    page.reload().await.unwrap();
+    web_page::reload(&page).await;
     wait_for(&page, "[...document.querySelectorAll('.msg.assistant')].some(m => m.textContent.includes('The end.'))", WAIT).await;
     wait_for(&page, "document.querySelector('.card table')", WAIT).await;
     let pwned: String = eval(&page, "String(window.__pwned)").await;
@@ -417,7 +417,7 @@ async fn a_reload_and_a_restart_mid_answer_show_the_answer_once() {
         WAIT,
     )
     .await;
-    page.reload().await.unwrap();
+    web_page::reload(&page).await;
     wait_for(&page, "!document.getElementById('app').hidden", WAIT).await;
     wait_for(
         &page,

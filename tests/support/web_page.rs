@@ -69,7 +69,7 @@ impl Chromium {
     /// A new tab on `url`, loaded.
     pub async fn open(&self, url: &str) -> Page {
         let page = self.browser.new_page(url).await.expect("open a tab");
-        let _ = page.wait_for_navigation().await;
+        let _ = tokio::time::timeout(NAVIGATION, page.wait_for_navigation()).await;
         page
     }
 }
@@ -77,6 +77,26 @@ impl Chromium {
 impl Drop for Chromium {
     fn drop(&mut self) {
         self.handler.abort();
+    }
+}
+
+/// The longest a navigation (a tab opened, a reload) is waited for. chromiumoxide waits for the
+/// navigation's lifecycle event with no limit of its own, and a run that missed the event (seen
+/// once under load in a CI run) waited forever; what the test needs next is waited for by
+/// [`wait_for`], which has its own limit.
+const NAVIGATION: Duration = Duration::from_secs(15);
+
+/// The longest one evaluation in [`wait_for`] is waited for: one sent while the page navigates
+/// can wait for an execution context that never comes; the poll then asks again.
+const ONE_EVAL: Duration = Duration::from_secs(5);
+
+/// Reload `page`, waiting for the navigation at most [`NAVIGATION`].
+pub async fn reload(page: &Page) {
+    match tokio::time::timeout(NAVIGATION, page.reload()).await {
+        Ok(r) => {
+            r.expect("reload the page");
+        }
+        Err(_) => eprintln!("the reload's navigation event did not come in {NAVIGATION:?}"),
     }
 }
 
@@ -94,10 +114,10 @@ pub async fn eval<T: DeserializeOwned>(page: &Page, js: &str) -> T {
 pub async fn wait_for(page: &Page, js: &str, wait: Duration) {
     let deadline = Instant::now() + wait;
     loop {
-        let ok = page
-            .evaluate(format!("Boolean({js})"))
+        let ok = tokio::time::timeout(ONE_EVAL, page.evaluate(format!("Boolean({js})")))
             .await
             .ok()
+            .and_then(Result::ok)
             .and_then(|v| v.into_value::<bool>().ok())
             .unwrap_or(false);
         if ok {

@@ -264,19 +264,37 @@ fn make_folders(dir: &std::path::Path) -> std::io::Result<std::os::fd::OwnedFd> 
             }
             other => other,
         };
-        held = next.map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) | Some(libc::ENOTDIR) => std::io::Error::new(
-                std::io::ErrorKind::PermissionDenied,
-                format!(
-                    "{} changed after it was checked (a folder in it is now a link or a file); \
-                     nothing was written",
-                    dir.display()
-                ),
-            ),
-            _ => e,
+        held = next.map_err(|e| {
+            changed_since_check(
+                e,
+                &[libc::ELOOP, libc::ENOTDIR],
+                dir,
+                "a folder in it is now a link or a file",
+            )
         })?;
     }
     Ok(held)
+}
+
+/// `e` as "`path` changed after it was checked (`what`); nothing was written" when its error
+/// code is one of `codes` (what opening without following a link meets where a link, a file or
+/// a FIFO was put after the check), else `e` as it is.
+fn changed_since_check(
+    e: std::io::Error,
+    codes: &[libc::c_int],
+    path: &std::path::Path,
+    what: &str,
+) -> std::io::Error {
+    match e.raw_os_error() {
+        Some(code) if codes.contains(&code) => std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{} changed after it was checked ({what}); nothing was written",
+                path.display()
+            ),
+        ),
+        _ => e,
+    }
 }
 
 /// Open the file at `judged` (a real path) for writing, in its folder made and held by
@@ -302,16 +320,9 @@ fn open_judged(
         fd,
         name: std::ffi::CString::new(name.as_bytes())?,
     };
-    let made_link = |e: std::io::Error| match e.raw_os_error() {
-        Some(libc::ELOOP) | Some(libc::EEXIST) | Some(libc::ENXIO) => std::io::Error::new(
-            std::io::ErrorKind::PermissionDenied,
-            format!(
-                "{} changed after it was checked (something else is there now); nothing was \
-                 written",
-                judged.display()
-            ),
-        ),
-        _ => e,
+    let made_link = |e| {
+        let codes = [libc::ELOOP, libc::EEXIST, libc::ENXIO];
+        changed_since_check(e, &codes, judged, "something else is there now")
     };
     let flags = libc::O_WRONLY | libc::O_NONBLOCK | if append { libc::O_APPEND } else { 0 };
     let at = folder.fd.as_raw_fd();

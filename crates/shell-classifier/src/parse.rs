@@ -43,24 +43,12 @@ const ANALYSIS_TIMEOUT: Duration = Duration::from_secs(5);
 /// Quoting is ignored: a false alarm only makes the result more cautious.
 pub(crate) fn has_oversized_fd_number(src: &str) -> bool {
     let b = src.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if !b[i].is_ascii_digit() {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < b.len() && b[i].is_ascii_digit() {
-            i += 1;
-        }
+    digit_runs(b).any(|r| {
         let starts_token =
-            start == 0 || !(b[start - 1].is_ascii_alphanumeric() || b[start - 1] == b'_');
-        let redirects = matches!(b.get(i), Some(b'<' | b'>'));
-        if starts_token && redirects && src[start..i].parse::<i32>().is_err() {
-            return true;
-        }
-    }
-    false
+            r.start == 0 || !(b[r.start - 1].is_ascii_alphanumeric() || b[r.start - 1] == b'_');
+        let redirects = matches!(b.get(r.end), Some(b'<' | b'>'));
+        starts_token && redirects && src[r].parse::<i32>().is_err()
+    })
 }
 
 /// Whether `src` has a tilde with a directory-stack number (`~12`, `~+3`, `~-2`) that does not
@@ -69,25 +57,29 @@ pub(crate) fn has_oversized_fd_number(src: &str) -> bool {
 /// false alarm only makes the result more cautious.
 pub(crate) fn has_oversized_tilde_number(src: &str) -> bool {
     let b = src.as_bytes();
+    digit_runs(b).any(|r| {
+        let after_tilde = match r.start.checked_sub(1).map(|i| b[i]) {
+            Some(b'~') => true,
+            Some(b'+' | b'-') => r.start >= 2 && b[r.start - 2] == b'~',
+            _ => false,
+        };
+        after_tilde && src[r].parse::<usize>().is_err()
+    })
+}
+
+/// The runs of ASCII digits in `b`, each whole, as byte ranges.
+fn digit_runs(b: &[u8]) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
     let mut i = 0;
-    while i < b.len() {
-        if b[i] != b'~' {
-            i += 1;
-            continue;
-        }
-        i += 1;
-        if matches!(b.get(i), Some(b'+' | b'-')) {
+    std::iter::from_fn(move || {
+        while i < b.len() && !b[i].is_ascii_digit() {
             i += 1;
         }
         let start = i;
         while i < b.len() && b[i].is_ascii_digit() {
             i += 1;
         }
-        if i > start && src[start..i].parse::<usize>().is_err() {
-            return true;
-        }
-    }
-    false
+        (i > start).then_some(start..i)
+    })
 }
 
 /// Counts constructs that make the parser recurse. Quoting is ignored on purpose: counting too

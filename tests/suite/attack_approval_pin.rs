@@ -5,7 +5,8 @@
 //! approved call must then be refused, and the other protected file read nowhere.
 
 use super::attack_approval_swap::{
-    first_approval, reading_model, repoint, setup, start, tool_result, wait_sent, OWNER, SSH_KEY,
+    first_approval, reading_model, refuse, repoint, setup, start, tool_result, unanswered_approval,
+    wait_sent, OWNER, SSH_KEY,
 };
 use crate::support::{FakeTelegram, TestHome};
 use serde_json::json;
@@ -284,15 +285,7 @@ async fn a_link_flipped_after_the_yes_never_hands_over_the_key() {
             // The next question (the link leads to the config while it is asked).
             let deadline = Instant::now() + Duration::from_secs(60);
             let (once, text) = loop {
-                let fresh = tg.sent_messages().iter().find_map(|m| {
-                    let data = m["reply_markup"]["inline_keyboard"][0]
-                        .as_array()?
-                        .iter()
-                        .filter_map(|b| b["callback_data"].as_str())
-                        .find(|d| d.starts_with("ap:o:") && !answered.iter().any(|a| a == d))?
-                        .to_string();
-                    Some((data, m["text"].as_str().unwrap_or_default().to_string()))
-                });
+                let fresh = unanswered_approval(&tg, &answered);
                 if let Some(found) = fresh {
                     break found;
                 }
@@ -304,9 +297,7 @@ async fn a_link_flipped_after_the_yes_never_hands_over_the_key() {
                 // The question named the key (the link was still flipping when the call was
                 // first described): the owner says no, as anyone reading it would.
                 let asked = model.requests().len();
-                let id = tg.next_update_id();
-                let no = once.replacen("ap:o:", "ap:d:", 1);
-                tg.push_update(FakeTelegram::callback_update(id, OWNER, OWNER, &no));
+                refuse(&tg, &once);
                 let deadline = Instant::now() + Duration::from_secs(60);
                 while model.requests().len() == asked && Instant::now() < deadline {
                     tokio::time::sleep(Duration::from_millis(5)).await;

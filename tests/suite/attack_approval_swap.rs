@@ -52,17 +52,8 @@ pub(super) async fn reading_model(tool: &str, args: serde_json::Value) -> Script
 pub(super) async fn first_approval(tg: &FakeTelegram) -> (String, String) {
     let deadline = Instant::now() + WAIT;
     loop {
-        for m in tg.sent_messages() {
-            let Some(row) = m["reply_markup"]["inline_keyboard"][0].as_array() else {
-                continue;
-            };
-            let once = row
-                .iter()
-                .filter_map(|b| b["callback_data"].as_str())
-                .find(|d| d.starts_with("ap:o:"));
-            if let Some(once) = once {
-                return (m["text"].as_str().unwrap_or_default().into(), once.into());
-            }
+        if let Some((once, text)) = unanswered_approval(tg, &[]) {
+            return (text, once);
         }
         assert!(
             Instant::now() < deadline,
@@ -71,6 +62,34 @@ pub(super) async fn first_approval(tg: &FakeTelegram) -> (String, String) {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// The first approval request sent so far whose "once" button's callback data is not in
+/// `answered`: that data and the request's text.
+pub(super) fn unanswered_approval(
+    tg: &FakeTelegram,
+    answered: &[String],
+) -> Option<(String, String)> {
+    tg.sent_messages().iter().find_map(|m| {
+        let once = m["reply_markup"]["inline_keyboard"][0]
+            .as_array()?
+            .iter()
+            .filter_map(|b| b["callback_data"].as_str())
+            .find(|d| d.starts_with("ap:o:") && !answered.iter().any(|a| a == d))?
+            .to_string();
+        Some((once, m["text"].as_str().unwrap_or_default().to_string()))
+    })
+}
+
+/// The owner says no to the approval whose "once" button has the callback data `once`.
+pub(super) fn refuse(tg: &FakeTelegram, once: &str) {
+    let no = once.replacen("ap:o:", "ap:d:", 1);
+    tg.push_update(FakeTelegram::callback_update(
+        tg.next_update_id(),
+        OWNER,
+        OWNER,
+        &no,
+    ));
 }
 
 /// Wait until a sent message contains `text`.

@@ -3,7 +3,9 @@
 //! scripted model: something beside the turn flips a link in the window between that check and
 //! the moment the call opens the file.
 
-use super::attack_approval_swap::{repoint, setup, start, wait_sent, OWNER, SSH_CONFIG, SSH_KEY};
+use super::attack_approval_swap::{
+    refuse, repoint, setup, start, unanswered_approval, wait_sent, OWNER, SSH_CONFIG, SSH_KEY,
+};
 use crate::support::{FakeTelegram, ScriptedModel, Step, TestHome};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -84,15 +86,7 @@ async fn flipping(
         }
         let deadline = Instant::now() + Duration::from_secs(60);
         let (once, text) = loop {
-            let fresh = tg.sent_messages().iter().find_map(|m| {
-                let data = m["reply_markup"]["inline_keyboard"][0]
-                    .as_array()?
-                    .iter()
-                    .filter_map(|b| b["callback_data"].as_str())
-                    .find(|d| d.starts_with("ap:o:") && !answered.iter().any(|a| a == d))?
-                    .to_string();
-                Some((data, m["text"].as_str().unwrap_or_default().to_string()))
-            });
+            let fresh = unanswered_approval(&tg, &answered);
             if let Some(found) = fresh {
                 break found;
             }
@@ -118,9 +112,7 @@ async fn flipping(
         let asked = model.requests().len();
         if text.contains(refused) {
             // The question named what the owner would not allow: the owner says no.
-            let id = tg.next_update_id();
-            let no = once.replacen("ap:o:", "ap:d:", 1);
-            tg.push_update(FakeTelegram::callback_update(id, OWNER, OWNER, &no));
+            refuse(&tg, &once);
         } else {
             let stop = Arc::new(AtomicBool::new(false));
             let flipper = {
